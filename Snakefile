@@ -1,0 +1,31 @@
+# scaledl: the EASGD family of You, Buluç & Demmel (SC'17) as a pipeline.
+#
+#   raw data --prepare--> data/hdf5/{dataset}.h5
+#            --train (MPI, one job per grid point)--> results/runs/.../{metrics.csv,run.json}
+#            --aggregate--> results/tables/summary.{csv,md}  --plot--> results/plots/*.png
+#
+# Run: snakemake --cores 2                      (laptop, config/config.yaml)
+#      snakemake --profile slurm                (cluster, see slurm/config.yaml)
+#      snakemake --cores 2 --configfile config/test.yaml   (seconds, synthetic data)
+
+
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+configfile: "config/config.yaml"
+
+
+# common.smk validates the config against workflow/schemas/config.schema.yaml
+# and defines every helper the rules below call.
+include: "workflow/rules/common.smk"
+include: "workflow/rules/data.smk"
+include: "workflow/rules/train.smk"
+include: "workflow/rules/report.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        final_outputs(),

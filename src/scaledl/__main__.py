@@ -1,0 +1,3 @@
+from scaledl.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,47 @@
+"""The algorithm registry: names are the config enum, the CLI choices and the table keys.
+
+This module imports neither torch nor MPI, so Snakemake and the CLI can read
+the registry without initialising MPI; `load(key)` imports an algorithm's
+module on demand.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class AlgorithmInfo:
+    key: str
+    paper_name: str
+    module: str              # scaledl.algorithms.<module> defines ALGORITHM
+    needs_master: bool       # dedicated master rank: the job has P+1 ranks
+    deterministic: bool      # bitwise repeatable for a given seed and world size
+
+
+ALGORITHMS: dict[str, AlgorithmInfo] = {
+    info.key: info
+    for info in (
+        AlgorithmInfo("easgd", "original EASGD (round-robin)", "easgd", True, True),
+        AlgorithmInfo("async_easgd", "Async EASGD", "async_easgd", True, False),
+        AlgorithmInfo("async_measgd", "Async MEASGD", "async_measgd", True, False),
+        AlgorithmInfo("hogwild_easgd", "Hogwild EASGD", "hogwild_easgd", True, False),
+        AlgorithmInfo("sync_easgd", "Sync EASGD", "sync_easgd", False, True),
+        AlgorithmInfo("async_sgd", "Async SGD", "async_sgd", True, False),
+        AlgorithmInfo("async_msgd", "Async MSGD", "async_msgd", True, False),
+        AlgorithmInfo("hogwild_sgd", "Hogwild SGD", "hogwild_sgd", True, False),
+        AlgorithmInfo("sync_sgd", "synchronous SGD (allreduce of gradients)", "sync_sgd", False, True),
+    )
+}
+
+
+def load(key: str):
+    """The Algorithm class registered under `key`."""
+    info = ALGORITHMS[key]
+    return importlib.import_module(f"scaledl.algorithms.{info.module}").ALGORITHM
+
+
+def tasks_for(key: str, workers: int) -> int:
+    """MPI ranks a run of `key` with `workers` workers needs."""
+    return workers + 1 if ALGORITHMS[key].needs_master else workers

@@ -1,0 +1,54 @@
+"""Async MSGD: Async SGD with momentum (paper Eqs. 3–4).
+
+Rule:  V ← μ·V − η·ΔW^i ;  W ← W + V ;  then W^i ← W.
+Pattern: as `async_sgd` (first come, first served, exclusive lock).
+Where V lives is not stated in the paper; both are offered
+(`--msgd-momentum-at`):
+  master (default, Downpour-style): one V at the master, updated by every
+    worker's gradient in arrival order; the read-modify-write of V runs
+    inside the worker's exclusive-lock epoch (Get V, Put V', Accumulate V').
+  worker: each worker keeps its own V^i and pushes V^i as its update
+    (W ← W + V^i), a cheaper exchange of the same size as Async SGD's.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from scaledl.algorithms import rules
+from scaledl.algorithms.async_sgd import AsyncSGD
+
+
+class AsyncMSGD(AsyncSGD):
+    key = "async_msgd"
+    locked = True
+
+    def uses_master_momentum(self) -> bool:
+        return self.hyper.momentum_at == "master"
+
+    def __init__(self, setup):
+        super().__init__(setup)
+        if self.roles.is_worker:
+            if self.uses_master_momentum():
+                self.velocity_host = np.empty(self.params.numel, dtype=np.float32)
+            else:
+                self.velocity = torch.zeros_like(self.params.data)
+
+    def worker_step(self) -> None:
+        if self.uses_master_momentum():
+            with self.timer.phase("comm"):
+                grad = self.stage.send_view(self.params.grad)
+                self.window.momentum_step(grad, self.velocity_host, self.center_host, self.hyper.lr,
+                                          self.hyper.momentum, on_update=self.count_update)
+        else:
+            with self.timer.phase("update"):
+                rules.velocity_(self.velocity, self.params.grad, self.hyper.lr, self.hyper.momentum)  # Eq. 3 on worker i
+                delta = self.stage.send_view(self.velocity)
+            with self.timer.phase("comm"):
+                self.window.push_then_pull(delta, self.center_host, on_update=self.count_update)
+        with self.timer.phase("update"):
+            self.params.data.copy_(self.load_center_copy())                     # W^i ← W
+
+
+ALGORITHM = AsyncMSGD

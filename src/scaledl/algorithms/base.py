@@ -1,0 +1,101 @@
+"""The one interface every algorithm implements.
+
+An algorithm composes an update rule (`rules.py`) with a message pattern
+(`scaledl.comm`). The training loop calls it like this::
+
+    algo.start()                                # every W^i starts equal to W
+    while not stop and algo.begin_iteration():  # round-robin: wait for this worker's turn
+        images, labels = loader.next_batch()
+        loss = forward_backward(...)            # fills params.grad (ΔW^i)
+        algo.worker_step()                      # exchange + updates (Eqs. 1-6)
+        stop = algo.end_iteration(loss, len(labels), master_wants_stop)
+    algo.finish()
+
+and, on the dedicated master of master-based algorithms, `algo.serve(monitor)`
+then `algo.finish()`.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import ClassVar
+
+import torch
+
+from scaledl.comm.flat import FlatParams
+from scaledl.comm.roles import Roles
+from scaledl.timing import PhaseTimer
+
+
+@dataclass(frozen=True)
+class Hyper:
+    lr: float            # η
+    rho: float           # ρ (elasticity); α = ηρ is the moving rate
+    momentum: float      # μ, for the momentum variants
+    tau: int = 1         # communication period (the paper exchanges every iteration)
+    momentum_at: str = "master"   # async_msgd: where V lives ("master" or "worker")
+    nesterov: bool = False        # async_measgd: gradient at the look-ahead W^i + μV^i
+    worker_timeout: float = 30.0  # seconds without progress before the job is aborted
+
+    @property
+    def alpha(self) -> float:
+        return self.lr * self.rho
+
+
+@dataclass
+class Setup:
+    """What an algorithm is built from."""
+
+    roles: Roles
+    params: FlatParams | None   # this worker's W^i (None on a dedicated master)
+    center: FlatParams | None   # the center W (master only)
+    hyper: Hyper
+    timer: PhaseTimer
+    n_train: int = 0            # training-set size, to turn samples into epochs
+
+
+class Algorithm(ABC):
+    key: ClassVar[str]
+
+    def __init__(self, setup: Setup):
+        self.roles = setup.roles
+        self.params = setup.params
+        self.center = setup.center
+        self.hyper = setup.hyper
+        self.timer = setup.timer
+        self.n_train = setup.n_train
+
+    @abstractmethod
+    def start(self) -> None:
+        """Make every worker's W^i equal to the master's W before the first step."""
+
+    def begin_iteration(self) -> bool:
+        """Before a worker fetches its batch; False means the run is over."""
+        return True
+
+    @abstractmethod
+    def worker_step(self) -> None:
+        """After backward (ΔW^i is in params.grad): communicate and update."""
+
+    @abstractmethod
+    def end_iteration(self, loss: torch.Tensor, batch: int, master_wants_stop: bool) -> bool:
+        """Report the iteration and learn the master's stop decision; True means stop now."""
+
+    def serve(self, monitor) -> None:
+        """Dedicated master loop (master-based algorithms only)."""
+        raise NotImplementedError(f"{self.key} has no dedicated master")
+
+    def refresh_center(self) -> None:
+        """Master: bring `center` up to date before it is evaluated or saved."""
+
+    def finish(self) -> None:
+        """Every rank, after its loop: settle in-flight exchanges, release MPI resources."""
+
+    def center_tensor(self) -> torch.Tensor:
+        """The weights to evaluate (on the master)."""
+        return self.center.data
+
+    def report(self) -> dict:
+        """Algorithm-specific facts for run.json (exchanges, staleness, ...)."""
+        return {}

@@ -1,0 +1,99 @@
+"""Original EASGD, round-robin (Zhang et al.; the SC'17 paper's baseline, its Algorithm 1).
+
+Rules, for worker i in its turn:
+    worker, Eq. 1:               W^i ← W^i − η·ΔW^i − η·ρ·(W^i − W)
+    master, Eq. 2 (one worker):  W ← W + η·ρ·(W^i − W)
+Pattern: the master serves the workers one at a time, strictly in rank
+order (RoundRobinMaster). In worker i's turn: the master sends W (line 10);
+worker i fetches its batch (line 9), computes ΔW^i (line 11), sends W^i
+back (line 12) and applies Eq. 1 (line 13); the master applies Eq. 2 (line
+14); then worker i+1's turn begins. The workers' computations are thereby
+serialised: P·(α + |W|β) per round each way and no overlap, which is what
+makes it slow on HPC systems (the paper's motivation). Bitwise repeatable:
+the order of every update is fixed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from scaledl.algorithms import rules
+from scaledl.algorithms.master_based import BoardStats, MasterBased, Staleness
+from scaledl.comm.round_robin import RoundRobinMaster, RoundRobinWorker
+
+
+class EASGD(MasterBased):
+    key = "easgd"
+
+    def __init__(self, setup):
+        super().__init__(setup)
+        r = self.roles
+        if r.is_master:
+            self.rr = RoundRobinMaster(r.world, r.worker_ranks, self.center.numel, self.hyper.worker_timeout)
+            self.order_head: list[int] = []       # the first rounds' service order, for inspection
+            self.in_rank_order = True
+            self.turns = 0
+            self.lags = [Staleness() for _ in r.worker_ranks]   # measured at the master
+        else:
+            self.rr = RoundRobinWorker(r.world, r.master)
+            self.center_host = np.empty(self.params.numel, dtype=np.float32)
+            self.center_copy = torch.empty_like(self.params.data)
+
+    # ---- worker: wait for the turn, compute, hand back, update
+    def begin_iteration(self) -> bool:
+        with self.timer.phase("wait"):
+            my_turn = self.rr.await_turn(self.center_host)
+        if my_turn:
+            self.center_copy.copy_(torch.from_numpy(self.center_host))
+        return my_turn
+
+    def worker_step(self) -> None:
+        with self.timer.phase("comm"):
+            self.rr.hand_back(self.stage.send_view(self.params.data))           # W^i_t to the master
+        with self.timer.phase("update"):
+            rules.elastic_worker_(self.params.data, self.params.grad, self.center_copy, self.hyper.lr, self.hyper.rho)
+
+    def end_iteration(self, loss, batch: int, master_wants_stop: bool) -> bool:
+        super().end_iteration(loss, batch, master_wants_stop)
+        return False   # the stop arrives instead of the next turn (begin_iteration)
+
+    # ---- master: serve workers 1..P in order, one at a time
+    def serve(self, monitor) -> None:
+        center = self.center.data
+        stats = BoardStats(self.roles.num_workers, self.n_train)
+        round_ = 0
+        while True:
+            # every exchange below waits at most --worker-timeout seconds (RoundRobinMaster)
+            for w, rank in enumerate(self.roles.worker_ranks):
+                with self.timer.phase("comm"):
+                    w_i = self.rr.serve(rank, center.numpy())
+                with self.timer.phase("center_update"):
+                    rules.elastic_center_one_(center, torch.from_numpy(w_i), self.hyper.lr, self.hyper.rho)
+                self._note_service(w, rank)
+            round_ += 1
+            self.board.add_updates(self.roles.num_workers)
+            stats.advance(self.board.read(), monitor)
+            if monitor.after_step(round_, stats.epoch):
+                break
+        self.rr.stop_all()
+
+    def _note_service(self, w: int, rank: int) -> None:
+        expected = self.roles.worker_ranks[self.turns % self.roles.num_workers]
+        self.in_rank_order &= rank == expected
+        self.lags[w].note(self.turns)
+        self.turns += 1
+        if len(self.order_head) < 4 * self.roles.num_workers:
+            self.order_head.append(rank)
+
+    def report(self) -> dict:
+        if self.roles.is_master:
+            return {
+                "service_order_head": self.order_head,
+                "served_in_rank_order": bool(self.in_rank_order),
+                "workers": [{"rank": rank, **lag.as_dict()} for rank, lag in zip(self.roles.worker_ranks, self.lags)],
+            }
+        return {}
+
+
+ALGORITHM = EASGD

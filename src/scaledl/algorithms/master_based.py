@@ -1,0 +1,157 @@
+"""What the dedicated-master algorithms share: W_0 to everyone, the board, the master's loop.
+
+Ranks: the master (rank 0) holds the center W in host memory, like the
+paper's CPU master; workers 1..P hold W^i on their devices. Each worker
+reports its loss and reads the stop flag through the master's board (an RMA
+window) after every iteration, so stopping and statistics never need the
+master's attention. The master loops: keep MPI progressing (passive-target
+RMA needs the target to call into MPI with some libraries), watch every
+worker's heartbeat, evaluate W on schedule and decide when to stop.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import torch
+
+from scaledl.algorithms.base import Algorithm
+from scaledl.comm.board import HEARTBEATS, LOSS_SUM, SAMPLES, UPDATES, Board
+from scaledl.comm.buffers import HostStage
+from scaledl.comm.watchdog import Watchdog, abort_job
+
+
+class Staleness:
+    """How many center updates by others happened between a worker's consecutive exchanges."""
+
+    def __init__(self):
+        self.count, self.total, self.max, self._expected = 0, 0, 0, 0
+
+    def note(self, version: int) -> None:
+        """`version`: the center's update count just before this worker's update."""
+        lag = version - self._expected
+        self.count += 1
+        self.total += lag
+        self.max = max(self.max, lag)
+        self._expected = version + 1
+
+    def as_dict(self) -> dict:
+        return {"exchanges": self.count, "staleness_mean": self.total / self.count if self.count else None, "staleness_max": self.max}
+
+
+class MasterBased(Algorithm):
+    def __init__(self, setup):
+        super().__init__(setup)
+        r = self.roles
+        self.world = r.world
+        self.board = Board(r.world, r.master, r.num_workers)
+        self.staleness = Staleness()
+        if r.is_worker:
+            self.stage = HostStage(self.params.data)
+
+    # ---- both sides
+    def start(self) -> None:
+        """W^i_0 ← W_0: one broadcast from the master."""
+        with self.timer.phase("comm"):
+            if self.roles.is_master:
+                self.world.Bcast(self.center.data.numpy(), root=self.roles.master)
+            else:
+                self.world.Bcast(self.stage.recv_view(self.params.data), root=self.roles.master)
+                self.stage.finish_recv(self.params.data)
+
+    def finish(self) -> None:
+        self.world.Barrier()  # every worker has left its loop: no exchange is still in flight
+        if self.roles.is_master:
+            self.refresh_center()
+        self.board.free()
+
+    # ---- worker side
+    def end_iteration(self, loss, batch: int, master_wants_stop: bool) -> bool:
+        with self.timer.phase("comm"):
+            return self.board.report(self.roles.worker_index, float(loss) * batch, batch)
+
+    def report(self) -> dict:
+        if self.roles.is_worker:
+            return {"rank": self.roles.rank, "worker": self.roles.worker_index, **self.staleness.as_dict()}
+        return {}
+
+    # ---- master side
+    def serve(self, monitor) -> None:
+        """Watch the board until the monitor says stop, then raise the stop flag."""
+        heartbeats = Heartbeats(self.roles.worker_ranks, self.hyper.worker_timeout)
+        watchdog = Watchdog(self.hyper.worker_timeout, heartbeats.blame)
+        stats = BoardStats(self.roles.num_workers, self.n_train)
+        try:
+            while True:
+                with self.timer.phase("wait"):
+                    self.world.Iprobe()           # drives passive-target progress
+                    words = self.board.read()
+                watchdog.beat()
+                heartbeats.check(words[HEARTBEATS:])
+                if stats.advance(words, monitor):
+                    busy_since = time.monotonic()
+                    with watchdog.paused():       # evaluating W may take long; workers are not to blame
+                        done = monitor.after_step(stats.step, stats.epoch)
+                    heartbeats.excuse(time.monotonic() - busy_since)
+                    if done:
+                        break
+            self.board.set_stop()
+        finally:
+            watchdog.stop()
+
+
+class BoardStats:
+    """Turns board counters into the monitor's step, epoch and loss."""
+
+    def __init__(self, num_workers: int, n_train: int):
+        self.num_workers = num_workers
+        self.n_train = max(n_train, 1)
+        self.step, self.epoch = 0, 0.0
+        self._loss_sum, self._samples = 0.0, 0.0
+
+    def advance(self, words: np.ndarray, monitor) -> bool:
+        """Feed new losses to the monitor; True when the step (updates / P) advanced."""
+        new_samples = words[SAMPLES] - self._samples
+        if new_samples > 0:
+            monitor.record_loss((words[LOSS_SUM] - self._loss_sum) / new_samples, int(new_samples))
+            self._loss_sum, self._samples = words[LOSS_SUM], words[SAMPLES]
+        self.epoch = words[SAMPLES] / self.n_train
+        step = int(words[UPDATES]) // self.num_workers
+        advanced, self.step = step > self.step, step
+        return advanced
+
+
+class Heartbeats:
+    """Per-worker exchange counters; a worker whose counter stalls longer than the timeout is lost."""
+
+    def __init__(self, worker_ranks: tuple[int, ...], timeout: float):
+        self.worker_ranks = worker_ranks
+        self.timeout = timeout
+        self.seen = np.zeros(len(worker_ranks))
+        self.changed_at = np.full(len(worker_ranks), time.monotonic())
+
+    def check(self, beats: np.ndarray) -> None:
+        now = time.monotonic()
+        moved = beats != self.seen
+        self.changed_at[moved] = now
+        self.seen = beats.copy()
+        late = now - self.changed_at
+        w = int(np.argmax(late))
+        if late[w] > self.timeout:
+            abort_job(f"worker rank {self.worker_ranks[w]} made no exchange for {late[w]:.1f} s "
+                      f"(after {int(self.seen[w])} exchanges; limit --worker-timeout {self.timeout:g} s); aborting the job")
+
+    def excuse(self, seconds: float) -> None:
+        """Do not count time the master itself was busy (workers may have stalled waiting for it)."""
+        self.changed_at += seconds
+
+    def blame(self) -> str:
+        w = int(np.argmax(time.monotonic() - self.changed_at))
+        return (f"the master is stuck waiting; worker rank {self.worker_ranks[w]} has the oldest heartbeat "
+                f"(after {int(self.seen[w])} exchanges) and is likely dead or hung")
+
+
+def host_view(t: torch.Tensor) -> np.ndarray:
+    """numpy view of a CPU tensor (the master's center lives in host memory)."""
+    return t.detach().numpy()

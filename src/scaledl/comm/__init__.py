@@ -1,0 +1,1 @@
+"""Who is who, the flat parameter buffer, and the message patterns."""

@@ -1,0 +1,76 @@
+"""The master's notice board: a small RMA window of control words and statistics.
+
+Workers update it with one-sided accumulates, so reporting a loss or
+reading the stop flag never waits for the master's attention. Layout
+(float64; counts stay exact below 2**53):
+
+    [0] UPDATES   center updates so far (the center's version)
+    [1] STOP      1.0 once the master ends the run
+    [2] LOSS_SUM  Σ loss·batch reported by workers
+    [3] SAMPLES   Σ batch sizes reported
+    [4 + w]       exchanges completed by worker w (heartbeat)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from mpi4py import MPI
+
+UPDATES, STOP, LOSS_SUM, SAMPLES, HEARTBEATS = 0, 1, 2, 3, 4
+
+
+class Board:
+    def __init__(self, world: MPI.Comm, master: int, num_workers: int):
+        self.master = master
+        self.is_master = world.Get_rank() == master
+        self.size = HEARTBEATS + num_workers
+        nbytes = self.size * 8 if self.is_master else 0
+        self.win = MPI.Win.Allocate(nbytes, disp_unit=8, comm=world)
+        if self.is_master:
+            self.words = np.frombuffer(self.win.tomemory(), dtype=np.float64)
+            self.words[:] = 0.0
+        self._one = np.ones(1, dtype=np.float64)
+        self._version = np.zeros(1, dtype=np.float64)
+        self._stats = np.zeros(2, dtype=np.float64)
+        self._stop = np.zeros(1, dtype=np.float64)
+        world.Barrier()  # the master's zeros are in place before anyone accumulates
+
+    # ---- worker side
+    def next_version(self) -> int:
+        """Count one center update; returns the version the center had before it."""
+        self.win.Lock(self.master, MPI.LOCK_SHARED)
+        self.win.Fetch_and_op(self._one, self._version, self.master, UPDATES, op=MPI.SUM)
+        self.win.Unlock(self.master)
+        return int(self._version[0])
+
+    def report(self, worker_index: int, loss_sum: float, samples: int) -> bool:
+        """Add this iteration's loss, beat the heart; returns True when the master says stop."""
+        self._stats[:] = (loss_sum, samples)
+        self.win.Lock(self.master, MPI.LOCK_SHARED)
+        self.win.Accumulate(self._stats, self.master, target=LOSS_SUM, op=MPI.SUM)
+        self.win.Accumulate(self._one, self.master, target=HEARTBEATS + worker_index, op=MPI.SUM)
+        self.win.Get_accumulate(self._one, self._stop, self.master, target=STOP, op=MPI.NO_OP)
+        self.win.Unlock(self.master)
+        return bool(self._stop[0])
+
+    # ---- master side
+    def read(self) -> np.ndarray:
+        """A consistent copy of the board."""
+        self.win.Lock(self.master, MPI.LOCK_EXCLUSIVE)
+        copy = self.words.copy()
+        self.win.Unlock(self.master)
+        return copy
+
+    def add_updates(self, count: int) -> None:
+        """The master counts updates it applied itself (two-sided patterns)."""
+        self.win.Lock(self.master, MPI.LOCK_EXCLUSIVE)
+        self.words[UPDATES] += count
+        self.win.Unlock(self.master)
+
+    def set_stop(self) -> None:
+        self.win.Lock(self.master, MPI.LOCK_EXCLUSIVE)
+        self.words[STOP] = 1.0
+        self.win.Unlock(self.master)
+
+    def free(self) -> None:
+        self.win.Free()

@@ -1,0 +1,66 @@
+"""All parameters of a model as views into one contiguous tensor.
+
+The paper's "single-layer communication" (§3 technique 1): instead of one
+message per layer, every parameter is a view into one flat buffer, so an
+exchange is one message of |W| words. Gradients get the same treatment, and
+backward accumulates straight into the flat gradient buffer. `layer_views`
+keeps the per-parameter split for the per-layer ablation.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+class FlatParams:
+    """Re-points every parameter (and its .grad) of `module` at slices of two flat tensors."""
+
+    def __init__(self, module: nn.Module):
+        params = [p for p in module.parameters() if p.requires_grad]
+        if not params:
+            raise ValueError("module has no trainable parameters")
+        dtypes = {p.dtype for p in params}
+        devices = {p.device for p in params}
+        if len(dtypes) != 1 or len(devices) != 1:
+            raise ValueError(f"all parameters must share one dtype and device, got {dtypes} on {devices}")
+        self.names = [name for name, p in module.named_parameters() if p.requires_grad]
+        self.shapes = [p.shape for p in params]
+        self.numels = [p.numel() for p in params]
+        total = sum(self.numels)
+        self.data = torch.empty(total, dtype=params[0].dtype, device=params[0].device)
+        self.grad = torch.zeros_like(self.data)
+        offset = 0
+        for p, n in zip(params, self.numels):
+            self.data[offset : offset + n].copy_(p.data.reshape(-1))
+            p.data = self.data[offset : offset + n].view_as(p)
+            # A preset .grad makes autograd accumulate in place, i.e. into self.grad.
+            p.grad = self.grad[offset : offset + n].view_as(p)
+            offset += n
+        self.params = params
+
+    @property
+    def numel(self) -> int:
+        return self.data.numel()
+
+    @property
+    def nbytes(self) -> int:
+        return self.data.numel() * self.data.element_size()
+
+    def layer_views(self, flat: torch.Tensor) -> list[torch.Tensor]:
+        """Split any tensor laid out like `data` into one view per parameter (per-layer messages)."""
+        return list(torch.split(flat, self.numels))
+
+    def zero_grad(self) -> None:
+        self.grad.zero_()
+
+    def is_intact(self) -> bool:
+        """True while every parameter and gradient still aliases the flat buffers."""
+        flat_data, flat_grad = self.data.data_ptr(), self.grad.data_ptr()
+        size = self.data.element_size()
+        offset = 0
+        for p, n in zip(self.params, self.numels):
+            if p.data_ptr() != flat_data + offset * size or p.grad is None or p.grad.data_ptr() != flat_grad + offset * size:
+                return False
+            offset += n
+        return True

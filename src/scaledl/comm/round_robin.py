@@ -1,0 +1,55 @@
+"""Original EASGD's schedule: the master serves one worker at a time, strictly in rank order.
+
+Per turn of worker i (paper Algorithm 1, lines 9-14): the master sends W to
+worker i; worker i computes its gradient and sends W^i back; both update.
+Only then does worker i+1 get its turn, so the workers' computations are
+serialised. That slowness on HPC systems is the paper's point: this pattern
+is deliberately not improved. Cost: P·(α + |W|β) per round, each way.
+Two-sided buffer messages (Send/Recv) on preallocated arrays.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from mpi4py import MPI
+
+from scaledl.comm.tags import Tag
+from scaledl.comm.watchdog import wait_or_abort
+
+
+class RoundRobinMaster:
+    def __init__(self, world: MPI.Comm, worker_ranks: tuple[int, ...], numel: int, timeout: float):
+        self.world = world
+        self.worker_ranks = worker_ranks
+        self.timeout = timeout
+        self.from_worker = np.empty(numel, dtype=np.float32)
+        self._empty = np.empty(0, dtype=np.float32)
+
+    def serve(self, worker: int, center: np.ndarray) -> np.ndarray:
+        """One turn: W to `worker`, its W^i back (returned; valid until the next turn)."""
+        send = self.world.Isend(center, dest=worker, tag=Tag.WEIGHTS)
+        recv = self.world.Irecv(self.from_worker, source=worker, tag=Tag.WEIGHTS)
+        wait_or_abort(send, self.timeout, lambda: f"worker rank {worker} did not take its turn")
+        wait_or_abort(recv, self.timeout, lambda: f"worker rank {worker} did not send back its weights")
+        return self.from_worker
+
+    def stop_all(self) -> None:
+        """Each worker is waiting for its next turn; tell it the run is over instead."""
+        requests = [self.world.Isend(self._empty, dest=w, tag=Tag.STOP) for w in self.worker_ranks]
+        for worker, request in zip(self.worker_ranks, requests):
+            wait_or_abort(request, self.timeout, lambda w=worker: f"worker rank {w} did not take the stop message")
+
+
+class RoundRobinWorker:
+    def __init__(self, world: MPI.Comm, master: int):
+        self.world = world
+        self.master = master
+        self._status = MPI.Status()
+
+    def await_turn(self, center_out: np.ndarray) -> bool:
+        """Block until the master serves this worker (W lands in center_out); False means stop."""
+        self.world.Recv(center_out, source=self.master, tag=MPI.ANY_TAG, status=self._status)
+        return self._status.Get_tag() == Tag.WEIGHTS
+
+    def hand_back(self, weights: np.ndarray) -> None:
+        self.world.Send(weights, dest=self.master, tag=Tag.WEIGHTS)

@@ -1,0 +1,8 @@
+"""Message kinds of the two-sided patterns."""
+
+from enum import IntEnum
+
+
+class Tag(IntEnum):
+    WEIGHTS = 1     # a flat weight buffer (W to a worker, W^i to the master)
+    STOP = 2        # the master ends the run

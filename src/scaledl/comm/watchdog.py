@@ -1,0 +1,87 @@
+"""Bounded failure: a job whose peer died or hung aborts with a message naming the rank.
+
+MPI launchers kill the whole job when a process exits abnormally (Hydra,
+PRRTE), but a hung process, or a launcher that lets the others run on
+(srun without --kill-on-bad-exit), would leave the master waiting forever.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import threading
+import time
+from typing import Callable
+
+from mpi4py import MPI
+
+
+_job_token: str | None = None
+
+
+def set_job_token(token: str) -> None:
+    """The job's identity for the sentinels' claim file (see comm/sentinel.py)."""
+    global _job_token
+    _job_token = token
+
+
+def abort_job(message: str, status: int = 1) -> None:
+    """Say why, then end every rank of the job."""
+    if _job_token is not None:
+        from scaledl.comm.sentinel import claim
+
+        claim(_job_token)  # our message is the report; the killed ranks' sentinels stay quiet
+    print(f"scaledl train: error: {message}", file=sys.stderr, flush=True)
+    MPI.COMM_WORLD.Abort(status)
+    os._exit(status)  # MPI_Abort may return when the launcher cannot reach a stopped peer
+
+
+def wait_or_abort(request: MPI.Request, timeout: float, what: Callable[[], str], poll: float = 2e-4) -> None:
+    """Complete `request`, polling; abort the job if it takes longer than `timeout` seconds."""
+    if request.Test():
+        return
+    deadline = time.monotonic() + timeout
+    while not request.Test():
+        if time.monotonic() > deadline:
+            abort_job(f"{what()} (no answer in {timeout:g} s; see --worker-timeout); aborting the job")
+        time.sleep(poll)
+
+
+class Watchdog:
+    """A thread that aborts the job when `beat()` has not been called for `timeout` seconds.
+
+    Catches a main loop stuck inside an MPI call (e.g. waiting on a lock a hung
+    worker holds); `describe()` says who is likely to blame.
+    """
+
+    def __init__(self, timeout: float, describe: Callable[[], str]):
+        self.timeout = timeout
+        self.describe = describe
+        self._last = time.monotonic()
+        self._paused = False
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="scaledl-watchdog", daemon=True)
+        self._thread.start()
+
+    def beat(self) -> None:
+        self._last = time.monotonic()
+
+    @contextlib.contextmanager
+    def paused(self):
+        """No abort while the caller is busy on purpose (e.g. evaluating)."""
+        self._paused = True
+        try:
+            yield
+        finally:
+            self._paused = False
+            self.beat()
+
+    def stop(self) -> None:
+        self._done.set()
+        self._thread.join()
+
+    def _watch(self) -> None:
+        while not self._done.wait(min(1.0, self.timeout / 4)):
+            if not self._paused and time.monotonic() - self._last > self.timeout:
+                abort_job(f"{self.describe()} (no progress for {self.timeout:g} s; see --worker-timeout); aborting the job")

@@ -1,0 +1,143 @@
+"""One row per run, read from run.json (and metrics.csv) files; never from logs.
+
+The summary table answers the paper's questions per run: how accurate, how
+fast to the target, how long a step takes and how much of it is communication.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from scaledl.atomic import atomic_path, write_text
+from scaledl.errors import UserError
+
+# (column, path in run.json); dotted paths reach into nested objects.
+FIELDS: list[tuple[str, str]] = [
+    ("dataset", "data.dataset"),
+    ("model", "model.name"),
+    ("algorithm", "algorithm.key"),
+    ("platform", "platform"),
+    ("workers", "world.workers"),
+    ("ranks", "world.size"),
+    ("seed", "arguments.seed"),
+    ("final_test_accuracy", "final.test_accuracy"),
+    ("target_accuracy", "target_accuracy"),
+    ("time_to_target_s", "time_to_target_s"),
+    ("seconds_per_step", "seconds_per_step"),
+    ("comm_share", "comm_share"),
+    ("steps", "stop.steps"),
+    ("epochs", "stop.epochs"),
+    ("wall_s", "stop.wall_s"),
+    ("stop_reason", "stop.reason"),
+]
+
+COLUMNS = [
+    "dataset", "model", "algorithm", "platform", "workers", "ranks", "seed",
+    "final_test_accuracy", "best_test_accuracy", "target_accuracy", "time_to_target_s",
+    "seconds_per_step", "comm_share", "steps", "epochs", "wall_s", "stop_reason", "run",
+]  # fmt: skip
+
+KEY = ["dataset", "model", "algorithm", "platform", "workers", "seed"]
+
+
+
+def run_json_path(path: str | Path) -> Path:
+    """`path` itself, or the run.json inside it when it is a run directory."""
+    path = Path(path)
+    return path / "run.json" if path.is_dir() else path
+
+
+def read_run(path: str | Path) -> dict:
+    """The parsed run.json at `path`; UserError naming the file if it is unusable."""
+    path = run_json_path(path)
+    try:
+        run = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such run.json (did the training run finish?)") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise UserError(f"{path}: not a readable run.json ({error}); rerun that training") from None
+    if not isinstance(run, dict):
+        raise UserError(f"{path}: not a scaledl run.json (top level is not an object)")
+    return run
+
+
+def lookup(run: dict, dotted: str, path: Path):
+    value = run
+    for key in dotted.split("."):
+        if not isinstance(value, dict) or key not in value:
+            raise UserError(
+                f"{path}: run.json lacks {dotted!r} "
+                "(not a scaledl run.json, or written by an incompatible version)"
+            )
+        value = value[key]
+    return value
+
+
+def best_accuracy(run_dir: Path, final: float) -> float:
+    """Highest evaluated test accuracy in metrics.csv (the final one if there is no file)."""
+    metrics = run_dir / "metrics.csv"
+    if not metrics.exists():
+        return final
+    table = read_metrics(metrics)
+    values = table["test_accuracy"].dropna() if "test_accuracy" in table else []
+    return float(max(values)) if len(values) else final
+
+
+def read_metrics(path: Path) -> pd.DataFrame:
+    """metrics.csv as a frame; UserError naming the file if it is unusable."""
+    try:
+        return pd.read_csv(path)
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such metrics.csv (did the training run finish?)") from None
+    except (OSError, UnicodeDecodeError, ValueError) as error:
+        # pandas' parser and empty-data errors are ValueErrors
+        first_line = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise UserError(f"{path}: not a readable metrics.csv ({first_line})") from None
+
+
+def summary_row(path: str | Path) -> dict:
+    path = run_json_path(path)
+    run = read_run(path)
+    row = {column: lookup(run, dotted, path) for column, dotted in FIELDS}
+    row["best_test_accuracy"] = best_accuracy(path.parent, row["final_test_accuracy"])
+    row["run"] = path.parent.as_posix()
+    return row
+
+
+def summarize(paths: list[str | Path]) -> pd.DataFrame:
+    """The summary table of the runs at `paths` (run.json files or run directories)."""
+    rows = [summary_row(path) for path in dict.fromkeys(str(path) for path in paths)]
+    table = pd.DataFrame(rows, columns=COLUMNS)
+    return table.sort_values(KEY, kind="stable").reset_index(drop=True)
+
+
+def format_cell(value) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "—"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value).replace("|", r"\|")
+
+
+def to_markdown(table: pd.DataFrame) -> str:
+    """A GitHub-flavoured markdown table (no tabulate dependency)."""
+    numeric = [pd.api.types.is_numeric_dtype(table[column]) for column in table.columns]
+    header = "| " + " | ".join(table.columns) + " |"
+    rule = "|" + "|".join("---:" if right else "---" for right in numeric) + "|"
+    rows = [
+        "| " + " | ".join(format_cell(value) for value in record) + " |"
+        for record in table.astype(object).itertuples(index=False, name=None)
+    ]
+    return "\n".join([header, rule, *rows]) + "\n"
+
+
+def write_summary(table: pd.DataFrame, csv_path: str | Path, markdown_path: str | Path | None) -> None:
+    """Write the CSV (full precision) and, if asked, a markdown copy without the run paths."""
+    with atomic_path(csv_path) as tmp:
+        table.to_csv(tmp, index=False)
+    if markdown_path is not None:
+        write_text(markdown_path, to_markdown(table.drop(columns=["run"], errors="ignore")))

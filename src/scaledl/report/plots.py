@@ -1,0 +1,98 @@
+"""Figures from metrics.csv files; each curve is labelled from the run.json beside it.
+
+One panel per (dataset, model); one curve per run, coloured by algorithm, so
+the algorithms compare side by side at equal workers, platform and seed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from scaledl.atomic import atomic_path
+from scaledl.errors import UserError
+from scaledl.report.aggregate import lookup, read_metrics, read_run
+from scaledl.report.cli_args import X_COLUMNS, Y_COLUMNS
+
+
+@dataclass
+class Curve:
+    panel: str                  # "dataset / model"
+    algorithm: str
+    variant: tuple[str, ...]    # workers, platform, seed: what else tells runs apart
+    target: float | None
+    frame: pd.DataFrame
+
+
+def metrics_path(path: str | Path) -> Path:
+    """`path` itself, or the metrics.csv inside it when it is a run directory."""
+    path = Path(path)
+    return path / "metrics.csv" if path.is_dir() else path
+
+
+def load_curve(path: str | Path, x: str, y: str) -> Curve:
+    path = metrics_path(path)
+    frame = read_metrics(path)
+    for column in (x, y):
+        if column not in frame.columns:
+            raise UserError(f"{path}: metrics.csv has no column {column!r}")
+    run_json = path.with_name("run.json")
+    if not run_json.exists():  # a bare metrics.csv: label it by its folder
+        return Curve("", path.parent.as_posix(), ("", "", ""), None, frame)
+    run = read_run(run_json)
+    panel = f"{lookup(run, 'data.dataset', run_json)} / {lookup(run, 'model.name', run_json)}"
+    variant = (
+        f"P={lookup(run, 'world.workers', run_json)}",
+        lookup(run, "platform", run_json),
+        f"seed {lookup(run, 'arguments.seed', run_json)}",
+    )
+    return Curve(panel, lookup(run, "algorithm.key", run_json), variant, run.get("target_accuracy"), frame)
+
+
+def labels(curves: list[Curve]) -> list[str]:
+    """Algorithm plus only those variant fields that differ between curves."""
+    varying = [i for i in range(3) if len({c.variant[i] for c in curves}) > 1]
+    return [" ".join(filter(None, [c.algorithm, *(c.variant[i] for i in varying)])) for c in curves]
+
+
+def plot_curves(curves: list[Curve], out: str | Path, x: str = "wall_s", y: str = "test_accuracy",
+                title: str | None = None) -> None:
+    """Draw `y` against `x` for every curve and write the figure to `out` atomically."""
+    from matplotlib.figure import Figure  # no pyplot: no global state, no display needed
+
+    panels = sorted({c.panel for c in curves})
+    algorithms = sorted({c.algorithm for c in curves})
+    variants = sorted({c.variant for c in curves})
+    figure = Figure(figsize=(5.5 * len(panels), 4.2), layout="constrained")
+    axes = figure.subplots(1, len(panels), squeeze=False)[0]
+    for ax, panel in zip(axes, panels):
+        targets = set()
+        for curve, label in zip(curves, labels(curves)):
+            if curve.panel != panel:
+                continue
+            data = curve.frame[[x, y]].dropna()
+            ax.plot(data[x], data[y], marker=".", label=label,
+                    color=f"C{algorithms.index(curve.algorithm) % 10}",
+                    linestyle=("-", "--", ":", "-.")[variants.index(curve.variant) % 4])
+            if curve.target is not None:
+                targets.add(curve.target)
+        if y == "test_accuracy":
+            for target in sorted(targets):
+                ax.axhline(target, color="0.6", linestyle="--", linewidth=1, label=f"target {target:g}")
+        ax.set(title=panel or None, xlabel=X_COLUMNS.get(x, x), ylabel=Y_COLUMNS.get(y, y))
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize="small")
+    if title:
+        figure.suptitle(title)
+    out = Path(out)
+    with atomic_path(out) as tmp:
+        figure.savefig(tmp, format=out.suffix.lstrip(".") or "png", dpi=120)
+
+
+def plot_runs(paths: list[str | Path], out: str | Path, x: str = "wall_s", y: str = "test_accuracy",
+              title: str | None = None) -> None:
+    """The figure of the runs at `paths` (metrics.csv files or run directories)."""
+    curves = [load_curve(path, x, y) for path in dict.fromkeys(str(p) for p in paths)]
+    plot_curves(curves, out, x=x, y=y, title=title)

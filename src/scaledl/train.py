@@ -1,0 +1,344 @@
+"""The training loop, top to bottom: setup, data, model, algorithm, loop, results.
+
+Run under MPI: `mpiexec -n N python -m mpi4py -m scaledl train ...`. Every rank
+runs this file; `roles` says what each one does. Workers run the paper's
+per-iteration loop (fetch a batch, forward/backward, exchange, update); the
+master (worker 0 for collective algorithms, a dedicated rank 0 for the
+master-based ones) also evaluates the center W and writes the results.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from mpi4py import MPI
+
+from scaledl.algorithms import ALGORITHMS, load
+from scaledl.algorithms.base import Algorithm, Hyper, Setup
+from scaledl.algorithms.rules import default_rho
+from scaledl.comm.flat import FlatParams
+from scaledl.comm.roles import Roles, make_roles
+from scaledl.comm.sentinel import Sentinel, claim
+from scaledl.comm.watchdog import set_job_token
+from scaledl.data.hdf5 import DatasetInfo, read_info
+from scaledl.data.loader import Normalizer, ShardLoader, iter_split
+from scaledl.errors import UserError
+from scaledl.models import build_model
+from scaledl.monitor import Monitor, StopRule
+from scaledl.results import host, save_model, versions, write_metrics, write_run_json
+from scaledl.timing import PhaseTimer
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    data: Path
+    model: str
+    algorithm: str
+    out_dir: Path
+    max_steps: int | None = None
+    epochs: float | None = None
+    time_budget: float | None = None
+    target_accuracy: float | None = None
+    batch_size: int = 64
+    lr: float = 0.05
+    momentum: float = 0.9
+    rho: float | None = None          # None: α = ηρ = beta/P
+    beta: float = 0.9
+    weight_decay: float = 0.0
+    momentum_at: str = "master"       # async_msgd: where the momentum buffer lives
+    nesterov: bool = False            # async_measgd: gradient at the look-ahead point
+    worker_timeout: float = 30.0      # seconds without progress before the job is aborted
+    seed: int = 0
+    eval_every: int = 50
+    eval_batch_size: int = 1000
+    platform: str = "local"           # recorded for the tables (workflow: the config's platform)
+    device: str = "auto"
+    threads: int | None = None
+
+
+@dataclass
+class Run:
+    """Everything the loop needs, built once by `setup`."""
+
+    cfg: TrainConfig
+    roles: Roles
+    device: torch.device
+    info: DatasetInfo
+    model: torch.nn.Module | None
+    params: FlatParams | None
+    center_model: torch.nn.Module | None
+    algo: Algorithm
+    loader: ShardLoader | None
+    normalize: Normalizer
+    timer: PhaseTimer
+    monitor: Monitor | None
+    steps: int = 0      # iterations this worker completed
+    sentinel: Sentinel | None = None
+
+
+def train(cfg: TrainConfig) -> Run:
+    world = MPI.COMM_WORLD
+    run = _agree_on_setup(world, cfg)
+    token = _announce(run)
+    try:
+        run.algo.start()                                 # W^i_0 = W_0 on every worker
+        if run.roles.is_master:
+            run.monitor.evaluate(step=0, epoch=0.0)
+        if run.roles.is_worker:
+            run_worker(run)
+        else:
+            run.algo.serve(run.monitor)
+        run.algo.finish()
+        _finish(run)
+    except BaseException:
+        claim(token)  # this rank's traceback is the report; the sentinels of ranks killed next stay quiet
+        raise
+    return run
+
+
+def run_worker(run: Run) -> None:
+    """The paper's worker iteration, until the master says stop; counts steps in `run.steps`."""
+    algo, loader, timer, monitor = run.algo, run.loader, run.timer, run.monitor
+    step, stop = 0, False
+    while not stop and algo.begin_iteration():       # round-robin: wait for this worker's turn
+        # fetch this worker's next mini-batch and copy it to the device
+        with timer.phase("data"):
+            images, labels = loader.next_batch()
+        with timer.phase("h2d"):
+            x, y = run.normalize(images, labels)
+        # forward/backward at W^i: ΔW^i lands in params.grad
+        with timer.phase("compute"):
+            loss = forward_backward(run.model, run.params, x, y, run.cfg.weight_decay)
+        # exchange with the master or the other workers, then update (Eqs. 1-6)
+        algo.worker_step()
+        step += 1
+        run.steps = step
+        # the master evaluates W on schedule and decides whether to stop
+        wants_stop = False
+        if monitor is not None:
+            monitor.record_loss(loss, len(labels))
+            wants_stop = monitor.after_step(step, step / loader.steps_per_epoch)
+        stop = algo.end_iteration(loss, len(labels), wants_stop)
+
+
+def forward_backward(model, params: FlatParams, x, y, weight_decay: float) -> torch.Tensor:
+    params.zero_grad()
+    loss = F.cross_entropy(model(x), y)
+    loss.backward()
+    if weight_decay:
+        params.grad.add_(params.data, alpha=weight_decay)
+    return loss.detach()
+
+
+# --------------------------------------------------------------------- setup
+
+
+def _announce(run: Run) -> str:
+    """One line per rank, and a sentinel that names this rank should it die without a word."""
+    r = run.roles
+    role = "master+worker" if r.is_master and r.is_worker else ("master" if r.is_master else f"worker {r.worker_index}")
+    who = f"rank {r.rank}/{r.size} ({role}, pid {os.getpid()} on {host()})"
+    print(f"{who}: device {run.device}", flush=True)
+    token = r.world.bcast(uuid.uuid4().hex if r.is_master else None, root=r.master)
+    set_job_token(token)
+    run.sentinel = Sentinel(token, who)
+    return token
+
+
+def _agree_on_setup(world: MPI.Comm, cfg: TrainConfig) -> Run:
+    """Build the run on every rank; if any rank hits a user error, all ranks stop with it.
+
+    Every rank validates the same inputs, so errors normally agree; the
+    allgather makes a rank-local error (a missing GPU on one node) stop the
+    whole job with one message instead of a hang.
+    """
+    try:
+        run, error = setup(world, cfg), None
+    except UserError as exc:
+        run, error = None, str(exc)
+    errors = world.allgather(error)
+    failed = [(rank, msg) for rank, msg in enumerate(errors) if msg is not None]
+    if failed:
+        rank, msg = failed[0]
+        if all(m == msg for _, m in failed) and len(failed) == world.Get_size():
+            raise UserError(msg)
+        raise UserError(f"rank {rank}: {msg}")
+    return run
+
+
+def setup(world: MPI.Comm, cfg: TrainConfig) -> Run:
+    info_alg = ALGORITHMS[cfg.algorithm]
+    _check_budgets(cfg)
+    roles = make_roles(world, dedicated_master=info_alg.needs_master, algorithm=cfg.algorithm)
+    # The paper's master is a CPU: a dedicated master keeps W in host memory.
+    device = torch.device("cpu") if roles.is_master and not roles.is_worker else pick_device(cfg.device, roles.local_rank)
+    torch.set_num_threads(cfg.threads or default_threads())
+    timer = PhaseTimer(sync=_device_sync(device))
+    info = read_info(cfg.data)
+
+    # model: one seed for all ranks, so every replica starts from the same W_0
+    torch.manual_seed(cfg.seed)
+    model = build_model(cfg.model, info.image_shape, info.classes).to(device) if roles.is_worker else None
+    torch.manual_seed(cfg.seed)
+    center_model = build_model(cfg.model, info.image_shape, info.classes).to(device) if roles.is_master else None
+    params = FlatParams(model) if model is not None else None
+    center = FlatParams(center_model) if center_model is not None else None
+    # per-rank randomness (dropout) differs across workers, repeatably
+    torch.manual_seed(cfg.seed + 1 + roles.rank)
+
+    loader = None
+    if roles.is_worker:
+        loader = ShardLoader(
+            cfg.data, shard=roles.worker_index, num_shards=roles.num_workers,
+            batch_size=cfg.batch_size, seed=cfg.seed, pin_memory=device.type == "cuda",
+        )
+    normalize = Normalizer(info.mean, info.std, device)
+
+    rho = cfg.rho if cfg.rho is not None else default_rho(cfg.lr, roles.num_workers, cfg.beta)
+    hyper = Hyper(lr=cfg.lr, rho=rho, momentum=cfg.momentum, momentum_at=cfg.momentum_at,
+                  nesterov=cfg.nesterov, worker_timeout=cfg.worker_timeout)
+    setup_ = Setup(roles=roles, params=params, center=center, hyper=hyper, timer=timer, n_train=info.n_train)
+    algo = load(cfg.algorithm)(setup_)
+
+    monitor = None
+    if roles.is_master:
+        stop_rule = StopRule(cfg.max_steps, cfg.epochs, cfg.time_budget, cfg.target_accuracy)
+        evaluate = _center_evaluator(cfg, center_model, model, normalize, algo.refresh_center)
+        monitor = Monitor(stop_rule, cfg.eval_every, timer, evaluate, samples_per_step=cfg.batch_size * roles.num_workers)
+    return Run(cfg, roles, device, info, model, params, center_model, algo, loader, normalize, timer, monitor)
+
+
+def _check_budgets(cfg: TrainConfig) -> None:
+    if cfg.max_steps is None and cfg.epochs is None and cfg.time_budget is None:
+        raise UserError("give at least one budget: --max-steps, --epochs or --time-budget (a target accuracy alone may never be reached)")
+    if cfg.out_dir.exists() and not cfg.out_dir.is_dir():
+        raise UserError(f"--out-dir {cfg.out_dir} exists and is not a directory")
+
+
+def pick_device(choice: str, local_rank: int) -> torch.device:
+    """`auto`: this rank's GPU (local rank modulo GPUs, so ranks may share one) or the CPU."""
+    has_cuda = torch.cuda.is_available()
+    if choice == "cuda" and not has_cuda:
+        raise UserError("--device cuda was asked for but no CUDA device is visible on this node; use --device cpu or auto")
+    if choice == "cpu" or (choice == "auto" and not has_cuda):
+        return torch.device("cpu")
+    device = torch.device("cuda", local_rank % torch.cuda.device_count())
+    torch.cuda.set_device(device)
+    return device
+
+
+def default_threads() -> int:
+    """Threads per rank from the allocation: Slurm's cpus-per-task, else OMP_NUM_THREADS, else 1."""
+    for var in ("SLURM_CPUS_PER_TASK", "OMP_NUM_THREADS"):
+        value = os.environ.get(var, "")
+        if value.isdigit() and int(value) > 0:
+            return int(value)
+    return 1
+
+
+def _device_sync(device: torch.device):
+    if device.type == "cuda":
+        return lambda: torch.cuda.synchronize(device)
+    return None
+
+
+def _center_evaluator(cfg: TrainConfig, center_model, worker_model, normalize: Normalizer, refresh_center):
+    """A function giving (test loss, test accuracy) of the center W."""
+
+    @torch.no_grad()
+    def evaluate() -> tuple[float, float]:
+        refresh_center()
+        if worker_model is not None:
+            # BatchNorm statistics are buffers, not parameters: take the local worker's.
+            for dst, src in zip(center_model.buffers(), worker_model.buffers()):
+                dst.copy_(src)
+        center_model.eval()
+        loss_sum, correct, count = 0.0, 0, 0
+        for images, labels in iter_split(cfg.data, "test", cfg.eval_batch_size):
+            x, y = normalize(images, labels)
+            logits = center_model(x)
+            loss_sum += F.cross_entropy(logits, y, reduction="sum").item()
+            correct += (logits.argmax(1) == y).sum().item()
+            count += len(y)
+        return loss_sum / count, correct / count
+
+    return evaluate
+
+
+# ------------------------------------------------------------------- results
+
+
+def _finish(run: Run) -> None:
+    """Final evaluation, then gather per-rank facts and write the three outputs (master only)."""
+    roles, timer = run.roles, run.timer
+    if roles.is_master:
+        run.monitor.finish()
+    rank_facts = {
+        "rank": roles.rank,
+        "host": host(),
+        "device": str(run.device),
+        "role": "master+worker" if roles.is_master and roles.is_worker else ("master" if roles.is_master else "worker"),
+        "phases": timer.snapshot(),
+        "wall_s": timer.wall(),
+    }
+    gathered = roles.world.gather(rank_facts, root=roles.master)
+    algo_report = roles.world.gather(run.algo.report(), root=roles.master)
+    if roles.is_master:
+        _write_outputs(run, gathered, algo_report)
+
+
+def _write_outputs(run: Run, per_rank: list[dict], algo_reports: list[dict]) -> None:
+    cfg, roles, monitor = run.cfg, run.roles, run.monitor
+    out = cfg.out_dir
+    out.mkdir(parents=True, exist_ok=True)
+    save_model(out / "model.pt", run.center_model.state_dict())
+    write_metrics(out / "metrics.csv", monitor.rows)
+    info_alg = ALGORITHMS[cfg.algorithm]
+    hosts = sorted({r["host"] for r in per_rank})
+    params = sum(p.numel() for p in run.center_model.parameters())
+    totals = run.timer.snapshot()
+    wall = monitor.final_wall
+    record = {
+        "scaledl_version": versions()["scaledl"],
+        "arguments": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(cfg).items()},
+        "platform": cfg.platform,
+        "algorithm": {
+            "key": info_alg.key, "paper_name": info_alg.paper_name,
+            "needs_master": info_alg.needs_master, "deterministic": info_alg.deterministic,
+        },
+        "hyper": {
+            "lr": run.algo.hyper.lr, "rho": run.algo.hyper.rho, "alpha": run.algo.hyper.alpha,
+            "beta": cfg.beta if cfg.rho is None else None, "momentum": run.algo.hyper.momentum,
+            "weight_decay": cfg.weight_decay, "batch_size": cfg.batch_size, "tau": run.algo.hyper.tau,
+            "momentum_at": cfg.momentum_at, "nesterov": cfg.nesterov,
+        },
+        "world": {
+            "size": roles.size, "workers": roles.num_workers, "dedicated_master": roles.dedicated_master,
+            "ranks_per_node": roles.local_size, "nodes": len(hosts), "hosts": hosts,
+            "threads_per_rank": torch.get_num_threads(),
+        },
+        "devices": [r["device"] for r in per_rank],
+        "model": {"name": cfg.model, "parameters": params, "bytes": params * 4},
+        "data": {
+            "path": str(cfg.data), "dataset": run.info.dataset, "classes": run.info.classes,
+            "n_train": run.info.n_train, "n_test": run.info.n_test, "image_shape": list(run.info.image_shape),
+            "source_sha256": run.info.source_sha256,
+        },
+        "stop": {"reason": monitor.stop_reason, "steps": monitor.step, "epochs": monitor.epoch, "wall_s": wall},
+        "phases": {**totals, "per_rank": per_rank},
+        "comm_share": totals["comm_s"] / wall if wall > 0 else None,
+        "seconds_per_step": monitor.train_seconds / monitor.step if monitor.step else None,
+        "final": {"test_accuracy": monitor.last_accuracy, "test_loss": monitor.last_loss},
+        "target_accuracy": cfg.target_accuracy,
+        "time_to_target_s": monitor.time_to_target,
+        "algorithm_report": [r for r in algo_reports if r],
+        "versions": versions(),
+        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+    write_run_json(out / "run.json", record)

@@ -1,0 +1,18 @@
+import sys
+from pathlib import Path
+
+# tests/ holds helpers (mpi_run.py) imported by the test modules.
+sys.path.insert(0, str(Path(__file__).parent))
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def digits_h5(tmp_path_factory):
+    """The embedded default dataset, prepared once per test session."""
+    from scaledl.data.converters import CONVERTERS
+    from scaledl.data.prepare import PrepareOptions
+
+    out = tmp_path_factory.mktemp("data") / "digits.h5"
+    CONVERTERS["digits"].convert(None, out, PrepareOptions(image_size=28))
+    return out

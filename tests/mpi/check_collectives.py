@@ -1,0 +1,43 @@
+"""Run under mpiexec at any size: rank-valued tensors through each collective pattern."""
+
+import torch
+from mpi4py import MPI
+
+from scaledl.comm.collectives import Collectives
+from scaledl.comm.roles import make_roles
+
+world = MPI.COMM_WORLD
+size, rank = world.Get_size(), world.Get_rank()
+
+# Layout without a master: every rank is a worker, worker 0 is the master.
+roles = make_roles(world, dedicated_master=False)
+assert roles.is_worker and roles.num_workers == size and roles.worker_index == rank
+assert roles.is_master == (rank == 0)
+
+coll = Collectives(roles.worker_comm, torch.zeros(5))
+t = torch.full((5,), float(rank + 1))
+coll.allreduce_sum_(t)
+assert torch.all(t == size * (size + 1) / 2), t
+
+b = torch.full((5,), float(rank + 1))
+coll.bcast_(b, root=0)
+assert torch.all(b == 1.0), b
+
+src = torch.arange(5, dtype=torch.float32) * (rank + 1)
+dst = torch.zeros(5) if roles.is_master else None
+coll.reduce_sum(src, dst, root=0)
+assert torch.equal(src, torch.arange(5, dtype=torch.float32) * (rank + 1)), "reduce must not touch its source"
+if roles.is_master:
+    assert torch.equal(dst, torch.arange(5, dtype=torch.float32) * (size * (size + 1) / 2)), dst
+
+assert coll.any_(rank == size - 1) is True
+assert coll.any_(False) is False
+
+# Layout with a dedicated master: rank 0 serves, ranks 1..size-1 are the workers.
+if size >= 2:
+    roles = make_roles(world, dedicated_master=True)
+    assert roles.num_workers == size - 1 and roles.worker_ranks == tuple(range(1, size))
+    assert roles.is_master == (rank == 0) and roles.is_worker == (rank != 0)
+    assert roles.worker_index == rank - 1
+
+print(f"rank {rank}/{size} ok", flush=True)

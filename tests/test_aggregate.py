@@ -1,0 +1,164 @@
+"""Aggregation and plots on hand-written run directories with known values."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import pandas as pd
+import pytest
+
+from scaledl.errors import UserError
+from scaledl.report import add_aggregate_arguments, add_plot_arguments, run_aggregate, run_plot
+from scaledl.report.aggregate import summarize, to_markdown
+
+PHASES = ["data_s", "h2d_s", "compute_s", "comm_s", "update_s", "center_update_s", "eval_s", "wait_s"]
+
+
+def make_run(root, algorithm, *, workers=2, seed=0, platform="local", accuracies=(0.5, 0.8, 0.95),
+             time_to_target=2.0, comm_share=0.25, spp=0.02):
+    """A run directory laid out as the workflow writes it, with a contract-shaped run.json."""
+    run_dir = root / "results/runs/digits/lenet" / algorithm / platform / f"p{workers}" / f"s{seed}"
+    run_dir.mkdir(parents=True)
+    steps = [50 * (i + 1) for i in range(len(accuracies))]
+    metrics = pd.DataFrame({
+        "step": steps,
+        "epoch": [s / 10 for s in steps],
+        "wall_s": [1.0 * (i + 1) for i in range(len(steps))],
+        "samples": [s * 64 * workers for s in steps],
+        "train_loss": [1.0 / (i + 1) for i in range(len(steps))],
+        "test_loss": [1.2 / (i + 1) for i in range(len(steps))],
+        "test_accuracy": list(accuracies),
+        **{phase: [0.1 * (i + 1) for i in range(len(steps))] for phase in PHASES},
+    })
+    metrics.to_csv(run_dir / "metrics.csv", index=False)
+    run = {
+        "scaledl_version": "0.1.0",
+        "arguments": {"seed": seed, "algorithm": algorithm, "model": "lenet"},
+        "algorithm": {"key": algorithm, "paper_name": algorithm, "needs_master": False, "deterministic": True},
+        "hyper": {"lr": 0.05, "rho": None, "alpha": 0.45, "momentum": 0.0, "weight_decay": 0.0,
+                  "batch_size": 64, "tau": 1},
+        "world": {"size": workers, "workers": workers, "dedicated_master": False, "ranks_per_node": workers,
+                  "nodes": 1},
+        "model": {"name": "lenet", "parameters": 61706, "bytes": 246824},
+        "data": {"path": "data/hdf5/digits.h5", "dataset": "digits", "classes": 10, "n_train": 1437,
+                 "n_test": 360, "image_shape": [1, 28, 28]},
+        "stop": {"reason": "max_steps", "steps": steps[-1], "epochs": steps[-1] / 10,
+                 "wall_s": float(len(steps))},
+        "phases": {**{phase: 0.3 for phase in PHASES}, "per_rank": [{phase: 0.3 for phase in PHASES}]},
+        "comm_share": comm_share,
+        "seconds_per_step": spp,
+        "final": {"test_accuracy": accuracies[-1], "test_loss": 0.4},
+        "target_accuracy": 0.9,
+        "time_to_target_s": time_to_target,
+        "versions": {"python": "3.11"},
+        "devices": ["cpu"],
+    }
+    run["platform"] = platform
+    (run_dir / "run.json").write_text(json.dumps(run))
+    return run_dir
+
+
+def parse(add_arguments, argv):
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    return parser.parse_args(argv)
+
+
+def test_summary_values(tmp_path):
+    easgd = make_run(tmp_path, "sync_easgd", accuracies=(0.6, 0.97, 0.93), time_to_target=1.5, comm_share=0.1)
+    sgd = make_run(tmp_path, "sync_sgd", accuracies=(0.5, 0.7, 0.8), time_to_target=None, spp=0.03)
+
+    table = summarize([sgd / "run.json", easgd])  # a run.json or its directory
+
+    assert list(table["algorithm"]) == ["sync_easgd", "sync_sgd"]  # sorted by the run key
+    first, second = table.iloc[0], table.iloc[1]
+    assert (first["dataset"], first["model"], first["platform"]) == ("digits", "lenet", "local")
+    assert (first["workers"], first["ranks"], first["seed"], first["steps"]) == (2, 2, 0, 150)
+    assert first["final_test_accuracy"] == pytest.approx(0.93)
+    assert first["best_test_accuracy"] == pytest.approx(0.97)
+    assert first["time_to_target_s"] == pytest.approx(1.5)
+    assert first["comm_share"] == pytest.approx(0.1)
+    assert first["wall_s"] == pytest.approx(3.0)
+    assert first["stop_reason"] == "max_steps"
+    assert pd.isna(second["time_to_target_s"])
+    assert second["seconds_per_step"] == pytest.approx(0.03)
+    assert second["run"].endswith("sync_sgd/local/p2/s0")
+
+
+def test_platform_comes_from_run_json(tmp_path):
+    run = make_run(tmp_path, "sync_sgd", platform="gpu")
+    moved = tmp_path / "elsewhere"
+    run.rename(moved)
+    assert summarize([moved])["platform"].tolist() == ["gpu"]
+
+
+def test_cli_writes_csv_and_markdown(tmp_path):
+    runs = [make_run(tmp_path, key, workers=w) for key in ("sync_sgd", "sync_easgd") for w in (1, 2)]
+    out = tmp_path / "results/tables/summary.csv"
+
+    assert run_aggregate(parse(add_aggregate_arguments, [*map(str, runs), "--out", str(out)])) == 0
+
+    table = pd.read_csv(out)
+    assert len(table) == 4
+    assert table[["algorithm", "workers"]].values.tolist() == [
+        ["sync_easgd", 1], ["sync_easgd", 2], ["sync_sgd", 1], ["sync_sgd", 2]]
+    markdown = out.with_suffix(".md").read_text().splitlines()
+    assert markdown[0].startswith("| dataset | model | algorithm | platform | workers |")
+    assert "run" not in markdown[0].split(" | ")
+    assert set(markdown[1]) <= set("|-:")
+    assert len(markdown) == 2 + 4
+    assert "| 0.95 |" in markdown[2]
+    assert not list(out.parent.glob(".*.tmp"))  # atomic writes leave no temporaries
+
+
+def test_markdown_formats_missing_and_pipes():
+    table = pd.DataFrame({"name": ["a|b"], "value": [float("nan")], "count": [3]})
+    assert to_markdown(table).splitlines() == ["| name | value | count |", "|---|---:|---:|", r"| a\|b | — | 3 |"]
+
+
+@pytest.mark.parametrize("content", ["{not json", "[1, 2]", '{"data": {}}'])
+def test_corrupt_run_json_names_the_file(tmp_path, content):
+    run = make_run(tmp_path, "sync_sgd")
+    (run / "run.json").write_text(content)
+    with pytest.raises(UserError) as error:
+        summarize([run])
+    message = str(error.value)
+    assert str(run / "run.json") in message and "\n" not in message
+
+
+def test_missing_run_json_names_the_file(tmp_path):
+    with pytest.raises(UserError, match="nowhere/run.json"):
+        summarize([tmp_path / "nowhere/run.json"])
+
+
+def test_corrupt_metrics_names_the_file(tmp_path):
+    run = make_run(tmp_path, "sync_sgd")
+    (run / "metrics.csv").write_bytes(b"")
+    with pytest.raises(UserError, match="metrics.csv"):
+        summarize([run])
+
+
+def test_no_output_on_error(tmp_path):
+    good = make_run(tmp_path, "sync_sgd")
+    out = tmp_path / "summary.csv"
+    with pytest.raises(UserError):
+        run_aggregate(parse(add_aggregate_arguments, [str(good), str(tmp_path / "missing"), "--out", str(out)]))
+    assert not out.exists() and not out.with_suffix(".md").exists()
+
+
+def test_plot_writes_png(tmp_path):
+    runs = [make_run(tmp_path, key) for key in ("sync_sgd", "sync_easgd")]
+    out = tmp_path / "results/plots/accuracy_vs_time.png"
+    args = parse(add_plot_arguments, [str(runs[0] / "metrics.csv"), str(runs[1]), "--out", str(out)])
+    assert run_plot(args) == 0
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_plot_rejects_unknown_format_and_column(tmp_path):
+    run = make_run(tmp_path, "sync_sgd")
+    with pytest.raises(UserError, match="must end in"):
+        run_plot(parse(add_plot_arguments, [str(run), "--out", str(tmp_path / "x.gif")]))
+    pd.read_csv(run / "metrics.csv").drop(columns=["wall_s"]).to_csv(run / "metrics.csv", index=False)
+    with pytest.raises(UserError, match="wall_s"):
+        run_plot(parse(add_plot_arguments, [str(run), "--out", str(tmp_path / "x.png")]))

@@ -1,0 +1,32 @@
+# Stage 3: read every run.json / metrics.csv (never logs) into tables and figures.
+
+
+rule aggregate:
+    input:
+        runs=run_files("run.json"),
+    output:
+        csv=report("results/tables/summary.csv", category="Summary"),
+        md="results/tables/summary.md",
+    log:
+        "logs/aggregate/summary.log",
+    localrule: True
+    conda:
+        "../envs/scaledl.yaml"
+    shell:
+        "python -m scaledl aggregate {input.runs} --out {output.csv} --markdown {output.md} > {log} 2>&1"
+
+
+rule plot_accuracy_vs_time:
+    input:
+        metrics=run_files("metrics.csv"),
+        runs=run_files("run.json"),  # labels come from here
+    output:
+        report("results/plots/accuracy_vs_time.png", category="Figures"),
+    log:
+        "logs/plot/accuracy_vs_time.log",
+    localrule: True
+    conda:
+        "../envs/scaledl.yaml"
+    # x is training time, the clock of time_to_target_s in the summary
+    shell:
+        "python -m scaledl plot {input.metrics} --x train_s --out {output} > {log} 2>&1"
