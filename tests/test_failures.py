@@ -106,3 +106,13 @@ def test_lost_worker_ends_the_job_naming_the_rank(digits_h5, tmp_path, algorithm
     else:
         assert "worker rank 2 " in ours[0], ours
     assert not (tmp_path / "run" / "run.json").exists()
+
+
+def test_singletons_are_refused(digits_h5, tmp_path):
+    """A launcher that starts two unconnected singletons instead of one 2-rank job must fail, not train twice."""
+    cmd = [sys.executable, "-m", "mpi4py", "-m", "scaledl", "train", "--data", str(digits_h5), "--model", "lenet",
+           "--algorithm", "sync_sgd", "--out-dir", str(tmp_path / "run"), "--max-steps", "5", "--expect-ranks", "2"]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=mpi_env(1))
+    assert result.returncode == 2
+    assert error_lines(result) == [error_lines(result)[0]] and "world of 1 rank(s), but 2 were requested" in result.stderr
+    assert not (tmp_path / "run").exists()

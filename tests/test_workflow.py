@@ -134,12 +134,13 @@ def test_dry_run_default_config(workdir):
     result = snakemake(workdir, "-n", "-p")
     assert result.returncode == 0, output_of(result)
     assert job_counts(result) == {
-        "prepare": 1, "train": 2, "aggregate": 1, "plot_accuracy_vs_time": 1, "all": 1,
+        "prepare": 1, "train": len(ALGORITHMS), "aggregate": 1, "plot_accuracy_vs_time": 1, "all": 1,
     }
     text = output_of(result)
-    for algorithm in ("sync_sgd", "sync_easgd"):
+    for algorithm, info in ALGORITHMS.items():
         assert f"results/runs/digits/lenet/{algorithm}/local/p2/s0/run.json" in text
-    assert "mpiexec -n 2 python -m mpi4py -m scaledl train --data data/hdf5/digits.h5" in text
+        ranks = 3 if info.needs_master else 2
+        assert f"mpiexec -n {ranks} python -m mpi4py -m scaledl train --data data/hdf5/digits.h5 --model lenet --algorithm {algorithm}" in text
     assert "python -m scaledl prepare digits --out data/hdf5/digits.h5" in text
 
 

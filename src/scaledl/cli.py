@@ -44,6 +44,8 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
     run.add_argument("--eval-every", type=_positive_int, default=d["eval_every"].default, help="evaluate the center every this many steps (default %(default)s)")
     run.add_argument("--eval-batch-size", type=_positive_int, default=d["eval_batch_size"].default, help="(default %(default)s)")
     run.add_argument("--platform", default=d["platform"].default, help="name of the machine/partition, recorded in run.json (default %(default)s)")
+    run.add_argument("--expect-ranks", type=_positive_int, metavar="N",
+                     help="fail unless MPI started exactly N ranks (catches a launcher that starts N singletons)")
     run.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto", help="auto: this rank's GPU if any, else CPU")
     run.add_argument("--worker-timeout", type=_positive_float, default=d["worker_timeout"].default, metavar="SECONDS",
                      help="abort the job, naming the rank, when a worker makes no progress this long (default %(default)s)")

@@ -58,6 +58,7 @@ class TrainConfig:
     eval_every: int = 50
     eval_batch_size: int = 1000
     platform: str = "local"           # recorded for the tables (workflow: the config's platform)
+    expect_ranks: int | None = None   # fail unless MPI started exactly this many ranks
     device: str = "auto"
     threads: int | None = None
 
@@ -175,6 +176,7 @@ def _agree_on_setup(world: MPI.Comm, cfg: TrainConfig) -> Run:
 def setup(world: MPI.Comm, cfg: TrainConfig) -> Run:
     info_alg = ALGORITHMS[cfg.algorithm]
     _check_budgets(cfg)
+    _check_world(world, cfg.expect_ranks)
     roles = make_roles(world, dedicated_master=info_alg.needs_master, algorithm=cfg.algorithm)
     # The paper's master is a CPU: a dedicated master keeps W in host memory.
     device = torch.device("cpu") if roles.is_master and not roles.is_worker else pick_device(cfg.device, roles.local_rank)
@@ -219,6 +221,16 @@ def _check_budgets(cfg: TrainConfig) -> None:
         raise UserError("give at least one budget: --max-steps, --epochs or --time-budget (a target accuracy alone may never be reached)")
     if cfg.out_dir.exists() and not cfg.out_dir.is_dir():
         raise UserError(f"--out-dir {cfg.out_dir} exists and is not a directory")
+
+
+def _check_world(world: MPI.Comm, expected: int | None) -> None:
+    size = world.Get_size()
+    if expected is not None and size != expected:
+        raise UserError(
+            f"MPI started this process in a world of {size} rank(s), but {expected} were requested: "
+            "the launcher did not wire the ranks together (with srun, pick the PMI your MPI library "
+            "speaks: --mpi=pmi2 for MPICH, --mpi=pmix for Open MPI)"
+        )
 
 
 def pick_device(choice: str, local_rank: int) -> torch.device:

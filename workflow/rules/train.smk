@@ -27,5 +27,6 @@ rule train:
     shell:
         "{resources.mpi} -n {resources.tasks} python -m mpi4py -m scaledl train"
         " --data {input.data} --model {wildcards.model} --algorithm {wildcards.algorithm}"
-        " --seed {wildcards.seed} --platform {wildcards.platform} --out-dir {params.out_dir}"
+        " --seed {wildcards.seed} --platform {wildcards.platform} --expect-ranks {resources.tasks}"
+        " --out-dir {params.out_dir}"
         " {params.flags} > {log} 2>&1"

@@ -66,6 +66,8 @@ def _watch(claim_file: Path, message: str) -> None:
     except FileExistsError:
         return
     print(f"scaledl train: error: {message} died without finishing (killed or crashed); the job ends", file=sys.stderr, flush=True)
+    for fd in (0, 1, 2):
+        os.close(fd)  # the launcher waits for every writer of the job's output before it exits
     time.sleep(30)  # keep the claim while the launcher kills the other ranks, then tidy up
     claim_file.unlink(missing_ok=True)
 
