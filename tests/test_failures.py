@@ -84,7 +84,7 @@ class Job:
 
 
 @pytest.mark.parametrize("how", ["kill", "hang"])
-@pytest.mark.parametrize("algorithm", ["async_easgd", "easgd"])
+@pytest.mark.parametrize("algorithm", ["async_easgd", "hogwild_sgd", "easgd"])
 def test_lost_worker_ends_the_job_naming_the_rank(digits_h5, tmp_path, algorithm, how):
     timeout = 5
     job = Job(3, ["--data", str(digits_h5), "--model", "lenet", "--algorithm", algorithm,

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 from mpi4py import MPI
 
-from scaledl.comm.board import HEARTBEATS, LOSS_SUM, SAMPLES, UPDATES, Board
+from scaledl.comm.board import LOSS_SUM, SAMPLES, UPDATES, Board
 from scaledl.comm.center_window import CenterWindow
 from scaledl.comm.roles import make_roles
 from scaledl.comm.round_robin import RoundRobinMaster, RoundRobinWorker
@@ -27,7 +27,7 @@ def check_window(locked: bool) -> None:
         out = np.empty(N, dtype=np.float32)
         delta = np.full(N, w + 1, dtype=np.float32)
         for _ in range(K):
-            win.push_then_pull(delta, out, on_update=board.next_version)
+            win.push_then_pull(delta, out, on_update=lambda: board.next_version(w))
             if locked:  # every update adds a uniform vector: under the lock no read is torn
                 assert np.all(out == out[0]), "torn read under an exclusive lock"
             win.pull_then_push(out, lambda center: np.zeros(N, dtype=np.float32))
@@ -39,7 +39,7 @@ def check_window(locked: bool) -> None:
         assert torch.all(center == total), (locked, center[:4], total)
         words = board.read()
         assert words[UPDATES] == K * P
-        assert np.all(words[HEARTBEATS:] == K)
+        assert np.all(board.heartbeats(words) == K) and np.all(board.queued(words) == 1)
         assert words[SAMPLES] == total and words[LOSS_SUM] == 2 * total
     win.free()
     board.free()

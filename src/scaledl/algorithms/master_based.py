@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from scaledl.algorithms.base import Algorithm
-from scaledl.comm.board import HEARTBEATS, LOSS_SUM, SAMPLES, UPDATES, Board
+from scaledl.comm.board import LOSS_SUM, SAMPLES, UPDATES, Board
 from scaledl.comm.buffers import HostStage
 from scaledl.comm.watchdog import Watchdog, abort_job
 
@@ -88,7 +88,7 @@ class MasterBased(Algorithm):
                     self.world.Iprobe()           # drives passive-target progress
                     words = self.board.read()
                 watchdog.beat()
-                heartbeats.check(words[HEARTBEATS:])
+                heartbeats.check(self.board.heartbeats(words), self.board.queued(words))
                 if stats.advance(words, monitor):
                     busy_since = time.monotonic()
                     with watchdog.paused():       # evaluating W may take long; workers are not to blame
@@ -129,25 +129,32 @@ class Heartbeats:
         self.worker_ranks = worker_ranks
         self.timeout = timeout
         self.seen = np.zeros(len(worker_ranks))
+        self.queued = np.zeros(len(worker_ranks))
         self.changed_at = np.full(len(worker_ranks), time.monotonic())
 
-    def check(self, beats: np.ndarray) -> None:
+    def check(self, beats: np.ndarray, queued: np.ndarray) -> None:
         now = time.monotonic()
         moved = beats != self.seen
         self.changed_at[moved] = now
-        self.seen = beats.copy()
-        late = now - self.changed_at
-        w = int(np.argmax(late))
-        if late[w] > self.timeout:
-            abort_job(f"worker rank {self.worker_ranks[w]} made no exchange for {late[w]:.1f} s "
+        self.seen, self.queued = beats.copy(), queued.copy()
+        w = self.culprit()
+        late = now - self.changed_at[w]
+        if late > self.timeout:
+            abort_job(f"worker rank {self.worker_ranks[w]} made no exchange for {late:.1f} s "
                       f"(after {int(self.seen[w])} exchanges; limit --worker-timeout {self.timeout:g} s); aborting the job")
+
+    def culprit(self) -> int:
+        """The silent worker to blame: one not queued behind the center's lock if any is late, else the oldest."""
+        late = time.monotonic() - self.changed_at
+        suspects = (late > self.timeout) & (self.queued == 0)
+        return int(np.argmax(np.where(suspects, late, -1.0))) if suspects.any() else int(np.argmax(late))
 
     def excuse(self, seconds: float) -> None:
         """Do not count time the master itself was busy (workers may have stalled waiting for it)."""
         self.changed_at += seconds
 
     def blame(self) -> str:
-        w = int(np.argmax(time.monotonic() - self.changed_at))
+        w = self.culprit()
         return (f"the master is stuck waiting; worker rank {self.worker_ranks[w]} has the oldest heartbeat "
                 f"(after {int(self.seen[w])} exchanges) and is likely dead or hung")
 

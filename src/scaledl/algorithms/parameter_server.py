@@ -51,7 +51,7 @@ class CenterInWindow(MasterBased):
 
     def count_update(self) -> None:
         """Version the center and note this worker's staleness (called for every update it makes)."""
-        self.staleness.note(self.board.next_version())
+        self.staleness.note(self.board.next_version(self.roles.worker_index))
 
     def load_center_copy(self) -> torch.Tensor:
         """W_t (read into center_host) on this worker's device."""

@@ -9,6 +9,10 @@ reading the stop flag never waits for the master's attention. Layout
     [2] LOSS_SUM  Σ loss·batch reported by workers
     [3] SAMPLES   Σ batch sizes reported
     [4 + w]       exchanges completed by worker w (heartbeat)
+    [4 + P + w]   1.0 while worker w queues for the center's lock, 0.0 once it holds it
+
+The last block tells a hung worker from the ones blocked behind it: a
+worker that stops while holding an exclusive lock leaves the others queued.
 """
 
 from __future__ import annotations
@@ -23,23 +27,26 @@ class Board:
     def __init__(self, world: MPI.Comm, master: int, num_workers: int):
         self.master = master
         self.is_master = world.Get_rank() == master
-        self.size = HEARTBEATS + num_workers
+        self.num_workers = num_workers
+        self.size = HEARTBEATS + 2 * num_workers
         nbytes = self.size * 8 if self.is_master else 0
         self.win = MPI.Win.Allocate(nbytes, disp_unit=8, comm=world)
         if self.is_master:
             self.words = np.frombuffer(self.win.tomemory(), dtype=np.float64)
             self.words[:] = 0.0
         self._one = np.ones(1, dtype=np.float64)
+        self._zero = np.zeros(1, dtype=np.float64)
         self._version = np.zeros(1, dtype=np.float64)
         self._stats = np.zeros(2, dtype=np.float64)
         self._stop = np.zeros(1, dtype=np.float64)
         world.Barrier()  # the master's zeros are in place before anyone accumulates
 
     # ---- worker side
-    def next_version(self) -> int:
-        """Count one center update; returns the version the center had before it."""
+    def next_version(self, worker_index: int) -> int:
+        """Count one center update (called holding the center's lock); returns the version before it."""
         self.win.Lock(self.master, MPI.LOCK_SHARED)
         self.win.Fetch_and_op(self._one, self._version, self.master, UPDATES, op=MPI.SUM)
+        self.win.Accumulate(self._zero, self.master, target=self._queued(worker_index), op=MPI.REPLACE)
         self.win.Unlock(self.master)
         return int(self._version[0])
 
@@ -49,17 +56,26 @@ class Board:
         self.win.Lock(self.master, MPI.LOCK_SHARED)
         self.win.Accumulate(self._stats, self.master, target=LOSS_SUM, op=MPI.SUM)
         self.win.Accumulate(self._one, self.master, target=HEARTBEATS + worker_index, op=MPI.SUM)
+        self.win.Accumulate(self._one, self.master, target=self._queued(worker_index), op=MPI.REPLACE)
         self.win.Get_accumulate(self._one, self._stop, self.master, target=STOP, op=MPI.NO_OP)
         self.win.Unlock(self.master)
         return bool(self._stop[0])
 
+    def _queued(self, worker_index: int) -> int:
+        return HEARTBEATS + self.num_workers + worker_index
+
     # ---- master side
     def read(self) -> np.ndarray:
-        """A consistent copy of the board."""
-        self.win.Lock(self.master, MPI.LOCK_EXCLUSIVE)
-        copy = self.words.copy()
-        self.win.Unlock(self.master)
-        return copy
+        """A copy of the board, read without a lock so that a hung worker holding one cannot block
+        the master. Each word is an aligned 8-byte value, so no word is torn; the words need not
+        be mutually consistent, and nothing here needs them to be."""
+        return self.words.copy()
+
+    def heartbeats(self, words: np.ndarray) -> np.ndarray:
+        return words[HEARTBEATS : HEARTBEATS + self.num_workers]
+
+    def queued(self, words: np.ndarray) -> np.ndarray:
+        return words[HEARTBEATS + self.num_workers :]
 
     def add_updates(self, count: int) -> None:
         """The master counts updates it applied itself (two-sided patterns)."""

@@ -49,8 +49,8 @@ class CenterWindow:
         """
         self.win.Lock(self.master, self.lock_type)
         self.win.Accumulate(delta, self.master, op=MPI.SUM)
+        self.win.Flush(self.master)  # the lock is held from here on (MPI may acquire it lazily)
         on_update()
-        self.win.Flush(self.master)
         self.win.Get(out, self.master)
         self.win.Unlock(self.master)
 
