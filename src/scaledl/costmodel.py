@@ -1,0 +1,399 @@
+"""The α-β(-γ) cost of every algorithm's communication, per iteration (pure functions, no MPI).
+
+Notation (PAPER.md §2.0, §3 Table 2; peers-and-limits §4.1):
+
+    α   latency per message (s)              β   inverse bandwidth (s/byte)
+    γ   reduction arithmetic (s/byte)        n   message size = |W| in bytes
+    P   workers                              L   messages per exchange (1 packed, #tensors per layer)
+    T_c a worker's compute per iteration (data, forward/backward, local update), s
+    lg  ⌈log2 P⌉ (0 for P = 1)
+
+One message: t(n) = L·α + n·β. Packed (the paper's single-layer communication)
+is L = 1, so per-layer costs (L − 1)·α more per message (`packed_vs_per_layer`).
+
+Collectives over P ranks, by algorithm (every α term is multiplied by L in
+per-layer mode):
+
+    Bcast   binomial            lg·(α + nβ)
+            scatter_allgather   2·lg·α + 2(P−1)/P·nβ              (van de Geijn: binomial scatter +
+                                                                    recursive-doubling allgather)
+    Reduce  binomial            lg·(α + nβ + nγ)
+            rabenseifner        2·lg·α + 2(P−1)/P·nβ + (P−1)/P·nγ  (reduce-scatter + gather)
+    Allreduce
+            tree                2·lg·(α + nβ) + lg·nγ             (binomial Reduce then Bcast)
+            recursive_doubling  lg·(α + nβ + nγ)
+            ring                2(P−1)·α + 2(P−1)/P·nβ + (P−1)/P·nγ
+            rabenseifner        2·lg·α + 2(P−1)/P·nβ + (P−1)/P·nγ  (reduce-scatter + allgather)
+
+Two named models pick the collective algorithms:
+
+    paper              the paper's analysis: every collective is a binomial tree over
+                       the whole message, Bcast = Reduce = log P·(α + |W|β); Allreduce
+                       = Reduce + Bcast ("tree").
+    bandwidth_optimal  what MPI libraries select for large messages: Bcast =
+                       scatter + allgather, Reduce = reduce-scatter + gather,
+                       Allreduce = Rabenseifner. The bandwidth term no longer grows
+                       with log P: 2(P−1)/P·nβ → 2nβ.
+
+Which one a library really runs depends on the size and P. MPICH's documented
+defaults (the CVARs of its classic selection): Bcast is binomial below 12 KiB
+or when P < 8 (MPIR_CVAR_BCAST_MIN_PROCS), scatter + recursive-doubling
+allgather up to 512 KiB with P a power of two, scatter + ring allgather
+above; Reduce is binomial up to 2 KiB and reduce-scatter + gather above;
+Allreduce is recursive doubling up to 2 KiB and Rabenseifner above. Recent
+ch4 builds may substitute shared-memory algorithms inside a node. At P = 2
+all of these move the whole message once per collective, so the two models
+only part from P ≥ 4.
+
+Per-iteration cost of each algorithm (`step_cost`), with S = 2(t(n)) the
+exchange of one worker with the master (W^i or ΔW^i up, W down):
+
+    sync_sgd       one Allreduce of ΔW:            comm = allreduce(n)
+    sync_easgd     Bcast of W + Reduce of ΣW^i:    comm = bcast(n) + reduce(n)
+                   paper: 2·lg·(α + nβ) (+ lg·nγ); bandwidth_optimal:
+                   4·lg·α + 4(P−1)/P·nβ + (P−1)/P·nγ, i.e. twice sync_sgd's
+                   bandwidth term (two collectives of |W| instead of one).
+                   With a communication period τ: comm/τ per iteration.
+                   The ladder presets (sync_easgd1/2/3) share this pattern;
+                   sync_easgd3 overlaps it with data and fwd/bwd, so its step
+                   is max(T_c, comm) (`overlap`). Where the center lives
+                   (host or device) changes host↔device copies, which are not
+                   network messages and are not modelled here.
+    easgd          round-robin: the master serves the workers one at a time,
+                   computation included (paper Algorithm 1), so one round is
+                   P·(T_c + S) and every worker does one iteration per round:
+                   step = P·(T_c + S); the master's communication per round is
+                   P·S = P·2(α + nβ) (the paper counts P·(α + |W|β) each way).
+    async_sgd, async_msgd, async_easgd, async_measgd
+                   first come, first served under an exclusive lock: exchanges
+                   are serialised at the master, which is a single server with
+                   service time S (+ nγ: the master-side accumulate) visited by
+                   P workers that each "think" for T_c. The deterministic
+                   closed-system bound (operational analysis): a worker's cycle
+                   is step = max(T_c + S, P·S). Below saturation (P·S ≤ T_c + S)
+                   nobody queues; above it the master's link is busy all the
+                   time and each worker waits P·S − T_c − S in the lock queue.
+                   async_msgd with the momentum buffer at the master (its
+                   default) moves V twice more per exchange: S = 4(α + nβ) + nγ.
+    hogwild_sgd, hogwild_easgd
+                   the same exchanges under a shared lock: latencies overlap,
+                   only the bytes through the master's link serialise, so the
+                   bound uses the link demand D = 2nβ: step = max(T_c + S, P·D).
+
+Algorithms are classified by the module that implements them (`FAMILIES`),
+so a new registry key of an existing module is modelled automatically.
+
+For every algorithm `comm_s` = step − T_c: the seconds a worker spends per
+iteration not computing, i.e. in its messages, its lock queue or waiting for
+its turn (round-robin includes the other workers' serialised compute). No
+overlap of communication with computation is assumed except where `overlap`
+says so.
+
+`control=True` adds our implementation's small control messages (a worker's
+comm timer includes them): sync algorithms Allreduce a 4-byte stop flag each
+iteration (recursive doubling: lg·α); master-based workers report on the
+master's board (one RMA epoch, ≈ 2α); the first-come-first-served family
+also counts the center's version inside the lock (another 2α, serialised).
+
+Weak scaling (`efficiency`): with a fixed per-worker batch, throughput is
+P/step(P); efficiency is the ratio to P single-worker runs, step(1)/step(P),
+the convention of Horovod, DDP and the paper's weak-scaling claim
+(`PAPER_WEAK_SCALING`: 91.5 % on 4253 KNL cores, quoted as printed).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from scaledl.algorithms import ALGORITHMS
+
+# ----------------------------------------------------------------- networks
+
+
+@dataclass(frozen=True)
+class Network:
+    """α (s per message), β (s per byte), γ (s per byte reduced)."""
+
+    alpha: float
+    beta: float
+    gamma: float = 0.0
+    name: str = ""
+
+    def __post_init__(self):
+        for field in ("alpha", "beta", "gamma"):
+            value = getattr(self, field)
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+                raise ValueError(f"{field} must be a finite number >= 0, got {value!r}")
+
+    @property
+    def bandwidth(self) -> float:
+        """Bytes per second (1/β); inf for β = 0."""
+        return 1.0 / self.beta if self.beta > 0 else math.inf
+
+
+# The paper's Table 2 as we recall it (PAPER.md §3: not verified; the 7.2 µs is
+# corroborated by a third-party simulator that cites the paper). β per byte.
+NETWORKS: dict[str, Network] = {
+    "fdr_ib": Network(0.7e-6, 0.2e-9, name="Mellanox 56 Gb/s FDR IB (paper Table 2, recalled)"),
+    "qdr_ib": Network(1.2e-6, 0.3e-9, name="Intel 40 Gb/s QDR IB (paper Table 2, recalled)"),
+    "10gbe": Network(7.2e-6, 0.9e-9, name="Intel 10 GbE NetEffect NE020 (paper Table 2, recalled)"),
+}
+
+PAPER_WEAK_SCALING = {
+    "cores": 4253,
+    "efficiency": 0.915,
+    "source": "abstract: 91.5% weak scaling efficiency on 4253 KNL cores (number as printed; PAPER.md §1.3)",
+}
+
+MODELS = ("paper", "bandwidth_optimal")
+
+# Which collective algorithm each model uses.
+_MODEL_ALGORITHMS = {
+    "paper": {"bcast": "binomial", "reduce": "binomial", "allreduce": "tree"},
+    "bandwidth_optimal": {"bcast": "scatter_allgather", "reduce": "rabenseifner", "allreduce": "rabenseifner"},
+}
+
+BCAST_ALGORITHMS = ("binomial", "scatter_allgather")
+REDUCE_ALGORITHMS = ("binomial", "rabenseifner")
+ALLREDUCE_ALGORITHMS = ("tree", "recursive_doubling", "ring", "rabenseifner")
+
+# How each algorithm communicates, by the module that implements it (so that
+# presets such as the Sync EASGD ladder, sync_easgd1/2/3, inherit their family).
+FAMILIES = {
+    "sync_sgd": "allreduce",
+    "sync_easgd": "bcast_reduce",
+    "easgd": "round_robin",
+    "async_sgd": "locked",
+    "async_msgd": "locked",
+    "async_easgd": "locked",
+    "async_measgd": "locked",
+    "hogwild_sgd": "lock_free",
+    "hogwild_easgd": "lock_free",
+}
+COLLECTIVE_FAMILIES = ("allreduce", "bcast_reduce")
+
+
+def family(key: str) -> str:
+    """The communication family of algorithm `key`: allreduce, bcast_reduce, round_robin, locked, lock_free."""
+    if key not in ALGORITHMS:
+        raise ValueError(f"unknown algorithm {key!r}; choose from {', '.join(ALGORITHMS)}")
+    module = ALGORITHMS[key].module
+    if module not in FAMILIES:
+        raise ValueError(f"no cost model for algorithm {key!r} (module {module}); add its family to costmodel.FAMILIES")
+    return FAMILIES[module]
+
+
+def is_collective(key: str) -> bool:
+    return family(key) in COLLECTIVE_FAMILIES
+
+
+# --------------------------------------------------------------- primitives
+
+
+def ceil_log2(p: int) -> int:
+    """⌈log2 p⌉: rounds of a binomial tree over p ranks (0 for p = 1)."""
+    _check_workers(p)
+    return (p - 1).bit_length()
+
+
+def message(net: Network, n: float, layers: int = 1) -> float:
+    """One point-to-point exchange of n bytes in `layers` messages: L·α + n·β."""
+    _check_size(n, layers)
+    return layers * net.alpha + n * net.beta
+
+
+def packed_vs_per_layer(net: Network, n: float, layers: int) -> tuple[float, float]:
+    """(packed α + nβ, per-layer L·α + nβ): the paper's single-layer communication (§3 technique 1)."""
+    return message(net, n, 1), message(net, n, layers)
+
+
+def bcast(net: Network, n: float, p: int, algorithm: str = "binomial", layers: int = 1) -> float:
+    """Seconds of a Bcast of n bytes over p ranks (formulas in the module docstring)."""
+    _check_size(n, layers)
+    lg, a = ceil_log2(p), layers * net.alpha
+    frac = (p - 1) / p
+    if algorithm == "binomial":
+        return lg * (a + n * net.beta)
+    if algorithm == "scatter_allgather":
+        return 2 * lg * a + 2 * frac * n * net.beta
+    raise ValueError(f"unknown bcast algorithm {algorithm!r}; choose from {', '.join(BCAST_ALGORITHMS)}")
+
+
+def reduce(net: Network, n: float, p: int, algorithm: str = "binomial", layers: int = 1) -> float:
+    """Seconds of a sum-Reduce of n bytes over p ranks."""
+    _check_size(n, layers)
+    lg, a = ceil_log2(p), layers * net.alpha
+    frac = (p - 1) / p
+    if algorithm == "binomial":
+        return lg * (a + n * net.beta + n * net.gamma)
+    if algorithm == "rabenseifner":
+        return 2 * lg * a + 2 * frac * n * net.beta + frac * n * net.gamma
+    raise ValueError(f"unknown reduce algorithm {algorithm!r}; choose from {', '.join(REDUCE_ALGORITHMS)}")
+
+
+def allreduce(net: Network, n: float, p: int, algorithm: str = "rabenseifner", layers: int = 1) -> float:
+    """Seconds of a sum-Allreduce of n bytes over p ranks."""
+    _check_size(n, layers)
+    lg, a = ceil_log2(p), layers * net.alpha
+    frac = (p - 1) / p
+    if algorithm == "tree":
+        return reduce(net, n, p, "binomial", layers) + bcast(net, n, p, "binomial", layers)
+    if algorithm == "recursive_doubling":
+        return lg * (a + n * net.beta + n * net.gamma)
+    if algorithm == "ring":
+        return 2 * (p - 1) * a + 2 * frac * n * net.beta + frac * n * net.gamma
+    if algorithm == "rabenseifner":
+        return 2 * lg * a + 2 * frac * n * net.beta + frac * n * net.gamma
+    raise ValueError(f"unknown allreduce algorithm {algorithm!r}; choose from {', '.join(ALLREDUCE_ALGORITHMS)}")
+
+
+def busbw_factor(op: str, p: int) -> float:
+    """nccl-tests' bus-bandwidth factor: busbw = algbw × factor (allreduce 2(P−1)/P; bcast, reduce 1)."""
+    _check_workers(p)
+    if op == "allreduce":
+        return 2 * (p - 1) / p
+    if op in ("reduce_scatter", "allgather", "alltoall"):
+        return (p - 1) / p
+    if op in ("bcast", "reduce", "sendrecv"):
+        return 1.0
+    raise ValueError(f"no bus-bandwidth factor for {op!r}")
+
+
+# ------------------------------------------------------------- algorithms
+
+
+@dataclass(frozen=True)
+class StepCost:
+    """Predicted per-iteration times of one worker (seconds).
+
+    exchange_s: this worker's own messages, nobody else in the way.
+    comm_s:     step_s − compute_s: messages plus lock queue / waiting for its turn.
+    step_s:     one iteration of one worker (one round for round-robin).
+    """
+
+    algorithm: str
+    model: str
+    workers: int
+    compute_s: float
+    exchange_s: float
+    comm_s: float
+    step_s: float
+    formula: str
+
+
+def step_cost(key: str, net: Network, n: float, p: int, *, model: str = "paper", compute_s: float = 0.0,
+              layers: int = 1, control: bool = False, master_momentum: bool = True, overlap: bool | None = None,
+              tau: int = 1) -> StepCost:
+    """Per-iteration cost of algorithm `key` with P = p workers exchanging n bytes (see module docstring).
+
+    master_momentum: async_msgd's momentum buffer at the master (two more transfers per exchange).
+    overlap: the Sync EASGD family's exchange on a helper thread beside data and fwd/bwd
+             (None: the registry preset's, e.g. True for sync_easgd3): step = max(T_c, comm).
+    tau:     the Sync EASGD family's communication period: one exchange every τ iterations.
+    """
+    fam = family(key)
+    if model not in MODELS:
+        raise ValueError(f"unknown model {model!r}; choose from {', '.join(MODELS)}")
+    _check_size(n, layers)
+    _check_workers(p)
+    if not (isinstance(compute_s, (int, float)) and math.isfinite(compute_s) and compute_s >= 0):
+        raise ValueError(f"compute_s must be >= 0, got {compute_s!r}")
+    if isinstance(tau, bool) or not isinstance(tau, int) or tau < 1:
+        raise ValueError(f"tau must be an integer >= 1, got {tau!r}")
+    algs = _MODEL_ALGORITHMS[model]
+    t = message(net, n, layers)
+    lg = ceil_log2(p)
+
+    if fam in COLLECTIVE_FAMILIES:
+        if fam == "allreduce":
+            comm = allreduce(net, n, p, algs["allreduce"], layers)
+            formula = f"allreduce[{algs['allreduce']}](n)"
+        else:
+            comm = (bcast(net, n, p, algs["bcast"], layers) + reduce(net, n, p, algs["reduce"], layers)) / tau
+            formula = f"bcast[{algs['bcast']}](n) + reduce[{algs['reduce']}](n)" + (f", every {tau} steps" if tau > 1 else "")
+            if overlap is None:
+                overlap = bool(ALGORITHMS[key].preset.get("overlap", False))
+        exchange = comm
+        if overlap and fam == "bcast_reduce":
+            step = max(compute_s, comm)
+            formula = f"max(T_c, {formula})"
+        else:
+            step = compute_s + comm
+        if control:
+            step += lg * net.alpha
+            formula += " + lg·α"
+        return StepCost(key, model, p, compute_s, exchange, step - compute_s, step, formula)
+
+    exchanges = 4 if (ALGORITHMS[key].module == "async_msgd" and master_momentum) else 2
+    exchange = exchanges * t
+    ctl_free = 2 * net.alpha if control else 0.0                              # board report: outside any lock
+    ctl_locked = 2 * net.alpha if control and fam != "round_robin" else 0.0   # version count, inside the epoch
+    if fam == "round_robin":
+        step = p * (compute_s + exchange) + ctl_free
+        formula = "P·(T_c + 2(Lα + nβ))"
+    elif fam == "locked":
+        service = exchange + n * net.gamma + ctl_locked
+        step = max(compute_s + service, p * service) + ctl_free
+        formula = f"max(T_c + S, P·S), S = {exchanges}(Lα + nβ) + nγ"
+    else:  # lock_free
+        service = exchange + n * net.gamma + ctl_locked
+        demand = exchanges * n * net.beta
+        step = max(compute_s + service, p * demand) + ctl_free
+        formula = f"max(T_c + S, P·{exchanges}nβ), S = {exchanges}(Lα + nβ) + nγ"
+    if control:
+        formula += " + control"
+    return StepCost(key, model, p, compute_s, exchange, step - compute_s, step, formula)
+
+
+def comm_seconds(key: str, net: Network, n: float, p: int, **kwargs) -> float:
+    """Predicted seconds per iteration a worker of `key` spends communicating or waiting (StepCost.comm_s)."""
+    return step_cost(key, net, n, p, **kwargs).comm_s
+
+
+def efficiency(key: str, net: Network, n: float, p: int, compute_s: float, *, reference: str = "one_worker",
+               **kwargs) -> float:
+    """Weak-scaling efficiency at p workers.
+
+    reference="one_worker": step(1)/step(P) = throughput(P) / (P · throughput(1)), as peers report it.
+    reference="compute":    T_c/step(P) = T_c / (T_c + T_comm(P)), against communication-free compute.
+    """
+    step = step_cost(key, net, n, p, compute_s=compute_s, **kwargs).step_s
+    if reference == "one_worker":
+        base = step_cost(key, net, n, 1, compute_s=compute_s, **kwargs).step_s
+    elif reference == "compute":
+        base = compute_s
+    else:
+        raise ValueError(f"reference must be 'one_worker' or 'compute', got {reference!r}")
+    return base / step if step > 0 else 1.0
+
+
+DEFAULT_WORKERS = tuple(2**k for k in range(13)) + (PAPER_WEAK_SCALING["cores"],)  # 1 … 4096, and 4253
+
+
+def weak_scaling(key: str, net: Network, n: float, compute_s: float, workers=DEFAULT_WORKERS,
+                 **kwargs) -> list[dict]:
+    """One row per worker count: predicted comm and step seconds and the efficiency (relative to P = 1)."""
+    rows = []
+    for p in workers:
+        cost = step_cost(key, net, n, p, compute_s=compute_s, **kwargs)
+        rows.append({
+            "workers": p, "comm_s": cost.comm_s, "step_s": cost.step_s,
+            "efficiency": efficiency(key, net, n, p, compute_s, **kwargs),
+        })
+    return rows
+
+
+# ------------------------------------------------------------------ checks
+
+
+def _check_workers(p) -> None:
+    if isinstance(p, bool) or not isinstance(p, int) or p < 1:
+        raise ValueError(f"number of workers must be an integer >= 1, got {p!r}")
+
+
+def _check_size(n, layers) -> None:
+    if not (isinstance(n, (int, float)) and math.isfinite(n) and n >= 0):
+        raise ValueError(f"message size must be a number of bytes >= 0, got {n!r}")
+    if isinstance(layers, bool) or not isinstance(layers, int) or layers < 1:
+        raise ValueError(f"layers must be an integer >= 1, got {layers!r}")

@@ -1,0 +1,443 @@
+"""`scaledl netbench`: measure α, β (and γ) of the allocation it runs in, and collective bandwidths.
+
+Run under MPI on the ranks a training job would get::
+
+    mpiexec -n N python -m mpi4py -m scaledl.netbench --out netbench.json
+
+Point to point (ping-pong, buffer `Send`/`Recv` on preallocated numpy arrays):
+rank 0 and rank 1, and, when the ranks span several nodes, rank 0 and the
+first rank on another node. For each size: `--warmup` untimed round trips,
+then `--repeats` timings of `iters` round trips; the one-way time is half
+the median round trip. α and β come from a least-squares fit of
+t(n) = α + β·n weighted by 1/t(n) (it minimises the *relative* residuals,
+so α is set by the small messages and β by the large ones; a plain fit lets
+the large sizes decide everything and α comes out negative). The top-level
+α, β are the inter-node pair's when there is one, else the intra-node pair's.
+`--pairs` adds the small-message latency of every rank pair (min/median/max).
+
+Collectives (`Allreduce` sum, `Reduce` sum to rank 0, `Bcast` from rank 0;
+float32): per size, the time of one call is the slowest rank's mean over
+`iters` back-to-back calls, median over `--repeats`. Reported as nccl-tests
+do: algbw = bytes/time, busbw = algbw × 2(P−1)/P for Allreduce and × 1 for
+Reduce and Bcast (compare busbw with the bottleneck link).
+
+γ (reduction arithmetic, s/byte) is measured locally: `np.add` of two
+16 MiB float32 arrays into one of them, seconds per byte of the result.
+
+Iterations shrink for large messages so that each size moves at most
+~256 MiB per repeat (at least 2 iterations). With one rank there is no
+pair: the p2p section records why and α, β are null.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import socket
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from scaledl.errors import UserError
+
+DEFAULT_MAX_SIZE = 64 << 20
+DEFAULT_MIN_SIZE = 8
+ITER_BYTES = 256 << 20  # bytes per repeat at most, for large messages
+OPS = ("allreduce", "reduce", "bcast")
+KIND = "scaledl-netbench"
+_UNITS = {"": 1, "B": 1, "K": 1 << 10, "KB": 1 << 10, "KIB": 1 << 10, "M": 1 << 20, "MB": 1 << 20, "MIB": 1 << 20,
+          "G": 1 << 30, "GB": 1 << 30, "GIB": 1 << 30}
+
+
+# ------------------------------------------------------------- arguments
+
+
+def parse_size(text: str) -> int:
+    """'8', '4K', '64MiB' → bytes (binary units)."""
+    m = re.fullmatch(r"\s*(\d+)\s*([A-Za-z]*)\s*", text)
+    if not m or m.group(2).upper() not in _UNITS:
+        raise UserError(f"cannot read message size {text!r}: use bytes with an optional K, M or G suffix, e.g. 8, 4K, 64M")
+    return int(m.group(1)) * _UNITS[m.group(2).upper()]
+
+
+def default_sizes(max_size: int = DEFAULT_MAX_SIZE, min_size: int = DEFAULT_MIN_SIZE) -> list[int]:
+    """min_size, ×4, ×4, … below max_size, then max_size itself."""
+    sizes, s = [], min_size
+    while s < max_size:
+        sizes.append(s)
+        s *= 4
+    return sizes + [max_size]
+
+
+def add_netbench_arguments(parser: argparse.ArgumentParser) -> None:
+    """The `netbench` options (no MPI import: building the parser stays cheap)."""
+    parser.add_argument("--out", type=Path, required=True, metavar="JSON",
+                        help="where to write the measurements (e.g. results/netbench/local.json)")
+    parser.add_argument("--sizes", metavar="LIST",
+                        help="comma-separated message sizes in bytes, multiples of 4, K/M/G suffixes allowed "
+                             "(default: 8 B ×4 … up to --max-size)")
+    parser.add_argument("--max-size", default="64M", metavar="SIZE",
+                        help="largest size of the default ladder (default %(default)s)")
+    parser.add_argument("--iters", type=int, default=50, help="timed operations per repeat, small messages (default %(default)s)")
+    parser.add_argument("--warmup", type=int, default=5, help="untimed operations per size before timing (default %(default)s)")
+    parser.add_argument("--repeats", type=int, default=5, help="timings per size; the median is kept (default %(default)s)")
+    parser.add_argument("--pairs", action="store_true", help="also measure the small-message latency of every rank pair")
+    parser.add_argument("--no-collectives", action="store_true", help="point to point only")
+    parser.add_argument("--quiet", action="store_true", help="do not print the tables")
+
+
+def check_arguments(args: argparse.Namespace) -> list[int]:
+    """The message sizes to run; UserError on a bad option (the same on every rank: no MPI involved)."""
+    for name in ("iters", "repeats"):
+        if getattr(args, name) < 1:
+            raise UserError(f"--{name} must be >= 1, got {getattr(args, name)}")
+    if args.warmup < 0:
+        raise UserError(f"--warmup must be >= 0, got {args.warmup}")
+    if args.sizes:
+        sizes = [parse_size(part) for part in args.sizes.split(",") if part.strip()]
+        if not sizes:
+            raise UserError("--sizes is empty; give sizes such as 8,1K,1M")
+    else:
+        max_size = parse_size(args.max_size)
+        if max_size < DEFAULT_MIN_SIZE:
+            raise UserError(f"--max-size must be at least {DEFAULT_MIN_SIZE} bytes, got {args.max_size}")
+        sizes = default_sizes(max_size)
+    bad = [s for s in sizes if s <= 0 or s % 4]
+    if bad:
+        raise UserError(f"message sizes must be positive multiples of 4 bytes (float32 collectives), got {bad[0]}")
+    if args.out.exists() and args.out.is_dir():
+        raise UserError(f"--out {args.out} is a directory; give a file name such as {args.out / 'netbench.json'}")
+    return sorted(set(sizes))
+
+
+# ------------------------------------------------------------------ fits
+
+
+def fit_alpha_beta(sizes: list[float], times: list[float]) -> tuple[float, float]:
+    """α, β of t(n) = α + β·n by least squares weighted by 1/t (relative residuals)."""
+    if len(sizes) != len(times) or len(sizes) < 2:
+        raise ValueError("need at least two (size, time) points to fit α and β")
+    if any(t <= 0 for t in times):
+        raise ValueError("times must be positive")
+    w = [1.0 / t for t in times]
+    # minimise Σ (w·(α + β·n − t))²: normal equations of a 2-parameter weighted fit
+    sw = sum(wi * wi for wi in w)
+    sn = sum(wi * wi * n for wi, n in zip(w, sizes))
+    snn = sum(wi * wi * n * n for wi, n in zip(w, sizes))
+    st = sum(wi * wi * t for wi, t in zip(w, times))
+    snt = sum(wi * wi * n * t for wi, n, t in zip(w, sizes, times))
+    det = sw * snn - sn * sn
+    if det <= 0:
+        raise ValueError("sizes must differ to fit α and β")
+    beta = (sw * snt - sn * st) / det
+    alpha = (st - beta * sn) / sw
+    return alpha, beta
+
+
+# ------------------------------------------------------------- measuring
+
+
+def _median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def _iters_for(size: int, iters: int) -> int:
+    return max(2, min(iters, ITER_BYTES // max(size, 1)))
+
+
+def pingpong(comm, a: int, b: int, sizes: list[int], iters: int, warmup: int, repeats: int) -> list[dict] | None:
+    """One-way seconds per size between ranks a and b (rank a's view); None on the other ranks."""
+    import numpy as np
+
+    rank = comm.Get_rank()
+    buf = np.zeros(max(sizes), dtype=np.uint8)
+    rows = []
+    for size in sizes:
+        view = buf[:size]
+        n_iter = _iters_for(size, iters)
+        samples = []
+        comm.Barrier()
+        for rep in range(repeats + 1):
+            count = warmup if rep == 0 else n_iter
+            if count == 0:
+                continue
+            if rank == a:
+                t0 = time.perf_counter()
+                for _ in range(count):
+                    comm.Send(view, dest=b, tag=7)
+                    comm.Recv(view, source=b, tag=7)
+                dt = time.perf_counter() - t0
+                if rep > 0:
+                    samples.append(dt / count / 2)
+            elif rank == b:
+                for _ in range(count):
+                    comm.Recv(view, source=a, tag=7)
+                    comm.Send(view, dest=a, tag=7)
+        comm.Barrier()
+        if rank == a:
+            t = _median(samples)
+            rows.append({"bytes": size, "iters": n_iter, "time_s": t, "bandwidth_Bps": size / t})
+    return rows if rank == a else None
+
+
+def link_summary(rows: list[dict], a: int, b: int, same_node: bool) -> dict:
+    alpha, beta = fit_alpha_beta([r["bytes"] for r in rows], [r["time_s"] for r in rows])
+    for r in rows:
+        r["fit_time_s"] = alpha + beta * r["bytes"]
+    return {
+        "ranks": [a, b], "same_node": same_node,
+        "alpha_s": alpha, "beta_s_per_byte": beta,
+        "bandwidth_Bps": 1.0 / beta if beta > 0 else None,
+        "fit": "t(n) = alpha + beta*n, least squares weighted by 1/t (relative residuals)",
+        "table": rows,
+    }
+
+
+def pair_latencies(comm, size: int, iters: int, warmup: int, repeats: int) -> dict | None:
+    """Small-message one-way latency of every rank pair (on rank 0; None elsewhere)."""
+    nranks = comm.Get_size()
+    matrix = [[None] * nranks for _ in range(nranks)]
+    for a in range(nranks):
+        for b in range(a + 1, nranks):
+            rows = pingpong(comm, a, b, [size], iters, warmup, repeats)
+            t = comm.bcast(rows[0]["time_s"] if rows else None, root=a)
+            matrix[a][b] = matrix[b][a] = t
+    if comm.Get_rank() != 0:
+        return None
+    values = [matrix[a][b] for a in range(nranks) for b in range(a + 1, nranks)]
+    return {"bytes": size, "min_s": min(values), "median_s": _median(values), "max_s": max(values), "matrix_s": matrix}
+
+
+def collective_times(comm, op: str, sizes: list[int], iters: int, warmup: int, repeats: int) -> list[dict] | None:
+    """Seconds per call of `op` per size (slowest rank's mean, median over repeats); rows on rank 0."""
+    import numpy as np
+    from mpi4py import MPI
+
+    from scaledl.costmodel import busbw_factor
+
+    rank, nranks = comm.Get_rank(), comm.Get_size()
+    top = max(sizes) // 4
+    src = np.ones(top, dtype=np.float32)
+    dst = np.zeros(top, dtype=np.float32)
+    factor = busbw_factor(op, nranks)
+
+    def call(count: int) -> None:
+        s, d = src[:count], dst[:count]
+        if op == "allreduce":
+            comm.Allreduce(s, d, op=MPI.SUM)
+        elif op == "reduce":
+            comm.Reduce(s, d if rank == 0 else None, op=MPI.SUM, root=0)
+        else:
+            comm.Bcast(s, root=0)
+
+    rows = []
+    slowest = np.zeros(1)
+    for size in sizes:
+        count, n_iter = size // 4, _iters_for(size, iters)
+        for _ in range(warmup):
+            call(count)
+        samples = []
+        for _ in range(repeats):
+            comm.Barrier()
+            t0 = time.perf_counter()
+            for _ in range(n_iter):
+                call(count)
+            mine = np.array([(time.perf_counter() - t0) / n_iter])
+            comm.Allreduce(mine, slowest, op=MPI.MAX)
+            samples.append(float(slowest[0]))
+        t = _median(samples)
+        algbw = size / t
+        rows.append({"bytes": size, "iters": n_iter, "time_s": t, "algbw_Bps": algbw, "busbw_Bps": algbw * factor})
+    return rows if rank == 0 else None
+
+
+def measure_gamma(nbytes: int = 16 << 20, repeats: int = 5) -> float:
+    """Seconds per byte of a float32 sum a += b (the reduction arithmetic of a collective)."""
+    import numpy as np
+
+    a = np.ones(nbytes // 4, dtype=np.float32)
+    b = np.ones(nbytes // 4, dtype=np.float32)
+    np.add(a, b, out=a)  # warm the pages
+    samples = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        np.add(a, b, out=a)
+        samples.append((time.perf_counter() - t0) / nbytes)
+    return _median(samples)
+
+
+# ------------------------------------------------------------------ machine
+
+
+def cpu_model() -> str | None:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or None
+
+
+def describe_world(comm) -> dict:
+    import mpi4py
+    import numpy as np
+    from mpi4py import MPI
+
+    import scaledl
+
+    hosts = comm.allgather(socket.gethostname())
+    local = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    per_node = comm.allgather(local.Get_size())
+    local.Free()
+    return {
+        "hosts": sorted(set(hosts)),
+        "rank_hosts": hosts,
+        "nodes": len(set(hosts)),
+        "ranks": comm.Get_size(),
+        "ranks_per_node": max(per_node),
+        "mpi_library": MPI.Get_library_version().strip().splitlines()[0].strip(),
+        "mpi_standard": "%d.%d" % MPI.Get_version(),
+        "mpi4py": mpi4py.__version__,
+        "numpy": np.__version__,
+        "python": sys.version.split()[0],
+        "cpu_model": cpu_model(),
+        "scaledl": scaledl.__version__,
+    }
+
+
+# --------------------------------------------------------------------- run
+
+
+def netbench(comm, sizes: list[int], *, iters: int = 50, warmup: int = 5, repeats: int = 5, pairs: bool = False,
+             collectives: bool = True) -> dict | None:
+    """All measurements as one JSON-ready dict (on rank 0; None on the other ranks)."""
+    rank, nranks = comm.Get_rank(), comm.Get_size()
+    machine = describe_world(comm)
+    hosts = machine["rank_hosts"]
+    links = []
+    if nranks >= 2:
+        partners = [(1, hosts[1] == hosts[0])]
+        remote = next((r for r in range(1, nranks) if hosts[r] != hosts[0]), None)
+        if remote is not None and remote != 1:
+            partners.append((remote, False))
+        for partner, same in partners:
+            rows = pingpong(comm, 0, partner, sizes, iters, warmup, repeats)
+            if rank == 0:
+                links.append(link_summary(rows, 0, partner, same))
+    pair_info = pair_latencies(comm, min(sizes), iters, warmup, repeats) if pairs and nranks >= 2 else None
+    tables = {op: collective_times(comm, op, sizes, iters, warmup, repeats) for op in OPS} if collectives else {}
+    gamma = measure_gamma() if rank == 0 else None
+    if rank != 0:
+        return None
+
+    from scaledl.costmodel import busbw_factor
+
+    chosen = next((link for link in links if not link["same_node"]), links[0] if links else None)
+    if chosen is None:
+        p2p_note = "one rank: no point-to-point pair to measure; run with at least 2 ranks for alpha and beta"
+    else:
+        p2p_note = (f"alpha, beta from ranks {chosen['ranks'][0]}-{chosen['ranks'][1]} "
+                    f"({'same node' if chosen['same_node'] else 'different nodes'})")
+    return {
+        "kind": KIND,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "machine": {k: v for k, v in machine.items() if k != "rank_hosts"},
+        "settings": {"sizes": sizes, "iters": iters, "warmup": warmup, "repeats": repeats, "iter_bytes_cap": ITER_BYTES},
+        "alpha_s": chosen["alpha_s"] if chosen else None,
+        "beta_s_per_byte": chosen["beta_s_per_byte"] if chosen else None,
+        "gamma_s_per_byte": gamma,
+        "p2p": {"note": p2p_note, "links": links},
+        "pairs": pair_info,
+        "collectives": {
+            op: {"busbw_factor": busbw_factor(op, nranks), "table": rows} for op, rows in tables.items()
+        },
+    }
+
+
+def format_report(result: dict) -> str:
+    """The measurements as readable text tables."""
+    m = result["machine"]
+    lines = [f"netbench: {m['ranks']} rank(s) on {m['nodes']} node(s) ({', '.join(m['hosts'])}), "
+             f"{m['ranks_per_node']} per node; {m['mpi_library']}"]
+    lines.append(f"p2p: {result['p2p']['note']}")
+    for link in result["p2p"]["links"]:
+        a, b = link["ranks"]
+        lines.append(f"\nping-pong ranks {a}-{b} ({'same node' if link['same_node'] else 'different nodes'}): "
+                     f"alpha = {_us(link['alpha_s'])}, beta = {link['beta_s_per_byte']:.4g} s/B "
+                     f"(1/beta = {_gbs(link['bandwidth_Bps'])})")
+        lines.append(f"{'bytes':>12} {'one-way':>12} {'GB/s':>9} {'fit':>12}")
+        for r in link["table"]:
+            lines.append(f"{r['bytes']:>12} {_us(r['time_s']):>12} {r['bandwidth_Bps'] / 1e9:>9.3f} {_us(r['fit_time_s']):>12}")
+    if result.get("pairs"):
+        p = result["pairs"]
+        lines.append(f"\nall pairs, {p['bytes']} B: one-way min {_us(p['min_s'])}, median {_us(p['median_s'])}, max {_us(p['max_s'])}")
+    if result.get("gamma_s_per_byte"):
+        lines.append(f"gamma (float32 add, local): {result['gamma_s_per_byte']:.4g} s/B "
+                     f"({_gbs(1 / result['gamma_s_per_byte'])})")
+    for op, info in result["collectives"].items():
+        lines.append(f"\n{op} (busbw = algbw x {info['busbw_factor']:.3g})")
+        lines.append(f"{'bytes':>12} {'time':>12} {'algbw GB/s':>11} {'busbw GB/s':>11}")
+        for r in info["table"]:
+            lines.append(f"{r['bytes']:>12} {_us(r['time_s']):>12} {r['algbw_Bps'] / 1e9:>11.3f} {r['busbw_Bps'] / 1e9:>11.3f}")
+    return "\n".join(lines)
+
+
+def _us(seconds: float | None) -> str:
+    if seconds is None or not math.isfinite(seconds):
+        return "—"
+    if abs(seconds) < 1e-3:
+        return f"{seconds * 1e6:.2f} us"
+    return f"{seconds * 1e3:.3f} ms"
+
+
+def _gbs(bps: float | None) -> str:
+    return "—" if not bps else f"{bps / 1e9:.2f} GB/s"
+
+
+def run_netbench(args: argparse.Namespace) -> int:
+    """Entry point of `scaledl netbench` (every rank calls it).
+
+    A bad option raises UserError on rank 0 only (the CLI prints one line);
+    the other ranks return 2 silently, so the job exits non-zero without a
+    line per rank. Validation involves no MPI call, so no rank can hang.
+    """
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    try:
+        sizes = check_arguments(args)
+    except UserError:
+        if comm.Get_rank() == 0:
+            raise
+        return 2
+    result = netbench(comm, sizes, iters=args.iters, warmup=args.warmup, repeats=args.repeats,
+                      pairs=args.pairs, collectives=not args.no_collectives)
+    if result is not None:
+        from scaledl.atomic import write_text
+
+        write_text(args.out, json.dumps(result, indent=2) + "\n")
+        if not args.quiet:
+            print(format_report(result), flush=True)
+        print(f"wrote {args.out}", flush=True)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="scaledl netbench", description=__doc__.splitlines()[0])
+    add_netbench_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        return run_netbench(args)
+    except UserError as exc:
+        print(f"scaledl netbench: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

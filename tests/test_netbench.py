@@ -1,0 +1,91 @@
+"""netbench: the α-β fit, the size parsing, and short real runs under mpiexec (no timing asserts)."""
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+
+from mpi_run import run_mpi
+from scaledl import netbench as nb
+from scaledl.errors import UserError
+
+TINY = ["--sizes", "8,4K,256K", "--iters", "4", "--warmup", "1", "--repeats", "2", "--quiet"]
+
+
+def test_fit_recovers_exact_line():
+    sizes = [8, 1024, 65536, 1 << 20]
+    alpha, beta = nb.fit_alpha_beta(sizes, [2e-6 + 5e-10 * n for n in sizes])
+    assert alpha == pytest.approx(2e-6, rel=1e-9)
+    assert beta == pytest.approx(5e-10, rel=1e-9)
+    with pytest.raises(ValueError):
+        nb.fit_alpha_beta([8], [1e-6])
+
+
+def test_sizes():
+    assert nb.parse_size("8") == 8 and nb.parse_size("4K") == 4096 and nb.parse_size("64MiB") == 64 << 20
+    ladder = nb.default_sizes()
+    assert ladder[0] == 8 and ladder[-1] == 64 << 20 and ladder == sorted(ladder)
+    with pytest.raises(UserError):
+        nb.parse_size("lots")
+
+
+def _args(tmp_path, **overrides):
+    parser = argparse.ArgumentParser()
+    nb.add_netbench_arguments(parser)
+    args = parser.parse_args(["--out", str(tmp_path / "nb.json")])
+    for key, value in overrides.items():
+        setattr(args, key, value)
+    return args
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"sizes": "6"}, "multiples of 4"),
+    ({"sizes": "8,huge"}, "cannot read"),
+    ({"iters": 0}, "--iters"),
+    ({"warmup": -1}, "--warmup"),
+])
+def test_bad_arguments_are_user_errors(tmp_path, overrides, message):
+    with pytest.raises(UserError, match=message):
+        nb.check_arguments(_args(tmp_path, **overrides))
+
+
+@pytest.mark.mpi
+def test_two_ranks(tmp_path):
+    out = tmp_path / "nb.json"
+    proc = run_mpi(2, ["-m", "scaledl.netbench", "--out", str(out), "--pairs", *TINY], timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(out.read_text())
+    assert result["kind"] == "scaledl-netbench"
+    assert result["machine"]["ranks"] == 2 and result["machine"]["mpi_library"]
+    assert result["alpha_s"] > 0 and result["beta_s_per_byte"] > 0 and result["gamma_s_per_byte"] > 0
+    link = result["p2p"]["links"][0]
+    assert link["ranks"] == [0, 1] and [r["bytes"] for r in link["table"]] == [8, 4096, 262144]
+    assert len(result["pairs"]["matrix_s"]) == 2
+    for op, factor in (("allreduce", 1.0), ("reduce", 1.0), ("bcast", 1.0)):   # 2(P−1)/P = 1 at P = 2
+        info = result["collectives"][op]
+        assert info["busbw_factor"] == factor
+        for row in info["table"]:
+            assert row["algbw_Bps"] == pytest.approx(row["bytes"] / row["time_s"])
+            assert row["busbw_Bps"] == pytest.approx(row["algbw_Bps"] * factor)
+
+
+@pytest.mark.mpi
+def test_one_rank_records_no_pair(tmp_path):
+    out = tmp_path / "nb.json"
+    proc = run_mpi(1, ["-m", "scaledl.netbench", "--out", str(out), *TINY], timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(out.read_text())
+    assert result["alpha_s"] is None and result["beta_s_per_byte"] is None
+    assert "at least 2 ranks" in result["p2p"]["note"]
+    assert result["collectives"]["allreduce"]["table"]
+
+
+@pytest.mark.mpi
+def test_bad_option_is_one_line_and_no_output(tmp_path):
+    out = tmp_path / "nb.json"
+    proc = run_mpi(2, ["-m", "scaledl.netbench", "--out", str(out), "--sizes", "6"], timeout=120)
+    assert proc.returncode != 0
+    errors = [line for line in proc.stderr.splitlines() if "error" in line]
+    assert len(errors) == 1 and "multiples of 4" in errors[0], proc.stderr
+    assert not Path(out).exists()
