@@ -16,6 +16,7 @@ from scaledl.errors import UserError
 
 
 def add_train_arguments(p: argparse.ArgumentParser) -> None:
+    from scaledl.comm.collectives import BACKENDS
     from scaledl.models import MODELS
     from scaledl.train import TrainConfig
 
@@ -40,6 +41,15 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
                        help="async_msgd: where the momentum buffer V lives (default %(default)s)")
     hyper.add_argument("--nesterov", action="store_true", help="async_measgd: take ΔW^i at the look-ahead W^i + μV^i")
     hyper.add_argument("--seed", type=int, default=d["seed"].default, help="base seed; data order uses seed and worker index (default %(default)s)")
+    codesign = p.add_argument_group("codesign (the paper's §3; presets sync_easgd1/2/3 fix center-on and overlap)")
+    codesign.add_argument("--message", choices=("packed", "per_layer"), default=d["message"].default,
+                          help="collectives: one packed message per exchange, or one per parameter tensor (default %(default)s)")
+    codesign.add_argument("--center-on", choices=("host", "device"), help="sync_easgd: where the center W lives (default: device)")
+    codesign.add_argument("--overlap", action="store_const", const=True, default=None,
+                          help="sync_easgd: exchange weights on a helper thread during data fetch and fwd/bwd")
+    codesign.add_argument("--tau", type=_positive_int, default=d["tau"].default, help="sync_easgd: exchange every TAU iterations (default %(default)s)")
+    codesign.add_argument("--backend", choices=BACKENDS, default=d["backend"].default,
+                          help="collectives: auto picks nccl with a GPU per rank, else CUDA-aware MPI, else MPI on host buffers")
     run = p.add_argument_group("run")
     run.add_argument("--eval-every", type=_positive_int, default=d["eval_every"].default, help="evaluate the center every this many steps (default %(default)s)")
     run.add_argument("--eval-batch-size", type=_positive_int, default=d["eval_batch_size"].default, help="(default %(default)s)")

@@ -16,10 +16,11 @@ from pathlib import Path
 import torch
 
 from scaledl.atomic import atomic_path, write_text
+from scaledl.timing import PHASES
 
 METRICS_COLUMNS = (
     "step", "epoch", "wall_s", "train_s", "samples", "train_loss", "test_loss", "test_accuracy",
-    "data_s", "h2d_s", "compute_s", "comm_s", "update_s", "center_update_s", "eval_s", "wait_s",
+    *(f"{phase}_s" for phase in PHASES),
 )
 
 
@@ -28,6 +29,20 @@ def write_metrics(path: Path, rows: list[dict]) -> None:
         writer = csv.DictWriter(f, fieldnames=METRICS_COLUMNS, extrasaction="raise")
         writer.writeheader()
         writer.writerows(rows)
+
+
+def write_timeline(path: Path, timelines: list[dict], phases: tuple[str, ...]) -> None:
+    """Every step of every rank: /rank{r}/step_end_s (seconds since start) and /rank{r}/phase_s (steps × phases)."""
+    import h5py
+
+    with atomic_path(path) as tmp, h5py.File(tmp, "w") as f:
+        f.attrs["phases"] = list(phases)
+        f.attrs["description"] = "per-step seconds in each phase of each rank's main thread (scaledl.timing)"
+        for t in timelines:
+            group = f.create_group(f"rank{t['rank']}")
+            group.attrs["role"] = t["role"]
+            group.create_dataset("step_end_s", data=t["step_end_s"])
+            group.create_dataset("phase_s", data=t["phase_s"])
 
 
 def save_model(path: Path, state_dict: dict[str, torch.Tensor]) -> None:

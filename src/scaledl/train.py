@@ -20,8 +20,9 @@ import torch.nn.functional as F
 from mpi4py import MPI
 
 from scaledl.algorithms import ALGORITHMS, load
-from scaledl.algorithms.base import Algorithm, Hyper, Setup
+from scaledl.algorithms.base import Algorithm, Codesign, Hyper, Setup
 from scaledl.algorithms.rules import default_rho
+from scaledl.comm.collectives import choose_backend, init_nccl
 from scaledl.comm.flat import FlatParams
 from scaledl.comm.roles import Roles, make_roles
 from scaledl.comm.sentinel import Sentinel, claim
@@ -31,8 +32,8 @@ from scaledl.data.loader import Normalizer, ShardLoader, iter_split
 from scaledl.errors import UserError
 from scaledl.models import build_model
 from scaledl.monitor import Monitor, StopRule
-from scaledl.results import host, save_model, versions, write_metrics, write_run_json
-from scaledl.timing import PhaseTimer
+from scaledl.results import host, save_model, versions, write_metrics, write_run_json, write_timeline
+from scaledl.timing import PHASES, PhaseTimer
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,11 @@ class TrainConfig:
     seed: int = 0
     eval_every: int = 50
     eval_batch_size: int = 1000
+    message: str = "packed"           # collectives: one packed message per exchange, or per_layer
+    center_on: str | None = None      # sync_easgd: "host" or "device" (None: the preset's, else device)
+    overlap: bool | None = None       # sync_easgd: exchange on a helper thread (None: the preset's, else off)
+    tau: int = 1                      # sync_easgd: communication period
+    backend: str = "auto"             # collectives: auto, mpi, cuda_aware_mpi, nccl
     platform: str = "local"           # recorded for the tables (workflow: the config's platform)
     expect_ranks: int | None = None   # fail unless MPI started exactly this many ranks
     device: str = "auto"
@@ -79,7 +85,9 @@ class Run:
     normalize: Normalizer
     timer: PhaseTimer
     monitor: Monitor | None
+    codesign: Codesign
     steps: int = 0      # iterations this worker completed
+    setup_s: float = 0.0
     sentinel: Sentinel | None = None
 
 
@@ -87,6 +95,7 @@ def train(cfg: TrainConfig) -> Run:
     world = MPI.COMM_WORLD
     run = _agree_on_setup(world, cfg)
     token = _announce(run)
+    run.setup_s = run.timer.restart()                    # the clock covers training only
     try:
         run.algo.start()                                 # W^i_0 = W_0 on every worker
         if run.roles.is_master:
@@ -95,7 +104,8 @@ def train(cfg: TrainConfig) -> Run:
             run_worker(run)
         else:
             run.algo.serve(run.monitor)
-        run.algo.finish()
+        with run.timer.phase("wait"):                    # in-flight exchanges settle, MPI objects are freed
+            run.algo.finish()
         _finish(run)
     except BaseException:
         claim(token)  # this rank's traceback is the report; the sentinels of ranks killed next stay quiet
@@ -126,6 +136,7 @@ def run_worker(run: Run) -> None:
             monitor.record_loss(loss, len(labels))
             wants_stop = monitor.after_step(step, step / loader.steps_per_epoch)
         stop = algo.end_iteration(loss, len(labels), wants_stop)
+        timer.mark_step()
 
 
 def forward_backward(model, params: FlatParams, x, y, weight_decay: float) -> torch.Tensor:
@@ -181,14 +192,16 @@ def setup(world: MPI.Comm, cfg: TrainConfig) -> Run:
     # The paper's master is a CPU: a dedicated master keeps W in host memory.
     device = torch.device("cpu") if roles.is_master and not roles.is_worker else pick_device(cfg.device, roles.local_rank)
     torch.set_num_threads(cfg.threads or default_threads())
-    timer = PhaseTimer(sync=_device_sync(device))
+    timer = PhaseTimer(device)
+    codesign = resolve_codesign(cfg, info_alg, device, roles)
+    center_device = torch.device("cpu") if codesign.center_on == "host" else device
     info = read_info(cfg.data)
 
     # model: one seed for all ranks, so every replica starts from the same W_0
     torch.manual_seed(cfg.seed)
     model = build_model(cfg.model, info.image_shape, info.classes).to(device) if roles.is_worker else None
     torch.manual_seed(cfg.seed)
-    center_model = build_model(cfg.model, info.image_shape, info.classes).to(device) if roles.is_master else None
+    center_model = build_model(cfg.model, info.image_shape, info.classes).to(center_device) if roles.is_master else None
     params = FlatParams(model) if model is not None else None
     center = FlatParams(center_model) if center_model is not None else None
     # per-rank randomness (dropout) differs across workers, repeatably
@@ -203,9 +216,11 @@ def setup(world: MPI.Comm, cfg: TrainConfig) -> Run:
     normalize = Normalizer(info.mean, info.std, device)
 
     rho = cfg.rho if cfg.rho is not None else default_rho(cfg.lr, roles.num_workers, cfg.beta)
-    hyper = Hyper(lr=cfg.lr, rho=rho, momentum=cfg.momentum, momentum_at=cfg.momentum_at,
+    hyper = Hyper(lr=cfg.lr, rho=rho, momentum=cfg.momentum, tau=cfg.tau, momentum_at=cfg.momentum_at,
                   nesterov=cfg.nesterov, worker_timeout=cfg.worker_timeout)
-    setup_ = Setup(roles=roles, params=params, center=center, hyper=hyper, timer=timer, n_train=info.n_train)
+    nccl_group = init_nccl(world, roles.worker_ranks, device) if codesign.backend == "nccl" else None
+    setup_ = Setup(roles=roles, params=params, center=center, hyper=hyper, timer=timer, n_train=info.n_train,
+                   codesign=codesign, nccl_group=nccl_group)
     algo = load(cfg.algorithm)(setup_)
 
     monitor = None
@@ -213,7 +228,7 @@ def setup(world: MPI.Comm, cfg: TrainConfig) -> Run:
         stop_rule = StopRule(cfg.max_steps, cfg.epochs, cfg.time_budget, cfg.target_accuracy)
         evaluate = _center_evaluator(cfg, center_model, model, normalize, algo.refresh_center)
         monitor = Monitor(stop_rule, cfg.eval_every, timer, evaluate, samples_per_step=cfg.batch_size * roles.num_workers)
-    return Run(cfg, roles, device, info, model, params, center_model, algo, loader, normalize, timer, monitor)
+    return Run(cfg, roles, device, info, model, params, center_model, algo, loader, normalize, timer, monitor, codesign)
 
 
 def _check_budgets(cfg: TrainConfig) -> None:
@@ -231,6 +246,30 @@ def _check_world(world: MPI.Comm, expected: int | None) -> None:
             "the launcher did not wire the ranks together (with srun, pick the PMI your MPI library "
             "speaks: --mpi=pmi2 for MPICH, --mpi=pmix for Open MPI)"
         )
+
+
+def resolve_codesign(cfg: TrainConfig, info_alg, device: torch.device, roles: Roles) -> Codesign:
+    """The codesign switches of this run: the preset's, the command line's, or the defaults.
+
+    A preset (sync_easgd1/2/3) fixes its switches; contradicting one is an error.
+    """
+    preset = info_alg.preset
+    for key in ("center_on", "overlap"):
+        given = getattr(cfg, key)
+        if given is not None and key in preset and given != preset[key]:
+            raise UserError(f"--{key.replace('_', '-')} {given} contradicts {cfg.algorithm}, which fixes "
+                            f"{key} = {preset[key]}; use --algorithm sync_easgd to choose it freely")
+    center_on = cfg.center_on or preset.get("center_on", "device")
+    overlap = cfg.overlap if cfg.overlap is not None else preset.get("overlap", False)
+    collective = not info_alg.needs_master
+    if info_alg.module != "sync_easgd" and (center_on == "host" or overlap or cfg.tau != 1):
+        raise UserError(f"--center-on host, --overlap and --tau apply to the Sync EASGD family, not {cfg.algorithm}")
+    if not collective and (cfg.message != "packed" or cfg.backend not in ("auto", "mpi")):
+        raise UserError(f"--message and --backend choose how collectives travel; {cfg.algorithm} exchanges "
+                        "with a master (MPI point-to-point and one-sided), always packed on host buffers")
+    gpu_per_rank = device.type == "cuda" and roles.local_size <= torch.cuda.device_count()
+    backend = choose_backend(cfg.backend, device, gpu_per_rank) if collective else "mpi"
+    return Codesign(message=cfg.message, center_on=center_on, overlap=overlap, backend=backend)
 
 
 def pick_device(choice: str, local_rank: int) -> torch.device:
@@ -252,12 +291,6 @@ def default_threads() -> int:
         if value.isdigit() and int(value) > 0:
             return int(value)
     return 1
-
-
-def _device_sync(device: torch.device):
-    if device.type == "cuda":
-        return lambda: torch.cuda.synchronize(device)
-    return None
 
 
 def _center_evaluator(cfg: TrainConfig, center_model, worker_model, normalize: Normalizer, refresh_center):
@@ -287,41 +320,46 @@ def _center_evaluator(cfg: TrainConfig, center_model, worker_model, normalize: N
 
 
 def _finish(run: Run) -> None:
-    """Final evaluation, then gather per-rank facts and write the three outputs (master only)."""
+    """Final evaluation, then gather per-rank facts and write the outputs (master only)."""
     roles, timer = run.roles, run.timer
     if roles.is_master:
         run.monitor.finish()
-    rank_facts = {
-        "rank": roles.rank,
-        "host": host(),
-        "device": str(run.device),
-        "role": "master+worker" if roles.is_master and roles.is_worker else ("master" if roles.is_master else "worker"),
-        "phases": timer.snapshot(),
-        "wall_s": timer.wall(),
-    }
+    role = "master+worker" if roles.is_master and roles.is_worker else ("master" if roles.is_master else "worker")
+    rank_facts = {"rank": roles.rank, "host": host(), "device": str(run.device), "role": role,
+                  "setup_s": run.setup_s, **timer.breakdown()}
     gathered = roles.world.gather(rank_facts, root=roles.master)
+    timelines = roles.world.gather({"rank": roles.rank, "role": role, **timer.timeline()}, root=roles.master)
     algo_report = roles.world.gather(run.algo.report(), root=roles.master)
     if roles.is_master:
-        _write_outputs(run, gathered, algo_report)
+        _write_outputs(run, gathered, timelines, algo_report)
 
 
-def _write_outputs(run: Run, per_rank: list[dict], algo_reports: list[dict]) -> None:
+def _workers_mean(per_rank: list[dict]) -> dict[str, float]:
+    """Each timing field averaged over the ranks that compute gradients."""
+    workers = [r for r in per_rank if "worker" in r["role"]]
+    keys = [k for k, v in workers[0].items() if isinstance(v, float)]
+    return {k: sum(r[k] for r in workers) / len(workers) for k in keys if all(r[k] is not None for r in workers)}
+
+
+def _write_outputs(run: Run, per_rank: list[dict], timelines: list[dict], algo_reports: list[dict]) -> None:
     cfg, roles, monitor = run.cfg, run.roles, run.monitor
     out = cfg.out_dir
     out.mkdir(parents=True, exist_ok=True)
     save_model(out / "model.pt", run.center_model.state_dict())
     write_metrics(out / "metrics.csv", monitor.rows)
+    write_timeline(out / "timeline.h5", timelines, PHASES)
     info_alg = ALGORITHMS[cfg.algorithm]
     hosts = sorted({r["host"] for r in per_rank})
     params = sum(p.numel() for p in run.center_model.parameters())
-    totals = run.timer.snapshot()
+    master = per_rank[roles.master]
+    workers_mean = _workers_mean(per_rank)
     wall = monitor.final_wall
     record = {
         "scaledl_version": versions()["scaledl"],
         "arguments": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(cfg).items()},
         "platform": cfg.platform,
         "algorithm": {
-            "key": info_alg.key, "paper_name": info_alg.paper_name,
+            "key": info_alg.key, "paper_name": info_alg.paper_name, "module": info_alg.module,
             "needs_master": info_alg.needs_master, "deterministic": info_alg.deterministic,
         },
         "hyper": {
@@ -330,21 +368,26 @@ def _write_outputs(run: Run, per_rank: list[dict], algo_reports: list[dict]) -> 
             "weight_decay": cfg.weight_decay, "batch_size": cfg.batch_size, "tau": run.algo.hyper.tau,
             "momentum_at": cfg.momentum_at, "nesterov": cfg.nesterov,
         },
+        "codesign": asdict(run.codesign),
         "world": {
             "size": roles.size, "workers": roles.num_workers, "dedicated_master": roles.dedicated_master,
             "ranks_per_node": roles.local_size, "nodes": len(hosts), "hosts": hosts,
             "threads_per_rank": torch.get_num_threads(),
         },
         "devices": [r["device"] for r in per_rank],
-        "model": {"name": cfg.model, "parameters": params, "bytes": params * 4},
+        "model": {"name": cfg.model, "parameters": params, "bytes": params * next(run.center_model.parameters()).element_size()},
         "data": {
             "path": str(cfg.data), "dataset": run.info.dataset, "classes": run.info.classes,
             "n_train": run.info.n_train, "n_test": run.info.n_test, "image_shape": list(run.info.image_shape),
             "source_sha256": run.info.source_sha256,
         },
         "stop": {"reason": monitor.stop_reason, "steps": monitor.step, "epochs": monitor.epoch, "wall_s": wall},
-        "phases": {**totals, "per_rank": per_rank},
-        "comm_share": totals["comm_s"] / wall if wall > 0 else None,
+        # The master rank's seconds per phase at top level; every rank's, and the workers' mean, below.
+        "phases": {**{k: v for k, v in master.items() if k.endswith("_s") or k == "comm_share"},
+                   "workers_mean": workers_mean, "per_rank": per_rank},
+        # The paper's way: (parameter messages + host↔device data and weight copies + exposed waits)
+        # / training time, averaged over the workers (timing.COMMUNICATION).
+        "comm_share": workers_mean.get("comm_share"),
         "seconds_per_step": monitor.train_seconds / monitor.step if monitor.step else None,
         "final": {"test_accuracy": monitor.last_accuracy, "test_loss": monitor.last_loss},
         "target_accuracy": cfg.target_accuracy,

@@ -5,6 +5,7 @@ from mpi4py import MPI
 
 from scaledl.comm.collectives import Collectives
 from scaledl.comm.roles import make_roles
+from scaledl.timing import PhaseTimer
 
 world = MPI.COMM_WORLD
 size, rank = world.Get_size(), world.Get_rank()
@@ -14,7 +15,7 @@ roles = make_roles(world, dedicated_master=False)
 assert roles.is_worker and roles.num_workers == size and roles.worker_index == rank
 assert roles.is_master == (rank == 0)
 
-coll = Collectives(roles.worker_comm, torch.zeros(5))
+coll = Collectives(roles.worker_comm, torch.zeros(5), PhaseTimer())
 t = torch.full((5,), float(rank + 1))
 coll.allreduce_sum_(t)
 assert torch.all(t == size * (size + 1) / 2), t
@@ -29,6 +30,12 @@ coll.reduce_sum(src, dst, root=0)
 assert torch.equal(src, torch.arange(5, dtype=torch.float32) * (rank + 1)), "reduce must not touch its source"
 if roles.is_master:
     assert torch.equal(dst, torch.arange(5, dtype=torch.float32) * (size * (size + 1) / 2)), dst
+
+# Per-layer mode: one call per piece, same sums.
+layered = Collectives(roles.worker_comm, torch.zeros(5), PhaseTimer(), layers=[2, 3])
+t = torch.full((5,), float(rank + 1))
+layered.allreduce_sum_(t)
+assert torch.all(t == size * (size + 1) / 2) and layered.messages == 2 and coll.messages == 3
 
 assert coll.any_(rank == size - 1) is True
 assert coll.any_(False) is False

@@ -8,7 +8,7 @@ module on demand.
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -18,6 +18,7 @@ class AlgorithmInfo:
     module: str              # scaledl.algorithms.<module> defines ALGORITHM
     needs_master: bool       # dedicated master rank: the job has P+1 ranks
     deterministic: bool      # bitwise repeatable for a given seed and world size
+    preset: dict = field(default_factory=dict)   # codesign switches fixed by this name (see base.Codesign)
 
 
 ALGORITHMS: dict[str, AlgorithmInfo] = {
@@ -28,6 +29,13 @@ ALGORITHMS: dict[str, AlgorithmInfo] = {
         AlgorithmInfo("async_measgd", "Async MEASGD", "async_measgd", True, False),
         AlgorithmInfo("hogwild_easgd", "Hogwild EASGD", "hogwild_easgd", True, False),
         AlgorithmInfo("sync_easgd", "Sync EASGD", "sync_easgd", False, True),
+        # The paper's engineering ladder (§3, Table 3): original EASGD → 1 → 2 → 3.
+        AlgorithmInfo("sync_easgd1", "Sync EASGD1 (tree collectives, center on the host)", "sync_easgd", False, True,
+                      {"center_on": "host", "overlap": False}),
+        AlgorithmInfo("sync_easgd2", "Sync EASGD2 (weights on the devices)", "sync_easgd", False, True,
+                      {"center_on": "device", "overlap": False}),
+        AlgorithmInfo("sync_easgd3", "Sync EASGD3 (exchange overlapped with data and fwd/bwd)", "sync_easgd", False, True,
+                      {"center_on": "device", "overlap": True}),
         AlgorithmInfo("async_sgd", "Async SGD", "async_sgd", True, False),
         AlgorithmInfo("async_msgd", "Async MSGD", "async_msgd", True, False),
         AlgorithmInfo("hogwild_sgd", "Hogwild SGD", "hogwild_sgd", True, False),

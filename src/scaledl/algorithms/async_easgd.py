@@ -24,11 +24,12 @@ class AsyncEASGD(CenterInWindow):
     locked = True
 
     def worker_step(self) -> None:
+        self.w_host = self.stage.send_view(self.params.data)                     # W^i_t
         with self.timer.phase("comm"):
-            self.w_host = self.stage.send_view(self.params.data)            # W^i_t
             self.window.pull_then_push(self.center_host, self.elastic_difference, on_update=self.count_update)
+        center = self.load_center_copy()
         with self.timer.phase("update"):
-            self.local_rule(self.load_center_copy())
+            self.local_rule(center)
 
     def elastic_difference(self, center: np.ndarray) -> np.ndarray:
         """η·ρ·(W^i_t − W_t): what Eq. 2 adds to the center for this worker."""

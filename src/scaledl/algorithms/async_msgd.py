@@ -37,18 +37,19 @@ class AsyncMSGD(AsyncSGD):
 
     def worker_step(self) -> None:
         if self.uses_master_momentum():
+            grad = self.stage.send_view(self.params.grad)
             with self.timer.phase("comm"):
-                grad = self.stage.send_view(self.params.grad)
                 self.window.momentum_step(grad, self.velocity_host, self.center_host, self.hyper.lr,
                                           self.hyper.momentum, on_update=self.count_update)
         else:
             with self.timer.phase("update"):
                 rules.velocity_(self.velocity, self.params.grad, self.hyper.lr, self.hyper.momentum)  # Eq. 3 on worker i
-                delta = self.stage.send_view(self.velocity)
+            delta = self.stage.send_view(self.velocity)
             with self.timer.phase("comm"):
                 self.window.push_then_pull(delta, self.center_host, on_update=self.count_update)
+        center = self.load_center_copy()
         with self.timer.phase("update"):
-            self.params.data.copy_(self.load_center_copy())                     # W^i ← W
+            self.params.data.copy_(center)                                      # W^i ← W
 
 
 ALGORITHM = AsyncMSGD

@@ -24,11 +24,12 @@ class AsyncSGD(CenterInWindow):
     def worker_step(self) -> None:
         with self.timer.phase("update"):
             torch.mul(self.params.grad, -self.hyper.lr, out=self.center_copy)   # −η·ΔW^i
-            delta = self.stage.send_view(self.center_copy)
+        delta = self.stage.send_view(self.center_copy)
         with self.timer.phase("comm"):
             self.window.push_then_pull(delta, self.center_host, on_update=self.count_update)
+        center = self.load_center_copy()
         with self.timer.phase("update"):
-            self.params.data.copy_(self.load_center_copy())                     # W^i ← W
+            self.params.data.copy_(center)                                      # W^i ← W
 
 
 ALGORITHM = AsyncSGD

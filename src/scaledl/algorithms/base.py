@@ -43,6 +43,16 @@ class Hyper:
         return self.lr * self.rho
 
 
+@dataclass(frozen=True)
+class Codesign:
+    """The paper's system-algorithm codesign switches (§3), recorded in run.json."""
+
+    message: str = "packed"      # "packed": one message per exchange; "per_layer": one per parameter tensor
+    center_on: str = "device"    # where the center W lives: "device" (beside the workers' W^i) or "host"
+    overlap: bool = False        # exchange weights on a helper thread while data fetch and fwd/bwd run
+    backend: str = "mpi"         # resolved: mpi, cuda_aware_mpi or nccl
+
+
 @dataclass
 class Setup:
     """What an algorithm is built from."""
@@ -53,6 +63,8 @@ class Setup:
     hyper: Hyper
     timer: PhaseTimer
     n_train: int = 0            # training-set size, to turn samples into epochs
+    codesign: Codesign = Codesign()
+    nccl_group: object = None   # torch.distributed group of the workers (backend nccl)
 
 
 class Algorithm(ABC):
@@ -65,6 +77,8 @@ class Algorithm(ABC):
         self.hyper = setup.hyper
         self.timer = setup.timer
         self.n_train = setup.n_train
+        self.codesign = setup.codesign
+        self.nccl_group = setup.nccl_group
 
     @abstractmethod
     def start(self) -> None:
@@ -97,5 +111,13 @@ class Algorithm(ABC):
         return self.center.data
 
     def report(self) -> dict:
-        """Algorithm-specific facts for run.json (exchanges, staleness, ...)."""
+        """Algorithm-specific facts for run.json (exchanges, staleness, messages, ...)."""
         return {}
+
+    def collectives(self, like: torch.Tensor, comm=None, timer=None):
+        """The collective patterns on tensors like `like`, with this run's codesign switches."""
+        from scaledl.comm.collectives import Collectives
+
+        layers = self.params.numels if self.codesign.message == "per_layer" else None
+        return Collectives(comm or self.roles.worker_comm, like, timer or self.timer, layers=layers,
+                           backend=self.codesign.backend, nccl_group=self.nccl_group)

@@ -45,12 +45,14 @@ class EASGD(MasterBased):
         with self.timer.phase("wait"):
             my_turn = self.rr.await_turn(self.center_host)
         if my_turn:
-            self.center_copy.copy_(torch.from_numpy(self.center_host))
+            with self.timer.phase("param_copy"):
+                self.center_copy.copy_(torch.from_numpy(self.center_host))
         return my_turn
 
     def worker_step(self) -> None:
+        weights = self.stage.send_view(self.params.data)
         with self.timer.phase("comm"):
-            self.rr.hand_back(self.stage.send_view(self.params.data))           # W^i_t to the master
+            self.rr.hand_back(weights)                                          # W^i_t to the master
         with self.timer.phase("update"):
             rules.elastic_worker_(self.params.data, self.params.grad, self.center_copy, self.hyper.lr, self.hyper.rho)
 
@@ -74,7 +76,9 @@ class EASGD(MasterBased):
             round_ += 1
             self.board.add_updates(self.roles.num_workers)
             stats.advance(self.board.read(), monitor)
-            if monitor.after_step(round_, stats.epoch):
+            done = monitor.after_step(round_, stats.epoch)
+            self.timer.mark_step()
+            if done:
                 break
         self.rr.stop_all()
 

@@ -48,17 +48,19 @@ class MasterBased(Algorithm):
         self.board = Board(r.world, r.master, r.num_workers)
         self.staleness = Staleness()
         if r.is_worker:
-            self.stage = HostStage(self.params.data)
+            self.stage = HostStage(self.params.data, self.timer)
 
     # ---- both sides
     def start(self) -> None:
         """W^i_0 ← W_0: one broadcast from the master."""
-        with self.timer.phase("comm"):
-            if self.roles.is_master:
+        if self.roles.is_master:
+            with self.timer.phase("comm"):
                 self.world.Bcast(self.center.data.numpy(), root=self.roles.master)
-            else:
-                self.world.Bcast(self.stage.recv_view(self.params.data), root=self.roles.master)
-                self.stage.finish_recv(self.params.data)
+        else:
+            buffer = self.stage.recv_view(self.params.data)
+            with self.timer.phase("comm"):
+                self.world.Bcast(buffer, root=self.roles.master)
+            self.stage.finish_recv(self.params.data)
 
     def finish(self) -> None:
         self.world.Barrier()  # every worker has left its loop: no exchange is still in flight
@@ -83,17 +85,23 @@ class MasterBased(Algorithm):
         watchdog = Watchdog(self.hyper.worker_timeout, heartbeats.blame)
         stats = BoardStats(self.roles.num_workers, self.n_train)
         try:
+            waiting_since = time.perf_counter()
             while True:
-                with self.timer.phase("wait"):
-                    self.world.Iprobe()           # drives passive-target progress
-                    words = self.board.read()
+                # Spin: with some MPI libraries the workers' one-sided operations progress only
+                # while the master calls into MPI. Timed as a whole: a context manager per spin
+                # would cost more than the spin.
+                self.world.Iprobe()
+                words = self.board.read()
                 watchdog.beat()
                 heartbeats.check(self.board.heartbeats(words), self.board.queued(words))
                 if stats.advance(words, monitor):
-                    busy_since = time.monotonic()
+                    busy_since = time.perf_counter()
+                    self.timer.add("wait", busy_since - waiting_since)
                     with watchdog.paused():       # evaluating W may take long; workers are not to blame
                         done = monitor.after_step(stats.step, stats.epoch)
-                    heartbeats.excuse(time.monotonic() - busy_since)
+                    heartbeats.excuse(time.perf_counter() - busy_since)
+                    self.timer.mark_step()
+                    waiting_since = time.perf_counter()
                     if done:
                         break
             self.board.set_stop()
@@ -130,13 +138,15 @@ class Heartbeats:
         self.timeout = timeout
         self.seen = np.zeros(len(worker_ranks))
         self.queued = np.zeros(len(worker_ranks))
-        self.changed_at = np.full(len(worker_ranks), time.monotonic())
+        self.changed_at = np.full(len(worker_ranks), time.perf_counter())
 
     def check(self, beats: np.ndarray, queued: np.ndarray) -> None:
-        now = time.monotonic()
+        now = time.perf_counter()
         moved = beats != self.seen
         self.changed_at[moved] = now
         self.seen, self.queued = beats.copy(), queued.copy()
+        if now - self.changed_at.min() <= self.timeout:
+            return
         w = self.culprit()
         late = now - self.changed_at[w]
         if late > self.timeout:
@@ -145,7 +155,7 @@ class Heartbeats:
 
     def culprit(self) -> int:
         """The silent worker to blame: one not queued behind the center's lock if any is late, else the oldest."""
-        late = time.monotonic() - self.changed_at
+        late = time.perf_counter() - self.changed_at
         suspects = (late > self.timeout) & (self.queued == 0)
         return int(np.argmax(np.where(suspects, late, -1.0))) if suspects.any() else int(np.argmax(late))
 

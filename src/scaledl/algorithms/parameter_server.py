@@ -54,6 +54,7 @@ class CenterInWindow(MasterBased):
         self.staleness.note(self.board.next_version(self.roles.worker_index))
 
     def load_center_copy(self) -> torch.Tensor:
-        """W_t (read into center_host) on this worker's device."""
-        self.center_copy.copy_(torch.from_numpy(self.center_host))
+        """W_t (read into center_host) into this worker's memory."""
+        with self.timer.phase("param_copy"):
+            self.center_copy.copy_(torch.from_numpy(self.center_host))
         return self.center_copy

@@ -2,7 +2,8 @@
 
 Rule:     W^i ← W^i − η · (1/P) Σ_j ΔW^j            (identical on every worker)
 Pattern:  one Allreduce(sum) of the flat gradient per iteration over the
-          P workers; no master rank (worker 0 keeps the results).
+          P workers (per-layer mode: one per parameter tensor); no master
+          rank (worker 0 keeps the results).
 Deterministic: the reduction order depends only on P and |W|, so every
 replica stays bitwise equal and two runs with one seed are bitwise equal.
 Plain SGD (no momentum), like the paper's SGD baselines.
@@ -12,7 +13,6 @@ from __future__ import annotations
 
 from scaledl.algorithms import rules
 from scaledl.algorithms.base import Algorithm
-from scaledl.comm.collectives import Collectives
 
 
 class SyncSGD(Algorithm):
@@ -20,29 +20,33 @@ class SyncSGD(Algorithm):
 
     def __init__(self, setup):
         super().__init__(setup)
-        self.coll = Collectives(self.roles.worker_comm, self.params.data)
+        self.coll = self.collectives(self.params.data)
         self.workers = self.roles.num_workers
 
     def start(self) -> None:
-        with self.timer.phase("comm"):
-            self.coll.bcast_(self.params.data, root=0)
+        self.coll.bcast_(self.params.data, root=0)
         if self.roles.is_master:
             self.center.data.copy_(self.params.data)
+        self.coll.messages, self.exchanges = 0, 0        # count the exchanges' messages only
 
     def worker_step(self) -> None:
         grad = self.params.grad
-        with self.timer.phase("comm"):
-            self.coll.allreduce_sum_(grad)
+        self.coll.allreduce_sum_(grad)
+        self.exchanges += 1
         with self.timer.phase("update"):
             grad.div_(self.workers)
             rules.sgd_(self.params.data, grad, self.hyper.lr)
-        if self.roles.is_master:
-            # The center of a replicated algorithm is worker 0's replica.
-            self.center.data.copy_(self.params.data)
+
+    def refresh_center(self) -> None:
+        # The center of a replicated algorithm is worker 0's replica.
+        self.center.data.copy_(self.params.data)
 
     def end_iteration(self, loss, batch: int, master_wants_stop: bool) -> bool:
-        with self.timer.phase("comm"):
-            return self.coll.any_(master_wants_stop)
+        return self.coll.any_(master_wants_stop)
+
+    def report(self) -> dict:
+        return {"rank": self.roles.rank, "exchanges": self.exchanges, "messages": self.coll.messages,
+                "messages_per_exchange": self.coll.messages / self.exchanges if self.exchanges else None}
 
 
 ALGORITHM = SyncSGD

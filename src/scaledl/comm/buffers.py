@@ -3,7 +3,8 @@
 A CPU tensor is given to MPI as a zero-copy numpy view. A tensor on a device
 that the MPI library cannot read is staged through a host buffer allocated
 once (pinned, so the copies are DMA), after synchronizing the device stream:
-mpi4py cannot know a CUDA kernel is still writing the tensor.
+mpi4py cannot know a CUDA kernel is still writing the tensor. The copies are
+the paper's CPU–GPU parameter communication and are timed as `param_copy`.
 """
 
 from __future__ import annotations
@@ -11,24 +12,25 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from scaledl.timing import PhaseTimer
+
 
 class HostStage:
     """A host mirror of one device tensor: `.host` is what MPI reads and writes."""
 
-    def __init__(self, like: torch.Tensor):
+    def __init__(self, like: torch.Tensor, timer: PhaseTimer):
         self.device = like.device
         self.on_host = like.device.type == "cpu"
-        if self.on_host:
-            self._host = None
-        else:
-            self._host = torch.empty(like.shape, dtype=like.dtype, pin_memory=torch.cuda.is_available())
+        self.timer = timer
+        self._host = None if self.on_host else torch.empty(like.shape, dtype=like.dtype, pin_memory=torch.cuda.is_available())
 
     def send_view(self, t: torch.Tensor) -> np.ndarray:
         """A numpy array holding `t`'s current values, ready to be sent."""
         if self.on_host:
             return t.detach().numpy()
-        torch.cuda.current_stream(self.device).synchronize()
-        self._host.copy_(t)
+        with self.timer.phase("param_copy"):
+            torch.cuda.current_stream(self.device).synchronize()
+            self._host.copy_(t)
         return self._host.numpy()
 
     def recv_view(self, t: torch.Tensor) -> np.ndarray:
@@ -37,4 +39,5 @@ class HostStage:
 
     def finish_recv(self, t: torch.Tensor) -> None:
         if not self.on_host:
-            t.copy_(self._host, non_blocking=False)
+            with self.timer.phase("param_copy"):
+                t.copy_(self._host, non_blocking=False)

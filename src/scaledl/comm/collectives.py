@@ -1,53 +1,177 @@
 """Collective message patterns over the worker communicator, on flat tensors.
 
-Every call moves one whole flat buffer in one MPI call (tree algorithms inside
-the MPI library: cost ~ log P · (α + |W|β)). The reduction algorithm an MPI
-library picks depends only on the message size and the communicator size, so
-for a fixed world size the sums, and hence the synchronous algorithms, are
-bitwise repeatable run to run.
+Packed mode moves a whole flat buffer in one call (the paper's single-layer
+communication; tree or ring algorithms inside the library, cost about
+log P·(α + |W|β)); per-layer mode makes one call per parameter tensor
+(L·α + |W|β), for the ablation. `messages` counts the calls actually made.
+
+Backends (chosen by `choose_backend`, recorded in run.json, forcible with --backend):
+    mpi             mpi4py buffer calls on host memory; device tensors are staged
+                    through a pinned host mirror (timed as param_copy)
+    cuda_aware_mpi  mpi4py buffer calls straight on device memory, when the MPI
+                    library reports CUDA support (MPIX_Query_cuda_support)
+    nccl            torch.distributed's NCCL collectives, when every rank has a GPU
+                    of its own
+The reduction algorithm depends only on the message size and the communicator
+size, so for a fixed world size the sums, and with them the synchronous
+algorithms, are bitwise repeatable run to run.
 """
 
 from __future__ import annotations
+
+import ctypes
 
 import numpy as np
 import torch
 from mpi4py import MPI
 
 from scaledl.comm.buffers import HostStage
+from scaledl.errors import UserError
+from scaledl.timing import PhaseTimer
+
+BACKENDS = ("auto", "mpi", "cuda_aware_mpi", "nccl")
+
+
+def mpi_is_cuda_aware() -> bool:
+    """Ask the loaded MPI library (MPICH and Open MPI export MPIX_Query_cuda_support)."""
+    with open("/proc/self/maps") as maps:
+        paths = sorted({line.split()[-1] for line in maps if "/libmpi" in line})
+    for path in paths:
+        query = getattr(ctypes.CDLL(path), "MPIX_Query_cuda_support", None)
+        if query is not None:
+            return bool(query())
+    return False
+
+
+def choose_backend(requested: str, device: torch.device, gpu_per_rank: bool) -> str:
+    """The backend for this job; raises UserError when a forced one cannot work here."""
+    if requested == "auto":
+        if device.type != "cuda":
+            return "mpi"
+        if gpu_per_rank and torch.distributed.is_nccl_available():
+            return "nccl"
+        return "cuda_aware_mpi" if mpi_is_cuda_aware() else "mpi"
+    if requested in ("cuda_aware_mpi", "nccl") and device.type != "cuda":
+        raise UserError(f"--backend {requested} needs CUDA devices, but this run is on {device.type}; use --backend mpi or auto")
+    if requested == "cuda_aware_mpi" and not mpi_is_cuda_aware():
+        raise UserError("--backend cuda_aware_mpi: the MPI library reports no CUDA support; use --backend mpi (host staging) or nccl")
+    if requested == "nccl" and not gpu_per_rank:
+        raise UserError("--backend nccl needs one GPU per rank; this node has more ranks than GPUs, use --backend mpi")
+    return requested
 
 
 class Collectives:
-    """Sum-allreduce, broadcast and sum-reduce of tensors shaped like `like`."""
+    """Sum-allreduce, broadcast and sum-reduce of tensors laid out like `like`.
 
-    def __init__(self, comm: MPI.Comm, like: torch.Tensor):
+    `layers`: the parameter sizes, for per-layer messages; None sends one packed message.
+    """
+
+    def __init__(self, comm: MPI.Comm, like: torch.Tensor, timer: PhaseTimer, *,
+                 layers: list[int] | None = None, backend: str = "mpi", nccl_group=None):
         self.comm = comm
         self.size = comm.Get_size()
         self.rank = comm.Get_rank()
-        self._a = HostStage(like)
-        self._b = HostStage(like)
+        self.timer = timer
+        self.backend = backend
+        self.bounds = np.cumsum([0, *(layers or [like.numel()])])
+        self.messages = 0
+        self._nccl_group = nccl_group
+        self._device_direct = backend in ("cuda_aware_mpi", "nccl")
+        if not self._device_direct:
+            self._a = HostStage(like, timer)
+            self._b = HostStage(like, timer)
         self._flag = np.zeros(1, dtype=np.int32)
 
+    def _pieces(self, buf):
+        return [buf[lo:hi] for lo, hi in zip(self.bounds[:-1], self.bounds[1:])]
+
+    def _ready(self, t: torch.Tensor) -> torch.Tensor:
+        if t.is_cuda:
+            torch.cuda.current_stream(t.device).synchronize()  # MPI must not read before the kernels wrote
+        return t
+
+    # ---- the three patterns
     def allreduce_sum_(self, t: torch.Tensor) -> None:
-        buf = self._a.send_view(t)
-        self.comm.Allreduce(MPI.IN_PLACE, buf, op=MPI.SUM)
-        self._a.finish_recv(t)
+        if self.backend == "nccl":
+            return self._nccl(lambda piece: torch.distributed.all_reduce(piece, group=self._nccl_group), t)
+        buf = self._ready(t) if self._device_direct else self._a.send_view(t)
+        with self.timer.phase("comm"):
+            for piece in self._pieces(buf):
+                self.comm.Allreduce(MPI.IN_PLACE, piece, op=MPI.SUM)
+                self.messages += 1
+        if not self._device_direct:
+            self._a.finish_recv(t)
 
     def bcast_(self, t: torch.Tensor, root: int) -> None:
-        buf = self._a.send_view(t) if self.rank == root else self._a.recv_view(t)
-        self.comm.Bcast(buf, root=root)
-        if self.rank != root:
+        if self.backend == "nccl":
+            src = torch.distributed.get_global_rank(self._nccl_group, root) if self._nccl_group else root
+            return self._nccl(lambda piece: torch.distributed.broadcast(piece, src, group=self._nccl_group), t)
+        if self._device_direct:
+            buf = self._ready(t)
+        else:
+            buf = self._a.send_view(t) if self.rank == root else self._a.recv_view(t)
+        with self.timer.phase("comm"):
+            for piece in self._pieces(buf):
+                self.comm.Bcast(piece, root=root)
+                self.messages += 1
+        if self.rank != root and not self._device_direct:
             self._a.finish_recv(t)
 
     def reduce_sum(self, src: torch.Tensor, dst: torch.Tensor | None, root: int) -> None:
         """dst (on root only) = Σ over ranks of src; src is left untouched."""
-        send = self._a.send_view(src)
-        recv = self._b.recv_view(dst) if self.rank == root else None
-        self.comm.Reduce(send, recv, op=MPI.SUM, root=root)
-        if self.rank == root:
+        if self.backend == "nccl":
+            scratch = dst if self.rank == root else self._scratch(src)
+            scratch.copy_(src)
+            dst_rank = torch.distributed.get_global_rank(self._nccl_group, root) if self._nccl_group else root
+            return self._nccl(lambda piece: torch.distributed.reduce(piece, dst_rank, group=self._nccl_group), scratch)
+        if self._device_direct:
+            send, recv = self._ready(src), (dst if self.rank == root else None)
+        else:
+            send = self._a.send_view(src)
+            recv = self._b.recv_view(dst) if self.rank == root else None
+        with self.timer.phase("comm"):
+            recv_pieces = self._pieces(recv) if recv is not None else [None] * (len(self.bounds) - 1)
+            for piece, out in zip(self._pieces(send), recv_pieces):
+                self.comm.Reduce(piece, out, op=MPI.SUM, root=root)
+                self.messages += 1
+        if self.rank == root and not self._device_direct:
             self._b.finish_recv(dst)
 
     def any_(self, flag: bool) -> bool:
-        """Control: True on every rank if any rank says True (tiny message)."""
+        """Control: True on every rank if any rank says True (a 4-byte message, not counted)."""
         self._flag[0] = int(flag)
-        self.comm.Allreduce(MPI.IN_PLACE, self._flag, op=MPI.MAX)
+        with self.timer.phase("comm"):
+            self.comm.Allreduce(MPI.IN_PLACE, self._flag, op=MPI.MAX)
         return bool(self._flag[0])
+
+    # ---- NCCL
+    def _nccl(self, op, t: torch.Tensor) -> None:
+        with self.timer.phase("comm"):
+            for piece in self._pieces(t):
+                op(piece)
+                self.messages += 1
+            torch.cuda.current_stream(t.device).synchronize()
+
+    def _scratch(self, like: torch.Tensor) -> torch.Tensor:
+        if getattr(self, "_scratch_t", None) is None:
+            self._scratch_t = torch.empty_like(like)
+        return self._scratch_t
+
+
+def init_nccl(world: MPI.Comm, worker_ranks: tuple[int, ...], device: torch.device):
+    """A torch.distributed NCCL process group for the workers, rendezvous through MPI."""
+    import socket
+
+    import torch.distributed as dist
+
+    address = None
+    if world.Get_rank() == 0:
+        with socket.socket() as s:
+            s.bind(("", 0))
+            address = (socket.gethostbyname(socket.gethostname()), s.getsockname()[1])
+    host, port = world.bcast(address, root=0)
+    dist.init_process_group("nccl", init_method=f"tcp://{host}:{port}", rank=world.Get_rank(),
+                            world_size=world.Get_size(), device_id=device)
+    if len(worker_ranks) == world.Get_size():
+        return None
+    return dist.new_group(ranks=list(worker_ranks))
