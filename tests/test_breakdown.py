@@ -84,3 +84,15 @@ def test_preset_contradiction_is_refused(digits_h5, tmp_path):
     result = run_train(2, ["--data", str(digits_h5), "--model", "lenet", "--algorithm", "sync_easgd1",
                            "--center-on", "device", "--out-dir", str(tmp_path / "run"), "--max-steps", "5"])
     assert result.returncode == 2 and "contradicts sync_easgd1" in result.stderr
+
+
+def test_chip_partition_replicates_data_and_checks_memory(digits_h5, tmp_path):
+    run = train(digits_h5, tmp_path / "run", "chip_partition", steps=10)
+    assert run["codesign"]["data"] == "replicated"
+    memory = run["replica_memory"]
+    assert memory["replicas"] == 2 and memory["data_bytes"] == run["data"]["n_train"] * 28 * 28
+    assert memory["needed_bytes"] == 2 * (memory["weights_bytes"] + memory["data_bytes"])
+    refused = run_train(2, ["--data", str(digits_h5), "--model", "lenet", "--algorithm", "chip_partition",
+                            "--out-dir", str(tmp_path / "small"), "--max-steps", "5", "--fast-memory-gb", "0.001"])
+    assert refused.returncode == 2 and "2 replicas need" in refused.stderr and "use fewer partitions" in refused.stderr
+    assert not (tmp_path / "small").exists()

@@ -21,6 +21,9 @@ import yaml
 
 from scaledl.algorithms import ALGORITHMS
 
+# The nine algorithms the default config compares (presets such as sync_easgd1 are variants of them).
+BASE_ALGORITHMS = {key: info for key, info in ALGORITHMS.items() if not info.preset}
+
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = REPO / "workflow/schemas/config.schema.yaml"
 WORKFLOW_FILES = ["Snakefile", "workflow", "config", "slurm"]
@@ -134,10 +137,10 @@ def test_dry_run_default_config(workdir):
     result = snakemake(workdir, "-n", "-p")
     assert result.returncode == 0, output_of(result)
     assert job_counts(result) == {
-        "prepare": 1, "train": len(ALGORITHMS), "aggregate": 1, "plot_accuracy_vs_time": 1, "all": 1,
+        "prepare": 1, "train": len(BASE_ALGORITHMS), "aggregate": 1, "plot_accuracy_vs_time": 1, "all": 1,
     }
     text = output_of(result)
-    for algorithm, info in ALGORITHMS.items():
+    for algorithm, info in BASE_ALGORITHMS.items():
         assert f"results/runs/digits/lenet/{algorithm}/local/p2/s0/run.json" in text
         ranks = 3 if info.needs_master else 2
         assert f"mpiexec -n {ranks} python -m mpi4py -m scaledl train --data data/hdf5/digits.h5 --model lenet --algorithm {algorithm}" in text

@@ -50,6 +50,8 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
     codesign.add_argument("--tau", type=_positive_int, default=d["tau"].default, help="sync_easgd: exchange every TAU iterations (default %(default)s)")
     codesign.add_argument("--backend", choices=BACKENDS, default=d["backend"].default,
                           help="collectives: auto picks nccl with a GPU per rank, else CUDA-aware MPI, else MPI on host buffers")
+    codesign.add_argument("--fast-memory-gb", type=_positive_float, metavar="GB",
+                          help="chip_partition: memory all replicas on a node must fit in, e.g. 16 for KNL's MCDRAM (default: MemAvailable)")
     run = p.add_argument_group("run")
     run.add_argument("--eval-every", type=_positive_int, default=d["eval_every"].default, help="evaluate the center every this many steps (default %(default)s)")
     run.add_argument("--eval-batch-size", type=_positive_int, default=d["eval_batch_size"].default, help="(default %(default)s)")

@@ -32,6 +32,7 @@ from scaledl.data.loader import Normalizer, ShardLoader, iter_split
 from scaledl.errors import UserError
 from scaledl.models import build_model
 from scaledl.monitor import Monitor, StopRule
+from scaledl.partition import ReplicaBudget, check_replicas
 from scaledl.results import host, save_model, versions, write_metrics, write_run_json, write_timeline
 from scaledl.timing import PHASES, PhaseTimer
 
@@ -63,6 +64,7 @@ class TrainConfig:
     overlap: bool | None = None       # sync_easgd: exchange on a helper thread (None: the preset's, else off)
     tau: int = 1                      # sync_easgd: communication period
     backend: str = "auto"             # collectives: auto, mpi, cuda_aware_mpi, nccl
+    fast_memory_gb: float | None = None   # chip_partition: memory the replicas must fit in (default: MemAvailable)
     platform: str = "local"           # recorded for the tables (workflow: the config's platform)
     expect_ranks: int | None = None   # fail unless MPI started exactly this many ranks
     device: str = "auto"
@@ -88,6 +90,7 @@ class Run:
     codesign: Codesign
     steps: int = 0      # iterations this worker completed
     setup_s: float = 0.0
+    replica_budget: ReplicaBudget | None = None
     sentinel: Sentinel | None = None
 
 
@@ -134,7 +137,7 @@ def run_worker(run: Run) -> None:
         wants_stop = False
         if monitor is not None:
             monitor.record_loss(loss, len(labels))
-            wants_stop = monitor.after_step(step, step / loader.steps_per_epoch)
+            wants_stop = monitor.after_step(step, step * monitor.samples_per_step / run.info.n_train)
         stop = algo.end_iteration(loss, len(labels), wants_stop)
         timer.mark_step()
 
@@ -207,11 +210,17 @@ def setup(world: MPI.Comm, cfg: TrainConfig) -> Run:
     # per-rank randomness (dropout) differs across workers, repeatably
     torch.manual_seed(cfg.seed + 1 + roles.rank)
 
-    loader = None
+    loader, replica_budget = None, None
+    if codesign.data == "replicated":
+        # Chip partitioning: check that this node holds its replicas before anyone allocates them.
+        parameters = sum(p.numel() for p in (model or center_model).parameters())
+        replica_budget = check_replicas(roles.local_size, parameters, info.n_train * info.image_nbytes, cfg.fast_memory_gb)
     if roles.is_worker:
+        replicated = codesign.data == "replicated"
         loader = ShardLoader(
-            cfg.data, shard=roles.worker_index, num_shards=roles.num_workers,
-            batch_size=cfg.batch_size, seed=cfg.seed, pin_memory=device.type == "cuda",
+            cfg.data, shard=0 if replicated else roles.worker_index, num_shards=1 if replicated else roles.num_workers,
+            batch_size=cfg.batch_size, seed=cfg.seed + (roles.worker_index if replicated else 0),
+            pin_memory=device.type == "cuda",
         )
     normalize = Normalizer(info.mean, info.std, device)
 
@@ -228,7 +237,8 @@ def setup(world: MPI.Comm, cfg: TrainConfig) -> Run:
         stop_rule = StopRule(cfg.max_steps, cfg.epochs, cfg.time_budget, cfg.target_accuracy)
         evaluate = _center_evaluator(cfg, center_model, model, normalize, algo.refresh_center)
         monitor = Monitor(stop_rule, cfg.eval_every, timer, evaluate, samples_per_step=cfg.batch_size * roles.num_workers)
-    return Run(cfg, roles, device, info, model, params, center_model, algo, loader, normalize, timer, monitor, codesign)
+    return Run(cfg, roles, device, info, model, params, center_model, algo, loader, normalize, timer, monitor, codesign,
+               replica_budget=replica_budget)
 
 
 def _check_budgets(cfg: TrainConfig) -> None:
@@ -269,7 +279,8 @@ def resolve_codesign(cfg: TrainConfig, info_alg, device: torch.device, roles: Ro
                         "with a master (MPI point-to-point and one-sided), always packed on host buffers")
     gpu_per_rank = device.type == "cuda" and roles.local_size <= torch.cuda.device_count()
     backend = choose_backend(cfg.backend, device, gpu_per_rank) if collective else "mpi"
-    return Codesign(message=cfg.message, center_on=center_on, overlap=overlap, backend=backend)
+    return Codesign(message=cfg.message, center_on=center_on, overlap=overlap, backend=backend,
+                    data=preset.get("data", "sharded"))
 
 
 def pick_device(choice: str, local_rank: int) -> torch.device:
@@ -369,6 +380,7 @@ def _write_outputs(run: Run, per_rank: list[dict], timelines: list[dict], algo_r
             "momentum_at": cfg.momentum_at, "nesterov": cfg.nesterov,
         },
         "codesign": asdict(run.codesign),
+        "replica_memory": run.replica_budget.as_dict() if run.replica_budget else None,
         "world": {
             "size": roles.size, "workers": roles.num_workers, "dedicated_master": roles.dedicated_master,
             "ranks_per_node": roles.local_size, "nodes": len(hosts), "hosts": hosts,

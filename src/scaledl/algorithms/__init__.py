@@ -40,6 +40,9 @@ ALGORITHMS: dict[str, AlgorithmInfo] = {
         AlgorithmInfo("async_msgd", "Async MSGD", "async_msgd", True, False),
         AlgorithmInfo("hogwild_sgd", "Hogwild SGD", "hogwild_sgd", True, False),
         AlgorithmInfo("sync_sgd", "synchronous SGD (allreduce of gradients)", "sync_sgd", False, True),
+        # KNL chip partitioning (§3, Fig. 12): every partition holds all the data and its own weights.
+        AlgorithmInfo("chip_partition", "KNL chip partitioning (replicated data and weights, tree-summed gradients)",
+                      "sync_sgd", False, True, {"data": "replicated"}),
     )
 }
 

@@ -51,6 +51,8 @@ class Codesign:
     center_on: str = "device"    # where the center W lives: "device" (beside the workers' W^i) or "host"
     overlap: bool = False        # exchange weights on a helper thread while data fetch and fwd/bwd run
     backend: str = "mpi"         # resolved: mpi, cuda_aware_mpi or nccl
+    data: str = "sharded"        # "sharded": each worker reads its shard; "replicated": every worker
+                                 # holds the whole training set (chip partitioning, paper Fig. 12)
 
 
 @dataclass
