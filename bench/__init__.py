@@ -1,0 +1,1 @@
+"""Benchmark scripts (not tests): python bench/run_all.py; see docs/benchmarks.md."""

@@ -1,0 +1,245 @@
+"""What the benchmark scripts share: the machine description, MPI launches, training runs, docs/benchmarks.md.
+
+Each bench script measures its variants side by side in one run and
+replaces its own section of docs/benchmarks.md, the text between
+`<!-- bench:NAME -->` and `<!-- /bench:NAME -->` (appended if absent), so
+benches written by others (the Sync EASGD ladder's `ladder`) keep theirs.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+DOC = REPO / "docs" / "benchmarks.md"
+DOC_HEADER = """# Benchmarks
+
+Measured by the scripts in `bench/` (`python bench/run_all.py` runs them all and
+rewrites the sections below; each script can also run alone and rewrite only its
+own section). Every table compares variants measured side by side in the same
+run, on the machine described in its section. Numbers from a shared or
+oversubscribed machine are noisy: read the ratios, and rerun before trusting a
+difference of a few percent.
+"""
+
+if str(REPO / "src") not in sys.path:   # a checkout without `pip install -e .`
+    sys.path.insert(1, str(REPO / "src"))
+
+
+# ------------------------------------------------------------------ machine
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def memory_gib() -> float | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) / (1 << 20)
+    except OSError:
+        pass
+    return None
+
+
+def mpi_library() -> str:
+    """The MPI library's version line, without initialising MPI in this process."""
+    import mpi4py
+
+    mpi4py.rc.initialize = False
+    mpi4py.rc.finalize = False
+    from mpi4py import MPI
+
+    return " ".join(MPI.Get_library_version().strip().splitlines()[0].split())
+
+
+def machine() -> dict:
+    import numpy
+    import torch
+
+    mem = memory_gib()
+    return {
+        "cpu": cpu_model(),
+        "cores": usable_cores(),
+        "memory": f"{mem:.0f} GiB" if mem else "?",
+        "mpi": mpi_library(),
+        "torch": torch.__version__,
+        "numpy": numpy.__version__,
+        "python": platform.python_version(),
+        "date": time.strftime("%Y-%m-%d %H:%M %Z"),
+        "load_before": os.getloadavg()[0],
+    }
+
+
+def machine_line(m: dict) -> str:
+    load = f"; 1-min load average {m['load_before']:.2f} at start, {os.getloadavg()[0]:.2f} at end"
+    busy = " (other jobs were running: expect noise)" if max(m["load_before"], os.getloadavg()[0]) > 0.5 else ""
+    return (f"Machine: {m['cpu']}, {m['cores']} cores, {m['memory']}; {m['mpi']}; torch {m['torch']}, "
+            f"numpy {m['numpy']}, Python {m['python']}; {m['date']}{load}{busy}.")
+
+
+# --------------------------------------------------------------------- MPI
+
+
+def mpiexec() -> str:
+    beside = Path(sys.executable).with_name("mpiexec")
+    found = str(beside) if beside.exists() else shutil.which("mpiexec")
+    if not found:
+        raise SystemExit("bench: no mpiexec beside this Python or on PATH (pip install -e '.[mpich]')")
+    return found
+
+
+def oversubscribed(ranks: int) -> bool:
+    return ranks > usable_cores()
+
+
+def mpi_env(ranks: int) -> dict[str, str]:
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    env["PATH"] = f"{Path(mpiexec()).parent}{os.pathsep}{env.get('PATH', '')}"
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "src"), str(REPO), env.get("PYTHONPATH")]))
+    if oversubscribed(ranks):
+        env["MPIR_CVAR_ENABLE_HEAVY_YIELD"] = "1"   # MPICH ranks busy-poll; oversubscribed they starve each other
+    else:
+        env.pop("MPIR_CVAR_ENABLE_HEAVY_YIELD", None)
+    return env
+
+
+def run_mpi(ranks: int, args: list[str], timeout: float = 300) -> subprocess.CompletedProcess:
+    """`mpiexec -n ranks python -m mpi4py ARGS`; exits with the tail of stderr if it fails."""
+    cmd = [mpiexec(), "-n", str(ranks), sys.executable, "-m", "mpi4py", *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=mpi_env(ranks), cwd=REPO)
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-15:])
+        raise SystemExit(f"bench: {' '.join(cmd[:3])} ... failed (exit {proc.returncode}):\n{tail}")
+    return proc
+
+
+# -------------------------------------------------------------------- data
+
+
+def prepare_digits(folder: Path) -> Path:
+    """The embedded digits dataset as an HDF5 file in `folder` (prepared once)."""
+    from scaledl.data.converters import CONVERTERS
+    from scaledl.data.prepare import PrepareOptions
+
+    out = Path(folder) / "digits.h5"
+    if not out.exists():
+        CONVERTERS["digits"].convert(None, out, PrepareOptions(image_size=28))
+    return out
+
+
+# ---------------------------------------------------------------- training
+
+
+def train(ranks: int, data: Path, out_dir: Path, *, algorithm: str, warmup: int, steps: int, batch: int = 64,
+          model: str = "lenet", lr: float = 0.05, extra: tuple[str, ...] = ()) -> dict:
+    """Run `scaledl train` and return its steady-state seconds per step (steps warmup+1 … warmup+steps).
+
+    The center is evaluated at step `warmup` and at the end (evaluation is excluded from train_s);
+    `steps` must be a multiple of `warmup`. The per-phase seconds are the master rank's.
+    """
+    if steps % warmup:
+        raise ValueError("steps must be a multiple of warmup")
+    args = ["-m", "scaledl", "train", "--data", str(data), "--model", model, "--algorithm", algorithm,
+            "--out-dir", str(out_dir), "--max-steps", str(warmup + steps), "--eval-every", str(warmup),
+            "--batch-size", str(batch), "--lr", str(lr), "--seed", "0", *extra]
+    run_mpi(ranks, args)
+    return steady_state(out_dir, warmup)
+
+
+def steady_state(run_dir: Path, warmup: int) -> dict:
+    """Per-step seconds between the evaluation at step `warmup` and the last one (metrics.csv)."""
+    rows = list(csv.DictReader((Path(run_dir) / "metrics.csv").open()))
+    first = next(r for r in rows if int(r["step"]) == warmup)
+    last = rows[-1]
+    steps = int(last["step"]) - warmup
+    per_step = {"steps": steps, "seconds_per_step": (float(last["train_s"]) - float(first["train_s"])) / steps}
+    for column in last:
+        if column.endswith("_s") and column not in ("wall_s", "train_s", "eval_s"):
+            try:
+                per_step[column] = (float(last[column]) - float(first[column])) / steps
+            except ValueError:
+                pass
+    per_step["run"] = json.loads((Path(run_dir) / "run.json").read_text())
+    return per_step
+
+
+# -------------------------------------------------------------- statistics
+
+
+def median(values) -> float:
+    return statistics.median(values)
+
+
+def timed(fn, iters: int) -> float:
+    """Mean seconds per call of `fn` over `iters` calls."""
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        fn()
+    return (time.perf_counter() - t0) / iters
+
+
+# --------------------------------------------------------------- the doc
+
+
+def table(rows: list[dict], columns: list[str], headers: list[str] | None = None) -> str:
+    """A markdown table; floats with 4 significant digits."""
+    from scaledl.report.comm_model import to_markdown
+
+    return to_markdown(rows, columns, headers)
+
+
+def update_section(name: str, body: str, doc: Path = DOC) -> Path:
+    """Replace (or append) the `<!-- bench:NAME -->` section of the benchmarks doc with `body`."""
+    from scaledl.atomic import write_text
+
+    start, end = f"<!-- bench:{name} -->", f"<!-- /bench:{name} -->"
+    block = f"{start}\n{body.rstrip()}\n{end}"
+    text = doc.read_text() if doc.exists() else DOC_HEADER
+    pattern = re.compile(re.escape(start) + r".*?" + re.escape(end), re.S)
+    if pattern.search(text):
+        text = pattern.sub(lambda _: block, text, count=1)
+    else:
+        text = text.rstrip() + "\n\n" + block + "\n"
+    write_text(doc, text if text.endswith("\n") else text + "\n")
+    return doc
+
+
+def report(name: str, title: str, m: dict, intro: str, tables: str, notes: str = "", write: bool = True) -> str:
+    """Print a section and, if `write`, put it in docs/benchmarks.md."""
+    body = f"## {title}\n\n{machine_line(m)}\n\n{intro.strip()}\n\n{tables.strip()}\n"
+    if notes.strip():
+        body += f"\n{notes.strip()}\n"
+    print(body)
+    if write:
+        print(f"updated {update_section(name, body)} (section {name})")
+    return body
+
+
+def common_arguments(parser) -> None:
+    parser.add_argument("--no-doc", action="store_true", help="print the tables only; leave docs/benchmarks.md alone")
+    parser.add_argument("--workdir", type=Path, help="where to put data and runs (default: a temporary folder)")

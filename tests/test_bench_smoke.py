@@ -1,0 +1,36 @@
+"""The bench scripts start (--help) and the doc-section writer keeps other sections; no benchmark runs here."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SCRIPTS = ["bench_allreduce.py", "bench_ddp.py", "bench_overhead.py", "bench_scaling.py", "run_all.py"]
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_help(script):
+    proc = subprocess.run([sys.executable, str(REPO / "bench" / script), "--help"], capture_output=True, text=True,
+                          timeout=120, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    assert "usage:" in proc.stdout
+
+
+def test_update_section_replaces_only_its_own(tmp_path):
+    sys.path.insert(0, str(REPO))
+    from bench.common import DOC_HEADER, update_section
+
+    doc = tmp_path / "benchmarks.md"
+    update_section("allreduce", "## A\nfirst", doc)
+    assert doc.read_text().startswith(DOC_HEADER.splitlines()[0])
+    text = doc.read_text() + "\n<!-- bench:ladder -->\n## Ladder\nkept \\1 as is\n<!-- /bench:ladder -->\n"
+    doc.write_text(text)
+    update_section("allreduce", "## A\nsecond", doc)
+    update_section("scaling", "## S\nnew", doc)
+    text = doc.read_text()
+    assert "second" in text and "first" not in text
+    assert "kept \\1 as is" in text
+    assert text.index("bench:allreduce") < text.index("bench:ladder") < text.index("bench:scaling")
+    assert text.count("<!-- bench:allreduce -->") == 1
