@@ -1,6 +1,6 @@
 """The paper's engineering ladder (Table 3): original EASGD → Sync EASGD1 → 2 → 3, measured side by side.
 
-    python bench/bench_ladder.py [--rounds 3] [--workers 2] [--no-doc]
+    python bench/bench_ladder.py [--rounds 1] [--workers 2] [--no-doc]
 
 Table 1, time to accuracy: LeNet on the embedded digits set, every level from
 the same seed and learning rate, run to a test accuracy of --target; reported

@@ -84,7 +84,9 @@ def run_train(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     from scaledl.data.prepare import add_prepare_arguments, run_prepare
+    from scaledl.netbench import add_netbench_arguments, run_netbench
     from scaledl.report.cli_args import add_aggregate_arguments, add_plot_arguments, run_aggregate, run_plot
+    from scaledl.report.comm_model import add_comm_model_arguments, run_comm_model
 
     parser = argparse.ArgumentParser(prog="scaledl", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"scaledl {__version__}")
@@ -94,6 +96,10 @@ def build_parser() -> argparse.ArgumentParser:
         "train": ("train under MPI: mpiexec -n N python -m mpi4py -m scaledl train ...", add_train_arguments, run_train),
         "aggregate": ("collect run.json files into a summary table", add_aggregate_arguments, run_aggregate),
         "plot": ("plot test accuracy against training time", add_plot_arguments, run_plot),
+        "netbench": ("measure latency α, inverse bandwidth β and collective times under MPI: "
+                     "mpiexec -n N python -m mpi4py -m scaledl netbench ...", add_netbench_arguments, run_netbench),
+        "comm-model": ("α-β predictions of each run's communication beside the measured times",
+                       add_comm_model_arguments, run_comm_model),
     }
     for name, (help_text, add_arguments, runner) in commands.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
