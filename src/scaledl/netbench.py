@@ -403,9 +403,10 @@ def _gbs(bps: float | None) -> str:
 def run_netbench(args: argparse.Namespace) -> int:
     """Entry point of `scaledl netbench` (every rank calls it).
 
-    A bad option raises UserError on rank 0 only (the CLI prints one line);
-    the other ranks return 2 silently, so the job exits non-zero without a
-    line per rank. Validation involves no MPI call, so no rank can hang.
+    A bad option finalizes MPI on every rank, then raises UserError on rank 0
+    only (the CLI prints one line) while the other ranks return 2 silently:
+    the job exits non-zero with one line. Validation involves no MPI call, so
+    every rank reaches the same verdict and none can hang.
     """
     from mpi4py import MPI
 
@@ -413,7 +414,11 @@ def run_netbench(args: argparse.Namespace) -> int:
     try:
         sizes = check_arguments(args)
     except UserError:
-        if comm.Get_rank() == 0:
+        # Every rank got the same error: exit collectively and quietly (under `-m mpi4py`,
+        # a non-zero exit without MPI_Finalize would MPI_Abort with a line per rank).
+        rank = comm.Get_rank()
+        MPI.Finalize()
+        if rank == 0:
             raise
         return 2
     result = netbench(comm, sizes, iters=args.iters, warmup=args.warmup, repeats=args.repeats,
