@@ -235,7 +235,9 @@ def setup(world: MPI.Comm, cfg: TrainConfig) -> Run:
     monitor = None
     if roles.is_master:
         stop_rule = StopRule(cfg.max_steps, cfg.epochs, cfg.time_budget, cfg.target_accuracy)
-        evaluate = _center_evaluator(cfg, center_model, model, normalize, algo.refresh_center)
+        # Evaluated where the center lives (host memory for sync_easgd1 and dedicated masters).
+        evaluate = _center_evaluator(cfg, center_model, model, Normalizer(info.mean, info.std, center_device),
+                                     algo.refresh_center)
         monitor = Monitor(stop_rule, cfg.eval_every, timer, evaluate, samples_per_step=cfg.batch_size * roles.num_workers)
     return Run(cfg, roles, device, info, model, params, center_model, algo, loader, normalize, timer, monitor, codesign,
                replica_budget=replica_budget)
