@@ -157,7 +157,7 @@ def forward_backward(model, params: FlatParams, x, y, weight_decay: float) -> to
 def _announce(run: Run) -> str:
     """One line per rank, and a sentinel that names this rank should it die without a word."""
     r = run.roles
-    role = "master+worker" if r.is_master and r.is_worker else ("master" if r.is_master else f"worker {r.worker_index}")
+    role = f"worker {r.worker_index}" if r.role == "worker" else r.role
     who = f"rank {r.rank}/{r.size} ({role}, pid {os.getpid()} on {host()})"
     print(f"{who}: device {run.device}", flush=True)
     token = r.world.bcast(uuid.uuid4().hex if r.is_master else None, root=r.master)
@@ -337,7 +337,7 @@ def _finish(run: Run) -> None:
     roles, timer = run.roles, run.timer
     if roles.is_master:
         run.monitor.finish()
-    role = "master+worker" if roles.is_master and roles.is_worker else ("master" if roles.is_master else "worker")
+    role = roles.role
     rank_facts = {"rank": roles.rank, "host": host(), "device": str(run.device), "role": role,
                   "setup_s": run.setup_s, **timer.breakdown()}
     gathered = roles.world.gather(rank_facts, root=roles.master)

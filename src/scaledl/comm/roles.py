@@ -43,6 +43,13 @@ class Roles:
         return len(self.worker_ranks)
 
     @property
+    def role(self) -> str:
+        """"master+worker" (collective algorithms' rank 0), "master" or "worker"."""
+        if self.is_master:
+            return "master+worker" if self.is_worker else "master"
+        return "worker"
+
+    @property
     def worker_index(self) -> int:
         """0..P-1 on workers (selects the data shard); -1 on a dedicated master."""
         return self.worker_comm.Get_rank() if self.worker_comm is not None else -1
