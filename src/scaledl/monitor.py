@@ -106,8 +106,8 @@ class Monitor:
         loss_text = "-" if train_loss is None else f"{train_loss:.4f}"
         print(
             f"step {step:6d}  epoch {epoch:7.3f}  train {row['train_s']:8.2f}s  "
-            f"loss {loss_text}  test_loss {test_loss:.4f}  test_acc {accuracy:.4f}",
-            file=sys.stdout, flush=True,
+            f"loss {loss_text}  test_loss {test_loss:.4f}  test_acc {accuracy:.4f}\n",
+            end="", file=sys.stdout, flush=True,  # one write: the ranks share the launcher's stream
         )
 
     def finish(self) -> None:

@@ -159,7 +159,7 @@ def _announce(run: Run) -> str:
     r = run.roles
     role = f"worker {r.worker_index}" if r.role == "worker" else r.role
     who = f"rank {r.rank}/{r.size} ({role}, pid {os.getpid()} on {host()})"
-    print(f"{who}: device {run.device}", flush=True)
+    print(f"{who}: device {run.device}\n", end="", flush=True)  # one write: ranks share the stream
     token = r.world.bcast(uuid.uuid4().hex if r.is_master else None, root=r.master)
     set_job_token(token)
     run.sentinel = Sentinel(token, who)
