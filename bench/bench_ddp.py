@@ -1,6 +1,6 @@
 """Our sync_sgd against PyTorch DistributedDataParallel: same ranks, model, batch, data order and steps.
 
-    python bench/bench_ddp.py [--ranks 2] [--warmup 50] [--steps 250] [--rounds 3] [--no-doc]
+    python bench/bench_ddp.py [--ranks 2] [--warmup 40] [--steps 200] [--rounds 3] [--no-doc]
 
 ours: `mpiexec -n RANKS python -m mpi4py -m scaledl train --algorithm sync_sgd`
       on the embedded digits data with LeNet; steady-state seconds per step =
@@ -98,8 +98,8 @@ def run_ddp(ranks: int, data: Path, out: Path, args) -> float:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ranks", type=int, default=2, help="MPI ranks = workers (default %(default)s)")
-    parser.add_argument("--warmup", type=int, default=50, help="untimed steps (default %(default)s)")
-    parser.add_argument("--steps", type=int, default=250, help="timed steps, a multiple of --warmup (default %(default)s)")
+    parser.add_argument("--warmup", type=int, default=40, help="untimed steps (default %(default)s)")
+    parser.add_argument("--steps", type=int, default=200, help="timed steps, a multiple of --warmup (default %(default)s)")
     parser.add_argument("--rounds", type=int, default=3, help="alternating runs of each system (default %(default)s)")
     parser.add_argument("--batch", type=int, default=64, help="per-worker batch (default %(default)s)")
     parser.add_argument("--lr", type=float, default=0.05)

@@ -1,6 +1,6 @@
 """Single-rank overhead of our training loop against a plain PyTorch loop: same model, data order and batch.
 
-    python bench/bench_overhead.py [--warmup 50] [--steps 250] [--rounds 3] [--no-doc]
+    python bench/bench_overhead.py [--warmup 40] [--steps 200] [--rounds 3] [--no-doc]
 
 ours:  `mpiexec -n 1 python -m mpi4py -m scaledl train --algorithm sync_sgd` on digits
        with LeNet; steady-state seconds per step and per phase from metrics.csv
@@ -71,8 +71,8 @@ def plain_loop(data: Path, warmup: int, steps: int, batch: int, lr: float, model
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--warmup", type=int, default=50, help="untimed steps (default %(default)s)")
-    parser.add_argument("--steps", type=int, default=250, help="timed steps, a multiple of --warmup (default %(default)s)")
+    parser.add_argument("--warmup", type=int, default=40, help="untimed steps (default %(default)s)")
+    parser.add_argument("--steps", type=int, default=200, help="timed steps, a multiple of --warmup (default %(default)s)")
     parser.add_argument("--rounds", type=int, default=3, help="alternating runs of each (default %(default)s)")
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--lr", type=float, default=0.05)

@@ -1,6 +1,6 @@
 """Weak and strong scaling of sync_sgd and sync_easgd on digits/LeNet at 1, 2 and 4 workers.
 
-    python bench/bench_scaling.py [--workers 1,2,4] [--warmup 30] [--steps 150] [--netbench FILE] [--no-doc]
+    python bench/bench_scaling.py [--workers 1,2,4] [--warmup 20] [--steps 100] [--netbench FILE] [--no-doc]
 
 Weak scaling: fixed per-worker batch (64); efficiency E = t(1)/t(P), i.e.
 throughput(P) / (P · throughput(1)). Strong scaling: fixed global batch
@@ -33,8 +33,8 @@ ALGORITHMS = ("sync_sgd", "sync_easgd")
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", default="1,2,4", help="comma-separated worker counts (default %(default)s)")
-    parser.add_argument("--warmup", type=int, default=30, help="untimed steps (default %(default)s)")
-    parser.add_argument("--steps", type=int, default=150, help="timed steps, a multiple of --warmup (default %(default)s)")
+    parser.add_argument("--warmup", type=int, default=20, help="untimed steps (default %(default)s)")
+    parser.add_argument("--steps", type=int, default=100, help="timed steps, a multiple of --warmup (default %(default)s)")
     parser.add_argument("--batch", type=int, default=64, help="weak scaling: per-worker batch (default %(default)s)")
     parser.add_argument("--global-batch", type=int, default=128, help="strong scaling: global batch (default %(default)s)")
     parser.add_argument("--netbench", type=Path, help="scaledl netbench JSON: add the cost model's predictions")

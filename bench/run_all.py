@@ -3,9 +3,10 @@
     python bench/run_all.py [--quick] [--no-doc]
 
 Order: netbench (α, β, γ and collective bandwidths of this machine, section
-`netbench`), then bench_allreduce, bench_ddp, bench_overhead and
-bench_scaling (which gets the netbench file for its predicted column). Each
-runs as its own process; the first failure stops the run. --quick shortens
+`netbench`), then bench_allreduce, bench_ddp, bench_overhead, bench_scaling
+(which gets the netbench file for its predicted column) and bench_ladder
+(the Sync EASGD ladder, section `ladder`). Each runs as its own process; the
+first failure stops the run. --quick shortens
 every bench (for trying the scripts, not for numbers).
 """
 
@@ -29,7 +30,9 @@ QUICK = {
     "bench_ddp.py": ["--rounds", "1", "--warmup", "10", "--steps", "30"],
     "bench_overhead.py": ["--rounds", "1", "--warmup", "10", "--steps", "30"],
     "bench_scaling.py": ["--workers", "1,2", "--warmup", "10", "--steps", "30"],
+    "bench_ladder.py": [],
 }
+BENCHES = ("allreduce", "ddp", "overhead", "scaling", "ladder")
 
 
 def netbench_section(path: Path, m: dict, write: bool) -> None:
@@ -69,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="short versions of every bench (to try the scripts)")
     parser.add_argument("--no-doc", action="store_true", help="print only; leave docs/benchmarks.md alone")
-    parser.add_argument("--only", help="comma-separated subset: netbench,allreduce,ddp,overhead,scaling")
+    parser.add_argument("--only", help="comma-separated subset: netbench," + ",".join(BENCHES))
     args = parser.parse_args(argv)
     only = set(args.only.split(",")) if args.only else None
     wanted = lambda name: only is None or name in only  # noqa: E731
@@ -85,10 +88,10 @@ def main(argv: list[str] | None = None) -> int:
             if wanted("netbench"):
                 netbench_section(nb, common.machine(), write=not args.no_doc)
             print(f"[netbench: {time.perf_counter() - t0:.0f} s]", flush=True)
-        for name in ("allreduce", "ddp", "overhead", "scaling"):
-            if not wanted(name):
-                continue
+        for name in BENCHES:
             script = f"bench_{name}.py"
+            if not wanted(name) or not (HERE / script).exists():
+                continue
             cmd = [sys.executable, str(HERE / script), *flags, *(QUICK[script] if args.quick else [])]
             if name == "scaling":
                 cmd += ["--netbench", str(nb)]
