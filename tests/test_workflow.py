@@ -137,7 +137,8 @@ def test_dry_run_default_config(workdir):
     result = snakemake(workdir, "-n", "-p")
     assert result.returncode == 0, output_of(result)
     assert job_counts(result) == {
-        "prepare": 1, "train": len(BASE_ALGORITHMS), "aggregate": 1, "plot_accuracy_vs_time": 1, "all": 1,
+        "prepare": 1, "train": len(BASE_ALGORITHMS), "aggregate": 1, "scaling": 1, "plot_accuracy_vs_time": 1,
+        "all": 1,
     }
     text = output_of(result)
     for algorithm, info in BASE_ALGORITHMS.items():
@@ -159,9 +160,33 @@ experiments:
 """)
     result = snakemake(workdir, "-n", "-p", "--configfile", config)
     assert result.returncode == 0, output_of(result)
-    assert job_counts(result)["train"] == 2 * 3 * 2
-    assert "mpiexec -n 4 python -m mpi4py" in output_of(result)
-    assert "--lr 0.1" in output_of(result)
+    counts = job_counts(result)
+    # one-rank runs start without a launcher (rule train_single); the rest under mpiexec
+    assert (counts["train"], counts["train_single"]) == (2 * 2 * 2, 2 * 1 * 2)
+    text = output_of(result)
+    assert "mpiexec -n 4 python -m mpi4py" in text
+    assert "\npython -m mpi4py -m scaledl train --data data/hdf5/synthetic.h5 --model lenet --algorithm sync_sgd --seed 0 --platform local --expect-ranks 1 --out-dir results/runs/synthetic/lenet/sync_sgd/local/p1/s0" in text.replace("Shell command: ", "\n")
+    assert "--lr 0.1" in text
+
+
+@pytest.mark.workflow
+def test_dry_run_strong_scaling_splits_the_global_batch(workdir):
+    config = write_config(workdir, """
+experiments:
+  - dataset: synthetic
+    algorithms: [sync_easgd, easgd]
+    workers: [2, 4]
+    scaling: strong
+    global_batch: 64
+""")
+    result = snakemake(workdir, "-n", "-p", "--configfile", config)
+    assert result.returncode == 0, output_of(result)
+    text = output_of(result)
+    for algorithm, ranks in (("sync_easgd", 0), ("easgd", 1)):
+        for workers, batch in ((2, 32), (4, 16)):
+            assert re.search(
+                rf"mpiexec -n {workers + ranks} .* --algorithm {algorithm} .*/p{workers}/s0 .*--batch-size {batch} ", text
+            ), (algorithm, workers)
 
 
 @pytest.mark.workflow
@@ -175,6 +200,17 @@ experiments:
         ("experiments:\n  - platforms: [gpu]\n", "'gpu'"),
         ("train:\n  max_steps: null\n", "no budget"),
         ("experiments:\n  - {}\n  - train: {lr: 0.5}\n", "different `train` settings"),
+        ("experiments:\n  - nodes: [2]\n", "list `workers` instead of `nodes`"),
+        ("experiments:\n  - {nodes: [1], workers: [2], platforms: [c]}\n"
+         "platforms:\n  c: {kind: cpu, ranks_per_node: 2}\n", "both `workers` and `nodes`"),
+        ("experiments:\n  - scaling: strong\n", "no global_batch"),
+        ("experiments:\n  - {scaling: strong, global_batch: 100, workers: [3]}\n", "does not split evenly over 3"),
+        ("experiments:\n  - global_batch: 64\n", "scaling is weak"),
+        ("experiments:\n  - platforms: [g]\nplatforms:\n  g: {kind: gpu}\n", "needs gpus_per_node"),
+        ("platforms:\n  local: {kind: cluster}\n", "cluster"),
+        ("experiments:\n  - {platforms: [k], nodes: [1], algorithms: [easgd]}\n"
+         "platforms:\n  k: {kind: knl, ranks_per_node: 4, threads: 17, cores_per_node: 68}\n",
+         "5 × 17 threads exceed cores_per_node 68"),
     ],
 )
 def test_invalid_config_fails_naming_the_value(workdir, text, named):
@@ -188,6 +224,56 @@ def test_slurm_profile_dry_run(workdir):
     result = snakemake(workdir, "-n", "-p", "--profile", "slurm")
     assert result.returncode == 0, output_of(result)
     assert "srun --mpi=pmi2 -n 2 python -m mpi4py -m scaledl train" in output_of(result)
+
+
+def sbatch_requests(result):
+    """{(algorithm, platform, workers): sbatch flags} of the train jobs of a `-n --profile slurm` run."""
+    from slurm_requests import requests
+
+    found = {}
+    for job, line in requests(output_of(result)):
+        if job.name.startswith("train"):
+            wildcards = dict(pair.split("=") for pair in job.wildcards.split(", "))
+            found[wildcards["algorithm"], wildcards["platform"], int(wildcards["workers"])] = line
+    return found
+
+
+@pytest.mark.workflow
+def test_slurm_requests_for_gpu_and_knl_node_sweeps(workdir):
+    (workdir / "data/raw/cifar10").mkdir(parents=True)  # the download is only checked for existence
+    result = snakemake(workdir, "-n", "-p", "--profile", "slurm", "--configfile", "config/cluster.yaml")
+    assert result.returncode == 0, output_of(result)
+    requests = sbatch_requests(result)
+    assert len(requests) == job_counts(result)["train"] == 2 * 3 * 4 + 2 * 4
+
+    def flags(algorithm, platform, workers):
+        return requests[algorithm, platform, workers].split(" --comment rule_train ")[1].split()
+
+    for nodes in (1, 2, 4, 8):
+        # GPU: 4 GPUs and 4 ranks of 8 cores a node; the master is a 5th task on the first node
+        assert flags("sync_easgd", "gpu", 4 * nodes) == [
+            "-p", "gpu", "-t", "120", "--mem-per-cpu", "4000", f"--nodes={nodes}", f"--ntasks={4 * nodes}",
+            "--cpus-per-task=8", "--ntasks-per-node=4", "--gpus-per-node=4",
+        ]
+        assert flags("async_easgd", "gpu", 4 * nodes) == [
+            "-p", "gpu", "-t", "120", "--mem-per-cpu", "4000", f"--nodes={nodes}", f"--ntasks={4 * nodes + 1}",
+            "--cpus-per-task=8", "--ntasks-per-node=5", "--gpus-per-node=4",
+        ]
+        # KNL: 68 cores shared by 4 ranks (17 each), or by 5 when the master joins (13 each)
+        assert flags("sync_sgd", "knl", 4 * nodes) == [
+            "-p", "knl", "-t", "120", "-C", "knl", "--mem-per-cpu", "1400", f"--nodes={nodes}",
+            f"--ntasks={4 * nodes}", "--cpus-per-task=17", "--ntasks-per-node=4",
+        ]
+        assert flags("async_easgd", "knl", 4 * nodes) == [
+            "-p", "knl", "-t", "120", "-C", "knl", "--mem-per-cpu", "1400", f"--nodes={nodes}",
+            f"--ntasks={4 * nodes + 1}", "--cpus-per-task=13", "--ntasks-per-node=5",
+        ]
+    text = output_of(result)
+    # the ranks' threads follow the allocation; strong scaling splits the global batch of 2048
+    assert re.search(r"srun --mpi=pmi2 -n 17 .* --algorithm async_easgd .*/knl/p16/s0 .*--batch-size 64 .*--threads 13 ", text)
+    assert re.search(r"srun --mpi=pmi2 -n 4 .*/gpu_strong/p4/s0 .*--batch-size 512 .*--device cuda .*--threads 8 ", text)
+    assert re.search(r"srun --mpi=pmi2 -n 32 .*/knl_strong/p32/s0 .*--batch-size 64 .*--device cpu .*--threads 17 ", text)
+    assert "SRUN_CPUS_PER_TASK=13 srun --mpi=pmi2 -n 17 " in text
 
 
 @pytest.mark.workflow
@@ -207,5 +293,23 @@ def test_tiny_run_end_to_end(workdir):
     for algorithm in ("sync_sgd", "sync_easgd"):
         assert (workdir / f"benchmarks/train/synthetic/lenet/{algorithm}/local/p2/s0.tsv").exists()
 
+    assert (workdir / "results/tables/scaling.csv").exists()  # no sweep here: a header only
+
     again = snakemake(workdir, "-n", "--configfile", "config/test.yaml")
     assert "Nothing to be done" in output_of(again)
+
+    # --forcerun cascades: re-preparing the data reruns every training and table
+    cascade = snakemake(workdir, "-n", "--configfile", "config/test.yaml", "--forcerun", "prepare")
+    assert job_counts(cascade) == {
+        "prepare": 1, "train": 2, "aggregate": 1, "scaling": 1, "plot_accuracy_vs_time": 1, "all": 1,
+    }
+
+    # rerunning one training target re-executes that job and the tables downstream, nothing else
+    target = "results/runs/synthetic/lenet/sync_sgd/local/p2/s0/run.json"
+    other = workdir / "results/runs/synthetic/lenet/sync_easgd/local/p2/s0/run.json"
+    before = other.stat().st_mtime_ns
+    rerun = snakemake(workdir, "--cores", "2", "--configfile", "config/test.yaml", "--forcerun", target, timeout=300)
+    assert rerun.returncode == 0, output_of(rerun)
+    assert job_counts(rerun) == {"train": 1, "aggregate": 1, "scaling": 1, "plot_accuracy_vs_time": 1, "all": 1}
+    assert f"output: results/runs/synthetic/lenet/sync_sgd/local/p2/s0/metrics.csv, {target}" in output_of(rerun)
+    assert other.stat().st_mtime_ns == before

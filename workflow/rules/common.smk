@@ -9,7 +9,8 @@ from typing import NamedTuple
 
 from snakemake.utils import validate
 
-from scaledl.algorithms import tasks_for
+from scaledl.algorithms import ALGORITHMS
+from scaledl.placement import place, slurm_extra, workers_for_nodes
 
 validate(config, schema="../schemas/config.schema.yaml")
 
@@ -25,6 +26,37 @@ class Run(NamedTuple):
     seed: int
 
 
+def worker_counts(number, block, platform, settings):
+    """The worker counts P of a block on a platform: `workers`, or `nodes` × ranks per node."""
+    if block["nodes"] is not None and block["workers"] is not None:
+        raise ValueError(
+            f"experiments[{number}] gives both `workers` and `nodes`; keep one "
+            "(nodes for node-count sweeps on cluster platforms, workers for rank counts)"
+        )
+    if block["nodes"] is None:
+        return block["workers"] or [2]
+    return [workers_for_nodes(platform, settings, nodes) for nodes in block["nodes"]]
+
+
+def batch_settings(number, block, workers):
+    """The per-worker batch of a run: train.batch_size (weak) or global_batch / P (strong)."""
+    if block["scaling"] == "weak":
+        if block["global_batch"] is not None:
+            raise ValueError(
+                f"experiments[{number}] sets global_batch but scaling is weak; "
+                "set `scaling: strong` or remove global_batch (weak keeps train.batch_size per worker)"
+            )
+        return {}
+    if block["global_batch"] is None:
+        raise ValueError(f"experiments[{number}] has scaling strong but no global_batch; set it")
+    if block["global_batch"] % workers:
+        raise ValueError(
+            f"experiments[{number}]: global_batch {block['global_batch']} does not split evenly "
+            f"over {workers} workers; pick a global_batch divisible by every P of the sweep"
+        )
+    return {"batch_size": block["global_batch"] // workers}
+
+
 def expand_experiments(config):
     """Every run of the grid, mapped to its resolved training settings."""
     runs = {}
@@ -35,21 +67,37 @@ def expand_experiments(config):
                     f"experiments[{number}] uses platform {name!r}, which is not "
                     f"defined under `platforms` (defined: {', '.join(config['platforms'])})"
                 )
-        settings = {**config["train"], **block["train"]}
-        if all(settings[key] is None for key in ("max_steps", "epochs", "time_budget")):
+        common = {**config["train"], **block["train"]}
+        if all(common[key] is None for key in ("max_steps", "epochs", "time_budget")):
             raise ValueError(
                 f"experiments[{number}] has no budget: set train.max_steps, "
                 "train.epochs or train.time_budget (at least one)"
             )
-        axes = ("models", "algorithms", "platforms", "workers", "seeds")
-        for point in itertools.product(*(block[axis] for axis in axes)):
-            run = Run(block["dataset"], *point)
-            if runs.setdefault(run, settings) != settings:
-                raise ValueError(
-                    f"experiments[{number}] repeats the run {run_dir(run)} "
-                    "with different `train` settings; make the blocks disjoint"
-                )
+        for model, algorithm, platform, seed in itertools.product(
+            block["models"], block["algorithms"], block["platforms"], block["seeds"]
+        ):
+            platform_settings = config["platforms"][platform]
+            for workers in worker_counts(number, block, platform, platform_settings):
+                run = Run(block["dataset"], model, algorithm, platform, workers, seed)
+                settings = {**common, **batch_settings(number, block, workers)}
+                placement_of(run)  # a run that cannot be laid out fails here, before anything runs
+                if runs.setdefault(run, settings) != settings:
+                    raise ValueError(
+                        f"experiments[{number}] repeats the run {run_dir(run)} "
+                        "with different `train` settings; make the blocks disjoint "
+                        "(a weak and a strong sweep of the same runs need different platform names)"
+                    )
     return runs
+
+
+def placement_of(run):
+    """Nodes, tasks, CPUs and GPUs of a run (scaledl.placement)."""
+    return place(
+        run.platform,
+        config["platforms"][run.platform],
+        run.workers,
+        needs_master=ALGORITHMS[run.algorithm].needs_master,
+    )
 
 
 # The train rule's output folder, with the wildcards of a Run.
@@ -78,6 +126,14 @@ wildcard_constraints:
     seed=r"\d+",
 
 
+# train_single runs the one-rank runs (one worker, no master): the Slurm plugin
+# refuses an MPI job of one task, so they run without a launcher.
+SINGLE_RANK_ALGORITHMS = (
+    one_of(run.algorithm for run in RUNS if not ALGORITHMS[run.algorithm].needs_master)
+    or "(?!)"  # none: match nothing
+)
+
+
 # ---- targets ---------------------------------------------------------------
 
 
@@ -86,6 +142,8 @@ def final_outputs():
     return [
         "results/tables/summary.csv",
         "results/tables/summary.md",
+        "results/tables/scaling.csv",
+        "results/tables/scaling.md",
         "results/plots/accuracy_vs_time.png",
     ]
 
@@ -146,9 +204,9 @@ def prepare_flags(wildcards):
 # ---- train -----------------------------------------------------------------
 
 
-def settings_of(wildcards):
-    """The resolved `train` settings of the run these wildcards name."""
-    run = Run(
+def run_of(wildcards):
+    """The Run these wildcards name."""
+    return Run(
         wildcards.dataset,
         wildcards.model,
         wildcards.algorithm,
@@ -156,6 +214,11 @@ def settings_of(wildcards):
         int(wildcards.workers),
         int(wildcards.seed),
     )
+
+
+def settings_of(wildcards):
+    """The resolved `train` settings of the run these wildcards name."""
+    run = run_of(wildcards)
     if run not in RUNS:
         raise ValueError(
             f"{run_dir(run)} is not a run of the config's experiments; add it there"
@@ -167,35 +230,64 @@ def platform_of(wildcards):
     return config["platforms"][wildcards.platform]
 
 
+def train_placement(wildcards):
+    return placement_of(run_of(wildcards))
+
+
 def train_flags(wildcards):
     """Hyperparameters and placement as explicit CLI flags (null ones omitted)."""
-    platform = platform_of(wildcards)
+    placement = train_placement(wildcards)
     return as_flags(
         {
             **settings_of(wildcards),
-            "device": platform["device"],
-            "threads": platform["threads"],
+            "device": placement.device,
+            "threads": placement.cpus_per_task,
         }
     )
 
 
+# Resources: computed from the platform here (scaledl.placement) and nowhere
+# else; profiles only pick the launcher, account and default partition. The
+# Slurm plugin maps tasks -> --ntasks, nodes -> --nodes, cpus_per_task ->
+# --cpus-per-task (it wins over threads), mem_mb_per_cpu -> --mem-per-cpu,
+# slurm_partition -> -p, constraint -> -C, runtime -> -t, and appends
+# slurm_extra (--ntasks-per-node, --gpus-per-node). A helper returning None
+# leaves that resource out (local platforms have no nodes or partition).
+
+
 def train_tasks(wildcards):
     """MPI ranks: workers, plus one for a dedicated master."""
-    return tasks_for(wildcards.algorithm, int(wildcards.workers))
+    return train_placement(wildcards).ranks
 
 
 def train_threads(wildcards):
     """Cores the job occupies, so `--cores N` caps concurrent ranks locally."""
-    return train_tasks(wildcards) * platform_of(wildcards)["threads"]
+    placement = train_placement(wildcards)
+    return placement.ranks * placement.cpus_per_task
 
 
-# Cluster resources are derived from the platform here and nowhere else; the
-# Slurm plugin reads cpus_per_task (it wins over threads) and runtime. Node
-# counts, GPUs and partitions of cluster platforms join these helpers.
+def train_nodes(wildcards):
+    return train_placement(wildcards).nodes
 
 
 def train_cpus_per_task(wildcards):
-    return platform_of(wildcards)["threads"]
+    return train_placement(wildcards).cpus_per_task
+
+
+def train_mem_mb_per_cpu(wildcards):
+    return platform_of(wildcards)["mem_mb_per_cpu"]
+
+
+def train_partition(wildcards):
+    return platform_of(wildcards)["partition"]
+
+
+def train_constraint(wildcards):
+    return platform_of(wildcards)["constraint"]
+
+
+def train_slurm_extra(wildcards):
+    return slurm_extra(platform_of(wildcards), train_placement(wildcards))
 
 
 def train_runtime(wildcards):

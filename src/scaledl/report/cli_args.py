@@ -30,7 +30,12 @@ def add_aggregate_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--out", required=True, type=Path, metavar="CSV",
-        help="summary table to write, one row per run (e.g. results/tables/summary.csv)",
+        help="table to write (e.g. results/tables/summary.csv)",
+    )
+    parser.add_argument(
+        "--table", choices=("summary", "scaling"), default="summary",
+        help="summary: one row per run (default); scaling: weak and strong scaling efficiency "
+             "of every sweep over the worker count (scaledl.report.scaling)",
     )
     parser.add_argument(
         "--markdown", type=Path, metavar="MD",
@@ -39,16 +44,26 @@ def add_aggregate_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_aggregate(args: argparse.Namespace) -> int:
+    import sys
+
     from scaledl.report.aggregate import summarize, write_summary
+    from scaledl.report.scaling import scaling_table
 
     if args.out.suffix != ".csv":
-        raise UserError(f"--out {args.out}: the summary table must be a .csv file")
+        raise UserError(f"--out {args.out}: the {args.table} table must be a .csv file")
     markdown = args.markdown if args.markdown is not None else args.out.with_suffix(".md")
     if str(markdown).lower() == "none":
         markdown = None
-    table = summarize(args.runs)
+    if args.table == "scaling":
+        table, notes = scaling_table(args.runs)
+        for note in notes:
+            print(f"note: {note}", file=sys.stderr)
+        rows = plural(len(table), "row") + f" from {plural(len(args.runs), 'run')}"
+    else:
+        table = summarize(args.runs)
+        rows = plural(len(table), "run")
     write_summary(table, args.out, markdown)
-    print(f"wrote {args.out}" + (f" and {markdown}" if markdown else "") + f" ({plural(len(table), 'run')})")
+    print(f"wrote {args.out}" + (f" and {markdown}" if markdown else "") + f" ({rows})")
     return 0
 
 
