@@ -1,0 +1,129 @@
+"""`snakemake --profile slurm` against a real one-node Slurm cluster.
+
+.ci/slurm_up.sh installs Debian's slurmctld, slurmd, slurm-client and munge
+(apt, as root), writes a one-node slurm.conf and starts the daemons;
+.ci/slurm_down.sh stops them by pid file and restores /etc/slurm. Where Slurm
+cannot be installed (not root, no apt) the tests skip and say why.
+
+The workflow runs with the repository's profile plus the overrides a cluster
+without slurmdbd needs: job status by squeue and a short first status wait.
+Every stage goes through sbatch; each training job must run in an MPI world of
+exactly the tasks Slurm gave it, so a launcher that starts singletons fails
+(--expect-ranks makes the job exit 2, and the world size in run.json is checked).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from test_workflow import REPO, output_of, snakemake, workdir  # noqa: F401  (workdir is a fixture)
+
+pytestmark = [pytest.mark.slurm, pytest.mark.workflow]
+
+CONFIG = "config/test_slurm.yaml"
+# What a cluster without slurmdbd needs (notes: snakemake-slurm-mpi-hdf5.md §3.3)
+CI_OVERRIDES = [
+    "--slurm-status-command", "squeue",
+    "--slurm-init-seconds-before-status-checks", "2",
+    "--slurm-keep-successful-logs",
+    "--latency-wait", "5",
+]
+SUBMITTED = re.compile(r"Job \d+ has been submitted with SLURM jobid (\d+) \(log: (\S+)\)")
+
+
+@pytest.fixture(scope="module")
+def slurm_cluster():
+    """A running one-node cluster for this module; skips where it cannot be installed."""
+    if os.name != "posix" or os.geteuid() != 0:
+        pytest.skip("real-Slurm test needs root: it installs Slurm with apt and writes /etc/slurm/slurm.conf")
+    # not under pytest's private tmp: munged wants every folder above its socket world-searchable
+    prefix = Path(tempfile.mkdtemp(prefix="scaledl-slurm-"))
+    prefix.chmod(0o755)
+    up = subprocess.run(
+        ["bash", str(REPO / ".ci/slurm_up.sh"), str(prefix)], capture_output=True, text=True, timeout=600
+    )
+    try:
+        if up.returncode == 3:
+            pytest.skip(up.stderr.strip().splitlines()[-1])
+        assert up.returncode == 0, f"Slurm did not start:\n{up.stdout}\n{up.stderr}"
+        yield prefix
+    finally:
+        subprocess.run(["bash", str(REPO / ".ci/slurm_down.sh"), str(prefix)], capture_output=True, timeout=120)
+        shutil.rmtree(prefix, ignore_errors=True)
+
+
+def scontrol_job(job_id):
+    """`scontrol show job` of a (finished) job as a dict; MinJobAge keeps it there for 10 minutes."""
+    text = subprocess.run(["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True, check=True).stdout
+    return dict(field.split("=", 1) for field in text.split() if "=" in field)
+
+
+def submissions(result):
+    """{slurm job id: slurm log path} of every job the plugin submitted."""
+    return dict(SUBMITTED.findall(output_of(result)))
+
+
+def logs_of(workdir):
+    return "\n".join(f"== {log}\n{log.read_text()}" for log in sorted(workdir.glob("logs/**/*.log")))
+
+
+@pytest.mark.timeout(480)
+def test_profile_submits_every_stage_and_wires_the_mpi_world(workdir, slurm_cluster):
+    started = time.monotonic()
+    result = snakemake(workdir, "--profile", "slurm", "--configfile", CONFIG, *CI_OVERRIDES, timeout=300)
+    print(f"workflow through Slurm: {time.monotonic() - started:.0f} s")
+    assert result.returncode == 0, output_of(result) + logs_of(workdir)
+
+    # every stage went through sbatch: one job id per job, with its Slurm log kept
+    jobs = submissions(result)
+    rules = {job_id: scontrol_job(job_id)["Comment"] for job_id in jobs}
+    assert sorted(re.sub(r"_wildcards_.*", "", comment) for comment in rules.values()) == [
+        "rule_aggregate", "rule_plot_accuracy_vs_time", "rule_prepare", "rule_scaling", "rule_train", "rule_train",
+    ]
+    for job_id, log in jobs.items():
+        assert Path(log).name == f"{job_id}.log" and Path(log).exists(), log
+    # a job's Slurm log names its request and command, for a rerun by hand (README)
+    train_logs = "".join(Path(jobs[job_id]).read_text() for job_id in rules if rules[job_id].startswith("rule_train_"))
+    assert "tasks=3, nodes=1, cpus_per_task=1, slurm_partition=debug, slurm_extra=--ntasks-per-node=3" in train_logs
+    assert "Shell command: SRUN_CPUS_PER_TASK=1 srun --mpi=pmi2 -n 3 python -m mpi4py -m scaledl train" in train_logs
+
+    summary = pd.read_csv(workdir / "results/tables/summary.csv")
+    assert sorted(summary["algorithm"]) == ["async_easgd", "sync_sgd"]
+    assert set(summary["platform"]) == {"ci"} and (summary["workers"] == 2).all()
+    assert (workdir / "results/tables/scaling.csv").exists()
+
+    # inside each training job, the MPI world is exactly the tasks Slurm allocated
+    for job_id, comment in rules.items():
+        if not comment.startswith("rule_train_"):
+            continue
+        job = scontrol_job(job_id)
+        algorithm = "async_easgd" if "async_easgd" in comment else "sync_sgd"
+        run = json.loads((workdir / f"results/runs/synthetic/lenet/{algorithm}/ci/p2/s0/run.json").read_text())
+        expected = 3 if algorithm == "async_easgd" else 2  # the master is one more task
+        assert int(job["NumTasks"]) == expected and int(job["NumNodes"]) == 1, job
+        assert run["world"]["size"] == expected, (algorithm, run["world"])
+        assert run["world"]["ranks_per_node"] == expected and run["platform"] == "ci"
+
+    # a launcher that starts singletons fails the job instead of passing silently
+    target = "results/runs/synthetic/lenet/sync_sgd/ci/p2/s0/run.json"
+    started = time.monotonic()
+    broken = snakemake(
+        workdir, "--profile", "slurm", "--configfile", CONFIG, *CI_OVERRIDES,
+        "--set-resources", "train:mpi='srun --mpi=none'", "--forcerun", target, "--", target, timeout=240,
+    )
+    print(f"failing rerun through Slurm: {time.monotonic() - started:.0f} s")
+    assert broken.returncode != 0, output_of(broken)
+    assert len(submissions(broken)) == 1
+    log = (workdir / "logs/train/synthetic/lenet/sync_sgd/ci/p2/s0.log").read_text()
+    assert "world of 1 rank(s), but 2 were requested" in log, log
+    assert not (workdir / target).exists()  # no output of the failed run is kept
