@@ -10,7 +10,8 @@ plain: in this process, one thread: scaledl's ShardLoader (shard 0 of 1, same se
        same initial weights, torch.optim.SGD with the same learning rate; the step is
        batch → forward/backward → optimizer step, timed per part with perf_counter.
 
-The two alternate for --rounds rounds; medians are reported. What ours adds at
+The two alternate for --rounds rounds; the fastest round of each is reported
+(the machine may be shared: other jobs only ever add time). What ours adds at
 one rank: the flat parameter buffer, the phase timers, a one-rank Allreduce of
 the gradient and of the stop flag, the monitor's per-step bookkeeping.
 """
@@ -91,12 +92,11 @@ def main(argv: list[str] | None = None) -> int:
                                      steps=args.steps, batch=args.batch, model=args.model, lr=args.lr))
             plain.append(plain_loop(data, args.warmup, args.steps, args.batch, args.lr, args.model))
 
-    def med(runs, key):
-        values = [r.get(key) for r in runs if r.get(key) is not None]
-        return common.median(values) if values else None
-
-    o = {k: med(ours, k) for k in ("seconds_per_step", "data_s", "h2d_s", "compute_s", "comm_s", "update_s", "wait_s")}
-    p = {k: med(plain, k) for k in ("seconds_per_step", "data_s", "compute_s", "update_s")}
+    # the fastest round of each (other jobs only ever add time), with its own per-part split
+    best_ours = min(ours, key=lambda r: r["seconds_per_step"])
+    best_plain = min(plain, key=lambda r: r["seconds_per_step"])
+    o = {k: best_ours.get(k) for k in ("seconds_per_step", "data_s", "h2d_s", "compute_s", "comm_s", "update_s", "wait_s")}
+    p = {k: best_plain[k] for k in ("seconds_per_step", "data_s", "compute_s", "update_s")}
     ours_data = (o["data_s"] or 0.0) + (o["h2d_s"] or 0.0)
     accounted = sum(v for k, v in o.items() if k != "seconds_per_step" and v is not None)
     rows = [
@@ -116,7 +116,8 @@ def main(argv: list[str] | None = None) -> int:
                + ", ".join(f"{r['seconds_per_step'] * 1e3:.2f}" for r in ours) + " ms; plain "
                + ", ".join(f"{r['seconds_per_step'] * 1e3:.2f}" for r in plain) + " ms).\n")
     intro = (f"One rank, one thread, {args.model} on digits, batch {args.batch}, lr {args.lr}, plain SGD; "
-             f"{args.warmup} warm-up steps then {args.steps} timed steps; {args.rounds} alternating rounds, medians. "
+             f"{args.warmup} warm-up steps then {args.steps} timed steps; {args.rounds} alternating rounds, the fastest "
+             "round of each kept (with its own split into parts). "
              "Same initial weights and the same batches in the same order.")
     common.report("overhead", "Training-loop overhead at one rank vs a plain PyTorch loop", m, intro, tables,
                   write=not args.no_doc)

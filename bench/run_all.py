@@ -29,7 +29,7 @@ QUICK = {
     "bench_allreduce.py": ["--repeats", "2"],
     "bench_ddp.py": ["--rounds", "1", "--warmup", "10", "--steps", "30"],
     "bench_overhead.py": ["--rounds", "1", "--warmup", "10", "--steps", "30"],
-    "bench_scaling.py": ["--workers", "1,2", "--warmup", "10", "--steps", "30"],
+    "bench_scaling.py": ["--workers", "1,2", "--warmup", "10", "--steps", "30", "--rounds", "1"],
     "bench_ladder.py": [],
 }
 BENCHES = ("allreduce", "ddp", "overhead", "scaling", "ladder")
