@@ -10,6 +10,8 @@ without slurmdbd needs: job status by squeue and a short first status wait.
 Every stage goes through sbatch; each training job must run in an MPI world of
 exactly the tasks Slurm gave it, so a launcher that starts singletons fails
 (--expect-ranks makes the job exit 2, and the world size in run.json is checked).
+Last, the training command is taken from its Slurm log and run by hand under
+`srun --mpi=none`, which starts singletons: it must fail.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -114,16 +117,21 @@ def test_profile_submits_every_stage_and_wires_the_mpi_world(workdir, slurm_clus
         assert run["world"]["size"] == expected, (algorithm, run["world"])
         assert run["world"]["ranks_per_node"] == expected and run["platform"] == "ci"
 
-    # a launcher that starts singletons fails the job instead of passing silently
-    target = "results/runs/synthetic/lenet/sync_sgd/ci/p2/s0/run.json"
-    started = time.monotonic()
-    broken = snakemake(
-        workdir, "--profile", "slurm", "--configfile", CONFIG, *CI_OVERRIDES,
-        "--set-resources", "train:mpi='srun --mpi=none'", "--forcerun", target, "--", target, timeout=240,
+    # By hand, as the README says: the command from the job's Slurm log, under srun.
+    # With a launcher that starts singletons the run fails instead of passing silently.
+    log = next(Path(jobs[job_id]).read_text() for job_id in rules if "sync_sgd" in rules[job_id])
+    command = re.search(r"^Shell command: (.*) > logs/.*$", log, re.M).group(1)
+    assert command.startswith("SRUN_CPUS_PER_TASK=1 srun --mpi=pmi2 -n 2 python -m mpi4py -m scaledl train ")
+    out_dir = workdir / "by_hand"
+    singletons = command.replace("srun --mpi=pmi2", "srun --mpi=none").replace(
+        "--out-dir results/runs/synthetic/lenet/sync_sgd/ci/p2/s0", f"--out-dir {out_dir}"
     )
-    print(f"failing rerun through Slurm: {time.monotonic() - started:.0f} s")
-    assert broken.returncode != 0, output_of(broken)
-    assert len(submissions(broken)) == 1
-    log = (workdir / "logs/train/synthetic/lenet/sync_sgd/ci/p2/s0.log").read_text()
-    assert "world of 1 rank(s), but 2 were requested" in log, log
-    assert not (workdir / target).exists()  # no output of the failed run is kept
+    started = time.monotonic()
+    broken = subprocess.run(
+        ["bash", "-c", singletons], cwd=workdir, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"},
+    )
+    print(f"singleton launch by hand: {time.monotonic() - started:.0f} s")
+    assert broken.returncode == 2, output_of(broken)
+    assert "world of 1 rank(s), but 2 were requested" in output_of(broken)
+    assert not (out_dir / "run.json").exists()
