@@ -91,35 +91,40 @@ def test_profile_submits_every_stage_and_wires_the_mpi_world(workdir, slurm_clus
     jobs = submissions(result)
     rules = {job_id: scontrol_job(job_id)["Comment"] for job_id in jobs}
     assert sorted(re.sub(r"_wildcards_.*", "", comment) for comment in rules.values()) == [
-        "rule_aggregate", "rule_plot_accuracy_vs_time", "rule_prepare", "rule_scaling", "rule_train", "rule_train",
+        "rule_aggregate", "rule_plot_accuracy_vs_time", "rule_prepare", "rule_scaling",
+        "rule_train", "rule_train", "rule_train_single",
     ]
     for job_id, log in jobs.items():
         assert Path(log).name == f"{job_id}.log" and Path(log).exists(), log
     # a job's Slurm log names its request and command, for a rerun by hand (README)
-    train_logs = "".join(Path(jobs[job_id]).read_text() for job_id in rules if rules[job_id].startswith("rule_train_"))
+    train_logs = "".join(Path(jobs[job_id]).read_text() for job_id in rules if rules[job_id].startswith("rule_train"))
     assert "tasks=3, nodes=1, cpus_per_task=1, slurm_partition=debug, slurm_extra=--ntasks-per-node=3" in train_logs
     assert "Shell command: SRUN_CPUS_PER_TASK=1 srun --mpi=pmi2 -n 3 python -m mpi4py -m scaledl train" in train_logs
 
     summary = pd.read_csv(workdir / "results/tables/summary.csv")
-    assert sorted(summary["algorithm"]) == ["async_easgd", "sync_sgd"]
-    assert set(summary["platform"]) == {"ci"} and (summary["workers"] == 2).all()
-    assert (workdir / "results/tables/scaling.csv").exists()
+    assert sorted(zip(summary["algorithm"], summary["workers"])) == [("async_easgd", 2), ("sync_sgd", 1), ("sync_sgd", 2)]
+    assert set(summary["platform"]) == {"ci"}
+    scaling = pd.read_csv(workdir / "results/tables/scaling.csv")
+    assert list(zip(scaling["algorithm"], scaling["workers"], scaling["scaling"])) == [
+        ("sync_sgd", 1, "weak"), ("sync_sgd", 2, "weak"),
+    ]
 
     # inside each training job, the MPI world is exactly the tasks Slurm allocated
     for job_id, comment in rules.items():
-        if not comment.startswith("rule_train_"):
+        if not comment.startswith("rule_train"):
             continue
         job = scontrol_job(job_id)
+        workers = 1 if comment.startswith("rule_train_single_") else 2
         algorithm = "async_easgd" if "async_easgd" in comment else "sync_sgd"
-        run = json.loads((workdir / f"results/runs/synthetic/lenet/{algorithm}/ci/p2/s0/run.json").read_text())
-        expected = 3 if algorithm == "async_easgd" else 2  # the master is one more task
+        run = json.loads((workdir / f"results/runs/synthetic/lenet/{algorithm}/ci/p{workers}/s0/run.json").read_text())
+        expected = workers + (algorithm == "async_easgd")  # the master is one more task
         assert int(job["NumTasks"]) == expected and int(job["NumNodes"]) == 1, job
         assert run["world"]["size"] == expected, (algorithm, run["world"])
         assert run["world"]["ranks_per_node"] == expected and run["platform"] == "ci"
 
     # By hand, as the README says: the command from the job's Slurm log, under srun.
     # With a launcher that starts singletons the run fails instead of passing silently.
-    log = next(Path(jobs[job_id]).read_text() for job_id in rules if "sync_sgd" in rules[job_id])
+    log = next(Path(jobs[job_id]).read_text() for job_id in rules if rules[job_id].endswith("sync_sgd_ci_2_0"))
     command = re.search(r"^Shell command: (.*) > logs/.*$", log, re.M).group(1)
     assert command.startswith("SRUN_CPUS_PER_TASK=1 srun --mpi=pmi2 -n 2 python -m mpi4py -m scaledl train ")
     out_dir = workdir / "by_hand"
