@@ -16,9 +16,8 @@ from scaledl.errors import UserError
 
 
 def add_train_arguments(p: argparse.ArgumentParser) -> None:
-    from scaledl.comm.collectives import BACKENDS
+    from scaledl.config import BACKENDS, MESSAGES, PLACES, TrainConfig
     from scaledl.models import MODELS
-    from scaledl.train import TrainConfig
 
     d = TrainConfig.__dataclass_fields__
     p.add_argument("--data", type=Path, required=True, help="prepared HDF5 file (scaledl prepare)")
@@ -42,9 +41,9 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
     hyper.add_argument("--nesterov", action="store_true", help="async_measgd: take ΔW^i at the look-ahead W^i + μV^i")
     hyper.add_argument("--seed", type=int, default=d["seed"].default, help="base seed; data order uses seed and worker index (default %(default)s)")
     codesign = p.add_argument_group("codesign (the paper's §3; presets sync_easgd1/2/3 fix center-on and overlap)")
-    codesign.add_argument("--message", choices=("packed", "per_layer"), default=d["message"].default,
+    codesign.add_argument("--message", choices=MESSAGES, default=d["message"].default,
                           help="collectives: one packed message per exchange, or one per parameter tensor (default %(default)s)")
-    codesign.add_argument("--center-on", choices=("host", "device"), help="sync_easgd: where the center W lives (default: device)")
+    codesign.add_argument("--center-on", choices=PLACES, help="sync_easgd: where the center W lives (default: device)")
     codesign.add_argument("--overlap", action="store_const", const=True, default=None,
                           help="sync_easgd: exchange weights on a helper thread during data fetch and fwd/bwd")
     codesign.add_argument("--tau", type=_positive_int, default=d["tau"].default, help="sync_easgd: exchange every TAU iterations (default %(default)s)")
@@ -67,7 +66,8 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
 def run_train(args: argparse.Namespace) -> int:
     from mpi4py import MPI
 
-    from scaledl.train import TrainConfig, train
+    from scaledl.config import TrainConfig
+    from scaledl.train import train
 
     fields = TrainConfig.__dataclass_fields__
     cfg = TrainConfig(**{name: getattr(args, name) for name in fields})

@@ -27,6 +27,7 @@ from scaledl.comm.flat import FlatParams
 from scaledl.comm.roles import Roles, make_roles
 from scaledl.comm.sentinel import Sentinel, claim
 from scaledl.comm.watchdog import set_job_token
+from scaledl.config import TrainConfig
 from scaledl.data.hdf5 import DatasetInfo, read_info
 from scaledl.data.loader import Normalizer, ShardLoader, iter_split
 from scaledl.errors import UserError
@@ -35,40 +36,6 @@ from scaledl.monitor import Monitor, StopRule
 from scaledl.partition import ReplicaBudget, check_replicas
 from scaledl.results import host, save_model, versions, write_metrics, write_run_json, write_timeline
 from scaledl.timing import PHASES, PhaseTimer
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    data: Path
-    model: str
-    algorithm: str
-    out_dir: Path
-    max_steps: int | None = None
-    epochs: float | None = None
-    time_budget: float | None = None
-    target_accuracy: float | None = None
-    batch_size: int = 64
-    lr: float = 0.05
-    momentum: float = 0.9
-    rho: float | None = None          # None: α = ηρ = beta/P
-    beta: float = 0.9
-    weight_decay: float = 0.0
-    momentum_at: str = "master"       # async_msgd: where the momentum buffer lives
-    nesterov: bool = False            # async_measgd: gradient at the look-ahead point
-    worker_timeout: float = 30.0      # seconds without progress before the job is aborted
-    seed: int = 0
-    eval_every: int = 50
-    eval_batch_size: int = 1000
-    message: str = "packed"           # collectives: one packed message per exchange, or per_layer
-    center_on: str | None = None      # sync_easgd: "host" or "device" (None: the preset's, else device)
-    overlap: bool | None = None       # sync_easgd: exchange on a helper thread (None: the preset's, else off)
-    tau: int = 1                      # sync_easgd: communication period
-    backend: str = "auto"             # collectives: auto, mpi, cuda_aware_mpi, nccl
-    fast_memory_gb: float | None = None   # chip_partition: memory the replicas must fit in (default: MemAvailable)
-    platform: str = "local"           # recorded for the tables (workflow: the config's platform)
-    expect_ranks: int | None = None   # fail unless MPI started exactly this many ranks
-    device: str = "auto"
-    threads: int | None = None
 
 
 @dataclass

@@ -26,10 +26,10 @@ import torch
 from mpi4py import MPI
 
 from scaledl.comm.buffers import HostStage
+from scaledl.config import BACKENDS  # noqa: F401  (re-exported: the backends this module implements)
 from scaledl.errors import UserError
 from scaledl.timing import PhaseTimer
 
-BACKENDS = ("auto", "mpi", "cuda_aware_mpi", "nccl")
 
 
 def mpi_is_cuda_aware() -> bool:
