@@ -33,6 +33,7 @@ def abort_job(message: str, status: int = 1) -> None:
 
         claim(_job_token)  # our message is the report; the killed ranks' sentinels stay quiet
     print(f"scaledl train: error: {message}", file=sys.stderr, flush=True)
+    time.sleep(0.5)  # the launcher forwards our output asynchronously; an abort right away can lose the line
     MPI.COMM_WORLD.Abort(status)
     os._exit(status)  # MPI_Abort may return when the launcher cannot reach a stopped peer
 
