@@ -29,7 +29,13 @@ rewrites the sections below; each script can also run alone and rewrite only its
 own section). Every table compares variants measured side by side in the same
 run, on the machine described in its section. Numbers from a shared or
 oversubscribed machine are noisy: read the ratios, and rerun before trusting a
-difference of a few percent.
+difference of a few percent. The machine line of each section gives the load
+average seen at its start and end.
+
+The predicted columns come from the α-β(-γ) cost model in `scaledl.costmodel`
+(its docstring states every formula and assumption); `scaledl netbench`
+measures α, β, γ, and `scaledl comm-model` puts the model's predictions beside
+any run's measured communication and extrapolates weak scaling to 4096 workers.
 """
 
 if str(REPO / "src") not in sys.path:   # a checkout without `pip install -e .`
