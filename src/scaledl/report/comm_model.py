@@ -44,6 +44,7 @@ import statistics
 from pathlib import Path
 
 from scaledl.errors import UserError
+from scaledl.report.aggregate import lookup, read_run, run_json_path
 
 COMM_COLUMNS = [
     "dataset", "model", "algorithm", "platform", "workers", "ranks", "steps", "bytes",
@@ -98,24 +99,10 @@ def read_netbench(path: str | Path):
     return net, record
 
 
-def run_json_path(path: str | Path) -> Path:
-    path = Path(path)
-    return path / "run.json" if path.is_dir() else path
-
-
-def _get(run: dict, dotted: str, path: Path):
-    value = run
-    for key in dotted.split("."):
-        if not isinstance(value, dict) or key not in value:
-            raise UserError(f"{path}: run.json lacks {dotted!r} (not a scaledl run.json, or from an incompatible version)")
-        value = value[key]
-    return value
-
-
 def measured_per_step(run: dict, path: Path) -> dict:
     """Per-step seconds of the worker ranks (means over them): comm+wait, wait, compute; and steps."""
-    steps = _get(run, "stop.steps", path)
-    per_rank = _get(run, "phases.per_rank", path)
+    steps = lookup(run, "stop.steps", path)
+    per_rank = lookup(run, "phases.per_rank", path)
     workers = [r for r in per_rank if isinstance(r, dict) and r.get("role") in WORKER_ROLES]
     if not workers:
         raise UserError(f"{path}: run.json lists no worker rank in phases.per_rank")
@@ -147,10 +134,10 @@ def message_count(run: dict, path: Path) -> int:
     """Parameter tensors of the run's model: messages per exchange in per-layer mode (builds the model once)."""
     from scaledl.models import MODELS, build_model
 
-    name = _get(run, "model.name", path)
+    name = lookup(run, "model.name", path)
     if name not in MODELS:
         raise UserError(f"{path}: unknown model {name!r}; cannot count its layers")
-    model = build_model(name, tuple(_get(run, "data.image_shape", path)), _get(run, "data.classes", path))
+    model = build_model(name, tuple(lookup(run, "data.image_shape", path)), lookup(run, "data.classes", path))
     return sum(1 for p in model.parameters() if p.requires_grad)
 
 
@@ -165,10 +152,10 @@ def comm_model_row(path: str | Path, net) -> dict:
     from scaledl.costmodel import step_cost
 
     path = run_json_path(path)
-    run = read_json(path, "run.json")
-    key = _get(run, "algorithm.key", path)
-    workers = _get(run, "world.workers", path)
-    n = _get(run, "model.bytes", path)
+    run = read_run(path)
+    key = lookup(run, "algorithm.key", path)
+    workers = lookup(run, "world.workers", path)
+    n = lookup(run, "model.bytes", path)
     measured = measured_per_step(run, path)
     hyper = run.get("hyper") or {}
     codesign = run.get("codesign") or {}
@@ -186,12 +173,12 @@ def comm_model_row(path: str | Path, net) -> dict:
     except ValueError as error:
         raise UserError(f"{path}: cannot model this run ({error})") from None
     return {
-        "dataset": _get(run, "data.dataset", path),
-        "model": _get(run, "model.name", path),
+        "dataset": lookup(run, "data.dataset", path),
+        "model": lookup(run, "model.name", path),
         "algorithm": key,
         "platform": run.get("platform"),
         "workers": workers,
-        "ranks": _get(run, "world.size", path),
+        "ranks": lookup(run, "world.size", path),
         "steps": measured["steps"],
         "bytes": n,
         "compute_s": measured["compute_s"],
