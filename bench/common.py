@@ -46,13 +46,9 @@ if str(REPO / "src") not in sys.path:   # a checkout without `pip install -e .`
 
 
 def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.lower().startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
+    from scaledl.netbench import cpu_model as detected  # one reading of /proc/cpuinfo for netbench and the benches
+
+    return detected() or "unknown CPU"
 
 
 def usable_cores() -> int:
