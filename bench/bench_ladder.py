@@ -56,8 +56,9 @@ def to_target(data: Path, out: Path, level: str, workers: int, target: float) ->
             "seconds_per_step": run["seconds_per_step"], "comm_share": run["comm_share"]}
 
 
-def heavy_steps(data: Path, out: Path, level: str, workers: int, steps: int) -> dict:
-    """Steady-state seconds per step on the workers, read from the run's per-step timeline."""
+def heavy_steps(data: Path, out: Path, level: str, workers: int, steps: int, *, batch: int = 16,
+                extra: tuple[str, ...] = ()) -> dict:
+    """Steady-state seconds per step of cifar_alexnet on the workers, read from the run's per-step timeline."""
     import h5py
     import numpy as np
 
@@ -66,7 +67,7 @@ def heavy_steps(data: Path, out: Path, level: str, workers: int, steps: int) -> 
     common.run_mpi(ranks(level, workers), [
         "-m", "scaledl", "train", "--data", str(data), "--model", "cifar_alexnet", "--algorithm", level,
         "--out-dir", str(out), "--max-steps", str(2 * steps), "--eval-every", str(2 * steps),
-        "--batch-size", "16", "--lr", "0.01", "--seed", "0",
+        "--batch-size", str(batch), "--lr", "0.01", "--seed", "0", *extra,
     ])
     run = json.loads((out / "run.json").read_text())
     per_step = []
@@ -79,11 +80,16 @@ def heavy_steps(data: Path, out: Path, level: str, workers: int, steps: int) -> 
     means = run["phases"]["workers_mean"]
     return {"seconds_per_step": float(seconds.sum() - phase["eval"]), "compute_s": float(phase["compute"]),
             "exposed_comm_s": float(phase["comm"] + phase["param_copy"] + phase["wait"]),
-            "hidden_comm_s": means["overlapped_comm_s"] / run["stop"]["steps"]}
+            "hidden_comm_s": means["overlapped_comm_s"] / run["stop"]["steps"],
+            "comm_share": run["comm_share"], "backend": run["codesign"]["backend"]}
 
 
 def median_rows(samples: dict[str, list[dict]]) -> dict[str, dict]:
-    return {level: {key: statistics.median(s[key] for s in runs) for key in runs[0]} for level, runs in samples.items()}
+    """Per level, the median of each number over the rounds (labels such as the backend: the first round's)."""
+    def middle(values: list):
+        return statistics.median(values) if all(isinstance(v, (int, float)) for v in values) else values[0]
+
+    return {level: {key: middle([s[key] for s in runs]) for key in runs[0]} for level, runs in samples.items()}
 
 
 def main(argv=None) -> int:
@@ -98,7 +104,7 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         work = args.workdir or Path(tmp)
         digits = common.prepare_digits(work)
-        synthetic = prepare_synthetic(work)
+        synthetic = common.prepare_synthetic32(work)
         accuracy = {level: [] for level in LEVELS}
         heavy = {level: [] for level in LEVELS}
         for r in range(args.rounds):
@@ -145,16 +151,6 @@ def main(argv=None) -> int:
                   "Each level against the previous one, same data, seed and learning rate, in one run.",
                   tables, notes, write=not args.no_doc)
     return 0
-
-
-def prepare_synthetic(folder: Path) -> Path:
-    from scaledl.data.converters import CONVERTERS
-    from scaledl.data.prepare import PrepareOptions
-
-    out = Path(folder) / "synthetic32.h5"
-    if not out.exists():
-        CONVERTERS["synthetic"].convert(None, out, PrepareOptions(train_count=512, test_count=64, shape=(3, 32, 32), classes=10))
-    return out
 
 
 if __name__ == "__main__":

@@ -88,6 +88,7 @@ def machine() -> dict:
         "cpu": cpu_model(),
         "cores": usable_cores(),
         "memory": f"{mem:.0f} GiB" if mem else "?",
+        "gpus": ", ".join(torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())) or "no GPU",
         "mpi": mpi_library(),
         "torch": torch.__version__,
         "numpy": numpy.__version__,
@@ -100,7 +101,7 @@ def machine() -> dict:
 def machine_line(m: dict) -> str:
     load = f"; 1-min load average {m['load_before']:.2f} at start, {os.getloadavg()[0]:.2f} at end"
     busy = " (other jobs were running: expect noise)" if max(m["load_before"], os.getloadavg()[0]) > 0.5 else ""
-    return (f"Machine: {m['cpu']}, {m['cores']} cores, {m['memory']}; {m['mpi']}; torch {m['torch']}, "
+    return (f"Machine: {m['cpu']}, {m['cores']} cores, {m['memory']}, {m['gpus']}; {m['mpi']}; torch {m['torch']}, "
             f"numpy {m['numpy']}, Python {m['python']}; {m['date']}{load}{busy}.")
 
 
@@ -152,6 +153,20 @@ def prepare_digits(folder: Path) -> Path:
     if not out.exists():
         CONVERTERS["digits"].convert(None, out, PrepareOptions(image_size=28))
     return out
+
+
+def prepare_synthetic32(folder: Path) -> Path:
+    """CIFAR-sized synthetic images (3×32×32, 10 classes, learnable structure) in `folder` (prepared once)."""
+    from scaledl.data.converters import CONVERTERS
+    from scaledl.data.prepare import PrepareOptions
+
+    out = Path(folder) / "synthetic32.h5"
+    if not out.exists():
+        CONVERTERS["synthetic"].convert(None, out, PrepareOptions(train_count=512, test_count=64, shape=(3, 32, 32), classes=10))
+    return out
+
+
+DATASETS = {"digits": prepare_digits, "synthetic32": prepare_synthetic32}
 
 
 # ---------------------------------------------------------------- training

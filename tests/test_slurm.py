@@ -91,8 +91,8 @@ def test_profile_submits_every_stage_and_wires_the_mpi_world(workdir, slurm_clus
     jobs = submissions(result)
     rules = {job_id: scontrol_job(job_id)["Comment"] for job_id in jobs}
     assert sorted(re.sub(r"_wildcards_.*", "", comment) for comment in rules.values()) == [
-        "rule_aggregate", "rule_plot_accuracy_vs_time", "rule_prepare", "rule_scaling",
-        "rule_train", "rule_train", "rule_train_single",
+        "rule_aggregate", "rule_comm_model", "rule_netbench", "rule_plot_accuracy_vs_time", "rule_prepare",
+        "rule_scaling", "rule_train", "rule_train", "rule_train_single",
     ]
     for job_id, log in jobs.items():
         assert Path(log).name == f"{job_id}.log" and Path(log).exists(), log
@@ -108,6 +108,12 @@ def test_profile_submits_every_stage_and_wires_the_mpi_world(workdir, slurm_clus
     assert list(zip(scaling["algorithm"], scaling["workers"], scaling["scaling"])) == [
         ("sync_sgd", 1, "weak"), ("sync_sgd", 2, "weak"),
     ]
+
+    # netbench ran as an MPI job of the largest synchronous run's 2 tasks, under the training launcher
+    netbench = json.loads((workdir / "results/netbench/ci.json").read_text())
+    assert netbench["machine"]["ranks"] == 2 and netbench["alpha_s"] > 0, netbench["machine"]
+    comm_model = pd.read_csv(workdir / "results/tables/comm_model/ci.csv")
+    assert sorted(zip(comm_model["algorithm"], comm_model["workers"])) == sorted(zip(summary["algorithm"], summary["workers"]))
 
     # inside each training job, the MPI world is exactly the tasks Slurm allocated
     for job_id, comment in rules.items():

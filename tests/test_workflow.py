@@ -8,6 +8,7 @@ rules' `python` and `mpiexec` are the ones of this environment.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -138,9 +139,11 @@ def test_dry_run_default_config(workdir):
     assert result.returncode == 0, output_of(result)
     assert job_counts(result) == {
         "prepare": 1, "train": len(BASE_ALGORITHMS), "aggregate": 1, "scaling": 1, "plot_accuracy_vs_time": 1,
-        "all": 1,
+        "netbench": 1, "comm_model": 1, "all": 1,
     }
     text = output_of(result)
+    # the network is measured on 2 ranks even though the master-based runs take 3 (no oversubscription)
+    assert "mpiexec -n 2 python -m mpi4py -m scaledl netbench --out results/netbench/local.json --max-size 16M --repeats 5" in text
     for algorithm, info in BASE_ALGORITHMS.items():
         assert f"results/runs/digits/lenet/{algorithm}/local/p2/s0/run.json" in text
         ranks = 3 if info.needs_master else 2
@@ -268,6 +271,14 @@ def test_slurm_requests_for_gpu_and_knl_node_sweeps(workdir):
             "-p", "knl", "-t", "120", "-C", "knl", "--mem-per-cpu", "1400", f"--nodes={nodes}",
             f"--ntasks={4 * nodes + 1}", "--cpus-per-task=13", "--ntasks-per-node=5",
         ]
+    # netbench measures each platform on the allocation of its largest synchronous run (8 nodes)
+    from slurm_requests import requests as submit_lines
+
+    netbench = {job.wildcards: line for job, line in submit_lines(output_of(result)) if job.name == "netbench"}
+    assert sorted(netbench) == ["platform=gpu", "platform=gpu_strong", "platform=knl", "platform=knl_strong"]
+    assert netbench["platform=gpu"].split(" --comment rule_netbench ")[1].split() == flags("sync_easgd", "gpu", 32)
+    assert netbench["platform=knl"].split(" --comment rule_netbench ")[1].split() == flags("sync_sgd", "knl", 32)
+
     text = output_of(result)
     # the ranks' threads follow the allocation; strong scaling splits the global batch of 2048
     assert re.search(r"srun --mpi=pmi2 -n 17 .* --algorithm async_easgd .*/knl/p16/s0 .*--batch-size 64 .*--threads 13 ", text)
@@ -295,13 +306,23 @@ def test_tiny_run_end_to_end(workdir):
 
     assert (workdir / "results/tables/scaling.csv").exists()  # no sweep here: a header only
 
+    # the network stage: α, β measured on 2 ranks, and every run's communication modelled beside its measurement
+    netbench = json.loads((workdir / "results/netbench/local.json").read_text())
+    assert netbench["machine"]["ranks"] == 2 and netbench["alpha_s"] > 0 and netbench["beta_s_per_byte"] > 0
+    assert max(row["bytes"] for row in netbench["p2p"]["links"][0]["table"]) == 64 << 10  # config/test.yaml's max_size
+    comm_model = pd.read_csv(workdir / "results/tables/comm_model/local.csv")
+    assert sorted(comm_model["algorithm"]) == ["sync_easgd", "sync_sgd"]
+    assert (comm_model["measured_comm_s"] > 0).all() and (comm_model["predicted_bandwidth_optimal_s"] > 0).all()
+    scaling_model = pd.read_csv(workdir / "results/tables/comm_model/local_scaling.csv")
+    assert {"measured", "fdr_ib"} <= set(scaling_model["network"]) and 4253 in set(scaling_model["workers"])
+
     again = snakemake(workdir, "-n", "--configfile", "config/test.yaml")
     assert "Nothing to be done" in output_of(again)
 
     # --forcerun cascades: re-preparing the data reruns every training and table
     cascade = snakemake(workdir, "-n", "--configfile", "config/test.yaml", "--forcerun", "prepare")
     assert job_counts(cascade) == {
-        "prepare": 1, "train": 2, "aggregate": 1, "scaling": 1, "plot_accuracy_vs_time": 1, "all": 1,
+        "prepare": 1, "train": 2, "aggregate": 1, "scaling": 1, "plot_accuracy_vs_time": 1, "comm_model": 1, "all": 1,
     }
 
     # rerunning one training target re-executes that job and the tables downstream, nothing else
@@ -310,6 +331,8 @@ def test_tiny_run_end_to_end(workdir):
     before = other.stat().st_mtime_ns
     rerun = snakemake(workdir, "--cores", "2", "--configfile", "config/test.yaml", "--forcerun", target, timeout=300)
     assert rerun.returncode == 0, output_of(rerun)
-    assert job_counts(rerun) == {"train": 1, "aggregate": 1, "scaling": 1, "plot_accuracy_vs_time": 1, "all": 1}
+    assert job_counts(rerun) == {
+        "train": 1, "aggregate": 1, "scaling": 1, "plot_accuracy_vs_time": 1, "comm_model": 1, "all": 1,
+    }
     assert f"output: results/runs/synthetic/lenet/sync_sgd/local/p2/s0/metrics.csv, {target}" in output_of(rerun)
     assert other.stat().st_mtime_ns == before

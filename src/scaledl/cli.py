@@ -48,7 +48,8 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
                           help="sync_easgd: exchange weights on a helper thread during data fetch and fwd/bwd")
     codesign.add_argument("--tau", type=_positive_int, default=d["tau"].default, help="sync_easgd: exchange every TAU iterations (default %(default)s)")
     codesign.add_argument("--backend", choices=BACKENDS, default=d["backend"].default,
-                          help="collectives: auto picks nccl with a GPU per rank, else CUDA-aware MPI, else MPI on host buffers")
+                          help="collectives: auto picks nccl with a GPU per rank, else CUDA-aware MPI, else MPI on host buffers; "
+                               "gloo (host tensors) is torch.distributed's CPU backend, by request only")
     codesign.add_argument("--fast-memory-gb", type=_positive_float, metavar="GB",
                           help="chip_partition: memory all replicas on a node must fit in, e.g. 16 for KNL's MCDRAM (default: MemAvailable)")
     run = p.add_argument_group("run")

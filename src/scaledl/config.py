@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-BACKENDS = ("auto", "mpi", "cuda_aware_mpi", "nccl")
+BACKENDS = ("auto", "mpi", "cuda_aware_mpi", "nccl", "gloo")
 MESSAGES = ("packed", "per_layer")
 PLACES = ("host", "device")
 
@@ -41,7 +41,7 @@ class TrainConfig:
     center_on: str | None = None      # sync_easgd: "host" or "device" (None: the preset's, else device)
     overlap: bool | None = None       # sync_easgd: exchange on a helper thread (None: the preset's, else off)
     tau: int = 1                      # sync_easgd: communication period
-    backend: str = "auto"             # collectives: auto, mpi, cuda_aware_mpi, nccl
+    backend: str = "auto"             # collectives: auto, mpi, cuda_aware_mpi, nccl, gloo
     fast_memory_gb: float | None = None   # chip_partition: memory the replicas must fit in (default: MemAvailable)
     platform: str = "local"           # recorded for the tables (workflow: the config's platform)
     expect_ranks: int | None = None   # fail unless MPI started exactly this many ranks

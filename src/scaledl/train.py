@@ -22,7 +22,7 @@ from mpi4py import MPI
 from scaledl.algorithms import ALGORITHMS, load
 from scaledl.algorithms.base import Algorithm, Codesign, Hyper, Setup
 from scaledl.algorithms.rules import default_rho
-from scaledl.comm.collectives import choose_backend, init_nccl
+from scaledl.comm.collectives import TORCH_DIST_BACKENDS, choose_backend, close_torch_dist, init_torch_dist
 from scaledl.comm.flat import FlatParams
 from scaledl.comm.roles import Roles, make_roles
 from scaledl.comm.sentinel import Sentinel, claim
@@ -76,6 +76,7 @@ def train(cfg: TrainConfig) -> Run:
             run.algo.serve(run.monitor)
         with run.timer.phase("wait"):                    # in-flight exchanges settle, MPI objects are freed
             run.algo.finish()
+            close_torch_dist()
         _finish(run)
     except BaseException:
         claim(token)  # this rank's traceback is the report; the sentinels of ranks killed next stay quiet
@@ -194,9 +195,11 @@ def setup(world: MPI.Comm, cfg: TrainConfig) -> Run:
     rho = cfg.rho if cfg.rho is not None else default_rho(cfg.lr, roles.num_workers, cfg.beta)
     hyper = Hyper(lr=cfg.lr, rho=rho, momentum=cfg.momentum, tau=cfg.tau, momentum_at=cfg.momentum_at,
                   nesterov=cfg.nesterov, worker_timeout=cfg.worker_timeout)
-    nccl_group = init_nccl(world, roles.worker_ranks, device) if codesign.backend == "nccl" else None
+    dist_group = None
+    if codesign.backend in TORCH_DIST_BACKENDS:
+        dist_group = init_torch_dist(codesign.backend, world, roles.worker_ranks, device)
     setup_ = Setup(roles=roles, params=params, center=center, hyper=hyper, timer=timer, n_train=info.n_train,
-                   codesign=codesign, nccl_group=nccl_group)
+                   codesign=codesign, dist_group=dist_group)
     algo = load(cfg.algorithm)(setup_)
 
     monitor = None

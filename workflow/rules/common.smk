@@ -145,6 +145,7 @@ def final_outputs():
         "results/tables/scaling.csv",
         "results/tables/scaling.md",
         "results/plots/accuracy_vs_time.png",
+        *(f"results/tables/comm_model/{platform}.md" for platform in measured_platforms()),
     ]
 
 
@@ -255,40 +256,92 @@ def train_flags(wildcards):
 # leaves that resource out (local platforms have no nodes or partition).
 
 
-def train_tasks(wildcards):
-    """MPI ranks: workers, plus one for a dedicated master."""
-    return train_placement(wildcards).ranks
+def placed_resources(placement_for):
+    """The `resources:` of an MPI job laid out by placement_for(wildcards).
+
+    Shared by train, train_single and netbench, so a platform's jobs ask Slurm
+    for their allocation in one way. Every job's wildcards name its platform.
+    """
+
+    def tasks(wildcards):
+        """MPI ranks: workers, plus one for a dedicated master."""
+        return placement_for(wildcards).ranks
+
+    def nodes(wildcards):
+        return placement_for(wildcards).nodes
+
+    def cpus_per_task(wildcards):
+        return placement_for(wildcards).cpus_per_task
+
+    def mem_mb_per_cpu(wildcards):
+        return platform_of(wildcards)["mem_mb_per_cpu"]
+
+    def slurm_partition(wildcards):
+        return platform_of(wildcards)["partition"]
+
+    def constraint(wildcards):
+        return platform_of(wildcards)["constraint"]
+
+    def slurm_extra_flags(wildcards):
+        return slurm_extra(platform_of(wildcards), placement_for(wildcards))
+
+    def runtime(wildcards):
+        return platform_of(wildcards)["runtime"]
+
+    return {
+        "tasks": tasks,
+        "nodes": nodes,
+        "cpus_per_task": cpus_per_task,
+        "mem_mb_per_cpu": mem_mb_per_cpu,
+        "runtime": runtime,
+        "slurm_partition": slurm_partition,
+        "constraint": constraint,
+        "slurm_extra": slurm_extra_flags,
+    }
 
 
-def train_threads(wildcards):
-    """Cores the job occupies, so `--cores N` caps concurrent ranks locally."""
-    placement = train_placement(wildcards)
-    return placement.ranks * placement.cpus_per_task
+def placed_threads(placement_for):
+    """`threads:` of a job laid out by placement_for: the cores it occupies, so
+    `--cores N` caps concurrent ranks locally."""
+
+    def threads(wildcards):
+        placement = placement_for(wildcards)
+        return placement.ranks * placement.cpus_per_task
+
+    return threads
 
 
-def train_nodes(wildcards):
-    return train_placement(wildcards).nodes
+# ---- netbench and the communication model ----------------------------------
 
 
-def train_cpus_per_task(wildcards):
-    return train_placement(wildcards).cpus_per_task
+def measured_platforms():
+    """Platforms with runs, when the network stage is enabled."""
+    if not config["netbench"]["enabled"]:
+        return []
+    return sorted({run.platform for run in RUNS})
 
 
-def train_mem_mb_per_cpu(wildcards):
-    return platform_of(wildcards)["mem_mb_per_cpu"]
+def netbench_placement(wildcards):
+    """netbench's allocation: the platform's largest synchronous run (no master), at least 2 ranks.
+
+    The largest run spans the most nodes, so the inter-node pair is measured
+    where one exists; a dedicated master's extra rank would only oversubscribe
+    a local machine and inflate its latency.
+    """
+    platform = wildcards.platform
+    workers = max(run.workers for run in RUNS if run.platform == platform)
+    return place(platform, config["platforms"][platform], max(2, workers), needs_master=False)
 
 
-def train_partition(wildcards):
-    return platform_of(wildcards)["partition"]
+def netbench_flags(wildcards):
+    settings = config["netbench"]
+    return as_flags({"max_size": settings["max_size"], "repeats": settings["repeats"]})
 
 
-def train_constraint(wildcards):
-    return platform_of(wildcards)["constraint"]
+def platform_run_files(wildcards):
+    """run.json of every run on the platform these wildcards name."""
+    return [f"{run_dir(run)}/run.json" for run in RUNS if run.platform == wildcards.platform]
 
 
-def train_slurm_extra(wildcards):
-    return slurm_extra(platform_of(wildcards), train_placement(wildcards))
-
-
-def train_runtime(wildcards):
-    return platform_of(wildcards)["runtime"]
+def comm_model_networks(wildcards):
+    return shlex.quote(config["netbench"]["networks"])

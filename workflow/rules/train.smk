@@ -20,17 +20,10 @@ rule train:
         "benchmarks/train/{dataset}/{model}/{algorithm}/{platform}/p{workers}/s{seed}.tsv"
     conda:
         "../envs/scaledl.yaml"
-    threads: train_threads
+    threads: placed_threads(train_placement)
     resources:
         mpi="mpiexec",  # a cluster swaps in its launcher: see slurm/config.yaml
-        tasks=train_tasks,
-        nodes=train_nodes,
-        cpus_per_task=train_cpus_per_task,
-        mem_mb_per_cpu=train_mem_mb_per_cpu,
-        runtime=train_runtime,
-        slurm_partition=train_partition,
-        constraint=train_constraint,
-        slurm_extra=train_slurm_extra,
+        **placed_resources(train_placement),
     params:
         out_dir=subpath(output.run, parent=True),
         flags=train_flags,
@@ -67,16 +60,10 @@ rule train_single:
         algorithm=SINGLE_RANK_ALGORITHMS,
     conda:
         "../envs/scaledl.yaml"
-    threads: train_threads
+    threads: placed_threads(train_placement)
     resources:
         mpi="",
-        nodes=train_nodes,
-        cpus_per_task=train_cpus_per_task,
-        mem_mb_per_cpu=train_mem_mb_per_cpu,
-        runtime=train_runtime,
-        slurm_partition=train_partition,
-        constraint=train_constraint,
-        slurm_extra=train_slurm_extra,
+        **placed_resources(train_placement),  # tasks is 1 here
     params:
         out_dir=subpath(output.run, parent=True),
         flags=train_flags,

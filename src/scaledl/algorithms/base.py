@@ -50,7 +50,7 @@ class Codesign:
     message: str = "packed"      # "packed": one message per exchange; "per_layer": one per parameter tensor
     center_on: str = "device"    # where the center W lives: "device" (beside the workers' W^i) or "host"
     overlap: bool = False        # exchange weights on a helper thread while data fetch and fwd/bwd run
-    backend: str = "mpi"         # resolved: mpi, cuda_aware_mpi or nccl
+    backend: str = "mpi"         # resolved: mpi, cuda_aware_mpi, nccl or gloo
     data: str = "sharded"        # "sharded": each worker reads its shard; "replicated": every worker
                                  # holds the whole training set (chip partitioning, paper Fig. 12)
 
@@ -66,7 +66,7 @@ class Setup:
     timer: PhaseTimer
     n_train: int = 0            # training-set size, to turn samples into epochs
     codesign: Codesign = Codesign()
-    nccl_group: object = None   # torch.distributed group of the workers (backend nccl)
+    dist_group: object = None   # torch.distributed group of the workers (backends nccl, gloo)
 
 
 class Algorithm(ABC):
@@ -80,7 +80,7 @@ class Algorithm(ABC):
         self.timer = setup.timer
         self.n_train = setup.n_train
         self.codesign = setup.codesign
-        self.nccl_group = setup.nccl_group
+        self.dist_group = setup.dist_group
 
     @abstractmethod
     def start(self) -> None:
@@ -122,4 +122,4 @@ class Algorithm(ABC):
 
         layers = self.params.numels if self.codesign.message == "per_layer" else None
         return Collectives(comm or self.roles.worker_comm, like, timer or self.timer, layers=layers,
-                           backend=self.codesign.backend, nccl_group=self.nccl_group)
+                           backend=self.codesign.backend, dist_group=self.dist_group)

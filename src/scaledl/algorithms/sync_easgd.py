@@ -62,6 +62,10 @@ class SyncEASGD(Algorithm):
             self.coll = self.collectives(self.center_wire, comm=self.helper_comm, timer=self.helper_timer)
             self.helper = ThreadPoolExecutor(max_workers=1, thread_name_prefix="scaledl-exchange")
             self.pending = None
+            # On a GPU the helper enqueues on a stream of its own, ordered after the
+            # update that wrote W^i_t by an event: synchronising the main stream instead
+            # would wait for the forward/backward queued meanwhile, and nothing would overlap.
+            self.exchange_stream = torch.cuda.Stream(w.device) if w.is_cuda else None
         else:
             self.coll = self.control
         self.iteration = 0
@@ -79,8 +83,19 @@ class SyncEASGD(Algorithm):
 
     def begin_iteration(self) -> bool:
         if self.codesign.overlap and self.exchanges_now():
-            self.pending = self.helper.submit(self.exchange, self.helper_timer)   # steps 2-3 ∥ step 1
+            written = torch.cuda.Event() if self.exchange_stream else None
+            if written:
+                written.record()                                        # W^i_t is final once this fires
+            self.pending = self.helper.submit(self.exchange_on_helper, written)   # steps 2-3 ∥ step 1
         return True
+
+    def exchange_on_helper(self, written) -> float:
+        """The exchange on the helper thread (and, on a GPU, on its own stream after `written`)."""
+        if self.exchange_stream is None:
+            return self.exchange(self.helper_timer)
+        with torch.cuda.stream(self.exchange_stream):
+            self.exchange_stream.wait_event(written)
+            return self.exchange(self.helper_timer)
 
     def exchange(self, timer: PhaseTimer) -> float:
         """Steps 2-3: W_t to every worker, Σ_i W^i_t to the master. Returns its wall seconds."""

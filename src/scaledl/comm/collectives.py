@@ -12,6 +12,9 @@ Backends (chosen by `choose_backend`, recorded in run.json, forcible with --back
                     library reports CUDA support (MPIX_Query_cuda_support)
     nccl            torch.distributed's NCCL collectives, when every rank has a GPU
                     of its own
+    gloo            torch.distributed's Gloo collectives on host tensors (DDP's CPU
+                    backend): never picked automatically; it runs the nccl code
+                    path on machines without GPUs, and compares MPI with Gloo
 The reduction algorithm depends only on the message size and the communicator
 size, so for a fixed world size the sums, and with them the synchronous
 algorithms, are bitwise repeatable run to run.
@@ -30,6 +33,7 @@ from scaledl.config import BACKENDS  # noqa: F401  (re-exported: the backends th
 from scaledl.errors import UserError
 from scaledl.timing import PhaseTimer
 
+TORCH_DIST_BACKENDS = ("nccl", "gloo")  # collectives through a torch.distributed process group
 
 
 def mpi_is_cuda_aware() -> bool:
@@ -51,6 +55,8 @@ def choose_backend(requested: str, device: torch.device, gpu_per_rank: bool) -> 
         if gpu_per_rank and torch.distributed.is_nccl_available():
             return "nccl"
         return "cuda_aware_mpi" if mpi_is_cuda_aware() else "mpi"
+    if requested == "gloo" and device.type != "cpu":
+        raise UserError("--backend gloo works on host tensors, but this run is on a GPU; use --backend nccl or auto")
     if requested in ("cuda_aware_mpi", "nccl") and device.type != "cuda":
         raise UserError(f"--backend {requested} needs CUDA devices, but this run is on {device.type}; use --backend mpi or auto")
     if requested == "cuda_aware_mpi" and not mpi_is_cuda_aware():
@@ -67,7 +73,7 @@ class Collectives:
     """
 
     def __init__(self, comm: MPI.Comm, like: torch.Tensor, timer: PhaseTimer, *,
-                 layers: list[int] | None = None, backend: str = "mpi", nccl_group=None):
+                 layers: list[int] | None = None, backend: str = "mpi", dist_group=None):
         self.comm = comm
         self.size = comm.Get_size()
         self.rank = comm.Get_rank()
@@ -75,8 +81,9 @@ class Collectives:
         self.backend = backend
         self.bounds = np.cumsum([0, *(layers or [like.numel()])])
         self.messages = 0
-        self._nccl_group = nccl_group
-        self._device_direct = backend in ("cuda_aware_mpi", "nccl")
+        self._dist_group = dist_group
+        self._torch_dist = backend in TORCH_DIST_BACKENDS
+        self._device_direct = backend == "cuda_aware_mpi" or self._torch_dist
         if not self._device_direct:
             self._a = HostStage(like, timer)
             self._b = HostStage(like, timer)
@@ -92,8 +99,8 @@ class Collectives:
 
     # ---- the three patterns
     def allreduce_sum_(self, t: torch.Tensor) -> None:
-        if self.backend == "nccl":
-            return self._nccl(lambda piece: torch.distributed.all_reduce(piece, group=self._nccl_group), t)
+        if self._torch_dist:
+            return self._dist(lambda piece: torch.distributed.all_reduce(piece, group=self._dist_group), t)
         buf = self._ready(t) if self._device_direct else self._a.send_view(t)
         with self.timer.phase("comm"):
             for piece in self._pieces(buf):
@@ -103,9 +110,9 @@ class Collectives:
             self._a.finish_recv(t)
 
     def bcast_(self, t: torch.Tensor, root: int) -> None:
-        if self.backend == "nccl":
-            src = torch.distributed.get_global_rank(self._nccl_group, root) if self._nccl_group else root
-            return self._nccl(lambda piece: torch.distributed.broadcast(piece, src, group=self._nccl_group), t)
+        if self._torch_dist:
+            src = self._global_rank(root)
+            return self._dist(lambda piece: torch.distributed.broadcast(piece, src, group=self._dist_group), t)
         if self._device_direct:
             buf = self._ready(t)
         else:
@@ -119,11 +126,11 @@ class Collectives:
 
     def reduce_sum(self, src: torch.Tensor, dst: torch.Tensor | None, root: int) -> None:
         """dst (on root only) = Σ over ranks of src; src is left untouched."""
-        if self.backend == "nccl":
+        if self._torch_dist:
             scratch = dst if self.rank == root else self._scratch(src)
             scratch.copy_(src)
-            dst_rank = torch.distributed.get_global_rank(self._nccl_group, root) if self._nccl_group else root
-            return self._nccl(lambda piece: torch.distributed.reduce(piece, dst_rank, group=self._nccl_group), scratch)
+            dst_rank = self._global_rank(root)
+            return self._dist(lambda piece: torch.distributed.reduce(piece, dst_rank, group=self._dist_group), scratch)
         if self._device_direct:
             send, recv = self._ready(src), (dst if self.rank == root else None)
         else:
@@ -144,13 +151,19 @@ class Collectives:
             self.comm.Allreduce(MPI.IN_PLACE, self._flag, op=MPI.MAX)
         return bool(self._flag[0])
 
-    # ---- NCCL
-    def _nccl(self, op, t: torch.Tensor) -> None:
+    # ---- torch.distributed (NCCL, Gloo)
+    def _dist(self, op, t: torch.Tensor) -> None:
         with self.timer.phase("comm"):
             for piece in self._pieces(t):
                 op(piece)
                 self.messages += 1
-            torch.cuda.current_stream(t.device).synchronize()
+            if t.is_cuda:
+                torch.cuda.current_stream(t.device).synchronize()
+
+    def _global_rank(self, rank_in_group: int) -> int:
+        if self._dist_group is None:
+            return rank_in_group
+        return torch.distributed.get_global_rank(self._dist_group, rank_in_group)
 
     def _scratch(self, like: torch.Tensor) -> torch.Tensor:
         if getattr(self, "_scratch_t", None) is None:
@@ -158,8 +171,11 @@ class Collectives:
         return self._scratch_t
 
 
-def init_nccl(world: MPI.Comm, worker_ranks: tuple[int, ...], device: torch.device):
-    """A torch.distributed NCCL process group for the workers, rendezvous through MPI."""
+def init_torch_dist(backend: str, world: MPI.Comm, worker_ranks: tuple[int, ...], device: torch.device):
+    """A torch.distributed process group (NCCL or Gloo) for the workers, rendezvous through MPI.
+
+    Returns the workers' group, or None when the workers are the whole world.
+    """
     import socket
 
     import torch.distributed as dist
@@ -170,8 +186,16 @@ def init_nccl(world: MPI.Comm, worker_ranks: tuple[int, ...], device: torch.devi
             s.bind(("", 0))
             address = (socket.gethostbyname(socket.gethostname()), s.getsockname()[1])
     host, port = world.bcast(address, root=0)
-    dist.init_process_group("nccl", init_method=f"tcp://{host}:{port}", rank=world.Get_rank(),
-                            world_size=world.Get_size(), device_id=device)
+    dist.init_process_group(backend, init_method=f"tcp://{host}:{port}", rank=world.Get_rank(),
+                            world_size=world.Get_size(), device_id=device if backend == "nccl" else None)
     if len(worker_ranks) == world.Get_size():
         return None
     return dist.new_group(ranks=list(worker_ranks))
+
+
+def close_torch_dist() -> None:
+    """Destroy the process group, if this run made one (torch warns about, and may hang on, a leaked one)."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
