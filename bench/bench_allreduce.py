@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
@@ -38,6 +39,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import common  # noqa: E402
+
+# as `python -m scaledl` does before torch is imported: torch buffers on transparent huge pages
+os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
 
 MODELS = {  # name: (input shape, classes)
     "lenet": ((1, 28, 28), 10),
@@ -259,11 +263,13 @@ def main(argv: list[str] | None = None) -> int:
              "gradients, Allreduce, copy back (PyTorch's `average_parameters`).")
     notes = ("Reading: `ours / raw on torch memory` ≈ 1 means the flat-buffer path adds nothing over a bare mpi4py "
              "call on the same memory; `raw` vs `raw, torch memory` is the memory itself: numpy madvises large "
-             "arrays into transparent huge pages, torch's CPU allocator does not unless THP_MEM_ALLOC_ENABLE=1 is "
-             "set, and with 4 KiB pages large copies run slower on this VM. At LeNet's size ours costs tens of µs "
-             "more than the same call on a numpy view made once; in separate checks that gap came with making the "
-             "view per call (`t.detach().numpy()` in HostStage.send_view: +40–70 µs per call at P = 2, under 10 µs at "
-             "P = 1), so caching the view would close it. "
+             "arrays into transparent huge pages, torch's CPU allocator only with THP_MEM_ALLOC_ENABLE=1, which "
+             "`python -m scaledl` sets before importing torch, and so does this bench; with 4 KiB pages large copies "
+             "ran 0.5–0.75× as fast on this VM. At LeNet's size a fresh numpy view per call cost ours 30–40 µs more "
+             "per Allreduce than a view made once; HostStage and Collectives now make their views and message "
+             "pieces once per buffer. A gap of 25–50 µs (15–20 %) remains there and is not explained: the "
+             "bookkeeping between calls times at under 1 µs per piece alone, yet separate checks measured the "
+             "whole call (view lookup, then Allreduce) 25–30 µs slower than the same Allreduce on a fixed array. "
              "`torch.cat / ours` is what packing by copying costs on every call; `busbw / memcpy` is how close the "
              "allreduce gets to the machine's memory-copy bandwidth (in one node an allreduce moves its bytes "
              "through memory several times, so well below 1 is expected). Per-layer pays one collective's latency "

@@ -88,9 +88,15 @@ class Collectives:
             self._a = HostStage(like, timer)
             self._b = HostStage(like, timer)
         self._flag = np.zeros(1, dtype=np.int32)
+        self._piece_cache: dict[tuple, list] = {}   # (address, length) -> pieces (views that keep it alive)
 
     def _pieces(self, buf):
-        return [buf[lo:hi] for lo, hi in zip(self.bounds[:-1], self.bounds[1:])]
+        """The message pieces of `buf` (one, or one per layer), sliced once per buffer."""
+        key = (buf.ctypes.data, buf.size) if isinstance(buf, np.ndarray) else (buf.data_ptr(), buf.numel())
+        pieces = self._piece_cache.get(key)
+        if pieces is None:
+            pieces = self._piece_cache[key] = [buf[lo:hi] for lo, hi in zip(self.bounds[:-1], self.bounds[1:])]
+        return pieces
 
     def _ready(self, t: torch.Tensor) -> torch.Tensor:
         if t.is_cuda:
