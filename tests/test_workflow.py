@@ -288,6 +288,22 @@ def test_slurm_requests_for_gpu_and_knl_node_sweeps(workdir):
 
 
 @pytest.mark.workflow
+def test_paper_config_partitions_one_knl_chip(workdir):
+    """Fig. 12: P = 1 … 16 parts of one 68-core KNL node, the cores shared out, MCDRAM checked."""
+    for raw in ("mnist", "cifar10"):
+        (workdir / "data/raw" / raw).mkdir(parents=True)
+    result = snakemake(workdir, "-n", "-p", "--profile", "slurm", "--configfile", "config/paper.yaml")
+    assert result.returncode == 0, output_of(result)
+    requests = sbatch_requests(result)
+    for parts, cores in ((1, 68), (2, 34), (4, 17), (8, 8), (16, 4)):
+        flags = requests["chip_partition", "knl_chip", parts].split(" --comment ")[1].split()[1:]
+        assert flags == ["-t", "120", "--mem-per-cpu", "1400", "--nodes=1", f"--ntasks={parts}",
+                         f"--cpus-per-task={cores}", f"--ntasks-per-node={parts}"], (parts, flags)
+    assert output_of(result).count("--algorithm chip_partition") == 5
+    assert output_of(result).count("--fast-memory-gb 16") == 5
+
+
+@pytest.mark.workflow
 @pytest.mark.timeout(900)
 def test_tiny_run_end_to_end(workdir):
     result = snakemake(workdir, "--cores", "2", "--configfile", "config/test.yaml", timeout=600)
