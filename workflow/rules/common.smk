@@ -333,6 +333,15 @@ def netbench_placement(wildcards):
     return place(platform, config["platforms"][platform], max(2, workers), needs_master=False)
 
 
+def netbench_threads(wildcards):
+    """On a local platform every core of this run, so no training job runs beside the
+    measurement (Snakemake caps threads at --cores); on a cluster its allocation's."""
+    placement = netbench_placement(wildcards)
+    if placement.kind == "local":
+        return max(placement.ranks * placement.cpus_per_task, workflow.cores or 1)
+    return placement.ranks * placement.cpus_per_task
+
+
 def netbench_flags(wildcards):
     settings = config["netbench"]
     return as_flags({"max_size": settings["max_size"], "repeats": settings["repeats"]})

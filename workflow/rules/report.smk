@@ -59,7 +59,7 @@ rule netbench:
         "logs/netbench/{platform}.log",
     conda:
         "../envs/scaledl.yaml"
-    threads: placed_threads(netbench_placement)
+    threads: netbench_threads
     resources:
         mpi="mpiexec",  # a cluster swaps in its launcher: see slurm/config.yaml
         **placed_resources(netbench_placement),
