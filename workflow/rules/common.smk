@@ -336,10 +336,10 @@ def netbench_placement(wildcards):
 def netbench_threads(wildcards):
     """On a local platform every core of this run, so no training job runs beside the
     measurement (Snakemake caps threads at --cores); on a cluster its allocation's."""
-    placement = netbench_placement(wildcards)
-    if placement.kind == "local":
-        return max(placement.ranks * placement.cpus_per_task, workflow.cores or 1)
-    return placement.ranks * placement.cpus_per_task
+    cores = placed_threads(netbench_placement)(wildcards)
+    if netbench_placement(wildcards).kind == "local":
+        return max(cores, workflow.cores or 1)
+    return cores
 
 
 def netbench_flags(wildcards):

@@ -28,7 +28,7 @@ class HostStage:
     def view(self, t: torch.Tensor) -> np.ndarray:
         """`t`'s memory as a numpy array, made once per tensor.
 
-        A fresh view per call cost 40–50 µs more per Allreduce at LeNet's size
+        A fresh view per call cost 30–40 µs more per Allreduce at LeNet's size
         (2 ranks, measured against a view made once). The view keeps the
         tensor's memory alive, so an address in the cache is never reused.
         """
