@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -48,11 +47,11 @@ def gpus(device: str) -> int:
 def backend_row(data: Path, out: Path, backend: str, args) -> dict:
     """sync_sgd on one forced backend: seconds per step, or the run's own refusal."""
     ranks = max(1, gpus(args.device)) if backend == "nccl" else 2
-    cmd = [common.mpiexec(), "-n", str(ranks), sys.executable, "-m", "mpi4py", "-m", "scaledl", "train",
-           "--data", str(data), "--model", "cifar_alexnet", "--algorithm", "sync_sgd", "--out-dir", str(out),
-           "--max-steps", str(2 * args.steps), "--eval-every", str(args.steps), "--batch-size", str(args.batch),
-           "--lr", "0.01", "--device", args.device, "--backend", backend]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=common.mpi_env(ranks), cwd=common.REPO)
+    proc = common.run_mpi(ranks, [
+        "-m", "scaledl", "train", "--data", str(data), "--model", "cifar_alexnet", "--algorithm", "sync_sgd",
+        "--out-dir", str(out), "--max-steps", str(2 * args.steps), "--eval-every", str(args.steps),
+        "--batch-size", str(args.batch), "--lr", "0.01", "--device", args.device, "--backend", backend,
+    ], check=False)
     if proc.returncode != 0:
         lines = [line for line in proc.stderr.splitlines() if "error" in line.lower()] or proc.stderr.splitlines()[-1:]
         return {"backend": backend, "ranks": ranks, "seconds_per_step": None, "comm_s": None,

@@ -170,9 +170,9 @@ def fake_run(run_dir, key="sync_sgd", workers=2, steps=100, comm=0.5, compute=1.
 
 
 def comm_model(argv):
-    from scaledl.report.comm_model import main
+    from scaledl.cli import main
 
-    return main([str(a) for a in argv])
+    return main(["comm-model", *(str(a) for a in argv)])
 
 
 @pytest.mark.parametrize("nested", [False, True])

@@ -433,16 +433,7 @@ def run_netbench(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="scaledl netbench", description=__doc__.splitlines()[0])
-    add_netbench_arguments(parser)
-    args = parser.parse_args(argv)
-    try:
-        return run_netbench(args)
-    except UserError as exc:
-        print(f"scaledl netbench: error: {exc}", file=sys.stderr)
-        return 2
+if __name__ == "__main__":   # `python -m mpi4py -m scaledl.netbench ...`: the same command as `scaledl netbench`
+    from scaledl.cli import main
 
-
-if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(["netbench", *sys.argv[1:]]))

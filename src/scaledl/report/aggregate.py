@@ -51,18 +51,23 @@ def run_json_path(path: str | Path) -> Path:
     return path / "run.json" if path.is_dir() else path
 
 
+def read_json_object(path: str | Path, what: str, *, if_missing: str = "", if_unreadable: str = "") -> dict:
+    """The JSON object at `path`; UserError naming the file, and what to do, if it is unusable."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such {what}{if_missing}") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise UserError(f"{path}: not a readable {what} ({error}){if_unreadable}") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: not a scaledl {what} (top level is not an object)")
+    return data
+
+
 def read_run(path: str | Path) -> dict:
     """The parsed run.json at `path`; UserError naming the file if it is unusable."""
-    path = run_json_path(path)
-    try:
-        run = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such run.json (did the training run finish?)") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise UserError(f"{path}: not a readable run.json ({error}); rerun that training") from None
-    if not isinstance(run, dict):
-        raise UserError(f"{path}: not a scaledl run.json (top level is not an object)")
-    return run
+    return read_json_object(run_json_path(path), "run.json", if_missing=" (did the training run finish?)",
+                            if_unreadable="; rerun that training")
 
 
 def lookup(run: dict, dotted: str, path: Path):

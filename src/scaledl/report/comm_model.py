@@ -38,13 +38,12 @@ from __future__ import annotations
 import argparse
 import csv
 import io
-import json
 import math
 import statistics
 from pathlib import Path
 
 from scaledl.errors import UserError
-from scaledl.report.aggregate import lookup, read_run, run_json_path
+from scaledl.report.aggregate import lookup, read_json_object, read_run, run_json_path
 
 COMM_COLUMNS = [
     "dataset", "model", "algorithm", "platform", "workers", "ranks", "steps", "bytes",
@@ -67,25 +66,13 @@ COMPUTE_PHASES = ("data", "h2d", "param_copy", "compute", "update", "center_upda
 # ------------------------------------------------------------------ inputs
 
 
-def read_json(path: Path, what: str) -> dict:
-    try:
-        data = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such {what}") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise UserError(f"{path}: not a readable {what} ({error})") from None
-    if not isinstance(data, dict):
-        raise UserError(f"{path}: not a {what} (top level is not an object)")
-    return data
-
-
 def read_netbench(path: str | Path):
     """(Network, the netbench record) from a `scaledl netbench` JSON file."""
     from scaledl.costmodel import Network
     from scaledl.netbench import KIND
 
     path = Path(path)
-    record = read_json(path, "netbench JSON")
+    record = read_json_object(path, "netbench JSON")
     if record.get("kind") != KIND:
         raise UserError(f"{path}: not a scaledl netbench file (kind is {record.get('kind')!r}); write one with scaledl netbench")
     alpha, beta, gamma = record.get("alpha_s"), record.get("beta_s_per_byte"), record.get("gamma_s_per_byte") or 0.0
@@ -354,20 +341,3 @@ def run_comm_model(args: argparse.Namespace) -> int:
         write_text(markdown, report_markdown(rows, scaling, net, args.netbench, record))
     print(f"wrote {args.out}, {scaling_out}" + (f" and {markdown}" if markdown else "") + f" ({len(rows)} run(s))")
     return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    import sys
-
-    parser = argparse.ArgumentParser(prog="scaledl comm-model", description=__doc__.splitlines()[0])
-    add_comm_model_arguments(parser)
-    args = parser.parse_args(argv)
-    try:
-        return run_comm_model(args)
-    except UserError as exc:
-        print(f"scaledl comm-model: error: {exc}", file=sys.stderr)
-        return 2
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
