@@ -43,7 +43,7 @@ import statistics
 from pathlib import Path
 
 from scaledl.errors import UserError
-from scaledl.report.aggregate import lookup, read_json_object, read_run, run_json_path
+from scaledl.report.aggregate import format_cell, lookup, read_json_object, read_run, run_json_path
 
 COMM_COLUMNS = [
     "dataset", "model", "algorithm", "platform", "workers", "ranks", "steps", "bytes",
@@ -212,14 +212,6 @@ def scaling_rows(rows: list[dict], networks: dict, workers=None) -> list[dict]:
 
 
 # ---------------------------------------------------------------- formatting
-
-
-def format_cell(value) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "—"
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return str(value).replace("|", r"\|")
 
 
 def to_markdown(rows: list[dict], columns: list[str], headers: list[str] | None = None) -> str:
