@@ -33,14 +33,14 @@ from scaledl.data.loader import Normalizer, ShardLoader, iter_split
 from scaledl.errors import UserError
 from scaledl.models import build_model
 from scaledl.monitor import Monitor, StopRule
-from scaledl.partition import ReplicaBudget, check_replicas
+from scaledl.replica_memory import ReplicaBudget, check_replicas
 from scaledl.results import host, save_model, versions, write_metrics, write_run_json, write_timeline
 from scaledl.timing import PHASES, PhaseTimer
 
 
 @dataclass
-class Run:
-    """Everything the loop needs, built once by `setup`."""
+class TrainingRun:
+    """Everything the loop needs, built once by `build_run`."""
 
     cfg: TrainConfig
     roles: Roles
@@ -61,7 +61,7 @@ class Run:
     sentinel: Sentinel | None = None
 
 
-def train(cfg: TrainConfig) -> Run:
+def train(cfg: TrainConfig) -> TrainingRun:
     world = MPI.COMM_WORLD
     run = _agree_on_setup(world, cfg)
     token = _announce(run)
@@ -84,7 +84,7 @@ def train(cfg: TrainConfig) -> Run:
     return run
 
 
-def run_worker(run: Run) -> None:
+def run_worker(run: TrainingRun) -> None:
     """The paper's worker iteration, until the master says stop; counts steps in `run.steps`."""
     algo, loader, timer, monitor = run.algo, run.loader, run.timer, run.monitor
     step, stop = 0, False
@@ -122,7 +122,7 @@ def forward_backward(model, params: FlatParams, x, y, weight_decay: float) -> to
 # --------------------------------------------------------------------- setup
 
 
-def _announce(run: Run) -> str:
+def _announce(run: TrainingRun) -> str:
     """One line per rank, and a sentinel that names this rank should it die without a word."""
     r = run.roles
     role = f"worker {r.worker_index}" if r.role == "worker" else r.role
@@ -134,7 +134,7 @@ def _announce(run: Run) -> str:
     return token
 
 
-def _agree_on_setup(world: MPI.Comm, cfg: TrainConfig) -> Run:
+def _agree_on_setup(world: MPI.Comm, cfg: TrainConfig) -> TrainingRun:
     """Build the run on every rank; if any rank hits a user error, all ranks stop with it.
 
     Every rank validates the same inputs, so errors normally agree; the
@@ -142,7 +142,7 @@ def _agree_on_setup(world: MPI.Comm, cfg: TrainConfig) -> Run:
     whole job with one message instead of a hang.
     """
     try:
-        run, error = setup(world, cfg), None
+        run, error = build_run(world, cfg), None
     except UserError as exc:
         run, error = None, str(exc)
     errors = world.allgather(error)
@@ -155,7 +155,7 @@ def _agree_on_setup(world: MPI.Comm, cfg: TrainConfig) -> Run:
     return run
 
 
-def setup(world: MPI.Comm, cfg: TrainConfig) -> Run:
+def build_run(world: MPI.Comm, cfg: TrainConfig) -> TrainingRun:
     info_alg = ALGORITHMS[cfg.algorithm]
     _check_budgets(cfg)
     _check_world(world, cfg.expect_ranks)
@@ -209,7 +209,7 @@ def setup(world: MPI.Comm, cfg: TrainConfig) -> Run:
         evaluate = _center_evaluator(cfg, center_model, model, Normalizer(info.mean, info.std, center_device),
                                      algo.refresh_center)
         monitor = Monitor(stop_rule, cfg.eval_every, timer, evaluate, samples_per_step=cfg.batch_size * roles.num_workers)
-    return Run(cfg, roles, device, info, model, params, center_model, algo, loader, normalize, timer, monitor, codesign,
+    return TrainingRun(cfg, roles, device, info, model, params, center_model, algo, loader, normalize, timer, monitor, codesign,
                replica_budget=replica_budget)
 
 
@@ -302,7 +302,7 @@ def _center_evaluator(cfg: TrainConfig, center_model, worker_model, normalize: N
 # ------------------------------------------------------------------- results
 
 
-def _finish(run: Run) -> None:
+def _finish(run: TrainingRun) -> None:
     """Final evaluation, then gather per-rank facts and write the outputs (master only)."""
     roles, timer = run.roles, run.timer
     if roles.is_master:
@@ -324,7 +324,7 @@ def _workers_mean(per_rank: list[dict]) -> dict[str, float]:
     return {k: sum(r[k] for r in workers) / len(workers) for k in keys if all(r[k] is not None for r in workers)}
 
 
-def _write_outputs(run: Run, per_rank: list[dict], timelines: list[dict], algo_reports: list[dict]) -> None:
+def _write_outputs(run: TrainingRun, per_rank: list[dict], timelines: list[dict], algo_reports: list[dict]) -> None:
     cfg, roles, monitor = run.cfg, run.roles, run.monitor
     out = cfg.out_dir
     out.mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,9 @@
-"""The algorithm registry: names are the config enum, the CLI choices and the table keys.
+"""The algorithm registry: one description per algorithm, read by everything else.
+
+Names are the config enum, the CLI choices and the table keys. What other
+code needs to know of an algorithm (its rank layout, its message pattern,
+what one exchange moves, the options it accepts, whether it is a preset of
+another) is a field of its `AlgorithmInfo`, never a comparison of names.
 
 This module imports neither torch nor MPI, so Snakemake and the CLI can read
 the registry without initialising MPI; `load(key)` imports an algorithm's
@@ -9,42 +14,111 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Mapping
+
+# How the ranks talk (module docstrings give each one's message sequence).
+PATTERNS = {
+    "round_robin": "a dedicated master serves the workers one at a time, in rank order (two-sided messages)",
+    "fcfs_window": "the center in an RMA window on a dedicated master; each exchange is one exclusive-lock "
+                   "epoch, so updates are applied one at a time, first come first served",
+    "lock_free_window": "as fcfs_window, but each epoch takes a shared lock: concurrent, unordered updates (Hogwild)",
+    "collectives": "no dedicated master: collectives over the workers (worker 0 keeps the center)",
+}
+# What one exchange moves: the workers' gradients ΔW^i or their weights W^i (and the center W back).
+EXCHANGES = ("gradients", "weights")
+
+# Training settings (scaledl.config.TrainConfig fields) that only some algorithms use.
+# A setting missing here applies to every algorithm.
+OPTION_GROUPS = {
+    "momentum": ("momentum",),                              # μ of the momentum variants
+    "elastic": ("rho", "beta"),                             # ρ, or α = ηρ = β/P, of the EASGD family
+    "collectives": ("message", "backend"),                  # how collectives travel
+    "codesign": ("center_on", "overlap", "tau"),            # the Sync EASGD ladder's switches
+}
+
+
+def _options(*groups: str, extra: tuple[str, ...] = ()) -> frozenset[str]:
+    return frozenset(name for group in groups for name in OPTION_GROUPS[group]) | frozenset(extra)
+
+
+def algorithm_options() -> frozenset[str]:
+    """Every setting that some algorithms use and others refuse."""
+    return frozenset(name for info in ALGORITHMS.values() for name in info.options)
 
 
 @dataclass(frozen=True)
 class AlgorithmInfo:
     key: str
     paper_name: str
-    module: str              # scaledl.algorithms.<module> defines ALGORITHM
-    needs_master: bool       # dedicated master rank: the job has P+1 ranks
-    deterministic: bool      # bitwise repeatable for a given seed and world size
-    preset: dict = field(default_factory=dict)   # codesign switches fixed by this name (see base.Codesign)
+    module: str                  # scaledl.algorithms.<module> defines ALGORITHM
+    pattern: str                 # a key of PATTERNS
+    exchanges: str               # one of EXCHANGES
+    deterministic: bool          # bitwise repeatable for a given seed and world size
+    options: frozenset[str] = frozenset()   # algorithm-specific settings it accepts (OPTION_GROUPS)
+    preset_of: str | None = None            # a named setting of this base algorithm ...
+    preset: Mapping = field(default_factory=dict)   # ... that fixes these switches (see base.Codesign)
 
+    def __post_init__(self):
+        if self.pattern not in PATTERNS:
+            raise ValueError(f"{self.key}: unknown pattern {self.pattern!r}; choose from {', '.join(PATTERNS)}")
+        if self.exchanges not in EXCHANGES:
+            raise ValueError(f"{self.key}: exchanges must be one of {', '.join(EXCHANGES)}")
+        object.__setattr__(self, "preset", MappingProxyType(dict(self.preset)))
+
+    @property
+    def needs_master(self) -> bool:
+        """A dedicated master rank: the job has P + 1 ranks."""
+        return self.pattern != "collectives"
+
+    @property
+    def is_preset(self) -> bool:
+        return self.preset_of is not None
+
+    @property
+    def locked(self) -> bool:
+        """Center updates are applied one at a time (False only for the Hogwild pattern)."""
+        return self.pattern != "lock_free_window"
+
+
+_EASGD_FAMILY = _options("elastic")
+_SYNC_EASGD = _options("elastic", "collectives", "codesign")
+_SYNC_SGD = _options("collectives")
 
 ALGORITHMS: dict[str, AlgorithmInfo] = {
     info.key: info
     for info in (
-        AlgorithmInfo("easgd", "original EASGD (round-robin)", "easgd", True, True),
-        AlgorithmInfo("async_easgd", "Async EASGD", "async_easgd", True, False),
-        AlgorithmInfo("async_measgd", "Async MEASGD", "async_measgd", True, False),
-        AlgorithmInfo("hogwild_easgd", "Hogwild EASGD", "hogwild_easgd", True, False),
-        AlgorithmInfo("sync_easgd", "Sync EASGD", "sync_easgd", False, True),
+        AlgorithmInfo("easgd", "original EASGD (round-robin)", "easgd", "round_robin", "weights", True, _EASGD_FAMILY),
+        AlgorithmInfo("async_easgd", "Async EASGD", "async_easgd", "fcfs_window", "weights", False, _EASGD_FAMILY),
+        AlgorithmInfo("async_measgd", "Async MEASGD", "async_measgd", "fcfs_window", "weights", False,
+                      _options("elastic", "momentum", extra=("nesterov",))),
+        AlgorithmInfo("hogwild_easgd", "Hogwild EASGD", "hogwild_easgd", "lock_free_window", "weights", False,
+                      _EASGD_FAMILY),
+        AlgorithmInfo("sync_easgd", "Sync EASGD", "sync_easgd", "collectives", "weights", True, _SYNC_EASGD),
         # The paper's engineering ladder (§3, Table 3): original EASGD → 1 → 2 → 3.
-        AlgorithmInfo("sync_easgd1", "Sync EASGD1 (tree collectives, center on the host)", "sync_easgd", False, True,
-                      {"center_on": "host", "overlap": False}),
-        AlgorithmInfo("sync_easgd2", "Sync EASGD2 (weights on the devices)", "sync_easgd", False, True,
-                      {"center_on": "device", "overlap": False}),
-        AlgorithmInfo("sync_easgd3", "Sync EASGD3 (exchange overlapped with data and fwd/bwd)", "sync_easgd", False, True,
-                      {"center_on": "device", "overlap": True}),
-        AlgorithmInfo("async_sgd", "Async SGD", "async_sgd", True, False),
-        AlgorithmInfo("async_msgd", "Async MSGD", "async_msgd", True, False),
-        AlgorithmInfo("hogwild_sgd", "Hogwild SGD", "hogwild_sgd", True, False),
-        AlgorithmInfo("sync_sgd", "synchronous SGD (allreduce of gradients)", "sync_sgd", False, True),
+        AlgorithmInfo("sync_easgd1", "Sync EASGD1 (tree collectives, center on the host)", "sync_easgd",
+                      "collectives", "weights", True, _SYNC_EASGD,
+                      preset_of="sync_easgd", preset={"center_on": "host", "overlap": False}),
+        AlgorithmInfo("sync_easgd2", "Sync EASGD2 (weights on the devices)", "sync_easgd",
+                      "collectives", "weights", True, _SYNC_EASGD,
+                      preset_of="sync_easgd", preset={"center_on": "device", "overlap": False}),
+        AlgorithmInfo("sync_easgd3", "Sync EASGD3 (exchange overlapped with data and fwd/bwd)", "sync_easgd",
+                      "collectives", "weights", True, _SYNC_EASGD,
+                      preset_of="sync_easgd", preset={"center_on": "device", "overlap": True}),
+        AlgorithmInfo("async_sgd", "Async SGD", "async_sgd", "fcfs_window", "gradients", False),
+        AlgorithmInfo("async_msgd", "Async MSGD", "async_msgd", "fcfs_window", "gradients", False,
+                      _options("momentum", extra=("momentum_at",))),
+        AlgorithmInfo("hogwild_sgd", "Hogwild SGD", "hogwild_sgd", "lock_free_window", "gradients", False),
+        AlgorithmInfo("sync_sgd", "synchronous SGD (allreduce of gradients)", "sync_sgd", "collectives",
+                      "gradients", True, _SYNC_SGD),
         # KNL chip partitioning (§3, Fig. 12): every partition holds all the data and its own weights.
         AlgorithmInfo("chip_partition", "KNL chip partitioning (replicated data and weights, tree-summed gradients)",
-                      "sync_sgd", False, True, {"data": "replicated"}),
+                      "sync_sgd", "collectives", "gradients", True, _SYNC_SGD | {"fast_memory_gb"},
+                      preset_of="sync_sgd", preset={"data": "replicated"}),
     )
 }
+
+BASE_ALGORITHMS = tuple(key for key, info in ALGORITHMS.items() if not info.is_preset)
 
 
 def load(key: str):
@@ -56,3 +130,8 @@ def load(key: str):
 def tasks_for(key: str, workers: int) -> int:
     """MPI ranks a run of `key` with `workers` workers needs."""
     return workers + 1 if ALGORITHMS[key].needs_master else workers
+
+
+def accepting(option: str) -> list[str]:
+    """The base algorithms that accept `option` (for error messages)."""
+    return [key for key in BASE_ALGORITHMS if option in ALGORITHMS[key].options]
