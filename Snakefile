@@ -17,8 +17,9 @@ min_version("9.0")
 configfile: "config/config.yaml"
 
 
-# common.smk validates the config against workflow/schemas/config.schema.yaml
-# and defines every helper the rules below call.
+# common.smk validates the config against workflow/schemas/config.schema.yaml,
+# expands the experiment grid (scaledl.grid) and defines every getter the rules
+# below call.
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"

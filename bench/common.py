@@ -147,7 +147,7 @@ def run_mpi(ranks: int, args: list[str], timeout: float = 300, check: bool = Tru
 def prepare_digits(folder: Path) -> Path:
     """The embedded digits dataset as an HDF5 file in `folder` (prepared once)."""
     from scaledl.data.converters import CONVERTERS
-    from scaledl.data.prepare import PrepareOptions
+    from scaledl.data.converters.options import PrepareOptions
 
     out = Path(folder) / "digits.h5"
     if not out.exists():
@@ -158,7 +158,7 @@ def prepare_digits(folder: Path) -> Path:
 def prepare_synthetic32(folder: Path) -> Path:
     """CIFAR-sized synthetic images (3×32×32, 10 classes, learnable structure) in `folder` (prepared once)."""
     from scaledl.data.converters import CONVERTERS
-    from scaledl.data.prepare import PrepareOptions
+    from scaledl.data.converters.options import PrepareOptions
 
     out = Path(folder) / "synthetic32.h5"
     if not out.exists():

@@ -11,7 +11,7 @@ import pytest
 def digits_h5(tmp_path_factory):
     """The embedded default dataset, prepared once per test session."""
     from scaledl.data.converters import CONVERTERS
-    from scaledl.data.prepare import PrepareOptions
+    from scaledl.data.converters.options import PrepareOptions
 
     out = tmp_path_factory.mktemp("data") / "digits.h5"
     CONVERTERS["digits"].convert(None, out, PrepareOptions(image_size=28))

@@ -9,7 +9,10 @@ import pandas as pd
 import pytest
 
 from scaledl.errors import UserError
-from scaledl.report import add_aggregate_arguments, add_plot_arguments, run_aggregate, run_plot
+from scaledl.report.aggregate_command import add_arguments as add_aggregate_arguments
+from scaledl.report.aggregate_command import run as run_aggregate
+from scaledl.report.plot_command import add_arguments as add_plot_arguments
+from scaledl.report.plot_command import run as run_plot
 from scaledl.report.aggregate import summarize, to_markdown
 
 PHASES = ["data_s", "h2d_s", "compute_s", "comm_s", "update_s", "center_update_s", "eval_s", "wait_s"]

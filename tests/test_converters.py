@@ -17,7 +17,9 @@ from PIL import Image
 
 from scaledl.data.converters import CONVERTERS, cifar10, imagenet, mnist
 from scaledl.data.hdf5 import read_info
-from scaledl.data.prepare import PrepareOptions, add_prepare_arguments, run_prepare
+from scaledl.data.converters.options import PrepareOptions
+from scaledl.data.prepare import add_arguments as add_prepare_arguments
+from scaledl.data.prepare import run as run_prepare
 from scaledl.errors import DataError, UserError
 
 

@@ -32,7 +32,7 @@ def test_sizes():
 
 def _args(tmp_path, **overrides):
     parser = argparse.ArgumentParser()
-    nb.add_netbench_arguments(parser)
+    nb.add_arguments(parser)
     args = parser.parse_args(["--out", str(tmp_path / "nb.json")])
     for key, value in overrides.items():
         setattr(args, key, value)

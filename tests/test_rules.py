@@ -16,6 +16,39 @@ def test_sgd():
     assert torch.equal(w, t(0.95, -2.1))
 
 
+def test_sgd_step_is_the_update_sgd_adds():
+    out = t(0.0, 0.0)
+    rules.sgd_step_(out, t(0.5, 1.0), lr=0.1)
+    assert torch.equal(out, t(-0.05, -0.1))
+    w = t(1.0, -2.0)
+    w.add_(out)
+    assert torch.equal(w, t(0.95, -2.1))
+
+
+def test_mean_sgd_averages_the_summed_gradients():
+    # P = 2: W = [1, -2] - 0.1 * [1, 2] / 2 = [0.95, -2.1]; the sum becomes the mean
+    w, grad_sum = t(1.0, -2.0), t(1.0, 2.0)
+    rules.mean_sgd_(w, grad_sum, num_workers=2, lr=0.1)
+    assert torch.equal(grad_sum, t(0.5, 1.0))
+    assert torch.allclose(w, t(0.95, -2.1))
+
+
+def test_elastic_difference():
+    # α·(W^i − W) = 0.05·([2, -1] − [1, 3]) = [0.05, -0.2]
+    out = t(9.0, 9.0)
+    assert rules.elastic_difference_(out, t(2.0, -1.0), t(1.0, 3.0), alpha=0.05) is out
+    assert torch.allclose(out, t(0.05, -0.2))
+
+
+def test_nesterov_look_ahead_and_back():
+    # W + 0.5·V = [1, 2] + 0.5·[2, -4] = [2, 0]; back again: [1, 2]
+    w, v = t(1.0, 2.0), t(2.0, -4.0)
+    rules.look_ahead_(w, v, mu=0.5)
+    assert torch.equal(w, t(2.0, 0.0))
+    rules.look_back_(w, v, mu=0.5)
+    assert torch.equal(w, t(1.0, 2.0))
+
+
 def test_momentum_eqs_3_4():
     # V = 0.9*[1,0] - 0.1*[2,4] = [0.7, -0.4];  W = [1,1] + V = [1.7, 0.6]
     w, v = t(1.0, 1.0), t(1.0, 0.0)
@@ -81,3 +114,10 @@ def test_rho_zero_elastic_is_sgd_and_measgd_is_momentum(lr):
 def test_default_rho_gives_moving_rate_beta_over_p():
     rho = rules.default_rho(lr=0.05, num_workers=4)
     assert rho * 0.05 == pytest.approx(0.9 / 4)
+
+
+def test_weight_decay_adds_lambda_w_to_the_gradient():
+    grad, w = torch.tensor([1.0, -2.0]), torch.tensor([10.0, 4.0])
+    rules.weight_decay_(grad, w, 0.5)
+    assert grad.tolist() == [6.0, 0.0]
+    assert w.tolist() == [10.0, 4.0]

@@ -9,7 +9,8 @@ import math
 import pandas as pd
 import pytest
 
-from scaledl.report import add_aggregate_arguments, run_aggregate
+from scaledl.report.aggregate_command import add_arguments as add_aggregate_arguments
+from scaledl.report.aggregate_command import run as run_aggregate
 from scaledl.report.scaling import efficiency_table, scaling_table
 
 

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from mpi_run import run_train
-from scaledl.algorithms import ALGORITHMS, tasks_for
+from scaledl.algorithms import ALGORITHMS, BASE_ALGORITHMS, tasks_for
 
 pytestmark = pytest.mark.mpi
 
@@ -19,7 +19,7 @@ def learning_rate(algorithm: str, workers: int) -> float:
 
 
 @pytest.mark.parametrize("workers", [2, 4])
-@pytest.mark.parametrize("algorithm", [key for key, info in ALGORITHMS.items() if not info.preset])
+@pytest.mark.parametrize("algorithm", BASE_ALGORITHMS)
 def test_reaches_90_percent_on_digits(digits_h5, tmp_path, algorithm, workers):
     ranks = tasks_for(algorithm, workers)
     out = tmp_path / "run"

@@ -20,10 +20,9 @@ import pandas as pd
 import pytest
 import yaml
 
-from scaledl.algorithms import ALGORITHMS
+from scaledl.algorithms import ALGORITHMS, BASE_ALGORITHMS
 
-# The nine algorithms the default config compares (presets such as sync_easgd1 are variants of them).
-BASE_ALGORITHMS = {key: info for key, info in ALGORITHMS.items() if not info.preset}
+# The default config compares the nine base algorithms (presets such as sync_easgd1 are variants of them).
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = REPO / "workflow/schemas/config.schema.yaml"
@@ -144,9 +143,9 @@ def test_dry_run_default_config(workdir):
     text = output_of(result)
     # the network is measured on 2 ranks even though the master-based runs take 3 (no oversubscription)
     assert "mpiexec -n 2 python -m mpi4py -m scaledl netbench --out results/netbench/local.json --max-size 16M --repeats 5" in text
-    for algorithm, info in BASE_ALGORITHMS.items():
+    for algorithm in BASE_ALGORITHMS:
         assert f"results/runs/digits/lenet/{algorithm}/local/p2/s0/run.json" in text
-        ranks = 3 if info.needs_master else 2
+        ranks = 3 if ALGORITHMS[algorithm].needs_master else 2
         assert f"mpiexec -n {ranks} python -m mpi4py -m scaledl train --data data/hdf5/digits.h5 --model lenet --algorithm {algorithm}" in text
     assert "python -m scaledl prepare digits --out data/hdf5/digits.h5" in text
 

@@ -1,4 +1,10 @@
-"""What one training run is asked to do: the `scaledl train` options as a dataclass.
+"""What one training run is asked to do: the `scaledl train` settings, their defaults and their help.
+
+`TrainConfig` is the single source of training defaults. Each field's
+metadata holds its command-line help (and type, choices, group), so the
+`scaledl train` parser (`scaledl.train_command`) is generated from it; the
+workflow schema's `train` keys are the `SETTINGS` below, each defaulting to
+null, which means "this default" (tests/test_defaults.py keeps them equal).
 
 Kept free of torch and MPI imports, so that building the command line (for
 `scaledl prepare`, `aggregate`, ... too) never initialises MPI: under a
@@ -7,43 +13,130 @@ Slurm job step that would start a PMI handshake an ordinary job cannot answer.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import argparse
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 BACKENDS = ("auto", "mpi", "cuda_aware_mpi", "nccl", "gloo")
 MESSAGES = ("packed", "per_layer")
 PLACES = ("host", "device")
+MOMENTUM_PLACES = ("master", "worker")
+DEVICES = ("auto", "cpu", "cuda")
+
+# Argument groups of `scaledl train --help`, in order.
+GROUPS = {
+    "run": None,
+    "budgets": "budgets (the first one reached ends the run; give at least one of the first three)",
+    "hyperparameters": "hyperparameters",
+    "codesign": "codesign (the paper's §3; presets sync_easgd1/2/3 fix center-on and overlap)",
+    "execution": "execution",
+}
+
+
+def positive_int(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    return value
+
+
+def nonnegative_float(text: str) -> float:
+    value = float(text)
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return value
+
+
+def fraction(text: str) -> float:
+    value = float(text)
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {text}")
+    return value
+
+
+def _setting(default, help: str, *, group: str, type=None, choices=None, metavar=None, switch: bool = False,
+             required: bool = False):
+    """A TrainConfig field with what its command-line option needs.
+
+    switch: a flag without a value that sets True (the default stays as given,
+    False or None: None lets a preset decide).
+    """
+    meta = {"help": help, "group": group, "type": type, "choices": choices, "metavar": metavar,
+            "switch": switch, "required": required}
+    return field(default=default, metadata=meta)
 
 
 @dataclass(frozen=True)
 class TrainConfig:
-    data: Path
-    model: str
-    algorithm: str
-    out_dir: Path
-    max_steps: int | None = None
-    epochs: float | None = None
-    time_budget: float | None = None
-    target_accuracy: float | None = None
-    batch_size: int = 64
-    lr: float = 0.05
-    momentum: float = 0.9
-    rho: float | None = None          # None: α = ηρ = beta/P
-    beta: float = 0.9
-    weight_decay: float = 0.0
-    momentum_at: str = "master"       # async_msgd: where the momentum buffer lives
-    nesterov: bool = False            # async_measgd: gradient at the look-ahead point
-    worker_timeout: float = 30.0      # seconds without progress before the job is aborted
-    seed: int = 0
-    eval_every: int = 50
-    eval_batch_size: int = 1000
-    message: str = "packed"           # collectives: one packed message per exchange, or per_layer
-    center_on: str | None = None      # sync_easgd: "host" or "device" (None: the preset's, else device)
-    overlap: bool | None = None       # sync_easgd: exchange on a helper thread (None: the preset's, else off)
-    tau: int = 1                      # sync_easgd: communication period
-    backend: str = "auto"             # collectives: auto, mpi, cuda_aware_mpi, nccl, gloo
-    fast_memory_gb: float | None = None   # chip_partition: memory the replicas must fit in (default: MemAvailable)
-    platform: str = "local"           # recorded for the tables (workflow: the config's platform)
-    expect_ranks: int | None = None   # fail unless MPI started exactly this many ranks
-    device: str = "auto"
-    threads: int | None = None
+    # ---- what to run, where (set by the workflow from the grid, not from the config's `train`)
+    data: Path = _setting(None, "prepared HDF5 file (scaledl prepare)", group="run", type=Path, required=True)
+    model: str = _setting(None, "network to train", group="run", required=True)   # choices: scaledl.models.MODELS
+    algorithm: str = _setting(None, "distributed algorithm (see README's table)", group="run", required=True)
+    out_dir: Path = _setting(None, "run directory for metrics.csv, run.json, model.pt", group="run", type=Path,
+                             required=True)
+    # ---- budgets
+    max_steps: int | None = _setting(None, "iterations per worker", group="budgets", type=positive_int)
+    epochs: float | None = _setting(None, "passes over each worker's shard", group="budgets", type=positive_float)
+    time_budget: float | None = _setting(None, "training seconds (evaluation excluded)", group="budgets",
+                                         type=positive_float, metavar="SECONDS")
+    target_accuracy: float | None = _setting(None, "stop once the center's test accuracy reaches this",
+                                             group="budgets", type=fraction)
+    # ---- hyperparameters
+    batch_size: int = _setting(64, "mini-batch per worker", group="hyperparameters", type=positive_int)
+    lr: float = _setting(0.05, "learning rate η", group="hyperparameters", type=positive_float)
+    momentum: float = _setting(0.9, "μ of the momentum variants", group="hyperparameters", type=fraction)
+    rho: float | None = _setting(None, "elasticity ρ of the EASGD family (None: α = ηρ = BETA/P)",
+                                 group="hyperparameters", type=nonnegative_float)
+    beta: float = _setting(0.9, "β in α = β/P when --rho is not given (Zhang et al.)", group="hyperparameters",
+                           type=positive_float)
+    weight_decay: float = _setting(0.0, "L2 coefficient added to ΔW", group="hyperparameters",
+                                   type=nonnegative_float)
+    momentum_at: str = _setting("master", "async_msgd: where the momentum buffer V lives", group="hyperparameters",
+                                choices=MOMENTUM_PLACES)
+    nesterov: bool = _setting(False, "async_measgd: take ΔW^i at the look-ahead W^i + μV^i",
+                              group="hyperparameters", switch=True)
+    seed: int = _setting(0, "base seed; data order uses seed and worker index", group="hyperparameters", type=int)
+    # ---- codesign
+    message: str = _setting("packed", "collectives: one packed message per exchange, or one per parameter tensor",
+                            group="codesign", choices=MESSAGES)
+    center_on: str | None = _setting(None, "sync_easgd: where the center W lives (None: the preset's, else device)",
+                                     group="codesign", choices=PLACES)
+    overlap: bool | None = _setting(None, "sync_easgd: exchange weights on a helper thread during data fetch and "
+                                    "fwd/bwd (None: the preset's, else off)", group="codesign", switch=True)
+    tau: int = _setting(1, "sync_easgd: exchange every TAU iterations", group="codesign", type=positive_int)
+    backend: str = _setting("auto", "collectives: auto picks nccl with a GPU per rank, else CUDA-aware MPI, else "
+                            "MPI on host buffers; gloo (host tensors) is torch.distributed's CPU backend, by request "
+                            "only", group="codesign", choices=BACKENDS)
+    fast_memory_gb: float | None = _setting(None, "chip_partition: memory all replicas on a node must fit in, e.g. 16 "
+                                            "for KNL's MCDRAM (None: MemAvailable)", group="codesign",
+                                            type=positive_float, metavar="GB")
+    # ---- execution
+    eval_every: int = _setting(50, "evaluate the center every this many steps", group="execution",
+                               type=positive_int)
+    eval_batch_size: int = _setting(1000, "images per evaluation batch", group="execution", type=positive_int)
+    worker_timeout: float = _setting(30.0, "abort the job, naming the rank, when a worker makes no progress this "
+                                     "long", group="execution", type=positive_float, metavar="SECONDS")
+    platform: str = _setting("local", "name of the machine/partition, recorded in run.json", group="execution")
+    expect_ranks: int | None = _setting(None, "fail unless MPI started exactly N ranks (catches a launcher that "
+                                        "starts N singletons)", group="execution", type=positive_int, metavar="N")
+    device: str = _setting("auto", "auto: this rank's GPU if any, else CPU", group="execution", choices=DEVICES)
+    threads: int | None = _setting(None, "torch threads per rank (None: SLURM_CPUS_PER_TASK, OMP_NUM_THREADS or 1)",
+                                   group="execution", type=positive_int)
+
+
+# Fields the workflow sets for each run from the grid and the platform; the
+# rest are the training settings of the config's `train` block.
+SET_BY_WORKFLOW = ("data", "model", "algorithm", "out_dir", "seed", "platform", "expect_ranks", "device", "threads")
+SETTINGS = tuple(f.name for f in fields(TrainConfig) if f.name not in SET_BY_WORKFLOW)
+
+
+def defaults() -> dict[str, object]:
+    """Every field's default (None for the required ones)."""
+    return {f.name: f.default for f in fields(TrainConfig)}

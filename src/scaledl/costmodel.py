@@ -25,7 +25,7 @@ per-layer mode):
             ring                2(P−1)·α + 2(P−1)/P·nβ + (P−1)/P·nγ
             rabenseifner        2·lg·α + 2(P−1)/P·nβ + (P−1)/P·nγ  (reduce-scatter + allgather)
 
-Two named models pick the collective algorithms:
+Two named cost models (`COST_MODELS`) pick the collective algorithms:
 
     paper              the paper's analysis: every collective is a binomial tree over
                        the whole message, Bcast = Reduce = log P·(α + |W|β); Allreduce
@@ -80,8 +80,11 @@ exchange of one worker with the master (W^i or ΔW^i up, W down):
                    only the bytes through the master's link serialise, so the
                    bound uses the link demand D = 2nβ: step = max(T_c + S, P·D).
 
-Algorithms are classified by the module that implements them (`FAMILIES`),
-so a new registry key of an existing module is modelled automatically.
+Algorithms are classified by their registry description (`family`): the
+message pattern, and for collectives what one exchange moves (gradients:
+allreduce; weights: bcast_reduce), so a new registry entry is modelled
+automatically. The extra momentum transfers belong to an algorithm whose V
+may live at the master (`momentum_at` among its options) run with it there.
 
 For every algorithm `comm_s` = step − T_c: the seconds a worker spends per
 iteration not computing, i.e. in its messages, its lock queue or waiting for
@@ -146,7 +149,7 @@ PAPER_WEAK_SCALING = {
     "source": "abstract: 91.5% weak scaling efficiency on 4253 KNL cores (number as printed; PAPER.md §1.3)",
 }
 
-MODELS = ("paper", "bandwidth_optimal")
+COST_MODELS = ("paper", "bandwidth_optimal")
 
 # Which collective algorithm each model uses.
 _MODEL_ALGORITHMS = {
@@ -158,30 +161,20 @@ BCAST_ALGORITHMS = ("binomial", "scatter_allgather")
 REDUCE_ALGORITHMS = ("binomial", "rabenseifner")
 ALLREDUCE_ALGORITHMS = ("tree", "recursive_doubling", "ring", "rabenseifner")
 
-# How each algorithm communicates, by the module that implements it (so that
-# presets such as the Sync EASGD ladder, sync_easgd1/2/3, inherit their family).
-FAMILIES = {
-    "sync_sgd": "allreduce",
-    "sync_easgd": "bcast_reduce",
-    "easgd": "round_robin",
-    "async_sgd": "locked",
-    "async_msgd": "locked",
-    "async_easgd": "locked",
-    "async_measgd": "locked",
-    "hogwild_sgd": "lock_free",
-    "hogwild_easgd": "lock_free",
-}
-COLLECTIVE_FAMILIES = ("allreduce", "bcast_reduce")
+# How each message pattern (scaledl.algorithms.PATTERNS) is modelled; collectives by what they move.
+_PATTERN_FAMILIES = {"round_robin": "round_robin", "fcfs_window": "locked", "lock_free_window": "lock_free"}
+_COLLECTIVE_FAMILIES = {"gradients": "allreduce", "weights": "bcast_reduce"}
+COLLECTIVE_FAMILIES = tuple(_COLLECTIVE_FAMILIES.values())
 
 
 def family(key: str) -> str:
     """The communication family of algorithm `key`: allreduce, bcast_reduce, round_robin, locked, lock_free."""
     if key not in ALGORITHMS:
         raise ValueError(f"unknown algorithm {key!r}; choose from {', '.join(ALGORITHMS)}")
-    module = ALGORITHMS[key].module
-    if module not in FAMILIES:
-        raise ValueError(f"no cost model for algorithm {key!r} (module {module}); add its family to costmodel.FAMILIES")
-    return FAMILIES[module]
+    info = ALGORITHMS[key]
+    if info.pattern == "collectives":
+        return _COLLECTIVE_FAMILIES[info.exchanges]
+    return _PATTERN_FAMILIES[info.pattern]
 
 
 def is_collective(key: str) -> bool:
@@ -287,14 +280,15 @@ def step_cost(key: str, net: Network, n: float, p: int, *, model: str = "paper",
               tau: int = 1) -> StepCost:
     """Per-iteration cost of algorithm `key` with P = p workers exchanging n bytes (see module docstring).
 
-    master_momentum: async_msgd's momentum buffer at the master (two more transfers per exchange).
+    master_momentum: the run's --momentum-at is master; for an algorithm with that option (async_msgd)
+                     the momentum buffer V moves twice more per exchange.
     overlap: the Sync EASGD family's exchange on a helper thread beside data and fwd/bwd
              (None: the registry preset's, e.g. True for sync_easgd3): step = max(T_c, comm).
     tau:     the Sync EASGD family's communication period: one exchange every τ iterations.
     """
     fam = family(key)
-    if model not in MODELS:
-        raise ValueError(f"unknown model {model!r}; choose from {', '.join(MODELS)}")
+    if model not in COST_MODELS:
+        raise ValueError(f"unknown model {model!r}; choose from {', '.join(COST_MODELS)}")
     _check_size(n, layers)
     _check_workers(p)
     if not (isinstance(compute_s, (int, float)) and math.isfinite(compute_s) and compute_s >= 0):
@@ -325,7 +319,9 @@ def step_cost(key: str, net: Network, n: float, p: int, *, model: str = "paper",
             formula += " + lg·α"
         return StepCost(key, model, p, compute_s, exchange, step - compute_s, step, formula)
 
-    exchanges = 4 if (ALGORITHMS[key].module == "async_msgd" and master_momentum) else 2
+    # V at the master (async_msgd's default) is read and written back inside every exchange.
+    moves_velocity = "momentum_at" in ALGORITHMS[key].options and master_momentum
+    exchanges = 4 if moves_velocity else 2
     exchange = exchanges * t
     ctl_free = 2 * net.alpha if control else 0.0                              # board report: outside any lock
     ctl_locked = 2 * net.alpha if control and fam != "round_robin" else 0.0   # version count, inside the epoch

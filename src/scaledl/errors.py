@@ -1,5 +1,9 @@
 """Errors a user can fix. The CLI prints them as one line and exits non-zero."""
 
+from __future__ import annotations
+
+import sys
+
 
 class UserError(Exception):
     """Bad input: the message says what is wrong and what to do about it."""
@@ -7,3 +11,12 @@ class UserError(Exception):
 
 class DataError(UserError):
     """A raw or prepared dataset file is missing, corrupt or malformed."""
+
+
+def run_command(name: str, run, args) -> int:
+    """Exit status of a subcommand's `run(args)`: a UserError becomes one line on stderr and status 2."""
+    try:
+        return run(args)
+    except UserError as exc:
+        print(f"scaledl {name}: error: {exc}", file=sys.stderr)
+        return 2

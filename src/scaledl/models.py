@@ -91,7 +91,7 @@ def _torchvision(name: str, **kwargs) -> Callable[[tuple[int, int, int], int], n
     """A torchvision architecture, imported on first use (torchvision costs ~1.5 s to import)."""
 
     def build(in_shape: tuple[int, int, int], classes: int) -> nn.Module:
-        from torchvision import models
+        from torchvision import models  # lazy: ~1.5 s to import, and only these models need it
 
         if in_shape[0] != 3:
             raise UserError(f"model {name} expects 3-channel images, but the data has {in_shape[0]} channel(s)")

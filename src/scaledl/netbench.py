@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import platform
 import re
 import socket
 import statistics
@@ -41,13 +42,21 @@ import sys
 import time
 from pathlib import Path
 
-from scaledl.errors import UserError
+import mpi4py
+import numpy as np
+
+import scaledl
+from scaledl.atomic import write_text
+from scaledl.costmodel import busbw_factor
+from scaledl.errors import UserError, run_command
 
 DEFAULT_MAX_SIZE = 64 << 20
 DEFAULT_MIN_SIZE = 8
 ITER_BYTES = 256 << 20  # bytes per repeat at most, for large messages
 OPS = ("allreduce", "reduce", "bcast")
 KIND = "scaledl-netbench"
+HELP = ("measure latency α, inverse bandwidth β and collective times under MPI: "
+        "mpiexec -n N python -m mpi4py -m scaledl netbench ...")
 _UNITS = {"": 1, "B": 1, "K": 1 << 10, "KB": 1 << 10, "KIB": 1 << 10, "M": 1 << 20, "MB": 1 << 20, "MIB": 1 << 20,
           "G": 1 << 30, "GB": 1 << 30, "GIB": 1 << 30}
 
@@ -72,7 +81,7 @@ def default_sizes(max_size: int = DEFAULT_MAX_SIZE, min_size: int = DEFAULT_MIN_
     return sizes + [max_size]
 
 
-def add_netbench_arguments(parser: argparse.ArgumentParser) -> None:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The `netbench` options (no MPI import: building the parser stays cheap)."""
     parser.add_argument("--out", type=Path, required=True, metavar="JSON",
                         help="where to write the measurements (e.g. results/netbench/local.json)")
@@ -150,8 +159,6 @@ def _iters_for(size: int, iters: int) -> int:
 
 def pingpong(comm, a: int, b: int, sizes: list[int], iters: int, warmup: int, repeats: int) -> list[dict] | None:
     """One-way seconds per size between ranks a and b (rank a's view); None on the other ranks."""
-    import numpy as np
-
     rank = comm.Get_rank()
     buf = np.zeros(max(sizes), dtype=np.uint8)
     rows = []
@@ -213,10 +220,7 @@ def pair_latencies(comm, size: int, iters: int, warmup: int, repeats: int) -> di
 
 def collective_times(comm, op: str, sizes: list[int], iters: int, warmup: int, repeats: int) -> list[dict] | None:
     """Seconds per call of `op` per size (slowest rank's mean, median over repeats); rows on rank 0."""
-    import numpy as np
-    from mpi4py import MPI
-
-    from scaledl.costmodel import busbw_factor
+    from mpi4py import MPI  # lazy: importing MPI initialises it, which parsing must not do
 
     rank, nranks = comm.Get_rank(), comm.Get_size()
     top = max(sizes) // 4
@@ -256,8 +260,6 @@ def collective_times(comm, op: str, sizes: list[int], iters: int, warmup: int, r
 
 def measure_gamma(nbytes: int = 16 << 20, repeats: int = 5) -> float:
     """Seconds per byte of a float32 sum a += b (the reduction arithmetic of a collective)."""
-    import numpy as np
-
     a = np.ones(nbytes // 4, dtype=np.float32)
     b = np.ones(nbytes // 4, dtype=np.float32)
     np.add(a, b, out=a)  # warm the pages
@@ -279,17 +281,11 @@ def cpu_model() -> str | None:
                 return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    import platform
-
     return platform.processor() or None
 
 
 def describe_world(comm) -> dict:
-    import mpi4py
-    import numpy as np
-    from mpi4py import MPI
-
-    import scaledl
+    from mpi4py import MPI  # lazy: importing MPI initialises it, which parsing must not do
 
     hosts = comm.allgather(socket.gethostname())
     local = comm.Split_type(MPI.COMM_TYPE_SHARED)
@@ -335,8 +331,6 @@ def netbench(comm, sizes: list[int], *, iters: int = 50, warmup: int = 5, repeat
     gamma = measure_gamma() if rank == 0 else None
     if rank != 0:
         return None
-
-    from scaledl.costmodel import busbw_factor
 
     chosen = next((link for link in links if not link["same_node"]), links[0] if links else None)
     if chosen is None:
@@ -400,7 +394,7 @@ def _gbs(bps: float | None) -> str:
     return "—" if not bps else f"{bps / 1e9:.2f} GB/s"
 
 
-def run_netbench(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     """Entry point of `scaledl netbench` (every rank calls it).
 
     A bad option finalizes MPI on every rank, then raises UserError on rank 0
@@ -408,7 +402,7 @@ def run_netbench(args: argparse.Namespace) -> int:
     the job exits non-zero with one line. Validation involves no MPI call, so
     every rank reaches the same verdict and none can hang.
     """
-    from mpi4py import MPI
+    from mpi4py import MPI  # lazy: importing MPI initialises it, which parsing must not do
 
     comm = MPI.COMM_WORLD
     try:
@@ -424,8 +418,6 @@ def run_netbench(args: argparse.Namespace) -> int:
     result = netbench(comm, sizes, iters=args.iters, warmup=args.warmup, repeats=args.repeats,
                       pairs=args.pairs, collectives=not args.no_collectives)
     if result is not None:
-        from scaledl.atomic import write_text
-
         write_text(args.out, json.dumps(result, indent=2) + "\n")
         if not args.quiet:
             print(format_report(result), flush=True)
@@ -434,6 +426,6 @@ def run_netbench(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":   # `python -m mpi4py -m scaledl.netbench ...`: the same command as `scaledl netbench`
-    from scaledl.cli import main
-
-    sys.exit(main(["netbench", *sys.argv[1:]]))
+    _parser = argparse.ArgumentParser(prog="scaledl netbench", description=HELP)
+    add_arguments(_parser)
+    sys.exit(run_command("netbench", run, _parser.parse_args()))

@@ -11,10 +11,16 @@ import json
 import platform
 import socket
 import sys
+from importlib.metadata import version
 from pathlib import Path
 
+import h5py
+import mpi4py
+import numpy
 import torch
+from mpi4py import MPI
 
+import scaledl
 from scaledl.atomic import atomic_path, write_text
 from scaledl.timing import PHASES
 
@@ -33,8 +39,6 @@ def write_metrics(path: Path, rows: list[dict]) -> None:
 
 def write_timeline(path: Path, timelines: list[dict], phases: tuple[str, ...]) -> None:
     """Every step of every rank: /rank{r}/step_end_s (seconds since start) and /rank{r}/phase_s (steps × phases)."""
-    import h5py
-
     with atomic_path(path) as tmp, h5py.File(tmp, "w") as f:
         f.attrs["phases"] = list(phases)
         f.attrs["description"] = "per-step seconds in each phase of each rank's main thread (scaledl.timing)"
@@ -56,15 +60,6 @@ def write_run_json(path: Path, record: dict) -> None:
 
 
 def versions() -> dict[str, str]:
-    from importlib.metadata import version
-
-    import h5py
-    import mpi4py
-    import numpy
-    from mpi4py import MPI
-
-    import scaledl
-
     return {
         "scaledl": scaledl.__version__,
         "python": sys.version.split()[0],

@@ -19,9 +19,8 @@ import torch
 import torch.nn.functional as F
 from mpi4py import MPI
 
-from scaledl.algorithms import ALGORITHMS, load
-from scaledl.algorithms.base import Algorithm, Codesign, Hyper, Setup
-from scaledl.algorithms.rules import default_rho
+from scaledl.algorithms import ALGORITHMS, check_options, load, rules
+from scaledl.algorithms.base import Algorithm, AlgorithmContext, Codesign, Hyper
 from scaledl.comm.collectives import TORCH_DIST_BACKENDS, choose_backend, close_torch_dist, init_torch_dist
 from scaledl.comm.flat import FlatParams
 from scaledl.comm.roles import Roles, make_roles
@@ -40,7 +39,7 @@ from scaledl.timing import PHASES, PhaseTimer
 
 @dataclass
 class TrainingRun:
-    """Everything the loop needs, built once by `build_run`."""
+    """Everything the loop needs: the rank's own parts (`build_local`), then the shared ones (`connect`)."""
 
     cfg: TrainConfig
     roles: Roles
@@ -49,12 +48,13 @@ class TrainingRun:
     model: torch.nn.Module | None
     params: FlatParams | None
     center_model: torch.nn.Module | None
-    algo: Algorithm
+    center: FlatParams | None
     loader: ShardLoader | None
     normalize: Normalizer
     timer: PhaseTimer
-    monitor: Monitor | None
     codesign: Codesign
+    algo: Algorithm | None = None     # set by `connect`
+    monitor: Monitor | None = None    # set by `connect`, on the master
     steps: int = 0      # iterations this worker completed
     setup_s: float = 0.0
     replica_budget: ReplicaBudget | None = None
@@ -115,7 +115,7 @@ def forward_backward(model, params: FlatParams, x, y, weight_decay: float) -> to
     loss = F.cross_entropy(model(x), y)
     loss.backward()
     if weight_decay:
-        params.grad.add_(params.data, alpha=weight_decay)
+        rules.weight_decay_(params.grad, params.data, weight_decay)
     return loss.detach()
 
 
@@ -137,14 +137,22 @@ def _announce(run: TrainingRun) -> str:
 def _agree_on_setup(world: MPI.Comm, cfg: TrainConfig) -> TrainingRun:
     """Build the run on every rank; if any rank hits a user error, all ranks stop with it.
 
-    Every rank validates the same inputs, so errors normally agree; the
-    allgather makes a rank-local error (a missing GPU on one node) stop the
-    whole job with one message instead of a hang.
+    Two phases, each ending in an agreement: first what each rank builds alone
+    (every check, data, models, loader), then what the ranks build together
+    (process groups, RMA windows). A rank-local error (a missing GPU on one
+    node, a shard smaller than a batch) thus stops the whole job with one
+    message before any rank enters a collective its peers will never reach.
     """
+    run = _agreed(world, build_local, world, cfg)
+    return _agreed(world, connect, run)
+
+
+def _agreed(world: MPI.Comm, build, *args):
+    """build(*args) on every rank, then one allgather: a UserError on any rank is raised on all."""
     try:
-        run, error = build_run(world, cfg), None
+        result, error = build(*args), None
     except UserError as exc:
-        run, error = None, str(exc)
+        result, error = None, str(exc)
     errors = world.allgather(error)
     failed = [(rank, msg) for rank, msg in enumerate(errors) if msg is not None]
     if failed:
@@ -152,13 +160,22 @@ def _agree_on_setup(world: MPI.Comm, cfg: TrainConfig) -> TrainingRun:
         if all(m == msg for _, m in failed) and len(failed) == world.Get_size():
             raise UserError(msg)
         raise UserError(f"rank {rank}: {msg}")
-    return run
+    return result
 
 
-def build_run(world: MPI.Comm, cfg: TrainConfig) -> TrainingRun:
+def build_local(world: MPI.Comm, cfg: TrainConfig) -> TrainingRun:
+    """This rank's parts of the run, and every check.
+
+    Its only collective calls (make_roles' communicator splits) come after the
+    checks that every rank answers alike; what may fail on one rank alone
+    (device, data, shard, memory) comes after them.
+    """
     info_alg = ALGORITHMS[cfg.algorithm]
     _check_budgets(cfg)
     _check_world(world, cfg.expect_ranks)
+    # What Algorithm.__init__ checks first, here before anything is built: a setting this algorithm
+    # does not use, set away from its default, stops the run before data, models or process groups.
+    check_options(info_alg, cfg)
     roles = make_roles(world, dedicated_master=info_alg.needs_master, algorithm=cfg.algorithm)
     # The paper's master is a CPU: a dedicated master keeps W in host memory.
     device = torch.device("cpu") if roles.is_master and not roles.is_worker else pick_device(cfg.device, roles.local_rank)
@@ -183,6 +200,8 @@ def build_run(world: MPI.Comm, cfg: TrainConfig) -> TrainingRun:
         # Chip partitioning: check that this node holds its replicas before anyone allocates them.
         parameters = sum(p.numel() for p in (model or center_model).parameters())
         replica_budget = check_replicas(roles.local_size, parameters, info.n_train * info.image_nbytes, cfg.fast_memory_gb)
+    normalize = Normalizer(info.mean, info.std, device)
+
     if roles.is_worker:
         replicated = codesign.data == "replicated"
         loader = ShardLoader(
@@ -190,27 +209,30 @@ def build_run(world: MPI.Comm, cfg: TrainConfig) -> TrainingRun:
             batch_size=cfg.batch_size, seed=cfg.seed + (roles.worker_index if replicated else 0),
             pin_memory=device.type == "cuda",
         )
-    normalize = Normalizer(info.mean, info.std, device)
 
-    rho = cfg.rho if cfg.rho is not None else default_rho(cfg.lr, roles.num_workers, cfg.beta)
-    hyper = Hyper(lr=cfg.lr, rho=rho, momentum=cfg.momentum, tau=cfg.tau, momentum_at=cfg.momentum_at,
-                  nesterov=cfg.nesterov, worker_timeout=cfg.worker_timeout)
+    return TrainingRun(cfg, roles, device, info, model, params, center_model, center, loader, normalize, timer,
+                       codesign, replica_budget=replica_budget)
+
+
+def connect(run: TrainingRun) -> TrainingRun:
+    """The parts the ranks build together: the process group, the algorithm (RMA windows), the monitor."""
+    cfg, roles, info = run.cfg, run.roles, run.info
     dist_group = None
-    if codesign.backend in TORCH_DIST_BACKENDS:
-        dist_group = init_torch_dist(codesign.backend, world, roles.worker_ranks, device)
-    setup_ = Setup(roles=roles, params=params, center=center, hyper=hyper, timer=timer, n_train=info.n_train,
-                   codesign=codesign, dist_group=dist_group)
-    algo = load(cfg.algorithm)(setup_)
-
-    monitor = None
+    if run.codesign.backend in TORCH_DIST_BACKENDS:
+        dist_group = init_torch_dist(run.codesign.backend, roles.world, roles.worker_ranks, run.device)
+    context = AlgorithmContext(info=ALGORITHMS[cfg.algorithm], cfg=cfg, roles=roles, params=run.params,
+                               center=run.center, hyper=Hyper.from_config(cfg, roles.num_workers), timer=run.timer,
+                               n_train=info.n_train, codesign=run.codesign, dist_group=dist_group)
+    run.algo = load(cfg.algorithm)(context)
     if roles.is_master:
         stop_rule = StopRule(cfg.max_steps, cfg.epochs, cfg.time_budget, cfg.target_accuracy)
         # Evaluated where the center lives (host memory for sync_easgd1 and dedicated masters).
-        evaluate = _center_evaluator(cfg, center_model, model, Normalizer(info.mean, info.std, center_device),
-                                     algo.refresh_center)
-        monitor = Monitor(stop_rule, cfg.eval_every, timer, evaluate, samples_per_step=cfg.batch_size * roles.num_workers)
-    return TrainingRun(cfg, roles, device, info, model, params, center_model, algo, loader, normalize, timer, monitor, codesign,
-               replica_budget=replica_budget)
+        center_device = next(run.center_model.parameters()).device
+        evaluate = _center_evaluator(cfg, run.center_model, run.model,
+                                     Normalizer(info.mean, info.std, center_device), run.algo.refresh_center)
+        run.monitor = Monitor(stop_rule, cfg.eval_every, run.timer, evaluate,
+                              samples_per_step=cfg.batch_size * roles.num_workers)
+    return run
 
 
 def _check_budgets(cfg: TrainConfig) -> None:
@@ -233,25 +255,27 @@ def _check_world(world: MPI.Comm, expected: int | None) -> None:
 def resolve_codesign(cfg: TrainConfig, info_alg, device: torch.device, roles: Roles) -> Codesign:
     """The codesign switches of this run: the preset's, the command line's, or the defaults.
 
-    A preset (sync_easgd1/2/3) fixes its switches; contradicting one is an error.
+    A preset (sync_easgd1/2/3) fixes its switches; contradicting one is an error
+    (`info_alg.preset_of` names the base algorithm that chooses them freely).
+    Only the switches the algorithm accepts (`info_alg.options`) are taken from
+    `cfg`; any other one set away from its default has been refused already
+    (`scaledl.algorithms.check_options`, run by build_local and Algorithm.__init__).
     """
-    preset = info_alg.preset
+    preset, options = info_alg.preset, info_alg.options
     for key in ("center_on", "overlap"):
         given = getattr(cfg, key)
         if given is not None and key in preset and given != preset[key]:
             raise UserError(f"--{key.replace('_', '-')} {given} contradicts {cfg.algorithm}, which fixes "
-                            f"{key} = {preset[key]}; use --algorithm sync_easgd to choose it freely")
-    center_on = cfg.center_on or preset.get("center_on", "device")
-    overlap = cfg.overlap if cfg.overlap is not None else preset.get("overlap", False)
-    collective = not info_alg.needs_master
-    if info_alg.module != "sync_easgd" and (center_on == "host" or overlap or cfg.tau != 1):
-        raise UserError(f"--center-on host, --overlap and --tau apply to the Sync EASGD family, not {cfg.algorithm}")
-    if not collective and (cfg.message != "packed" or cfg.backend not in ("auto", "mpi")):
-        raise UserError(f"--message and --backend choose how collectives travel; {cfg.algorithm} exchanges "
-                        "with a master (MPI point-to-point and one-sided), always packed on host buffers")
-    gpu_per_rank = device.type == "cuda" and roles.local_size <= torch.cuda.device_count()
-    backend = choose_backend(cfg.backend, device, gpu_per_rank) if collective else "mpi"
-    return Codesign(message=cfg.message, center_on=center_on, overlap=overlap, backend=backend,
+                            f"{key} = {preset[key]}; use --algorithm {info_alg.preset_of} to choose it freely")
+    center_on = (cfg.center_on if "center_on" in options else None) or preset.get("center_on", "device")
+    overlap = cfg.overlap if "overlap" in options and cfg.overlap is not None else preset.get("overlap", False)
+    message = cfg.message if "message" in options else "packed"   # master-based exchanges: one message each
+    if "backend" in options:   # collectives: the backend that carries them
+        gpu_per_rank = device.type == "cuda" and roles.local_size <= torch.cuda.device_count()
+        backend = choose_backend(cfg.backend, device, gpu_per_rank)
+    else:                      # a dedicated master: MPI point-to-point and one-sided on host buffers
+        backend = "mpi"
+    return Codesign(message=message, center_on=center_on, overlap=overlap, backend=backend,
                     data=preset.get("data", "sharded"))
 
 

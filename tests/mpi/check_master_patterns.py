@@ -8,6 +8,7 @@ import numpy as np
 import torch
 from mpi4py import MPI
 
+from scaledl.algorithms import rules
 from scaledl.comm.board import LOSS_SUM, SAMPLES, UPDATES, Board
 from scaledl.comm.center_window import CenterWindow
 from scaledl.comm.roles import make_roles
@@ -52,7 +53,7 @@ def check_master_momentum() -> None:
     if roles.is_worker:
         grad, velocity, out = np.ones(N, dtype=np.float32), np.empty(N, dtype=np.float32), np.empty(N, dtype=np.float32)
         for _ in range(K):
-            win.momentum_step(grad, velocity, out, lr, mu)
+            win.momentum_step(velocity, out, lambda v: rules.velocity_(torch.from_numpy(v), torch.from_numpy(grad), lr, mu))
     world.Barrier()
     if roles.is_master:
         v, wt = 0.0, 0.0

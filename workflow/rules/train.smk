@@ -1,10 +1,11 @@
 # Stage 2: one MPI job per point of the grid. `-m mpi4py` turns an exception
 # on any rank into MPI_Abort, so a failing run ends instead of hanging.
-# Resources come from the run's platform (common.smk, scaledl.placement); the
+# Resources come from the run's platform (common.smk, scaledl.grid); the
 # launcher `mpi` is the one runtime knob: mpiexec here, `srun --mpi=...` from
-# slurm/config.yaml. SRUN_CPUS_PER_TASK gives each rank its cores under srun
-# (srun no longer inherits --cpus-per-task, and the plugin's job step drops
-# SLURM_* variables); other launchers ignore it.
+# slurm/config.yaml (set-resources of the rule named `train`). The command
+# starts with `{mpi} -n {tasks} ` (params.launcher, common.smk's mpi_launcher),
+# and --expect-ranks {tasks} fails a job whose launcher did not start one MPI
+# world of that many ranks (a launcher that starts singletons).
 
 
 rule train:
@@ -25,11 +26,11 @@ rule train:
         mpi="mpiexec",  # a cluster swaps in its launcher: see slurm/config.yaml
         **placed_resources(train_placement),
     params:
+        launcher=mpi_launcher,
         out_dir=subpath(output.run, parent=True),
         flags=train_flags,
     shell:
-        "SRUN_CPUS_PER_TASK={resources.cpus_per_task} {resources.mpi} -n {resources.tasks}"
-        " python -m mpi4py -m scaledl train"
+        "{params.launcher}python -m mpi4py -m scaledl train"
         " --data {input.data} --model {wildcards.model} --algorithm {wildcards.algorithm}"
         " --seed {wildcards.seed} --platform {wildcards.platform} --expect-ranks {resources.tasks}"
         " --out-dir {params.out_dir}"
@@ -40,36 +41,18 @@ rule train:
 # starts a singleton: the Slurm plugin refuses an MPI job of one task. The
 # empty `mpi` makes the plugin submit an ordinary one-task job (it tests the
 # value) whose job step runs the command itself instead of under `srun -n1`
-# (it tests the key), so no PMI variables of a step reach the singleton.
+# (it tests the key), so no PMI variables of a step reach the singleton; it
+# also empties params.launcher. `use rule ... with:` replaces a directive it
+# names as a whole (resources too: they are repeated), keeps the others (the
+# command, the outputs), and gives the rule its own name, so the profile's
+# launcher for `train` never reaches it.
 ruleorder: train_single > train
 
 
-rule train_single:
-    input:
-        data="data/hdf5/{dataset}.h5",
-    output:
-        metrics="results/runs/{dataset}/{model}/{algorithm}/{platform}/p{workers}/s{seed}/metrics.csv",
-        run="results/runs/{dataset}/{model}/{algorithm}/{platform}/p{workers}/s{seed}/run.json",
-        model="results/runs/{dataset}/{model}/{algorithm}/{platform}/p{workers}/s{seed}/model.pt",
-    log:
-        "logs/train/{dataset}/{model}/{algorithm}/{platform}/p{workers}/s{seed}.log",
-    benchmark:
-        "benchmarks/train/{dataset}/{model}/{algorithm}/{platform}/p{workers}/s{seed}.tsv"
+use rule train as train_single with:
     wildcard_constraints:
         workers="1",
         algorithm=SINGLE_RANK_ALGORITHMS,
-    conda:
-        "../envs/scaledl.yaml"
-    threads: placed_threads(train_placement)
     resources:
         mpi="",
         **placed_resources(train_placement),  # tasks is 1 here
-    params:
-        out_dir=subpath(output.run, parent=True),
-        flags=train_flags,
-    shell:
-        "python -m mpi4py -m scaledl train"
-        " --data {input.data} --model {wildcards.model} --algorithm {wildcards.algorithm}"
-        " --seed {wildcards.seed} --platform {wildcards.platform} --expect-ranks 1"
-        " --out-dir {params.out_dir}"
-        " {params.flags} > {log} 2>&1"

@@ -4,6 +4,8 @@ Names are the config enum, the CLI choices and the table keys. What other
 code needs to know of an algorithm (its rank layout, its message pattern,
 what one exchange moves, the options it accepts, whether it is a preset of
 another) is a field of its `AlgorithmInfo`, never a comparison of names.
+`check_options(info, cfg)` refuses a run's setting the algorithm does not
+use (every Algorithm runs it first when built).
 
 This module imports neither torch nor MPI, so Snakemake and the CLI can read
 the registry without initialising MPI; `load(key)` imports an algorithm's
@@ -13,9 +15,11 @@ module on demand.
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Mapping
+
+from scaledl.errors import UserError
 
 # How the ranks talk (module docstrings give each one's message sequence).
 PATTERNS = {
@@ -133,5 +137,31 @@ def tasks_for(key: str, workers: int) -> int:
 
 
 def accepting(option: str) -> list[str]:
-    """The base algorithms that accept `option` (for error messages)."""
-    return [key for key in BASE_ALGORITHMS if option in ALGORITHMS[key].options]
+    """The algorithms that accept `option` (for error messages): base algorithms, and a preset
+    only where its base does not (chip_partition's --fast-memory-gb)."""
+    return [key for key, info in ALGORITHMS.items() if option in info.options
+            and not (info.is_preset and option in ALGORITHMS[info.preset_of].options)]
+
+
+def flag(option: str) -> str:
+    """The command-line flag of a TrainConfig field: momentum_at → --momentum-at."""
+    return "--" + option.replace("_", "-")
+
+
+def check_options(info: AlgorithmInfo, cfg) -> None:
+    """Refuse a setting `info`'s algorithm does not use, given a value other than its default.
+
+    `cfg` is the run's scaledl.config.TrainConfig. A setting that some algorithms
+    use (`algorithm_options()`) but this one does not (`info.options`) must keep
+    its TrainConfig default; otherwise the run would silently ignore it. Raises
+    UserError with one line naming the flag, the algorithm and those that accept it.
+    """
+    defaults = {f.name: f.default for f in fields(cfg)}
+    for option in sorted(algorithm_options() - info.options):
+        value = getattr(cfg, option)
+        if value == defaults[option]:
+            continue
+        given = flag(option) if value is True else f"{flag(option)} {value}"
+        users = accepting(option)
+        who = f"{users[0]} uses" if len(users) == 1 else f"{', '.join(users[:-1])} and {users[-1]} use"
+        raise UserError(f"{given} does not apply to {info.key}: only {who} it")

@@ -8,20 +8,21 @@ opens an exclusive-lock epoch on the master's window, reads W_t, adds the
 elastic difference η·ρ·(W^i_t − W_t) to W (the master's Eq. 2, applied by
 MPI on the master's memory while no other update can intervene), closes the
 epoch, then applies Eq. 1 locally. Only the schedule differs from original
-EASGD (`easgd`, round-robin); Hogwild EASGD differs from this only in the lock.
+EASGD (`easgd`, round-robin); Hogwild EASGD differs from this only in the lock
+(its registry pattern, lock_free_window).
 """
 
 from __future__ import annotations
 
 import numpy as np
+import torch
 
 from scaledl.algorithms import rules
-from scaledl.algorithms.parameter_server import CenterInWindow
+from scaledl.algorithms.window_based import WindowBased
 
 
-class AsyncEASGD(CenterInWindow):
+class AsyncEASGD(WindowBased):
     key = "async_easgd"
-    locked = True
 
     def worker_step(self) -> None:
         self.w_host = self.stage.send_view(self.params.data)                     # W^i_t
@@ -32,9 +33,8 @@ class AsyncEASGD(CenterInWindow):
             self.local_rule(center)
 
     def elastic_difference(self, center: np.ndarray) -> np.ndarray:
-        """η·ρ·(W^i_t − W_t): what Eq. 2 adds to the center for this worker."""
-        np.subtract(self.w_host, center, out=self.delta_host)
-        self.delta_host *= self.hyper.alpha
+        """η·ρ·(W^i_t − W_t): what Eq. 2 adds to the center for this worker (inside the lock epoch)."""
+        rules.elastic_difference_(self.delta, torch.from_numpy(self.w_host), torch.from_numpy(center), self.hyper.alpha)
         return self.delta_host
 
     def local_rule(self, center) -> None:

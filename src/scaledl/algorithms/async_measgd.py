@@ -19,21 +19,20 @@ from scaledl.algorithms.async_easgd import AsyncEASGD
 
 class AsyncMEASGD(AsyncEASGD):
     key = "async_measgd"
-    locked = True
 
-    def __init__(self, setup):
-        super().__init__(setup)
+    def __init__(self, context):
+        super().__init__(context)
         if self.roles.is_worker:
             self.velocity = torch.zeros_like(self.params.data)
 
     def begin_iteration(self) -> bool:
         if self.hyper.nesterov:
-            self.params.data.add_(self.velocity, alpha=self.hyper.momentum)   # look ahead: gradient at W^i + μV^i
+            rules.look_ahead_(self.params.data, self.velocity, self.hyper.momentum)   # gradient at W^i + μV^i
         return True
 
     def worker_step(self) -> None:
         if self.hyper.nesterov:
-            self.params.data.sub_(self.velocity, alpha=self.hyper.momentum)   # back to W^i before the exchange
+            rules.look_back_(self.params.data, self.velocity, self.hyper.momentum)    # back to W^i before the exchange
         super().worker_step()
 
     def local_rule(self, center) -> None:

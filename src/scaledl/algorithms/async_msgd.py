@@ -3,7 +3,7 @@
 Rule:  V ← μ·V − η·ΔW^i ;  W ← W + V ;  then W^i ← W.
 Pattern: as `async_sgd` (first come, first served, exclusive lock).
 Where V lives is not stated in the paper; both are offered
-(`--msgd-momentum-at`):
+(`--momentum-at`):
   master (default, Downpour-style): one V at the master, updated by every
     worker's gradient in arrival order; the read-modify-write of V runs
     inside the worker's exclusive-lock epoch (Get V, Put V', Accumulate V').
@@ -22,25 +22,21 @@ from scaledl.algorithms.async_sgd import AsyncSGD
 
 class AsyncMSGD(AsyncSGD):
     key = "async_msgd"
-    locked = True
 
-    def uses_master_momentum(self) -> bool:
-        return self.hyper.momentum_at == "master"
-
-    def __init__(self, setup):
-        super().__init__(setup)
+    def __init__(self, context):
+        super().__init__(context)     # sets master_momentum (from the registry's options and --momentum-at)
         if self.roles.is_worker:
-            if self.uses_master_momentum():
-                self.velocity_host = np.empty(self.params.numel, dtype=np.float32)
+            if self.master_momentum:
+                self.velocity_host = np.empty(self.params.numel, dtype=np.float32)   # V, read from the window
             else:
                 self.velocity = torch.zeros_like(self.params.data)
 
     def worker_step(self) -> None:
-        if self.uses_master_momentum():
-            grad = self.stage.send_view(self.params.grad)
+        if self.master_momentum:
+            self.grad_host = torch.from_numpy(self.stage.send_view(self.params.grad))
             with self.timer.phase("comm"):
-                self.window.momentum_step(grad, self.velocity_host, self.center_host, self.hyper.lr,
-                                          self.hyper.momentum, on_update=self.count_update)
+                self.window.momentum_step(self.velocity_host, self.center_host, self.master_velocity,
+                                          on_update=self.count_update)
         else:
             with self.timer.phase("update"):
                 rules.velocity_(self.velocity, self.params.grad, self.hyper.lr, self.hyper.momentum)  # Eq. 3 on worker i
@@ -50,6 +46,10 @@ class AsyncMSGD(AsyncSGD):
         center = self.load_center_copy()
         with self.timer.phase("update"):
             self.params.data.copy_(center)                                      # W^i ← W
+
+    def master_velocity(self, velocity: np.ndarray) -> None:
+        """Eq. 3 on the master's V, read into `velocity` inside this worker's exclusive-lock epoch."""
+        rules.velocity_(torch.from_numpy(velocity), self.grad_host, self.hyper.lr, self.hyper.momentum)
 
 
 ALGORITHM = AsyncMSGD

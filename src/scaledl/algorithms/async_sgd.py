@@ -7,23 +7,21 @@ epoch on the master's window (CenterWindow), accumulates −η·ΔW^i into W,
 reads W back, and closes the epoch; workers queue on the lock, so exactly
 one gradient is applied at a time (the paper's implicit lock). The
 accumulate is the master's update, executed by MPI on the master's memory.
-Hogwild SGD is this class with `locked = False`.
+Hogwild SGD is this class under the lock-free pattern (its registry entry).
 """
 
 from __future__ import annotations
 
-import torch
+from scaledl.algorithms import rules
+from scaledl.algorithms.window_based import WindowBased
 
-from scaledl.algorithms.parameter_server import CenterInWindow
 
-
-class AsyncSGD(CenterInWindow):
+class AsyncSGD(WindowBased):
     key = "async_sgd"
-    locked = True
 
     def worker_step(self) -> None:
         with self.timer.phase("update"):
-            torch.mul(self.params.grad, -self.hyper.lr, out=self.center_copy)   # −η·ΔW^i
+            rules.sgd_step_(self.center_copy, self.params.grad, self.hyper.lr)  # −η·ΔW^i
         delta = self.stage.send_view(self.center_copy)
         with self.timer.phase("comm"):
             self.window.push_then_pull(delta, self.center_host, on_update=self.count_update)

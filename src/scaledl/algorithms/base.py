@@ -23,20 +23,33 @@ from typing import ClassVar
 
 import torch
 
+from scaledl.algorithms import AlgorithmInfo, check_options
+from scaledl.algorithms.rules import default_rho
+from scaledl.comm.collectives import Collectives
 from scaledl.comm.flat import FlatParams
 from scaledl.comm.roles import Roles
+from scaledl.config import TrainConfig
 from scaledl.timing import PhaseTimer
 
 
 @dataclass(frozen=True)
 class Hyper:
-    lr: float            # η
-    rho: float           # ρ (elasticity); α = ηρ is the moving rate
-    momentum: float      # μ, for the momentum variants
-    tau: int = 1         # communication period (the paper exchanges every iteration)
-    momentum_at: str = "master"   # async_msgd: where V lives ("master" or "worker")
-    nesterov: bool = False        # async_measgd: gradient at the look-ahead W^i + μV^i
-    worker_timeout: float = 30.0  # seconds without progress before the job is aborted
+    """The numbers the update rules use, resolved for this run (defaults live in TrainConfig)."""
+
+    lr: float              # η
+    rho: float             # ρ (elasticity); α = ηρ is the moving rate
+    momentum: float        # μ, for the momentum variants
+    tau: int               # communication period (the paper exchanges every iteration)
+    momentum_at: str       # async_msgd: where V lives ("master" or "worker")
+    nesterov: bool         # async_measgd: gradient at the look-ahead W^i + μV^i
+    worker_timeout: float  # seconds without progress before the job is aborted
+
+    @classmethod
+    def from_config(cls, cfg: TrainConfig, num_workers: int) -> Hyper:
+        """ρ as given, else from α = ηρ = β/P (Zhang et al.); the rest as the run's settings say."""
+        rho = cfg.rho if cfg.rho is not None else default_rho(cfg.lr, num_workers, cfg.beta)
+        return cls(lr=cfg.lr, rho=rho, momentum=cfg.momentum, tau=cfg.tau, momentum_at=cfg.momentum_at,
+                   nesterov=cfg.nesterov, worker_timeout=cfg.worker_timeout)
 
     @property
     def alpha(self) -> float:
@@ -56,9 +69,11 @@ class Codesign:
 
 
 @dataclass
-class Setup:
-    """What an algorithm is built from."""
+class AlgorithmContext:
+    """What an algorithm is built from: its description and the run's settings, its ranks and tensors."""
 
+    info: AlgorithmInfo         # the registry's description of the algorithm run (a preset's, for a preset)
+    cfg: TrainConfig            # the run's settings, as given (checked against info.options)
     roles: Roles
     params: FlatParams | None   # this worker's W^i (None on a dedicated master)
     center: FlatParams | None   # the center W (master only)
@@ -72,15 +87,19 @@ class Setup:
 class Algorithm(ABC):
     key: ClassVar[str]
 
-    def __init__(self, setup: Setup):
-        self.roles = setup.roles
-        self.params = setup.params
-        self.center = setup.center
-        self.hyper = setup.hyper
-        self.timer = setup.timer
-        self.n_train = setup.n_train
-        self.codesign = setup.codesign
-        self.dist_group = setup.dist_group
+    def __init__(self, context: AlgorithmContext):
+        # First, before any rank allocates or communicates: a setting this algorithm
+        # would ignore is refused (every rank raises alike; train._agree_on_setup reports it).
+        check_options(context.info, context.cfg)
+        self.info = context.info
+        self.roles = context.roles
+        self.params = context.params
+        self.center = context.center
+        self.hyper = context.hyper
+        self.timer = context.timer
+        self.n_train = context.n_train
+        self.codesign = context.codesign
+        self.dist_group = context.dist_group
 
     @abstractmethod
     def start(self) -> None:
@@ -118,8 +137,6 @@ class Algorithm(ABC):
 
     def collectives(self, like: torch.Tensor, comm=None, timer=None):
         """The collective patterns on tensors like `like`, with this run's codesign switches."""
-        from scaledl.comm.collectives import Collectives
-
         layers = self.params.numels if self.codesign.message == "per_layer" else None
         return Collectives(comm or self.roles.worker_comm, like, timer or self.timer, layers=layers,
                            backend=self.codesign.backend, dist_group=self.dist_group)

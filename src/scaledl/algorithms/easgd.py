@@ -26,8 +26,8 @@ from scaledl.comm.round_robin import RoundRobinMaster, RoundRobinWorker
 class EASGD(MasterBased):
     key = "easgd"
 
-    def __init__(self, setup):
-        super().__init__(setup)
+    def __init__(self, context):
+        super().__init__(context)
         r = self.roles
         if r.is_master:
             self.rr = RoundRobinMaster(r.world, r.worker_ranks, self.center.numel, self.hyper.worker_timeout)

@@ -41,8 +41,8 @@ class Staleness:
 
 
 class MasterBased(Algorithm):
-    def __init__(self, setup):
-        super().__init__(setup)
+    def __init__(self, context):
+        super().__init__(context)
         r = self.roles
         self.world = r.world
         self.board = Board(r.world, r.master, r.num_workers)

@@ -12,9 +12,28 @@ from __future__ import annotations
 import torch
 
 
+def weight_decay_(grad: torch.Tensor, w: torch.Tensor, coefficient: float) -> None:
+    """L2 regularisation folded into the gradient: ΔW ← ΔW + λ·W."""
+    grad.add_(w, alpha=coefficient)
+
+
 def sgd_(w: torch.Tensor, grad: torch.Tensor, lr: float) -> None:
     """W ← W − η·ΔW."""
     w.add_(grad, alpha=-lr)
+
+
+def sgd_step_(out: torch.Tensor, grad: torch.Tensor, lr: float) -> torch.Tensor:
+    """out ← −η·ΔW: the SGD update, for whoever adds it to W (Async SGD's accumulate at the master)."""
+    return torch.mul(grad, -lr, out=out)
+
+
+def mean_sgd_(w: torch.Tensor, grad_sum: torch.Tensor, num_workers: int, lr: float) -> None:
+    """Synchronous SGD: W ← W − η·(1/P)·Σ_j ΔW^j, with Σ_j ΔW^j given (P = num_workers).
+
+    grad_sum is divided by P in place (it is the allreduce buffer, spent afterwards).
+    """
+    grad_sum.div_(num_workers)
+    sgd_(w, grad_sum, lr)
 
 
 def velocity_(v: torch.Tensor, grad: torch.Tensor, lr: float, mu: float) -> None:
@@ -28,9 +47,14 @@ def momentum_(w: torch.Tensor, v: torch.Tensor, grad: torch.Tensor, lr: float, m
     w.add_(v)
 
 
+def elastic_difference_(out: torch.Tensor, w: torch.Tensor, center: torch.Tensor, alpha: float) -> torch.Tensor:
+    """out ← α·(W^i − W), α = η·ρ: the elastic pull of Eq. 1, and what Eq. 2 adds to W for one worker."""
+    return torch.sub(w, center, out=out).mul_(alpha)
+
+
 def elastic_worker_(w: torch.Tensor, grad: torch.Tensor, center: torch.Tensor, lr: float, rho: float) -> None:
     """Eq. 1: W^i ← W^i − η·ΔW^i − η·ρ·(W^i − W)."""
-    pull = torch.sub(w, center).mul_(lr * rho)
+    pull = elastic_difference_(torch.empty_like(w), w, center, lr * rho)
     w.add_(grad, alpha=-lr).sub_(pull)
 
 
@@ -53,9 +77,19 @@ def momentum_elastic_worker_(
     W^i + μV^i, Zhang et al.'s EAMSGD) is the caller's choice of where to
     evaluate ΔW^i, not a different rule.
     """
-    pull = torch.sub(w, center).mul_(lr * rho)
+    pull = elastic_difference_(torch.empty_like(w), w, center, lr * rho)
     velocity_(v, grad, lr, mu)
     w.add_(v).sub_(pull)
+
+
+def look_ahead_(w: torch.Tensor, v: torch.Tensor, mu: float) -> None:
+    """Nesterov (Zhang et al.'s EAMSGD): W ← W + μ·V, where ΔW is then taken; `look_back_` returns."""
+    w.add_(v, alpha=mu)
+
+
+def look_back_(w: torch.Tensor, v: torch.Tensor, mu: float) -> None:
+    """W ← W − μ·V: back from `look_ahead_` (to within rounding) before the exchange."""
+    w.sub_(v, alpha=mu)
 
 
 def default_rho(lr: float, num_workers: int, beta: float = 0.9) -> float:

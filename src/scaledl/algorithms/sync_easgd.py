@@ -13,8 +13,9 @@ Cost: 2·log P·(α + |W|β) per iteration instead of original EASGD's P·(α + 
 Weights, not gradients, are reduced. No arrival order enters, so it is
 deterministic for a given seed and world size. The master is worker 0.
 
-The ladder (presets in the registry; the math is identical at every level,
-so their results are bitwise equal, only the time differs):
+The ladder: sync_easgd1/2/3 are the registry's presets of sync_easgd, each
+fixing the switches --center-on and --overlap (the math is identical at
+every level, so their results are bitwise equal, only the time differs):
     sync_easgd1  tree collectives; the center W stays in host memory (the paper's
                  CPU master): W and ΣW^i cross host↔device every iteration
     sync_easgd2  W lives on the master's device beside W^0: device-resident
@@ -42,8 +43,8 @@ from scaledl.timing import PhaseTimer
 class SyncEASGD(Algorithm):
     key = "sync_easgd"
 
-    def __init__(self, setup):
-        super().__init__(setup)
+    def __init__(self, context):
+        super().__init__(context)
         w = self.params.data
         self.workers = self.roles.num_workers
         self.on_host = self.codesign.center_on == "host"

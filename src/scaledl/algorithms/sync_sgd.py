@@ -7,6 +7,12 @@ Pattern:  one Allreduce(sum) of the flat gradient per iteration over the
 Deterministic: the reduction order depends only on P and |W|, so every
 replica stays bitwise equal and two runs with one seed are bitwise equal.
 Plain SGD (no momentum), like the paper's SGD baselines.
+
+Preset: `chip_partition` (the registry's preset of sync_sgd; paper §3, Fig. 12)
+is this algorithm, rules and pattern unchanged, with replicated data: every
+partition of a KNL chip holds the whole training set and its own weights,
+and the run first checks that the node's fast memory holds the replicas
+(`--fast-memory-gb`).
 """
 
 from __future__ import annotations
@@ -18,8 +24,8 @@ from scaledl.algorithms.base import Algorithm
 class SyncSGD(Algorithm):
     key = "sync_sgd"
 
-    def __init__(self, setup):
-        super().__init__(setup)
+    def __init__(self, context):
+        super().__init__(context)
         self.coll = self.collectives(self.params.data)
         self.workers = self.roles.num_workers
 
@@ -34,8 +40,7 @@ class SyncSGD(Algorithm):
         self.coll.allreduce_sum_(grad)
         self.exchanges += 1
         with self.timer.phase("update"):
-            grad.div_(self.workers)
-            rules.sgd_(self.params.data, grad, self.hyper.lr)
+            rules.mean_sgd_(self.params.data, grad, self.workers, self.hyper.lr)
 
     def refresh_center(self) -> None:
         # The center of a replicated algorithm is worker 0's replica.

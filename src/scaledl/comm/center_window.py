@@ -55,7 +55,11 @@ class CenterWindow:
         self.win.Unlock(self.master)
 
     def pull_then_push(self, out: np.ndarray, make_delta, on_update=_nothing) -> None:
-        """out ← W; W += make_delta(out). Async/Hogwild EASGD: the elastic difference needs W first."""
+        """out ← W; W += make_delta(out). Async/Hogwild EASGD: the elastic difference needs W first.
+
+        The update rules are the caller's (comm/ knows no algorithm): `make_delta`
+        computes the increment from the W just read.
+        """
         self.win.Lock(self.master, self.lock_type)
         self.win.Get(out, self.master)
         self.win.Flush(self.master)
@@ -63,16 +67,17 @@ class CenterWindow:
         on_update()
         self.win.Unlock(self.master)
 
-    def momentum_step(self, grad: np.ndarray, velocity: np.ndarray, out: np.ndarray, lr: float, mu: float, on_update=_nothing) -> None:
-        """Master-side momentum (Eqs. 3-4 at the master): V ← μV − η·ΔW ; W ← W + V ; out ← W.
+    def momentum_step(self, velocity: np.ndarray, out: np.ndarray, update_velocity, on_update=_nothing) -> None:
+        """Master-side momentum (Eqs. 3-4 at the master): V ← V' ; W ← W + V' ; out ← W.
 
-        A read-modify-write of V: only correct under the exclusive lock.
+        velocity ← V; `update_velocity(velocity)` turns it into V' in place (the
+        caller's Eq. 3, V' = μV − η·ΔW). A read-modify-write of V: only correct
+        under the exclusive lock.
         """
         self.win.Lock(self.master, self.lock_type)
         self.win.Get(velocity, self.master, target=(self.numel, self.numel, MPI.FLOAT))
         self.win.Flush(self.master)
-        velocity *= mu
-        velocity -= lr * grad
+        update_velocity(velocity)
         self.win.Put(velocity, self.master, target=(self.numel, self.numel, MPI.FLOAT))
         self.win.Accumulate(velocity, self.master, op=MPI.SUM)
         on_update()

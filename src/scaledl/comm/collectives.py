@@ -23,6 +23,7 @@ algorithms, are bitwise repeatable run to run.
 from __future__ import annotations
 
 import ctypes
+import socket
 
 import numpy as np
 import torch
@@ -182,9 +183,7 @@ def init_torch_dist(backend: str, world: MPI.Comm, worker_ranks: tuple[int, ...]
 
     Returns the workers' group, or None when the workers are the whole world.
     """
-    import socket
-
-    import torch.distributed as dist
+    import torch.distributed as dist  # lazy: only the nccl and gloo backends load it
 
     address = None
     if world.Get_rank() == 0:
@@ -201,7 +200,7 @@ def init_torch_dist(backend: str, world: MPI.Comm, worker_ranks: tuple[int, ...]
 
 def close_torch_dist() -> None:
     """Destroy the process group, if this run made one (torch warns about, and may hang on, a leaked one)."""
-    import torch.distributed as dist
+    import torch.distributed as dist  # lazy: only the nccl and gloo backends load it
 
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()

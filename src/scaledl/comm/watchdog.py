@@ -16,6 +16,8 @@ from typing import Callable
 
 from mpi4py import MPI
 
+from scaledl.comm.sentinel import claim
+
 
 _job_token: str | None = None
 
@@ -29,8 +31,6 @@ def set_job_token(token: str) -> None:
 def abort_job(message: str, status: int = 1) -> None:
     """Say why, then end every rank of the job."""
     if _job_token is not None:
-        from scaledl.comm.sentinel import claim
-
         claim(_job_token)  # our message is the report; the killed ranks' sentinels stay quiet
     print(f"scaledl train: error: {message}", file=sys.stderr, flush=True)
     time.sleep(0.5)  # the launcher forwards our output asynchronously; an abort right away can lose the line

@@ -6,51 +6,23 @@ import argparse
 import os
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from scaledl.data.converters import CONVERTERS
+from scaledl.data.converters.options import PrepareOptions
 from scaledl.data.hdf5 import read_info
 from scaledl.errors import DataError, UserError
 
+HELP = "convert a raw dataset into scaledl's HDF5 layout"
 
-@dataclass(frozen=True)
-class PrepareOptions:
-    """Converter settings; each converter reads the ones that concern it."""
 
-    image_size: int | None = None  # None: the converter's default (digits 28, imagenet 224)
-    seed: int = 0                  # train/test split (digits), pre-shuffle of train, generated data
-    test_fraction: float = 0.2     # digits only: it ships without a test split
-    train_count: int = 1000        # synthetic
-    test_count: int = 200          # synthetic
-    shape: tuple[int, int, int] = (1, 28, 28)  # synthetic, C,H,W
-    classes: int = 10              # synthetic
-    val_labels: Path | None = None  # imagenet, flat val/: file name → wnid mapping
-    devkit: Path | None = None      # imagenet, flat val/: ILSVRC2012_devkit_t12 folder
-    skip_corrupt: bool = False      # imagenet: skip undecodable images instead of failing
-    workers: int = 1                # imagenet: decoding processes
-
-    def __post_init__(self):
-        checks = [
-            (self.image_size is None or self.image_size >= 1, f"--image-size must be >= 1, got {self.image_size}"),
-            (0.0 < self.test_fraction < 1.0, f"--test-fraction must be between 0 and 1, got {self.test_fraction}"),
-            (self.train_count >= 1 and self.test_count >= 1, "--train-count and --test-count must be >= 1"),
-            (len(self.shape) == 3 and min(self.shape) >= 1, f"--shape must be three positive sizes C,H,W, got {self.shape}"),
-            (self.classes >= 2, f"--classes must be >= 2, got {self.classes}"),
-            (self.workers >= 1, f"--workers must be >= 1, got {self.workers}"),
-        ]
-        for ok, message in checks:
-            if not ok:
-                raise UserError(message)
-
-    @classmethod
-    def from_args(cls, args: argparse.Namespace) -> PrepareOptions:
-        """Options from parsed `prepare` arguments."""
-        return cls(
-            image_size=args.image_size, seed=args.seed, test_fraction=args.test_fraction,
-            train_count=args.train_count, test_count=args.test_count, shape=args.shape, classes=args.classes,
-            val_labels=args.val_labels, devkit=args.devkit, skip_corrupt=args.skip_corrupt, workers=args.workers,
-        )
+def options_from_args(args: argparse.Namespace) -> PrepareOptions:
+    """Converter options from parsed `prepare` arguments."""
+    return PrepareOptions(
+        image_size=args.image_size, seed=args.seed, test_fraction=args.test_fraction,
+        train_count=args.train_count, test_count=args.test_count, shape=args.shape, classes=args.classes,
+        val_labels=args.val_labels, devkit=args.devkit, skip_corrupt=args.skip_corrupt, workers=args.workers,
+    )
 
 
 def _shape(text: str) -> tuple[int, int, int]:
@@ -61,7 +33,7 @@ def _shape(text: str) -> tuple[int, int, int]:
     return c, h, w
 
 
-def add_prepare_arguments(parser: argparse.ArgumentParser) -> None:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the `prepare` subcommand's arguments to `parser`."""
     d = PrepareOptions()
     parser.epilog = "datasets:\n" + "\n".join(f"  {n:10} {c.description}" for n, c in CONVERTERS.items())
@@ -87,10 +59,10 @@ def add_prepare_arguments(parser: argparse.ArgumentParser) -> None:
     inet.add_argument("--workers", type=int, default=d.workers, help="decoding processes (default %(default)s)")
 
 
-def run_prepare(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     """Convert `args.dataset` into `args.out`, print one summary line, return 0. Raises UserError on bad input."""
     converter = CONVERTERS[args.dataset]
-    opts = PrepareOptions.from_args(args)
+    opts = options_from_args(args)
     raw = args.raw
     if converter.needs_raw:
         if raw is None:

@@ -146,3 +146,7 @@ def write_summary(table: pd.DataFrame, csv_path: str | Path, markdown_path: str 
         table.to_csv(tmp, index=False)
     if markdown_path is not None:
         write_text(markdown_path, to_markdown(table.drop(columns=["run"], errors="ignore")))
+
+
+def plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" + ("" if count == 1 else "s")

@@ -42,8 +42,23 @@ import math
 import statistics
 from pathlib import Path
 
+from scaledl.algorithms import ALGORITHMS
+from scaledl.atomic import write_text
+from scaledl.costmodel import (
+    COST_MODELS,
+    DEFAULT_WORKERS,
+    NETWORKS,
+    PAPER_WEAK_SCALING,
+    Network,
+    is_collective,
+    step_cost,
+)
 from scaledl.errors import UserError
+from scaledl.models import MODELS, build_model
+from scaledl.netbench import KIND
 from scaledl.report.aggregate import format_cell, lookup, read_json_object, read_run, run_json_path
+
+HELP = "α-β predictions of each run's communication beside the measured times"
 
 COMM_COLUMNS = [
     "dataset", "model", "algorithm", "platform", "workers", "ranks", "steps", "bytes",
@@ -68,9 +83,6 @@ COMPUTE_PHASES = ("data", "h2d", "param_copy", "compute", "update", "center_upda
 
 def read_netbench(path: str | Path):
     """(Network, the netbench record) from a `scaledl netbench` JSON file."""
-    from scaledl.costmodel import Network
-    from scaledl.netbench import KIND
-
     path = Path(path)
     record = read_json_object(path, "netbench JSON")
     if record.get("kind") != KIND:
@@ -119,8 +131,6 @@ def measured_per_step(run: dict, path: Path) -> dict:
 
 def message_count(run: dict, path: Path) -> int:
     """Parameter tensors of the run's model: messages per exchange in per-layer mode (builds the model once)."""
-    from scaledl.models import MODELS, build_model
-
     name = lookup(run, "model.name", path)
     if name not in MODELS:
         raise UserError(f"{path}: unknown model {name!r}; cannot count its layers")
@@ -136,8 +146,6 @@ def _ratio(measured, predicted):
 
 def comm_model_row(path: str | Path, net) -> dict:
     """One table row: the run's measured and predicted communication seconds per step."""
-    from scaledl.costmodel import step_cost
-
     path = run_json_path(path)
     run = read_run(path)
     key = lookup(run, "algorithm.key", path)
@@ -183,9 +191,6 @@ def comm_model_row(path: str | Path, net) -> dict:
 
 def scaling_rows(rows: list[dict], networks: dict, workers=None) -> list[dict]:
     """Weak-scaling extrapolation per (dataset, model) × network × algorithm × cost model × P."""
-    from scaledl.algorithms import ALGORITHMS
-    from scaledl.costmodel import DEFAULT_WORKERS, MODELS, step_cost
-
     workers = tuple(workers or DEFAULT_WORKERS)
     groups: dict[tuple[str, str], list[dict]] = {}
     for row in rows:
@@ -197,7 +202,7 @@ def scaling_rows(rows: list[dict], networks: dict, workers=None) -> list[dict]:
         compute = statistics.median(computes) if computes else 0.0
         for net_name, net in networks.items():
             for key in ALGORITHMS:
-                for cost_model in MODELS:   # identical for the point-to-point algorithms
+                for cost_model in COST_MODELS:   # identical for the point-to-point algorithms
                     base = step_cost(key, net, n, 1, model=cost_model, compute_s=compute).step_s
                     for p in workers:
                         cost = step_cost(key, net, n, p, model=cost_model, compute_s=compute)
@@ -239,8 +244,6 @@ def to_csv(rows: list[dict], columns: list[str]) -> str:
 
 def scaling_markdown(scaling: list[dict]) -> str:
     """Wide tables: one per (dataset, model, network); rows algorithm (cost model), columns P."""
-    from scaledl.costmodel import is_collective
-
     shown = [p for p in MARKDOWN_WORKERS if any(r["workers"] == p for r in scaling)]
     blocks = []
     groups: dict[tuple, list[dict]] = {}
@@ -264,7 +267,6 @@ def scaling_markdown(scaling: list[dict]) -> str:
 
 
 def report_markdown(rows: list[dict], scaling: list[dict], net, netbench_path: Path, record: dict) -> str:
-    from scaledl.costmodel import PAPER_WEAK_SCALING
 
     m = record.get("machine", {})
     shown = [c for c in COMM_COLUMNS if c not in ("run", "platform", "ranks")]
@@ -285,8 +287,7 @@ def report_markdown(rows: list[dict], scaling: list[dict], net, netbench_path: P
 # ---------------------------------------------------------------------- CLI
 
 
-def add_comm_model_arguments(parser: argparse.ArgumentParser) -> None:
-    from scaledl.costmodel import NETWORKS
+def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     parser.add_argument("runs", nargs="+", metavar="RUN", help="run.json files or run directories")
     parser.add_argument("--netbench", required=True, type=Path, metavar="JSON", help="α, β, γ from scaledl netbench")
@@ -302,9 +303,7 @@ def add_comm_model_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-workers", type=int, default=4096, help="largest power of two to extrapolate to (default %(default)s)")
 
 
-def run_comm_model(args: argparse.Namespace) -> int:
-    from scaledl.atomic import write_text
-    from scaledl.costmodel import NETWORKS, PAPER_WEAK_SCALING
+def run(args: argparse.Namespace) -> int:
 
     if args.out.suffix != ".csv":
         raise UserError(f"--out {args.out}: the table must be a .csv file")

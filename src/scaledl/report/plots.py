@@ -14,7 +14,17 @@ import pandas as pd
 from scaledl.atomic import atomic_path
 from scaledl.errors import UserError
 from scaledl.report.aggregate import lookup, read_metrics, read_run
-from scaledl.report.cli_args import X_COLUMNS, Y_COLUMNS
+
+FIGURE_FORMATS = ("png", "pdf", "svg")
+# metrics.csv columns a figure may put on its axes, with their axis labels
+X_COLUMNS = {
+    "wall_s": "wall time (s)",
+    "train_s": "training time (s, evaluation excluded)",
+    "step": "step",
+    "samples": "samples",
+    "epoch": "epoch",
+}
+Y_COLUMNS = {"test_accuracy": "test accuracy", "test_loss": "test loss", "train_loss": "train loss"}
 
 
 @dataclass

@@ -15,15 +15,14 @@ import tarfile
 import zlib
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from typing import IO
 
 import numpy as np
 
 from scaledl.data.hdf5 import sha256_file, sha256_files, write_dataset
 from scaledl.errors import DataError
 
-if TYPE_CHECKING:
-    from scaledl.data.prepare import PrepareOptions
+from scaledl.data.converters.options import PrepareOptions
 
 DESCRIPTION = "CIFAR-10 python batches under --raw (cifar-10-python.tar.gz or extracted)"
 RAW_HELP = "cifar-10-python.tar.gz or the extracted cifar-10-batches-py/ (data_batch_1..5, test_batch)"

@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from scaledl.data.hdf5 import write_dataset
 
-if TYPE_CHECKING:
-    from scaledl.data.prepare import PrepareOptions
+from scaledl.data.converters.options import PrepareOptions
 
 DESCRIPTION = "scikit-learn's 1797 handwritten 8x8 digits, resized (embedded, no --raw)"
 RAW_HELP = ""
@@ -37,6 +35,7 @@ def resize_bilinear(images: np.ndarray, size: int) -> np.ndarray:
 
 def convert(raw: Path | None, out: Path, opts: PrepareOptions) -> None:
     """Write the digits to `out`; `raw` is unused."""
+    # lazy: scikit-learn takes a second to import, and only this converter needs it
     from sklearn.datasets import load_digits
     from sklearn.model_selection import train_test_split
 

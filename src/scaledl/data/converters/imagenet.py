@@ -41,15 +41,13 @@ from collections.abc import Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor
 from itertools import chain
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from scaledl.data.hdf5 import TEST, TRAIN, DatasetWriter, SplitWriter, manifest_sha256, sha256_file
 from scaledl.errors import DataError, UserError
 
-if TYPE_CHECKING:
-    from scaledl.data.prepare import PrepareOptions
+from scaledl.data.converters.options import PrepareOptions
 
 DESCRIPTION = "ILSVRC-2012 JPEG folders under --raw (train/<wnid>/, val/ sorted or flat + labels)"
 RAW_HELP = ("train/<wnid>/*.JPEG and val/ (val/<wnid>/*.JPEG, or flat val/*.JPEG with --val-labels FILE "
@@ -127,7 +125,7 @@ def read_devkit(devkit: Path, n_val: int) -> tuple[list[str], list[Path]]:
         if not path.is_file():
             raise DataError(f"{path}: missing; --devkit must be the extracted {DEVKIT} folder")
     try:
-        from scipy.io import loadmat
+        from scipy.io import loadmat  # lazy and optional: only a flat val/ with --devkit needs scipy
     except ImportError:
         raise UserError(f"reading {meta} needs scipy (pip install scipy); or pass --val-labels FILE instead") from None
     try:
@@ -185,7 +183,7 @@ def scan_val(raw: Path, wnids: list[str], opts: PrepareOptions) -> tuple[list[st
 
 def load_image(data: bytes, size: int) -> np.ndarray:
     """Decode image bytes to uint8 (3, size, size): RGB, shorter side to round(size*256/224), center crop."""
-    from PIL import Image
+    from PIL import Image  # lazy: only ImageNet decodes JPEGs
 
     resize_to = round(size * 256 / 224)
     with warnings.catch_warnings():

@@ -11,15 +11,13 @@ from __future__ import annotations
 import gzip
 import zlib
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from scaledl.data.hdf5 import sha256_files, write_dataset
 from scaledl.errors import DataError
 
-if TYPE_CHECKING:
-    from scaledl.data.prepare import PrepareOptions
+from scaledl.data.converters.options import PrepareOptions
 
 DESCRIPTION = "MNIST from the four IDX files under --raw (.gz or not)"
 RAW_HELP = ("the four MNIST IDX files train-images-idx3-ubyte, train-labels-idx1-ubyte, "

@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from scaledl.data.hdf5 import TEST, TRAIN, DatasetWriter, rows_per_chunk
 
-if TYPE_CHECKING:
-    from scaledl.data.prepare import PrepareOptions
+from scaledl.data.converters.options import PrepareOptions
 
 DESCRIPTION = "seeded generated images: --train-count, --test-count, --shape C,H,W, --classes (no --raw)"
 RAW_HELP = ""

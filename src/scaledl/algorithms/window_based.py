@@ -1,14 +1,16 @@
-"""The first-come-first-served family: W in an RMA window on the master.
+"""What the window-based algorithms share: the center W in an RMA window on the master.
 
-Async SGD/MSGD/EASGD/MEASGD open each exchange with an exclusive lock on the
-window (one update at a time, in lock order: first come, first served); the
-Hogwild variants open it with a shared lock (concurrent, unlocked updates).
-Subclasses set `locked` and write `worker_step`; nothing else differs.
+Async SGD/MSGD/EASGD/MEASGD and the Hogwild variants: no master-side request
+loop; each worker exchange is one passive-target epoch on the master's window
+(`scaledl.comm.center_window.CenterWindow`). The registry's pattern sets the
+lock (`AlgorithmInfo.locked`): `fcfs_window` opens each epoch with an
+exclusive lock (one update at a time, in lock order: first come, first
+served), `lock_free_window` with a shared lock (concurrent, unlocked updates:
+Hogwild). That is the only difference between a locked algorithm and its
+Hogwild variant; subclasses write `worker_step`.
 """
 
 from __future__ import annotations
-
-from typing import ClassVar
 
 import numpy as np
 import torch
@@ -17,23 +19,21 @@ from scaledl.algorithms.master_based import MasterBased
 from scaledl.comm.center_window import CenterWindow
 
 
-class CenterInWindow(MasterBased):
-    locked: ClassVar[bool]
-    master_momentum: ClassVar[bool] = False
-
-    def __init__(self, setup):
-        super().__init__(setup)
+class WindowBased(MasterBased):
+    def __init__(self, context):
+        super().__init__(context)
         r = self.roles
         numel = (self.center if r.is_master else self.params).numel
-        self.window = CenterWindow(r.world, r.master, numel, locked=self.locked, with_momentum=self.uses_master_momentum())
+        # Async MSGD's default: one momentum buffer V beside W in the master's window.
+        self.master_momentum = "momentum_at" in self.info.options and self.hyper.momentum_at == "master"
+        self.window = CenterWindow(r.world, r.master, numel, locked=self.info.locked,
+                                   with_momentum=self.master_momentum)
         if r.is_worker:
             like = self.params.data
             self.center_host = np.empty(numel, dtype=np.float32)     # W_t as read from the window
             self.delta_host = np.empty(numel, dtype=np.float32)      # what this worker adds to W
+            self.delta = torch.from_numpy(self.delta_host)            # ... as a tensor, for the rules
             self.center_copy = torch.empty_like(like)                 # W_t on this worker's device
-
-    def uses_master_momentum(self) -> bool:
-        return self.master_momentum
 
     def start(self) -> None:
         super().start()

@@ -1,0 +1,55 @@
+"""`scaledl train`: its options, generated from TrainConfig, and its entry point.
+
+Run under MPI: `mpiexec -n N python -m mpi4py -m scaledl train ...`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import fields
+
+from scaledl.algorithms import ALGORITHMS
+from scaledl.config import GROUPS, TrainConfig
+from scaledl.errors import UserError
+from scaledl.models import MODELS
+
+HELP = "train under MPI: mpiexec -n N python -m mpi4py -m scaledl train ..."
+
+# Choices that live in other registries.
+_CHOICES = {"model": sorted(MODELS), "algorithm": list(ALGORITHMS)}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    groups = {name: parser.add_argument_group(title) if title else parser for name, title in GROUPS.items()}
+    for f in fields(TrainConfig):
+        meta = f.metadata
+        flag = "--" + f.name.replace("_", "-")
+        help_text = meta["help"] + ("" if meta["required"] else " (default %(default)s)")
+        if meta["switch"]:
+            groups[meta["group"]].add_argument(flag, action="store_const", const=True, default=f.default,
+                                               help=help_text)
+            continue
+        groups[meta["group"]].add_argument(
+            flag, type=meta["type"], choices=_CHOICES.get(f.name, meta["choices"]), metavar=meta["metavar"],
+            required=meta["required"], default=None if meta["required"] else f.default, help=help_text,
+        )
+
+
+def run(args: argparse.Namespace) -> int:
+    # Imported here, deliberately: importing mpi4py.MPI initialises MPI, which the
+    # other subcommands' parsing (cli builds every parser) must never do.
+    from mpi4py import MPI
+
+    from scaledl.train import train
+
+    cfg = TrainConfig(**{f.name: getattr(args, f.name) for f in fields(TrainConfig)})
+    try:
+        train(cfg)
+    except UserError as exc:
+        # Every rank agreed on the error (train._agree_on_setup): one line, from rank 0.
+        if MPI.COMM_WORLD.Get_rank() == 0:
+            print(f"scaledl train: error: {exc}", file=sys.stderr, flush=True)
+        MPI.Finalize()  # a clean, collective exit; otherwise `-m mpi4py` would MPI_Abort
+        return 2
+    return 0

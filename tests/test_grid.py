@@ -1,0 +1,331 @@
+"""The experiment grid (scaledl.grid): expansion, settings, checks and job shapes, without Snakemake.
+
+Configs are written here as the schema leaves them after validation: every
+key present, `train` keys null unless set (null: the CLI default).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from scaledl import grid
+from scaledl.algorithms import ALGORITHMS, accepting, algorithm_options
+from scaledl.grid import GridError, RunKey
+
+REPO = Path(__file__).resolve().parents[1]
+
+KNL = {"kind": "knl", "cores_per_node": 68, "ranks_per_node": 4, "threads": None, "mem_mb_per_cpu": 1400,
+       "partition": "knl", "constraint": "knl", "runtime": 120}
+
+
+def platform(**keys):
+    """A platform with the schema's defaults."""
+    return {
+        "kind": "local", "partition": None, "device": None, "threads": None, "cores_per_node": None,
+        "ranks_per_node": None, "gpus_per_node": None, "ranks_per_gpu": 1, "gpu_type": None,
+        "mem_mb_per_cpu": 2000, "constraint": None, "slurm_extra": None, "runtime": 60, **keys,
+    }
+
+
+def block(**keys):
+    """An experiment block with the schema's defaults."""
+    return {
+        "dataset": "digits", "models": ["lenet"], "algorithms": ["sync_sgd", "sync_easgd"], "platforms": ["local"],
+        "workers": None, "nodes": None, "scaling": "weak", "global_batch": None, "seeds": [0], "train": {}, **keys,
+    }
+
+
+def config(*blocks, platforms=None, **train):
+    """A validated config: the blocks (default: one default block), `local` and the top-level train."""
+    settings = dict.fromkeys(["max_steps", "epochs", "time_budget", "batch_size", "lr", *algorithm_options()])
+    return {
+        "experiments": list(blocks) or [block()],
+        "platforms": platforms or {"local": platform()},
+        "train": {**settings, "max_steps": 10, **train},
+    }
+
+
+def refused(cfg) -> str:
+    """The message of the GridError expanding cfg raises (always one line)."""
+    with pytest.raises(GridError) as error:
+        grid.expand(cfg)
+    message = str(error.value)
+    assert "\n" not in message and isinstance(error.value, ValueError)
+    return message
+
+
+# ---- expansion ----------------------------------------------------------------
+
+
+def test_a_block_is_the_product_of_its_lists_in_order():
+    runs = grid.expand(config(block(
+        dataset="synthetic", models=["lenet", "cifar_net"], algorithms=["sync_sgd", "easgd"],
+        platforms=["local", "other"], workers=[1, 4], seeds=[0, 7],
+    ), platforms={"local": platform(), "other": platform(threads=2)}))
+    expected = [
+        RunKey("synthetic", model, algorithm, name, workers, seed)
+        for model in ("lenet", "cifar_net") for algorithm in ("sync_sgd", "easgd")
+        for name in ("local", "other") for seed in (0, 7) for workers in (1, 4)
+    ]
+    assert list(runs) == expected
+    assert len(runs) == 2 * 2 * 2 * 2 * 2
+
+
+def test_blocks_follow_each_other_and_the_default_worker_count_is_two():
+    runs = grid.expand(config(block(algorithms=["sync_sgd"]), block(algorithms=["async_sgd"], workers=[3])))
+    assert list(runs) == [
+        RunKey("digits", "lenet", "sync_sgd", "local", 2, 0),
+        RunKey("digits", "lenet", "async_sgd", "local", 3, 0),
+    ]
+
+
+def test_worker_counts_from_workers_and_from_nodes():
+    knl = platform(**KNL)
+    assert grid.worker_counts(0, block(workers=[1, 2, 8]), "local", platform()) == [1, 2, 8]
+    assert grid.worker_counts(0, block(), "local", platform()) == [2]
+    assert grid.worker_counts(0, block(nodes=[1, 2, 8]), "knl", knl) == [4, 8, 32]
+    gpu = platform(kind="gpu", gpus_per_node=4, ranks_per_gpu=2)
+    assert grid.worker_counts(0, block(nodes=[3]), "gpu", gpu) == [24]
+    runs = grid.expand(config(block(algorithms=["sync_sgd"], platforms=["knl"], nodes=[1, 2]), platforms={"knl": knl}))
+    assert [key.workers for key in runs] == [4, 8]
+
+
+def test_workers_and_nodes_together_are_refused():
+    message = refused(config(
+        block(), block(platforms=["c"], workers=[2], nodes=[1]),
+        platforms={"local": platform(), "c": platform(kind="cpu", ranks_per_node=2)},
+    ))
+    assert message.startswith("experiments[1] gives both `workers` and `nodes`; keep one")
+
+
+def test_nodes_on_a_local_platform_are_refused_naming_the_block():
+    message = refused(config(block(nodes=[2])))
+    assert message.startswith("experiments[0]: platform 'local' is kind local and has no nodes")
+    assert "list `workers` instead of `nodes`" in message
+
+
+# ---- settings -----------------------------------------------------------------
+
+
+def test_weak_scaling_keeps_the_merged_train_settings():
+    runs = grid.expand(config(
+        block(algorithms=["sync_sgd"], workers=[2, 4], train={"lr": 0.5, "epochs": 3}),
+        batch_size=32, lr=0.1,
+    ))
+    for key in runs:
+        assert runs[key] == {**config()["train"], "batch_size": 32, "lr": 0.5, "epochs": 3}
+
+
+def test_strong_scaling_splits_the_global_batch():
+    runs = grid.expand(config(block(algorithms=["sync_sgd"], workers=[1, 2, 8], scaling="strong", global_batch=64)))
+    assert {key.workers: settings["batch_size"] for key, settings in runs.items()} == {1: 64, 2: 32, 8: 8}
+    assert grid.batch_settings(0, block(), 4) == {}
+
+
+@pytest.mark.parametrize(
+    "keys, start",
+    [
+        ({"scaling": "strong"}, "experiments[1] has scaling strong but no global_batch; set it"),
+        ({"scaling": "strong", "global_batch": 100, "workers": [2, 3]},
+         "experiments[1]: global_batch 100 does not split evenly over 3 workers;"),
+        ({"global_batch": 64}, "experiments[1] sets global_batch but scaling is weak;"),
+    ],
+)
+def test_batch_settings_that_cannot_hold_are_refused(keys, start):
+    assert refused(config(block(), block(seeds=[1], **keys))).startswith(start)
+
+
+def test_a_run_given_twice_with_the_same_settings_is_one_run():
+    runs = grid.expand(config(block(algorithms=["sync_sgd", "easgd"]), block(algorithms=["sync_sgd"])))
+    assert list(runs) == [
+        RunKey("digits", "lenet", "sync_sgd", "local", 2, 0),
+        RunKey("digits", "lenet", "easgd", "local", 2, 0),
+    ]
+
+
+def test_a_run_given_twice_with_different_settings_is_refused():
+    message = refused(config(block(), block(algorithms=["sync_easgd"], train={"lr": 0.5})))
+    assert message.startswith(
+        "experiments[1] repeats the run results/runs/digits/lenet/sync_easgd/local/p2/s0 with different `train` settings"
+    )
+
+
+# ---- what the schema cannot check ----------------------------------------------
+
+
+def test_an_undefined_platform_is_refused_naming_the_defined_ones():
+    message = refused(config(block(), block(platforms=["local", "gpu"])))
+    assert message == (
+        "experiments[1] uses platform 'gpu', which is not defined under `platforms` (defined: local)"
+    )
+
+
+def test_a_block_without_a_budget_is_refused():
+    message = refused(config(block(), block(train={"max_steps": None})))
+    assert message.startswith("experiments[1] has no budget: set train.max_steps, train.epochs or train.time_budget")
+
+
+def test_a_budget_of_the_block_alone_is_enough():
+    runs = grid.expand(config(block(train={"time_budget": 60}), max_steps=None))
+    assert {settings["time_budget"] for settings in runs.values()} == {60}
+
+
+def test_a_run_that_cannot_be_laid_out_is_refused_naming_block_and_platform():
+    tight = {"knl": platform(**{**KNL, "threads": 17})}
+    assert grid.expand(config(block(algorithms=["sync_sgd"], platforms=["knl"], nodes=[1]), platforms=tight))
+    message = refused(config(block(algorithms=["easgd"], platforms=["knl"], nodes=[1]), platforms=tight))
+    assert message.startswith("experiments[0]: platform 'knl': 4 workers need 5 ranks on a node")
+    assert "5 × 17 threads exceed cores_per_node 68" in message
+
+
+def test_a_platform_missing_a_required_key_is_refused_naming_the_block():
+    message = refused(config(block(platforms=["g"]), platforms={"g": platform(kind="gpu")}))
+    assert message == "experiments[0]: platform 'g': kind 'gpu' needs gpus_per_node"
+
+
+def test_an_unknown_algorithm_is_refused():
+    message = refused(config(block(algorithms=["sync_sgd", "bogus"])))
+    assert message.startswith("experiments[0] uses algorithm 'bogus', which is not in the registry")
+
+
+# ---- algorithm-specific settings -------------------------------------------------
+
+
+def test_a_setting_one_algorithm_of_the_block_refuses_is_refused():
+    message = refused(config(block(), block(algorithms=["async_msgd", "sync_sgd"], train={"momentum": 0.5})))
+    assert message == (
+        "experiments[1] sets train.momentum to 0.5 (in its `train:`), which its algorithm sync_sgd does not "
+        f"accept (accepted by {', '.join(accepting('momentum'))}); move it to a block of its own holding only "
+        "such algorithms"
+    )
+    assert "async_msgd" in accepting("momentum")
+
+
+def test_a_top_level_setting_counts_for_every_block():
+    message = refused(config(block(algorithms=["easgd"]), block(algorithms=["sync_easgd", "async_easgd"]), tau=2))
+    assert message.startswith(
+        "experiments[0] sets train.tau to 2 (in the top-level `train:`), which its algorithm easgd does not accept"
+    )
+
+
+def test_algorithm_settings_in_a_block_of_their_own_are_accepted():
+    runs = grid.expand(config(
+        block(algorithms=["sync_sgd", "sync_easgd"]),
+        block(algorithms=["async_msgd", "async_measgd"], train={"momentum": 0.5}),
+        block(algorithms=["sync_easgd", "sync_easgd1", "sync_easgd3"], train={"tau": 4, "rho": 0.1},
+              seeds=[1]),
+        block(algorithms=["chip_partition"], train={"fast_memory_gb": 16}),
+    ))
+    assert runs[RunKey("digits", "lenet", "async_measgd", "local", 2, 0)]["momentum"] == 0.5
+    assert runs[RunKey("digits", "lenet", "sync_easgd1", "local", 2, 1)]["tau"] == 4
+    assert runs[RunKey("digits", "lenet", "chip_partition", "local", 2, 0)]["fast_memory_gb"] == 16
+    assert runs[RunKey("digits", "lenet", "sync_sgd", "local", 2, 0)]["momentum"] is None
+
+
+def test_null_is_not_set_even_over_a_top_level_value():
+    runs = grid.expand(config(
+        block(algorithms=["sync_sgd"], train={"momentum": None}),
+        block(algorithms=["async_msgd"], seeds=[1]),
+        momentum=0.5,
+    ))
+    assert [settings["momentum"] for settings in runs.values()] == [None, 0.5]
+
+
+@pytest.mark.parametrize("option", sorted(algorithm_options()))
+def test_every_algorithm_option_is_checked(option):
+    refusing = next(key for key, info in ALGORITHMS.items() if option not in info.options)
+    message = refused(config(block(algorithms=[refusing], train={option: 1})))
+    assert f"train.{option} " in message and f"algorithm {refusing} does not accept" in message
+
+
+# ---- lookups the workflow makes ---------------------------------------------------
+
+
+def test_run_key_parses_wildcards_and_names_its_directory():
+    key = RunKey.parse({"dataset": "mnist", "model": "lenet", "algorithm": "sync_sgd", "platform": "gpu",
+                        "workers": "8", "seed": "1"})
+    assert key == RunKey("mnist", "lenet", "sync_sgd", "gpu", 8, 1)
+    assert grid.run_dir(key) == "results/runs/mnist/lenet/sync_sgd/gpu/p8/s1"
+
+
+def test_run_dir_is_the_train_rules_output_folder():
+    rules = (REPO / "workflow/rules/train.smk").read_text()
+    for name in ("metrics.csv", "run.json", "model.pt"):
+        assert f'"{grid.RUN_DIR}/{name}"' in rules
+
+
+def test_settings_of_a_run_outside_the_grid_names_it():
+    runs = grid.expand(config())
+    key = RunKey("digits", "lenet", "sync_sgd", "local", 3, 0)
+    with pytest.raises(GridError, match="^results/runs/digits/lenet/sync_sgd/local/p3/s0 is not a run"):
+        grid.settings_of(runs, key)
+
+
+def test_placement_and_resources_of_a_run():
+    cfg = config(block(algorithms=["async_easgd", "sync_sgd"], platforms=["knl"], nodes=[2]),
+                 platforms={"knl": platform(**KNL)})
+    runs = grid.expand(cfg)
+    master = grid.placement_of(RunKey("digits", "lenet", "async_easgd", "knl", 8, 0), cfg)
+    assert (master.ranks, master.nodes, master.tasks_per_node, master.cpus_per_task) == (9, 2, 5, 13)
+    assert grid.cores_of(master) == 9 * 13
+    assert grid.job_resources(master, cfg["platforms"]["knl"]) == {
+        "tasks": 9, "nodes": 2, "cpus_per_task": 13, "mem_mb_per_cpu": 1400, "runtime": 120,
+        "slurm_partition": "knl", "constraint": "knl", "slurm_extra": "--ntasks-per-node=5",
+    }
+    assert tuple(grid.job_resources(master, cfg["platforms"]["knl"])) == grid.RESOURCES
+    options = grid.train_options(RunKey("digits", "lenet", "sync_sgd", "knl", 8, 0), runs, cfg)
+    assert (options["device"], options["threads"], options["max_steps"]) == ("cpu", 17, 10)
+
+
+def test_local_resources_leave_the_cluster_ones_out():
+    cfg = config()
+    placement = grid.placement_of(RunKey("digits", "lenet", "sync_sgd", "local", 2, 0), cfg)
+    assert grid.job_resources(placement, cfg["platforms"]["local"]) == {
+        "tasks": 2, "nodes": None, "cpus_per_task": 1, "mem_mb_per_cpu": 2000, "runtime": 60,
+        "slurm_partition": None, "constraint": None, "slurm_extra": None,
+    }
+
+
+def test_netbench_runs_on_the_largest_run_without_a_master_and_at_least_two_ranks():
+    cfg = config(block(algorithms=["easgd"], workers=[1]), block(algorithms=["easgd"], platforms=["knl"], nodes=[1, 4]),
+                 platforms={"local": platform(), "knl": platform(**KNL)})
+    runs = grid.expand(cfg)
+    assert grid.netbench_placement("local", runs, cfg).ranks == 2
+    knl = grid.netbench_placement("knl", runs, cfg)
+    assert (knl.ranks, knl.nodes, knl.cpus_per_task) == (16, 4, 17)
+
+
+def test_wildcard_constraints_are_the_grids_names():
+    runs = grid.expand(config(
+        block(dataset="synthetic", algorithms=["sync_sgd", "easgd"], workers=[1, 2]),
+        block(algorithms=["sync_easgd"]),
+    ))
+    assert grid.wildcard_constraints(runs) == {
+        "dataset": "digits|synthetic", "model": "lenet", "algorithm": "easgd|sync_easgd|sync_sgd",
+        "platform": "local", "workers": r"\d+", "seed": r"\d+",
+    }
+    assert grid.masterless_algorithms(runs) == "sync_easgd|sync_sgd"
+    assert grid.masterless_algorithms(grid.expand(config(block(algorithms=["easgd"])))) == "(?!)"
+
+
+def test_launcher_prefix_and_none_for_a_singleton():
+    assert grid.launcher("srun --mpi=pmi2", 17, 13) == "SRUN_CPUS_PER_TASK=13 srun --mpi=pmi2 -n 17 "
+    assert grid.launcher("mpiexec", 2, 1) == "SRUN_CPUS_PER_TASK=1 mpiexec -n 2 "
+    assert grid.launcher("", 1, 4) == ""
+
+
+def test_as_flags_skips_null_and_false_and_sorts():
+    assert grid.as_flags({"lr": 0.1, "momentum": None, "overlap": False, "nesterov": True, "shape": [1, 28, 28],
+                          "raw": "my data", "batch_size": 8}) == (
+        "--batch-size 8 --lr 0.1 --nesterov --raw 'my data' --shape 1,28,28"
+    )
+
+
+def test_the_module_imports_neither_torch_nor_mpi():
+    code = "import sys, scaledl.grid; print(sorted(m for m in ('torch', 'mpi4py.MPI') if m in sys.modules))"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]"
