@@ -112,8 +112,9 @@ class TrainConfig:
                                     "fwd/bwd (None: the preset's, else off)", group="codesign", switch=True)
     tau: int = _setting(1, "sync_easgd: exchange every TAU iterations", group="codesign", type=positive_int)
     backend: str = _setting("auto", "collectives: auto picks nccl with a GPU per rank, else CUDA-aware MPI, else "
-                            "MPI on host buffers; gloo (host tensors) is torch.distributed's CPU backend, by request "
-                            "only", group="codesign", choices=BACKENDS)
+                            "MPI on host buffers (always MPI with the center on the host: NCCL takes device tensors "
+                            "only); gloo (host tensors) is torch.distributed's CPU backend, by request only",
+                            group="codesign", choices=BACKENDS)
     fast_memory_gb: float | None = _setting(None, "chip_partition: memory all replicas on a node must fit in, e.g. 16 "
                                             "for KNL's MCDRAM (None: MemAvailable)", group="codesign",
                                             type=positive_float, metavar="GB")

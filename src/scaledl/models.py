@@ -32,6 +32,24 @@ class LeNet(nn.Module):
         return self.classifier(self.features(x))
 
 
+class LeNetBN(nn.Module):
+    """LeNet with BatchNorm2d after each convolution: a small BatchNorm model (BN statistics are buffers,
+    which the algorithms do not exchange; see train._center_evaluator)."""
+
+    def __init__(self, in_shape: tuple[int, int, int], classes: int):
+        super().__init__()
+        c, h, w = in_shape
+        self.features = nn.Sequential(
+            nn.Conv2d(c, 20, 5), nn.BatchNorm2d(20), nn.MaxPool2d(2),
+            nn.Conv2d(20, 50, 5), nn.BatchNorm2d(50), nn.MaxPool2d(2),
+        )
+        flat = _flat_size(self.features, in_shape)
+        self.classifier = nn.Sequential(nn.Flatten(), nn.Linear(flat, 500), nn.ReLU(inplace=True), nn.Linear(500, classes))
+
+    def forward(self, x):
+        return self.classifier(self.features(x))
+
+
 class CifarAlexNet(nn.Module):
     """AlexNet's 5 conv + 3 fc layers adapted to 32×32 inputs.
 
@@ -83,8 +101,12 @@ class CifarNet(nn.Module):
 
 
 def _flat_size(features: nn.Module, in_shape: tuple[int, int, int]) -> int:
+    was_training = features.training
+    features.eval()  # BatchNorm: a batch of one has no variance in train mode, and no statistics may change
     with torch.no_grad():
-        return features(torch.zeros(1, *in_shape)).numel()
+        n = features(torch.zeros(1, *in_shape)).numel()
+    features.train(was_training)
+    return n
 
 
 def _torchvision(name: str, **kwargs) -> Callable[[tuple[int, int, int], int], nn.Module]:
@@ -103,6 +125,7 @@ def _torchvision(name: str, **kwargs) -> Callable[[tuple[int, int, int], int], n
 
 MODELS: dict[str, Callable[[tuple[int, int, int], int], nn.Module]] = {
     "lenet": LeNet,
+    "lenet_bn": LeNetBN,
     "cifar_net": CifarNet,
     "cifar_alexnet": CifarAlexNet,
     "alexnet": _torchvision("alexnet"),

@@ -110,8 +110,18 @@ class Monitor:
             end="", file=sys.stdout, flush=True,  # one write: the ranks share the launcher's stream
         )
 
+    def evaluated_state(self) -> dict[str, torch.Tensor]:
+        """The weights and buffers of the latest evaluation, when the evaluator keeps them
+        (train._center_evaluator does): the model whose accuracy `last_accuracy` is."""
+        return self._evaluate.evaluated_state
+
     def finish(self) -> None:
-        """Evaluate the final center unless the last step was just evaluated."""
+        """Evaluate the final center unless the last step was just evaluated.
+
+        The center may still change after that evaluation (updates in flight at the stop decision
+        land in a master-based run); the saved model is the evaluated copy (`evaluated_state`),
+        so it matches the final accuracy exactly.
+        """
         if self._evaluated_step != self.step:
             self.evaluate(self.step, self.epoch)
         self.final_wall = self.timer.wall()

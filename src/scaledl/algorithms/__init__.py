@@ -29,6 +29,9 @@ PATTERNS = {
     "lock_free_window": "as fcfs_window, but each epoch takes a shared lock: concurrent, unordered updates (Hogwild)",
     "collectives": "no dedicated master: collectives over the workers (worker 0 keeps the center)",
 }
+# Backends whose reductions run in an order fixed by the message and communicator sizes
+# (AlgorithmInfo.deterministic_in): MPI's; NCCL's order is not guaranteed, nor Gloo's.
+FIXED_ORDER_BACKENDS = ("mpi", "cuda_aware_mpi")
 # What one exchange moves: the workers' gradients ΔW^i or their weights W^i (and the center W back).
 EXCHANGES = ("gradients", "weights")
 
@@ -58,10 +61,12 @@ class AlgorithmInfo:
     module: str                  # scaledl.algorithms.<module> defines ALGORITHM
     pattern: str                 # a key of PATTERNS
     exchanges: str               # one of EXCHANGES
-    deterministic: bool          # bitwise repeatable for a given seed and world size
+    deterministic: bool          # claim: bitwise repeatable for a given seed and world size on CPU
+                                 # with MPI (a run's own conditions: deterministic_in)
     options: frozenset[str] = frozenset()   # algorithm-specific settings it accepts (OPTION_GROUPS)
     preset_of: str | None = None            # a named setting of this base algorithm ...
-    preset: Mapping = field(default_factory=dict)   # ... that fixes these switches (see base.Codesign)
+    preset: Mapping = field(default_factory=dict)   # ... that fixes these switches (see base.Codesign;
+                                                    # "gradients": sum or mean, read by sync_sgd)
 
     def __post_init__(self):
         if self.pattern not in PATTERNS:
@@ -83,6 +88,31 @@ class AlgorithmInfo:
     def locked(self) -> bool:
         """Center updates are applied one at a time (False only for the Hogwild pattern)."""
         return self.pattern != "lock_free_window"
+
+    def deterministic_in(self, devices, backend: str, deterministic_kernels: bool) -> tuple[bool, str]:
+        """Whether a run of this algorithm is bitwise repeatable, and why (run.json's
+        `algorithm.deterministic` and `deterministic_reason`).
+
+        `deterministic` is the algorithm's claim: no arrival order enters its arithmetic.
+        The run keeps that claim only if its conditions do too:
+          devices                the ranks' devices ("cpu", "cuda:0", ...): CPU kernels are
+                                 deterministic; CUDA ones (cuDNN backward-weight algorithms,
+                                 pooling backward, atomics) only when
+          deterministic_kernels  torch.use_deterministic_algorithms(True) was in force;
+          backend                MPI (host or CUDA-aware) reduces in an order fixed by the
+                                 message and communicator sizes; NCCL does not guarantee
+                                 its order, nor does Gloo promise one.
+        """
+        on_cuda = any(str(d).startswith("cuda") for d in devices)
+        if not self.deterministic:
+            return False, f"{self.key}: updates are applied in arrival order, which varies run to run"
+        if backend not in FIXED_ORDER_BACKENDS:
+            return False, f"backend {backend}: the order of its reductions is not guaranteed"
+        if on_cuda and not deterministic_kernels:
+            return False, ("CUDA devices without torch.use_deterministic_algorithms(True): "
+                           "cuDNN and pooling backward kernels may differ run to run")
+        return True, (f"no arrival order in {self.key}, backend {backend} reduces in a fixed order, "
+                      + ("deterministic kernels enforced" if on_cuda else "CPU kernels"))
 
 
 _EASGD_FAMILY = _options("elastic")
@@ -115,10 +145,11 @@ ALGORITHMS: dict[str, AlgorithmInfo] = {
         AlgorithmInfo("hogwild_sgd", "Hogwild SGD", "hogwild_sgd", "lock_free_window", "gradients", False),
         AlgorithmInfo("sync_sgd", "synchronous SGD (allreduce of gradients)", "sync_sgd", "collectives",
                       "gradients", True, _SYNC_SGD),
-        # KNL chip partitioning (§3, Fig. 12): every partition holds all the data and its own weights.
+        # KNL chip partitioning (§3, Fig. 12): every partition holds all the data and its own weights,
+        # and updates with the tree-summed gradients Σ_j ΔW^j (sync_sgd divides the sum by P).
         AlgorithmInfo("chip_partition", "KNL chip partitioning (replicated data and weights, tree-summed gradients)",
                       "sync_sgd", "collectives", "gradients", True, _SYNC_SGD | {"fast_memory_gb"},
-                      preset_of="sync_sgd", preset={"data": "replicated"}),
+                      preset_of="sync_sgd", preset={"data": "replicated", "gradients": "sum"}),
     )
 }
 

@@ -9,10 +9,17 @@ replica stays bitwise equal and two runs with one seed are bitwise equal.
 Plain SGD (no momentum), like the paper's SGD baselines.
 
 Preset: `chip_partition` (the registry's preset of sync_sgd; paper §3, Fig. 12)
-is this algorithm, rules and pattern unchanged, with replicated data: every
-partition of a KNL chip holds the whole training set and its own weights,
-and the run first checks that the node's fast memory holds the replicas
-(`--fast-memory-gb`).
+is this algorithm, pattern unchanged, with replicated data: every partition
+of a KNL chip holds the whole training set and its own weights, and the run
+first checks that the node's fast memory holds the replicas
+(`--fast-memory-gb`). As the paper says ("a tree reduction sums the
+gradients; every group updates with the sum"), it applies the sum, not the
+mean (the preset's `gradients: sum`):
+          W^i ← W^i − η · Σ_j ΔW^j
+So at one η its step is P times sync_sgd's: chip_partition with η_sum equals
+sync_sgd with η_mean = P·η_sum (η_sum = η_mean / P) up to rounding. Keep η
+fixed across P to reproduce Fig. 12's setting; divide it by P to compare
+with sync_sgd at equal step size.
 """
 
 from __future__ import annotations
@@ -28,6 +35,10 @@ class SyncSGD(Algorithm):
         super().__init__(context)
         self.coll = self.collectives(self.params.data)
         self.workers = self.roles.num_workers
+        # How the allreduced gradients combine: "mean" (sync_sgd) or "sum" (chip_partition, as the paper).
+        self.combine = self.info.preset.get("gradients", "mean")
+        if self.combine not in ("mean", "sum"):
+            raise ValueError(f"{self.info.key}: preset gradients must be mean or sum, not {self.combine!r}")
 
     def start(self) -> None:
         self.coll.bcast_(self.params.data, root=0)
@@ -40,7 +51,10 @@ class SyncSGD(Algorithm):
         self.coll.allreduce_sum_(grad)
         self.exchanges += 1
         with self.timer.phase("update"):
-            rules.mean_sgd_(self.params.data, grad, self.workers, self.hyper.lr)
+            if self.combine == "sum":
+                rules.sgd_(self.params.data, grad, self.hyper.lr)        # W ← W − η·Σ_j ΔW^j
+            else:
+                rules.mean_sgd_(self.params.data, grad, self.workers, self.hyper.lr)
 
     def refresh_center(self) -> None:
         # The center of a replicated algorithm is worker 0's replica.

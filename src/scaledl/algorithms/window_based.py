@@ -36,9 +36,13 @@ class WindowBased(MasterBased):
             self.center_copy = torch.empty_like(like)                 # W_t on this worker's device
 
     def start(self) -> None:
-        super().start()
+        # W_0 goes into the window BEFORE the broadcast of W_0 (MasterBased.start): a worker can
+        # leave that Bcast only after the master has entered it, so the window holds W_0 before
+        # any worker's first epoch can read it. Written after the Bcast, a worker's first Get
+        # could race the master's write and read the window's zeros.
         if self.roles.is_master:
             self.window.write(self.center.data)
+        super().start()
 
     def refresh_center(self) -> None:
         if self.window is not None:   # after finish() the center holds the final snapshot

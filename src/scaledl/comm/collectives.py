@@ -48,10 +48,16 @@ def mpi_is_cuda_aware() -> bool:
     return False
 
 
-def choose_backend(requested: str, device: torch.device, gpu_per_rank: bool) -> str:
-    """The backend for this job; raises UserError when a forced one cannot work here."""
+def choose_backend(requested: str, device: torch.device, gpu_per_rank: bool, *, host_buffers: bool = False) -> str:
+    """The backend for this job; raises UserError when a forced one cannot work here.
+
+    `host_buffers`: the collectives carry host tensors even on a GPU run (the center
+    in host memory: sync_easgd1, --center-on host, the paper's CPU master). NCCL
+    takes device tensors only, so `auto` picks MPI on the host buffers then, and a
+    forced nccl is refused.
+    """
     if requested == "auto":
-        if device.type != "cuda":
+        if device.type != "cuda" or host_buffers:
             return "mpi"
         if gpu_per_rank and torch.distributed.is_nccl_available():
             return "nccl"
@@ -62,6 +68,9 @@ def choose_backend(requested: str, device: torch.device, gpu_per_rank: bool) -> 
         raise UserError(f"--backend {requested} needs CUDA devices, but this run is on {device.type}; use --backend mpi or auto")
     if requested == "cuda_aware_mpi" and not mpi_is_cuda_aware():
         raise UserError("--backend cuda_aware_mpi: the MPI library reports no CUDA support; use --backend mpi (host staging) or nccl")
+    if requested == "nccl" and host_buffers:
+        raise UserError("--backend nccl takes device tensors only, but this run keeps the center in host memory "
+                        "(--center-on host, sync_easgd1); use --backend mpi or auto, or --center-on device")
     if requested == "nccl" and not gpu_per_rank:
         raise UserError("--backend nccl needs one GPU per rank; this node has more ranks than GPUs, use --backend mpi")
     return requested
