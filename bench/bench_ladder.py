@@ -58,11 +58,11 @@ def to_target(data: Path, out: Path, level: str, workers: int, target: float) ->
 
 def heavy_steps(data: Path, out: Path, level: str, workers: int, steps: int, *, batch: int = 16,
                 extra: tuple[str, ...] = ()) -> dict:
-    """Steady-state seconds per step of cifar_alexnet on the workers, read from the run's per-step timeline."""
+    """Steady-state seconds per step of cifar_alexnet on the workers (scaledl.timing.steady_state, the first
+    `steps` steps left out as warm-up), read from the run's per-step timeline."""
     import h5py
-    import numpy as np
 
-    from scaledl.timing import PHASES
+    from scaledl.timing import steady_state
 
     common.run_mpi(ranks(level, workers), [
         "-m", "scaledl", "train", "--data", str(data), "--model", "cifar_alexnet", "--algorithm", level,
@@ -70,18 +70,27 @@ def heavy_steps(data: Path, out: Path, level: str, workers: int, steps: int, *, 
         "--batch-size", str(batch), "--lr", "0.01", "--seed", "0", *extra,
     ])
     run = json.loads((out / "run.json").read_text())
-    per_step = []
+    per_worker = []
     with h5py.File(out / "timeline.h5") as f:
         for rank in run["phases"]["per_rank"]:
             if "worker" in rank["role"]:
-                per_step.append(f[f"rank{rank['rank']}/phase_s"][steps:])   # skip the warm-up steps
-    seconds = np.concatenate(per_step).mean(axis=0)
-    phase = dict(zip(PHASES, seconds))
+                group = f[f"rank{rank['rank']}"]
+                per_worker.append(steady_state(group["step_end_s"][()], group["phase_s"][()], warmup=steps))
+
+    def mean(key: str) -> float:
+        return sum(q[key] for q in per_worker) / len(per_worker)
+
     means = run["phases"]["workers_mean"]
-    return {"seconds_per_step": float(seconds.sum() - phase["eval"]), "compute_s": float(phase["compute"]),
-            "exposed_comm_s": float(phase["comm"] + phase["param_copy"] + phase["wait"]),
+    return {"seconds_per_step": mean("seconds_per_step"), "compute_s": mean("compute_per_step_s"),
+            "exposed_comm_s": mean("transfer_per_step_s") + mean("wait_per_step_s"),
             "hidden_comm_s": means["overlapped_comm_s"] / run["stop"]["steps"],
-            "comm_share": run["comm_share"], "backend": run["codesign"]["backend"]}
+            "comm_share": mean("comm_share"), "backend": run["codesign"]["backend"],
+            "phase_gap": phase_gap(run)}
+
+
+def phase_gap(run: dict) -> float:
+    """The largest share of a rank's wall time its phases leave unaccounted (the breakdown check: ≤ 5 %)."""
+    return max(abs(r["unaccounted_s"]) / r["wall_s"] for r in run["phases"]["per_rank"])
 
 
 def median_rows(samples: dict[str, list[dict]]) -> dict[str, dict]:

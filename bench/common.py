@@ -8,7 +8,6 @@ benches written by others (the Sync EASGD ladder's `ladder`) keep theirs.
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import platform
@@ -176,8 +175,8 @@ def train(ranks: int, data: Path, out_dir: Path, *, algorithm: str, warmup: int,
           model: str = "lenet", lr: float = 0.05, extra: tuple[str, ...] = ()) -> dict:
     """Run `scaledl train` and return its steady-state seconds per step (steps warmup+1 … warmup+steps).
 
-    The center is evaluated at step `warmup` and at the end (evaluation is excluded from train_s);
-    `steps` must be a multiple of `warmup`. The per-phase seconds are the master rank's.
+    The center is snapshotted at step `warmup` and at the end (evaluation runs off every clock);
+    `steps` must be a multiple of `warmup`. The seconds are the workers' means (`steady_state`).
     """
     if steps % warmup:
         raise ValueError("steps must be a multiple of warmup")
@@ -189,20 +188,32 @@ def train(ranks: int, data: Path, out_dir: Path, *, algorithm: str, warmup: int,
 
 
 def steady_state(run_dir: Path, warmup: int) -> dict:
-    """Per-step seconds between the evaluation at step `warmup` and the last one (metrics.csv)."""
-    rows = list(csv.DictReader((Path(run_dir) / "metrics.csv").open()))
-    first = next(r for r in rows if int(r["step"]) == warmup)
-    last = rows[-1]
-    steps = int(last["step"]) - warmup
-    per_step = {"steps": steps, "seconds_per_step": (float(last["train_s"]) - float(first["train_s"])) / steps}
-    for column in last:
-        if column.endswith("_s") and column not in ("wall_s", "train_s", "eval_s"):
-            try:
-                per_step[column] = (float(last[column]) - float(first[column])) / steps
-            except ValueError:
-                pass
-    per_step["run"] = json.loads((Path(run_dir) / "run.json").read_text())
-    return per_step
+    """The workers' mean steady-state seconds per step, the first `warmup` steps left out, from the run's
+    per-step timeline: `seconds_per_step`, `transfer_s`, `exposed_s` (transfer + wait) and `comm_share`
+    as scaledl.timing.steady_state defines them (docs/time.md), and each phase's `<phase>_s`."""
+    import h5py
+    import numpy as np
+
+    from scaledl.timing import PHASES
+    from scaledl.timing import steady_state as rank_steady_state
+
+    run = json.loads((Path(run_dir) / "run.json").read_text())
+    quantities, phases = [], []
+    with h5py.File(Path(run_dir) / "timeline.h5") as f:
+        for rank in run["phases"]["per_rank"]:
+            if "worker" in rank["role"]:
+                group = f[f"rank{rank['rank']}"]
+                quantities.append(rank_steady_state(group["step_end_s"][()], group["phase_s"][()], warmup=warmup))
+                phases.append(group["phase_s"][warmup:].mean(axis=0))
+
+    def mean(key: str) -> float:
+        return sum(q[key] for q in quantities) / len(quantities)
+
+    per_phase = np.mean(phases, axis=0)
+    return {"steps": quantities[0]["steady_steps"], "seconds_per_step": mean("seconds_per_step"),
+            "transfer_s": mean("transfer_per_step_s"),
+            "exposed_s": mean("transfer_per_step_s") + mean("wait_per_step_s"), "comm_share": mean("comm_share"),
+            **{f"{p}_s": float(v) for p, v in zip(PHASES, per_phase)}, "run": run}
 
 
 # -------------------------------------------------------------- statistics

@@ -4,8 +4,9 @@
 
 Order: netbench (α, β, γ and collective bandwidths of this machine, section
 `netbench`), then bench_allreduce, bench_ddp, bench_overhead, bench_scaling
-(which gets the netbench file for its predicted column) and bench_ladder
-(the Sync EASGD ladder, section `ladder`). Each runs as its own process; the
+(which gets the netbench file for its predicted column), bench_ladder
+(the Sync EASGD ladder, section `ladder`) and bench_hogwild (Hogwild's
+concurrency on an RMA and a shared-memory window, section `hogwild`). Each runs as its own process; the
 first failure stops the run. --quick shortens
 every bench (for trying the scripts, not for numbers).
 """
@@ -31,8 +32,9 @@ QUICK = {
     "bench_overhead.py": ["--rounds", "1", "--warmup", "10", "--steps", "30"],
     "bench_scaling.py": ["--workers", "1,2", "--warmup", "10", "--steps", "30", "--rounds", "1"],
     "bench_ladder.py": [],
+    "bench_hogwild.py": ["--workers", "2", "--updates", "40", "--rounds", "1", "--steps", "30"],
 }
-BENCHES = ("allreduce", "ddp", "overhead", "scaling", "ladder")
+BENCHES = ("allreduce", "ddp", "overhead", "scaling", "ladder", "hogwild")
 
 
 def netbench_section(path: Path, m: dict, write: bool) -> None:

@@ -7,11 +7,10 @@ import pytest
 import torch
 
 from mpi_run import run_train
-from scaledl.config import TrainConfig
 from scaledl.data.hdf5 import read_info
 from scaledl.data.loader import Normalizer, iter_split
 from scaledl.models import build_model
-from scaledl.train import _center_evaluator
+from scaledl.evaluation import CenterEvaluator, Snapshot
 
 
 def bn_buffers(state: dict) -> dict[str, torch.Tensor]:
@@ -26,31 +25,53 @@ def assert_not_initial(state: dict) -> None:
         assert not torch.allclose(t, initial), f"{name} still has its initial value"
 
 
-def test_dedicated_master_reestimates_bn_and_keeps_the_evaluated_copy(digits_h5, tmp_path):
+def evaluator(digits_h5, center, worker=None) -> CenterEvaluator:
     info = read_info(digits_h5)
-    cfg = TrainConfig(data=digits_h5, model="lenet_bn", algorithm="async_easgd", out_dir=tmp_path, max_steps=1)
+    return CenterEvaluator(digits_h5, center, worker, Normalizer(info.mean, info.std, "cpu"),
+                           eval_batch_size=1000, bn_batch_size=64)
+
+
+def snapshot(step: int) -> Snapshot:
+    return Snapshot(step=step, epoch=0.0, wall_s=0.0, train_s=0.0, train_loss=None, phases={})
+
+
+def test_dedicated_master_reestimates_bn_and_keeps_the_evaluated_copy(digits_h5):
+    info = read_info(digits_h5)
     torch.manual_seed(0)
     center = build_model("lenet_bn", info.image_shape, info.classes)
-    evaluate = _center_evaluator(cfg, center, None, Normalizer(info.mean, info.std, "cpu"), lambda: None)
-    loss, accuracy = evaluate()
-    assert_not_initial(center.state_dict())
-    evaluated = {k: v.clone() for k, v in evaluate.evaluated_state.items()}
+    before = {k: v.clone() for k, v in center.state_dict().items()}
+    ev = evaluator(digits_h5, center)
+    ev.submit(snapshot(0))
+    [first] = ev.drain()
+    evaluated = {k: v.clone() for k, v in ev.evaluated_state.items()}
+    assert_not_initial(evaluated)
     assert evaluated.keys() == center.state_dict().keys()
-    assert all(torch.equal(evaluated[k], v) for k, v in center.state_dict().items())
-    with torch.no_grad():                        # the center moves after the evaluation ...
+    # the snapshot's weights were evaluated; the live center was not touched by the re-estimate
+    assert all(torch.equal(evaluated[k], before[k]) for k in before if not k.endswith(("running_mean", "running_var", "num_batches_tracked")))
+    assert all(torch.equal(before[k], v) for k, v in center.state_dict().items())
+    with torch.no_grad():                        # the center moves after the snapshot ...
         for p in center.parameters():
             p.add_(1.0)
-    assert all(torch.equal(evaluated[k], v) for k, v in evaluate.evaluated_state.items())  # ... its copy does not
-    assert evaluate() == evaluate()              # the re-estimate uses the same batches each time
+    assert all(torch.equal(evaluated[k], v) for k, v in ev.evaluated_state.items())  # ... the evaluated copy does not
+    with torch.no_grad():
+        for p in center.parameters():
+            p.sub_(1.0)
+    ev.submit(snapshot(1))
+    [again] = ev.drain()
+    assert (again.test_loss, again.test_accuracy) == (first.test_loss, first.test_accuracy)  # same batches each time
+    ev.close()
 
 
-def test_model_without_bn_is_untouched(digits_h5, tmp_path):
+def test_model_without_bn_is_untouched(digits_h5):
     info = read_info(digits_h5)
-    cfg = TrainConfig(data=digits_h5, model="lenet", algorithm="async_easgd", out_dir=tmp_path, max_steps=1)
     center = build_model("lenet", info.image_shape, info.classes)
     before = {k: v.clone() for k, v in center.state_dict().items()}
-    _center_evaluator(cfg, center, None, Normalizer(info.mean, info.std, "cpu"), lambda: None)()
-    assert all(torch.equal(before[k], v) for k, v in center.state_dict().items())
+    ev = evaluator(digits_h5, center)
+    ev.submit(snapshot(0))
+    ev.drain()
+    assert not ev.re_estimate_bn
+    assert all(torch.equal(before[k], v) for k, v in ev.evaluated_state.items())
+    ev.close()
 
 
 @pytest.mark.mpi

@@ -157,8 +157,10 @@ def fake_run(run_dir, key="sync_sgd", workers=2, steps=100, comm=0.5, compute=1.
         ranks.append({"rank": 0, "role": "master", "comm_s": 9.0, "wait_s": 9.0, "compute_s": 0.0})
     for w in range(workers):
         phases = {"data_s": 0.0, "h2d_s": 0.0, "compute_s": compute, "update_s": 0.0, "comm_s": comm * (w + 1), "wait_s": 0.0}
+        steady = {"transfer_per_step_s": comm * (w + 1) / steps, "wait_per_step_s": 0.0,
+                  "compute_per_step_s": compute / steps}
         role = "master+worker" if (w == 0 and not master) else "worker"
-        ranks.append({"rank": len(ranks), "role": role, **({"phases": phases} if nested else phases)})
+        ranks.append({"rank": len(ranks), "role": role, **steady, **({"phases": phases} if nested else phases)})
     run = {
         "algorithm": {"key": key}, "platform": "local", "world": {"workers": workers, "size": len(ranks)},
         "model": {"name": "lenet", "bytes": N}, "data": {"dataset": "digits", "image_shape": [1, 28, 28], "classes": 10},
@@ -184,7 +186,7 @@ def test_comm_model_predicted_beside_measured(tmp_path, nested, capsys):
     assert comm_model(["--netbench", nb, sync, master / "run.json", "--out", out, "--networks", "fdr_ib,10gbe"]) == 0
     rows = {r["algorithm"]: r for r in csv.DictReader(out.open())}
     s = rows["sync_sgd"]
-    # measured: mean over worker ranks of (comm + wait) / steps = (0.5 + 1.0) / 2 / 100
+    # measured: mean over worker ranks of transfer + wait per step = (0.5 + 1.0) / 2 / 100
     assert float(s["measured_comm_s"]) == pytest.approx(0.0075)
     assert float(s["compute_s"]) == pytest.approx(0.01)
     # predicted at P = 2 (+ the stop-flag allreduce, lg·α): paper = tree 2T; bandwidth-optimal = 2α + nβ

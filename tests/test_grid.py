@@ -329,3 +329,10 @@ def test_the_module_imports_neither_torch_nor_mpi():
     code = "import sys, scaledl.grid; print(sorted(m for m in ('torch', 'mpi4py.MPI') if m in sys.modules))"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]"
+
+
+def test_train_flags_negate_a_false_switch_that_defaults_to_the_algorithm():
+    assert grid.NEGATABLE_SETTINGS == {"overlap"}
+    assert grid.as_flags({"overlap": False, "nesterov": False}, grid.NEGATABLE_SETTINGS) == "--no-overlap"
+    assert grid.as_flags({"overlap": True}, grid.NEGATABLE_SETTINGS) == "--overlap"
+

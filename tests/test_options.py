@@ -18,7 +18,8 @@ from scaledl.errors import UserError  # noqa: E402
 
 # A value other than TrainConfig's default for every algorithm-specific setting.
 SET = {"momentum": 0.5, "rho": 0.1, "beta": 0.5, "message": "per_layer", "backend": "gloo", "center_on": "host",
-       "overlap": True, "tau": 2, "nesterov": True, "momentum_at": "worker", "fast_memory_gb": 16.0}
+       "overlap": True, "tau": 2, "nesterov": True, "momentum_at": "worker", "fast_memory_gb": 16.0,
+       "center_window": "shared", "wait_probe": "none"}
 
 
 def config(algorithm: str, **settings) -> TrainConfig:

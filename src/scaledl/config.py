@@ -22,6 +22,9 @@ MESSAGES = ("packed", "per_layer")
 PLACES = ("host", "device")
 MOMENTUM_PLACES = ("master", "worker")
 DEVICES = ("auto", "cpu", "cuda")
+WAIT_PROBES = ("barrier", "none")
+DEVICE_SYNCS = ("phase", "none")
+CENTER_WINDOWS = ("rma", "shared")
 
 # Argument groups of `scaledl train --help`, in order.
 GROUPS = {
@@ -108,8 +111,10 @@ class TrainConfig:
                             group="codesign", choices=MESSAGES)
     center_on: str | None = _setting(None, "sync_easgd: where the center W lives (None: the preset's, else device)",
                                      group="codesign", choices=PLACES)
-    overlap: bool | None = _setting(None, "sync_easgd: exchange weights on a helper thread during data fetch and "
-                                    "fwd/bwd (None: the preset's, else off)", group="codesign", switch=True)
+    overlap: bool | None = _setting(None, "sync_easgd, async_easgd, async_measgd, hogwild_easgd: exchange weights on "
+                                    "a helper thread during data fetch and fwd/bwd (None: the preset's, else on for "
+                                    "the async EASGD family, off for sync_easgd; --no-overlap turns it off)",
+                                    group="codesign", switch=True)
     tau: int = _setting(1, "sync_easgd: exchange every TAU iterations", group="codesign", type=positive_int)
     backend: str = _setting("auto", "collectives: auto picks nccl with a GPU per rank, else CUDA-aware MPI, else "
                             "MPI on host buffers (always MPI with the center on the host: NCCL takes device tensors "
@@ -118,7 +123,21 @@ class TrainConfig:
     fast_memory_gb: float | None = _setting(None, "chip_partition: memory all replicas on a node must fit in, e.g. 16 "
                                             "for KNL's MCDRAM (None: MemAvailable)", group="codesign",
                                             type=positive_float, metavar="GB")
+    center_window: str = _setting("rma", "async_*/hogwild_*: the master's center window; rma: Get/Accumulate on "
+                                  "an MPI RMA window (any placement), shared: an MPI shared-memory window that the "
+                                  "workers read and add to directly (every rank on one node, else refused)",
+                                  group="codesign", choices=CENTER_WINDOWS)
+    wait_probe: str = _setting("barrier", "collectives: a barrier before each collective, timed as wait, so that "
+                               "a slower peer's lateness is wait and the collective's time is transfer; none folds "
+                               "the skew into transfer (one latency less per collective, for head-to-head runs)",
+                               group="codesign", choices=WAIT_PROBES)
     # ---- execution
+    straggler: str | None = _setting(None, "RANK:FACTOR[,RANK:FACTOR...]: stretch those ranks' forward/backward by "
+                                     "FACTOR (a sleep of FACTOR-1 times its duration), to study heterogeneous "
+                                     "machines", group="execution", metavar="RANK:FACTOR")
+    device_sync: str = _setting("phase", "CUDA: synchronise the stream at every phase boundary so each phase holds "
+                                "its own device work; none for head-to-head throughput (device phases then "
+                                "hold launches only)", group="execution", choices=DEVICE_SYNCS)
     eval_every: int = _setting(50, "evaluate the center every this many steps", group="execution",
                                type=positive_int)
     eval_batch_size: int = _setting(1000, "images per evaluation batch", group="execution", type=positive_int)

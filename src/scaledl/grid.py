@@ -27,10 +27,12 @@ module while it parses.
 from __future__ import annotations
 
 import itertools
+from dataclasses import fields
 import shlex
 from typing import Any, Mapping, NamedTuple
 
 from scaledl.algorithms import ALGORITHMS, accepting, algorithm_options
+from scaledl.config import TrainConfig
 from scaledl.placement import Placement, PlacementError, place, slurm_extra, workers_for_nodes
 
 # The train rule's output folder (workflow/rules/train.smk), with the fields of a RunKey.
@@ -254,6 +256,15 @@ def launcher(mpi: str, tasks: int, cpus_per_task: int) -> str:
     return f"SRUN_CPUS_PER_TASK={cpus_per_task} {mpi} -n {tasks} "
 
 
+# `scaledl train` switches whose default (None) lets the algorithm decide: false is written --no-KEY.
+NEGATABLE_SETTINGS = frozenset(f.name for f in fields(TrainConfig) if f.metadata["switch"] and f.default is None)
+
+
+def train_flags(key: RunKey, runs: Mapping[RunKey, Settings], config: Mapping) -> str:
+    """The `scaledl train` flags of a run beyond the wildcards (null settings left off)."""
+    return as_flags(train_options(key, runs, config), NEGATABLE_SETTINGS)
+
+
 def train_options(key: RunKey, runs: Mapping[RunKey, Settings], config: Mapping) -> Settings:
     """Every `scaledl train` setting of a run beyond the wildcards: its `train` settings, device and threads."""
     placement = placement_of(key, config)
@@ -286,8 +297,9 @@ def masterless_algorithms(runs: Mapping[RunKey, Settings]) -> str:
     return one_of(key.algorithm for key in runs if not ALGORITHMS[key.algorithm].needs_master) or "(?!)"  # none
 
 
-def as_flags(values: Mapping[str, Any]) -> str:
-    """--key value for every non-null value; lists become C,H,W; true is a bare switch, false is left off.
+def as_flags(values: Mapping[str, Any], negatable: frozenset[str] = frozenset()) -> str:
+    """--key value for every non-null value; lists become C,H,W; true is a bare switch, false is left
+    off, or `--no-key` for a key in `negatable` (a switch whose default lets the algorithm decide).
 
     Sorted by key, so the command (which Snakemake compares to decide reruns)
     does not depend on the order keys were written or merged in.
@@ -295,6 +307,9 @@ def as_flags(values: Mapping[str, Any]) -> str:
     flags = []
     for key, value in sorted(values.items()):
         flag = f"--{key.replace('_', '-')}"
+        if value is False and key in negatable:
+            flags.append(f"--no-{key.replace('_', '-')}")
+            continue
         if value is None or value is False:
             continue
         if value is True:

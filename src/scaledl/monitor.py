@@ -8,6 +8,7 @@ from typing import Callable
 
 import torch
 
+from scaledl.evaluation import CenterEvaluator, Evaluation, Snapshot
 from scaledl.timing import PhaseTimer
 
 
@@ -33,10 +34,14 @@ class StopRule:
 
 
 class Monitor:
-    """Evaluates W every `eval_every` steps; one metrics row per evaluation.
+    """Snapshots W every `eval_every` steps; one metrics row per evaluation; decides when to stop.
 
-    Times reported as training time (`train_s`, time to target) exclude the
-    evaluations themselves: they are our measurement, not the algorithm's cost.
+    Evaluations run off every clock (scaledl.evaluation): a snapshot of the
+    center is taken with the training clock and evaluated on a helper thread.
+    A row's `train_s` is the training clock of its snapshot, and the time to
+    target that of the first snapshot at or above the target. A target is
+    seen when its evaluation finishes, a few steps later; those steps are
+    neither counted in the time to target nor hidden: `stop.steps` has them.
     """
 
     def __init__(
@@ -44,14 +49,16 @@ class Monitor:
         stop_rule: StopRule,
         eval_every: int,
         timer: PhaseTimer,
-        evaluate: Callable[[], tuple[float, float]],
+        evaluator: CenterEvaluator,
         samples_per_step: int,
+        refresh_center: Callable[[], None],
     ):
         self.stop_rule = stop_rule
         self.eval_every = eval_every
         self.timer = timer
-        self._evaluate = evaluate
+        self.evaluator = evaluator
         self.samples_per_step = samples_per_step
+        self.refresh_center = refresh_center
         self.rows: list[dict] = []
         self.step = 0
         self.epoch = 0.0
@@ -59,10 +66,14 @@ class Monitor:
         self.last_accuracy: float | None = None
         self.last_loss: float | None = None
         self.time_to_target: float | None = None
+        self.target_step: int | None = None
         self.final_wall: float | None = None
+        self.stop_train_s: float | None = None
+        self._target: tuple[Evaluation, dict] | None = None
+        self._result_state: dict[str, torch.Tensor] = {}
         self._loss_sum = None
         self._loss_count = 0
-        self._evaluated_step = -1
+        self._snapshot_step = -1
         self._next_eval = eval_every
 
     @property
@@ -79,49 +90,72 @@ class Monitor:
         """Called once per step; True when the run should stop."""
         self.step, self.epoch = step, epoch
         if step >= self._next_eval:
-            self.evaluate(step, epoch)
-        self.stop_reason = self.stop_rule.reason(step, epoch, self.train_seconds, self._accuracy_now(step))
+            self.snapshot(step, epoch)
+        with self.timer.phase("eval"):               # bookkeeping of finished evaluations
+            self._record(self.evaluator.ready())
+        target_seen = self.time_to_target is not None
+        self.stop_reason = self.stop_rule.reason(step, epoch, self.train_seconds,
+                                                 self.stop_rule.target_accuracy if target_seen else None)
         return self.stop_reason is not None
 
-    def _accuracy_now(self, step: int) -> float | None:
-        return self.last_accuracy if self._evaluated_step == step else None
-
-    def evaluate(self, step: int, epoch: float) -> None:
+    def snapshot(self, step: int, epoch: float) -> None:
+        """Copy the center with this moment's clocks and queue its evaluation (the copy is `eval` time)."""
+        wall_s, train_s, phases = self.timer.wall(), self.train_seconds, self.timer.snapshot()
         with self.timer.phase("eval"):
-            test_loss, accuracy = self._evaluate()
-        train_loss = float(self._loss_sum) / self._loss_count if self._loss_count else None
-        self._loss_sum, self._loss_count = None, 0
-        self.last_loss, self.last_accuracy, self._evaluated_step = test_loss, accuracy, step
-        self._next_eval = (step // self.eval_every + 1) * self.eval_every
-        phases = self.timer.snapshot()
-        row = {
-            "step": step, "epoch": round(epoch, 6), "wall_s": self.timer.wall(), "train_s": self.train_seconds,
-            "samples": step * self.samples_per_step, "train_loss": train_loss,
-            "test_loss": test_loss, "test_accuracy": accuracy, **phases,
-        }
-        self.rows.append(row)
-        target = self.stop_rule.target_accuracy
-        if target is not None and self.time_to_target is None and accuracy >= target:
-            self.time_to_target = row["train_s"]
-        loss_text = "-" if train_loss is None else f"{train_loss:.4f}"
-        print(
-            f"step {step:6d}  epoch {epoch:7.3f}  train {row['train_s']:8.2f}s  "
-            f"loss {loss_text}  test_loss {test_loss:.4f}  test_acc {accuracy:.4f}\n",
-            end="", file=sys.stdout, flush=True,  # one write: the ranks share the launcher's stream
-        )
+            self.refresh_center()
+            train_loss = float(self._loss_sum) / self._loss_count if self._loss_count else None
+            self._loss_sum, self._loss_count = None, 0
+            self._snapshot_step = step
+            self._next_eval = (step // self.eval_every + 1) * self.eval_every
+            taken = Snapshot(step=step, epoch=epoch, wall_s=wall_s, train_s=train_s, train_loss=train_loss,
+                             phases=phases)
+            self._record(self.evaluator.submit(taken))
+
+    def _record(self, evaluations: list[Evaluation]) -> None:
+        for ev in evaluations:
+            snap = ev.snapshot
+            row = {
+                "step": snap.step, "epoch": round(snap.epoch, 6), "wall_s": snap.wall_s, "train_s": snap.train_s,
+                "samples": snap.step * self.samples_per_step, "train_loss": snap.train_loss,
+                "test_loss": ev.test_loss, "test_accuracy": ev.test_accuracy, **snap.phases,
+            }
+            self.rows.append(row)
+            self.last_loss, self.last_accuracy = ev.test_loss, ev.test_accuracy
+            target = self.stop_rule.target_accuracy
+            if target is not None and self.time_to_target is None and ev.test_accuracy >= target:
+                self.time_to_target, self.target_step = snap.train_s, snap.step
+                self._target = (ev, self.evaluator.evaluated_state)
+            loss_text = "-" if snap.train_loss is None else f"{snap.train_loss:.4f}"
+            print(
+                f"step {snap.step:6d}  epoch {snap.epoch:7.3f}  train {snap.train_s:8.2f}s  "
+                f"loss {loss_text}  test_loss {ev.test_loss:.4f}  test_acc {ev.test_accuracy:.4f}\n",
+                end="", file=sys.stdout, flush=True,  # one write: the ranks share the launcher's stream
+            )
 
     def evaluated_state(self) -> dict[str, torch.Tensor]:
-        """The weights and buffers of the latest evaluation, when the evaluator keeps them
-        (train._center_evaluator does): the model whose accuracy `last_accuracy` is."""
-        return self._evaluate.evaluated_state
+        """The weights and buffers of the run's result (after `finish`): the model whose accuracy
+        `last_accuracy` is."""
+        return self._result_state
 
     def finish(self) -> None:
-        """Evaluate the final center unless the last step was just evaluated.
+        """Wait for every evaluation; the run's result is the snapshot that reached the target, if one
+        did, else a snapshot of the final center.
 
-        The center may still change after that evaluation (updates in flight at the stop decision
-        land in a master-based run); the saved model is the evaluated copy (`evaluated_state`),
-        so it matches the final accuracy exactly.
+        A run stopped by its target ends a few steps after the snapshot that reached it (the time
+        its evaluation took); those steps are an artifact of evaluating off the clock, so the result
+        (final accuracy, model.pt) is that snapshot's. The center may also change after a final
+        snapshot (updates in flight at the stop decision land in a master-based run); the saved
+        model is always the evaluated copy, so it matches the final accuracy exactly.
         """
-        if self._evaluated_step != self.step:
-            self.evaluate(self.step, self.epoch)
+        self.stop_train_s = self.train_seconds
+        if self.stop_reason != "target_accuracy" and self._snapshot_step != self.step:
+            self.snapshot(self.step, self.epoch)
+        with self.timer.phase("eval"):
+            evaluations = self.evaluator.drain()
+            self._record(evaluations)
+        self.evaluator.close()
+        self._result_state = self.evaluator.evaluated_state
+        if self.stop_reason == "target_accuracy":
+            ev, self._result_state = self._target
+            self.last_loss, self.last_accuracy = ev.test_loss, ev.test_accuracy
         self.final_wall = self.timer.wall()

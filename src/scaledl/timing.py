@@ -4,19 +4,20 @@ Phases of one rank's main thread (they add up to its wall time):
     data          reading and shuffling the batch on the host (paper part 1, data I/O)
     h2d           batch copy host → device (part 4, CPU–GPU data communication)
     param_copy    weights host ↔ device around a message (part 5, CPU–GPU parameter communication)
-    comm          inter-rank parameter messages, including waiting inside them (part 3)
+    comm          inter-rank parameter messages (part 3); with the collectives' wait
+                  probe on (the default) the peers' skew is measured apart, as `wait`
     compute       forward and backward (part 6)
     update        the worker's rule (part 7)
     center_update the master's rule (part 8)
-    wait          idle: waiting for a turn (round-robin), for the master, or for an
-                  overlapped exchange to finish (exposed communication)
-    eval          evaluating the center (our measurement, excluded from training time)
+    wait          blocked on peers: a turn (round-robin), a slower peer before a
+                  collective (skew), the master, or an overlapped exchange to finish
+    eval          the master's snapshot of the center for an evaluation (the evaluation
+                  itself runs on a helper thread: scaledl.evaluation), excluded from training time
 Beside them, `overlapped_comm` counts exchange seconds spent on a helper
 thread while the main thread computed (Sync EASGD3); it is not part of the sum.
 
-On a GPU, phases that launch device work are timed with CUDA events (read
-once per step, so no extra synchronisation); host-side phases use the host
-clock.
+One host clock for every phase; on a GPU the stream is synchronised at each
+phase boundary (PhaseTimer's `sync`, `--device-sync`).
 """
 
 from __future__ import annotations
@@ -28,55 +29,59 @@ import numpy as np
 import torch
 
 PHASES = ("data", "h2d", "param_copy", "comm", "compute", "update", "center_update", "wait", "eval")
-DEVICE_PHASES = frozenset({"h2d", "param_copy", "compute", "update", "center_update"})
-COMMUNICATION = ("h2d", "param_copy", "comm", "wait")   # the paper's "communication" parts, plus exposed waits
+
+# The time vocabulary (docs/time.md defines each quantity; every table uses these, through `steady_state`).
+TRANSFER = ("h2d", "param_copy", "comm")    # moving parameters and data: the paper's communication (parts 3-5)
+WAIT = ("wait",)                            # blocked on peers
+COMPUTE = ("data", "compute", "update", "center_update")   # a rank's own work
+WARMUP_STEPS = 5                            # steps left out of the steady state (at most a quarter of a run)
+STEADY_KEYS = ("seconds_per_step", "transfer_per_step_s", "wait_per_step_s", "compute_per_step_s",
+               "comm_share", "exposed_share")
 
 
 class PhaseTimer:
-    def __init__(self, device: torch.device | None = None):
-        self.cuda = device is not None and device.type == "cuda"
+    """Seconds per phase of one thread, one host clock for every phase.
+
+    On a GPU with `sync` (the default), the thread's current CUDA stream is
+    synchronised at every phase boundary before the clock is read, so a phase
+    holds its own device work and no host-timed phase starts while earlier
+    work is still queued. `sync=False` (`--device-sync none`) leaves kernels
+    queued, for head-to-head throughput: then a device phase holds only its
+    launches, and only the step and run totals mean what they say.
+    """
+
+    def __init__(self, device: torch.device | None = None, *, sync: bool = True):
+        self.device = device
+        self.sync = sync and device is not None and device.type == "cuda"
         self.totals = dict.fromkeys(PHASES, 0.0)
         self.overlapped_comm = 0.0
         self.start = time.perf_counter()
-        self._pending: list[tuple[str, torch.cuda.Event, torch.cuda.Event]] = []
         self._step_marks: list[float] = []
         self._step_rows: list[np.ndarray] = []
         self._last_totals = np.zeros(len(PHASES))
         self._active: str | None = None
+
+    def _clock(self) -> float:
+        if self.sync:
+            torch.cuda.current_stream(self.device).synchronize()
+        return time.perf_counter()
 
     @contextlib.contextmanager
     def phase(self, name: str):
         if self._active is not None:
             raise RuntimeError(f"phase {name!r} opened inside {self._active!r}: its seconds would count twice")
         self._active = name
-        try:
-            with self._timed(name):
-                yield
-        finally:
-            self._active = None
-
-    @contextlib.contextmanager
-    def _timed(self, name: str):
-        if self.cuda and name in DEVICE_PHASES:
-            begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            begin.record()
-            try:
-                yield
-            finally:
-                end.record()
-                self._pending.append((name, begin, end))
-            return
-        t0 = time.perf_counter()
+        t0 = self._clock()
         try:
             yield
         finally:
-            self.totals[name] += time.perf_counter() - t0
+            self.totals[name] += self._clock() - t0
+            self._active = None
 
     def restart(self) -> float:
         """Zero everything and start the clock now (training begins); returns the seconds before."""
-        self.settle()
-        before = time.perf_counter() - self.start
-        self.__init__(torch.device("cuda") if self.cuda else None)
+        before = self._clock() - self.start
+        self.__init__(self.device, sync=self.sync)
         return before
 
     def add(self, name: str, seconds: float) -> None:
@@ -86,19 +91,21 @@ class PhaseTimer:
     def add_overlapped(self, seconds: float) -> None:
         self.overlapped_comm += seconds
 
-    def settle(self) -> None:
-        """Fold finished CUDA event pairs into the totals (waits for the last one)."""
-        if self._pending:
-            self._pending[-1][2].synchronize()
-            for name, begin, end in self._pending:
-                self.totals[name] += begin.elapsed_time(end) / 1000.0
-            self._pending.clear()
+    def mark_step(self, idle: str | None = None) -> None:
+        """End of one iteration: record this step's seconds per phase for the timeline.
 
-    def mark_step(self) -> None:
-        """End of one iteration: record this step's seconds per phase for the timeline."""
-        self.settle()
+        idle: charge the step's seconds outside every phase to this phase. A dedicated master's
+        loop does so with `wait`: what it does between exchanges, updates and snapshots is
+        bookkeeping while it waits for the workers (and, with the evaluation thread holding
+        the interpreter, waiting for it), too fine-grained to time piece by piece.
+        """
+        end = self._clock() - self.start
+        if idle is not None:
+            last = self._step_marks[-1] if self._step_marks else 0.0
+            timed = sum(self.totals.values()) - float(self._last_totals.sum())
+            self.totals[idle] += max(0.0, (end - last) - timed)
         now = np.array([self.totals[p] for p in PHASES])
-        self._step_marks.append(time.perf_counter() - self.start)
+        self._step_marks.append(end)
         self._step_rows.append(now - self._last_totals)
         self._last_totals = now
 
@@ -106,7 +113,6 @@ class PhaseTimer:
         return time.perf_counter() - self.start
 
     def snapshot(self) -> dict[str, float]:
-        self.settle()
         return {f"{name}_s": seconds for name, seconds in self.totals.items()}
 
     def timeline(self) -> dict[str, np.ndarray]:
@@ -115,16 +121,54 @@ class PhaseTimer:
         return {"step_end_s": np.array(self._step_marks, dtype=np.float64), "phase_s": rows}
 
     def breakdown(self) -> dict[str, float]:
-        """Totals, what no phase covers, and the communication share computed the paper's way."""
+        """Totals, what no phase covers, and the steady-state quantities of this rank (`steady_state`)."""
         phases = self.snapshot()
         wall = self.wall()
         accounted = sum(phases.values())
-        train = wall - phases["eval_s"]
-        communication = sum(phases[f"{p}_s"] for p in COMMUNICATION)
+        timeline = self.timeline()
         return {
             **phases,
             "overlapped_comm_s": self.overlapped_comm,
             "wall_s": wall,
             "unaccounted_s": wall - accounted,
-            "comm_share": communication / train if train > 0 else None,
+            **steady_state(timeline["step_end_s"], timeline["phase_s"]),
         }
+
+
+def warmup_steps(steps: int) -> int:
+    """Steps left out at the start: WARMUP_STEPS, but at most a quarter of the run."""
+    return min(WARMUP_STEPS, steps // 4)
+
+
+def steady_state(step_end_s, phase_s, warmup: int | None = None) -> dict:
+    """Per-step means over one rank's steps after the warm-up, from its timeline.
+
+    seconds_per_step     step duration (wall between step ends) minus its `eval` seconds
+    transfer_per_step_s  TRANSFER phases per step: the paper's communication
+    wait_per_step_s      WAIT per step: blocked on peers
+    compute_per_step_s   COMPUTE phases per step
+    comm_share           transfer / seconds_per_step (the paper's communication share)
+    exposed_share        (transfer + wait) / seconds_per_step: what is neither compute nor hidden
+    """
+    ends = np.asarray(step_end_s, dtype=np.float64)
+    rows = np.asarray(phase_s, dtype=np.float64).reshape(len(ends), len(PHASES))
+    warmup = warmup_steps(len(ends)) if warmup is None else warmup
+    steps = len(ends) - warmup
+    empty = {"steady_steps": max(steps, 0), "warmup_steps": warmup, "seconds_per_step": None,
+             "transfer_per_step_s": None, "wait_per_step_s": None, "compute_per_step_s": None,
+             "comm_share": None, "exposed_share": None}
+    if steps <= 0:
+        return empty
+    durations = np.diff(np.concatenate([[0.0], ends]))[warmup:] - rows[warmup:, PHASES.index("eval")]
+    kept = rows[warmup:]
+
+    def per_step(names) -> float:
+        return float(kept[:, [PHASES.index(n) for n in names]].sum() / steps)
+
+    step_s = float(durations.sum() / steps)
+    transfer, wait = per_step(TRANSFER), per_step(WAIT)
+    if step_s <= 0:
+        return empty
+    return {"steady_steps": steps, "warmup_steps": warmup, "seconds_per_step": step_s,
+            "transfer_per_step_s": transfer, "wait_per_step_s": wait, "compute_per_step_s": per_step(COMPUTE),
+            "comm_share": transfer / step_s, "exposed_share": (transfer + wait) / step_s}

@@ -9,8 +9,6 @@ master-based ones) also evaluates the center W and writes the results.
 
 from __future__ import annotations
 
-import contextlib
-import itertools
 import os
 import time
 import uuid
@@ -20,7 +18,6 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from mpi4py import MPI
-from torch.optim.swa_utils import update_bn
 
 from scaledl.algorithms import ALGORITHMS, check_options, load, rules
 from scaledl.algorithms.base import Algorithm, AlgorithmContext, Codesign, Hyper
@@ -33,11 +30,12 @@ from scaledl.config import TrainConfig
 from scaledl.data.hdf5 import DatasetInfo, read_info
 from scaledl.data.loader import Normalizer, ShardLoader, iter_split
 from scaledl.errors import UserError
+from scaledl.evaluation import CenterEvaluator
 from scaledl.models import build_model
 from scaledl.monitor import Monitor, StopRule
 from scaledl.replica_memory import ReplicaBudget, check_replicas
 from scaledl.results import host, save_model, versions, write_metrics, write_run_json, write_timeline
-from scaledl.timing import PHASES, PhaseTimer
+from scaledl.timing import PHASES, STEADY_KEYS, PhaseTimer
 
 
 @dataclass
@@ -62,6 +60,7 @@ class TrainingRun:
     setup_s: float = 0.0
     replica_budget: ReplicaBudget | None = None
     sentinel: Sentinel | None = None
+    slowdown: float = 1.0               # --straggler: this rank's forward/backward is stretched by it
 
 
 def train(cfg: TrainConfig) -> TrainingRun:
@@ -72,7 +71,7 @@ def train(cfg: TrainConfig) -> TrainingRun:
     try:
         run.algo.start()                                 # W^i_0 = W_0 on every worker
         if run.roles.is_master:
-            run.monitor.evaluate(step=0, epoch=0.0)
+            run.monitor.snapshot(step=0, epoch=0.0)      # W_0, evaluated off the clock
         if run.roles.is_worker:
             run_worker(run)
         else:
@@ -99,7 +98,7 @@ def run_worker(run: TrainingRun) -> None:
             x, y = run.normalize(images, labels)
         # forward/backward at W^i: ΔW^i lands in params.grad
         with timer.phase("compute"):
-            loss = forward_backward(run.model, run.params, x, y, run.cfg.weight_decay)
+            loss = forward_backward(run.model, run.params, x, y, run.cfg.weight_decay, run.slowdown)
         # exchange with the master or the other workers, then update (Eqs. 1-6)
         algo.worker_step()
         step += 1
@@ -113,13 +112,38 @@ def run_worker(run: TrainingRun) -> None:
         timer.mark_step()
 
 
-def forward_backward(model, params: FlatParams, x, y, weight_decay: float) -> torch.Tensor:
+def forward_backward(model, params: FlatParams, x, y, weight_decay: float, slowdown: float = 1.0) -> torch.Tensor:
+    """ΔW^i into params.grad; a straggler (slowdown > 1) then sleeps (slowdown − 1) × the time it took."""
+    t0 = time.perf_counter()
     params.zero_grad()
     loss = F.cross_entropy(model(x), y)
     loss.backward()
     if weight_decay:
         rules.weight_decay_(params.grad, params.data, weight_decay)
+    if slowdown != 1.0:
+        if params.data.is_cuda:
+            torch.cuda.current_stream(params.data.device).synchronize()
+        time.sleep((slowdown - 1.0) * (time.perf_counter() - t0))
     return loss.detach()
+
+
+def straggler_factor(spec: str | None, rank: int, size: int) -> float:
+    """This rank's slowdown from --straggler RANK:FACTOR[,RANK:FACTOR...] (1.0: not slowed)."""
+    factors = {}
+    for item in (spec or "").split(","):
+        if not item.strip():
+            continue
+        try:
+            who, factor = item.split(":")
+            factors[int(who)] = float(factor)
+        except ValueError:
+            raise UserError(f"--straggler {spec}: expected RANK:FACTOR[,RANK:FACTOR...] such as 1:3") from None
+    for who, factor in factors.items():
+        if not 0 <= who < size:
+            raise UserError(f"--straggler {spec}: rank {who} is not in this job of {size} ranks (0..{size - 1})")
+        if not factor >= 1.0:
+            raise UserError(f"--straggler {spec}: a factor must be >= 1 (a rank cannot be made faster), got {factor:g}")
+    return factors.get(rank, 1.0)
 
 
 # --------------------------------------------------------------------- setup
@@ -183,7 +207,8 @@ def build_local(world: MPI.Comm, cfg: TrainConfig) -> TrainingRun:
     # The paper's master is a CPU: a dedicated master keeps W in host memory.
     device = torch.device("cpu") if roles.is_master and not roles.is_worker else pick_device(cfg.device, roles.local_rank)
     torch.set_num_threads(cfg.threads or default_threads())
-    timer = PhaseTimer(device)
+    timer = PhaseTimer(device, sync=cfg.device_sync == "phase")
+    slowdown = straggler_factor(cfg.straggler, roles.rank, world.Get_size())
     codesign = resolve_codesign(cfg, info_alg, device, roles)
     center_device = torch.device("cpu") if codesign.center_on == "host" else device
     info = read_info(cfg.data)
@@ -214,7 +239,7 @@ def build_local(world: MPI.Comm, cfg: TrainConfig) -> TrainingRun:
         )
 
     return TrainingRun(cfg, roles, device, info, model, params, center_model, center, loader, normalize, timer,
-                       codesign, replica_budget=replica_budget)
+                       codesign, replica_budget=replica_budget, slowdown=slowdown)
 
 
 def connect(run: TrainingRun) -> TrainingRun:
@@ -231,10 +256,12 @@ def connect(run: TrainingRun) -> TrainingRun:
         stop_rule = StopRule(cfg.max_steps, cfg.epochs, cfg.time_budget, cfg.target_accuracy)
         # Evaluated where the center lives (host memory for sync_easgd1 and dedicated masters).
         center_device = next(run.center_model.parameters()).device
-        evaluate = _center_evaluator(cfg, run.center_model, run.model,
-                                     Normalizer(info.mean, info.std, center_device), run.algo.refresh_center)
-        run.monitor = Monitor(stop_rule, cfg.eval_every, run.timer, evaluate,
-                              samples_per_step=cfg.batch_size * roles.num_workers)
+        evaluator = CenterEvaluator(cfg.data, run.center_model, run.model,
+                                    Normalizer(info.mean, info.std, center_device),
+                                    eval_batch_size=cfg.eval_batch_size, bn_batch_size=cfg.batch_size)
+        run.monitor = Monitor(stop_rule, cfg.eval_every, run.timer, evaluator,
+                              samples_per_step=cfg.batch_size * roles.num_workers,
+                              refresh_center=run.algo.refresh_center)
     return run
 
 
@@ -268,10 +295,16 @@ def resolve_codesign(cfg: TrainConfig, info_alg, device: torch.device, roles: Ro
     for key in ("center_on", "overlap"):
         given = getattr(cfg, key)
         if given is not None and key in preset and given != preset[key]:
-            raise UserError(f"--{key.replace('_', '-')} {given} contradicts {cfg.algorithm}, which fixes "
+            flag = f"--{key.replace('_', '-')}"
+            switch = (flag if given else f"--no-{flag[2:]}") if isinstance(given, bool) else f"{flag} {given}"
+            raise UserError(f"{switch} contradicts {cfg.algorithm}, which fixes "
                             f"{key} = {preset[key]}; use --algorithm {info_alg.preset_of} to choose it freely")
     center_on = (cfg.center_on if "center_on" in options else None) or preset.get("center_on", "device")
-    overlap = cfg.overlap if "overlap" in options and cfg.overlap is not None else preset.get("overlap", False)
+    # overlap: the command line's, else the preset's (sync_easgd3), else the algorithm's default
+    # (`info_alg.defaults`: on for the async EASGD family, whose exchange needs only W^i_t), else off
+    # (sync_easgd unless asked, as the ladder's level 2 is).
+    overlap = cfg.overlap if "overlap" in options and cfg.overlap is not None else \
+        preset.get("overlap", info_alg.defaults.get("overlap", False))
     message = cfg.message if "message" in options else "packed"   # master-based exchanges: one message each
     if "backend" in options:   # collectives: the backend that carries them
         gpu_per_rank = device.type == "cuda" and roles.local_size <= torch.cuda.device_count()
@@ -304,64 +337,6 @@ def default_threads() -> int:
     return 1
 
 
-# BatchNorm statistics of a dedicated master's center: re-estimated before each evaluation from this many
-# training batches (of the workers' batch size, the first ones of the pre-shuffled train split, so the
-# same images every time). 32 batches (2048 images at batch 64) give means and variances to within a few
-# percent of the full-split values, at the cost of about a fifth of a 10 000-image test pass.
-BN_BATCHES = 32
-
-
-def _center_evaluator(cfg: TrainConfig, center_model, worker_model, normalize: Normalizer, refresh_center):
-    """A function giving (test loss, test accuracy) of the center W.
-
-    Its `evaluated_state` attribute holds a copy of the weights and buffers of the latest
-    evaluation: what is saved as model.pt, so the saved model is the one whose accuracy is reported
-    even when the center changes after the last evaluation (in-flight updates landing after the
-    master's stop decision).
-
-    BatchNorm statistics are buffers, which no algorithm exchanges. Collective algorithms evaluate
-    on worker 0, whose center takes worker 0's statistics (those of W^0, not of W). A dedicated
-    master has no worker model: it re-estimates the statistics of W itself, from BN_BATCHES
-    training batches (torch.optim.swa_utils.update_bn); a model without BatchNorm skips this.
-    """
-    has_bn = any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and m.track_running_stats
-                 for m in center_model.modules())
-    evaluated: dict[str, torch.Tensor] = {}
-
-    def train_batches():
-        batches = iter_split(cfg.data, "train", cfg.batch_size, in_memory_max_bytes=0)  # read, not kept
-        with contextlib.closing(batches):
-            for images, labels in itertools.islice(batches, BN_BATCHES):
-                yield normalize(images, labels)[0]
-
-    @torch.no_grad()
-    def evaluate() -> tuple[float, float]:
-        refresh_center()
-        if worker_model is not None:
-            # BatchNorm statistics are buffers, not parameters: take the local worker's.
-            for dst, src in zip(center_model.buffers(), worker_model.buffers()):
-                dst.copy_(src)
-        elif has_bn:
-            update_bn(train_batches(), center_model)
-        center_model.eval()
-        loss_sum, correct, count = 0.0, 0, 0
-        for images, labels in iter_split(cfg.data, "test", cfg.eval_batch_size):
-            x, y = normalize(images, labels)
-            logits = center_model(x)
-            loss_sum += F.cross_entropy(logits, y, reduction="sum").item()
-            correct += (logits.argmax(1) == y).sum().item()
-            count += len(y)
-        for name, t in center_model.state_dict().items():
-            if name in evaluated:
-                evaluated[name].copy_(t)
-            else:
-                evaluated[name] = t.detach().clone()
-        return loss_sum / count, correct / count
-
-    evaluate.evaluated_state = evaluated
-    return evaluate
-
-
 # ------------------------------------------------------------------- results
 
 
@@ -372,7 +347,7 @@ def _finish(run: TrainingRun) -> None:
         run.monitor.finish()
     role = roles.role
     rank_facts = {"rank": roles.rank, "host": host(), "device": str(run.device), "role": role,
-                  "setup_s": run.setup_s, **timer.breakdown()}
+                  "setup_s": run.setup_s, "slowdown": run.slowdown, **timer.breakdown()}
     gathered = roles.world.gather(rank_facts, root=roles.master)
     timelines = roles.world.gather({"rank": roles.rank, "role": role, **timer.timeline()}, root=roles.master)
     algo_report = roles.world.gather(run.algo.report(), root=roles.master)
@@ -433,17 +408,24 @@ def _write_outputs(run: TrainingRun, per_rank: list[dict], timelines: list[dict]
             "n_train": run.info.n_train, "n_test": run.info.n_test, "image_shape": list(run.info.image_shape),
             "source_sha256": run.info.source_sha256,
         },
-        "stop": {"reason": monitor.stop_reason, "steps": monitor.step, "epochs": monitor.epoch, "wall_s": wall},
+        "stop": {"reason": monitor.stop_reason, "steps": monitor.step, "epochs": monitor.epoch, "wall_s": wall,
+                 "train_s": monitor.stop_train_s},
         # The master rank's seconds per phase at top level; every rank's, and the workers' mean, below.
         "phases": {**{k: v for k, v in master.items() if k.endswith("_s") or k == "comm_share"},
                    "workers_mean": workers_mean, "per_rank": per_rank},
-        # The paper's way: (parameter messages + host↔device data and weight copies + exposed waits)
-        # / training time, averaged over the workers (timing.COMMUNICATION).
+        # One vocabulary of time (docs/time.md, timing.steady_state): per-step means over each worker's
+        # steps after the warm-up, averaged over the workers. comm_share = transfer / step, the paper's.
+        "time": {"warmup_steps": min(r["warmup_steps"] for r in per_rank if "worker" in r["role"]),
+                 **{k: workers_mean.get(k) for k in STEADY_KEYS}},
+        "seconds_per_step": workers_mean.get("seconds_per_step"),
         "comm_share": workers_mean.get("comm_share"),
-        "seconds_per_step": monitor.train_seconds / monitor.step if monitor.step else None,
+        "exposed_share": workers_mean.get("exposed_share"),
         "final": {"test_accuracy": monitor.last_accuracy, "test_loss": monitor.last_loss},
         "target_accuracy": cfg.target_accuracy,
+        # The training clock of the first snapshot at or above the target; snapshots every eval_every steps.
         "time_to_target_s": monitor.time_to_target,
+        "evaluation": {"every_steps": cfg.eval_every, "target_step": monitor.target_step,
+                       **monitor.evaluator.report()},
         "algorithm_report": [r for r in algo_reports if r],
         "versions": versions(),
         "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),

@@ -27,8 +27,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         flag = "--" + f.name.replace("_", "-")
         help_text = meta["help"] + ("" if meta["required"] else " (default %(default)s)")
         if meta["switch"]:
-            groups[meta["group"]].add_argument(flag, action="store_const", const=True, default=f.default,
-                                               help=help_text)
+            # A switch whose default is None (the algorithm's or preset's choice) can be turned
+            # either way: --overlap and --no-overlap (the ablation of a default-on overlap).
+            action = argparse.BooleanOptionalAction if f.default is None else "store_const"
+            extra = {} if f.default is None else {"const": True}
+            groups[meta["group"]].add_argument(flag, action=action, default=f.default, help=help_text, **extra)
             continue
         groups[meta["group"]].add_argument(
             flag, type=meta["type"], choices=_CHOICES.get(f.name, meta["choices"]), metavar=meta["metavar"],

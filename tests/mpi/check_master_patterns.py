@@ -13,6 +13,7 @@ from scaledl.comm.board import LOSS_SUM, SAMPLES, UPDATES, Board
 from scaledl.comm.center_window import CenterWindow
 from scaledl.comm.roles import make_roles
 from scaledl.comm.round_robin import RoundRobinMaster, RoundRobinWorker
+from scaledl.timing import PhaseTimer
 
 world = MPI.COMM_WORLD
 roles = make_roles(world, dedicated_master=True)
@@ -67,13 +68,14 @@ def check_master_momentum() -> None:
 
 def check_round_robin() -> None:
     rounds = 3
+    timer = PhaseTimer()
     if roles.is_master:
         rr = RoundRobinMaster(world, roles.worker_ranks, N, timeout=60)
         center = np.zeros(N, dtype=np.float32)
         order = []
         for r in range(rounds):
             for rank in roles.worker_ranks:
-                back = rr.serve(rank, center)
+                back = rr.serve(rank, center, timer)
                 assert np.all(back == center + rank), "a worker returns W + its rank"
                 center = back.copy()
                 order.append(rank)
@@ -84,7 +86,7 @@ def check_round_robin() -> None:
         rr = RoundRobinWorker(world, roles.master)
         got = np.empty(N, dtype=np.float32)
         turns = 0
-        while rr.await_turn(got):
+        while rr.await_turn(got, timer):
             turns += 1
             rr.hand_back(got + roles.rank)
         assert turns == rounds

@@ -88,7 +88,7 @@ def train_placement(wildcards):
 
 def train_flags(wildcards):
     """Hyperparameters and placement as explicit CLI flags (null ones omitted)."""
-    return grid.as_flags(grid.train_options(grid.RunKey.parse(wildcards), RUNS, config))
+    return grid.train_flags(grid.RunKey.parse(wildcards), RUNS, config)
 
 
 def mpi_launcher(wildcards, resources):

@@ -40,8 +40,10 @@ EXCHANGES = ("gradients", "weights")
 OPTION_GROUPS = {
     "momentum": ("momentum",),                              # μ of the momentum variants
     "elastic": ("rho", "beta"),                             # ρ, or α = ηρ = β/P, of the EASGD family
-    "collectives": ("message", "backend"),                  # how collectives travel
+    "collectives": ("message", "backend", "wait_probe"),    # how collectives travel and are timed
     "codesign": ("center_on", "overlap", "tau"),            # the Sync EASGD ladder's switches
+    "overlap": ("overlap",),                                # async EASGD family: exchange beside data and fwd/bwd
+    "window": ("center_window",),                           # the center window of the window algorithms (rma, shared)
 }
 
 
@@ -67,6 +69,8 @@ class AlgorithmInfo:
     preset_of: str | None = None            # a named setting of this base algorithm ...
     preset: Mapping = field(default_factory=dict)   # ... that fixes these switches (see base.Codesign;
                                                     # "gradients": sum or mean, read by sync_sgd)
+    defaults: Mapping = field(default_factory=dict)  # codesign switches' values where the run leaves them
+                                                     # unset and no preset fixes them (train.resolve_codesign)
 
     def __post_init__(self):
         if self.pattern not in PATTERNS:
@@ -74,6 +78,7 @@ class AlgorithmInfo:
         if self.exchanges not in EXCHANGES:
             raise ValueError(f"{self.key}: exchanges must be one of {', '.join(EXCHANGES)}")
         object.__setattr__(self, "preset", MappingProxyType(dict(self.preset)))
+        object.__setattr__(self, "defaults", MappingProxyType(dict(self.defaults)))
 
     @property
     def needs_master(self) -> bool:
@@ -116,6 +121,10 @@ class AlgorithmInfo:
 
 
 _EASGD_FAMILY = _options("elastic")
+# The async EASGD family's exchange needs only W^i_t, known before the gradient: by default it
+# runs beside data fetch and fwd/bwd, as the paper's §4 says (--no-overlap for the ablation).
+_WINDOW_EASGD = _options("elastic", "window", "overlap")
+_OVERLAPPED = {"overlap": True}
 _SYNC_EASGD = _options("elastic", "collectives", "codesign")
 _SYNC_SGD = _options("collectives")
 
@@ -123,11 +132,13 @@ ALGORITHMS: dict[str, AlgorithmInfo] = {
     info.key: info
     for info in (
         AlgorithmInfo("easgd", "original EASGD (round-robin)", "easgd", "round_robin", "weights", True, _EASGD_FAMILY),
-        AlgorithmInfo("async_easgd", "Async EASGD", "async_easgd", "fcfs_window", "weights", False, _EASGD_FAMILY),
+        AlgorithmInfo("async_easgd", "Async EASGD", "async_easgd", "fcfs_window", "weights", False, _WINDOW_EASGD,
+                      defaults=_OVERLAPPED),
         AlgorithmInfo("async_measgd", "Async MEASGD", "async_measgd", "fcfs_window", "weights", False,
-                      _options("elastic", "momentum", extra=("nesterov",))),
+                      _options("elastic", "momentum", "window", "overlap", extra=("nesterov",)),
+                      defaults=_OVERLAPPED),
         AlgorithmInfo("hogwild_easgd", "Hogwild EASGD", "hogwild_easgd", "lock_free_window", "weights", False,
-                      _EASGD_FAMILY),
+                      _WINDOW_EASGD, defaults=_OVERLAPPED),
         AlgorithmInfo("sync_easgd", "Sync EASGD", "sync_easgd", "collectives", "weights", True, _SYNC_EASGD),
         # The paper's engineering ladder (§3, Table 3): original EASGD → 1 → 2 → 3.
         AlgorithmInfo("sync_easgd1", "Sync EASGD1 (tree collectives, center on the host)", "sync_easgd",
@@ -139,10 +150,11 @@ ALGORITHMS: dict[str, AlgorithmInfo] = {
         AlgorithmInfo("sync_easgd3", "Sync EASGD3 (exchange overlapped with data and fwd/bwd)", "sync_easgd",
                       "collectives", "weights", True, _SYNC_EASGD,
                       preset_of="sync_easgd", preset={"center_on": "device", "overlap": True}),
-        AlgorithmInfo("async_sgd", "Async SGD", "async_sgd", "fcfs_window", "gradients", False),
+        AlgorithmInfo("async_sgd", "Async SGD", "async_sgd", "fcfs_window", "gradients", False, _options("window")),
         AlgorithmInfo("async_msgd", "Async MSGD", "async_msgd", "fcfs_window", "gradients", False,
-                      _options("momentum", extra=("momentum_at",))),
-        AlgorithmInfo("hogwild_sgd", "Hogwild SGD", "hogwild_sgd", "lock_free_window", "gradients", False),
+                      _options("momentum", "window", extra=("momentum_at",))),
+        AlgorithmInfo("hogwild_sgd", "Hogwild SGD", "hogwild_sgd", "lock_free_window", "gradients", False,
+                      _options("window")),
         AlgorithmInfo("sync_sgd", "synchronous SGD (allreduce of gradients)", "sync_sgd", "collectives",
                       "gradients", True, _SYNC_SGD),
         # KNL chip partitioning (§3, Fig. 12): every partition holds all the data and its own weights,
@@ -192,7 +204,8 @@ def check_options(info: AlgorithmInfo, cfg) -> None:
         value = getattr(cfg, option)
         if value == defaults[option]:
             continue
-        given = flag(option) if value is True else f"{flag(option)} {value}"
+        given = (flag(option) if value else "--no-" + flag(option)[2:]) if isinstance(value, bool) \
+            else f"{flag(option)} {value}"
         users = accepting(option)
         who = f"{users[0]} uses" if len(users) == 1 else f"{', '.join(users[:-1])} and {users[-1]} use"
         raise UserError(f"{given} does not apply to {info.key}: only {who} it")

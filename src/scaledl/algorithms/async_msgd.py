@@ -34,15 +34,13 @@ class AsyncMSGD(AsyncSGD):
     def worker_step(self) -> None:
         if self.master_momentum:
             self.grad_host = torch.from_numpy(self.stage.send_view(self.params.grad))
-            with self.timer.phase("comm"):
-                self.window.momentum_step(self.velocity_host, self.center_host, self.master_velocity,
-                                          on_update=self.count_update)
+            self.window.momentum_step(self.velocity_host, self.center_host, self.master_velocity,
+                                      on_update=self.count_update, timer=self.timer)   # lock: wait; epoch: comm
         else:
             with self.timer.phase("update"):
                 rules.velocity_(self.velocity, self.params.grad, self.hyper.lr, self.hyper.momentum)  # Eq. 3 on worker i
             delta = self.stage.send_view(self.velocity)
-            with self.timer.phase("comm"):
-                self.window.push_then_pull(delta, self.center_host, on_update=self.count_update)
+            self.window.push_then_pull(delta, self.center_host, on_update=self.count_update, timer=self.timer)
         center = self.load_center_copy()
         with self.timer.phase("update"):
             self.params.data.copy_(center)                                      # W^i ← W

@@ -23,8 +23,8 @@ class AsyncSGD(WindowBased):
         with self.timer.phase("update"):
             rules.sgd_step_(self.center_copy, self.params.grad, self.hyper.lr)  # −η·ΔW^i
         delta = self.stage.send_view(self.center_copy)
-        with self.timer.phase("comm"):
-            self.window.push_then_pull(delta, self.center_host, on_update=self.count_update)
+        # the lock's acquisition is timed as wait (queueing), the epoch's operations as comm
+        self.window.push_then_pull(delta, self.center_host, on_update=self.count_update, timer=self.timer)
         center = self.load_center_copy()
         with self.timer.phase("update"):
             self.params.data.copy_(center)                                      # W^i ← W

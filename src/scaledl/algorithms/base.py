@@ -92,6 +92,7 @@ class Algorithm(ABC):
         # would ignore is refused (every rank raises alike; train._agree_on_setup reports it).
         check_options(context.info, context.cfg)
         self.info = context.info
+        self.wait_probe = context.cfg.wait_probe == "barrier"   # collectives: skew timed apart, as wait
         self.roles = context.roles
         self.params = context.params
         self.center = context.center
@@ -139,4 +140,4 @@ class Algorithm(ABC):
         """The collective patterns on tensors like `like`, with this run's codesign switches."""
         layers = self.params.numels if self.codesign.message == "per_layer" else None
         return Collectives(comm or self.roles.worker_comm, like, timer or self.timer, layers=layers,
-                           backend=self.codesign.backend, dist_group=self.dist_group)
+                           backend=self.codesign.backend, dist_group=self.dist_group, wait_probe=self.wait_probe)

@@ -42,8 +42,7 @@ class EASGD(MasterBased):
 
     # ---- worker: wait for the turn, compute, hand back, update
     def begin_iteration(self) -> bool:
-        with self.timer.phase("wait"):
-            my_turn = self.rr.await_turn(self.center_host)
+        my_turn = self.rr.await_turn(self.center_host, self.timer)   # wait for the turn, then receive W
         if my_turn:
             with self.timer.phase("param_copy"):
                 self.center_copy.copy_(torch.from_numpy(self.center_host))
@@ -68,16 +67,17 @@ class EASGD(MasterBased):
         while True:
             # every exchange below waits at most --worker-timeout seconds (RoundRobinMaster)
             for w, rank in enumerate(self.roles.worker_ranks):
-                with self.timer.phase("comm"):
-                    w_i = self.rr.serve(rank, center.numpy())
+                w_i = self.rr.serve(rank, center.numpy(), self.timer)   # W out; wait while it computes; W^i in
                 with self.timer.phase("center_update"):
                     rules.elastic_center_one_(center, torch.from_numpy(w_i), self.hyper.lr, self.hyper.rho)
                 self._note_service(w, rank)
             round_ += 1
-            self.board.add_updates(self.roles.num_workers)
-            stats.advance(self.board.read(), monitor)
+            with self.timer.phase("comm"):                 # the round's count and the workers' losses, on the board
+                self.board.add_updates(self.roles.num_workers)
+                words = self.board.read()
+            stats.advance(words, monitor)
             done = monitor.after_step(round_, stats.epoch)
-            self.timer.mark_step()
+            self.timer.mark_step(idle="wait")
             if done:
                 break
         self.rr.stop_all()

@@ -100,7 +100,7 @@ class MasterBased(Algorithm):
                     with watchdog.paused():       # evaluating W may take long; workers are not to blame
                         done = monitor.after_step(stats.step, stats.epoch)
                     heartbeats.excuse(time.perf_counter() - busy_since)
-                    self.timer.mark_step()
+                    self.timer.mark_step(idle="wait")
                     waiting_since = time.perf_counter()
                     if done:
                         break

@@ -59,7 +59,7 @@ class SyncEASGD(Algorithm):
         if self.codesign.overlap:
             # A communicator and a timer of its own: two threads' collectives must share neither.
             self.helper_comm = self.roles.worker_comm.Dup()
-            self.helper_timer = PhaseTimer(w.device)
+            self.helper_timer = PhaseTimer(w.device, sync=self.timer.sync)
             self.coll = self.collectives(self.center_wire, comm=self.helper_comm, timer=self.helper_timer)
             self.helper = ThreadPoolExecutor(max_workers=1, thread_name_prefix="scaledl-exchange")
             self.pending = None

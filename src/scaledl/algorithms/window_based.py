@@ -2,7 +2,8 @@
 
 Async SGD/MSGD/EASGD/MEASGD and the Hogwild variants: no master-side request
 loop; each worker exchange is one passive-target epoch on the master's window
-(`scaledl.comm.center_window.CenterWindow`). The registry's pattern sets the
+(`scaledl.comm.center_window`: an RMA window, or with --center-window shared a
+shared-memory window the workers update directly). The registry's pattern sets the
 lock (`AlgorithmInfo.locked`): `fcfs_window` opens each epoch with an
 exclusive lock (one update at a time, in lock order: first come, first
 served), `lock_free_window` with a shared lock (concurrent, unlocked updates:
@@ -16,7 +17,7 @@ import numpy as np
 import torch
 
 from scaledl.algorithms.master_based import MasterBased
-from scaledl.comm.center_window import CenterWindow
+from scaledl.comm.center_window import open_center_window
 
 
 class WindowBased(MasterBased):
@@ -26,8 +27,9 @@ class WindowBased(MasterBased):
         numel = (self.center if r.is_master else self.params).numel
         # Async MSGD's default: one momentum buffer V beside W in the master's window.
         self.master_momentum = "momentum_at" in self.info.options and self.hyper.momentum_at == "master"
-        self.window = CenterWindow(r.world, r.master, numel, locked=self.info.locked,
-                                   with_momentum=self.master_momentum)
+        # The run's --center-window: "rma" (Get/Accumulate) or "shared" (loads and stores on a shared-memory window).
+        self.window = open_center_window(context.cfg.center_window, r.world, r.master, numel, locked=self.info.locked,
+                                         with_momentum=self.master_momentum)
         if r.is_worker:
             like = self.params.data
             self.center_host = np.empty(numel, dtype=np.float32)     # W_t as read from the window

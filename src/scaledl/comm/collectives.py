@@ -5,6 +5,12 @@ communication; tree or ring algorithms inside the library, cost about
 log P·(α + |W|β)); per-layer mode makes one call per parameter tensor
 (L·α + |W|β), for the ablation. `messages` counts the calls actually made.
 
+Wait probe (`--wait-probe barrier`, the default): a Barrier before each
+collective, timed as `wait`, so the collective's own time (`comm`) is the
+transfer and a slower peer's lateness is `wait`. `none` drops the barrier (one
+latency per collective) and folds the skew into `comm`, for head-to-head
+throughput runs.
+
 Backends (chosen by `choose_backend`, recorded in run.json, forcible with --backend):
     mpi             mpi4py buffer calls on host memory; device tensors are staged
                     through a pinned host mirror (timed as param_copy)
@@ -83,8 +89,9 @@ class Collectives:
     """
 
     def __init__(self, comm: MPI.Comm, like: torch.Tensor, timer: PhaseTimer, *,
-                 layers: list[int] | None = None, backend: str = "mpi", dist_group=None):
+                 layers: list[int] | None = None, backend: str = "mpi", dist_group=None, wait_probe: bool = False):
         self.comm = comm
+        self.wait_probe = wait_probe
         self.size = comm.Get_size()
         self.rank = comm.Get_rank()
         self.timer = timer
@@ -108,6 +115,13 @@ class Collectives:
             pieces = self._piece_cache[key] = [buf[lo:hi] for lo, hi in zip(self.bounds[:-1], self.bounds[1:])]
         return pieces
 
+    def _arrive(self) -> None:
+        """With the wait probe on: a Barrier timed as `wait`, so a slower peer's lateness is not
+        counted in the collective that follows (which is then `comm`, the transfer alone)."""
+        if self.wait_probe:
+            with self.timer.phase("wait"):
+                self.comm.Barrier()
+
     def _ready(self, t: torch.Tensor) -> torch.Tensor:
         if t.is_cuda:
             torch.cuda.current_stream(t.device).synchronize()  # MPI must not read before the kernels wrote
@@ -115,6 +129,7 @@ class Collectives:
 
     # ---- the three patterns
     def allreduce_sum_(self, t: torch.Tensor) -> None:
+        self._arrive()
         if self._torch_dist:
             return self._dist(lambda piece: torch.distributed.all_reduce(piece, group=self._dist_group), t)
         buf = self._ready(t) if self._device_direct else self._a.send_view(t)
@@ -126,6 +141,7 @@ class Collectives:
             self._a.finish_recv(t)
 
     def bcast_(self, t: torch.Tensor, root: int) -> None:
+        self._arrive()
         if self._torch_dist:
             src = self._global_rank(root)
             return self._dist(lambda piece: torch.distributed.broadcast(piece, src, group=self._dist_group), t)
@@ -142,6 +158,7 @@ class Collectives:
 
     def reduce_sum(self, src: torch.Tensor, dst: torch.Tensor | None, root: int) -> None:
         """dst (on root only) = Σ over ranks of src; src is left untouched."""
+        self._arrive()
         if self._torch_dist:
             scratch = dst if self.rank == root else self._scratch(src)
             scratch.copy_(src)
@@ -163,12 +180,14 @@ class Collectives:
     def any_(self, flag: bool) -> bool:
         """Control: True on every rank if any rank says True (a 4-byte message, not counted)."""
         self._flag[0] = int(flag)
+        self._arrive()
         with self.timer.phase("comm"):
             self.comm.Allreduce(MPI.IN_PLACE, self._flag, op=MPI.MAX)
         return bool(self._flag[0])
 
     # ---- torch.distributed (NCCL, Gloo)
     def _dist(self, op, t: torch.Tensor) -> None:
+        self._ready(t)   # one clock: the queued forward/backward finishes outside the comm phase
         with self.timer.phase("comm"):
             for piece in self._pieces(t):
                 op(piece)

@@ -6,6 +6,10 @@ Only then does worker i+1 get its turn, so the workers' computations are
 serialised. That slowness on HPC systems is the paper's point: this pattern
 is deliberately not improved. Cost: P·(α + |W|β) per round, each way.
 Two-sided buffer messages (Send/Recv) on preallocated arrays.
+
+Timing: a message's arrival is awaited with a probe, timed as `wait` (the
+worker waiting for its turn, the master waiting while worker i computes),
+and only its receipt is `comm` (the transfer).
 """
 
 from __future__ import annotations
@@ -14,7 +18,8 @@ import numpy as np
 from mpi4py import MPI
 
 from scaledl.comm.tags import Tag
-from scaledl.comm.watchdog import wait_or_abort
+from scaledl.comm.watchdog import arrival_or_abort, wait_or_abort
+from scaledl.timing import PhaseTimer
 
 
 class RoundRobinMaster:
@@ -25,12 +30,16 @@ class RoundRobinMaster:
         self.from_worker = np.empty(numel, dtype=np.float32)
         self._empty = np.empty(0, dtype=np.float32)
 
-    def serve(self, worker: int, center: np.ndarray) -> np.ndarray:
+    def serve(self, worker: int, center: np.ndarray, timer: PhaseTimer) -> np.ndarray:
         """One turn: W to `worker`, its W^i back (returned; valid until the next turn)."""
-        send = self.world.Isend(center, dest=worker, tag=Tag.WEIGHTS)
-        recv = self.world.Irecv(self.from_worker, source=worker, tag=Tag.WEIGHTS)
-        wait_or_abort(send, self.timeout, lambda: f"worker rank {worker} did not take its turn")
-        wait_or_abort(recv, self.timeout, lambda: f"worker rank {worker} did not send back its weights")
+        with timer.phase("comm"):
+            send = self.world.Isend(center, dest=worker, tag=Tag.WEIGHTS)
+            wait_or_abort(send, self.timeout, lambda: f"worker rank {worker} did not take its turn")
+        with timer.phase("wait"):                  # the worker fetches its batch and computes ΔW^i
+            arrival_or_abort(self.world, worker, Tag.WEIGHTS, self.timeout,
+                             lambda: f"worker rank {worker} did not send back its weights")
+        with timer.phase("comm"):
+            self.world.Recv(self.from_worker, source=worker, tag=Tag.WEIGHTS)
         return self.from_worker
 
     def stop_all(self) -> None:
@@ -46,10 +55,14 @@ class RoundRobinWorker:
         self.master = master
         self._status = MPI.Status()
 
-    def await_turn(self, center_out: np.ndarray) -> bool:
+    def await_turn(self, center_out: np.ndarray, timer: PhaseTimer) -> bool:
         """Block until the master serves this worker (W lands in center_out); False means stop."""
-        self.world.Recv(center_out, source=self.master, tag=MPI.ANY_TAG, status=self._status)
-        return self._status.Get_tag() == Tag.WEIGHTS
+        with timer.phase("wait"):                  # the other workers' turns
+            self.world.Probe(source=self.master, tag=MPI.ANY_TAG, status=self._status)
+        tag = self._status.Get_tag()
+        with timer.phase("comm"):
+            self.world.Recv(center_out, source=self.master, tag=tag)
+        return tag == Tag.WEIGHTS
 
     def hand_back(self, weights: np.ndarray) -> None:
         self.world.Send(weights, dest=self.master, tag=Tag.WEIGHTS)

@@ -49,6 +49,18 @@ def wait_or_abort(request: MPI.Request, timeout: float, what: Callable[[], str],
         time.sleep(poll)
 
 
+def arrival_or_abort(comm: MPI.Comm, source: int, tag: int, timeout: float, what: Callable[[], str],
+                     poll: float = 2e-4) -> None:
+    """Return once a message from `source` with `tag` has arrived (not received); abort after `timeout` s."""
+    if comm.Iprobe(source=source, tag=tag):
+        return
+    deadline = time.monotonic() + timeout
+    while not comm.Iprobe(source=source, tag=tag):
+        if time.monotonic() > deadline:
+            abort_job(f"{what()} (no answer in {timeout:g} s; see --worker-timeout); aborting the job")
+        time.sleep(poll)
+
+
 class Watchdog:
     """A thread that aborts the job when `beat()` has not been called for `timeout` seconds.
 

@@ -1,7 +1,9 @@
 """One row per run, read from run.json (and metrics.csv) files; never from logs.
 
 The summary table answers the paper's questions per run: how accurate, how
-fast to the target, how long a step takes and how much of it is communication.
+fast to the target (with its resolution: the evaluation cadence, in steps),
+how long a step takes and how much of it is transfer and waiting. Every time
+quantity is the one docs/time.md defines (scaledl.timing.steady_state).
 """
 
 from __future__ import annotations
@@ -27,8 +29,12 @@ FIELDS: list[tuple[str, str]] = [
     ("final_test_accuracy", "final.test_accuracy"),
     ("target_accuracy", "target_accuracy"),
     ("time_to_target_s", "time_to_target_s"),
+    ("eval_every", "evaluation.every_steps"),
     ("seconds_per_step", "seconds_per_step"),
+    ("transfer_per_step_s", "time.transfer_per_step_s"),
+    ("wait_per_step_s", "time.wait_per_step_s"),
     ("comm_share", "comm_share"),
+    ("exposed_share", "exposed_share"),
     ("steps", "stop.steps"),
     ("epochs", "stop.epochs"),
     ("wall_s", "stop.wall_s"),
@@ -37,8 +43,9 @@ FIELDS: list[tuple[str, str]] = [
 
 COLUMNS = [
     "dataset", "model", "algorithm", "platform", "workers", "ranks", "seed",
-    "final_test_accuracy", "best_test_accuracy", "target_accuracy", "time_to_target_s",
-    "seconds_per_step", "comm_share", "steps", "epochs", "wall_s", "stop_reason", "run",
+    "final_test_accuracy", "best_test_accuracy", "target_accuracy", "time_to_target_s", "eval_every",
+    "seconds_per_step", "transfer_per_step_s", "wait_per_step_s", "comm_share", "exposed_share",
+    "steps", "epochs", "wall_s", "stop_reason", "run",
 ]  # fmt: skip
 
 KEY = ["dataset", "model", "algorithm", "platform", "workers", "seed"]

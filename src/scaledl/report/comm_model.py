@@ -4,24 +4,20 @@
 
 Inputs: α, β, γ from a `scaledl netbench` file; per run, from run.json:
 n = model.bytes, P = world.workers, the algorithm key, and the per-rank
-phase totals.
+steady-state seconds per step (docs/time.md, scaledl.timing.steady_state).
 
 Measured seconds per step are the **mean over the worker ranks** (roles
-"worker" and "master+worker"; a dedicated master does not iterate) of
-(comm_s + wait_s) / stop.steps. stop.steps is the per-worker iteration count
-(for master-based runs: center updates / P). Wait is included because that is
-where a worker's share of a serialised pattern lands: original EASGD's
-workers wait for their turn (the master's W arrives there), the
-first-come-first-served ones queue on the lock inside comm. For the sync
-algorithms wait is 0, and comm also absorbs load imbalance between ranks.
-`measured_wait_s` is shown separately.
+"worker" and "master+worker"; a dedicated master does not iterate) of the
+steady-state transfer and wait per step. The model's comm_s covers a
+worker's messages and its queueing (the lock queue of the first-come-
+first-served patterns, the other workers' turns in round-robin), so it is
+compared with `measured_comm_s` = transfer + wait; both parts are shown.
 
 Predicted seconds per step are `scaledl.costmodel.step_cost(...).comm_s`
 under both named models ("paper": binomial trees; "bandwidth_optimal": what
 MPI libraries use for large messages), with our small control messages
 included (`control=True`) and T_c = the run's measured compute per step
-(data + h2d + param_copy + compute + update + center_update, mean over
-worker ranks; phases a run.json lacks count as 0),
+(timing.COMPUTE: data, compute, update, center_update; mean over the worker ranks),
 which the contention models of the master-based algorithms need. Messages
 are packed unless run.json's codesign.message is "per_layer" (then L = the
 model's parameter tensors); codesign.overlap and hyper.tau are honoured.
@@ -62,7 +58,7 @@ HELP = "α-β predictions of each run's communication beside the measured times"
 
 COMM_COLUMNS = [
     "dataset", "model", "algorithm", "platform", "workers", "ranks", "steps", "bytes",
-    "compute_s", "measured_comm_s", "measured_wait_s",
+    "compute_s", "measured_transfer_s", "measured_wait_s", "measured_comm_s",
     "predicted_paper_s", "predicted_bandwidth_optimal_s", "ratio_paper", "ratio_bandwidth_optimal",
     "measured_step_s", "predicted_step_s", "run",
 ]  # fmt: skip
@@ -74,8 +70,6 @@ SCALING_COLUMNS = [
 
 MARKDOWN_WORKERS = (1, 2, 8, 64, 512, 4096, 4253)
 WORKER_ROLES = ("worker", "master+worker")
-# a worker's own work per iteration (T_c); everything else is inter-rank comm, wait, or evaluation
-COMPUTE_PHASES = ("data", "h2d", "param_copy", "compute", "update", "center_update")
 
 
 # ------------------------------------------------------------------ inputs
@@ -99,33 +93,34 @@ def read_netbench(path: str | Path):
 
 
 def measured_per_step(run: dict, path: Path) -> dict:
-    """Per-step seconds of the worker ranks (means over them): comm+wait, wait, compute; and steps."""
-    steps = lookup(run, "stop.steps", path)
+    """The workers' steady-state seconds per step (means over the worker ranks; docs/time.md):
+    transfer, wait, their sum (what the cost model's comm_s covers: messages and queueing), compute."""
     per_rank = lookup(run, "phases.per_rank", path)
     workers = [r for r in per_rank if isinstance(r, dict) and r.get("role") in WORKER_ROLES]
     if not workers:
         raise UserError(f"{path}: run.json lists no worker rank in phases.per_rank")
-    if not isinstance(steps, int) or steps <= 0:
-        return {"steps": steps, "comm_s": None, "wait_s": None, "compute_s": None}
 
-    def mean(*names: str, required: tuple[str, ...] = ()) -> float:
-        totals = []
+    def mean(key: str) -> float | None:
+        values = []
         for r in workers:
-            phases = r["phases"] if isinstance(r.get("phases"), dict) else r   # nested or flat per-rank record
-            missing = [n for n in required if f"{n}_s" not in phases]
-            if missing:
-                raise UserError(f"{path}: phases.per_rank lacks {', '.join(n + '_s' for n in missing)}")
-            try:
-                totals.append(sum(float(phases.get(f"{n}_s") or 0.0) for n in names))
-            except (TypeError, ValueError):
-                raise UserError(f"{path}: phases.per_rank holds a non-numeric phase total") from None
-        return statistics.fmean(totals) / steps
+            if key not in r:
+                raise UserError(f"{path}: phases.per_rank lacks {key} (a run.json older than the time "
+                                "vocabulary of docs/time.md; rerun that training)")
+            values.append(r[key])
+        if any(v is None for v in values):
+            return None     # too few steps for a steady state
+        try:
+            return statistics.fmean(float(v) for v in values)
+        except (TypeError, ValueError):
+            raise UserError(f"{path}: phases.per_rank holds a non-numeric {key}") from None
 
+    transfer, wait = mean("transfer_per_step_s"), mean("wait_per_step_s")
     return {
-        "steps": steps,
-        "comm_s": mean("comm", "wait", required=("comm",)),
-        "wait_s": mean("wait"),
-        "compute_s": mean(*COMPUTE_PHASES, required=("compute",)),
+        "steps": lookup(run, "stop.steps", path),
+        "transfer_s": transfer,
+        "wait_s": wait,
+        "comm_s": transfer + wait if transfer is not None and wait is not None else None,
+        "compute_s": mean("compute_per_step_s"),
     }
 
 
@@ -177,8 +172,9 @@ def comm_model_row(path: str | Path, net) -> dict:
         "steps": measured["steps"],
         "bytes": n,
         "compute_s": measured["compute_s"],
-        "measured_comm_s": measured["comm_s"],
+        "measured_transfer_s": measured["transfer_s"],
         "measured_wait_s": measured["wait_s"],
+        "measured_comm_s": measured["comm_s"],
         "predicted_paper_s": paper.comm_s,
         "predicted_bandwidth_optimal_s": bwopt.comm_s,
         "ratio_paper": _ratio(measured["comm_s"], paper.comm_s),

@@ -1,0 +1,109 @@
+"""The time vocabulary: evaluation off every clock, wait apart from transfer, steady state from the timeline.
+
+The two MPI tests inject a delay far larger than the run's own timings and
+check where its seconds land, with a margin of a quarter of the injected
+time: a structural check (which clock holds the delay), not a benchmark.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from mpi_run import run_train
+from scaledl.errors import UserError
+from scaledl.evaluation import EVAL_DELAY_VARIABLE
+from scaledl.timing import PHASES, steady_state, warmup_steps
+from scaledl.train import straggler_factor
+
+
+def phase_row(**seconds) -> list[float]:
+    return [seconds.get(p, 0.0) for p in PHASES]
+
+
+def test_steady_state_leaves_out_the_warmup_and_the_eval_seconds():
+    # 8 steps of 0.1 s (compute 0.06, comm 0.02, wait 0.02); the first two steps take 1 s (warm-up);
+    # step 5 also holds 0.5 s of eval, which is not training time
+    rows = [phase_row(compute=0.9, comm=0.1)] * 2 + [phase_row(compute=0.06, comm=0.02, wait=0.02)] * 6
+    rows[4] = phase_row(compute=0.06, comm=0.02, wait=0.02, eval=0.5)
+    durations = [1.0, 1.0, 0.1, 0.1, 0.6, 0.1, 0.1, 0.1]
+    q = steady_state(np.cumsum(durations), rows, warmup=2)
+    assert q["steady_steps"] == 6 and q["warmup_steps"] == 2
+    assert q["seconds_per_step"] == pytest.approx(0.1)
+    assert q["transfer_per_step_s"] == pytest.approx(0.02)
+    assert q["wait_per_step_s"] == pytest.approx(0.02)
+    assert q["compute_per_step_s"] == pytest.approx(0.06)
+    assert q["comm_share"] == pytest.approx(0.2)
+    assert q["exposed_share"] == pytest.approx(0.4)
+
+
+def test_warmup_is_at_most_a_quarter_of_the_run():
+    assert warmup_steps(100) == 5
+    assert warmup_steps(8) == 2
+    assert warmup_steps(3) == 0
+    assert steady_state([], np.zeros((0, len(PHASES))))["seconds_per_step"] is None
+
+
+def test_straggler_spec():
+    assert straggler_factor(None, 1, 2) == 1.0
+    assert straggler_factor("1:3,2:1.5", 1, 3) == 3.0
+    assert straggler_factor("1:3,2:1.5", 2, 3) == 1.5
+    assert straggler_factor("1:3", 0, 2) == 1.0
+    for bad in ("1", "a:2", "5:2", "1:0.5"):
+        with pytest.raises(UserError, match="--straggler"):
+            straggler_factor(bad, 0, 2)
+
+
+def train(digits_h5, out, extra, env=None):
+    old = os.environ.copy()
+    os.environ.update(env or {})
+    try:
+        result = run_train(2, ["--data", str(digits_h5), "--model", "lenet", "--algorithm", "sync_sgd",
+                               "--out-dir", str(out), "--seed", "3", *extra])
+    finally:
+        os.environ.clear()
+        os.environ.update(old)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    return json.loads((out / "run.json").read_text())
+
+
+def rank(run: dict, r: int) -> dict:
+    return next(p for p in run["phases"]["per_rank"] if p["rank"] == r)
+
+
+@pytest.mark.mpi
+def test_a_slow_evaluation_is_on_no_rank_clock(digits_h5, tmp_path):
+    delay, every = 1.0, 20
+    args = ["--max-steps", "80", "--eval-every", str(every), "--target-accuracy", "0.85"]
+    plain = train(digits_h5, tmp_path / "plain", args)
+    slow = train(digits_h5, tmp_path / "slow", args, {EVAL_DELAY_VARIABLE: str(delay)})
+    assert slow["evaluation"]["delay_s"] == delay and slow["evaluation"]["stalls"] == 0
+    # Evaluating inside the loop, as before, added delay/every seconds per step to worker 1's
+    # transfer or wait, and delay per evaluation before the target to the time to target.
+    per_step = delay / every
+    for key in ("transfer_per_step_s", "wait_per_step_s"):
+        assert rank(slow, 1)[key] < rank(plain, 1)[key] + per_step / 2, key
+    # sync_sgd is deterministic: the same snapshot reaches the target, at about the same training clock
+    target_step = plain["evaluation"]["target_step"]
+    assert target_step is not None and slow["evaluation"]["target_step"] == target_step
+    evaluations_before = target_step // every + 1           # step 0 included
+    assert slow["time_to_target_s"] < plain["time_to_target_s"] + evaluations_before * delay / 2
+    # the stop comes when that evaluation finishes: later with the delay, never counted in the time to target
+    assert slow["stop"]["steps"] >= plain["stop"]["steps"]
+
+
+@pytest.mark.mpi
+def test_a_straggler_makes_its_peer_wait_not_transfer(digits_h5, tmp_path):
+    args = ["--max-steps", "40", "--eval-every", "20"]
+    plain = train(digits_h5, tmp_path / "plain", args)
+    slowed = train(digits_h5, tmp_path / "slowed", [*args, "--straggler", "1:4"])
+    assert rank(slowed, 1)["slowdown"] == 4.0 and rank(slowed, 0)["slowdown"] == 1.0
+    # rank 1 sleeps 3 × its compute per step; rank 0 spends that in `wait`, not in `transfer`
+    extra = 3 * rank(plain, 1)["compute_per_step_s"]
+    r0_plain, r0_slowed = rank(plain, 0), rank(slowed, 0)
+    assert r0_slowed["wait_per_step_s"] > r0_plain["wait_per_step_s"] + extra / 2
+    assert r0_slowed["transfer_per_step_s"] < r0_plain["transfer_per_step_s"] + extra / 4
+    assert slowed["arguments"]["straggler"] == "1:4"
