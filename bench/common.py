@@ -154,14 +154,16 @@ def prepare_digits(folder: Path) -> Path:
     return out
 
 
-def prepare_synthetic32(folder: Path) -> Path:
-    """CIFAR-sized synthetic images (3×32×32, 10 classes, learnable structure) in `folder` (prepared once)."""
+def prepare_synthetic32(folder: Path, train_count: int = 512) -> Path:
+    """CIFAR-sized synthetic images (3×32×32, 10 classes, learnable structure) in `folder` (prepared once);
+    `train_count` training images (sized by the caller from workers × batch × steps), 64 test images."""
     from scaledl.data.converters import CONVERTERS
     from scaledl.data.converters.options import PrepareOptions
 
-    out = Path(folder) / "synthetic32.h5"
+    out = Path(folder) / ("synthetic32.h5" if train_count == 512 else f"synthetic32-{train_count}.h5")
     if not out.exists():
-        CONVERTERS["synthetic"].convert(None, out, PrepareOptions(train_count=512, test_count=64, shape=(3, 32, 32), classes=10))
+        CONVERTERS["synthetic"].convert(None, out, PrepareOptions(train_count=train_count, test_count=64,
+                                                                  shape=(3, 32, 32), classes=10))
     return out
 
 
@@ -271,3 +273,133 @@ def report(name: str, title: str, m: dict, intro: str, tables: str, notes: str =
 def common_arguments(parser) -> None:
     parser.add_argument("--no-doc", action="store_true", help="print the tables only; leave docs/benchmarks.md alone")
     parser.add_argument("--workdir", type=Path, help="where to put data and runs (default: a temporary folder)")
+
+
+# ------------------------------------------------------------ raw records
+
+RAW_FORMAT = "scaledl-bench-raw/1"
+RAW_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "THP_MEM_ALLOC_ENABLE", "SLURM_CPUS_PER_TASK", "CUDA_VISIBLE_DEVICES")
+
+
+class RawError(ValueError):
+    """A raw record that cannot be read; its message is one line."""
+
+
+def git_state(repo: Path = REPO) -> dict:
+    """{"commit": sha or None, "dirty": bool or None}; None where git or the repository is missing."""
+    def git(*args: str) -> str | None:
+        try:
+            proc = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return proc.stdout if proc.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    status = git("status", "--porcelain") if commit is not None else None
+    return {"commit": commit.strip() if commit else None, "dirty": bool(status.strip()) if status is not None else None}
+
+
+def bench_environment() -> dict[str, str]:
+    """The environment variables that change what a bench measures (threads, THP, MPICH, Slurm, GPUs)."""
+    return {k: v for k, v in sorted(os.environ.items()) if k in RAW_ENV or k.startswith("MPIR_CVAR_")}
+
+
+def machine_fingerprint() -> dict:
+    """`machine()`, or what can be known without torch and MPI where importing them fails."""
+    try:
+        return machine()
+    except Exception as exc:   # noqa: BLE001 - a fingerprint must never stop a bench from saving its data
+        mem = memory_gib()
+        return {"cpu": cpu_model_or_unknown(), "cores": usable_cores(), "memory": f"{mem:.0f} GiB" if mem else "?",
+                "python": platform.python_version(), "platform": platform.platform(),
+                "load_before": os.getloadavg()[0], "partial": f"{type(exc).__name__}: {exc}"}
+
+
+def cpu_model_or_unknown() -> str:
+    try:
+        return cpu_model()
+    except Exception:   # noqa: BLE001
+        return platform.processor() or "unknown CPU"
+
+
+def _check_samples(samples, where: str) -> dict[str, list[float]]:
+    import math
+
+    if not isinstance(samples, dict) or not samples:
+        raise RawError(f"{where}: 'samples' must be a non-empty object of cell -> list of numbers")
+    out = {}
+    for cell, values in samples.items():
+        if (not isinstance(values, list) or not values
+                or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in values)):
+            raise RawError(f"{where}: cell {cell!r} must hold a non-empty list of finite numbers")
+        out[str(cell)] = [float(v) for v in values]
+    return out
+
+
+def write_raw(path, bench: str, samples: dict[str, list[float]], meta: dict | None = None) -> Path:
+    """Write every raw sample of a bench run, with its metadata, to one JSON file at `path` (atomically).
+
+    `samples` maps each cell (a variant, "name [A/A]" for its A/A twin: bench.stats.aa_cell) to all of
+    its samples, in round order. `meta` is free-form (unit, rounds, sizes, ...); these keys are used:
+    "machine" (a `machine()` dict, measured here if absent), "load_before" (the 1-min load average
+    at the bench's start; else the machine's), "unit" (default "s"), "noise_floor" (a fraction, if the
+    bench measured one otherwise than by A/A cells). Recorded as well: the git commit and dirty flag,
+    the command line, the environment variables that matter, the load average now, a timestamp.
+    """
+    import tempfile
+
+    path = Path(path)
+    meta = dict(meta or {})
+    samples = _check_samples(samples, str(path))
+    m = meta.pop("machine", None) or machine_fingerprint()
+    load_start = meta.pop("load_before", m.get("load_before"))
+    record = {
+        "format": RAW_FORMAT,
+        "bench": bench,
+        "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "git": git_state(),
+        "command": [sys.executable, *sys.argv],
+        "env": bench_environment(),
+        "machine": m,
+        "load": {"start": load_start, "end": os.getloadavg()[0]},
+        "unit": meta.pop("unit", "s"),
+        "noise_floor": meta.pop("noise_floor", None),
+        "meta": meta,
+        "samples": samples,
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(record, f, indent=1, default=str)
+            f.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return path
+
+
+def read_raw(path) -> dict:
+    """A raw record written by `write_raw`; raises RawError (one line) if it is missing or malformed."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise RawError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise RawError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    try:
+        record = json.loads(text)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise RawError(f"{path}: not JSON ({str(exc).splitlines()[0]})") from None
+    if not isinstance(record, dict) or "samples" not in record:
+        raise RawError(f"{path}: not a bench raw record (no 'samples'; expected {RAW_FORMAT})")
+    record["samples"] = _check_samples(record["samples"], str(path))
+    floor = record.get("noise_floor")
+    if floor is not None and (not isinstance(floor, (int, float)) or isinstance(floor, bool) or not floor >= 0):
+        raise RawError(f"{path}: 'noise_floor' must be a fraction >= 0 or null")
+    return record

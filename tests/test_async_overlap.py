@@ -1,4 +1,4 @@
-"""Issue 10, item 5: the async EASGD family overlaps its exchange with the next gradient (PAPER.md §2.4).
+"""The async EASGD family overlaps its exchange with the next gradient (the paper's §2.4).
 
 With overlap (the default for async_easgd, async_measgd and hogwild_easgd; --no-overlap for the
 ablation) the lock epoch (Get W_t, Accumulate α(W^i_t − W_t)) runs on a helper thread while the

@@ -8,7 +8,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 SCRIPTS = ["bench_allreduce.py", "bench_ddp.py", "bench_overhead.py", "bench_scaling.py", "bench_ladder.py",
-           "bench_gpu.py", "bench_hogwild.py", "run_all.py"]
+           "bench_gpu.py", "bench_hogwild.py", "run_all.py", "compare.py"]
 
 
 @pytest.mark.parametrize("script", SCRIPTS)

@@ -1,4 +1,4 @@
-"""Where the time goes (issue 4): the phases cover the wall time, the timeline is complete,
+"""Where the time goes: the phases cover the wall time, the timeline is complete,
 messages are counted, and the Sync EASGD ladder changes the time, not the result."""
 
 import json

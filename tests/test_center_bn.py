@@ -1,5 +1,5 @@
 """The center of a BatchNorm model carries the statistics it is evaluated with, and model.pt is
-exactly the evaluated center (review findings 1, 15 and 17)."""
+exactly the evaluated center."""
 
 import json
 

@@ -1,4 +1,4 @@
-"""Correctness fixes from the faithfulness review, checked without MPI worlds or GPUs.
+"""Correctness fixes (window start-up, backend for a host center, the determinism flag, chip partitioning), checked without MPI worlds or GPUs.
 
 - the center window holds W_0 before W_0 is broadcast (no worker can read its zeros);
 - a center in host memory never gets NCCL (which refuses CPU tensors);

@@ -1,4 +1,4 @@
-"""A setting an algorithm does not use is refused in one line, never silently ignored (issue 9)."""
+"""A setting an algorithm does not use is refused in one line, never silently ignored."""
 
 from dataclasses import fields
 from pathlib import Path

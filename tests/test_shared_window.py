@@ -1,4 +1,4 @@
-"""--center-window shared: the center in an MPI shared-memory window that the workers update directly (issue 10).
+"""--center-window shared: the center in an MPI shared-memory window that the workers update directly.
 
 Same arithmetic as the RMA window (bitwise, one worker), the exclusive lock
 still excludes, the elastic algorithms with one worker are still plain SGD,

@@ -1,6 +1,6 @@
 """The α-β(-γ) cost of every algorithm's communication, per iteration (pure functions, no MPI).
 
-Notation (PAPER.md §2.0, §3 Table 2; peers-and-limits §4.1):
+Notation (the paper's §2 and Table 2):
 
     α   latency per message (s)              β   inverse bandwidth (s/byte)
     γ   reduction arithmetic (s/byte)        n   message size = |W| in bytes
@@ -135,7 +135,7 @@ class Network:
         return 1.0 / self.beta if self.beta > 0 else math.inf
 
 
-# The paper's Table 2 as we recall it (PAPER.md §3: not verified; the 7.2 µs is
+# The paper's Table 2 as we recall it (not verified against the paper; the 7.2 µs is
 # corroborated by a third-party simulator that cites the paper). β per byte.
 NETWORKS: dict[str, Network] = {
     "fdr_ib": Network(0.7e-6, 0.2e-9, name="Mellanox 56 Gb/s FDR IB (paper Table 2, recalled)"),
@@ -146,7 +146,7 @@ NETWORKS: dict[str, Network] = {
 PAPER_WEAK_SCALING = {
     "cores": 4253,
     "efficiency": 0.915,
-    "source": "abstract: 91.5% weak scaling efficiency on 4253 KNL cores (number as printed; PAPER.md §1.3)",
+    "source": "abstract: 91.5% weak scaling efficiency on 4253 KNL cores (number as printed)",
 }
 
 COST_MODELS = ("paper", "bandwidth_optimal")

@@ -1,4 +1,4 @@
-"""Where every second goes: the paper's time breakdown (PAPER.md §3), per phase, per step, per rank.
+"""Where every second goes: the paper's time breakdown (§3), per phase, per step, per rank.
 
 Phases of one rank's main thread (they add up to its wall time):
     data          reading and shuffling the batch on the host (paper part 1, data I/O)

@@ -28,7 +28,7 @@ from scaledl.comm.sentinel import Sentinel, claim
 from scaledl.comm.watchdog import set_job_token
 from scaledl.config import TrainConfig
 from scaledl.data.hdf5 import DatasetInfo, read_info
-from scaledl.data.loader import Normalizer, ShardLoader, iter_split
+from scaledl.data.loader import Normalizer, ShardLoader
 from scaledl.errors import UserError
 from scaledl.evaluation import CenterEvaluator
 from scaledl.models import build_model

@@ -25,7 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     for f in fields(TrainConfig):
         meta = f.metadata
         flag = "--" + f.name.replace("_", "-")
-        help_text = meta["help"] + ("" if meta["required"] else " (default %(default)s)")
+        help_text = meta["help"] + ("" if meta["required"] or f.default is None else " (default %(default)s)")
         if meta["switch"]:
             # A switch whose default is None (the algorithm's or preset's choice) can be turned
             # either way: --overlap and --no-overlap (the ablation of a default-on overlap).

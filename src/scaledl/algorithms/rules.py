@@ -1,7 +1,7 @@
 """The paper's update rules as pure in-place functions on flat tensors.
 
 No MPI here: an algorithm composes one of these rules with one message
-pattern from `scaledl.comm`. Notation follows the paper (PAPER.md §2): W^i is
+pattern from `scaledl.comm`. Notation follows the paper (§2): W^i is
 a worker's weights, W the center, ΔW^i the stochastic gradient, η the learning
 rate, ρ the elasticity, μ the momentum, V a momentum buffer. The moving rate
 of Zhang et al. is α = ηρ. Trailing underscore: modifies its first argument.
@@ -93,5 +93,5 @@ def look_back_(w: torch.Tensor, v: torch.Tensor, mu: float) -> None:
 
 
 def default_rho(lr: float, num_workers: int, beta: float = 0.9) -> float:
-    """ρ from Zhang et al.'s moving rate α = ηρ = β/P with β = 0.9 (DESIGN.md defaults)."""
+    """ρ from Zhang et al.'s moving rate α = ηρ = β/P with β = 0.9 (our default where the paper is silent)."""
     return beta / (num_workers * lr)

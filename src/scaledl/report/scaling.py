@@ -19,7 +19,7 @@ evaluation excluded) and the throughput X(P) = P·b(P) / T(P) samples per second
     speedup     S(P) = X(P) / X(P0)
     efficiency  E(P) = S(P) / (P / P0)
 
-which is, for weak scaling, E = T(P0) / T(P) (PAPER.md §4.4:
+which is, for weak scaling, E = T(P0) / T(P) (the paper's weak-scaling convention:
 T_iter(1 node) / T_iter(N nodes) at a fixed per-node batch) and, for strong
 scaling, E = T(P0) / ((P / P0) · T(P)). E = 1 is perfect scaling.
 """

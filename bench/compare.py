@@ -1,0 +1,176 @@
+"""Compare two raw bench records and report the changes beyond the measured noise.
+
+    python bench/compare.py OLD.json NEW.json [--threshold 0.02] [--alpha 0.01]
+
+OLD and NEW are the JSON files a bench writes with bench.common.write_raw
+(every raw sample of every cell, with the git commit, command, environment,
+machine and load). For every cell present in both files the sample
+distributions are compared; cells in only one file are listed as added or
+removed and not compared.
+
+The rule. The noise is the largest of: --threshold (default 2 %), the
+"noise_floor" either file recorded, and the A/A noise floor of either file
+(max over rounds of |x/y − 1| for every cell "NAME" and its twin
+"NAME [A/A]", bench.stats.noise_floor). A cell has changed when BOTH
+
+  1. range: the new median lies outside the old run's [min, max] widened by
+     the noise, i.e. above old max × (1 + noise) or below old min × (1 − noise);
+  2. rank test (only where scipy is installed and the sample sizes can reach
+     p < alpha at all, e.g. 5 + 5 samples for alpha 0.01): the two-sided
+     Mann–Whitney U test of old against new gives p < --alpha (default 0.01).
+
+With times (unit "s") a higher new median is "slower", a lower one "faster";
+with a rate (a unit ending in "/s" other than "s") the other way round.
+Anything else is "no difference". The output states the rule it applied.
+
+Exit status: 0 when nothing changed beyond the noise, 1 when some cell did
+(so CI can use it), 2 on bad input (missing or malformed file, no cell in
+common), with one line on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import RawError, read_raw  # noqa: E402
+from bench.stats import AA_SUFFIX, format_cell, noise_floor, ratio, summary  # noqa: E402
+
+DEFAULT_THRESHOLD = 0.02
+DEFAULT_ALPHA = 0.01
+
+
+def file_noise(record: dict) -> float:
+    """The noise floor a record carries: its own "noise_floor" and the A/A floor of its cell pairs (max)."""
+    floors = [record.get("noise_floor") or 0.0]
+    samples = record["samples"]
+    for cell, twin in samples.items():
+        if cell.endswith(AA_SUFFIX):
+            base = samples.get(cell[: -len(AA_SUFFIX)])
+            if base is not None and len(base) == len(twin):
+                floors.append(noise_floor(zip(base, twin)))
+    return max(floors)
+
+
+def mann_whitney_p(old: list[float], new: list[float], alpha: float) -> float | None:
+    """Two-sided Mann–Whitney U p-value, or None where scipy is missing or p < alpha is out of reach."""
+    try:
+        from scipy.stats import mannwhitneyu
+    except ImportError:
+        return None
+    n1, n2 = len(old), len(new)
+    if 2 / math.comb(n1 + n2, n1) >= alpha:   # the smallest exact two-sided p these sizes allow
+        return None
+    return float(mannwhitneyu(old, new, alternative="two-sided").pvalue)
+
+
+def compare_cell(old: list[float], new: list[float], noise: float, alpha: float = DEFAULT_ALPHA,
+                 rate: bool = False) -> dict:
+    """One cell's comparison: summaries, the new/old ratio of medians, p (or None), verdict, flagged."""
+    so, sn = summary(old), summary(new)
+    r = ratio(new, old, paired=False)
+    above = sn["median"] > so["max"] * (1 + noise)
+    below = sn["median"] < so["min"] * (1 - noise)
+    p = mann_whitney_p(old, new, alpha)
+    flagged = (above or below) and (p is None or p < alpha)
+    if not flagged:
+        verdict = "no difference"
+    elif above:
+        verdict = "faster" if rate else "slower"
+    else:
+        verdict = "slower" if rate else "faster"
+    return {"old": so, "new": sn, "ratio": r, "p": p, "noise": noise, "verdict": verdict, "flagged": flagged}
+
+
+def compare(old: dict, new: dict, threshold: float = DEFAULT_THRESHOLD, alpha: float = DEFAULT_ALPHA) -> dict:
+    """{"noise", "cells": {cell: compare_cell(...)}, "added": [...], "removed": [...]} for two records."""
+    noise = max(threshold, file_noise(old), file_noise(new))
+    unit = new.get("unit") or old.get("unit") or "s"
+    rate = unit != "s" and unit.endswith("/s")
+    common = [c for c in old["samples"] if c in new["samples"]]
+    cells = {c: compare_cell(old["samples"][c], new["samples"][c], noise, alpha, rate) for c in common}
+    return {"noise": noise, "unit": unit, "cells": cells,
+            "added": [c for c in new["samples"] if c not in old["samples"]],
+            "removed": [c for c in old["samples"] if c not in new["samples"]]}
+
+
+def _describe(label: str, path: str, record: dict) -> str:
+    git = record.get("git") or {}
+    commit = (git.get("commit") or "no git")[:10] + (" (dirty)" if git.get("dirty") else "")
+    m = record.get("machine") or {}
+    load = record.get("load") or {}
+    return (f"{label}: {path}  bench {record.get('bench', '?')}, {commit}, {record.get('timestamp', '?')}; "
+            f"{m.get('cpu', '?')}, {m.get('cores', '?')} cores; load {load.get('start', '?')} → {load.get('end', '?')}")
+
+
+def _table(rows: list[list[str]]) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description="Compare two raw bench records (bench.common.write_raw) and report changes beyond the "
+                    "measured noise. Exit 0: nothing changed; 1: something did; 2: bad input.",
+        epilog="Rule: a cell changed when its new median lies outside the old [min, max] widened by the noise "
+               "(max of --threshold, the files' noise_floor and their A/A floors) and, where scipy is installed "
+               "and the sizes allow it, the two-sided Mann-Whitney U test gives p < --alpha.")
+    parser.add_argument("old", help="the reference run's raw JSON")
+    parser.add_argument("new", help="the run to check, raw JSON")
+    parser.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD,
+                        help=f"smallest noise fraction assumed, whatever the files measured (default {DEFAULT_THRESHOLD})")
+    parser.add_argument("--alpha", type=float, default=DEFAULT_ALPHA,
+                        help=f"significance level of the Mann-Whitney U test (default {DEFAULT_ALPHA})")
+    args = parser.parse_args(argv)
+    if not (args.threshold >= 0 and 0 < args.alpha < 1):
+        print("compare: --threshold must be >= 0 and --alpha in (0, 1)", file=sys.stderr)
+        return 2
+    try:
+        old, new = read_raw(args.old), read_raw(args.new)
+    except RawError as exc:
+        print(f"compare: {exc}", file=sys.stderr)
+        return 2
+    result = compare(old, new, args.threshold, args.alpha)
+    if not result["cells"]:
+        print(f"compare: {args.old} and {args.new} have no cell in common", file=sys.stderr)
+        return 2
+
+    print(_describe("old", args.old, old))
+    print(_describe("new", args.new, new))
+    if old.get("bench") != new.get("bench"):
+        print(f"warning: different benches ({old.get('bench')} vs {new.get('bench')})")
+    for key in ("cpu", "cores"):
+        a, b = (old.get("machine") or {}).get(key), (new.get("machine") or {}).get(key)
+        if a != b:
+            print(f"warning: different machines ({key}: {a} vs {b})")
+    noise = result["noise"]
+    tested = any(c["p"] is not None for c in result["cells"].values())
+    print(f"rule: changed = new median outside old [min, max] widened by the noise {noise:.1%}"
+          + (f" AND Mann-Whitney U p < {args.alpha:g}" if tested else
+             " (no rank test: scipy missing or too few samples)"))
+    print()
+
+    unit = result["unit"] if result["unit"] in ("s", "B/s") else None
+    rows = [["cell", "old median [min–max] n", "new median [min–max] n", "new/old", "p", "verdict"]]
+    for cell, c in result["cells"].items():
+        rows.append([cell, format_cell(c["old"], unit), format_cell(c["new"], unit), f"{c['ratio']['median']:.3f}×",
+                     "–" if c["p"] is None else f"{c['p']:.2g}", c["verdict"].upper() if c["flagged"] else c["verdict"]])
+    print(_table(rows))
+    for label in ("added", "removed"):
+        if result[label]:
+            print(f"{label} (not compared): {', '.join(result[label])}")
+    changed = [cell for cell, c in result["cells"].items() if c["flagged"]]
+    print()
+    print(f"{len(changed)} of {len(result['cells'])} cells changed beyond the noise"
+          + (f": {', '.join(changed)}" if changed else ""))
+    return 1 if changed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,192 @@
+"""bench/stats.py and bench/compare.py on synthetic samples: no MPI, no benchmark runs."""
+
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from bench import common, stats  # noqa: E402
+from bench.compare import compare, main  # noqa: E402
+
+CELLS = ["ours", "raw", "torch.cat", "ddp"]
+FAKE_MACHINE = {"cpu": "test CPU", "cores": 2, "memory": "4 GiB", "load_before": 0.1}
+
+
+def synthetic(seed: int, slow: dict[str, float] | None = None, n: int = 7) -> dict[str, list[float]]:
+    """Every cell around 10 ms with ±3 % uniform noise, n samples, plus the A/A twin of "ours";
+    `slow` multiplies the named cells' samples (the deliberately slowed variant)."""
+    rng = random.Random(seed)
+    slow = slow or {}
+    samples = {}
+    for i, cell in enumerate([*CELLS, stats.aa_cell("ours")]):
+        base = 0.010 * (1 + 0.1 * (i % len(CELLS)))
+        samples[cell] = [base * slow.get(cell, 1.0) * (1 + rng.uniform(-0.03, 0.03)) for _ in range(n)]
+    return samples
+
+
+def write(tmp_path, name, samples, **meta):
+    return common.write_raw(tmp_path / name, "synthetic", samples, {"machine": FAKE_MACHINE, **meta})
+
+
+def run_cli(*args):
+    return subprocess.run([sys.executable, str(REPO / "bench" / "compare.py"), *map(str, args)],
+                          capture_output=True, text=True, timeout=120, cwd=REPO)
+
+
+# ------------------------------------------------------------------ stats
+
+
+def test_summary_on_hand_made_numbers():
+    s = stats.summary([5, 1, 3, 2, 4])
+    assert s == {"n": 5, "median": 3, "min": 1, "max": 5, "q1": 2, "q3": 4}
+    assert stats.summary([1, 2, 3, 4])["median"] == 2.5
+    assert stats.summary([7])["q1"] == stats.summary([7])["q3"] == 7
+    with pytest.raises(ValueError):
+        stats.summary([])
+    with pytest.raises(ValueError):
+        stats.summary([1, float("nan")])
+
+
+def test_format_cell_scales_units_and_shows_n():
+    s = stats.summary([0.0119, 0.0123, 0.0130, 0.0121, 0.0125])
+    assert stats.format_cell(s) == "12.3 ms [11.9–13.0] n=5"
+    assert stats.format_cell(stats.summary([2.5e-6, 2.5e-6])) == "2.50 µs [2.50–2.50] n=2"
+    assert stats.format_cell(stats.summary([1.5, 2.0, 2.5]), unit=None) == "2.00 [1.50–2.50] n=3"
+    assert "IQR" in stats.format_cell(s, spread="iqr")
+
+
+def test_ratio_paired_and_unpaired():
+    r = stats.ratio([2, 4, 6], [1, 2, 2])   # per-round ratios 2, 2, 3
+    assert r == {"median": 2, "min": 2, "max": 3, "n": 3, "paired": True}
+    u = stats.ratio([2, 4, 6], [1, 2])      # medians 4 / 1.5, bounds 2/2 and 6/1
+    assert u["paired"] is False and u["n"] == 2
+    assert u["median"] == pytest.approx(4 / 1.5) and u["min"] == 1 and u["max"] == 6
+    assert stats.format_ratio(r) == "2.000× [2.000–3.000] n=3"
+
+
+def test_noise_floor_and_verdict():
+    assert stats.noise_floor([(10, 10), (10.3, 10), (9.8, 10)]) == pytest.approx(0.03)
+    noise = 0.03
+    assert stats.verdict({"median": 1.10, "min": 1.05, "max": 1.2}, noise) == "slower"
+    assert stats.verdict({"median": 0.90, "min": 0.85, "max": 0.95}, noise) == "faster"
+    assert stats.verdict({"median": 1.02, "min": 1.01, "max": 1.03}, noise) == "no difference"   # inside the noise
+    assert stats.verdict({"median": 1.10, "min": 0.98, "max": 1.2}, noise) == "no difference"    # rounds disagree
+
+
+def test_rotate_puts_every_item_first_once():
+    items = ["a", "b", "c"]
+    orders = [stats.rotate(items, r) for r in range(3)]
+    assert orders == [["a", "b", "c"], ["b", "c", "a"], ["c", "a", "b"]]
+    assert stats.rotate(items, 4) == ["b", "c", "a"]
+    assert {o[0] for o in orders} == set(items)
+
+
+# ------------------------------------------------------------ raw records
+
+
+def test_write_raw_records_samples_and_metadata(tmp_path, monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    monkeypatch.setenv("MPIR_CVAR_ENABLE_HEAVY_YIELD", "1")
+    monkeypatch.setenv("UNRELATED_VARIABLE", "x")
+    monkeypatch.setattr(common, "machine", lambda: (_ for _ in ()).throw(ImportError("no torch here")))
+    samples = synthetic(0)
+    path = common.write_raw(tmp_path / "sub" / "run.json", "synthetic", samples, {"rounds": 7, "load_before": 0.5})
+    record = common.read_raw(path)
+    assert record["samples"] == samples
+    assert record["bench"] == "synthetic" and record["meta"] == {"rounds": 7}
+    assert record["env"] == {"OMP_NUM_THREADS": "1", "MPIR_CVAR_ENABLE_HEAVY_YIELD": "1"}
+    assert set(record["git"]) == {"commit", "dirty"}
+    assert record["load"]["start"] == 0.5 and record["load"]["end"] >= 0
+    assert record["machine"]["cores"] >= 1 and "partial" in record["machine"]   # the torch-less fingerprint
+    assert record["command"][0] == sys.executable and record["timestamp"]
+    assert [p.name for p in path.parent.iterdir()] == ["run.json"]   # no temporary file left behind
+
+
+def test_git_state_without_a_repository(tmp_path):
+    assert common.git_state(tmp_path) == {"commit": None, "dirty": None}
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, "no such file"),
+    ("{not json", "not JSON"),
+    ('{"bench": "x"}', "no 'samples'"),
+    ('{"samples": {"a": []}}', "non-empty list"),
+    ('{"samples": {"a": [1, "2"]}}', "non-empty list"),
+])
+def test_read_raw_one_line_errors(tmp_path, content, message):
+    path = tmp_path / "bad.json"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(common.RawError) as err:
+        common.read_raw(path)
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+# ---------------------------------------------------------------- compare
+
+
+def test_two_runs_of_the_same_distribution_flag_nothing(tmp_path, capsys):
+    old, new = write(tmp_path, "old.json", synthetic(1)), write(tmp_path, "new.json", synthetic(2))
+    result = compare(common.read_raw(old), common.read_raw(new))
+    assert not [c for c, r in result["cells"].items() if r["flagged"]]
+    assert result["noise"] > 0.02   # the A/A pair of "ours" raised the floor above --threshold
+    assert main([str(old), str(new)]) == 0
+    out = capsys.readouterr().out
+    assert "0 of 5 cells changed beyond the noise" in out and "rule:" in out
+
+
+def test_a_deliberately_slowed_cell_is_the_only_one_flagged(tmp_path, capsys):
+    old = write(tmp_path, "old.json", synthetic(1))
+    slowed = write(tmp_path, "slow.json", synthetic(2, slow={"raw": 1.2}))
+    result = compare(common.read_raw(old), common.read_raw(slowed))
+    assert [c for c, r in result["cells"].items() if r["flagged"]] == ["raw"]
+    assert result["cells"]["raw"]["verdict"] == "slower"
+    assert result["cells"]["raw"]["ratio"]["median"] == pytest.approx(1.2, rel=0.05)
+    assert main([str(old), str(slowed)]) == 1
+    assert "1 of 5 cells changed beyond the noise: raw" in capsys.readouterr().out
+    faster = write(tmp_path, "fast.json", synthetic(3, slow={"ddp": 0.8}))
+    result = compare(common.read_raw(old), common.read_raw(faster))
+    assert {c: r["verdict"] for c, r in result["cells"].items() if r["flagged"]} == {"ddp": "faster"}
+
+
+def test_a_small_shift_inside_the_recorded_noise_is_no_difference(tmp_path):
+    old = write(tmp_path, "old.json", synthetic(1), noise_floor=0.10)
+    new = write(tmp_path, "new.json", synthetic(2, slow={"raw": 1.05}))
+    result = compare(common.read_raw(old), common.read_raw(new))
+    assert result["noise"] == 0.10
+    assert not any(r["flagged"] for r in result["cells"].values())
+
+
+def test_cells_in_one_file_only_are_listed_not_compared(tmp_path, capsys):
+    a, b = synthetic(1), synthetic(2)
+    b["new cell"] = b.pop("ddp")
+    old, new = write(tmp_path, "old.json", a), write(tmp_path, "new.json", b)
+    assert main([str(old), str(new)]) == 0
+    out = capsys.readouterr().out
+    assert "added (not compared): new cell" in out and "removed (not compared): ddp" in out
+
+
+def test_cli_exit_codes_and_one_line_errors(tmp_path):
+    old, new = write(tmp_path, "old.json", synthetic(1)), write(tmp_path, "new.json", synthetic(2))
+    slowed = write(tmp_path, "slow.json", synthetic(2, slow={"torch.cat": 1.2}))
+    assert run_cli(old, new).returncode == 0
+    proc = run_cli(old, slowed)
+    assert proc.returncode == 1 and "SLOWER" in proc.stdout
+    bad = tmp_path / "bad.json"
+    bad.write_text("{truncated")
+    for args in ([old, bad], [old, tmp_path / "missing.json"]):
+        proc = run_cli(*args)
+        assert proc.returncode == 2
+        assert len(proc.stderr.strip().splitlines()) == 1 and proc.stderr.startswith("compare: ")
+        assert proc.stdout == ""
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"samples": {"elsewhere": [1.0]}}))
+    proc = run_cli(old, other)
+    assert proc.returncode == 2 and "no cell in common" in proc.stderr
