@@ -18,7 +18,7 @@ import numpy as np
 from mpi4py import MPI
 
 from scaledl.comm.tags import Tag
-from scaledl.comm.watchdog import arrival_or_abort, wait_or_abort
+from scaledl.comm.watchdog import abort_job, arrival_or_abort, wait_or_abort
 from scaledl.timing import PhaseTimer
 
 
@@ -31,7 +31,18 @@ class RoundRobinMaster:
         self._empty = np.empty(0, dtype=np.float32)
 
     def serve(self, worker: int, center: np.ndarray, timer: PhaseTimer) -> np.ndarray:
-        """One turn: W to `worker`, its W^i back (returned; valid until the next turn)."""
+        """One turn: W to `worker`, its W^i back (returned; valid until the next turn).
+
+        A worker that dies mid-turn makes MPI fail here (e.g. the shared-memory copy from its
+        vanished process): the job ends with one line naming it, not a traceback.
+        """
+        try:
+            return self._turn(worker, center, timer)
+        except MPI.Exception as error:
+            what = str(error).splitlines()[0].removesuffix(", error stack:")
+            abort_job(f"worker rank {worker} was lost during its turn (MPI: {what}); aborting the job")
+
+    def _turn(self, worker: int, center: np.ndarray, timer: PhaseTimer) -> np.ndarray:
         with timer.phase("comm"):
             send = self.world.Isend(center, dest=worker, tag=Tag.WEIGHTS)
             wait_or_abort(send, self.timeout, lambda: f"worker rank {worker} did not take its turn")

@@ -29,10 +29,13 @@ def set_job_token(token: str) -> None:
 
 
 def abort_job(message: str, status: int = 1) -> None:
-    """Say why, then end every rank of the job."""
-    if _job_token is not None:
-        claim(_job_token)  # our message is the report; the killed ranks' sentinels stay quiet
-    print(f"scaledl train: error: {message}", file=sys.stderr, flush=True)
+    """Say why, then end every rank of the job.
+
+    One report per job on a node: the first to claim it speaks (this rank, or the sentinel of a
+    rank that died first, whose line then stands); the killed ranks' sentinels stay quiet.
+    """
+    if _job_token is None or claim(_job_token):
+        print(f"scaledl train: error: {message}", file=sys.stderr, flush=True)
     time.sleep(0.5)  # the launcher forwards our output asynchronously; an abort right away can lose the line
     MPI.COMM_WORLD.Abort(status)
     os._exit(status)  # MPI_Abort may return when the launcher cannot reach a stopped peer
