@@ -1,35 +1,50 @@
-"""Our flat-buffer allreduce against raw mpi4py, torch.cat flattening and the memory-bandwidth limit; packed vs per-layer.
+"""Our flat-buffer allreduce against raw mpi4py, torch.cat, a persistent bucket and the memory-copy bound; packed vs per-layer.
 
-    python bench/bench_allreduce.py [--ranks 2] [--no-doc]
+    python bench/bench_allreduce.py [--ranks 2] [--rounds 5] [--netbench FILE] [--raw FILE] [--render] [--no-doc]
 
-Runs itself under `mpiexec -n RANKS` (the --worker mode) and measures, on
-flat float32 gradients shaped like real models' (LeNet, cifar_alexnet):
+Runs itself under `mpiexec -n RANKS` (the --worker mode) and times the
+allreduce (sum, float32) of gradients shaped like real models' (LeNet,
+cifar_alexnet) in six ways:
 
-  ours      scaledl.comm.collectives.Collectives.allreduce_sum_ on FlatParams' flat grad
-  raw       comm.Allreduce(IN_PLACE) on a preallocated numpy array of the same size
-  raw on torch memory
-            the same call on a numpy view of FlatParams' flat grad: separates the
-            wrapper's cost (ours vs this) from the memory's (this vs raw)
-  torch.cat flatten the per-parameter grads with torch.cat, Allreduce, copy back
-            (what torch.distributed's average_parameters does on every call)
+  ours                  Collectives.allreduce_sum_ on FlatParams' flat gradient
+  raw                   comm.Allreduce(IN_PLACE) on a preallocated numpy array of the same size
+  raw on torch memory   the same call on a numpy view of FlatParams' flat gradient: ours vs this is
+                        the wrapper's cost, this vs raw the memory's (allocator, pages)
+  torch.cat             flatten the per-parameter gradients with torch.cat, Allreduce, copy back:
+                        a new buffer every call, as torch.distributed's average_parameters does
+  persistent bucket     copy the per-parameter gradients into one bucket allocated once,
+                        Allreduce, copy back: DDP's buckets (gradient_as_bucket_view=False)
+  ours [A/A]            ours measured a second time in every round: the noise floor
 
-The variants alternate inside every repeat (ours, raw, cat, ours, ...), so
-drift in the machine's load hits them alike; each time is the slowest
-rank's, median over repeats. busbw = algbw × 2(P−1)/P (nccl-tests) is
-compared with the machine's memory copy bandwidth (numpy copyto of 256 MiB,
-bytes copied per second; measured between numpy-allocated and between
-torch-allocated buffers, which differ where numpy asks for transparent huge
-pages and torch does not): in one node an allreduce is memory traffic.
+and, at LeNet (8 tensors) and torchvision's resnet50 (161 tensors, built on
+the CPU for its shapes), one Allreduce of the whole flat buffer (packed)
+against one per parameter tensor (per-layer), with packed [A/A].
 
-Packed vs per-layer: one Allreduce of the whole flat buffer against one per
-parameter tensor (FlatParams.layer_views), at LeNet (8 tensors) and
-torchvision's resnet50 (161 tensors, built on the CPU for its shapes).
+Method. A sample is the slowest rank's mean seconds per call over ITERS
+back-to-back calls (ITERS chosen once per model so that a sample lasts about
+--sample-ms). Every round measures every variant once, in the order
+bench.stats.rotate gives for that round; cells print median [min–max] n over
+the rounds, ratios are paired per round, and a ratio inside the A/A noise
+floor prints "no difference". Buffers hold zeros while timed, so the in-place
+sums stay finite (before timing, every variant is checked once to return the
+true sum of the ranks' values).
+
+Limits beside the times: the memory-copy bound 2(P−1)/P · n / memcpy (the
+bytes a ring or recursive allreduce moves into and out of each rank, at the
+copy rate bench.common.memcpy_bandwidth measures at the same size, all ranks
+copying at once, in the same run), and the α-β-γ prediction of
+scaledl.costmodel.allreduce with α, β, γ from a `scaledl netbench` file
+(--netbench; without one this script measures one, ≈ 10 s).
+
+Every raw sample goes to --raw (bench.common.write_raw); the tables are
+rendered from that record alone, so --render rebuilds them without measuring.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import tempfile
@@ -38,37 +53,37 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import common  # noqa: E402
+from bench import common, stats  # noqa: E402
 
 # as `python -m scaledl` does before torch is imported: torch buffers on transparent huge pages
 os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
 
+NAME = "allreduce"
+TITLE = "Allreduce: flat buffer vs raw mpi4py vs torch.cat vs a persistent bucket; packed vs per-layer"
 MODELS = {  # name: (input shape, classes)
     "lenet": ((1, 28, 28), 10),
     "cifar_alexnet": ((3, 32, 32), 10),
     "resnet50": ((3, 224, 224), 1000),
 }
+OVERHEAD_MODELS = ("lenet", "cifar_alexnet")
+LAYER_MODELS = ("lenet", "resnet50")
+
+OURS, RAW, RAW_TORCH, CAT, BUCKET = "ours", "raw", "raw on torch memory", "torch.cat", "persistent bucket"
+OURS_AA = stats.aa_cell(OURS)
+OVERHEAD_VARIANTS = (OURS, RAW, RAW_TORCH, CAT, BUCKET, OURS_AA)
+PACKED, PER_LAYER = "packed", "per-layer"
+PACKED_AA = stats.aa_cell(PACKED)
+LAYER_VARIANTS = (PACKED, PER_LAYER, PACKED_AA)
+
+SMALL_MESSAGE = 2048   # bytes: MPICH's recursive doubling up to here, Rabenseifner above (scaledl.costmodel)
+
+
+def cell(model: str, variant: str) -> str:
+    """The raw record's cell name; the A/A twin of cell(m, v) is cell(m, aa_cell(v)) = aa_cell(cell(m, v))."""
+    return f"{model}: {variant}"
 
 
 # ------------------------------------------------------------------ worker
-
-
-def make_collectives(comm, like):
-    """Collectives across versions of its constructor (with or without a phase timer)."""
-    import inspect
-
-    from scaledl.comm.collectives import Collectives
-    from scaledl.timing import PhaseTimer
-
-    if "timer" in inspect.signature(Collectives).parameters:
-        return Collectives(comm, like, PhaseTimer())
-    return Collectives(comm, like)
-
-
-def slowest(comm, seconds: float) -> float:
-    from mpi4py import MPI
-
-    return comm.allreduce(seconds, op=MPI.MAX)
 
 
 def build(name: str):
@@ -81,103 +96,184 @@ def build(name: str):
     return build_model(name, shape, classes)
 
 
-def variants_for(comm, name: str):
-    """The three ways to allreduce one model's gradients; each a zero-argument callable."""
+class Variant:
+    """One way to allreduce a model's gradients: `call` does it once; `buffers` are the tensors or
+    arrays it sums in place (filled with a value to check the sum, then with zeros to time it)."""
+
+    def __init__(self, call, buffers):
+        self.call = call
+        self.buffers = buffers
+
+    def fill(self, value: float) -> None:
+        import numpy as np
+
+        for b in self.buffers:
+            if isinstance(b, np.ndarray):
+                b.fill(value)
+            else:
+                b.fill_(value)
+
+    def holds(self, value: float) -> bool:
+        import numpy as np
+
+        return all(np.all(np.asarray(b) == value) for b in self.buffers)
+
+
+def overhead_variants(comm, name: str) -> tuple[dict, dict]:
+    """The variants of the first table for model `name`, and the model's sizes."""
     import numpy as np
     import torch
+    from mpi4py import MPI
+
+    from scaledl.comm.collectives import Collectives
+    from scaledl.comm.flat import FlatParams
+    from scaledl.timing import PhaseTimer
+
+    flat = FlatParams(build(name))
+    ours = Collectives(comm, flat.grad, PhaseTimer())
+    raw = np.zeros(flat.numel, dtype=np.float32)
+    on_torch = flat.grad.numpy()
+    grads = [torch.zeros(shape) for shape in flat.shapes]   # per-parameter gradients, as a model without FlatParams has
+    bucket = torch.zeros(flat.numel)                        # allocated once, like DDP's
+    bucket_np, slots = bucket.numpy(), flat.layer_views(bucket)
+    numels = flat.numels
+
+    def cat_allreduce():
+        buf = torch.cat([g.reshape(-1) for g in grads])
+        comm.Allreduce(MPI.IN_PLACE, buf.numpy(), op=MPI.SUM)
+        for g, piece in zip(grads, torch.split(buf, numels)):
+            g.copy_(piece.view_as(g))
+
+    def bucket_allreduce():
+        for slot, g in zip(slots, grads):
+            slot.copy_(g.reshape(-1))
+        comm.Allreduce(MPI.IN_PLACE, bucket_np, op=MPI.SUM)
+        for slot, g in zip(slots, grads):
+            g.copy_(slot.view_as(g))
+
+    ours_variant = Variant(lambda: ours.allreduce_sum_(flat.grad), [flat.grad])
+    variants = {
+        OURS: ours_variant,
+        RAW: Variant(lambda: comm.Allreduce(MPI.IN_PLACE, raw, op=MPI.SUM), [raw]),
+        RAW_TORCH: Variant(lambda: comm.Allreduce(MPI.IN_PLACE, on_torch, op=MPI.SUM), [flat.grad]),
+        CAT: Variant(cat_allreduce, grads),
+        BUCKET: Variant(bucket_allreduce, grads),
+        OURS_AA: ours_variant,
+    }
+    return variants, sizes_of(flat)
+
+
+def layer_variants(comm, name: str) -> tuple[dict, dict]:
+    """Packed (one Allreduce of the flat buffer) and per-layer (one per parameter tensor) for `name`."""
     from mpi4py import MPI
 
     from scaledl.comm.flat import FlatParams
 
     flat = FlatParams(build(name))
-    flat.grad.fill_(1.0)
-    ours = make_collectives(comm, flat.grad)
-    raw = np.ones(flat.numel, dtype=np.float32)
-    separate = [torch.ones(shape) for shape in flat.shapes]   # per-parameter grads, as a model without FlatParams has
-    numels = flat.numels
+    whole = flat.grad.numpy()
+    views = [v.numpy() for v in flat.layer_views(flat.grad)]
 
-    def cat_allreduce():
-        buf = torch.cat([g.reshape(-1) for g in separate])
-        comm.Allreduce(MPI.IN_PLACE, buf.numpy(), op=MPI.SUM)
-        for g, piece in zip(separate, torch.split(buf, numels)):
-            g.copy_(piece.view_as(g))
+    def per_layer():
+        for v in views:
+            comm.Allreduce(MPI.IN_PLACE, v, op=MPI.SUM)
 
-    torch_memory = flat.grad.numpy()
-    variants = {
-        "ours": lambda: ours.allreduce_sum_(flat.grad),
-        "raw": lambda: comm.Allreduce(MPI.IN_PLACE, raw, op=MPI.SUM),
-        "raw on torch memory": lambda: comm.Allreduce(MPI.IN_PLACE, torch_memory, op=MPI.SUM),
-        "torch.cat": cat_allreduce,
-    }
-    return flat, variants
+    packed = Variant(lambda: comm.Allreduce(MPI.IN_PLACE, whole, op=MPI.SUM), [flat.grad])
+    return {PACKED: packed, PER_LAYER: Variant(per_layer, [flat.grad]), PACKED_AA: packed}, sizes_of(flat)
 
 
-def measure(comm, variants: dict, iters: int, repeats: int, warmup: int = 2) -> dict:
-    for fn in variants.values():
-        for _ in range(warmup):
-            fn()
-    samples = {k: [] for k in variants}
-    for _ in range(repeats):
-        for key, fn in variants.items():
-            comm.Barrier()
-            samples[key].append(slowest(comm, common.timed(fn, iters)))
-    return {k: common.median(v) for k, v in samples.items()}
+def sizes_of(flat) -> dict:
+    size = flat.grad.element_size()
+    return {"floats": flat.numel, "bytes": flat.nbytes, "tensors": len(flat.numels),
+            "piece_bytes": [n * size for n in flat.numels]}
 
 
-def memcpy_bandwidth(nbytes: int = 256 << 20, repeats: int = 5, allocator: str = "numpy") -> float:
-    """Bytes per second of np.copyto between two buffers allocated by numpy or by torch."""
-    import numpy as np
-    import torch
-
-    if allocator == "numpy":
-        src = np.ones(nbytes // 4, dtype=np.float32)
-        dst = np.empty_like(src)
-    else:
-        src = torch.ones(nbytes // 4).numpy()
-        dst = torch.empty(nbytes // 4).numpy()
-    np.copyto(dst, src)
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        np.copyto(dst, src)
-        times.append(time.perf_counter() - t0)
-    return nbytes / common.median(times)
-
-
-def worker(out: Path, repeats: int) -> None:
+def check_sums(comm, variants: dict) -> None:
+    """Every variant, once, must turn each rank's value rank+1 into the sum over ranks; then zeros."""
     from mpi4py import MPI
 
+    p, rank = comm.Get_size(), comm.Get_rank()
+    expected = p * (p + 1) / 2
+    for key, v in variants.items():
+        v.fill(rank + 1.0)
+        v.call()
+        if not comm.allreduce(v.holds(expected), op=MPI.LAND):
+            raise SystemExit(f"bench_allreduce: variant {key!r} did not return the sum over ranks")
+        v.fill(0.0)
+
+
+def slowest(comm, seconds: float) -> float:
+    from mpi4py import MPI
+
+    return comm.allreduce(seconds, op=MPI.MAX)
+
+
+def measure_block(comm, variants: dict, rounds: int, sample_s: float, calibrate: str) -> dict:
+    """Every variant once per round, in the order stats.rotate(variants, round).
+
+    {"samples": {variant: [seconds per call, per round]}, "order": [[variant, ...] per round], "iters": n}
+    """
+    from mpi4py import MPI
+
+    check_sums(comm, variants)                                   # one call each, then one more: warm-up
+    for v in variants.values():
+        v.call()
+    comm.Barrier()
+    once = slowest(comm, common.timed(variants[calibrate].call, 2))
+    iters = max(2, min(200, math.ceil(sample_s / max(once, 1e-9))))
+    samples = {k: [] for k in variants}
+    order = []
+    for r in range(rounds):
+        order.append(stats.rotate(list(variants), r))
+        for key in order[-1]:
+            comm.Barrier()
+            samples[key].append(slowest(comm, common.timed(variants[key].call, iters)))
+    for key, v in variants.items():
+        if not comm.allreduce(v.holds(0.0), op=MPI.LAND):
+            raise SystemExit(f"bench_allreduce: variant {key!r} no longer holds zeros after timing")
+    return {"samples": samples, "order": order, "iters": iters}
+
+
+def memcpy_rate(comm, nbytes: int) -> float:
+    """The slowest rank's best copy rate at `nbytes`, all ranks copying at once (bytes copied per second)."""
+    from mpi4py import MPI
+
+    comm.Barrier()
+    return comm.allreduce(common.memcpy_bandwidth(nbytes=max(nbytes, 4096), repeats=10), op=MPI.MIN)
+
+
+def worker(out: Path, rounds: int, sample_s: float) -> None:
+    import gc
+
     import torch
+    from mpi4py import MPI
 
     torch.set_num_threads(1)
     comm = MPI.COMM_WORLD
-    p = comm.Get_size()
-    result = {"ranks": p, "overhead": [], "layers": []}
-    for name, iters in (("lenet", 20), ("cifar_alexnet", 2)):
-        flat, variants = variants_for(comm, name)
-        times = measure(comm, variants, iters, repeats)
-        result["overhead"].append({"model": name, "floats": flat.numel, "bytes": flat.nbytes, "tensors": len(flat.numels),
-                                   "times": times})
-        del flat, variants
-    # memory bandwidth: every rank copies at once, as the ranks of an allreduce do
-    comm.Barrier()
-    result["memcpy_Bps"] = comm.allreduce(memcpy_bandwidth(), op=MPI.MIN)
-    comm.Barrier()
-    result["memcpy_torch_Bps"] = comm.allreduce(memcpy_bandwidth(allocator="torch"), op=MPI.MIN)
-    result["hugepages"] = transparent_hugepages()
-    for name, iters in (("lenet", 20), ("resnet50", 2)):
-        flat = FlatParamsOf(name)
-        views = [v.numpy() for v in flat.layer_views(flat.grad)]
-        whole = flat.grad.numpy()
-        variants = {
-            "packed": lambda: comm.Allreduce(MPI.IN_PLACE, whole, op=MPI.SUM),
-            "per_layer": lambda: [comm.Allreduce(MPI.IN_PLACE, v, op=MPI.SUM) for v in views],
-        }
-        times = measure(comm, variants, iters, repeats)
-        result["layers"].append({"model": name, "bytes": flat.nbytes, "tensors": len(views), "times": times})
-        del flat, views, whole
+    result = {"ranks": comm.Get_size(), "samples": {}, "order": {}, "iters": {}, "sizes": {}, "memcpy_Bps": {},
+              "block_s": {}}
+
+    def run(table: str, model: str, make, calibrate: str) -> None:
+        t0 = time.monotonic()
+        variants, sizes = make(comm, model)
+        block = measure_block(comm, variants, rounds, sample_s, calibrate)
+        del variants
+        gc.collect()
+        key = f"{table}/{model}"
+        result["samples"].update({cell(model, v): s for v, s in block["samples"].items()})
+        result["order"][key], result["iters"][key] = block["order"], block["iters"]
+        result["sizes"][model] = sizes
+        if model not in result["memcpy_Bps"]:
+            result["memcpy_Bps"][model] = memcpy_rate(comm, sizes["bytes"])
+        result["block_s"][key] = time.monotonic() - t0
+
+    for model in OVERHEAD_MODELS:
+        run("overhead", model, overhead_variants, OURS)
+    for model in LAYER_MODELS:
+        run("layers", model, layer_variants, PACKED)
     if comm.Get_rank() == 0:
-        out.write_text(json.dumps(result, indent=1))
+        from scaledl.atomic import write_text
+
+        write_text(out, json.dumps(result))
 
 
 def transparent_hugepages() -> str | None:
@@ -189,96 +285,276 @@ def transparent_hugepages() -> str | None:
     return chosen[0].strip("[]") if chosen else text.strip()
 
 
-def FlatParamsOf(name: str):  # noqa: N802 - reads like the class it returns
-    from scaledl.comm.flat import FlatParams
+# ------------------------------------------------------------------ α-β
 
-    flat = FlatParams(build(name))
-    flat.grad.fill_(1.0)
-    return flat
+
+def network_of(meta: dict):
+    from scaledl.costmodel import Network
+
+    net = meta.get("network") or {}
+    if "alpha_s" not in net:
+        return None
+    return Network(net["alpha_s"], net["beta_s_per_byte"], net.get("gamma_s_per_byte") or 0.0, name="netbench")
+
+
+def predicted_allreduce(net, piece_bytes: list[int], p: int) -> float:
+    """α-β-γ seconds of one Allreduce per piece (MPICH's choice by size: recursive doubling up to
+    2 KiB, Rabenseifner above), summed over the pieces."""
+    from scaledl.costmodel import allreduce
+
+    return sum(allreduce(net, n, p, "recursive_doubling" if n <= SMALL_MESSAGE else "rabenseifner")
+               for n in piece_bytes)
+
+
+def copy_bound(nbytes: int, p: int, memcpy_bps: float) -> float:
+    """Seconds to copy 2(P−1)/P · n bytes at the measured copy rate: what a ring or recursive allreduce
+    moves into and out of each rank, with no reduction arithmetic and no synchronisation."""
+    return 2 * (p - 1) / p * nbytes / memcpy_bps
 
 
 # ------------------------------------------------------------------ report
 
 
-def format_tables(result: dict) -> tuple[str, list[str]]:
-    from scaledl.costmodel import busbw_factor
+def fmt_seconds(x: float) -> str:
+    """`x` seconds with 3 significant digits in s, ms or µs."""
+    for factor, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs")):
+        if abs(x) >= factor:
+            break
+    return f"{x / factor:.3g} {unit}"
 
-    p = result["ranks"]
-    factor = busbw_factor("allreduce", p)
-    memcpy = result["memcpy_Bps"]
-    rows, lines = [], []
-    for entry in result["overhead"]:
-        t = entry["times"]
-        algbw = entry["bytes"] / t["ours"]
-        rows.append({
-            "model": entry["model"], "floats": entry["floats"], "MB": entry["bytes"] / 1e6,
-            "ours ms": t["ours"] * 1e3, "raw ms": t["raw"] * 1e3, "raw, torch memory ms": t["raw on torch memory"] * 1e3,
-            "torch.cat ms": t["torch.cat"] * 1e3,
-            "ours / raw": t["ours"] / t["raw"], "ours / raw on torch memory": t["ours"] / t["raw on torch memory"],
-            "torch.cat / ours": t["torch.cat"] / t["ours"],
-            "busbw GB/s": algbw * factor / 1e9, "busbw / memcpy": algbw * factor / memcpy,
-        })
-    cols = list(rows[0])
-    out = common.table(rows, cols)
-    out += (f"\nMemory copy bandwidth (np.copyto of 256 MiB, all ranks copying at once, slowest rank): "
-            f"{memcpy / 1e9:.2f} GB/s between numpy-allocated buffers, {result['memcpy_torch_Bps'] / 1e9:.2f} GB/s "
-            f"between torch-allocated ones (transparent huge pages: {result.get('hugepages')}). "
-            f"busbw = algbw × 2(P−1)/P = algbw × {factor:.3g} at P = {p}; `busbw / memcpy` uses the numpy figure.\n")
-    layer_rows = []
-    for entry in result["layers"]:
-        t = entry["times"]
-        layer_rows.append({
-            "model": entry["model"], "MB": entry["bytes"] / 1e6, "messages packed": 1, "messages per layer": entry["tensors"],
-            "packed ms": t["packed"] * 1e3, "per-layer ms": t["per_layer"] * 1e3,
-            "per-layer / packed": t["per_layer"] / t["packed"],
-            "extra per message µs": (t["per_layer"] - t["packed"]) / max(entry["tensors"] - 1, 1) * 1e6,
-        })
-    out += "\nPacked (one Allreduce of the flat buffer) vs per-layer (one Allreduce per parameter tensor):\n\n"
-    out += common.table(layer_rows, list(layer_rows[0]))
-    return out, lines
+
+def extra_per_message(packed: list[float], per_layer: list[float], messages: int, noise: float) -> str:
+    """The cost of each extra message, (per-layer − packed) / (messages − 1) per round, printed only
+    when per-layer is slower beyond the noise; otherwise why there is no estimate."""
+    if messages < 2:
+        return "— (one tensor: nothing to split)"
+    v = stats.verdict(stats.ratio(per_layer, packed), noise)
+    if v == "no difference":
+        return "no difference (per-layer ÷ packed inside the A/A noise floor or the rounds disagree)"
+    if v == "faster":
+        return "— (per-layer was faster: no per-message cost to estimate)"
+    extra = [(b - a) / (messages - 1) for a, b in zip(packed, per_layer)]
+    return stats.format_cell(stats.summary(extra))
+
+
+def ratio_cells(samples: dict, model: str, variant: str, ref: str, noise: float) -> tuple[str, str]:
+    if variant == ref:
+        return "1 (reference)", "–"
+    r = stats.ratio(samples[cell(model, variant)], samples[cell(model, ref)])
+    return stats.format_ratio(r), stats.verdict(r, noise)
+
+
+def limit_ratio(samples: list[float], limit: float | None) -> str:
+    """measured ÷ a limit, per round (so with its spread and n), or "no prediction"."""
+    if limit is None:
+        return "no prediction"
+    return stats.format_ratio(stats.ratio(samples, [limit] * len(samples)))
+
+
+def model_line(meta: dict, model: str) -> str:
+    s = meta["sizes"][model]
+    return f"{model} ({s['floats']:,} floats = {s['bytes'] / 1e6:.3g} MB in {s['tensors']} tensors)"
+
+
+def limits_table(meta: dict, net, models: list[str]) -> str:
+    p = meta["ranks"]
+    rows = []
+    for model in models:
+        s = meta["sizes"][model]
+        rate = meta["memcpy_Bps"][model]
+        row = {"model": model, "MB": f"{s['bytes'] / 1e6:.3g}", "tensors": s["tensors"],
+               "memcpy at this size": f"{rate / 1e9:.3g} GB/s",
+               "copy bound": fmt_seconds(copy_bound(s["bytes"], p, rate))}
+        if net is None:
+            row["α-β packed"] = row["α-β per-layer"] = "no prediction"
+        else:
+            row["α-β packed"] = fmt_seconds(predicted_allreduce(net, [s["bytes"]], p))
+            row["α-β per-layer"] = fmt_seconds(predicted_allreduce(net, s["piece_bytes"], p))
+        rows.append(row)
+    return common.table(rows, list(rows[0]))
+
+
+def overhead_table(record: dict, net) -> str:
+    meta, s = record["meta"], record["samples"]
+    p = meta["ranks"]
+    rows = []
+    for model in meta["overhead_models"]:
+        noise = stats.noise_floor(zip(s[cell(model, OURS)], s[cell(model, OURS_AA)]))
+        size = meta["sizes"][model]
+        bound = copy_bound(size["bytes"], p, meta["memcpy_Bps"][model])
+        predicted = predicted_allreduce(net, [size["bytes"]], p) if net else None
+        for v in OVERHEAD_VARIANTS:
+            ratio, verdict = ratio_cells(s, model, v, OURS, noise)
+            rows.append({"model": model, "variant": v,
+                         "s/call median [min–max] n": stats.format_cell(stats.summary(s[cell(model, v)])),
+                         "÷ ours": ratio, "verdict": verdict,
+                         "÷ copy bound": limit_ratio(s[cell(model, v)], bound),
+                         "÷ α-β prediction": limit_ratio(s[cell(model, v)], predicted)})
+    return common.table(rows, list(rows[0]))
+
+
+def layers_table(record: dict, net) -> str:
+    meta, s = record["meta"], record["samples"]
+    p = meta["ranks"]
+    rows = []
+    for model in meta["layer_models"]:
+        noise = stats.noise_floor(zip(s[cell(model, PACKED)], s[cell(model, PACKED_AA)]))
+        size = meta["sizes"][model]
+        bound = copy_bound(size["bytes"], p, meta["memcpy_Bps"][model])
+        for v in LAYER_VARIANTS:
+            pieces = size["piece_bytes"] if v == PER_LAYER else [size["bytes"]]
+            ratio, verdict = ratio_cells(s, model, v, PACKED, noise)
+            rows.append({"model": model, "variant": v, "messages": len(pieces),
+                         "s/call median [min–max] n": stats.format_cell(stats.summary(s[cell(model, v)])),
+                         "÷ packed": ratio, "verdict": verdict,
+                         "÷ copy bound": limit_ratio(s[cell(model, v)], bound),
+                         "÷ α-β prediction": limit_ratio(s[cell(model, v)],
+                                                          predicted_allreduce(net, pieces, p) if net else None)})
+        extra = extra_per_message(s[cell(model, PACKED)], s[cell(model, PER_LAYER)], size["tensors"], noise)
+        if net:
+            alpha_extra = ((predicted_allreduce(net, size["piece_bytes"], p) - predicted_allreduce(net, [size["bytes"]], p))
+                           / max(size["tensors"] - 1, 1))
+            extra += f"; α-β predicts {fmt_seconds(alpha_extra)}"
+        rows.append({"model": model, "variant": "extra per message", "messages": f"+{size['tensors'] - 1}",
+                     "s/call median [min–max] n": extra, "÷ packed": "", "verdict": "", "÷ copy bound": "",
+                     "÷ α-β prediction": ""})
+    return common.table(rows, list(rows[0]))
+
+
+def aa_sentence(record: dict) -> str:
+    meta, s = record["meta"], record["samples"]
+    parts = []
+    for table, models, base in (("overhead", meta["overhead_models"], OURS), ("layers", meta["layer_models"], PACKED)):
+        for model in models:
+            a, b = s[cell(model, base)], s[cell(model, stats.aa_cell(base))]
+            parts.append(f"{model} {base}: {stats.format_ratio(stats.ratio(b, a))}, noise floor "
+                         f"{stats.noise_floor(zip(a, b)):.1%}")
+    return ("A/A (the reference variant measured twice in every round; ratio, and noise floor = max |x/y − 1| over "
+            "rounds): " + "; ".join(parts) + ". A verdict is 'slower' or 'faster' only when the median ratio lies "
+            "beyond 1 ± that model's floor and every round agrees, else 'no difference'.")
+
+
+TABLE_LABELS = {"overhead": "six ways", "layers": "packed vs per-layer"}
+
+
+def render(record: dict, raw_path: str | None = None) -> tuple[str, str, str, str]:
+    """title, intro, tables and notes of the section, from the raw record alone (`raw_path`: where the
+    record lies, named in the notes)."""
+    meta = record["meta"]
+    net = network_of(meta)
+    p = meta["ranks"]
+    launch = common.Launch.from_dict(record.get("launch")) or common.Launch()
+    mark = "†" if p * launch.threads > record["machine"].get("cores", p) else ""
+    iters = ", ".join(f"{key.split('/')[1]} {n} ({TABLE_LABELS.get(key.split('/')[0], key)})"
+                      for key, n in meta["iters"].items())
+    intro = (f"{p}{mark} ranks{' († more ranks than cores: time-sliced, unbound)' if mark else ''}, float32 sums, "
+             f"one node (MPI through shared memory). A sample is the slowest rank's mean seconds per call over "
+             f"back-to-back calls (calls per sample: {iters}); {meta['rounds']} rounds, each measuring every variant "
+             "of a model once in rotating order (bench.stats.rotate), cells median [min–max] n over rounds, ratios "
+             "paired per round. Models: " + ", ".join(model_line(meta, m) for m in meta["sizes"]) + ". `ours` = "
+             "`Collectives.allreduce_sum_` on FlatParams' flat gradient; `raw` = `comm.Allreduce(IN_PLACE)` on a "
+             "preallocated numpy array; `raw on torch memory` = the same call on FlatParams' flat gradient; "
+             "`torch.cat` = flatten the per-parameter gradients into a new buffer, Allreduce, copy back (PyTorch's "
+             "`average_parameters`); `persistent bucket` = copy them into one bucket allocated once, Allreduce, copy "
+             "back (DDP's buckets; with gradient_as_bucket_view=True DDP skips the copies, as `ours` does).")
+    if net is None:
+        prediction = f"no prediction: {meta.get('network', {}).get('missing', 'no netbench file')}"
+    else:
+        n = meta["network"]
+        prediction = (f"α = {n['alpha_s'] * 1e6:.3g} µs, β = {n['beta_s_per_byte']:.3g} s/B, "
+                      f"γ = {n['gamma_s_per_byte']:.3g} s/B, {n['source']}")
+    tables = ("Limits per model: the copy bound is 2(P−1)/P · n / memcpy, the bytes a ring or recursive allreduce "
+              f"moves into and out of each rank (at P = {p}: {2 * (p - 1) / p:.3g} n) at the copy rate measured "
+              "at the same size with all ranks copying at once (bench.common.memcpy_bandwidth, best of 10, slowest "
+              "rank); the α-β prediction is scaledl.costmodel.allreduce (recursive doubling up to 2 KiB, "
+              f"Rabenseifner above, per message) with {prediction}.\n\n" + limits_table(meta, net, list(meta["sizes"]))
+              + "\nOne model's gradients, six ways:\n\n" + overhead_table(record, net)
+              + "\nPacked (one Allreduce of the flat buffer) vs per-layer (one Allreduce per parameter tensor):\n\n"
+              + layers_table(record, net) + "\n" + aa_sentence(record) + "\n")
+    thp = meta.get("hugepages")
+    notes = ("Reading: `ours ÷ raw on torch memory` is what the flat-buffer wrapper adds over a bare mpi4py call on "
+             "the same memory; `raw ÷ raw on torch memory` is the memory itself (numpy and torch allocate "
+             f"differently; torch puts large buffers on transparent huge pages only with THP_MEM_ALLOC_ENABLE=1, set "
+             f"here as `python -m scaledl` sets it; the kernel's THP mode: {thp}). `torch.cat ÷ ours` and "
+             "`persistent bucket ÷ ours` are what packing by copying costs on every call, with and without an "
+             "allocation per call. `÷ copy bound` ≥ 1 is the expected side: an allreduce also reduces and "
+             "synchronises, and in shared memory it moves its bytes more than once, so the bound is optimistic; "
+             "below 1 would mean the copy rate at that size underestimates what MPI reaches. `÷ α-β prediction` "
+             "holds the time against a ping-pong fit, whose β is a point-to-point copy rate. Per-layer pays one "
+             "collective's latency per extra tensor (L·α + nβ vs α + nβ); 'extra per message' is "
+             "(per-layer − packed) / (messages − 1), printed only when per-layer is slower beyond the A/A noise "
+             "(a negative or noise-sized difference is no latency estimate). Timed buffers hold zeros, so the "
+             "in-place sums stay finite; every variant was first checked to return the true sum."
+             + (f" Raw samples: {raw_path}." if raw_path else "")
+             + (f" Wall time of the measuring run: {meta['wall_s']:.0f} s." if "wall_s" in meta else ""))
+    if meta["rounds"] < 5:
+        notes += f" Only {meta['rounds']} round(s): not enough for a headline ratio (use ≥ 5)."
+    return TITLE, intro, tables, notes
+
+
+# ------------------------------------------------------------------ main
+
+
+def measure(args) -> Path:
+    """Run the worker under MPI, resolve α-β-γ, write the raw record; returns its path."""
+    t_start = time.monotonic()
+    common.use_launch(common.Launch.for_table(max(args.ranks, 2)))
+    m = common.machine()
+    with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
+        network = common.network(args.netbench, Path(tmp), "bench_allreduce")
+        out = Path(tmp) / "allreduce.json"
+        common.run_mpi(args.ranks, [str(Path(__file__).resolve()), "--worker", str(out), "--rounds", str(args.rounds),
+                                    "--sample-ms", str(args.sample_ms)], timeout=600)
+        result = json.loads(out.read_text())
+    wall = time.monotonic() - t_start
+    print("bench_allreduce: " + ", ".join(f"{k} {s:.1f} s" for k, s in result["block_s"].items())
+          + f"; netbench {network.get('wall_s', 0):.1f} s; wall {wall:.0f} s", flush=True)
+    return common.write_raw(args.raw, NAME, result["samples"], {
+        "machine": m, "unit": "s", "quantity": "seconds per allreduce call (slowest rank)",
+        "ranks": result["ranks"], "rounds": args.rounds, "sample_ms": args.sample_ms,
+        "overhead_models": list(OVERHEAD_MODELS), "layer_models": list(LAYER_MODELS),
+        "sizes": result["sizes"], "iters": result["iters"], "order": result["order"],
+        "memcpy_Bps": result["memcpy_Bps"], "block_s": result["block_s"], "hugepages": transparent_hugepages(), "network": network,
+        "wall_s": wall})
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ranks", type=int, default=2, help="MPI ranks (default %(default)s)")
-    parser.add_argument("--repeats", type=int, default=7, help="timings per variant; the median is kept (default %(default)s)")
+    parser.add_argument("--rounds", "--repeats", type=int, default=5, dest="rounds",
+                        help="rounds, each measuring every variant once in rotating order; ≥ 5 for headline "
+                             "ratios (default %(default)s)")
+    parser.add_argument("--sample-ms", type=float, default=40.0,
+                        help="about how long one sample lasts: calls per sample are chosen from it, 2 to 200 "
+                             "(default %(default)s)")
+    parser.add_argument("--netbench", type=Path, metavar="FILE",
+                        help="α, β, γ from this `scaledl netbench` JSON (default: measure one, ≈ 10 s)")
     parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)   # internal: run under mpiexec, write JSON here
-    common.common_arguments(parser)
+    common.common_arguments(parser, NAME)
     args = parser.parse_args(argv)
+    if args.rounds < 1:
+        parser.error("--rounds must be >= 1")
+    if args.ranks < 2:
+        parser.error("--ranks must be >= 2 (an allreduce over one rank moves nothing)")
+    if args.sample_ms <= 0:
+        parser.error("--sample-ms must be > 0")
     if args.worker:
-        worker(args.worker, args.repeats)
+        worker(args.worker, args.rounds, args.sample_ms / 1e3)
         return 0
-    m = common.machine()
-    with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
-        out = Path(tmp) / "allreduce.json"
-        common.run_mpi(args.ranks, [str(Path(__file__).resolve()), "--worker", str(out), "--repeats", str(args.repeats)],
-                       timeout=600)
-        result = json.loads(out.read_text())
-    tables, _ = format_tables(result)
-    over = " (oversubscribed: more ranks than cores)" if common.oversubscribed(args.ranks) else ""
-    intro = (f"{args.ranks} ranks{over}, float32, one node (MPI through shared memory). Times per call: the slowest "
-             f"rank's mean over back-to-back calls, median of {args.repeats} repeats; the variants alternate within "
-             "each repeat. `ours` = `Collectives.allreduce_sum_` on FlatParams' flat gradient; `raw` = "
-             "`comm.Allreduce(IN_PLACE)` on a preallocated numpy array; `torch.cat` = flatten the per-parameter "
-             "gradients, Allreduce, copy back (PyTorch's `average_parameters`).")
-    notes = ("Reading: `ours / raw on torch memory` ≈ 1 means the flat-buffer path adds nothing over a bare mpi4py "
-             "call on the same memory; `raw` vs `raw, torch memory` is the memory itself: numpy madvises large "
-             "arrays into transparent huge pages, torch's CPU allocator only with THP_MEM_ALLOC_ENABLE=1, which "
-             "`python -m scaledl` sets before importing torch, and so does this bench; with 4 KiB pages large copies "
-             "ran 0.5–0.75× as fast on this VM. At LeNet's size a fresh numpy view per call cost ours 30–40 µs more "
-             "per Allreduce than a view made once; HostStage and Collectives now make their views and message "
-             "pieces once per buffer. A gap of 25–50 µs (15–20 %) remains there and is not explained: the "
-             "bookkeeping between calls times at under 1 µs per piece alone, yet separate checks measured the "
-             "whole call (view lookup, then Allreduce) 25–30 µs slower than the same Allreduce on a fixed array. "
-             "`torch.cat / ours` is what packing by copying costs on every call; `busbw / memcpy` is how close the "
-             "allreduce gets to the machine's memory-copy bandwidth (in one node an allreduce moves its bytes "
-             "through memory several times, so well below 1 is expected). Per-layer pays one collective's latency "
-             "per extra tensor (the paper's L·α + nβ vs α + nβ); inside one node α is a few µs, so for a large "
-             "model that term is lost in the bandwidth term, and cutting a 100 MB reduction into tensor-sized "
-             "pieces can even help (each piece is reduced while still in cache). Packing pays where α is large: "
-             "across a network, and for small models (LeNet's row).")
-    common.report("allreduce", "Allreduce: flat buffer vs raw mpi4py vs torch.cat; packed vs per-layer", m, intro, tables,
-                  notes, write=not args.no_doc)
+    if args.netbench is not None and not args.netbench.is_file():
+        parser.error(f"--netbench {args.netbench}: no such file (write one with `scaledl netbench`)")
+    if not args.render:
+        path = measure(args)
+        print(f"raw samples: {path}")
+    try:
+        record = common.read_raw(args.raw)
+        title, intro, tables, notes = render(record, common.shown_path(args.raw))
+    except common.RawError as error:
+        raise SystemExit(f"bench_allreduce: {error}") from None
+    except (KeyError, TypeError, ValueError) as error:
+        raise SystemExit(f"bench_allreduce: {args.raw}: not a record of this bench ({type(error).__name__}: "
+                         f"{error}); rerun without --render to measure one") from None
+    common.publish(NAME, title, record, intro, tables, notes, write=not args.no_doc)
     return 0
 
 

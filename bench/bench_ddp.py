@@ -1,7 +1,7 @@
 """Our sync_sgd against PyTorch DistributedDataParallel: same ranks, model, batch, data order and steps.
 
     python bench/bench_ddp.py [--ranks 2] [--warmup 20] [--steps 60] [--rounds 5] [--bucket-mb 1]
-                              [--raw results/bench/ddp.json] [--no-doc]
+                              [--raw bench/raw/ddp.json] [--render] [--no-doc]
 
 Variants, all at the same ranks, model, data, batch, learning rate, warm-up and steps:
 
@@ -50,7 +50,6 @@ OURS_MPI, OURS_GLOO, DDP_DEFAULT, DDP_TUNED = "ours (MPI)", "ours (gloo)", "DDP 
 AA = stats.aa_cell(OURS_MPI)
 VARIANTS = (OURS_MPI, OURS_GLOO, DDP_DEFAULT, DDP_TUNED, AA)
 OURS_BACKEND = {OURS_MPI: "mpi", OURS_GLOO: "gloo", AA: "mpi"}
-DEFAULT_RAW = common.REPO / "results" / "bench" / "ddp.json"
 
 
 def free_port() -> int:
@@ -151,7 +150,7 @@ def ddp_backend(device: str, ranks: int) -> str:
 
 
 def ddp_label(device: str, ranks: int) -> str:
-    """"gloo", "nccl", or "gloo, ranks share one GPU" (audit M5: DDP over gloo on shared GPUs is not deployed DDP)."""
+    """"gloo", "nccl", or "gloo, ranks share one GPU": DDP over gloo on shared GPUs is not DDP as deployed, and is labelled so."""
     import torch
 
     backend = ddp_backend(device, ranks)
@@ -263,16 +262,17 @@ def gap_split(result: dict) -> tuple[list[dict], str] | None:
     return rows, note
 
 
-def render(args, result: dict, ranks: int) -> tuple[str, str, str, float]:
-    """intro, tables, notes and the A/A noise floor for a measure_all result."""
-    s = result["samples"]
+def render(record: dict) -> tuple[str, str, str, str]:
+    """title, intro, tables and notes of the section, from a raw record alone (so the doc can be rebuilt)."""
+    meta = record["meta"]
+    s = record["samples"]
     noise = stats.noise_floor(zip(s[OURS_MPI], s[AA]))
-    label = ddp_label(args.device, ranks)
-    name = {OURS_MPI: f"ours sync_sgd ({result['ours_backends'].get(OURS_MPI, 'mpi')})",
-            OURS_GLOO: f"ours sync_sgd ({result['ours_backends'].get(OURS_GLOO, 'gloo')})",
+    label, backends, ranks = meta["ddp_backend"], meta["ours_backends"], meta["ranks"]
+    name = {OURS_MPI: f"ours sync_sgd ({backends.get(OURS_MPI, 'mpi')})",
+            OURS_GLOO: f"ours sync_sgd ({backends.get(OURS_GLOO, 'gloo')})",
             DDP_DEFAULT: f"DDP defaults ({label})", DDP_TUNED: f"DDP tuned ({label})",
-            AA: f"ours sync_sgd ({result['ours_backends'].get(AA, 'mpi')}) [A/A]"}
-    samples = args.batch * ranks
+            AA: f"ours sync_sgd ({backends.get(AA, 'mpi')}) [A/A]"}
+    samples = meta["batch"] * ranks
     rows = []
     for v in VARIANTS:
         cell = stats.summary(s[v])
@@ -291,7 +291,7 @@ def render(args, result: dict, ranks: int) -> tuple[str, str, str, float]:
                f"per round, ratio {stats.format_ratio(aa)}, noise floor {noise:.1%} (max |x/y − 1| over rounds); "
                "a verdict is 'slower' or 'faster' only when the median ratio is beyond 1 ± that floor and every "
                "round agrees, else 'no difference'.\n")
-    gap = gap_split(result)
+    gap = gap_split({"samples": s, "splits": meta["splits"]})
     if gap:
         g_rows, g_note = gap
         fmt = [{k: (f"{v * 1e3:.3f} ms" if isinstance(v, float) else v) for k, v in r.items()} for r in g_rows]
@@ -300,21 +300,24 @@ def render(args, result: dict, ranks: int) -> tuple[str, str, str, float]:
     else:
         tables += ("\nThe gap is not split: DDP's per-phase times are taken on CPU only (on a GPU the host clock "
                    "does not see its kernels).\n")
-    settings = "; ".join(f"{v}: " + ", ".join(f"{k}={val}" for k, val in result["ddp"].get(v, {}).items())
-                         + (f" (buckets of {result['buckets'][v]} bytes, as DDP logs them)" if result["buckets"].get(v) else "")
+    settings = "; ".join(f"{v}: " + ", ".join(f"{k}={val}" for k, val in meta["ddp_settings"].get(v, {}).items())
+                         + (f" (buckets of {meta['ddp_buckets'][v]} bytes, as DDP logs them)"
+                            if meta["ddp_buckets"].get(v) else "")
                          for v in (DDP_DEFAULT, DDP_TUNED))
-    over = " (oversubscribed)" if common.oversubscribed(ranks) else ""
-    intro = (f"{ranks} ranks{over}, {args.model} on {args.dataset} ({args.device}), batch {args.batch} per worker, "
-             f"lr {args.lr}, plain SGD; {args.warmup} warm-up steps then {args.steps} timed steps per run; "
-             f"{args.rounds} rounds, each measuring every variant once in rotating order (bench.stats.rotate). "
-             "Same initial weights, same shards and batch order everywhere. Ours (MPI) vs ours (gloo) isolates "
-             "the transport; ours (gloo) vs DDP (gloo) the framework.")
+    launch = common.Launch.from_dict(record["machine"].get("launch")) or common.LAUNCH
+    intro = (f"{ranks} ranks{launch.mark(ranks)}, {meta['model']} on {meta['dataset']} ({meta['device']}), batch "
+             f"{meta['batch']} per worker, lr {meta['lr']}, plain SGD; {meta['warmup']} warm-up steps then "
+             f"{meta['steps']} timed steps per run; {meta['rounds']} rounds, each measuring every variant once in "
+             "rotating order (bench.stats.rotate). Same initial weights, same shards and batch order everywhere. "
+             "Ours (MPI) vs ours (gloo) isolates the transport; ours (gloo) vs DDP (gloo) the framework.")
     notes = (f"DDP settings — {settings}. DDP on CPU uses gloo (TCP loopback here) and overlaps its bucketed "
              "allreduces with backward; ours sends one packed allreduce after backward (MPI: shared memory; "
              "gloo: the same TCP loopback as DDP), plus a 4-byte stop-flag allreduce per step; ours runs with "
-             "--wait-probe none (no timing barrier), as DDP has none. Both run one thread per rank with "
-             f"THP_MEM_ALLOC_ENABLE=1. Raw samples: {shown_path(args.raw)}.")
-    return intro, tables, notes, noise
+             "--wait-probe none (no timing barrier), as DDP has none. Both sides run in the launch environment "
+             f"above. Raw samples: {meta['raw']}.")
+    if meta["rounds"] < 5:
+        notes += f" Only {meta['rounds']} round(s): not enough for a headline ratio (use ≥ 5)."
+    return "sync_sgd vs PyTorch DistributedDataParallel", intro, tables, notes
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -336,28 +339,36 @@ def main(argv: list[str] | None = None) -> int:
                              "(default %(default)s)")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                         help="where both sides train; with cuda, DDP uses NCCL when every rank has a GPU, else Gloo")
-    parser.add_argument("--raw", type=Path, default=DEFAULT_RAW,
-                        help="JSON file for every raw sample and its metadata (default results/bench/ddp.json)")
     parser.add_argument("--section", default="ddp", help="docs/benchmarks.md section to rewrite (default %(default)s)")
     parser.add_argument("--data", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)   # internal: the DDP side under mpiexec
     parser.add_argument("--ddp-tuned", action="store_true", help=argparse.SUPPRESS)   # internal, worker only
-    common.common_arguments(parser)
+    common.common_arguments(parser, "ddp")
     args = parser.parse_args(argv)
     if args.worker:
         ddp_worker(args)
         return 0
-    if args.steps % args.warmup:
-        parser.error("--steps must be a multiple of --warmup")
-    if args.rounds < 1:
-        parser.error("--rounds must be >= 1")
+    if args.render:
+        record = common.read_raw(args.raw)
+    else:
+        if args.steps % args.warmup:
+            parser.error("--steps must be a multiple of --warmup")
+        if args.rounds < 1:
+            parser.error("--rounds must be >= 1")
+        record = measure_and_record(args)
+    title, intro, tables, notes = render(record)
+    common.publish(args.section, title, record, intro, tables, notes, write=not args.no_doc)
+    return 0
+
+
+def measure_and_record(args) -> dict:
+    """Every variant for args.rounds rounds, written to the raw record; returns the record as read back."""
     t_start = time.monotonic()
+    common.use_launch(common.Launch.for_table(args.ranks))
     m = common.machine()
     with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
         result = measure_all(args, args.ranks, common.DATASETS[args.dataset](Path(tmp)), Path(tmp))
-    intro, tables, notes, noise = render(args, result, args.ranks)
-    if args.rounds < 5:
-        notes += f" Only {args.rounds} round(s): not enough for a headline ratio (use ≥ 5)."
+    noise = stats.noise_floor(zip(result["samples"][OURS_MPI], result["samples"][AA]))
     wall = time.monotonic() - t_start
     raw = common.write_raw(args.raw, "ddp", result["samples"], {
         "machine": m, "unit": "s", "quantity": "seconds per step (steady state)", "ranks": args.ranks,
@@ -365,20 +376,9 @@ def main(argv: list[str] | None = None) -> int:
         "warmup": args.warmup, "steps": args.steps, "rounds": args.rounds, "order": result["order"],
         "ddp_backend": ddp_label(args.device, args.ranks), "ddp_settings": result["ddp"],
         "ddp_buckets": result["buckets"], "ours_backends": result["ours_backends"], "splits": result["splits"],
-        "aa_noise_floor": noise, "wall_s": wall})
-    common.report(args.section, "sync_sgd vs PyTorch DistributedDataParallel", m, intro, tables, notes,
-                  write=not args.no_doc)
+        "aa_noise_floor": noise, "wall_s": wall, "raw": common.shown_path(args.raw)})
     print(f"raw samples: {raw}; wall {wall:.0f} s")
-    return 0
-
-
-def shown_path(path) -> str:
-    """`path` relative to the repository when it is inside it (the docs name no machine's folders)."""
-    path = Path(path).resolve()
-    try:
-        return str(path.relative_to(common.REPO))
-    except ValueError:
-        return str(path)
+    return common.read_raw(raw)
 
 
 if __name__ == "__main__":

@@ -159,6 +159,20 @@ def backend_skip(backend: str, ranks: int, device: str) -> str | None:
     return None
 
 
+def ladder_steps(data: Path, out: Path, level: str, workers: int, steps: int, *, batch: int,
+                 extra: tuple[str, ...] = ()) -> dict:
+    """One ladder level with cifar_alexnet: `steps` warm-up then `steps` timed steps, no evaluation inside;
+    the workers' steady-state seconds per step and their split (bench_ladder.per_step's quantities)."""
+    spec = {**bench_ladder.HEAVY, "batch": batch}
+    common.run_mpi(bench_ladder.ranks_of(level, workers), bench_ladder.train_args(
+        data, out, level, spec, max_steps=2 * steps, eval_every=2 * steps + 1, extra=extra), timeout=900)
+    detail = bench_ladder.per_step(out, steps)
+    return {"seconds_per_step": detail["seconds_per_step"], "compute_s": detail["compute_s"],
+            "exposed_comm_s": detail["exposed_s"],
+            "hidden_comm_s": bench_ladder.hidden_per_step(bench_ladder.read_run(out), steps),
+            "comm_share": detail["transfer_share"], "backend": detail["backend"], "phase_gap": detail["phase_gap"]}
+
+
 def backend_row(data: Path, out: Path, backend: str, ranks: int, args, weights: int) -> dict:
     """sync_sgd on one forced backend at `ranks`: seconds per step, or the reason it did not run."""
     row = {"backend": backend, "ranks": ranks, "placement": placement(ranks, args.device),
@@ -233,10 +247,10 @@ def measure(args, workers: list[int], results: Results, weights: int) -> None:
             for level in bench_ladder.LEVELS:
                 if out_of_time(f"{level} P={p}"):
                     continue
-                ranks = bench_ladder.ranks(level, p)
+                ranks = bench_ladder.ranks_of(level, p)
                 row = {"workers": p, "level": level, "ranks": ranks, "placement": placement(ranks, args.device)}
                 try:
-                    row.update(bench_ladder.heavy_steps(data, tmp / f"{level}-p{p}", level, p, args.steps,
+                    row.update(ladder_steps(data, tmp / f"{level}-p{p}", level, p, args.steps,
                                                         batch=args.batch, extra=extra))
                     row["pcie_mb"] = pcie_bytes(level, row["backend"], args.device, weights, args.batch) / 1e6
                 except (Exception, SystemExit) as exc:
@@ -384,6 +398,7 @@ def main(argv: list[str] | None = None) -> int:
           f"nccl {pcie_bytes('ddp', 'nccl', 'cuda', weights, args.batch) / 1e6:.1f} MB", flush=True)
     if args.plan:
         return 0
+    common.use_launch(common.Launch.for_table(max(bench_ladder.ranks_of("easgd", p) for p in workers)))
     m = common.machine()
     config = {"ranks": workers, "steps": args.steps, "batch": args.batch, "rounds": args.rounds,
               "backend_ranks": args.backend_ranks, "device": args.device, "gpus": gpus(args.device),

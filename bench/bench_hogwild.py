@@ -1,21 +1,32 @@
-"""Hogwild concurrency: how concurrent shared-lock updates of the center really are, on an RMA and a shared-memory window.
+"""Hogwild concurrency: how concurrent shared-lock updates of the center are, on an RMA and a shared-memory window.
 
-    python bench/bench_hogwild.py [--workers 2,3] [--updates 150] [--rounds 3] [--steps 60] [--no-doc]
+    python bench/bench_hogwild.py [--workers 2] [--updates 40] [--rounds 5] [--train-workers 2]
+                                  [--train-warmup 4] [--train-steps 16] [--train-pairs sgd]
+                                  [--train-windows shared] [--raw bench/raw/hogwild.json] [--render] [--no-doc]
 
-(a), (b) contention: a master (rank 0, spinning on MPI as the training master
-    does) holds the center window; N worker ranks each make K whole-vector
-    updates (`push_then_pull` of ones: W += 1, then read W back) as fast as
-    they can, for a LeNet-sized vector (431,080 float32) and a 4 M one. For
-    each window ("rma": Get/Accumulate; "shared": loads and stores on an MPI
-    shared-memory window) and lock (exclusive: Async; shared: Hogwild) it
-    reports the wall time of the N×K updates (first start to last finish),
-    the mean epoch length, the fraction of epochs that overlap in time
-    another worker's epoch (each epoch stamped with MPI.Wtime from lock held
-    to release; one clock on one node) and the adds lost (N·K − W, averaged
-    over elements). Rounds alternate the variants; the fastest round is kept.
-(c) training: hogwild_sgd vs async_sgd and hogwild_easgd vs async_easgd,
-    `scaledl train` with N workers on digits with LeNet, steady-state steps
-    per second (a step = one update per worker) on each window.
+Contention: a master (rank 0, spinning on MPI as the training master does)
+    holds the center window; N worker ranks each make K whole-vector updates
+    (`push_then_pull` of ones: W += 1, then read W back) as fast as they can,
+    for a LeNet-sized vector (431,080 float32) and a 4 M one (K/5 updates,
+    at least 10). Variants: the window ("rma": Get/Accumulate; "shared":
+    loads and stores on an MPI shared-memory window) × the lock (exclusive:
+    Async's; shared: Hogwild's), plus the first of them a second time (the
+    A/A twin). Sample: the wall time of the N×K updates (first start to last
+    finish). Per round, beside it: the mean epoch length, the fraction of
+    epochs that overlap in time another worker's epoch (each epoch stamped
+    with MPI.Wtime from lock held to release; one clock on one node) and the
+    adds lost (N·K − W, averaged over elements, as a fraction of N·K).
+Training: async_sgd against hogwild_sgd (and, with --train-pairs sgd,easgd,
+    async_easgd against hogwild_easgd), `scaledl train` with N workers and a
+    master on digits with LeNet, on the windows of --train-windows, plus the
+    first variant a second time (A/A). Sample: steady-state seconds per step
+    (bench.common.train).
+
+Every round measures every variant of a table once, in the order
+bench.stats.rotate gives for that round (the contention rounds run inside
+one mpiexec per N). Cells print median [min–max] n; ratios are paired per
+round; a ratio inside the table's A/A noise floor prints "no difference";
+cells with more ranks than cores are marked †.
 """
 
 from __future__ import annotations
@@ -24,18 +35,52 @@ import argparse
 import json
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import common  # noqa: E402
+from bench import common, stats  # noqa: E402
 
+NAME = "hogwild"
+TITLE = "Hogwild concurrency"
+BUDGET_S = 90
 SIZES = {"LeNet (431,080)": 431_080, "4 M": 4_000_000}
-VARIANTS = [(kind, locked) for kind in ("rma", "shared") for locked in (True, False)]
+WINDOWS = ("rma", "shared")
+LOCKS = ("exclusive", "shared")
+PAIRS = {"sgd": ("async_sgd", "hogwild_sgd"), "easgd": ("async_easgd", "hogwild_easgd")}
+
+
+def size_updates(numel: int, updates: int) -> int:
+    """K at a vector size: `updates` at LeNet's size, a fifth (at least 10) at the large one."""
+    return updates if numel < 1_000_000 else max(updates // 5, 10)
+
+
+def contention_cell(workers: int, size: str, window: str, lock: str) -> str:
+    return f"N={workers}, {size}, {window} window, {lock} lock"
+
+
+def contention_cells(workers: int, size: str) -> list[tuple[str, str, str]]:
+    """(cell, window, lock) of every contention variant at one N and size; the last is the first's A/A twin."""
+    cells = [(contention_cell(workers, size, w, lock), w, lock) for w in WINDOWS for lock in LOCKS]
+    return cells + [(stats.aa_cell(cells[0][0]), cells[0][1], cells[0][2])]
+
+
+def training_cell(algorithm: str, window: str) -> str:
+    return f"train {algorithm}, {window} window"
+
+
+def training_cells(pairs: list[str], windows: list[str]) -> list[tuple[str, str, str]]:
+    """(cell, algorithm, window) of every training variant; the last is the first's A/A twin."""
+    cells = [(training_cell(a, w), a, w) for pair in pairs for w in windows for a in PAIRS[pair]]
+    return cells + [(stats.aa_cell(cells[0][0]), cells[0][1], cells[0][2])]
+
+
+# ------------------------------------------------------- contention (MPI side)
 
 
 def overlapped(spans: list[tuple[float, float, int]]) -> int:
-    """How many epochs overlap in time an epoch of another worker."""
+    """How many epochs (start, end, worker) overlap in time an epoch of another worker."""
     spans = sorted(spans)
     count = 0
     for i, (a, b, r) in enumerate(spans):
@@ -44,166 +89,371 @@ def overlapped(spans: list[tuple[float, float, int]]) -> int:
     return count
 
 
-def worker(out: Path, updates: int, rounds: int) -> None:
-    """Under mpiexec: every variant, every size, `rounds` alternating rounds; the master writes JSON."""
+def lost_fraction(total: float, adds_per_element: int, numel: int) -> float:
+    """The share of the element-adds missing from W's sum (every element should hold `adds_per_element`);
+    counted in whole adds, so that a few lost adds do not print as rounding noise."""
+    expected = adds_per_element * numel
+    return round(expected - total) / expected
+
+
+def contend_once(world, window: str, locked: bool, numel: int, k: int) -> dict | None:
+    """One variant: every worker makes `k` push_then_pull updates of ones; the master's dict, None elsewhere."""
     import numpy as np
     import torch
     from mpi4py import MPI
 
     from scaledl.comm.center_window import open_center_window
 
-    world = MPI.COMM_WORLD
-    rank, master = world.Get_rank(), 0
-    n = world.Get_size() - 1
-    results = []
-    for r in range(rounds):
-        for size_name, numel in SIZES.items():
-            k = updates if numel < 1_000_000 else max(updates // 5, 10)
-            for kind, locked in VARIANTS:
-                win = open_center_window(kind, world, master, numel, locked=locked)
-                if rank == master:
-                    win.write(torch.zeros(numel))
-                trace: list = []
-                ones, back = np.ones(numel, np.float32), np.empty(numel, np.float32)
-                world.Barrier()
-                start = MPI.Wtime()
-                if rank == master:
-                    request = world.Ibarrier()
-                    while not request.Test():    # the master's progress (lock grants), as in training
-                        pass
-                    start = float("inf")
-                else:
-                    win.trace = trace
-                    for _ in range(k):
-                        win.push_then_pull(ones, back)
-                    world.Ibarrier().Wait()
-                end = MPI.Wtime() if rank != master else float("-inf")
-                gathered = world.gather((rank, start, end, trace), root=master)
-                if rank == master:
-                    final = torch.empty(numel)
-                    win.snapshot(final)
-                    spans = [(a, b, who) for who, _, _, t in gathered for a, b in t]
-                    wall = max(e for _, _, e, _ in gathered) - min(s for _, s, _, _ in gathered)
-                    results.append({
-                        "round": r, "size": size_name, "numel": numel, "updates": k, "window": kind,
-                        "lock": "exclusive" if locked else "shared", "wall_s": wall,
-                        "epoch_s": sum(b - a for a, b, _ in spans) / len(spans),
-                        "overlap": overlapped(spans) / len(spans),
-                        "lost": float(n * k - final.double().mean().item()) / (n * k),
-                    })
-                win.free()
+    master = 0
+    rank, n = world.Get_rank(), world.Get_size() - 1
+    win = open_center_window(window, world, master, numel, locked=locked)
     if rank == master:
-        out.write_text(json.dumps({"workers": n, "results": results}))
+        win.write(torch.zeros(numel))
+    trace: list = []
+    ones, back = np.ones(numel, np.float32), np.empty(numel, np.float32)
+    world.Barrier()
+    start, end = float("inf"), float("-inf")
+    if rank == master:
+        request = world.Ibarrier()
+        while not request.Test():        # the master's progress (lock grants), as in training
+            pass
+    else:
+        start = MPI.Wtime()
+        win.trace = trace
+        for _ in range(k):
+            win.push_then_pull(ones, back)
+        end = MPI.Wtime()
+        world.Ibarrier().Wait()
+    gathered = world.gather((rank, start, end, trace), root=master)
+    result = None
+    if rank == master:
+        final = torch.empty(numel)
+        win.snapshot(final)
+        spans = [(a, b, who) for who, _, _, t in gathered for a, b in t]
+        result = {"wall_s": max(e for _, _, e, _ in gathered) - min(s for _, s, _, _ in gathered),
+                  "epoch_s": sum(b - a for a, b, _ in spans) / len(spans),
+                  "overlap": overlapped(spans) / len(spans),
+                  "lost": lost_fraction(final.double().sum().item(), n * k, numel)}
+    win.free()
+    return result
 
 
-def contention(workers: int, updates: int, rounds: int, tmp: Path) -> list[dict]:
-    out = tmp / f"contend{workers}.json"
-    common.run_mpi(workers + 1, [str(Path(__file__).resolve()), "--worker", str(out), "--updates", str(updates),
-                                 "--rounds", str(rounds)], timeout=600)
-    result = json.loads(out.read_text())
-    best: dict = {}
-    for row in result["results"]:
-        key = (row["size"], row["window"], row["lock"])
-        if key not in best or row["wall_s"] < best[key]["wall_s"]:
-            best[key] = row
+def contention_worker(out: Path, updates: int, rounds: int) -> None:
+    """Under mpiexec: every size, every variant in rotating order, `rounds` rounds; the master writes JSON."""
+    from mpi4py import MPI
+
+    world = MPI.COMM_WORLD
+    n = world.Get_size() - 1
     rows = []
-    for (size, kind, lock), row in best.items():
-        total = workers * row["updates"]
-        exclusive = best[(size, kind, "exclusive")]["wall_s"]
-        rows.append({"N": workers, "vector": size, "window": kind, "lock": lock, "N×K": total,
-                     "wall ms": row["wall_s"] * 1e3, "µs / update": row["wall_s"] / total * 1e6,
-                     "epoch µs": row["epoch_s"] * 1e6, "overlapping epochs": f"{row['overlap']:.0%}",
-                     "lost adds": f"{row['lost']:.1%}", "exclusive / this": exclusive / row["wall_s"]})
-    return rows
-
-
-def training(workers: int, steps: int, rounds: int, tmp: Path, data: Path) -> list[dict]:
-    warmup = max(steps // 3, 1)
-    steps = warmup * 3
-    pairs = [("async_sgd", "hogwild_sgd"), ("async_easgd", "hogwild_easgd")]
-    timing: dict = {}
     for r in range(rounds):
-        for locked, free in pairs:
-            for kind in ("rma", "shared"):
-                for algorithm in (locked, free):
-                    run = common.train(workers + 1, data, tmp / f"{algorithm}-{kind}-{r}", algorithm=algorithm,
-                                       warmup=warmup, steps=steps, extra=("--center-window", kind))
-                    key = (algorithm, kind)
-                    timing[key] = min(timing.get(key, float("inf")), run["seconds_per_step"])
+        for size, numel in SIZES.items():
+            k = size_updates(numel, updates)
+            for cell, window, lock in stats.rotate(contention_cells(n, size), r):
+                res = contend_once(world, window, lock == "exclusive", numel, k)
+                if res is not None:
+                    rows.append({"round": r, "cell": cell, "size": size, "numel": numel, "updates": k, **res})
+    if world.Get_rank() == 0:
+        from scaledl.atomic import write_text
+
+        write_text(out, json.dumps({"workers": n, "rows": rows}))
+
+
+# --------------------------------------------------------------- measuring
+
+
+def measure_contention(workers: int, updates: int, rounds: int, tmp: Path) -> tuple[dict, dict]:
+    """samples {cell: [wall s per round]} and detail {cell: [{epoch_s, overlap, lost, updates} per round]}."""
+    out = tmp / f"contend{workers}.json"
+    t0 = time.monotonic()
+    common.run_mpi(workers + 1, [str(Path(__file__).resolve()), "--worker", str(out), "--updates", str(updates),
+                                 "--rounds", str(rounds)], timeout=300)
+    rows = json.loads(out.read_text())["rows"]
+    samples: dict = {}
+    detail: dict = {}
+    for row in sorted(rows, key=lambda x: x["round"]):
+        samples.setdefault(row["cell"], []).append(row["wall_s"])
+        detail.setdefault(row["cell"], []).append({k: row[k] for k in ("epoch_s", "overlap", "lost", "updates")})
+    print(f"bench_hogwild: contention N={workers}, {rounds} rounds ({time.monotonic() - t0:.1f} s)", flush=True)
+    return samples, detail
+
+
+def measure_training(args, tmp: Path, data: Path) -> tuple[dict, dict, list]:
+    """samples {cell: [s/step per round]}, detail {cell: [{wait_s, comm_s} per round]} and the order per round."""
+    cells = training_cells(args.train_pairs, args.train_windows)
+    samples = {c: [] for c, _, _ in cells}
+    detail = {c: [] for c, _, _ in cells}
+    order = []
+    for r in range(args.rounds):
+        rotated = stats.rotate(cells, r)
+        order.append([c for c, _, _ in rotated])
+        for i, (cell, algorithm, window) in enumerate(rotated):
+            t0 = time.monotonic()
+            state = common.train(args.train_workers + 1, data, tmp / f"train-r{r}-{i}", algorithm=algorithm,
+                                 warmup=args.train_warmup, steps=args.train_steps,
+                                 extra=("--center-window", window))
+            samples[cell].append(state["seconds_per_step"])
+            detail[cell].append({k: state.get(k) or 0.0 for k in ("wait_s", "comm_s")})
+            print(f"bench_hogwild: round {r + 1}/{args.rounds} {cell:<36} {state['seconds_per_step'] * 1e3:8.2f} "
+                  f"ms/step ({time.monotonic() - t0:.1f} s)", flush=True)
+    return samples, detail, order
+
+
+def measure_record(args, counts: list[int]) -> Path:
+    t_start = time.monotonic()
+    largest = max([n + 1 for n in counts] + ([args.train_workers + 1] if args.train_steps else []))
+    common.use_launch(common.Launch.for_table(largest))
+    m = common.machine()
+    samples: dict = {}
+    contention: dict = {}
+    training: dict = {}
+    order: list = []
+    with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
+        tmp = Path(tmp)
+        for n in counts:
+            s, d = measure_contention(n, args.updates, args.rounds, tmp)
+            samples.update(s)
+            contention.update(d)
+        if args.train_steps:
+            s, training, order = measure_training(args, tmp, common.prepare_digits(tmp))
+            samples.update(s)
+    return common.write_raw(args.raw, NAME, samples, {
+        "machine": m, "unit": "s",
+        "quantity": "contention: seconds for N×K updates; training: seconds per step (steady state)",
+        "rounds": args.rounds, "workers": counts, "sizes": SIZES,
+        "updates": {size: size_updates(numel, args.updates) for size, numel in SIZES.items()},
+        "contention": contention,
+        "train": ({"workers": args.train_workers, "warmup": args.train_warmup, "steps": args.train_steps,
+                   "pairs": args.train_pairs, "windows": args.train_windows, "model": "lenet", "dataset": "digits",
+                   "batch": 64, "order": order, "detail": training} if args.train_steps else None),
+        "raw": common.shown_path(args.raw), "wall_s": time.monotonic() - t_start})
+
+
+# ----------------------------------------------------------------- rendering
+
+
+def ratio_cells(s: dict, cell: str, ref: str, noise: float) -> tuple[str, str]:
+    """The paired ratio cell/ref and its verdict, or the reference marker."""
+    if cell == ref:
+        return "1 (reference)", "–"
+    r = stats.ratio(s[cell], s[ref])
+    return stats.format_ratio(r), stats.verdict(r, noise)
+
+
+def fmt_s(seconds: float) -> str:
+    """Seconds as ms (≥ 1 ms) or µs, three significant digits."""
+    return f"{seconds * 1e3:.3g} ms" if abs(seconds) >= 1e-3 else f"{seconds * 1e6:.3g} µs"
+
+
+def detail_cell(rows: list[dict], key: str, scale: float, unit: str) -> str:
+    return stats.format_cell(stats.summary(row[key] * scale for row in rows), unit=unit)
+
+
+def marker(record: dict):
+    """`Launch.mark` for the machine the record was measured on (not the one rendering it): "†" for a cell
+    with more ranks × threads than that machine's cores."""
+    launch = common.Launch.from_dict(record.get("launch")) or common.Launch()
+    cores = record["machine"]["cores"]
+    return lambda ranks: "†" if ranks * launch.threads > cores else ""
+
+
+def contention_rows(record: dict) -> tuple[list[dict], list[str]]:
+    """The contention table's rows and one A/A sentence per (N, size)."""
+    s, meta = record["samples"], record["meta"]
+    mark = marker(record)
+    rows, aa_lines = [], []
+    for n in meta["workers"]:
+        for size in meta["sizes"]:
+            cells = contention_cells(n, size)
+            (first, _, _), (aa, _, _) = cells[0], cells[-1]
+            noise = stats.noise_floor(zip(s[first], s[aa]))
+            aa_lines.append(f"N={n}, {size}: {stats.format_ratio(stats.ratio(s[aa], s[first]))}, "
+                            f"noise floor {noise:.1%}")
+            for cell, window, lock in cells:
+                detail = meta["contention"][cell]
+                k = detail[0]["updates"]
+                median = stats.summary(s[cell])["median"]
+                row = {"N (ranks)": f"{n} ({n + 1}{mark(n + 1)})", "vector": size,
+                       "window": window, "lock": lock + (" [A/A]" if cell == aa else ""), "N×K": n * k,
+                       "wall for N×K": stats.format_cell(stats.summary(s[cell])),
+                       "per update (median)": fmt_s(median / (n * k)),
+                       "epoch": detail_cell(detail, "epoch_s", 1.0, "s"),
+                       "overlapping epochs": detail_cell(detail, "overlap", 100.0, "%"),
+                       "lost adds": detail_cell(detail, "lost", 1e6, "ppm")}
+                reference = first if cell == aa else contention_cell(n, size, window, "exclusive")
+                row["÷ exclusive lock"], row["verdict (lock)"] = ratio_cells(s, cell, reference, noise)
+                if cell == aa:   # its ratio to its twin is in the lock column already
+                    row["÷ rma window"], row["verdict (window)"] = "–", "–"
+                else:
+                    row["÷ rma window"], row["verdict (window)"] = ratio_cells(
+                        s, cell, contention_cell(n, size, "rma", lock), noise)
+                rows.append(row)
+    return rows, aa_lines
+
+
+def training_rows(record: dict) -> tuple[list[dict], str]:
+    s, train = record["samples"], record["meta"]["train"]
+    ranks = train["workers"] + 1
+    mark = marker(record)
+    cells = training_cells(train["pairs"], train["windows"])
+    (first, _, _), (aa, _, _) = cells[0], cells[-1]
+    noise = stats.noise_floor(zip(s[first], s[aa]))
+    async_of = {hogwild: a for a, hogwild in PAIRS.values()}
     rows = []
-    for locked, free in pairs:
-        for kind in ("rma", "shared"):
-            a, h = 1 / timing[(locked, kind)], 1 / timing[(free, kind)]
-            rows.append({"pair": f"{free} vs {locked}", "window": kind, "Async steps/s": a, "Hogwild steps/s": h,
-                         "Hogwild / Async": h / a})
-    return rows
+    for cell, algorithm, window in cells:
+        detail = train["detail"][cell]
+        row = {"algorithm": algorithm + (" [A/A]" if cell == aa else ""), "window": window,
+               "ranks": f"{ranks}{mark(ranks)}", "s/step": stats.format_cell(stats.summary(s[cell])),
+               "steps/s (median)": f"{1 / stats.summary(s[cell])['median']:.1f}",
+               "lock wait / step": detail_cell(detail, "wait_s", 1.0, "s"),
+               "comm / step": detail_cell(detail, "comm_s", 1.0, "s")}
+        reference = first if cell == aa else training_cell(async_of.get(algorithm, algorithm), window)
+        row["÷ Async"], row["verdict"] = ratio_cells(s, cell, reference, noise)
+        rows.append(row)
+    aa_line = f"{stats.format_ratio(stats.ratio(s[aa], s[first]))}, noise floor {noise:.1%}"
+    return rows, aa_line
+
+
+def share(fraction: float) -> str:
+    """A small fraction as "1.45 %" from 0.1 % up, else in parts per million."""
+    return f"{fraction * 100:.3g} %" if fraction >= 1e-3 else f"{fraction * 1e6:.3g} ppm"
+
+
+def reading(record: dict) -> str:
+    """What the contention rows show, stated from the record's numbers (nothing here is typed in by hand)."""
+    meta = record["meta"]
+    detail = meta["contention"]
+
+    def cells_of(window: str, lock: str) -> list[list[dict]]:
+        return [detail[contention_cell(n, size, window, lock)] for n in meta["workers"] for size in meta["sizes"]]
+
+    def worst(window: str, lock: str, key: str) -> float:
+        return max(row[key] for rounds in cells_of(window, lock) for row in rounds)
+
+    excl = max(worst(w, "exclusive", "overlap") for w in WINDOWS)
+    lines = [("- No two exclusive-lock epochs overlapped in any round, on either window: the lock excludes, and "
+              "MPICH's `Win.Lock` returns only once the lock is granted (the epoch stamps rely on it)."
+              if excl == 0 else
+              f"- Exclusive-lock epochs overlapped (up to {excl:.1%} of epochs): the lock is not granted when "
+              "`Win.Lock` returns, so the epoch stamps and the wait/comm split of the window algorithms are off.")]
+    rma_overlap, rma_lost = worst("rma", "shared", "overlap"), worst("rma", "shared", "lost")
+    lines.append(
+        f"- `rma`, shared lock: up to {rma_overlap:.0%} of a round's epochs overlapped another worker's, and "
+        + ("no add was lost in any round: the library applies each whole-vector `Accumulate` atomically and one at "
+           "a time, so what runs concurrently is the lock handling and the `Get`s, not the adds; a speed-up over "
+           "the exclusive lock comes from a shorter critical section, not from parallel adds."
+           if rma_lost == 0 else f"up to {share(rma_lost)} of the adds were lost."))
+    sh_overlap, sh_lost = worst("shared", "shared", "overlap"), worst("shared", "shared", "lost")
+    lines.append(
+        f"- `shared`, shared lock: up to {sh_overlap:.0%} of a round's epochs overlapped another worker's; "
+        + (f"up to {share(sh_lost)} of the adds were lost in a round: two workers added into the same elements at once "
+           "with plain loads and stores, as Hogwild allows — element-wise concurrent updates, which `rma` does "
+           "not show." if sh_lost > 0 else
+           "no add was lost: concurrent epochs never hit the same element at the same instant in these rounds."))
+    return "\n".join(lines)
+
+
+def render(record: dict) -> tuple[str, str, str, str]:
+    """title, intro, tables and notes of the doc section, from a raw record alone."""
+    meta = record["meta"]
+    rounds = meta["rounds"]
+    rows, aa_lines = contention_rows(record)
+    ks = ", ".join(f"K = {k} at {size}" for size, k in meta["updates"].items())
+    tables = (f"Contention: N workers × K whole-vector `push_then_pull` updates (W += 1, read W back; {ks}), "
+              f"{rounds} rounds in rotating order. `wall for N×K` is the sample (first start to last finish); "
+              "epoch, overlapping epochs and lost adds (parts per million of N·K) are median [min–max] over the "
+              "same rounds. `÷ exclusive lock` is this row's wall over the exclusive lock's on the same window, "
+              "`÷ rma window` over the rma window's with the same lock, paired per round (< 1: this row is "
+              "faster).\n\n" + common.table(rows, list(rows[0]))
+              + "\nA/A (the rma window with the exclusive lock measured twice per round) — "
+              + "; ".join(aa_lines) + ". The noise floor is the largest |x/y − 1| over rounds; a verdict says "
+              "slower or faster only beyond 1 ± that floor with every round agreeing, else 'no difference'.\n")
+    train = meta.get("train")
+    if train:
+        t_rows, aa_line = training_rows(record)
+        tables += (f"\nTraining: {train['workers']} workers + a master ({train['workers'] + 1} ranks on "
+                   f"{record['machine']['cores']} cores), {train['model']} on {train['dataset']}, batch "
+                   f"{train['batch']}, {train['warmup']} warm-up + {train['steps']} timed steps per run, {rounds} "
+                   "rounds in rotating order; s/step is the workers' steady-state mean (bench.common.train), lock "
+                   "wait and comm per step are medians over rounds of the workers' means; `÷ Async` is paired per "
+                   "round (< 1: Hogwild is faster).\n\n" + common.table(t_rows, list(t_rows[0]))
+                   + f"\nA/A ({t_rows[0]['algorithm']} on the {t_rows[0]['window']} window twice per round) — "
+                   f"{aa_line}.\n")
+    intro = ("The center window of the window algorithms (`--center-window`): `rma` = `MPI.Win.Allocate` on the "
+             "master, workers `Get` and `Accumulate`; `shared` = `MPI.Win.Allocate_shared`, workers map the "
+             "master's segment (`Win.Shared_query`) and add with numpy in their own process. The exclusive lock is "
+             "Async's, the shared lock Hogwild's; nothing else differs. An epoch is stamped from the return of "
+             "`Win.Lock` to just before `Win.Unlock`, after its operations completed. † marks cells with more "
+             "ranks than cores: ranks time-slice, and an epoch can lose its core mid-way.")
+    notes = (reading(record) + f"\n\nRaw samples: {meta['raw']}; wall time of the measuring run {meta['wall_s']:.0f} s "
+             f"(budget {BUDGET_S} s).")
+    if rounds < 5:
+        notes += f" Only {rounds} round(s): not enough for a headline ratio (use ≥ 5)."
+    return TITLE, intro, tables, notes
+
+
+# ---------------------------------------------------------------------- main
+
+
+def parse_list(text: str, name: str, allowed=None) -> list[str]:
+    items = [x.strip() for x in text.split(",") if x.strip()]
+    if not items:
+        raise ValueError(f"{name}: empty list")
+    bad = [x for x in items if allowed is not None and x not in allowed]
+    if bad:
+        raise ValueError(f"{name}: {', '.join(bad)} not among {', '.join(allowed)}")
+    return list(dict.fromkeys(items))
+
+
+def parse_counts(text: str) -> list[int]:
+    try:
+        return [int(x) for x in parse_list(text, "--workers")]
+    except ValueError:
+        raise ValueError(f"--workers: {text!r} is not a comma-separated list of integers like 2,3") from None
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workers", default="2,3", help="worker counts N for the contention test (default %(default)s)")
-    parser.add_argument("--updates", type=int, default=150, help="K, updates per worker at LeNet's size (a fifth of "
-                        "it at 4 M) (default %(default)s)")
-    parser.add_argument("--rounds", type=int, default=3, help="alternating contention rounds (default %(default)s)")
-    parser.add_argument("--train-workers", type=int, default=2, help="workers in the training runs (default %(default)s)")
-    parser.add_argument("--steps", type=int, default=60, help="timed training steps after a third as many warm-up "
-                        "steps; 0 skips training (default %(default)s)")
-    parser.add_argument("--train-rounds", type=int, default=1, help="alternating training rounds (default %(default)s)")
-    parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)   # internal: run under mpiexec, write JSON here
-    common.common_arguments(parser)
+    parser.add_argument("--workers", default="2", help="worker counts N of the contention test, comma-separated; "
+                        "one mpiexec of N + 1 ranks each (default %(default)s)")
+    parser.add_argument("--updates", type=int, default=40, help="K, updates per worker at LeNet's size (a fifth, "
+                        "at least 10, at 4 M) (default %(default)s)")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds of every table, each measuring every variant "
+                        "once in rotating order; ≥ 5 for headline ratios (default %(default)s)")
+    parser.add_argument("--train-workers", type=int, default=2, help="workers in the training runs, plus a master "
+                        "(default %(default)s)")
+    parser.add_argument("--train-warmup", type=int, default=4, help="untimed training steps (default %(default)s)")
+    parser.add_argument("--train-steps", type=int, default=16, help="timed training steps, a multiple of "
+                        "--train-warmup; 0 skips training (default %(default)s)")
+    parser.add_argument("--train-pairs", default="sgd", help="Async/Hogwild pairs to train: sgd (async_sgd, "
+                        "hogwild_sgd) and/or easgd (default %(default)s)")
+    parser.add_argument("--train-windows", default="shared", help="center windows of the training runs: rma "
+                        "and/or shared (default %(default)s)")
+    parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)   # internal: under mpiexec, JSON here
+    common.common_arguments(parser, NAME)
     args = parser.parse_args(argv)
     if args.worker:
-        worker(args.worker, args.updates, args.rounds)
+        contention_worker(args.worker, args.updates, args.rounds)
         return 0
-    m = common.machine()
-    counts = [int(x) for x in args.workers.split(",")]
-    with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
-        tmp = Path(tmp)
-        rows = [row for n in counts for row in contention(n, args.updates, args.rounds, tmp)]
-        train_rows = training(args.train_workers, args.steps, args.train_rounds, tmp, common.prepare_digits(tmp)) \
-            if args.steps else []
-    over = ", ".join(f"{n + 1} ranks" + (" (more ranks than cores)" if common.oversubscribed(n + 1) else "")
-                     for n in counts)
-    tables = ("Contention: N workers × K whole-vector `push_then_pull` updates (W += 1, read W), fastest of "
-              f"{args.rounds} rounds; {over}; `exclusive / this` is the exclusive lock's wall time over this "
-              "variant's on the same window:\n\n"
-              + common.table(rows, list(rows[0])))
-    if train_rows:
-        tables += (f"\nTraining throughput, {args.train_workers} workers + master "
-                   f"({args.train_workers + 1} ranks on {common.usable_cores()} cores), LeNet on digits, batch 64, "
-                   f"{args.steps} timed steps after {max(args.steps // 3, 1)} warm-up steps, best of "
-                   f"{args.train_rounds} round(s):\n\n" + common.table(train_rows, list(train_rows[0])))
-    intro = ("`bench/bench_hogwild.py`. The center window of the window algorithms (`--center-window`): `rma` = "
-             "`MPI.Win.Allocate` on the master, workers `Get` and `Accumulate`; `shared` = `MPI.Win.Allocate_shared`, "
-             "workers map the master's segment (`Win.Shared_query`) and add with numpy in their own process. The "
-             "exclusive lock is Async's, the shared lock Hogwild's; nothing else differs. An epoch is stamped from "
-             "the return of `Win.Lock` (MPICH returns once the lock is granted: no two exclusive epochs overlap, "
-             "which checks it) to just before `Win.Unlock`, after its operations completed.")
-    common.report("hogwild", "Hogwild concurrency", m, intro, tables, NOTES, write=not args.no_doc)
+    try:
+        counts = parse_counts(args.workers)
+        args.train_pairs = parse_list(args.train_pairs, "--train-pairs", PAIRS)
+        args.train_windows = parse_list(args.train_windows, "--train-windows", WINDOWS)
+    except ValueError as exc:
+        parser.error(str(exc))
+    if min(counts) < 2:
+        parser.error("--workers: every N must be >= 2 (contention needs two workers)")
+    if args.updates < 1 or args.rounds < 1 or args.train_workers < 1:
+        parser.error("--updates, --rounds and --train-workers must be >= 1 (≥ 5 rounds for headline ratios)")
+    if args.train_steps and (args.train_warmup < 1 or args.train_steps % args.train_warmup):
+        parser.error("--train-steps must be a multiple of --train-warmup (>= 1), or 0 to skip training")
+    raw = args.raw if args.render else measure_record(args, counts)
+    found = common.read_record(raw, NAME, render)
+    if found is None:
+        return 2
+    record, (title, intro, tables, notes) = found
+    common.publish(NAME, title, record, intro, tables, notes, write=not args.no_doc)
     return 0
 
-
-NOTES = """\
-Reading (as measured in the run above, on 2 cores shared with other jobs; every row has more ranks than cores):
-
-- The lock still excludes on both windows: no two exclusive epochs overlapped. With the shared lock the
-  N×K updates finished 1.5–4.9× faster than with the exclusive one, on either window.
-- `rma`: shared-lock epochs overlapped each other most of the time (51–98 %), yet no add was ever lost:
-  MPICH applies each whole-vector `Accumulate` atomically and one at a time (per-window mutex or the
-  master's progress engine), so what runs concurrently is the lock handling and the `Get`s, not the adds.
-  Hogwild on RMA is faster because its critical section is shorter, not because updates are applied in
-  parallel.
-- `shared`: an epoch is much shorter (about 0.1 ms against 0.5–0.75 ms at LeNet's size, 1.3–2 ms against
-  5–6.6 ms at 4 M), because each worker adds in its own process and needs the master only for the lock
-  grant. Overlap under the shared lock was rare at LeNet's size (0–4 %: a 70–90 µs epoch seldom loses its
-  core mid-way when ranks outnumber cores) and common at 4 M (up to 38 %), where 0.4 % of the adds were
-  lost: two workers really did add into the same elements at once, with plain loads and stores, as
-  Hogwild allows. That loss is the proof of element-wise concurrent updates, which RMA never showed.
-- Training: LeNet's forward/backward dominates a step here, so the window and the lock hardly matter, and
-  with 3 ranks on 2 cores under a load average of 5–11 Hogwild was not faster than Async (0.66–1.0×).
-  This machine cannot show a throughput gain; the contention rows above are the mechanism to look for on
-  a node with a core per rank.
-"""
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,116 +1,446 @@
-"""Weak and strong scaling of sync_sgd and sync_easgd on digits/LeNet at 1, 2 and 4 workers.
+"""Weak and strong scaling of sync_sgd and sync_easgd on digits/LeNet, beside the α-β cost model.
 
-    python bench/bench_scaling.py [--workers 1,2,4] [--warmup 20] [--steps 60] [--rounds 2] [--netbench FILE] [--no-doc]
+    python bench/bench_scaling.py [--workers 1,2] [--warmup 10] [--steps 30] [--rounds 5]
+                                  [--batch 64] [--global-batch 128] [--netbench FILE]
+                                  [--raw bench/raw/scaling.json] [--render] [--no-doc]
 
-Weak scaling: fixed per-worker batch (64); efficiency E = t(1)/t(P), i.e.
-throughput(P) / (P · throughput(1)). Strong scaling: fixed global batch
-(128) split over the workers (128/P each); speedup S = t(1)/t(P) per global
-batch and efficiency S/P. t is the steady-state seconds per step from
-metrics.csv (the master rank's training seconds between the evaluation after
-the warm-up and the last one), the fastest of --rounds runs per cell (the
-machine may be shared: other jobs only ever add time). Worker counts above the machine's cores are
-oversubscribed (marked †): those ranks share cores, so their efficiency
-measures time-slicing, not communication.
+Weak scaling: a fixed batch per worker (--batch); efficiency E = t(1)/t(P),
+speedup P·t(1)/t(P) in samples per second. Strong scaling: a fixed global
+batch (--global-batch) split over the P workers; speedup t(1)/t(P), efficiency
+speedup/P. t is the steady-state seconds per step: the workers' mean over the
+timed steps, warm-up and evaluation excluded (bench.common.train, docs/time.md).
 
-With --netbench (a `scaledl netbench` JSON), each row also gets the cost
-model's predicted weak-scaling step time from the measured α, β (bandwidth-
-optimal model, T_c = the P = 1 step time).
+Cells are (algorithm, P, batch per worker) configurations. Every round runs
+every cell once, in the order bench.stats.rotate gives for that round. With
+the default batches strong P = 2 (128 / 2 = 64 per worker) is the very
+configuration of weak P = 2, so it is measured as that cell's A/A twin: the
+two rows differ only by noise, which gives each algorithm's noise floor
+(where no strong row coincides with a weak one, an extra A/A run is added).
+Cells print median [min–max] n over the rounds; efficiencies and speedups are
+ratios paired per round; a verdict is "below/above ideal" only beyond the
+A/A noise floor, else "no difference".
+
+Beside each measured row: compute per step (data, forward/backward, update:
+contention between ranks shows up as compute growing with P), the exposed
+time split into transfer (the collectives' bytes) and wait (the skew the
+barrier before each collective absorbs), and the α-β prediction: T_c = the
+compute measured at that P in that round plus the cost model's communication
+(scaledl.costmodel, bandwidth-optimal collectives, control messages
+included), with α, β, γ from --netbench (a `scaledl netbench` JSON; without
+it this script measures one first, ≈ 5–20 s).
+
+Every raw sample, the per-round splits and everything the tables need go to
+--raw (bench.common.write_raw); --render rebuilds the section from that file
+without measuring. The default (P = 1, 2; 10 + 30 steps; 5 rounds: 8 runs of
+≈ 3 s per round) is sized to finish in about 150 s on 2 cores; --workers 1,2,4
+adds the oversubscribed P = 4 cells (marked †) at about twice the wall time.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import common  # noqa: E402
+from bench import common, stats  # noqa: E402
 
+NAME = "scaling"
+TITLE = "Weak and strong scaling: sync_sgd and sync_easgd"
 ALGORITHMS = ("sync_sgd", "sync_easgd")
+COST_MODEL = "bandwidth_optimal"   # what MPICH selects for messages of LeNet's size (scaledl.costmodel)
+SCALINGS = ("weak", "strong")
+# Steady-state quantities per step kept for every run (docs/time.md); "compute_s" is the COMPUTE group
+# (data + compute + update + center_update), the cost model's T_c, not the forward/backward phase alone.
+SPLIT_KEYS = ("compute_s", "transfer_s", "wait_s", "exposed_s")
+
+
+# ------------------------------------------------------------------- plan
+
+
+def cell_name(algorithm: str, workers: int, batch: int) -> str:
+    return f"{algorithm} P={workers} batch={batch}"
+
+
+def plan(algorithms, workers, batch: int, global_batch: int) -> dict:
+    """The table's rows and the cells (distinct configurations) they read.
+
+    {"rows": [{"algorithm", "scaling", "workers", "batch", "cell"}],
+     "cells": {name: {"algorithm", "workers", "batch"}}, "aa": {algorithm: [cell, its A/A twin]}}
+
+    Each algorithm's A/A cell is its weak row at the smallest P > 1 (P = 1 if that is all). A strong
+    row that runs the same configuration reads the twin, so the twin costs no extra run there.
+    """
+    rows, cells, aa = [], {}, {}
+    for algorithm in algorithms:
+        aa_workers = min([p for p in workers if p > 1], default=1)
+        base = cell_name(algorithm, aa_workers, batch)
+        twin = stats.aa_cell(base)
+        aa[algorithm] = [base, twin]
+        for scaling in SCALINGS:
+            for p in workers:
+                per_worker = batch if scaling == "weak" else global_batch // p
+                name = cell_name(algorithm, p, per_worker)
+                if scaling == "strong" and name == base:
+                    name = twin
+                rows.append({"algorithm": algorithm, "scaling": scaling, "workers": p, "batch": per_worker,
+                             "cell": name})
+                cells[name] = {"algorithm": algorithm, "workers": p, "batch": per_worker}
+        cells.setdefault(twin, {"algorithm": algorithm, "workers": aa_workers, "batch": batch})
+    return {"rows": rows, "cells": cells, "aa": aa}
+
+
+# ---------------------------------------------------------------- measure
+
+
+def split_of(state: dict) -> dict:
+    """One run's steady-state seconds per step: compute (T_c), transfer, wait, exposed, and every phase."""
+    from scaledl.timing import COMPUTE, PHASES
+
+    return {"compute_s": sum(state[f"{p}_s"] for p in COMPUTE), "transfer_s": state["transfer_s"],
+            "wait_s": state["exposed_s"] - state["transfer_s"], "exposed_s": state["exposed_s"],
+            "phases": {p: state[f"{p}_s"] for p in PHASES}}
+
+
+def measure(cells: dict, args, data: Path, tmp: Path) -> dict:
+    """Every cell once per round, in the order stats.rotate(cells, round), for args.rounds rounds.
+
+    {"samples": {cell: [s/step per round]}, "splits": {cell: [split_of per round]},
+     "order": [[cell, ...] per round], "message_bytes": bytes of one model exchange}
+    """
+    names = list(cells)
+    samples = {c: [] for c in names}
+    splits = {c: [] for c in names}
+    order, message_bytes = [], None
+    for r in range(args.rounds):
+        order.append(stats.rotate(names, r))
+        for i, cell in enumerate(order[-1]):
+            cfg = cells[cell]
+            t0 = time.monotonic()
+            state = common.train(cfg["workers"], data, tmp / f"r{r}-{i}", algorithm=cfg["algorithm"],
+                                 warmup=args.warmup, steps=args.steps, batch=cfg["batch"], lr=args.lr)
+            samples[cell].append(state["seconds_per_step"])
+            splits[cell].append(split_of(state))
+            message_bytes = state["run"]["model"]["bytes"]
+            print(f"bench_scaling: round {r + 1}/{args.rounds} {cell:<32} {state['seconds_per_step'] * 1e3:8.2f} "
+                  f"ms/step ({time.monotonic() - t0:.1f} s)", flush=True)
+    return {"samples": samples, "splits": splits, "order": order, "message_bytes": message_bytes}
+
+
+# ----------------------------------------------------------------- render
+
+
+def _seconds(x: float) -> str:
+    return f"{x * 1e3:.3g} ms"
+
+
+def _cell(values) -> str:
+    return stats.format_cell(stats.summary(values))
+
+
+def _quantity(record: dict, cell: str, key: str) -> list[float]:
+    return [split[key] for split in record["meta"]["splits"][cell]]
+
+
+def _floor(first, second) -> float:
+    """stats.noise_floor of an A/A pair; infinite (no verdict can pass it) where a sample is zero."""
+    try:
+        return stats.noise_floor(zip(first, second))
+    except ValueError:
+        return math.inf
+
+
+def _ratio_text(a, b) -> str:
+    try:
+        return stats.format_ratio(stats.ratio(a, b))
+    except ValueError:   # a zero sample in the denominator
+        return "–"
+
+
+def aa_series(record: dict, algorithm: str) -> dict:
+    """{quantity: (first, A/A twin)} for one algorithm's A/A pair: s/step and every SPLIT_KEYS quantity."""
+    base, twin = record["meta"]["aa"][algorithm]
+    series = {"s/step": (record["samples"][base], record["samples"][twin])}
+    series.update({key: (_quantity(record, base, key), _quantity(record, twin, key)) for key in SPLIT_KEYS})
+    return series
+
+
+def noise_floors(record: dict) -> dict:
+    """The table's noise floor per quantity: max over the algorithms' A/A pairs of max |x/y − 1|."""
+    pairs = [aa_series(record, a) for a in record["meta"]["aa"]]
+    return {key: max(_floor(*series[key]) for series in pairs) for key in ("s/step", *SPLIT_KEYS)}
+
+
+def recorded_network(record: dict):
+    """The record's α, β, γ as a scaledl.costmodel.Network, or None where it holds none."""
+    from scaledl.costmodel import Network
+
+    net = record["meta"].get("network")
+    return Network(net["alpha_s"], net["beta_s_per_byte"], net["gamma_s_per_byte"] or 0.0) if net else None
+
+
+def predictions(record: dict, row: dict) -> dict | None:
+    """The cost model's prediction for one row, per round: {"comm_s", "step_s": [T_c(P, round) + comm],
+    "formula"}; None without α, β."""
+    from scaledl.costmodel import step_cost
+
+    net = recorded_network(record)
+    if net is None:
+        return None
+    n = record["meta"]["message_bytes"]
+    costs = [step_cost(row["algorithm"], net, n, row["workers"], model=COST_MODEL, compute_s=t_c, control=True)
+             for t_c in _quantity(record, row["cell"], "compute_s")]
+    return {"comm_s": costs[0].comm_s, "step_s": [c.step_s for c in costs], "formula": costs[0].formula}
+
+
+def ideal_verdict(r: dict, noise: float) -> str:
+    """A paired ratio (time at P, scaled to the ideal) over t(1), as words against the ideal."""
+    return {"slower": "below ideal", "faster": "above ideal"}.get(stats.verdict(r, noise), "no difference")
+
+
+def _p_label(record: dict, row: dict) -> str:
+    return f"{row['workers']}{record['meta']['marks'].get(str(row['workers']), '')}"
+
+
+def _scaling_label(record: dict, row: dict) -> str:
+    twin = row["cell"] == record["meta"]["aa"][row["algorithm"]][1]
+    return f"{row['scaling']} (A/A twin)" if twin and row["scaling"] == "strong" else row["scaling"]
+
+
+def _reference(record: dict, row: dict) -> dict:
+    return next(r for r in record["meta"]["rows"]
+                if r["algorithm"] == row["algorithm"] and r["scaling"] == row["scaling"] and r["workers"] == 1)
+
+
+def scaling_table(record: dict, floors: dict) -> str:
+    s = record["samples"]
+    out = []
+    for row in record["meta"]["rows"]:
+        p, t = row["workers"], s[row["cell"]]
+        t1 = s[_reference(record, row)["cell"]]
+        entry = {"algorithm": row["algorithm"], "scaling": _scaling_label(record, row), "P": _p_label(record, row),
+                 "batch/worker": row["batch"], "s/step": _cell(t)}
+        pred = predictions(record, row)
+        entry["predicted s/step"] = _cell(pred["step_s"]) if pred else "no prediction"
+        entry["measured ÷ predicted"] = stats.format_ratio(stats.ratio(t, pred["step_s"])) if pred else "–"
+        if p == 1:
+            entry.update({"efficiency": "1 (reference)", "speedup": "1 (reference)", "vs ideal": "–"})
+        else:
+            # Ideal: weak t(P) = t(1); strong P·t(P) = t(1). Both as paired per-round ratios.
+            scaled = t if row["scaling"] == "weak" else [p * x for x in t]
+            speedup = (stats.ratio([p * x for x in t1], t) if row["scaling"] == "weak" else stats.ratio(t1, t))
+            entry.update({"efficiency": stats.format_ratio(stats.ratio(t1, scaled)),
+                          "speedup": stats.format_ratio(speedup),
+                          "vs ideal": ideal_verdict(stats.ratio(scaled, t1), floors["s/step"])})
+        out.append(entry)
+    return common.table(out, list(out[0]))
+
+
+def time_table(record: dict, floors: dict) -> str:
+    out = []
+    for row in record["meta"]["rows"]:
+        p = row["workers"]
+        q = {k: _quantity(record, row["cell"], k) for k in SPLIT_KEYS}
+        entry = {"algorithm": row["algorithm"], "scaling": _scaling_label(record, row), "P": _p_label(record, row),
+                 "compute s/step": _cell(q["compute_s"])}
+        if p == 1:
+            entry["compute/sample ÷ P=1"], entry["contention"] = "1 (reference)", "–"
+        else:
+            ref = _reference(record, row)
+            per_sample = [c / row["batch"] for c in q["compute_s"]]
+            ref_per_sample = [c / ref["batch"] for c in _quantity(record, ref["cell"], "compute_s")]
+            r = stats.ratio(per_sample, ref_per_sample)
+            entry["compute/sample ÷ P=1"] = stats.format_ratio(r)
+            entry["contention"] = {"slower": "compute grows", "faster": "compute shrinks"}.get(
+                stats.verdict(r, floors["compute_s"]), "no difference")
+        entry.update({"exposed s/step": _cell(q["exposed_s"]), "wait s/step": _cell(q["wait_s"]),
+                      "transfer s/step": _cell(q["transfer_s"])})
+        pred = predictions(record, row)
+        if pred is None:
+            entry["predicted transfer"], entry["transfer ÷ predicted"] = "no prediction", "–"
+        elif pred["comm_s"] == 0:
+            entry["predicted transfer"], entry["transfer ÷ predicted"] = "0 (no messages at P = 1)", "–"
+        else:
+            entry["predicted transfer"] = _seconds(pred["comm_s"])
+            entry["transfer ÷ predicted"] = _ratio_text(q["transfer_s"], [pred["comm_s"]] * len(q["transfer_s"]))
+        out.append(entry)
+    return common.table(out, list(out[0]))
+
+
+def aa_table(record: dict) -> str:
+    out = []
+    for algorithm, (base, _) in record["meta"]["aa"].items():
+        for label, (first, second) in aa_series(record, algorithm).items():
+            floor = _floor(first, second)
+            out.append({"cell": base, "quantity": label.replace("_s", " s/step"), "first": _cell(first),
+                        "A/A twin": _cell(second), "twin ÷ first": _ratio_text(second, first),
+                        "noise floor": f"{floor:.1%}" if math.isfinite(floor) else "n/a (a zero sample)"})
+    return common.table(out, list(out[0]))
+
+
+def render(record: dict) -> tuple[str, str, str, str]:
+    """title, intro, tables and notes, from the raw record alone (so --render rebuilds the section)."""
+    meta = record["meta"]
+    floors = noise_floors(record)
+    rounds = meta["rounds"]
+    intro = (
+        f"{meta['dataset']} / {meta['model']} ({meta['message_bytes'] / 1e6:.3g} MB per model exchange), lr "
+        f"{meta['lr']}; per run {meta['warmup']} warm-up steps then {meta['steps']} timed steps; "
+        f"P = {', '.join(map(str, meta['workers']))}; {rounds} round{'s' if rounds != 1 else ''}, each running every "
+        "cell once in rotating order (bench.stats.rotate). Weak: batch "
+        f"{meta['batch']} per worker, efficiency t(1)/t(P), speedup P·t(1)/t(P) in samples/s. Strong: global batch "
+        f"{meta['global_batch']} split over P, speedup t(1)/t(P), efficiency speedup/P. Ratios are paired per round "
+        "and print median [min–max] n. Strong rows marked \"A/A twin\" run the configuration of the weak row at "
+        "the same P a second time in every round: the two rows differ only by noise. The default run (P = 1, 2; "
+        "10 + 30 steps; 5 rounds) is sized to about 150 s on 2 cores, each run of `scaledl train` costing "
+        "≈ 3 s, mostly start-up; `--workers 1,2,4` adds the 4-worker cells at about twice the wall time.")
+    tables = ("Step time, scaling and the α-β prediction (s/step = the workers' steady-state mean):\n\n"
+              + scaling_table(record, floors).rstrip()
+              + f"\n\n'vs ideal' compares t(P) (weak) or P·t(P) (strong) with t(1), paired per round, against the "
+                f"A/A noise floor of s/step ({floors['s/step']:.1%}): 'below ideal' only when the median ratio is "
+                "beyond 1 + floor and every round agrees, else 'no difference'. Predicted s/step = T_c + the "
+                "model's communication, T_c = the compute measured at that P in the same round.\n\n"
+              + "Where a step goes: compute (data + forward/backward + update: T_c) and the exposed time, split "
+                "into wait and transfer (docs/time.md):\n\n"
+              + time_table(record, floors).rstrip()
+              + f"\n\n'compute/sample ÷ P=1' is compute per sample over P = 1's, paired per round: ranks contending "
+                f"for cores and memory make it grow with P, whereas the model assumes it constant. 'contention' "
+                f"applies the verdict rule with the A/A noise floor of compute ({floors['compute_s']:.1%}). In strong "
+                "scaling the smaller per-worker batch also lowers the arithmetic efficiency, so there the ratio "
+                "mixes both effects.\n\n"
+              + "A/A: the same configuration twice per round; noise floor = max over rounds of |first / twin − 1| "
+                "(the floors above are the largest over the algorithms):\n\n"
+              + aa_table(record).rstrip() + "\n")
+    notes = []
+    marked = sorted(int(p) for p, mark in meta["marks"].items() if mark)
+    if marked:
+        notes.append(f"† {', '.join(map(str, marked))} workers exceed the {record['machine'].get('cores', '?')} "
+                     "cores: ranks time-share cores, unbound, so these rows measure oversubscription rather than "
+                     "communication.")
+    net = meta.get("network")
+    if net:
+        first_rows = {}   # one row per algorithm: its formula is the same at every P
+        for r in meta["rows"]:
+            first_rows.setdefault(r["algorithm"], r)
+        formulas = "; ".join(f"{a}: {predictions(record, row)['formula']}" for a, row in first_rows.items())
+        notes.append(
+            f"Model: scaledl.costmodel, {COST_MODEL.replace('_', '-')} collectives, control messages included "
+            f"({formulas}), with α = {net['alpha_s']:.3g} s, β = {net['beta_s_per_byte']:.3g} s/B, "
+            f"γ = {net['gamma_s_per_byte'] or 0:.3g} s/B from netbench ({net['source']}"
+            f"{'; ' + net['note'] if net.get('note') else ''}). Predicted transfer is the model's communication per "
+            "step; measured transfer is h2d + param_copy + comm. The model has no skew: the barrier before each "
+            "collective (--wait-probe barrier, the default) times the ranks' skew as wait, which the prediction "
+            "leaves out, as it leaves out loop overhead.")
+    else:
+        notes.append("No prediction: the record holds no α, β.")
+    if rounds < 5:
+        notes.append(f"Only {rounds} round(s): not enough for a headline ratio (use ≥ 5).")
+    notes.append(f"Raw samples: {meta['raw']}; measuring took {meta['wall_s']:.0f} s of wall time.")
+    return TITLE, intro, tables, "\n\n".join(notes)
+
+
+def check_record(record: dict, path: Path) -> None:
+    """One line (RawError) unless `record` is a raw record of this bench that render can read."""
+    meta = record.get("meta") or {}
+    missing = [k for k in ("rows", "aa", "splits", "marks", "rounds", "message_bytes") if k not in meta]
+    if record.get("bench") != NAME or missing:
+        raise common.RawError(f"{path}: not a bench_scaling record (bench {record.get('bench')!r}"
+                              f"{', missing ' + ', '.join(missing) if missing else ''}); write one with "
+                              "python bench/bench_scaling.py")
+    absent = [r["cell"] for r in meta["rows"] if r["cell"] not in record["samples"] or r["cell"] not in meta["splits"]]
+    if absent:
+        raise common.RawError(f"{path}: cell {absent[0]!r} has no samples; measure again")
+
+
+# ------------------------------------------------------------------- main
+
+
+def worker_counts(text: str) -> list[int]:
+    try:
+        workers = sorted({int(w) for w in text.split(",")})
+    except ValueError:
+        raise SystemExit(f"bench_scaling: --workers {text!r} is not a comma-separated list of integers "
+                         "(e.g. 1,2,4)") from None
+    if workers[0] != 1:
+        raise SystemExit("bench_scaling: --workers must include 1 (the reference) and only counts >= 1")
+    return workers
+
+
+def check_arguments(args) -> list[int]:
+    workers = worker_counts(args.workers)
+    if args.warmup < 1 or args.steps < 1 or args.steps % args.warmup:
+        raise SystemExit("bench_scaling: --steps and --warmup must be >= 1 and --steps a multiple of --warmup")
+    if args.rounds < 1:
+        raise SystemExit("bench_scaling: --rounds must be >= 1 (5 or more for headline ratios)")
+    if args.batch < 1:
+        raise SystemExit("bench_scaling: --batch must be >= 1")
+    bad = [p for p in workers if args.global_batch % p or args.global_batch < p]
+    if bad:
+        raise SystemExit(f"bench_scaling: --global-batch {args.global_batch} does not split evenly over {bad[0]} "
+                         "workers; choose a multiple of every worker count")
+    if args.netbench and not args.netbench.is_file():
+        raise SystemExit(f"bench_scaling: --netbench {args.netbench}: no such file (write one with scaledl netbench, "
+                         "or leave the option out to measure one)")
+    return workers
+
+
+def run_measurement(args, workers: list[int]) -> None:
+    """Measure every cell for args.rounds rounds and write the raw record to args.raw."""
+    t_start = time.monotonic()
+    common.use_launch(common.Launch.for_table(max(workers)))   # one environment for every cell of the table
+    m = common.machine()
+    layout = plan(ALGORITHMS, workers, args.batch, args.global_batch)
+    with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
+        tmp = Path(tmp)
+        net = common.network(args.netbench, tmp, "bench_scaling")
+        if "missing" in net:
+            raise SystemExit(f"bench_scaling: no α-β prediction: {net['missing']}; pass --netbench FILE")
+        result = measure(layout["cells"], args, common.prepare_digits(tmp), tmp)
+    wall = time.monotonic() - t_start
+    common.write_raw(args.raw, NAME, result["samples"], {
+        "machine": m, "load_before": m["load_before"], "unit": "s",
+        "quantity": "seconds per step (steady state, workers' mean)",
+        "dataset": "digits", "model": "lenet", "lr": args.lr, "algorithms": list(ALGORITHMS), "workers": workers,
+        "batch": args.batch, "global_batch": args.global_batch, "warmup": args.warmup, "steps": args.steps,
+        "rounds": args.rounds, "rows": layout["rows"], "cells": layout["cells"], "aa": layout["aa"],
+        "order": result["order"], "splits": result["splits"], "message_bytes": result["message_bytes"],
+        "marks": {str(p): common.LAUNCH.mark(p) for p in workers}, "network": net,
+        "raw": common.shown_path(args.raw), "wall_s": wall})
+    print(f"bench_scaling: raw samples in {args.raw}; wall {wall:.0f} s", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workers", default="1,2,4", help="comma-separated worker counts (default %(default)s)")
-    parser.add_argument("--warmup", type=int, default=20, help="untimed steps (default %(default)s)")
-    parser.add_argument("--steps", type=int, default=60, help="timed steps, a multiple of --warmup (default %(default)s)")
-    parser.add_argument("--rounds", type=int, default=2, help="runs per cell, alternating the order of P; the fastest is kept "
-                                                                  "(default %(default)s)")
-    parser.add_argument("--batch", type=int, default=64, help="weak scaling: per-worker batch (default %(default)s)")
-    parser.add_argument("--global-batch", type=int, default=128, help="strong scaling: global batch (default %(default)s)")
-    parser.add_argument("--netbench", type=Path, help="scaledl netbench JSON: add the cost model's predictions")
-    common.common_arguments(parser)
+    parser.add_argument("--workers", default="1,2",
+                        help="comma-separated worker counts, 1 included (default %(default)s; 1,2,4 adds the "
+                             "oversubscribed P = 4 cells at about twice the wall time)")
+    parser.add_argument("--warmup", type=int, default=10, help="untimed steps per run (default %(default)s)")
+    parser.add_argument("--steps", type=int, default=30,
+                        help="timed steps per run, a multiple of --warmup (default %(default)s)")
+    parser.add_argument("--rounds", type=int, default=5,
+                        help="rounds, each running every cell once in rotating order; >= 5 for headline ratios "
+                             "(default %(default)s)")
+    parser.add_argument("--batch", type=int, default=64, help="weak scaling: batch per worker (default %(default)s)")
+    parser.add_argument("--global-batch", type=int, default=128,
+                        help="strong scaling: global batch split over the workers (default %(default)s)")
+    parser.add_argument("--lr", type=float, default=0.05, help="learning rate (default %(default)s)")
+    parser.add_argument("--netbench", type=Path,
+                        help="scaledl netbench JSON with α, β, γ for the predictions (default: measure one first)")
+    common.common_arguments(parser, NAME)
     args = parser.parse_args(argv)
-    workers = [int(w) for w in args.workers.split(",")]
-    if args.steps % args.warmup:
-        parser.error("--steps must be a multiple of --warmup")
-    if 1 not in workers:
-        parser.error("--workers must include 1 (the reference)")
-    bad = [p for p in workers if args.global_batch % p]
-    if bad:
-        parser.error(f"--global-batch {args.global_batch} does not split evenly over {bad[0]} workers")
-    net = None
-    if args.netbench:
-        from scaledl.report.comm_model import read_netbench
-
-        net, _ = read_netbench(args.netbench)
-    m = common.machine()
-    times: dict[tuple[str, str, int], dict] = {}
-    with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
-        tmp = Path(tmp)
-        data = common.prepare_digits(tmp)
-        for r in range(args.rounds):
-            order = workers if r % 2 == 0 else workers[::-1]   # alternate, so drift in load hits every P alike
-            for p in order:
-                for key in ALGORITHMS:
-                    for mode, batch in (("weak", args.batch), ("strong", args.global_batch // p)):
-                        state = common.train(p, data, tmp / f"{key}_{mode}_p{p}_r{r}", algorithm=key,
-                                             warmup=args.warmup, steps=args.steps, batch=batch)
-                        best = times.get((key, mode, p))
-                        if best is None or state["seconds_per_step"] < best["seconds_per_step"]:
-                            times[key, mode, p] = state   # best of the rounds: other jobs only ever add time
-    rows = []
-    for key in ALGORITHMS:
-        for mode in ("weak", "strong"):
-            t1 = times[key, mode, 1]["seconds_per_step"]
-            for p in workers:
-                state = times[key, mode, p]
-                t = state["seconds_per_step"]
-                speedup = t1 / t
-                row = {
-                    "algorithm": key, "scaling": mode,
-                    "workers": f"{p}†" if common.oversubscribed(p) else str(p),
-                    "batch/worker": args.batch if mode == "weak" else args.global_batch // p,
-                    "s/step": t, "comm s/step": state.get("comm_s"),
-                    "efficiency": speedup if mode == "weak" else speedup / p,
-                    "speedup": p * speedup if mode == "weak" else speedup,
-                }
-                if net is not None and mode == "weak":
-                    from scaledl.costmodel import step_cost
-
-                    row["predicted s/step"] = step_cost(key, net, state["run"]["model"]["bytes"], p,
-                                                        model="bandwidth_optimal", compute_s=t1, control=True).step_s
-                rows.append(row)
-    columns = ["algorithm", "scaling", "workers", "batch/worker", "s/step", "comm s/step", "efficiency", "speedup"]
-    if net is not None:
-        columns.append("predicted s/step")
-    tables = common.table(rows, columns)
-    over = [p for p in workers if common.oversubscribed(p)]
-    intro = (f"digits / LeNet, lr 0.05; {args.warmup} warm-up steps then {args.steps} timed steps per run; the "
-             f"fastest of {args.rounds} runs per cell (rounds alternate the order of P). Weak: batch {args.batch} per worker, efficiency t(1)/t(P), speedup P·t(1)/t(P) in samples/s. "
-             f"Strong: global batch {args.global_batch} split over P, speedup t(1)/t(P), efficiency speedup/P. "
-             "`comm s/step` is the master rank's comm phase (it includes waiting for the slower rank).")
-    notes = ""
-    if over:
-        notes += (f"† {', '.join(map(str, over))} workers exceed the {common.usable_cores()} cores: ranks time-share "
-                  "cores (MPICH with MPIR_CVAR_ENABLE_HEAVY_YIELD=1), so these rows measure oversubscription.\n")
-    if net is not None:
-        notes += (f"Predicted: cost model (bandwidth-optimal collectives, control messages included) with the "
-                  f"netbench α = {net.alpha:.3g} s, β = {net.beta:.3g} s/B and T_c = the measured 1-worker step.\n")
-    common.report("scaling", "Weak and strong scaling: sync_sgd and sync_easgd", m, intro, tables, notes,
-                  write=not args.no_doc)
+    try:
+        if not args.render:
+            run_measurement(args, check_arguments(args))
+        record = common.read_raw(args.raw)
+        check_record(record, args.raw)
+    except common.RawError as error:
+        raise SystemExit(f"bench_scaling: {error}") from None
+    title, intro, tables, notes = render(record)
+    common.publish(NAME, title, record, intro, tables, notes, write=not args.no_doc)
     return 0
 
 

@@ -17,24 +17,44 @@ import statistics
 import subprocess
 import sys
 import time
+from dataclasses import asdict, dataclass
 from pathlib import Path
+
+# Every bench process and every rank it launches allocates as `python -m scaledl` does: torch puts large
+# buffers on transparent huge pages only when this is set before torch is imported (the benches import
+# this module first). In-process loops (bench_overhead's plain loop) and peers (DDP) get the same.
+os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
 
 REPO = Path(__file__).resolve().parent.parent
 DOC = REPO / "docs" / "benchmarks.md"
 DOC_HEADER = """# Benchmarks
 
-Measured by the scripts in `bench/` (`python bench/run_all.py` runs them all and
-rewrites the sections below; each script can also run alone and rewrite only its
-own section). Every table compares variants measured side by side in the same
-run, on the machine described in its section. Numbers from a shared or
-oversubscribed machine are noisy: read the ratios, and rerun before trusting a
-difference of a few percent. The machine line of each section gives the load
-average seen at its start and end.
+Measured by the scripts in `bench/`: `python bench/run_all.py` runs them all
+(≤ 15 minutes on 2 cores) and rewrites the sections below; each script can
+also run alone and rewrite only its own section. Every bench keeps every raw
+sample with its metadata (commit, command, environment, machine, load) in
+`bench/raw/NAME.json`, and each section is rendered from that record alone
+(`python bench/run_all.py --render` rebuilds this page without measuring);
+`python bench/compare.py OLD.json NEW.json` reports which cells of a rerun
+changed beyond the measured noise.
+
+How to read the tables. Every round measures every variant once, in an order
+that rotates from round to round, so drift in the machine's load hits every
+variant alike; each table also measures one configuration twice per round
+(its A/A row): how far those two differ is the table's noise floor. Cells
+print median [min–max] n over the rounds; ratios are paired per round; a
+difference inside the noise floor, or one the rounds disagree on, is printed
+as "no difference". The machine line of each section gives the load average
+at its start and end, the commit, and the one launch environment all its
+variants ran in (threads, huge pages, MPI progress mode, core binding); †
+marks a cell with more ranks than cores.
 
 The predicted columns come from the α-β(-γ) cost model in `scaledl.costmodel`
 (its docstring states every formula and assumption); `scaledl netbench`
 measures α, β, γ, and `scaledl comm-model` puts the model's predictions beside
 any run's measured communication and extrapolates weak scaling to 4096 workers.
+Every time quantity the tables print (seconds per step, transfer, wait, comm
+share) is defined once, in [time.md](time.md).
 """
 
 if str(REPO / "src") not in sys.path:   # a checkout without `pip install -e .`
@@ -94,14 +114,97 @@ def machine() -> dict:
         "python": platform.python_version(),
         "date": time.strftime("%Y-%m-%d %H:%M %Z"),
         "load_before": os.getloadavg()[0],
+        "git": git_state(),
+        "launch": LAUNCH.as_dict(),
     }
 
 
-def machine_line(m: dict) -> str:
-    load = f"; 1-min load average {m['load_before']:.2f} at start, {os.getloadavg()[0]:.2f} at end"
-    busy = " (other jobs were running: expect noise)" if max(m["load_before"], os.getloadavg()[0]) > 0.5 else ""
+def machine_line(m: dict, launch: "Launch | None" = None) -> str:
+    """The machine, software, date, load and launch environment a section was measured with (one paragraph)."""
+    end = m.get("load_after", os.getloadavg()[0])
+    load = f"; 1-min load average {m['load_before']:.2f} at start, {end:.2f} at end"
+    busy = " (other jobs were running: expect noise)" if max(m["load_before"], end) > 0.5 else ""
+    commit = m.get("git") or {}
+    rev = (f"; commit {commit['commit'][:10]}{' (with uncommitted changes)' if commit.get('dirty') else ''}"
+           if commit.get("commit") else "")
+    launch = launch or Launch.from_dict(m.get("launch")) or LAUNCH
     return (f"Machine: {m['cpu']}, {m['cores']} cores, {m['memory']}, {m['gpus']}; {m['mpi']}; torch {m['torch']}, "
-            f"numpy {m['numpy']}, Python {m['python']}; {m['date']}{load}{busy}.")
+            f"numpy {m['numpy']}, Python {m['python']}; {m['date']}{load}{busy}{rev}. "
+            f"Launch, the same for every variant: {launch.describe()}.")
+
+
+# ---------------------------------------------------- launch environment
+
+
+@dataclass(frozen=True)
+class Launch:
+    """The one launch environment of every variant in a bench table, ours and peers alike.
+
+    threads: torch/OpenMP threads per rank (OMP_NUM_THREADS; SLURM_CPUS_PER_TASK is removed so that
+    `scaledl train` reads the same number as the peers). thp: THP_MEM_ALLOC_ENABLE=1. yield_poll:
+    MPICH waits by yielding the core (MPIR_CVAR_ENABLE_HEAVY_YIELD=1) instead of busy-polling; chosen
+    once per table, on when any of its cells has more ranks than cores (busy-polling ranks on shared
+    cores starve each other for seconds), so no variant polls differently from the one it is compared
+    with. bind: ranks bound one per core (`-bind-to core`) in every cell that fits the cores; a cell
+    with more ranks than cores runs unbound and is marked † (`mark`).
+    """
+
+    threads: int = 1
+    thp: bool = True
+    yield_poll: bool = False
+    bind: bool = True
+
+    @classmethod
+    def for_table(cls, max_ranks: int, threads: int = 1) -> "Launch":
+        """The environment for a table whose largest cell runs `max_ranks` ranks."""
+        return cls(threads=threads, yield_poll=max_ranks * threads > usable_cores())
+
+    @classmethod
+    def from_dict(cls, d: dict | None) -> "Launch | None":
+        return cls(**{k: d[k] for k in ("threads", "thp", "yield_poll", "bind") if k in d}) if d else None
+
+    def bound(self, ranks: int) -> bool:
+        return self.bind and ranks * self.threads <= usable_cores()
+
+    def env(self, ranks: int) -> dict[str, str]:
+        env = dict(os.environ, OMP_NUM_THREADS=str(self.threads), PYTHONUNBUFFERED="1")
+        env.pop("SLURM_CPUS_PER_TASK", None)
+        env["THP_MEM_ALLOC_ENABLE"] = "1" if self.thp else "0"
+        if self.yield_poll:
+            env["MPIR_CVAR_ENABLE_HEAVY_YIELD"] = "1"
+        else:
+            env.pop("MPIR_CVAR_ENABLE_HEAVY_YIELD", None)
+        return env
+
+    def mpiexec_args(self, ranks: int) -> list[str]:
+        if not self.bound(ranks):
+            return []
+        return ["-bind-to", "core" if self.threads == 1 else f"core:{self.threads}"]   # each rank its own cores
+
+    def mark(self, ranks: int) -> str:
+        """"†" for a cell with more ranks than cores (time-slicing, unbound), else ""."""
+        return "†" if oversubscribed(ranks * self.threads) else ""
+
+    def describe(self) -> str:
+        progress = ("MPICH yields while waiting (MPIR_CVAR_ENABLE_HEAVY_YIELD=1, because some cell has more ranks "
+                    "than cores)" if self.yield_poll else "MPICH busy-polls while waiting (its default)")
+        bind = ("ranks bound one per core (-bind-to core); † marks a cell with more ranks than cores, run unbound"
+                if self.bind else "ranks not bound to cores")
+        return (f"{self.threads} thread(s) per rank (OMP_NUM_THREADS; SLURM_CPUS_PER_TASK unset), transparent huge "
+                f"pages {'on' if self.thp else 'off'} (THP_MEM_ALLOC_ENABLE), {progress}, {bind}")
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+LAUNCH = Launch()
+
+
+def use_launch(launch: Launch) -> Launch:
+    """Make `launch` the environment of every `run_mpi` in this process (a bench calls it once, at its start)."""
+    global LAUNCH
+    LAUNCH = launch
+    return launch
 
 
 # --------------------------------------------------------------------- MPI
@@ -119,21 +222,20 @@ def oversubscribed(ranks: int) -> bool:
     return ranks > usable_cores()
 
 
-def mpi_env(ranks: int) -> dict[str, str]:
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+def mpi_env(ranks: int, launch: Launch | None = None) -> dict[str, str]:
+    env = (launch or LAUNCH).env(ranks)
     env["PATH"] = f"{Path(mpiexec()).parent}{os.pathsep}{env.get('PATH', '')}"
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "src"), str(REPO), env.get("PYTHONPATH")]))
-    if oversubscribed(ranks):
-        env["MPIR_CVAR_ENABLE_HEAVY_YIELD"] = "1"   # MPICH ranks busy-poll; oversubscribed they starve each other
-    else:
-        env.pop("MPIR_CVAR_ENABLE_HEAVY_YIELD", None)
     return env
 
 
-def run_mpi(ranks: int, args: list[str], timeout: float = 300, check: bool = True) -> subprocess.CompletedProcess:
-    """`mpiexec -n ranks python -m mpi4py ARGS`; with `check`, exits with the tail of stderr if it fails."""
-    cmd = [mpiexec(), "-n", str(ranks), sys.executable, "-m", "mpi4py", *args]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=mpi_env(ranks), cwd=REPO)
+def run_mpi(ranks: int, args: list[str], timeout: float = 300, check: bool = True,
+            launch: Launch | None = None) -> subprocess.CompletedProcess:
+    """`mpiexec -n ranks python -m mpi4py ARGS` in the bench's launch environment (`use_launch`);
+    with `check`, exits with the tail of stderr if it fails."""
+    launch = launch or LAUNCH
+    cmd = [mpiexec(), *launch.mpiexec_args(ranks), "-n", str(ranks), sys.executable, "-m", "mpi4py", *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=mpi_env(ranks, launch), cwd=REPO)
     if check and proc.returncode != 0:
         tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-15:])
         raise SystemExit(f"bench: {' '.join(cmd[:3])} ... failed (exit {proc.returncode}):\n{tail}")
@@ -184,7 +286,7 @@ def train(ranks: int, data: Path, out_dir: Path, *, algorithm: str, warmup: int,
         raise ValueError("steps must be a multiple of warmup")
     args = ["-m", "scaledl", "train", "--data", str(data), "--model", model, "--algorithm", algorithm,
             "--out-dir", str(out_dir), "--max-steps", str(warmup + steps), "--eval-every", str(warmup),
-            "--batch-size", str(batch), "--lr", str(lr), "--seed", "0", *extra]
+            "--batch-size", str(batch), "--lr", str(lr), "--seed", "0", "--threads", str(LAUNCH.threads), *extra]
     run_mpi(ranks, args)
     return steady_state(out_dir, warmup)
 
@@ -250,6 +352,9 @@ def update_section(name: str, body: str, doc: Path = DOC) -> Path:
     start, end = f"<!-- bench:{name} -->", f"<!-- /bench:{name} -->"
     block = f"{start}\n{body.rstrip()}\n{end}"
     text = doc.read_text() if doc.exists() else DOC_HEADER
+    first = text.find("<!-- bench:")
+    if first >= 0:   # the page's introduction is generated too: keep it in step with DOC_HEADER
+        text = DOC_HEADER.rstrip() + "\n\n" + text[first:]
     pattern = re.compile(re.escape(start) + r".*?" + re.escape(end), re.S)
     if pattern.search(text):
         text = pattern.sub(lambda _: block, text, count=1)
@@ -270,9 +375,39 @@ def report(name: str, title: str, m: dict, intro: str, tables: str, notes: str =
     return body
 
 
-def common_arguments(parser) -> None:
+def common_arguments(parser, name: str | None = None) -> None:
+    """--no-doc and --workdir; with the bench's `name`, also --raw (default bench/raw/NAME.json) and --render."""
     parser.add_argument("--no-doc", action="store_true", help="print the tables only; leave docs/benchmarks.md alone")
     parser.add_argument("--workdir", type=Path, help="where to put data and runs (default: a temporary folder)")
+    if name:
+        parser.add_argument("--raw", type=Path, default=raw_path(name),
+                            help=f"JSON file for every raw sample and its metadata (default "
+                                 f"{raw_path(name).relative_to(REPO)})")
+        parser.add_argument("--render", action="store_true",
+                            help="measure nothing: rebuild the section of docs/benchmarks.md from --raw")
+
+
+RAW_DIR = REPO / "bench" / "raw"   # the records the published docs/benchmarks.md was generated from
+
+
+def raw_path(name: str) -> Path:
+    return RAW_DIR / f"{name}.json"
+
+
+def shown_path(path) -> str:
+    """`path` relative to the repository when it is inside it (the docs name no machine's folders)."""
+    path = Path(path).resolve()
+    try:
+        return str(path.relative_to(REPO))
+    except ValueError:
+        return str(path)
+
+
+def publish(name: str, title: str, record: dict, intro: str, tables: str, notes: str = "",
+            write: bool = True) -> str:
+    """Print a section rendered from a raw record (bench.common.read_raw) and, if `write`, put it in
+    docs/benchmarks.md: the machine line comes from the record, so the doc can be rebuilt from the file."""
+    return report(name, title, record["machine"], intro, tables, notes, write=write)
 
 
 # ------------------------------------------------------------ raw records
@@ -351,8 +486,9 @@ def write_raw(path, bench: str, samples: dict[str, list[float]], meta: dict | No
     path = Path(path)
     meta = dict(meta or {})
     samples = _check_samples(samples, str(path))
-    m = meta.pop("machine", None) or machine_fingerprint()
+    m = dict(meta.pop("machine", None) or machine_fingerprint())
     load_start = meta.pop("load_before", m.get("load_before"))
+    m.update(load_after=os.getloadavg()[0], launch=LAUNCH.as_dict())
     record = {
         "format": RAW_FORMAT,
         "bench": bench,
@@ -362,6 +498,7 @@ def write_raw(path, bench: str, samples: dict[str, list[float]], meta: dict | No
         "env": bench_environment(),
         "machine": m,
         "load": {"start": load_start, "end": os.getloadavg()[0]},
+        "launch": LAUNCH.as_dict(),
         "unit": meta.pop("unit", "s"),
         "noise_floor": meta.pop("noise_floor", None),
         "meta": meta,
@@ -373,6 +510,9 @@ def write_raw(path, bench: str, samples: dict[str, list[float]], meta: dict | No
         with os.fdopen(fd, "w") as f:
             json.dump(record, f, indent=1, default=str)
             f.write("\n")
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)   # mkstemp makes files private; a record is shared like any output
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -403,3 +543,105 @@ def read_raw(path) -> dict:
     if floor is not None and (not isinstance(floor, (int, float)) or isinstance(floor, bool) or not floor >= 0):
         raise RawError(f"{path}: 'noise_floor' must be a fraction >= 0 or null")
     return record
+
+
+# ---------------------------------------------------------------- limits
+
+
+def gemm_peak_flops(threads: int = 1, n: int = 1024, repeats: int = 5) -> dict:
+    """The best float32 GEMM rate this process reaches at `threads` threads (n×n @ n×n, `repeats` timed
+    calls after one warm-up): the compute ceiling that a step's achieved FLOP/s is held against.
+    {"flops_per_s" (best), "median_flops_per_s", "n", "threads"}."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        a, b = torch.randn(n, n), torch.randn(n, n)
+        torch.mm(a, b)
+        rates = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            torch.mm(a, b)
+            rates.append(2 * n ** 3 / (time.perf_counter() - t0))
+    finally:
+        torch.set_num_threads(before)
+    return {"flops_per_s": max(rates), "median_flops_per_s": statistics.median(rates), "n": n, "threads": threads}
+
+
+def step_flops(model: str, image_shape: tuple[int, ...], classes: int, batch: int) -> float:
+    """Floating-point operations of one training step (forward + backward) of `model` on `batch` images,
+    counted by torch's FlopCounterMode (matrix products and convolutions; elementwise work is not counted)."""
+    import torch
+    import torch.nn.functional as F
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from scaledl.models import build_model
+
+    net = build_model(model, tuple(image_shape), classes)
+    x = torch.randn(batch, *image_shape)
+    y = torch.randint(0, classes, (batch,))
+    with FlopCounterMode(display=False) as counter:
+        F.cross_entropy(net(x), y).backward()
+    return float(counter.get_total_flops())
+
+
+def memcpy_bandwidth(nbytes: int = 256 << 20, repeats: int = 5) -> float:
+    """Bytes per second of one large copy between two torch buffers in this process (best of `repeats`):
+    the memory bound that in-node transfers are held against."""
+    import torch
+
+    src, dst = torch.ones(nbytes // 4), torch.empty(nbytes // 4)
+    dst.copy_(src)
+    best = min(timed(lambda: dst.copy_(src), 1) for _ in range(repeats))
+    return nbytes / best
+
+
+# ------------------------------------------------------------ the network
+
+NETBENCH_ARGS = ["--max-size", "16M", "--quiet", "--repeats", "3"]
+
+
+def network(path: Path | None, tmp: Path, bench: str) -> dict:
+    """α, β, γ for a bench's α-β predictions: {"alpha_s", "beta_s_per_byte", "gamma_s_per_byte", "source",
+    "note"} from a `scaledl netbench` file, or from one measured now (2 ranks, in the bench's launch
+    environment); {"missing": reason} when that measurement fails. An unusable `path` ends the bench in
+    one line."""
+    from scaledl.errors import UserError
+    from scaledl.report.comm_model import read_netbench
+
+    extra = {}
+    if path is None:
+        t0 = time.monotonic()
+        path = Path(tmp) / "netbench.json"
+        proc = run_mpi(2, ["-m", "scaledl.netbench", "--out", str(path), *NETBENCH_ARGS], check=False)
+        if proc.returncode != 0:
+            return {"missing": f"netbench failed here (exit {proc.returncode})"}
+        source = ("measured by this run in the table's launch environment (scaledl netbench, 2 ranks, up to "
+                  "16 MiB, 3 repeats)")
+        extra = {"wall_s": time.monotonic() - t0}
+    else:   # a temporary file (run_all's) is named without its folder: the doc names no machine's folders
+        shown = shown_path(path)
+        source = f"from {Path(path).name if Path(shown).is_absolute() else shown} (scaledl netbench)"
+    try:
+        net, record = read_netbench(path)
+    except UserError as error:
+        raise SystemExit(f"{bench}: --netbench {error}") from None
+    return {"alpha_s": net.alpha, "beta_s_per_byte": net.beta, "gamma_s_per_byte": net.gamma, "source": source,
+            "note": (record.get("p2p") or {}).get("note"), **extra}
+
+
+def read_record(raw: Path, bench: str, render) -> tuple[dict, tuple] | None:
+    """The raw record of `bench` at `raw` and its rendered section, or None after printing one line on
+    stderr (a missing, malformed, other bench's or incomplete record)."""
+    try:
+        record = read_raw(raw)
+        if record.get("bench") != bench:
+            raise RawError(f"{raw}: a record of bench {record.get('bench')!r}, not {bench!r}")
+        return record, render(record)
+    except RawError as exc:
+        print(f"bench_{bench}: {exc} (run without --render to measure a new record)", file=sys.stderr)
+    except (KeyError, TypeError, ValueError, ZeroDivisionError, IndexError) as exc:
+        print(f"bench_{bench}: {raw}: incomplete {bench} record ({type(exc).__name__}: {exc}); "
+              "run without --render to measure a new one", file=sys.stderr)
+    return None

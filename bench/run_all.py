@@ -1,14 +1,18 @@
-"""Run every benchmark and rewrite their sections of docs/benchmarks.md (under 10 minutes on 2 cores).
+"""Run every benchmark, keep every raw sample, and rewrite docs/benchmarks.md from them (≤ 15 minutes on 2 cores).
 
-    python bench/run_all.py [--quick] [--no-doc]
+    python bench/run_all.py [--quick] [--no-doc] [--only NAME,...]
+    python bench/run_all.py --render          # rebuild the doc from bench/raw/*.json, measuring nothing
 
-Order: netbench (α, β, γ and collective bandwidths of this machine, section
-`netbench`), then bench_allreduce, bench_ddp, bench_overhead, bench_scaling
-(which gets the netbench file for its predicted column), bench_ladder
-(the Sync EASGD ladder, section `ladder`) and bench_hogwild (Hogwild's
-concurrency on an RMA and a shared-memory window, section `hogwild`). Each runs as its own process; the
-first failure stops the run. --quick shortens
-every bench (for trying the scripts, not for numbers).
+Order: netbench (α, β, γ and collective bandwidths of this machine; the
+benches that print the α-β model's predictions get its file), then
+bench_allreduce, bench_ddp, bench_overhead, bench_scaling, bench_ladder and
+bench_hogwild, each as its own process; the first failure stops the run.
+Each bench writes its raw record to bench/raw/NAME.json (every sample, the
+commit, the command, the launch environment, the machine, the load) and its
+section of docs/benchmarks.md rendered from that record alone, so the doc can
+always be rebuilt from the records and `python bench/compare.py OLD NEW`
+can tell a rerun's changes from noise. --quick shortens every bench for trying
+the scripts: its records go to a temporary folder and the doc is left alone.
 """
 
 from __future__ import annotations
@@ -27,18 +31,33 @@ from bench import common  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 QUICK = {
-    "bench_allreduce.py": ["--repeats", "2"],
+    "bench_allreduce.py": ["--rounds", "2"],
     "bench_ddp.py": ["--rounds", "1", "--warmup", "10", "--steps", "30"],
     "bench_overhead.py": ["--rounds", "1", "--warmup", "10", "--steps", "30"],
     "bench_scaling.py": ["--workers", "1,2", "--warmup", "10", "--steps", "30", "--rounds", "1"],
-    "bench_ladder.py": [],
+    "bench_ladder.py": ["--rounds", "1", "--heavy-rounds", "1", "--heavy-warmup", "1", "--heavy-steps", "2",
+                        "--target", "0.6"],
     "bench_hogwild.py": ["--workers", "2", "--updates", "40", "--rounds", "1", "--steps", "30"],
 }
 BENCHES = ("allreduce", "ddp", "overhead", "scaling", "ladder", "hogwild")
+# They print the α-β model's prediction beside measurements, from this run's netbench (measured in the same
+# launch environment as theirs); the ladder measures its own, in its table's environment (MPICH yielding).
+USES_NETBENCH = ("allreduce", "scaling")
+BUDGET_S = 15 * 60
 
 
-def netbench_section(path: Path, m: dict, write: bool) -> None:
+def record_netbench(path: Path, m: dict, raw: Path) -> dict:
+    """Keep a netbench result as a raw record (its one-way ping-pong times as the samples, the whole
+    result in meta), so its section can be rebuilt and compared like every other bench's."""
     result = json.loads(path.read_text())
+    samples = {f"ping-pong {r['bytes']} B": [r["time_s"]] for r in result["p2p"]["links"][0]["table"]}
+    common.write_raw(raw, "netbench", samples, {"machine": m, "unit": "s", "netbench": result,
+                                                "quantity": "one-way time, median of the repeats"})
+    return common.read_raw(raw)
+
+
+def netbench_section(record: dict, write: bool) -> None:
+    result = record["meta"]["netbench"]
     link = result["p2p"]["links"][0]
     p = result["machine"]["ranks"]
     rows = [{"bytes": r["bytes"], "one-way µs": r["time_s"] * 1e6, "GB/s": r["bandwidth_Bps"] / 1e9,
@@ -66,8 +85,8 @@ def netbench_section(path: Path, m: dict, write: bool) -> None:
              "copy rate, far from any network in the paper's Table 2 (FDR IB: α 0.7 µs, β 0.2 ns/B, as we recall it). "
              "The α-β line is piecewise in practice (eager below a threshold, rendezvous above), so the fit is a "
              "summary, not a law.")
-    common.report("netbench", "netbench: α, β and collective bandwidth of this machine", m, intro, tables, notes,
-                  write=write)
+    common.publish("netbench", "netbench: α, β and collective bandwidth of this machine", record, intro, tables, notes,
+                   write=write)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -75,27 +94,37 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="short versions of every bench (to try the scripts)")
     parser.add_argument("--no-doc", action="store_true", help="print only; leave docs/benchmarks.md alone")
     parser.add_argument("--only", help="comma-separated subset: netbench," + ",".join(BENCHES))
+    parser.add_argument("--render", action="store_true",
+                        help="measure nothing: rebuild every section of docs/benchmarks.md from bench/raw/*.json")
     args = parser.parse_args(argv)
     only = set(args.only.split(",")) if args.only else None
     wanted = lambda name: only is None or name in only  # noqa: E731
+    if args.render:
+        return render_all(wanted, write=not args.no_doc)
     started = time.perf_counter()
     flags = ["--no-doc"] if args.no_doc else []
+    if args.quick:   # quick runs are for trying the scripts: their records never replace the published ones
+        quick_dir = Path(tempfile.mkdtemp(prefix="scaledl-bench-quick-"))
+        flags = ["--no-doc"]
     with tempfile.TemporaryDirectory() as tmp:
         nb = Path(tmp) / "netbench.json"
-        if wanted("netbench") or wanted("scaling"):
+        if any(wanted(name) for name in ("netbench", *USES_NETBENCH)):
             t0 = time.perf_counter()
             size = "1M" if args.quick else "16M"
             common.run_mpi(2, ["-m", "scaledl.netbench", "--out", str(nb), "--max-size", size, "--quiet",
                                "--repeats", "3" if args.quick else "5"])
             if wanted("netbench"):
-                netbench_section(nb, common.machine(), write=not args.no_doc)
+                raw = quick_dir / "netbench.json" if args.quick else common.raw_path("netbench")
+                netbench_section(record_netbench(nb, common.machine(), raw), write=not flags)
             print(f"[netbench: {time.perf_counter() - t0:.0f} s]", flush=True)
         for name in BENCHES:
             script = f"bench_{name}.py"
             if not wanted(name) or not (HERE / script).exists():
                 continue
             cmd = [sys.executable, str(HERE / script), *flags, *(QUICK[script] if args.quick else [])]
-            if name == "scaling":
+            if args.quick:
+                cmd += ["--raw", str(quick_dir / f"{name}.json")]
+            if name in USES_NETBENCH:
                 cmd += ["--netbench", str(nb)]
             t0 = time.perf_counter()
             proc = subprocess.run(cmd, cwd=common.REPO)
@@ -103,7 +132,29 @@ def main(argv: list[str] | None = None) -> int:
             if proc.returncode != 0:
                 print(f"run_all: {script} failed (exit {proc.returncode})", file=sys.stderr)
                 return proc.returncode
-    print(f"[all benchmarks: {time.perf_counter() - started:.0f} s]")
+    wall = time.perf_counter() - started
+    over = f" — over the {BUDGET_S // 60}-minute budget" if wall > BUDGET_S and not args.quick and only is None else ""
+    print(f"[all benchmarks: {wall:.0f} s{over}]")
+    return 0
+
+
+def render_all(wanted, write: bool) -> int:
+    """Every section from its record in bench/raw (a bench never run has no record and is skipped, said so)."""
+    for name in ("netbench", *BENCHES):
+        raw = common.raw_path(name)
+        if not wanted(name):
+            continue
+        if not raw.exists():
+            print(f"run_all: no {common.shown_path(raw)}; section {name} left as it is", file=sys.stderr)
+            continue
+        if name == "netbench":
+            netbench_section(common.read_raw(raw), write=write)
+            continue
+        cmd = [sys.executable, str(HERE / f"bench_{name}.py"), "--render", "--raw", str(raw),
+               *([] if write else ["--no-doc"])]
+        if subprocess.run(cmd, cwd=common.REPO).returncode != 0:
+            print(f"run_all: bench_{name}.py --render failed", file=sys.stderr)
+            return 1
     return 0
 
 

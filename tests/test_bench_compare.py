@@ -94,6 +94,7 @@ def test_rotate_puts_every_item_first_once():
 def test_write_raw_records_samples_and_metadata(tmp_path, monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     monkeypatch.setenv("MPIR_CVAR_ENABLE_HEAVY_YIELD", "1")
+    monkeypatch.setenv("THP_MEM_ALLOC_ENABLE", "1")
     monkeypatch.setenv("UNRELATED_VARIABLE", "x")
     monkeypatch.setattr(common, "machine", lambda: (_ for _ in ()).throw(ImportError("no torch here")))
     samples = synthetic(0)
@@ -101,7 +102,8 @@ def test_write_raw_records_samples_and_metadata(tmp_path, monkeypatch):
     record = common.read_raw(path)
     assert record["samples"] == samples
     assert record["bench"] == "synthetic" and record["meta"] == {"rounds": 7}
-    assert record["env"] == {"OMP_NUM_THREADS": "1", "MPIR_CVAR_ENABLE_HEAVY_YIELD": "1"}
+    assert record["env"] == {"OMP_NUM_THREADS": "1", "MPIR_CVAR_ENABLE_HEAVY_YIELD": "1", "THP_MEM_ALLOC_ENABLE": "1"}
+    assert record["launch"] == common.LAUNCH.as_dict() == record["machine"]["launch"]
     assert set(record["git"]) == {"commit", "dirty"}
     assert record["load"]["start"] == 0.5 and record["load"]["end"] >= 0
     assert record["machine"]["cores"] >= 1 and "partial" in record["machine"]   # the torch-less fingerprint

@@ -26,8 +26,9 @@ def platform(**keys):
     """A platform with the schema's defaults."""
     return {
         "kind": "local", "partition": None, "device": None, "threads": None, "cores_per_node": None,
-        "ranks_per_node": None, "gpus_per_node": None, "ranks_per_gpu": 1, "gpu_type": None,
-        "mem_mb_per_cpu": 2000, "constraint": None, "slurm_extra": None, "runtime": 60, **keys,
+        "ranks_per_node": None, "gpus_per_node": None, "ranks_per_gpu": 1, "gpu_type": None, "master_share": True,
+        "mem_mb_per_node": None, "mem_mb_per_cpu": None, "constraint": None, "exclusive": False, "slurm_extra": None,
+        "runtime": 60, **keys,
     }
 
 
@@ -88,7 +89,7 @@ def test_worker_counts_from_workers_and_from_nodes():
     assert grid.worker_counts(0, block(workers=[1, 2, 8]), "local", platform()) == [1, 2, 8]
     assert grid.worker_counts(0, block(), "local", platform()) == [2]
     assert grid.worker_counts(0, block(nodes=[1, 2, 8]), "knl", knl) == [4, 8, 32]
-    gpu = platform(kind="gpu", gpus_per_node=4, ranks_per_gpu=2)
+    gpu = platform(kind="gpu", gpus_per_node=4, ranks_per_gpu=2, threads=4)
     assert grid.worker_counts(0, block(nodes=[3]), "gpu", gpu) == [24]
     runs = grid.expand(config(block(algorithms=["sync_sgd"], platforms=["knl"], nodes=[1, 2]), platforms={"knl": knl}))
     assert [key.workers for key in runs] == [4, 8]
@@ -150,7 +151,7 @@ def test_a_run_given_twice_with_the_same_settings_is_one_run():
 def test_a_run_given_twice_with_different_settings_is_refused():
     message = refused(config(block(), block(algorithms=["sync_easgd"], train={"lr": 0.5})))
     assert message.startswith(
-        "experiments[1] repeats the run results/runs/digits/lenet/sync_easgd/local/p2/s0 with different `train` settings"
+        "experiments[1] repeats the run digits/lenet/sync_easgd/local/p2/s0 with different `train` settings"
     )
 
 
@@ -249,7 +250,17 @@ def test_run_key_parses_wildcards_and_names_its_directory():
     key = RunKey.parse({"dataset": "mnist", "model": "lenet", "algorithm": "sync_sgd", "platform": "gpu",
                         "workers": "8", "seed": "1"})
     assert key == RunKey("mnist", "lenet", "sync_sgd", "gpu", 8, 1)
-    assert grid.run_dir(key) == "results/runs/mnist/lenet/sync_sgd/gpu/p8/s1"
+    assert grid.run_dir(key, "paper") == "results/paper/runs/mnist/lenet/sync_sgd/gpu/p8/s1"
+    assert grid.run_dir(key) == "results/{name}/runs/mnist/lenet/sync_sgd/gpu/p8/s1"   # the rule's wildcard
+
+
+def test_each_config_has_its_own_results_namespace():
+    assert grid.results_name({"name": None}) == "default"
+    assert grid.results_name({"name": None}, ["config/paper.yaml"]) == "paper"
+    assert grid.results_name({"name": None}, ["a/first.yaml", "config/paper_small.yaml"]) == "paper_small"
+    assert grid.results_name({"name": "mine"}, ["config/paper.yaml"]) == "mine"
+    with pytest.raises(GridError, match="^name '../x': a results folder name"):
+        grid.results_name({"name": "../x"})
 
 
 def test_run_dir_is_the_train_rules_output_folder():
@@ -261,7 +272,7 @@ def test_run_dir_is_the_train_rules_output_folder():
 def test_settings_of_a_run_outside_the_grid_names_it():
     runs = grid.expand(config())
     key = RunKey("digits", "lenet", "sync_sgd", "local", 3, 0)
-    with pytest.raises(GridError, match="^results/runs/digits/lenet/sync_sgd/local/p3/s0 is not a run"):
+    with pytest.raises(GridError, match="^the run digits/lenet/sync_sgd/local/p3/s0 is not a run"):
         grid.settings_of(runs, key)
 
 
@@ -272,20 +283,32 @@ def test_placement_and_resources_of_a_run():
     master = grid.placement_of(RunKey("digits", "lenet", "async_easgd", "knl", 8, 0), cfg)
     assert (master.ranks, master.nodes, master.tasks_per_node, master.cpus_per_task) == (9, 2, 5, 13)
     assert grid.cores_of(master) == 9 * 13
+    # KNL asks by CPU here (mem_mb_per_cpu 1400): mem_mb is the first node's 5 × 13 CPUs of it
     assert grid.job_resources(master, cfg["platforms"]["knl"]) == {
-        "tasks": 9, "nodes": 2, "cpus_per_task": 13, "mem_mb_per_cpu": 1400, "runtime": 120,
-        "slurm_partition": "knl", "constraint": "knl", "slurm_extra": "--ntasks-per-node=5",
+        "mem_mb": 5 * 13 * 1400, "mem_mb_per_cpu": 1400, "runtime": 120, "tasks": 9, "nodes": 2,
+        "cpus_per_task": 13, "slurm_partition": "knl", "constraint": "knl", "slurm_extra": "--ntasks-per-node=5",
     }
     assert tuple(grid.job_resources(master, cfg["platforms"]["knl"])) == grid.RESOURCES
+    # the workers of a master-less run get the same 13 cores (one share of 68 // 5 kept for a master)
     options = grid.train_options(RunKey("digits", "lenet", "sync_sgd", "knl", 8, 0), runs, cfg)
-    assert (options["device"], options["threads"], options["max_steps"]) == ("cpu", 17, 10)
+    assert (options["device"], options["threads"], options["max_steps"]) == ("cpu", 13, 10)
+
+
+def test_memory_per_node_and_exclusive_nodes():
+    knl = platform(**{**KNL, "mem_mb_per_cpu": None, "mem_mb_per_node": 86000, "exclusive": True})
+    cfg = config(block(algorithms=["async_easgd"], platforms=["knl"], nodes=[2]), platforms={"knl": knl})
+    placement = grid.placement_of(RunKey("digits", "lenet", "async_easgd", "knl", 8, 0), cfg)
+    resources = grid.job_resources(placement, knl)
+    assert (resources["mem_mb"], resources["mem_mb_per_cpu"]) == (86000, None)   # --mem 86000, per node
+    assert resources["slurm_extra"] == "--ntasks-per-node=5 --exclusive"
 
 
 def test_local_resources_leave_the_cluster_ones_out():
     cfg = config()
     placement = grid.placement_of(RunKey("digits", "lenet", "sync_sgd", "local", 2, 0), cfg)
+    # under --profile slurm a local platform is one node of its ranks, at the default 2000 MB per CPU
     assert grid.job_resources(placement, cfg["platforms"]["local"]) == {
-        "tasks": 2, "nodes": None, "cpus_per_task": 1, "mem_mb_per_cpu": 2000, "runtime": 60,
+        "mem_mb": 2 * 2000, "mem_mb_per_cpu": 2000, "runtime": 60, "tasks": 2, "nodes": 1, "cpus_per_task": 1,
         "slurm_partition": None, "constraint": None, "slurm_extra": None,
     }
 
@@ -296,7 +319,51 @@ def test_netbench_runs_on_the_largest_run_without_a_master_and_at_least_two_rank
     runs = grid.expand(cfg)
     assert grid.netbench_placement("local", runs, cfg).ranks == 2
     knl = grid.netbench_placement("knl", runs, cfg)
-    assert (knl.ranks, knl.nodes, knl.cpus_per_task) == (16, 4, 17)
+    assert (knl.ranks, knl.nodes, knl.cpus_per_task) == (16, 4, 13)
+
+
+def test_platforms_of_one_machine_share_one_network_measurement():
+    # a strong-scaling alias (equal but for its time limit and memory) and a differently laid out KNL
+    cfg = config(
+        block(algorithms=["sync_sgd"], platforms=["knl", "knl_quad"], nodes=[1, 2]),
+        block(algorithms=["sync_easgd"], platforms=["knl_strong"], nodes=[1, 8], scaling="strong", global_batch=64),
+        platforms={"knl": platform(**KNL), "knl_strong": platform(**{**KNL, "runtime": 600, "mem_mb_per_cpu": 900}),
+                   "knl_quad": platform(**{**KNL, "ranks_per_node": 2})},
+    )
+    runs = grid.expand(cfg)
+    assert grid.netbench_groups(runs, cfg) == {"knl": ["knl", "knl_strong"], "knl_quad": ["knl_quad"]}
+    shared = grid.netbench_placement("knl", runs, cfg)
+    assert (shared.nodes, shared.ranks) == (8, 32)   # the largest run of either platform: knl_strong's 8 nodes
+    assert grid.netbench_members("knl", runs, cfg) == ["knl", "knl_strong"]
+    with pytest.raises(GridError, match="^platform 'knl_strong' is measured as 'knl' .*files of knl$"):
+        grid.netbench_members("knl_strong", runs, cfg)
+    with pytest.raises(GridError, match="^platform 'gpu' has no runs in this config"):
+        grid.netbench_members("gpu", runs, cfg)
+
+
+def test_netbench_threads_need_no_core_count_under_a_cluster_executor():
+    cfg = config(block(algorithms=["easgd"], workers=[2]), block(algorithms=["easgd"], platforms=["knl"], nodes=[1]),
+                 platforms={"local": platform(), "knl": platform(**KNL)})
+    runs = grid.expand(cfg)
+    local = grid.netbench_placement("local", runs, cfg)
+    assert grid.netbench_threads(local, 8) == 8          # run here with --cores 8: the whole machine
+    assert grid.netbench_threads(local, 1) == 2          # never fewer than its ranks' cores
+    assert grid.netbench_threads(local, None) == 2       # --profile slurm: no --cores, its own allocation
+    knl = grid.netbench_placement("knl", runs, cfg)
+    assert grid.netbench_threads(knl, 8) == grid.netbench_threads(knl, None) == 4 * 13
+
+
+def test_prepare_resources_follow_the_dataset():
+    small = grid.prepare_resources("mnist", {"raw": None, "seed": 0})
+    assert small == {"cpus_per_task": 1, "mem_mb": 4000, "mem_mb_per_cpu": None, "runtime": 120}
+    assert grid.prepare_threads({"raw": None}) == 1
+    one = grid.prepare_resources("imagenet", {"workers": 1})
+    many = grid.prepare_resources("imagenet", {"workers": 16})
+    assert grid.prepare_threads({"workers": 16}) == many["cpus_per_task"] == 16
+    # one decoding process: about 1.33 M images at 50 a second, plus an hour; more processes, less time
+    assert one["runtime"] == 60 + 444 and many["runtime"] == 120
+    assert many["mem_mb"] == 4000 + 15 * 500
+    assert tuple(one) == grid.PREPARE_RESOURCES
 
 
 def test_wildcard_constraints_are_the_grids_names():
@@ -336,3 +403,22 @@ def test_train_flags_negate_a_false_switch_that_defaults_to_the_algorithm():
     assert grid.as_flags({"overlap": False, "nesterov": False}, grid.NEGATABLE_SETTINGS) == "--no-overlap"
     assert grid.as_flags({"overlap": True}, grid.NEGATABLE_SETTINGS) == "--overlap"
 
+
+
+def test_an_optional_block_runs_only_when_its_path_exists(tmp_path):
+    present, absent = tmp_path / "here", tmp_path / "missing"
+    present.mkdir()
+    cfg = config(block(algorithms=["sync_sgd"], if_present=str(present)),
+                 block(algorithms=["sync_easgd"], if_present=str(absent)))
+    assert {key.algorithm for key in grid.expand(cfg)} == {"sync_sgd"}
+
+
+def test_a_batch_larger_than_a_shard_fails_while_the_grid_parses():
+    # digits: 1797 images, 360 held out for testing (test_fraction 0.2), 1437 to train on
+    assert grid.train_images("digits", {"datasets": {"digits": {"test_fraction": 0.2}}}) == 1437
+    cfg = config(block(algorithms=["sync_sgd"], workers=[4], train={"batch_size": 400}))
+    assert refused(cfg) == ("experiments[0]: digits/lenet/sync_sgd/local/p4/s0: batch 400 is larger than a worker's "
+                            "shard of 359 images (1437 digits training images over 4 workers); use fewer workers "
+                            "or a smaller batch_size")
+    # chip partitioning replicates the data: every part holds all 1437 images
+    assert grid.expand(config(block(algorithms=["chip_partition"], workers=[4], train={"batch_size": 400})))

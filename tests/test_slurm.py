@@ -101,18 +101,18 @@ def test_profile_submits_every_stage_and_wires_the_mpi_world(workdir, slurm_clus
     assert "tasks=3, nodes=1, cpus_per_task=1, slurm_partition=debug, slurm_extra=--ntasks-per-node=3" in train_logs
     assert "Shell command: SRUN_CPUS_PER_TASK=1 srun --mpi=pmi2 -n 3 python -m mpi4py -m scaledl train" in train_logs
 
-    summary = pd.read_csv(workdir / "results/tables/summary.csv")
+    summary = pd.read_csv(workdir / "results/test_slurm/tables/summary.csv")
     assert sorted(zip(summary["algorithm"], summary["workers"])) == [("async_easgd", 2), ("sync_sgd", 1), ("sync_sgd", 2)]
     assert set(summary["platform"]) == {"ci"}
-    scaling = pd.read_csv(workdir / "results/tables/scaling.csv")
+    scaling = pd.read_csv(workdir / "results/test_slurm/tables/scaling.csv")
     assert list(zip(scaling["algorithm"], scaling["workers"], scaling["scaling"])) == [
         ("sync_sgd", 1, "weak"), ("sync_sgd", 2, "weak"),
     ]
 
     # netbench ran as an MPI job of the largest synchronous run's 2 tasks, under the training launcher
-    netbench = json.loads((workdir / "results/netbench/ci.json").read_text())
+    netbench = json.loads((workdir / "results/test_slurm/netbench/ci.json").read_text())
     assert netbench["machine"]["ranks"] == 2 and netbench["alpha_s"] > 0, netbench["machine"]
-    comm_model = pd.read_csv(workdir / "results/tables/comm_model/ci.csv")
+    comm_model = pd.read_csv(workdir / "results/test_slurm/tables/comm_model/ci.csv")
     assert sorted(zip(comm_model["algorithm"], comm_model["workers"])) == sorted(zip(summary["algorithm"], summary["workers"]))
 
     # inside each training job, the MPI world is exactly the tasks Slurm allocated
@@ -122,7 +122,7 @@ def test_profile_submits_every_stage_and_wires_the_mpi_world(workdir, slurm_clus
         job = scontrol_job(job_id)
         workers = 1 if comment.startswith("rule_train_single_") else 2
         algorithm = "async_easgd" if "async_easgd" in comment else "sync_sgd"
-        run = json.loads((workdir / f"results/runs/synthetic/lenet/{algorithm}/ci/p{workers}/s0/run.json").read_text())
+        run = json.loads((workdir / f"results/test_slurm/runs/synthetic/lenet/{algorithm}/ci/p{workers}/s0/run.json").read_text())
         expected = workers + (algorithm == "async_easgd")  # the master is one more task
         assert int(job["NumTasks"]) == expected and int(job["NumNodes"]) == 1, job
         assert run["world"]["size"] == expected, (algorithm, run["world"])
@@ -135,7 +135,7 @@ def test_profile_submits_every_stage_and_wires_the_mpi_world(workdir, slurm_clus
     assert command.startswith("SRUN_CPUS_PER_TASK=1 srun --mpi=pmi2 -n 2 python -m mpi4py -m scaledl train ")
     out_dir = workdir / "by_hand"
     singletons = command.replace("srun --mpi=pmi2", "srun --mpi=none").replace(
-        "--out-dir results/runs/synthetic/lenet/sync_sgd/ci/p2/s0", f"--out-dir {out_dir}"
+        "--out-dir results/test_slurm/runs/synthetic/lenet/sync_sgd/ci/p2/s0", f"--out-dir {out_dir}"
     )
     started = time.monotonic()
     broken = subprocess.run(

@@ -138,13 +138,13 @@ def test_dry_run_default_config(workdir):
     assert result.returncode == 0, output_of(result)
     assert job_counts(result) == {
         "prepare": 1, "train": len(BASE_ALGORITHMS), "aggregate": 1, "scaling": 1, "plot_accuracy_vs_time": 1,
-        "netbench": 1, "comm_model": 1, "all": 1,
+        "netbench": 1, "comm_model": 1, "claims": 1, "figures": 1, "all": 1,
     }
     text = output_of(result)
     # the network is measured on 2 ranks even though the master-based runs take 3 (no oversubscription)
-    assert "mpiexec -n 2 python -m mpi4py -m scaledl netbench --out results/netbench/local.json --max-size 16M --repeats 5" in text
+    assert "mpiexec -n 2 python -m mpi4py -m scaledl netbench --out results/default/netbench/local.json --max-size 16M --repeats 5" in text
     for algorithm in BASE_ALGORITHMS:
-        assert f"results/runs/digits/lenet/{algorithm}/local/p2/s0/run.json" in text
+        assert f"results/default/runs/digits/lenet/{algorithm}/local/p2/s0/run.json" in text
         ranks = 3 if ALGORITHMS[algorithm].needs_master else 2
         assert f"mpiexec -n {ranks} python -m mpi4py -m scaledl train --data data/hdf5/digits.h5 --model lenet --algorithm {algorithm}" in text
     assert "python -m scaledl prepare digits --out data/hdf5/digits.h5" in text
@@ -158,7 +158,7 @@ experiments:
     algorithms: [sync_sgd, sync_easgd]
     workers: [1, 2, 4]
     seeds: [0, 1]
-    train: {lr: 0.1}
+    train: {lr: 0.1, max_steps: 10}
 """)
     result = snakemake(workdir, "-n", "-p", "--configfile", config)
     assert result.returncode == 0, output_of(result)
@@ -167,7 +167,7 @@ experiments:
     assert (counts["train"], counts["train_single"]) == (2 * 2 * 2, 2 * 1 * 2)
     text = output_of(result)
     assert "mpiexec -n 4 python -m mpi4py" in text
-    assert "\npython -m mpi4py -m scaledl train --data data/hdf5/synthetic.h5 --model lenet --algorithm sync_sgd --seed 0 --platform local --expect-ranks 1 --out-dir results/runs/synthetic/lenet/sync_sgd/local/p1/s0" in text.replace("Shell command: ", "\n")
+    assert "\npython -m mpi4py -m scaledl train --data data/hdf5/synthetic.h5 --model lenet --algorithm sync_sgd --seed 0 --platform local --expect-ranks 1 --out-dir results/custom/runs/synthetic/lenet/sync_sgd/local/p1/s0" in text.replace("Shell command: ", "\n")
     assert "--lr 0.1" in text
 
 
@@ -180,6 +180,7 @@ experiments:
     workers: [2, 4]
     scaling: strong
     global_batch: 64
+    train: {max_steps: 10}
 """)
     result = snakemake(workdir, "-n", "-p", "--configfile", config)
     assert result.returncode == 0, output_of(result)
@@ -200,7 +201,7 @@ experiments:
         ("experiments:\n  - train: {momentun: 0.5}\n", "momentun"),
         ("experiments:\n  - dataset: svhn\n", "svhn"),
         ("experiments:\n  - platforms: [gpu]\n", "'gpu'"),
-        ("train:\n  max_steps: null\n", "no budget"),
+        ("experiments:\n  - {}\ntrain:\n  max_steps: null\n", "no budget"),
         ("experiments:\n  - {}\n  - train: {lr: 0.5}\n", "different `train` settings"),
         ("experiments:\n  - nodes: [2]\n", "list `workers` instead of `nodes`"),
         ("experiments:\n  - {nodes: [1], workers: [2], platforms: [c]}\n"
@@ -209,6 +210,14 @@ experiments:
         ("experiments:\n  - {scaling: strong, global_batch: 100, workers: [3]}\n", "does not split evenly over 3"),
         ("experiments:\n  - global_batch: 64\n", "scaling is weak"),
         ("experiments:\n  - platforms: [g]\nplatforms:\n  g: {kind: gpu}\n", "needs gpus_per_node"),
+        ("experiments:\n  - platforms: [g]\nplatforms:\n  g: {kind: gpu, gpus_per_node: 4}\n",
+         "kind gpu needs cores_per_node"),
+        ("experiments:\n  - {platforms: [k], algorithms: [easgd]}\n"
+         "platforms:\n  k: {kind: knl, ranks_per_node: 4, cores_per_node: 68, master_share: false}\n",
+         "has master_share: false"),
+        ("experiments:\n  - platforms: [k]\n"
+         "platforms:\n  k: {kind: knl, ranks_per_node: 4, mem_mb_per_node: 86000, mem_mb_per_cpu: 1400}\n",
+         "sets both mem_mb_per_node and mem_mb_per_cpu"),
         ("platforms:\n  local: {kind: cluster}\n", "cluster"),
         ("experiments:\n  - {platforms: [k], nodes: [1], algorithms: [easgd]}\n"
          "platforms:\n  k: {kind: knl, ranks_per_node: 4, threads: 17, cores_per_node: 68}\n",
@@ -216,6 +225,8 @@ experiments:
     ],
 )
 def test_invalid_config_fails_naming_the_value(workdir, text, named):
+    if not re.search(r"^train:", text, re.M):
+        text += "train:\n  max_steps: 10\n"   # a budget, so that the mistake named is the first one found
     result = snakemake(workdir, "-n", "--configfile", write_config(workdir, text))
     assert result.returncode != 0
     assert named in output_of(result)
@@ -226,6 +237,71 @@ def test_slurm_profile_dry_run(workdir):
     result = snakemake(workdir, "-n", "-p", "--profile", "slurm")
     assert result.returncode == 0, output_of(result)
     assert "srun --mpi=pmi2 -n 2 python -m mpi4py -m scaledl train" in output_of(result)
+
+
+FAKE_SLURM = {
+    # sbatch records its flags and refuses, so nothing runs; the plugin's other queries find no cluster
+    "sbatch": 'printf "%s\\n" "$*" >> "$SBATCH_RECORD"; echo "sbatch: error: no cluster in this test" >&2; exit 1',
+    "sinfo": 'echo PARTITION; echo "debug*"',
+    **dict.fromkeys(["sacctmgr", "sshare", "scontrol", "sacct", "squeue", "scancel"], "exit 1"),
+}
+
+
+@pytest.mark.workflow
+def test_slurm_profile_submits_the_default_config_without_cores(workdir):
+    """Not a dry run: under the Slurm executor there is no --cores (a dry run sets it to 1), and the
+    local platform's jobs must still be sized, as one-node jobs of their ranks. Fake Slurm commands
+    first on PATH record each sbatch call and refuse it."""
+    fake = workdir / "fake_slurm"
+    fake.mkdir()
+    for command, body in FAKE_SLURM.items():
+        (fake / command).write_text(f"#!/bin/sh\n{body}\n")
+        (fake / command).chmod(0o755)
+    record = workdir / "sbatch.txt"
+    env_path = f"{fake}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    result = subprocess.run(
+        [sys.executable, "-m", "snakemake", "--profile", "slurm", "--slurm-init-seconds-before-status-checks", "1"],
+        cwd=workdir, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "PATH": env_path, "SBATCH_RECORD": str(record)},
+    )
+    text = output_of(result)
+    assert "cores to be defined" not in text and "InputFunctionException" not in text, text
+    assert result.returncode != 0 and "no cluster in this test" in text   # every submission was refused
+    calls = {re.search(r"--comment (\S+)", line).group(1): line for line in record.read_text().splitlines()}
+    # netbench and prepare need nothing upstream: both were submitted, sized from the platform and dataset
+    assert re.search(r" --mem-per-cpu 2000 --nodes=1 --ntasks=2 --cpus-per-task=1 ",
+                     calls["rule_netbench_wildcards_default_local"]), calls
+    assert " --mem 4000 --ntasks=1 --cpus-per-task=1 " in calls["rule_prepare_wildcards_digits"], calls
+
+
+@pytest.mark.workflow
+@pytest.mark.parametrize("decoders, minutes, mem_mb", [(1, 504, 4000), (8, 120, 7500)])
+def test_prepare_asks_for_the_cores_and_time_of_its_dataset(workdir, decoders, minutes, mem_mb):
+    """ImageNet's decoding processes are the prepare job's cores; one process needs hours, not the default two."""
+    (workdir / "data/raw/imagenet").mkdir(parents=True)
+    config = write_config(workdir, f"""
+experiments:
+  - {{dataset: imagenet, models: [alexnet], algorithms: [sync_sgd], workers: [2], train: {{max_steps: 5}}}}
+datasets:
+  imagenet: {{workers: {decoders}}}
+""")
+    result = snakemake(workdir, "-n", "-p", "--profile", "slurm", "--configfile", config)
+    assert result.returncode == 0, output_of(result)
+    from slurm_requests import requests
+
+    prepare = [line for job, line in requests(output_of(result)) if job.name == "prepare"]
+    assert len(prepare) == 1
+    assert prepare[0].split(" --comment rule_prepare ")[1].split() == [
+        "-t", str(minutes), "--mem", str(mem_mb), "--ntasks=1", f"--cpus-per-task={decoders}",
+    ]
+    assert f"--workers {decoders}" in output_of(result)
+
+
+def test_slurm_profile_keeps_going_after_a_failed_job():
+    profile = yaml.safe_load((REPO / "slurm/config.yaml").read_text())
+    assert profile["keep-going"] is True
+    # non-training jobs ask for memory per job: no per-CPU default that a multi-core job would multiply
+    assert "mem_mb_per_cpu" not in profile["default-resources"]
 
 
 def sbatch_requests(result):
@@ -251,38 +327,49 @@ def test_slurm_requests_for_gpu_and_knl_node_sweeps(workdir):
     def flags(algorithm, platform, workers):
         return requests[algorithm, platform, workers].split(" --comment rule_train ")[1].split()
 
+    gpu_node = ["-p", "gpu", "-t", "120", "--mem", "64000"]                 # memory per node, not per CPU
+    knl_node = ["-p", "knl", "-t", "120", "-C", "knl", "--mem", "86000"]    # under the 96 GB of a KNL node
     for nodes in (1, 2, 4, 8):
         # GPU: 4 GPUs and 4 ranks of 8 cores a node; the master is a 5th task on the first node
         assert flags("sync_easgd", "gpu", 4 * nodes) == [
-            "-p", "gpu", "-t", "120", "--mem-per-cpu", "4000", f"--nodes={nodes}", f"--ntasks={4 * nodes}",
-            "--cpus-per-task=8", "--ntasks-per-node=4", "--gpus-per-node=4",
+            *gpu_node, f"--nodes={nodes}", f"--ntasks={4 * nodes}",
+            "--cpus-per-task=8", "--ntasks-per-node=4", "--gpus-per-node=4", "--exclusive",
         ]
         assert flags("async_easgd", "gpu", 4 * nodes) == [
-            "-p", "gpu", "-t", "120", "--mem-per-cpu", "4000", f"--nodes={nodes}", f"--ntasks={4 * nodes + 1}",
-            "--cpus-per-task=8", "--ntasks-per-node=5", "--gpus-per-node=4",
+            *gpu_node, f"--nodes={nodes}", f"--ntasks={4 * nodes + 1}",
+            "--cpus-per-task=8", "--ntasks-per-node=5", "--gpus-per-node=4", "--exclusive",
         ]
-        # KNL: 68 cores shared by 4 ranks (17 each), or by 5 when the master joins (13 each)
-        assert flags("sync_sgd", "knl", 4 * nodes) == [
-            "-p", "knl", "-t", "120", "-C", "knl", "--mem-per-cpu", "1400", f"--nodes={nodes}",
-            f"--ntasks={4 * nodes}", "--cpus-per-task=17", "--ntasks-per-node=4",
-        ]
+        # KNL: 68 cores shared by 4 workers and a master's share, 13 each with or without a master
+        for algorithm in ("sync_sgd", "sync_easgd"):
+            assert flags(algorithm, "knl", 4 * nodes) == [
+                *knl_node, f"--nodes={nodes}", f"--ntasks={4 * nodes}", "--cpus-per-task=13",
+                "--ntasks-per-node=4", "--exclusive",
+            ]
         assert flags("async_easgd", "knl", 4 * nodes) == [
-            "-p", "knl", "-t", "120", "-C", "knl", "--mem-per-cpu", "1400", f"--nodes={nodes}",
-            f"--ntasks={4 * nodes + 1}", "--cpus-per-task=13", "--ntasks-per-node=5",
+            *knl_node, f"--nodes={nodes}", f"--ntasks={4 * nodes + 1}", "--cpus-per-task=13",
+            "--ntasks-per-node=5", "--exclusive",
         ]
-    # netbench measures each platform on the allocation of its largest synchronous run (8 nodes)
+    # netbench measures each machine once, on the allocation of its largest synchronous run (8 nodes):
+    # the strong-scaling aliases are the same machines, so they add no job; each platform keeps its own
+    # comm_model table, fed by its machine's measurement
     from slurm_requests import requests as submit_lines
 
     netbench = {job.wildcards: line for job, line in submit_lines(output_of(result)) if job.name == "netbench"}
-    assert sorted(netbench) == ["platform=gpu", "platform=gpu_strong", "platform=knl", "platform=knl_strong"]
-    assert netbench["platform=gpu"].split(" --comment rule_netbench ")[1].split() == flags("sync_easgd", "gpu", 32)
-    assert netbench["platform=knl"].split(" --comment rule_netbench ")[1].split() == flags("sync_sgd", "knl", 32)
-
+    assert sorted(netbench) == ["name=cluster, platform=gpu", "name=cluster, platform=knl"]
+    assert (job_counts(result)["netbench"], job_counts(result)["comm_model"]) == (2, 4)
+    gpu, knl = netbench["name=cluster, platform=gpu"], netbench["name=cluster, platform=knl"]
+    assert gpu.split(" --comment rule_netbench ")[1].split() == flags("sync_easgd", "gpu", 32)
+    assert knl.split(" --comment rule_netbench ")[1].split() == flags("sync_sgd", "knl", 32)
     text = output_of(result)
+    models = re.findall(r"scaledl comm-model (.*) --netbench results/cluster/netbench/gpu.json", text)
+    assert len(models) == 2                       # gpu and gpu_strong: one machine, one table per sweep
+    assert {("/gpu/p32/" in m, "/gpu_strong/p32/" in m) for m in models} == {(True, False), (False, True)}
+
     # the ranks' threads follow the allocation; strong scaling splits the global batch of 2048
     assert re.search(r"srun --mpi=pmi2 -n 17 .* --algorithm async_easgd .*/knl/p16/s0 .*--batch-size 64 .*--threads 13 ", text)
+    assert re.search(r"srun --mpi=pmi2 -n 16 .* --algorithm sync_sgd .*/knl/p16/s0 .*--batch-size 64 .*--threads 13 ", text)
     assert re.search(r"srun --mpi=pmi2 -n 4 .*/gpu_strong/p4/s0 .*--batch-size 512 .*--device cuda .*--threads 8 ", text)
-    assert re.search(r"srun --mpi=pmi2 -n 32 .*/knl_strong/p32/s0 .*--batch-size 64 .*--device cpu .*--threads 17 ", text)
+    assert re.search(r"srun --mpi=pmi2 -n 32 .*/knl_strong/p32/s0 .*--batch-size 64 .*--device cpu .*--threads 13 ", text)
     assert "SRUN_CPUS_PER_TASK=13 srun --mpi=pmi2 -n 17 " in text
 
 
@@ -294,10 +381,19 @@ def test_paper_config_partitions_one_knl_chip(workdir):
     result = snakemake(workdir, "-n", "-p", "--profile", "slurm", "--configfile", "config/paper.yaml")
     assert result.returncode == 0, output_of(result)
     requests = sbatch_requests(result)
+    # chip_partition has no master and knl_chip keeps no core for one (master_share: false)
     for parts, cores in ((1, 68), (2, 34), (4, 17), (8, 8), (16, 4)):
         flags = requests["chip_partition", "knl_chip", parts].split(" --comment ")[1].split()[1:]
-        assert flags == ["-t", "120", "--mem-per-cpu", "1400", "--nodes=1", f"--ntasks={parts}",
-                         f"--cpus-per-task={cores}", f"--ntasks-per-node={parts}"], (parts, flags)
+        assert flags == ["-t", "120", "--mem", "86000", "--nodes=1", f"--ntasks={parts}",
+                         f"--cpus-per-task={cores}", f"--ntasks-per-node={parts}", "--exclusive"], (parts, flags)
+    # the figures' pairs compare algorithms at equal cores per worker, master or not (one request per figure)
+    gpu_requests = {tuple(line.split(" --comment ")[1].split()[1:]) for (_, platform, _), line in requests.items()
+                    if platform == "gpu"}
+    assert gpu_requests == {
+        ("-t", "120", "--mem", "128000", "--nodes=1", f"--ntasks={ranks}", "--cpus-per-task=4",
+         f"--ntasks-per-node={ranks}", "--gpus-per-node=8", "--exclusive") for ranks in (8, 9)
+    }
+    assert requests["sync_easgd3", "gpu", 8].count("--ntasks=8 ") == requests["async_easgd", "gpu", 8].count("--ntasks=9 ") == 1
     assert output_of(result).count("--algorithm chip_partition") == 5
     assert output_of(result).count("--fast-memory-gb 16") == 5
 
@@ -309,26 +405,26 @@ def test_tiny_run_end_to_end(workdir):
     logs = "\n".join(f"== {log}\n{log.read_text()}" for log in sorted(workdir.glob("logs/**/*.log")))
     assert result.returncode == 0, output_of(result) + logs
 
-    summary = pd.read_csv(workdir / "results/tables/summary.csv")
+    summary = pd.read_csv(workdir / "results/test/tables/summary.csv")
     assert sorted(summary["algorithm"]) == ["sync_easgd", "sync_sgd"]
     assert set(summary["dataset"]) == {"synthetic"} and set(summary["platform"]) == {"local"}
     assert (summary["workers"] == 2).all() and (summary["steps"] > 0).all()
     assert summary["final_test_accuracy"].between(0, 1).all()
-    assert (workdir / "results/tables/summary.md").read_text().count("\n") == 2 + len(summary)
-    assert (workdir / "results/plots/accuracy_vs_time.png").read_bytes()[:4] == b"\x89PNG"
+    assert (workdir / "results/test/tables/summary.md").read_text().count("\n") == 2 + len(summary)
+    assert (workdir / "results/test/plots/accuracy_vs_time.png").read_bytes()[:4] == b"\x89PNG"
     for algorithm in ("sync_sgd", "sync_easgd"):
-        assert (workdir / f"benchmarks/train/synthetic/lenet/{algorithm}/local/p2/s0.tsv").exists()
+        assert (workdir / f"benchmarks/test/train/synthetic/lenet/{algorithm}/local/p2/s0.tsv").exists()
 
-    assert (workdir / "results/tables/scaling.csv").exists()  # no sweep here: a header only
+    assert (workdir / "results/test/tables/scaling.csv").exists()  # no sweep here: a header only
 
     # the network stage: α, β measured on 2 ranks, and every run's communication modelled beside its measurement
-    netbench = json.loads((workdir / "results/netbench/local.json").read_text())
+    netbench = json.loads((workdir / "results/test/netbench/local.json").read_text())
     assert netbench["machine"]["ranks"] == 2 and netbench["alpha_s"] > 0 and netbench["beta_s_per_byte"] > 0
     assert max(row["bytes"] for row in netbench["p2p"]["links"][0]["table"]) == 64 << 10  # config/test.yaml's max_size
-    comm_model = pd.read_csv(workdir / "results/tables/comm_model/local.csv")
+    comm_model = pd.read_csv(workdir / "results/test/tables/comm_model/local.csv")
     assert sorted(comm_model["algorithm"]) == ["sync_easgd", "sync_sgd"]
     assert (comm_model["measured_comm_s"] > 0).all() and (comm_model["predicted_bandwidth_optimal_s"] > 0).all()
-    scaling_model = pd.read_csv(workdir / "results/tables/comm_model/local_scaling.csv")
+    scaling_model = pd.read_csv(workdir / "results/test/tables/comm_model/local_scaling.csv")
     assert {"measured", "fdr_ib"} <= set(scaling_model["network"]) and 4253 in set(scaling_model["workers"])
 
     again = snakemake(workdir, "-n", "--configfile", "config/test.yaml")
@@ -337,17 +433,17 @@ def test_tiny_run_end_to_end(workdir):
     # --forcerun cascades: re-preparing the data reruns every training and table
     cascade = snakemake(workdir, "-n", "--configfile", "config/test.yaml", "--forcerun", "prepare")
     assert job_counts(cascade) == {
-        "prepare": 1, "train": 2, "aggregate": 1, "scaling": 1, "plot_accuracy_vs_time": 1, "comm_model": 1, "all": 1,
+        "prepare": 1, "train": 2, "aggregate": 1, "scaling": 1, "plot_accuracy_vs_time": 1, "comm_model": 1, "claims": 1, "all": 1,
     }
 
     # rerunning one training target re-executes that job and the tables downstream, nothing else
-    target = "results/runs/synthetic/lenet/sync_sgd/local/p2/s0/run.json"
-    other = workdir / "results/runs/synthetic/lenet/sync_easgd/local/p2/s0/run.json"
+    target = "results/test/runs/synthetic/lenet/sync_sgd/local/p2/s0/run.json"
+    other = workdir / "results/test/runs/synthetic/lenet/sync_easgd/local/p2/s0/run.json"
     before = other.stat().st_mtime_ns
     rerun = snakemake(workdir, "--cores", "2", "--configfile", "config/test.yaml", "--forcerun", target, timeout=300)
     assert rerun.returncode == 0, output_of(rerun)
     assert job_counts(rerun) == {
-        "train": 1, "aggregate": 1, "scaling": 1, "plot_accuracy_vs_time": 1, "comm_model": 1, "all": 1,
+        "train": 1, "aggregate": 1, "scaling": 1, "plot_accuracy_vs_time": 1, "comm_model": 1, "claims": 1, "all": 1,
     }
-    assert f"output: results/runs/synthetic/lenet/sync_sgd/local/p2/s0/metrics.csv, {target}" in output_of(rerun)
+    assert f"output: results/test/runs/synthetic/lenet/sync_sgd/local/p2/s0/metrics.csv, {target}" in output_of(rerun)
     assert other.stat().st_mtime_ns == before

@@ -1,4 +1,4 @@
-"""`scaledl` command line: prepare, train, aggregate, plot, netbench, comm-model.
+"""`scaledl` command line: download, prepare, train, aggregate, plot, netbench, comm-model, claims, figures.
 
 Each subcommand is one module exporting HELP, `add_arguments(parser)` and
 `run(args)`; this file only lists them. A UserError becomes one line on
@@ -17,12 +17,15 @@ from scaledl.errors import run_command
 # initialise MPI (a Slurm job step's PMI would break `prepare` and `aggregate`):
 # each imports mpi4py.MPI inside its `run`, where it needs it.
 SUBCOMMANDS = {
+    "download": "scaledl.data.download",
     "prepare": "scaledl.data.prepare",
     "train": "scaledl.train_command",
     "aggregate": "scaledl.report.aggregate_command",
     "plot": "scaledl.report.plot_command",
     "netbench": "scaledl.netbench",
     "comm-model": "scaledl.report.comm_model",
+    "claims": "scaledl.report.claims_command",
+    "figures": "scaledl.report.figures_command",
 }
 
 

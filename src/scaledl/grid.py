@@ -27,23 +27,33 @@ module while it parses.
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import fields
+import re
 import shlex
+from pathlib import Path
 from typing import Any, Mapping, NamedTuple
 
 from scaledl.algorithms import ALGORITHMS, accepting, algorithm_options
-from scaledl.config import TrainConfig
-from scaledl.placement import Placement, PlacementError, place, slurm_extra, workers_for_nodes
+from scaledl.config import TrainConfig, defaults
+from scaledl.placement import Placement, PlacementError, device_of, memory, place, slurm_extra, workers_for_nodes
 
+# Every output of a config goes under its own folder, results/<name>/, so that two configs never
+# overwrite each other's runs or tables; logs and benchmarks likewise under logs/<name>/, benchmarks/<name>/.
+RESULTS = "results/{name}"
 # The train rule's output folder (workflow/rules/train.smk), with the fields of a RunKey.
-RUN_DIR = "results/runs/{dataset}/{model}/{algorithm}/{platform}/p{workers}/s{seed}"
+RUN_DIR = RESULTS + "/runs/{dataset}/{model}/{algorithm}/{platform}/p{workers}/s{seed}"
+DEFAULT_NAME = "default"
+NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.-]*"
 
 # The `resources:` of a placed MPI job, in the names the Slurm executor plugin reads:
-# tasks -> --ntasks, nodes -> --nodes, cpus_per_task -> --cpus-per-task,
-# mem_mb_per_cpu -> --mem-per-cpu, runtime -> -t, slurm_partition -> -p,
-# constraint -> -C, slurm_extra appended as is. None leaves a resource out.
+# mem_mb -> --mem (per node), mem_mb_per_cpu -> --mem-per-cpu (which the plugin writes instead when set),
+# runtime -> -t, tasks -> --ntasks, nodes -> --nodes, cpus_per_task -> --cpus-per-task,
+# slurm_partition -> -p, constraint -> -C, slurm_extra appended as is. None leaves a resource out,
+# the profile's default-resources included.
 RESOURCES = (
-    "tasks", "nodes", "cpus_per_task", "mem_mb_per_cpu", "runtime", "slurm_partition", "constraint", "slurm_extra",
+    "mem_mb", "mem_mb_per_cpu", "runtime", "tasks", "nodes", "cpus_per_task", "slurm_partition", "constraint",
+    "slurm_extra",
 )
 
 Settings = dict[str, Any]
@@ -72,8 +82,34 @@ class RunKey(NamedTuple):
         )
 
 
-def run_dir(key: RunKey) -> str:
-    return RUN_DIR.format(**key._asdict())
+def run_dir(key: RunKey, name: str = "{name}") -> str:
+    """The run's folder in the results of config `name` (left as the `{name}` wildcard if not given)."""
+    return RUN_DIR.format(name=name, **key._asdict())
+
+
+def hardware_of(platform: Mapping) -> str:
+    """gpu, knl or cpu: what a platform's ranks compute on, as the claims' `needs` name it."""
+    if device_of(platform) == "cuda":
+        return "gpu"
+    return "knl" if platform.get("kind") == "knl" else "cpu"
+
+
+def run_label(key: RunKey) -> str:
+    """dataset/model/algorithm/platform/pP/sS: a run as messages name it (its folder under runs/)."""
+    return f"{key.dataset}/{key.model}/{key.algorithm}/{key.platform}/p{key.workers}/s{key.seed}"
+
+
+def results_name(config: Mapping, configfiles=()) -> str:
+    """The config's results namespace: its `name`, else the file name (stem) of the last `--configfile`
+    given on the command line, else "default" (config/config.yaml alone)."""
+    name = config.get("name")
+    if not name and configfiles:
+        name = Path(str(list(configfiles)[-1])).stem
+    name = name or DEFAULT_NAME
+    if not re.fullmatch(NAME_PATTERN, name):
+        raise GridError(f"name {name!r}: a results folder name takes letters, digits, '_', '.' and '-' only; "
+                        "set `name:` in the config")
+    return name
 
 
 # ---- the grid ----------------------------------------------------------------
@@ -137,6 +173,36 @@ def check_block(number: int, config: Mapping, block: Mapping, settings: Mapping)
     check_options(number, block, settings)
 
 
+# Training images of the datasets whose size the config does not set (ImageNet's depends on the copy).
+TRAIN_IMAGES = {"mnist": 60_000, "cifar10": 50_000}
+DIGITS_IMAGES = 1797   # scikit-learn's digits; the test split takes ceil(test_fraction × 1797) of them
+
+
+def train_images(dataset: str, config: Mapping) -> int | None:
+    """How many training images `dataset` will have once prepared with the config's settings (None: unknown)."""
+    settings = config.get("datasets", {}).get(dataset) or {}
+    if dataset == "digits":
+        return DIGITS_IMAGES - math.ceil(settings.get("test_fraction", 0.2) * DIGITS_IMAGES)
+    if dataset == "synthetic":
+        return settings.get("train_count", 512)
+    return TRAIN_IMAGES.get(dataset)
+
+
+def check_shard(number: int, key: RunKey, settings: Mapping, config: Mapping) -> None:
+    """Refuse a batch larger than a worker's shard now, not in a job after it was queued."""
+    n = train_images(key.dataset, config)
+    if n is None:
+        return
+    batch = settings.get("batch_size") or defaults()["batch_size"]
+    replicated = ALGORITHMS[key.algorithm].preset.get("data") == "replicated"   # every part holds all the data
+    shard = n if replicated else n // key.workers
+    if batch > shard:
+        raise GridError(
+            f"experiments[{number}]: {run_label(key)}: batch {batch} is larger than a worker's shard of {shard} "
+            f"images ({n} {key.dataset} training images over {key.workers} workers); "
+            "use fewer workers or a smaller batch_size")
+
+
 def check_options(number: int, block: Mapping, settings: Mapping) -> None:
     """Refuse an algorithm-specific setting that one of the block's algorithms does not accept.
 
@@ -165,6 +231,8 @@ def expand(config: Mapping) -> dict[RunKey, Settings]:
     """
     runs: dict[RunKey, Settings] = {}
     for number, block in enumerate(config["experiments"]):
+        if block.get("if_present") and not Path(block["if_present"]).exists():
+            continue   # an optional block: its data (a real dataset, say) is not on this machine
         common = block_settings(config, block)
         check_block(number, config, block, common)
         for model, algorithm, platform, seed in itertools.product(
@@ -178,13 +246,14 @@ def expand(config: Mapping) -> dict[RunKey, Settings]:
             for workers in counts:
                 key = RunKey(block["dataset"], model, algorithm, platform, workers, seed)
                 settings = {**common, **batch_settings(number, block, workers)}
+                check_shard(number, key, settings, config)
                 try:
                     placement_of(key, config)  # a run that cannot be laid out fails here, before anything runs
                 except PlacementError as error:
                     raise GridError(f"experiments[{number}]: {error}") from None
                 if runs.setdefault(key, settings) != settings:
                     raise GridError(
-                        f"experiments[{number}] repeats the run {run_dir(key)} "
+                        f"experiments[{number}] repeats the run {run_label(key)} "
                         "with different `train` settings; make the blocks disjoint "
                         "(a weak and a strong sweep of the same runs need different platform names)"
                     )
@@ -194,7 +263,7 @@ def expand(config: Mapping) -> dict[RunKey, Settings]:
 def settings_of(runs: Mapping[RunKey, Settings], key: RunKey) -> Settings:
     """The resolved `train` settings of a run of the grid."""
     if key not in runs:
-        raise GridError(f"{run_dir(key)} is not a run of the config's experiments; add it there")
+        raise GridError(f"the run {run_label(key)} is not a run of the config's experiments; add it there")
     return runs[key]
 
 
@@ -211,15 +280,65 @@ def placement_of(key: RunKey, config: Mapping) -> Placement:
     )
 
 
+# Platform keys that change neither the machines nor where the ranks sit on them: two platforms equal
+# but for these share one network measurement (a strong-scaling alias with a longer time limit, say).
+NOT_MACHINE_KEYS = frozenset({"runtime", "mem_mb_per_node", "mem_mb_per_cpu"})
+
+
+def machine_of(platform: Mapping) -> tuple:
+    """What a platform's network measurement depends on: its settings but NOT_MACHINE_KEYS, hashable."""
+    return tuple(sorted((key, repr(value)) for key, value in platform.items() if key not in NOT_MACHINE_KEYS))
+
+
+def netbench_groups(runs: Mapping[RunKey, Settings], config: Mapping) -> dict[str, list[str]]:
+    """{measured platform: the platforms with runs that share its measurement}, one entry per distinct
+    machine (machine_of), each named after its first platform in sorted order."""
+    groups: dict[tuple, list[str]] = {}
+    for platform in sorted({key.platform for key in runs}):
+        groups.setdefault(machine_of(config["platforms"][platform]), []).append(platform)
+    return {members[0]: members for members in groups.values()}
+
+
+def measured_as(platform: str, runs: Mapping[RunKey, Settings], config: Mapping) -> str:
+    """The platform whose netbench measurement serves `platform` (itself, or the first of its machine)."""
+    for measured, members in netbench_groups(runs, config).items():
+        if platform in members:
+            return measured
+    raise GridError(f"platform {platform!r} has no runs in this config: nothing to measure")
+
+
+def netbench_members(platform: str, runs: Mapping[RunKey, Settings], config: Mapping) -> list[str]:
+    """The platforms whose runs the measurement of `platform` serves; GridError if it has none."""
+    groups = netbench_groups(runs, config)
+    if platform in groups:
+        return groups[platform]
+    for measured, members in groups.items():
+        if platform in members:
+            raise GridError(f"platform {platform!r} is measured as {measured!r} (the same machine): "
+                            f"ask for the netbench and comm_model files of {measured}")
+    raise GridError(f"platform {platform!r} has no runs in this config: nothing to measure")
+
+
 def netbench_placement(platform: str, runs: Mapping[RunKey, Settings], config: Mapping) -> Placement:
-    """The network stage's allocation: the platform's largest synchronous run (no master), at least 2 ranks.
+    """The network stage's allocation for the measured `platform`: the largest synchronous run (no master)
+    of any platform sharing its measurement (netbench_groups), at least 2 ranks.
 
     The largest run spans the most nodes, so the inter-node pair is measured
     where one exists; a dedicated master's extra rank would only oversubscribe
     a local machine and inflate its latency.
     """
-    workers = max(key.workers for key in runs if key.platform == platform)
+    members = netbench_members(platform, runs, config)
+    workers = max(key.workers for key in runs if key.platform in members)
     return place(platform, config["platforms"][platform], max(2, workers), needs_master=False)
+
+
+def netbench_threads(placement: Placement, local_cores: int | None) -> int:
+    """`threads:` of a network measurement. Run by Snakemake on this machine (local_cores: its --cores)
+    a local platform's takes every core, so no training job runs beside it; under a cluster executor
+    (local_cores None: there is no --cores, and the job has its own allocation) the cores it occupies."""
+    if placement.kind == "local" and local_cores:
+        return max(cores_of(placement), local_cores)
+    return cores_of(placement)
 
 
 def cores_of(placement: Placement) -> int:
@@ -229,12 +348,15 @@ def cores_of(placement: Placement) -> int:
 
 def job_resources(placement: Placement, platform: Mapping) -> dict[str, Any]:
     """The RESOURCES of a job laid out as `placement` on `platform`, the same for every MPI rule."""
+    mem_mb_per_node, mem_mb_per_cpu = memory(platform, placement)
     return {
-        "tasks": placement.ranks,  # MPI ranks: workers, plus one for a dedicated master
-        "nodes": placement.nodes,
-        "cpus_per_task": placement.cpus_per_task,
-        "mem_mb_per_cpu": platform["mem_mb_per_cpu"],
+        "mem_mb": mem_mb_per_node,
+        "mem_mb_per_cpu": mem_mb_per_cpu,
         "runtime": platform["runtime"],
+        "tasks": placement.ranks,  # MPI ranks: workers, plus one for a dedicated master
+        # a local platform is one machine: under Slurm, one node
+        "nodes": placement.nodes if placement.cluster else 1,
+        "cpus_per_task": placement.cpus_per_task,
         "slurm_partition": platform["partition"],
         "constraint": platform["constraint"],
         "slurm_extra": slurm_extra(platform, placement),
@@ -271,6 +393,44 @@ def train_options(key: RunKey, runs: Mapping[RunKey, Settings], config: Mapping)
     return {**settings_of(runs, key), "device": placement.device, "threads": placement.cpus_per_task}
 
 
+# ---- prepare -------------------------------------------------------------------
+
+# The `prepare` job (workflow/rules/data.smk): one task of `workers` cores (ImageNet's decoding processes,
+# one elsewhere), memory per job, and a time limit that grows with the images to decode.
+PREPARE_RESOURCES = ("cpus_per_task", "mem_mb", "mem_mb_per_cpu", "runtime")
+PREPARE_RUNTIME = 120          # minutes: the small datasets take seconds to minutes
+PREPARE_MEM_MB = 4000          # the converter streams blocks of images (bounded memory) ...
+PREPARE_MEM_MB_PER_DECODER = 500   # ... and each extra decoding process holds its own block and libraries
+IMAGENET_IMAGES = 1_331_167    # ILSVRC-2012: 1,281,167 train + 50,000 val JPEGs
+# Decoded, resized and written per second by one process: a pessimistic rate (Pillow's draft mode does
+# several times more on a local disk), since a job that hits its time limit loses all its work.
+IMAGES_PER_SECOND = 50
+PREPARE_OVERHEAD_MIN = 60      # listing and hashing the files, writing the HDF5 file
+
+
+def prepare_threads(settings: Mapping) -> int:
+    """Cores of a dataset's `prepare` job: its decoding processes (`workers`, ImageNet), else one."""
+    return settings.get("workers") or 1
+
+
+def prepare_resources(dataset: str, settings: Mapping) -> dict[str, Any]:
+    """cpus_per_task, mem_mb, mem_mb_per_cpu (None: left out, so a profile's per-CPU default cannot
+    multiply it by the cores) and runtime of the `prepare` job of `dataset` with its `datasets.<name>`
+    settings. cpus_per_task repeats prepare_threads because Snakemake caps a job's threads at --cores,
+    which a dry run sets to 1: the resource keeps the printed request the submitted one."""
+    decoders = prepare_threads(settings)
+    runtime = PREPARE_RUNTIME
+    if dataset == "imagenet":
+        decoding = math.ceil(IMAGENET_IMAGES / (IMAGES_PER_SECOND * decoders) / 60)
+        runtime = max(runtime, PREPARE_OVERHEAD_MIN + decoding)
+    return {
+        "cpus_per_task": decoders,
+        "mem_mb": PREPARE_MEM_MB + PREPARE_MEM_MB_PER_DECODER * (decoders - 1),
+        "mem_mb_per_cpu": None,
+        "runtime": runtime,
+    }
+
+
 # ---- what the workflow writes --------------------------------------------------
 
 
@@ -290,6 +450,11 @@ def wildcard_constraints(runs: Mapping[RunKey, Settings]) -> dict[str, str]:
         "workers": r"\d+",
         "seed": r"\d+",
     }
+
+
+def name_constraint(name: str) -> dict[str, str]:
+    """The `{name}` wildcard matches only this config's results namespace."""
+    return {"name": re.escape(name)}
 
 
 def masterless_algorithms(runs: Mapping[RunKey, Settings]) -> str:

@@ -9,6 +9,7 @@ from typing import Callable
 import torch
 
 from scaledl.evaluation import CenterEvaluator, Evaluation, Snapshot
+from scaledl.progress import duration
 from scaledl.timing import PhaseTimer
 
 
@@ -31,6 +32,13 @@ class StopRule:
         if self.time_budget is not None and train_seconds >= self.time_budget:
             return "time_budget"
         return None
+
+    def progress(self, step: int, epoch: float, train_seconds: float) -> float | None:
+        """How far the run is towards its nearest budget (0–1); None when only a target accuracy bounds it."""
+        done = [count / limit for count, limit in ((step, self.max_steps), (epoch, self.epochs),
+                                                   (train_seconds, self.time_budget)) if limit]
+        return min(1.0, max(done)) if done else None
+
 
 
 class Monitor:
@@ -125,12 +133,21 @@ class Monitor:
             if target is not None and self.time_to_target is None and ev.test_accuracy >= target:
                 self.time_to_target, self.target_step = snap.train_s, snap.step
                 self._target = (ev, self.evaluator.evaluated_state)
-            loss_text = "-" if snap.train_loss is None else f"{snap.train_loss:.4f}"
-            print(
-                f"step {snap.step:6d}  epoch {snap.epoch:7.3f}  train {snap.train_s:8.2f}s  "
-                f"loss {loss_text}  test_loss {ev.test_loss:.4f}  test_acc {ev.test_accuracy:.4f}\n",
-                end="", file=sys.stdout, flush=True,  # one write: the ranks share the launcher's stream
-            )
+            print(self.progress_line(snap, ev), end="", file=sys.stdout, flush=True)   # one write: ranks share it
+
+    def progress_line(self, snap: Snapshot, ev: Evaluation) -> str:
+        """One line per evaluation: step (of the step budget), epoch, training clock, losses, accuracy, time left."""
+        rule = self.stop_rule
+        of = f"/{rule.max_steps}" if rule.max_steps else ""
+        done = rule.progress(snap.step, snap.epoch, snap.train_s)
+        left = (f"  {done:4.0%}  ~{duration(snap.train_s * (1 - done) / done)} left"
+                if done and snap.step else "")
+        if rule.target_accuracy is not None:
+            left += "  (or until test_acc ≥ {:g})".format(rule.target_accuracy) if self.time_to_target is None \
+                else "  target reached"
+        loss_text = "-" if snap.train_loss is None else f"{snap.train_loss:.4f}"
+        return (f"step {snap.step:6d}{of}  epoch {snap.epoch:7.3f}  train {snap.train_s:8.2f}s  "
+                f"loss {loss_text}  test_loss {ev.test_loss:.4f}  test_acc {ev.test_accuracy:.4f}{left}\n")
 
     def evaluated_state(self) -> dict[str, torch.Tensor]:
         """The weights and buffers of the run's result (after `finish`): the model whose accuracy

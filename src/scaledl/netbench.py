@@ -84,7 +84,7 @@ def default_sizes(max_size: int = DEFAULT_MAX_SIZE, min_size: int = DEFAULT_MIN_
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The `netbench` options (no MPI import: building the parser stays cheap)."""
     parser.add_argument("--out", type=Path, required=True, metavar="JSON",
-                        help="where to write the measurements (e.g. results/netbench/local.json)")
+                        help="where to write the measurements (e.g. results/NAME/netbench/local.json)")
     parser.add_argument("--sizes", metavar="LIST",
                         help="comma-separated message sizes in bytes, multiples of 4, K/M/G suffixes allowed "
                              "(default: 8 B ×4 … up to --max-size)")

@@ -1,4 +1,4 @@
-"""Where the ranks of one training job go: nodes, tasks per node, CPUs and GPUs.
+"""Where the ranks of one training job go: nodes, tasks per node, CPUs, GPUs and memory.
 
 The config's `platforms` describe machines (workflow/schemas/config.schema.yaml);
 this module turns a platform, an algorithm and a worker count into the shape of
@@ -9,13 +9,16 @@ torch, no MPI, no Snakemake, so the workflow can import it while it parses.
 
 Kinds of platform:
 
-- `local`: this machine. `mpiexec -n RANKS`; no nodes, no partition.
+- `local`: one machine. `mpiexec -n RANKS`; under `--profile slurm` a job of
+  RANKS tasks on one node (`--nodes=1`), with no partition unless one is given.
 - `cpu` / `knl`: `ranks_per_node` MPI ranks per node, each with `threads`
-  cores (default: `cores_per_node` shared out evenly).
+  cores (default: `cores_per_node` shared out, see "Cores per rank").
 - `gpu`: `gpus_per_node` GPUs, `ranks_per_gpu` ranks on each, `threads` CPU
-  cores per rank. Every rank sees all GPUs of its node and picks
-  local rank % GPUs (scaledl.train.pick_device), so one `--gpus-per-node`
-  request serves both the master-less and the master-based layouts.
+  cores per rank (or `cores_per_node` shared out; one of the two is required:
+  a GPU rank still decodes, loads and copies its batches on the CPU). Every
+  rank sees all GPUs of its node and picks local rank % GPUs
+  (scaledl.train.pick_device), so one `--gpus-per-node` request serves both
+  the master-less and the master-based layouts.
 
 Layout on a cluster platform (the master question):
 
@@ -28,8 +31,27 @@ Layout on a cluster platform (the master question):
   workers and every other node ranks_per_node workers: on a GPU node each GPU
   still serves ranks_per_gpu workers, and the master stays on the CPU.
 - The first node therefore needs room for one more rank: (ranks on it) × threads
-  must fit in cores_per_node when that is given. With `threads: null` the cores
-  are shared out over the ranks of the fullest node, master included.
+  must fit in cores_per_node when that is given.
+
+Cores per rank (`threads: null`, the rule behind --cpus-per-task): a node's
+cores_per_node are shared out over the workers of the fullest node plus one
+share kept for a master, whether or not the algorithm has one
+(`master_share: true`, the default). Every algorithm's workers thus get the
+same cores at a given P on a platform, so a master-based and a master-less run
+compare algorithms, not core counts: 68 KNL cores and 4 workers a node give
+68 // 5 = 13 threads to the workers of sync_sgd and of async_easgd alike (the
+share left in a master-less run stays idle, for the system). `master_share:
+false` shares the cores over the workers alone (68 // 4 = 17); such a platform
+then refuses master-based algorithms with `threads: null`, since their workers
+would get fewer cores. An explicit `threads` is the same for every algorithm
+anyway. Without cores_per_node (cpu and knl only) a rank gets one core.
+
+Memory: `mem_mb_per_node` asks for that much memory on every node (Snakemake's
+`mem_mb`, the plugin's `--mem`, which Slurm counts per node), whatever the
+ranks and threads; `mem_mb_per_cpu` (`--mem-per-cpu`) only when it is the one
+given; neither gives DEFAULT_MEM_MB_PER_CPU per allocated core. A per-CPU
+request grows with cores_per_node, which some sites count in hardware threads
+(272 on a 68-core KNL), far past what a node has.
 """
 
 from __future__ import annotations
@@ -40,6 +62,7 @@ from typing import Mapping
 
 KINDS = ("local", "cpu", "knl", "gpu")
 CLUSTER_KINDS = ("cpu", "knl", "gpu")
+DEFAULT_MEM_MB_PER_CPU = 2000   # MB per allocated core when a platform sets no memory
 
 # keys that only make sense for some kinds; a non-null value elsewhere is an error
 _ONLY_FOR = {
@@ -86,8 +109,20 @@ def check_platform(name: str, platform: Mapping) -> None:
     for key in _REQUIRED.get(kind, ()):
         if platform.get(key) is None:
             raise PlacementError(f"platform {name!r}: kind {kind!r} needs {key}")
+    if kind == "gpu" and platform.get("threads") is None and platform.get("cores_per_node") is None:
+        raise PlacementError(
+            f"platform {name!r}: kind gpu needs cores_per_node (the CPU cores of a node, shared out over "
+            "its ranks) or threads (CPU cores per rank); without them each rank would get one core"
+        )
     if kind in ("cpu", "knl") and platform.get("device") == "cuda":
         raise PlacementError(f"platform {name!r}: kind {kind!r} has no GPUs; use kind gpu for device cuda")
+    if platform.get("mem_mb_per_node") is not None and platform.get("mem_mb_per_cpu") is not None:
+        raise PlacementError(
+            f"platform {name!r} sets both mem_mb_per_node and mem_mb_per_cpu; keep one (mem_mb_per_node "
+            "asks the same memory of every node whatever the cores)"
+        )
+    if "--exclusive" in (platform.get("slurm_extra") or "").split():
+        raise PlacementError(f"platform {name!r}: use `exclusive: true` instead of --exclusive in slurm_extra")
 
 
 def ranks_per_node(platform: Mapping) -> int | None:
@@ -120,6 +155,28 @@ def device_of(platform: Mapping) -> str:
     return "cuda" if platform.get("kind", "local") == "gpu" else "cpu"
 
 
+def shared_threads(name: str, platform: Mapping, workers_per_node: int, needs_master: bool) -> int:
+    """Cores per rank with `threads: null`: cores_per_node over the workers of a node, plus one share
+    for a master unless `master_share` is false (see "Cores per rank" in the module docstring)."""
+    cores = platform.get("cores_per_node")
+    if not cores:
+        return 1
+    master_share = platform.get("master_share", True)
+    if needs_master and not master_share:
+        raise PlacementError(
+            f"platform {name!r} has master_share: false, so a dedicated master would take cores from its "
+            "workers; set master_share: true (every algorithm's workers then get the same cores), "
+            "or give threads explicitly"
+        )
+    shares = workers_per_node + (1 if master_share else 0)
+    if shares > cores:
+        raise PlacementError(
+            f"platform {name!r}: {shares} shares of a node's cores ({workers_per_node} workers"
+            f"{' and a master' if master_share else ''}) exceed cores_per_node {cores}; lower ranks_per_node"
+        )
+    return cores // shares
+
+
 def place(name: str, platform: Mapping, workers: int, *, needs_master: bool) -> Placement:
     """The job shape of `workers` workers (plus a master if `needs_master`) on `platform`."""
     check_platform(name, platform)
@@ -131,12 +188,11 @@ def place(name: str, platform: Mapping, workers: int, *, needs_master: bool) -> 
     if kind == "local":
         return Placement(kind, workers, ranks, None, ranks, threads or 1, 0, device_of(platform))
 
-    per_node = ranks_per_node(platform)
-    nodes = math.ceil(workers / per_node)
+    nodes = math.ceil(workers / ranks_per_node(platform))
     tasks_per_node = math.ceil(ranks / nodes)   # Slurm spreads tasks evenly; the first node is the fullest
-    cores = platform.get("cores_per_node")
     if threads is None:
-        threads = cores // tasks_per_node if cores else 1
+        threads = shared_threads(name, platform, math.ceil(workers / nodes), needs_master)
+    cores = platform.get("cores_per_node")
     if cores and tasks_per_node * threads > cores:
         master = " (a master-based algorithm puts one extra rank on the first node)" if needs_master else ""
         raise PlacementError(
@@ -148,12 +204,26 @@ def place(name: str, platform: Mapping, workers: int, *, needs_master: bool) -> 
     return Placement(kind, workers, ranks, nodes, tasks_per_node, threads, gpus, device_of(platform))
 
 
+def memory(platform: Mapping, placement: Placement) -> tuple[int, int | None]:
+    """(MB per node, MB per CPU or None) of a job on `platform` (see "Memory" in the module docstring).
+
+    The per-node figure is always given (Snakemake's mem_mb, which `--resources
+    mem_mb=N` caps locally); the per-CPU one only when the platform asks by CPU,
+    and then the plugin writes --mem-per-cpu instead of --mem.
+    """
+    if platform.get("mem_mb_per_node") is not None:
+        return platform["mem_mb_per_node"], None
+    per_cpu = platform.get("mem_mb_per_cpu") or DEFAULT_MEM_MB_PER_CPU
+    return per_cpu * placement.tasks_per_node * placement.cpus_per_task, per_cpu
+
+
 def slurm_extra(platform: Mapping, placement: Placement) -> str | None:
     """sbatch flags beyond what the executor plugin writes from resources (None if there are none).
 
-    The plugin writes --nodes, --ntasks, --cpus-per-task, --mem-per-cpu, -p,
-    -C and -t itself, and refuses them here; the tasks-per-node ceiling and
-    the GPUs per node are ours.
+    The plugin writes --nodes, --ntasks, --cpus-per-task, --mem, --mem-per-cpu,
+    -p, -C and -t itself, and refuses them here; the tasks-per-node ceiling, the
+    GPUs per node and --exclusive (whole nodes, so no other job's load skews the
+    timings) are ours.
     """
     flags = []
     if placement.cluster:
@@ -161,6 +231,8 @@ def slurm_extra(platform: Mapping, placement: Placement) -> str | None:
     if placement.gpus_per_node:
         gpu_type = platform.get("gpu_type")
         flags.append(f"--gpus-per-node={gpu_type + ':' if gpu_type else ''}{placement.gpus_per_node}")
+    if platform.get("exclusive"):
+        flags.append("--exclusive")
     if platform.get("slurm_extra"):
         flags.append(platform["slurm_extra"])
     return " ".join(flags) or None

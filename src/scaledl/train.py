@@ -219,7 +219,10 @@ def build_local(world: MPI.Comm, cfg: TrainConfig) -> TrainingRun:
     torch.manual_seed(cfg.seed)
     center_model = build_model(cfg.model, info.image_shape, info.classes).to(center_device) if roles.is_master else None
     params = FlatParams(model) if model is not None else None
-    center = FlatParams(center_model) if center_model is not None else None
+    # A host center fed from GPU workers is page-locked, so host↔device copies of it run at full speed
+    # (Sync EASGD1 vs 2 then differs only in where the weights live, not in pageable vs pinned memory).
+    pin_center = center_device.type == "cpu" and device.type == "cuda" and torch.cuda.is_available()
+    center = FlatParams(center_model, pin_memory=pin_center) if center_model is not None else None
     # per-rank randomness (dropout) differs across workers, repeatably
     torch.manual_seed(cfg.seed + 1 + roles.rank)
 
@@ -431,3 +434,17 @@ def _write_outputs(run: TrainingRun, per_rank: list[dict], timelines: list[dict]
         "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
     write_run_json(out / "run.json", record)
+    print(closing_line(monitor, cfg, out), end="", flush=True)
+
+
+def closing_line(monitor, cfg: TrainConfig, out: Path) -> str:
+    """What a user wants to know when a run ends: why it stopped, how well and how fast, where its files are."""
+    best = max((row["test_accuracy"] for row in monitor.rows), default=None)
+    target = ""
+    if cfg.target_accuracy is not None:
+        target = (f"; target {cfg.target_accuracy:g} reached at {monitor.time_to_target:.2f} s of training "
+                  f"(step {monitor.target_step})" if monitor.time_to_target is not None
+                  else f"; target {cfg.target_accuracy:g} not reached")
+    accuracy = "" if best is None else f"; test accuracy {monitor.last_accuracy:.4f} (best {best:.4f})"
+    return (f"done: stopped by {monitor.stop_reason} after {monitor.step} steps, {monitor.stop_train_s:.2f} s of "
+            f"training{accuracy}{target}; run.json, metrics.csv, timeline.h5 and model.pt in {out}\n")

@@ -3,12 +3,20 @@
 # validate the config and look things up. Import nothing that pulls in torch or
 # mpi4py.MPI: importing MPI here would initialise MPI inside Snakemake.
 
+import os
+import re
 import shlex
 
+from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
 from scaledl import grid
+from scaledl.config_check import first_problem
 
+# One line per mistake (with "did you mean"), before Snakemake's validation, which also fills the defaults.
+CONFIG_PROBLEM = first_problem(config, os.path.join(workflow.current_basedir, "../schemas/config.schema.yaml"))
+if CONFIG_PROBLEM:
+    raise WorkflowError(CONFIG_PROBLEM)
 validate(config, schema="../schemas/config.schema.yaml")
 
 # Every training run, mapped to its `train` settings. A grid that cannot run
@@ -17,10 +25,18 @@ validate(config, schema="../schemas/config.schema.yaml")
 RUNS = grid.expand(config)
 
 
+# This config's results namespace: its outputs go to results/NAME/, its logs to
+# logs/NAME/ and benchmarks/NAME/ (`name:` in the config, else the name of the
+# last --configfile, else "default"), so two configs never overwrite each other.
+NAME = grid.results_name(config, workflow.overwrite_configfiles)
+RESULTS = f"results/{NAME}"
+
+
 # Built from the validated grid, so a typo fails at parse time instead of
 # matching nothing (and `a_b` names can never be split the wrong way).
 wildcard_constraints:
     **grid.wildcard_constraints(RUNS),
+    **grid.name_constraint(NAME),
 
 
 # train_single runs the one-rank runs (one worker, no master): see train.smk.
@@ -30,21 +46,29 @@ SINGLE_RANK_ALGORITHMS = grid.masterless_algorithms(RUNS)
 # ---- targets ---------------------------------------------------------------
 
 
+# scaledl.report.figures.FIGURES, spelt out: importing the figures module here would load matplotlib
+# into Snakemake (tests/test_figures.py keeps the two lists equal).
+REPORT_FIGURES = ("fig6_1", "fig6_2", "fig6_3", "fig6_4", "fig8", "ladder_breakdown", "scaling", "chip_partition")
+
+
 def final_outputs():
     """What `rule all` asks for; new figures and tables are added here."""
     return [
-        "results/tables/summary.csv",
-        "results/tables/summary.md",
-        "results/tables/scaling.csv",
-        "results/tables/scaling.md",
-        "results/plots/accuracy_vs_time.png",
-        *(f"results/tables/comm_model/{platform}.md" for platform in measured_platforms()),
+        f"{RESULTS}/tables/summary.csv",
+        f"{RESULTS}/tables/summary.md",
+        f"{RESULTS}/tables/scaling.csv",
+        f"{RESULTS}/tables/scaling.md",
+        f"{RESULTS}/plots/accuracy_vs_time.png",
+        *(f"{RESULTS}/tables/comm_model/{platform}.md" for platform in modelled_platforms()),
+        f"{RESULTS}/report/claims.md",
+        *(f"{RESULTS}/report/figures/{figure}.png" for figure in REPORT_FIGURES),
+        f"{RESULTS}/report/metrics_long.csv",
     ]
 
 
 def run_files(name):
     """`name` (metrics.csv, run.json, ...) of every run, in grid order."""
-    return [f"{grid.run_dir(run)}/{name}" for run in RUNS]
+    return [f"{grid.run_dir(run, NAME)}/{name}" for run in RUNS]
 
 
 # ---- prepare ---------------------------------------------------------------
@@ -60,19 +84,100 @@ def needs_raw(dataset):
 
 
 def prepare_input(wildcards):
-    """The raw download and label files, so missing ones are named before anything runs."""
+    """The raw download and label files, so missing ones are named before anything runs:
+    with a download list, its files (the download rule's outputs), else the raw folder."""
     if not needs_raw(wildcards.dataset):
         return []
     settings = config["datasets"][wildcards.dataset]
     extra = [settings.get(key) for key in ("val_labels", "devkit")]
-    return [raw_dir(wildcards.dataset), *filter(None, extra)]
+    raw = download_targets(wildcards.dataset) or [raw_dir(wildcards.dataset)]
+    return [*raw, *filter(None, extra)]
+
+
+def verify_raw(wildcards):
+    """The command checking hand-placed downloads against their sha256 before `prepare`
+    reads them (Snakemake takes an existing output as done), "" without a download list."""
+    files = download_files(wildcards.dataset)
+    if not files:
+        return ""
+    checksums = [f"--sha256 {shlex.quote(name)}={spec['sha256']}" for name, spec in files.items() if spec["sha256"]]
+    names = " ".join(shlex.quote(name) for name in files)
+    folder = shlex.quote(download_folder(wildcards.dataset))
+    return (f"python -m scaledl download {wildcards.dataset} {names} --out-dir {folder} --verify-only "
+            f"{' '.join(checksums)} && ")
 
 
 def prepare_flags(wildcards):
     settings = dict(config["datasets"][wildcards.dataset])
+    settings.pop("download", None)  # the download rule's, not prepare's
     if needs_raw(wildcards.dataset):
         settings["raw"] = raw_dir(wildcards.dataset)
     return grid.as_flags(settings)
+
+
+# ---- download --------------------------------------------------------------
+
+
+def download_files(dataset):
+    """{file name: {urls, sha256}} the download rule fetches for `dataset`; {} for none."""
+    return config["datasets"][dataset].get("download") or {}
+
+
+def download_folder(dataset):
+    """The raw folder, normalised so the download rule's outputs and prepare's inputs match."""
+    return os.path.normpath(raw_dir(dataset))
+
+
+def download_targets(dataset):
+    return [f"{download_folder(dataset)}/{name}" for name in download_files(dataset)]
+
+
+def downloads_by_folder():
+    """Raw folder → the dataset whose download list fills it; a listed file with neither
+    a URL nor a sha256, or two lists filling one folder, stop the workflow here."""
+    folders = {}
+    for dataset in config["datasets"]:
+        for name, spec in download_files(dataset).items():
+            if not spec["urls"] and not spec["sha256"]:
+                raise WorkflowError(f"datasets.{dataset}.download.{name}: give it urls or a sha256, or leave it out")
+        if not download_files(dataset):
+            continue
+        folder = download_folder(dataset)
+        if folder in folders:
+            raise WorkflowError(f"datasets {folders[folder]} and {dataset} both download into {folder}: "
+                                f"give one of them its own `raw` folder")
+        folders[folder] = dataset
+    return folders
+
+
+DOWNLOADS = downloads_by_folder()
+
+
+def one_of(words):
+    """A regex matching exactly one of `words`; one that matches nothing when there are none."""
+    return "|".join(re.escape(word) for word in sorted(set(words))) or "(?!)"
+
+
+def download_wildcard_constraints():
+    """The download rule's outputs are the listed files and nothing else."""
+    return {
+        "rawdir": one_of(DOWNLOADS),
+        "filename": one_of(name for dataset in DOWNLOADS.values() for name in download_files(dataset)),
+    }
+
+
+def download_dataset(wildcards):
+    return DOWNLOADS[wildcards.rawdir]
+
+
+def download_sources(wildcards):
+    """--url (each mirror, in order) and --sha256 of the one file a download job fetches."""
+    name = wildcards.filename
+    spec = download_files(download_dataset(wildcards))[name]
+    flags = [f"--url {shlex.quote(f'{name}={url}')}" for url in spec["urls"]]
+    if spec["sha256"]:
+        flags.append(f"--sha256 {shlex.quote(name)}={spec['sha256']}")
+    return " ".join(flags)
 
 
 # ---- train -----------------------------------------------------------------
@@ -126,10 +231,52 @@ def placed_threads(placement_for):
 
 
 def measured_platforms():
-    """Platforms with runs, when the network stage is enabled."""
+    """One platform per distinct machine with runs, when the network stage is enabled: platforms equal
+    but for their time limit or memory (a strong-scaling alias) share one measurement, named after
+    the first of them (scaledl.grid.netbench_groups); each platform still gets its own comm_model table."""
+    if not config["netbench"]["enabled"]:
+        return []
+    return sorted(grid.netbench_groups(RUNS, config))
+
+
+def modelled_platforms():
+    """Every platform with runs, when the network stage is enabled: each gets its own comm_model table."""
     if not config["netbench"]["enabled"]:
         return []
     return sorted({run.platform for run in RUNS})
+
+
+def machine_netbench(platform):
+    """The netbench file measured on `platform`'s machine (shared by platforms that differ only in
+    time limit or memory)."""
+    return f"{RESULTS}/netbench/{grid.measured_as(platform, RUNS, config)}.json"
+
+
+def comm_model_netbench(wildcards):
+    return machine_netbench(wildcards.platform)
+
+
+def figures_netbench(wildcards):
+    """--netbench PLATFORM=JSON for every modelled platform: a network belongs to its own platform's runs."""
+    return " ".join(f"--netbench {platform}={machine_netbench(platform)}" for platform in modelled_platforms())
+
+
+def figures_netbench_files(wildcards):
+    return sorted({machine_netbench(platform) for platform in modelled_platforms()})
+
+
+def claims_netbench(wildcards):
+    """The α-β model's input for the weak-scaling claim: the network of the first measured platform."""
+    return [f"{RESULTS}/netbench/{platform}.json" for platform in measured_platforms()[:1]]
+
+
+def claims_flags(wildcards):
+    """--device-of PLATFORM=DEVICE for every platform with runs (a claim needing a GPU or a KNL is judged
+    only on runs that had one), and --netbench when the network was measured."""
+    flags = [f"--device-of {platform}={grid.hardware_of(config['platforms'][platform])}"
+             for platform in sorted({run.platform for run in RUNS})]
+    flags += [f"--netbench {path}" for path in claims_netbench(wildcards)]
+    return " ".join(flags)
 
 
 def netbench_placement(wildcards):
@@ -137,12 +284,10 @@ def netbench_placement(wildcards):
 
 
 def netbench_threads(wildcards):
-    """On a local platform every core of this run, so no training job runs beside the
-    measurement (Snakemake caps threads at --cores); on a cluster its allocation's."""
-    cores = placed_threads(netbench_placement)(wildcards)
-    if netbench_placement(wildcards).kind == "local":
-        return max(cores, workflow.cores or 1)
-    return cores
+    """Run here, a local platform's measurement takes every --cores, so no training job runs beside
+    it; under a cluster executor (`--profile slurm`: no --cores) the cores of its own allocation."""
+    local_cores = workflow.cores if workflow.local_exec else None
+    return grid.netbench_threads(netbench_placement(wildcards), local_cores)
 
 
 def netbench_flags(wildcards):
@@ -152,7 +297,7 @@ def netbench_flags(wildcards):
 
 def platform_run_files(wildcards):
     """run.json of every run on the platform these wildcards name."""
-    return [f"{grid.run_dir(run)}/run.json" for run in RUNS if run.platform == wildcards.platform]
+    return [f"{grid.run_dir(run, NAME)}/run.json" for run in RUNS if run.platform == wildcards.platform]
 
 
 def comm_model_networks(wildcards):

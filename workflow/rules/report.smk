@@ -6,10 +6,10 @@ rule aggregate:
     input:
         runs=run_files("run.json"),
     output:
-        csv=report("results/tables/summary.csv", category="Summary"),
-        md="results/tables/summary.md",
+        csv=report("results/{name}/tables/summary.csv", category="Summary"),
+        md="results/{name}/tables/summary.md",
     log:
-        "logs/aggregate/summary.log",
+        "logs/{name}/aggregate/summary.log",
     conda:
         "../envs/scaledl.yaml"
     shell:
@@ -22,10 +22,10 @@ rule scaling:
     input:
         runs=run_files("run.json"),
     output:
-        csv=report("results/tables/scaling.csv", category="Summary"),
-        md="results/tables/scaling.md",
+        csv=report("results/{name}/tables/scaling.csv", category="Summary"),
+        md="results/{name}/tables/scaling.md",
     log:
-        "logs/aggregate/scaling.log",
+        "logs/{name}/aggregate/scaling.log",
     conda:
         "../envs/scaledl.yaml"
     shell:
@@ -37,9 +37,9 @@ rule plot_accuracy_vs_time:
         metrics=run_files("metrics.csv"),
         runs=run_files("run.json"),  # labels come from here
     output:
-        report("results/plots/accuracy_vs_time.png", category="Figures"),
+        report("results/{name}/plots/accuracy_vs_time.png", category="Figures"),
     log:
-        "logs/plot/accuracy_vs_time.log",
+        "logs/{name}/plot/accuracy_vs_time.log",
     conda:
         "../envs/scaledl.yaml"
     # x is training time, the clock of time_to_target_s in the summary
@@ -54,9 +54,9 @@ rule plot_accuracy_vs_time:
 # 4253-core point. Definitions: scaledl.netbench, scaledl.report.comm_model.
 rule netbench:
     output:
-        "results/netbench/{platform}.json",
+        "results/{name}/netbench/{platform}.json",
     log:
-        "logs/netbench/{platform}.log",
+        "logs/{name}/netbench/{platform}.log",
     conda:
         "../envs/scaledl.yaml"
     threads: netbench_threads
@@ -72,14 +72,14 @@ rule netbench:
 
 rule comm_model:
     input:
-        netbench="results/netbench/{platform}.json",
+        netbench=comm_model_netbench,
         runs=platform_run_files,
     output:
-        csv=report("results/tables/comm_model/{platform}.csv", category="Communication model"),
-        md="results/tables/comm_model/{platform}.md",
-        scaling="results/tables/comm_model/{platform}_scaling.csv",
+        csv=report("results/{name}/tables/comm_model/{platform}.csv", category="Communication model"),
+        md="results/{name}/tables/comm_model/{platform}.md",
+        scaling="results/{name}/tables/comm_model/{platform}_scaling.csv",
     log:
-        "logs/aggregate/comm_model_{platform}.log",
+        "logs/{name}/aggregate/comm_model_{platform}.log",
     conda:
         "../envs/scaledl.yaml"
     params:
@@ -87,3 +87,24 @@ rule comm_model:
     shell:
         "python -m scaledl comm-model {input.runs} --netbench {input.netbench} --networks {params.networks}"
         " --out {output.csv} --markdown {output.md} --scaling-out {output.scaling} > {log} 2>&1"
+
+
+# The paper's claims, each with our number, its spread and n, and a verdict
+# (holds / does not hold / not comparable here, with the reason); the claims and
+# their rules are data, in scaledl/report/claims.yaml.
+rule claims:
+    input:
+        summary="results/{name}/tables/summary.csv",
+        netbench=claims_netbench,
+    output:
+        md=report("results/{name}/report/claims.md", category="Claims"),
+        csv="results/{name}/report/claims.csv",
+    log:
+        "logs/{name}/report/claims.log",
+    conda:
+        "../envs/scaledl.yaml"
+    params:
+        flags=claims_flags,
+    shell:
+        "python -m scaledl claims --summary {input.summary} {params.flags}"
+        " --out-md {output.md} --out-csv {output.csv} > {log} 2>&1"

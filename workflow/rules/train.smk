@@ -12,13 +12,13 @@ rule train:
     input:
         data="data/hdf5/{dataset}.h5",
     output:
-        metrics="results/runs/{dataset}/{model}/{algorithm}/{platform}/p{workers}/s{seed}/metrics.csv",
-        run="results/runs/{dataset}/{model}/{algorithm}/{platform}/p{workers}/s{seed}/run.json",
-        model="results/runs/{dataset}/{model}/{algorithm}/{platform}/p{workers}/s{seed}/model.pt",
+        metrics="results/{name}/runs/{dataset}/{model}/{algorithm}/{platform}/p{workers}/s{seed}/metrics.csv",
+        run="results/{name}/runs/{dataset}/{model}/{algorithm}/{platform}/p{workers}/s{seed}/run.json",
+        model="results/{name}/runs/{dataset}/{model}/{algorithm}/{platform}/p{workers}/s{seed}/model.pt",
     log:
-        "logs/train/{dataset}/{model}/{algorithm}/{platform}/p{workers}/s{seed}.log",
+        "logs/{name}/train/{dataset}/{model}/{algorithm}/{platform}/p{workers}/s{seed}.log",
     benchmark:
-        "benchmarks/train/{dataset}/{model}/{algorithm}/{platform}/p{workers}/s{seed}.tsv"
+        "benchmarks/{name}/train/{dataset}/{model}/{algorithm}/{platform}/p{workers}/s{seed}.tsv"
     conda:
         "../envs/scaledl.yaml"
     threads: placed_threads(train_placement)

@@ -17,7 +17,8 @@ The ladder: sync_easgd1/2/3 are the registry's presets of sync_easgd, each
 fixing the switches --center-on and --overlap (the math is identical at
 every level, so their results are bitwise equal, only the time differs):
     sync_easgd1  tree collectives; the center W stays in host memory (the paper's
-                 CPU master): W and ΣW^i cross host↔device every iteration
+                 CPU master): W and ΣW^i cross host↔device every iteration, through
+                 page-locked host buffers on a GPU (as the device levels' staging)
     sync_easgd2  W lives on the master's device beside W^0: device-resident
                  weights, GPU–GPU messages where the backend allows
     sync_easgd3  sync_easgd2, and steps 2–3 run on a helper thread while the
@@ -49,10 +50,14 @@ class SyncEASGD(Algorithm):
         self.workers = self.roles.num_workers
         self.on_host = self.codesign.center_on == "host"
         place = torch.device("cpu") if self.on_host else w.device
+
+        def buffer() -> torch.Tensor:
+            return host_buffer(w) if self.on_host else torch.empty_like(w)
+
         # What travels: W_t from the master's center, Σ W^i_t into `sum_workers` (in the center's memory).
-        self.w_wire = torch.empty(w.shape, dtype=w.dtype, device=place) if self.on_host else w
-        self.center_wire = self.center.data if self.roles.is_master else torch.empty(w.shape, dtype=w.dtype, device=place)
-        self.sum_workers = torch.empty_like(self.center_wire) if self.roles.is_master else None
+        self.w_wire = host_buffer(w) if self.on_host else w
+        self.center_wire = self.center.data if self.roles.is_master else buffer()
+        self.sum_workers = buffer() if self.roles.is_master else None
         # W_t on this worker's device, for Eq. 1.
         self.center_copy = self.center_wire if place == w.device else torch.empty_like(w)
         self.control = self.collectives(self.center_wire)
@@ -67,6 +72,9 @@ class SyncEASGD(Algorithm):
             # update that wrote W^i_t by an event: synchronising the main stream instead
             # would wait for the forward/backward queued meanwhile, and nothing would overlap.
             self.exchange_stream = torch.cuda.Stream(w.device) if w.is_cuda else None
+            # Per exchange: the helper's seconds and the part the main thread waited for (the rest was
+            # hidden behind data and fwd/bwd), so a steady-state window can be cut as from the timeline.
+            self.overlap_log: dict[str, list[float]] = {"exchange_s": [], "waited_s": []}
         else:
             self.coll = self.control
         self.iteration = 0
@@ -118,8 +126,12 @@ class SyncEASGD(Algorithm):
                 rules.sgd_(w, grad, lr)                                 # local step between exchanges
             return
         if self.codesign.overlap:
+            t0 = time.perf_counter()
             with self.timer.phase("wait"):                              # the exposed part of the exchange
-                self.timer.add_overlapped(self.pending.result())
+                seconds = self.pending.result()
+            self.timer.add_overlapped(seconds)
+            self.overlap_log["exchange_s"].append(round(seconds, 7))
+            self.overlap_log["waited_s"].append(round(time.perf_counter() - t0, 7))
         else:
             self.exchange(self.timer)
         if self.center_copy is not self.center_wire:
@@ -144,7 +156,16 @@ class SyncEASGD(Algorithm):
                   "messages_per_exchange": self.coll.messages / self.exchanges if self.exchanges else None}
         if self.codesign.overlap:
             report["helper_thread_phases"] = self.helper_timer.snapshot()
+            report["overlap_per_exchange"] = self.overlap_log   # exchange k ran in iteration k·τ
         return report
+
+
+def host_buffer(like: torch.Tensor) -> torch.Tensor:
+    """A host tensor shaped like `like`, page-locked when `like` is on a GPU: the host↔device copies of
+    Sync EASGD1 then run at the same DMA rate as the pinned staging of the device-resident levels, so
+    level 1 → 2 measures where the center lives, not pageable against pinned memory."""
+    pinned = like.device.type == "cuda" and torch.cuda.is_available()
+    return torch.empty(like.shape, dtype=like.dtype, device="cpu", pin_memory=pinned)
 
 
 ALGORITHM = SyncEASGD

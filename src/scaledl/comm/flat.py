@@ -16,7 +16,7 @@ from torch import nn
 class FlatParams:
     """Re-points every parameter (and its .grad) of `module` at slices of two flat tensors."""
 
-    def __init__(self, module: nn.Module):
+    def __init__(self, module: nn.Module, pin_memory: bool = False):
         params = [p for p in module.parameters() if p.requires_grad]
         if not params:
             raise ValueError("module has no trainable parameters")
@@ -28,7 +28,7 @@ class FlatParams:
         self.shapes = [p.shape for p in params]
         self.numels = [p.numel() for p in params]
         total = sum(self.numels)
-        self.data = torch.empty(total, dtype=params[0].dtype, device=params[0].device)
+        self.data = torch.empty(total, dtype=params[0].dtype, device=params[0].device, pin_memory=pin_memory)
         self.grad = torch.zeros_like(self.data)
         offset = 0
         for p, n in zip(params, self.numels):

@@ -16,11 +16,11 @@ HELP = "collect run.json files into a summary table"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "runs", nargs="+", metavar="RUN",
-        help="run.json files or run directories (results/runs/.../s0)",
+        help="run.json files or run directories (results/NAME/runs/.../s0)",
     )
     parser.add_argument(
         "--out", required=True, type=Path, metavar="CSV",
-        help="table to write (e.g. results/tables/summary.csv)",
+        help="table to write (e.g. results/NAME/tables/summary.csv)",
     )
     parser.add_argument(
         "--table", choices=("summary", "scaling"), default="summary",

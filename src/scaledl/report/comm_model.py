@@ -1,6 +1,6 @@
 """`scaledl comm-model`: the α-β cost model's communication time beside the measured one, per run.
 
-    scaledl comm-model --netbench netbench.json RUN_JSON... --out results/tables/comm_model.csv
+    scaledl comm-model --netbench netbench.json RUN_JSON... --out results/NAME/tables/comm_model.csv
 
 Inputs: α, β, γ from a `scaledl netbench` file; per run, from run.json:
 n = model.bytes, P = world.workers, the algorithm key, and the per-rank
@@ -288,7 +288,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("runs", nargs="+", metavar="RUN", help="run.json files or run directories")
     parser.add_argument("--netbench", required=True, type=Path, metavar="JSON", help="α, β, γ from scaledl netbench")
     parser.add_argument("--out", required=True, type=Path, metavar="CSV",
-                        help="per-run table to write (e.g. results/tables/comm_model.csv)")
+                        help="per-run table to write (e.g. results/NAME/tables/comm_model.csv)")
     parser.add_argument("--markdown", type=Path, metavar="MD",
                         help="markdown report (default: CSV with the suffix .md; 'none' to skip)")
     parser.add_argument("--scaling-out", type=Path, metavar="CSV",

@@ -19,7 +19,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--out", required=True, type=Path, metavar="FIGURE",
-        help=f"figure to write ({', '.join(FIGURE_FORMATS)}), e.g. results/plots/accuracy_vs_time.png",
+        help=f"figure to write ({', '.join(FIGURE_FORMATS)}), e.g. results/NAME/plots/accuracy_vs_time.png",
     )
     parser.add_argument("--x", default="wall_s", choices=list(X_COLUMNS), help="horizontal axis (default: wall_s)")
     parser.add_argument("--y", default="test_accuracy", choices=list(Y_COLUMNS),

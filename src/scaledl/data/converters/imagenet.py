@@ -46,6 +46,7 @@ import numpy as np
 
 from scaledl.data.hdf5 import TEST, TRAIN, DatasetWriter, SplitWriter, manifest_sha256, sha256_file
 from scaledl.errors import DataError, UserError
+from scaledl.progress import Progress
 
 from scaledl.data.converters.options import PrepareOptions
 
@@ -223,9 +224,11 @@ def decode_all(tasks: list[tuple[str, int]], pool: Executor | None) -> list:
 
 
 def write_split(writer: SplitWriter, raw: Path, files: list[str], labels: np.ndarray, order: np.ndarray,
-                size: int, pool: Executor | None, digests: np.ndarray, skip_corrupt: bool) -> list[str]:
+                size: int, pool: Executor | None, digests: np.ndarray, skip_corrupt: bool,
+                split: str = "images") -> list[str]:
     """Decode files in `order`, block by block, into `writer`; fills `digests` (N, 32); returns the skipped files."""
     skipped = []
+    progress = Progress(f"scaledl prepare: {split}", total=len(order))
     for lo in range(0, len(order), BLOCK_IMAGES):
         block = order[lo:lo + BLOCK_IMAGES]
         images, kept = [], []
@@ -241,6 +244,8 @@ def write_split(writer: SplitWriter, raw: Path, files: list[str], labels: np.nda
             kept.append(i)
         if images:
             writer.write(np.stack(images), labels[kept])
+        progress.advance(len(block))
+    progress.finish()
     if skipped:
         if writer.written == 0:
             raise DataError(f"{raw}: no image of this split decodes; re-extract the dataset")
@@ -270,7 +275,7 @@ def convert(raw: Path, out: Path, opts: PrepareOptions) -> None:
                 digests[split] = np.zeros((len(files), 32), np.uint8)
                 writer = w.create_split(split, len(files), (3, size, size))
                 skipped += len(write_split(writer, raw, files, labels, order, size, pool,
-                                           digests[split], opts.skip_corrupt))
+                                           digests[split], opts.skip_corrupt, split))
             w.attrs["skipped_corrupt"] = skipped
             w.source_sha256 = manifest_sha256(chain(
                 ((f, d.tobytes().hex()) for split in (TRAIN, TEST) for f, d in zip(splits[split][0], digests[split])),

@@ -1,0 +1,517 @@
+"""The report's figures, from run.json and metrics.csv files (our runs, our numbers).
+
+Every figure is one function in `FIGURES` (name → function). A function
+returns a matplotlib Figure, or raises `NotDrawn` with the reason when the
+runs it needs are not in the set; `write_figures` then writes a placeholder
+PNG saying so, so a workflow can always declare every file.
+
+A *setting* is what a comparison holds fixed: dataset, model, platform and
+worker count. In a setting, the seeds of one algorithm are summarised, never
+drawn one by one:
+
+- accuracy vs training time (fig6_*, fig8): each seed's test accuracy is a
+  step curve over its training clock (`train_s`: evaluation excluded,
+  docs/time.md), held from one evaluation to the next and, after the run
+  stopped, at its last value. On the union of the seeds' evaluation times,
+  from the latest first evaluation on, the line is the median over seeds
+  and the band their min–max (`seed_band`);
+- bars are medians over seeds with min–max whiskers, labelled with n.
+
+Algorithm sides are written as in claims.yaml: "a|b" means the first of a, b
+that has runs in the setting.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import textwrap
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
+import numpy as np
+import pandas as pd
+
+from scaledl.atomic import atomic_path
+from scaledl.costmodel import COST_MODELS, Network, step_cost
+from scaledl.errors import UserError
+from scaledl.report.aggregate import lookup, read_metrics, read_run, run_json_path
+from scaledl.report.claims import fmt_ratio, ratio, spread_of
+from scaledl.report.comm_model import message_count
+from scaledl.report.scaling import FIELDS as SCALING_FIELDS
+from scaledl.report.scaling import efficiency_table
+from scaledl.timing import COMPUTE, TRANSFER, WAIT
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+# (column, path in run.json) of a run's key
+KEY_FIELDS: list[tuple[str, str]] = [
+    ("dataset", "data.dataset"),
+    ("model", "model.name"),
+    ("algorithm", "algorithm.key"),
+    ("platform", "platform"),
+    ("workers", "world.workers"),
+    ("seed", "arguments.seed"),
+]
+KEY = [column for column, _ in KEY_FIELDS]
+SETTING = ("dataset", "model", "platform", "workers")
+
+SYNC_EASGD = "sync_easgd3|sync_easgd"   # the paper's Sync EASGD: the overlapped variant where it ran
+PAIRS = {   # name → (title, faster side, slower side)
+    "fig6_1": ("Async EASGD vs Async SGD", "async_easgd", "async_sgd"),
+    "fig6_2": ("Async MEASGD vs Async MSGD", "async_measgd", "async_msgd"),
+    "fig6_3": ("Hogwild EASGD vs Hogwild SGD", "hogwild_easgd", "hogwild_sgd"),
+    "fig6_4": ("Sync EASGD vs original EASGD", SYNC_EASGD, "easgd"),
+}
+ALL_METHODS = (SYNC_EASGD, "hogwild_easgd", "easgd", "async_sgd", "async_msgd", "hogwild_sgd",
+               "async_easgd", "async_measgd")
+LADDER = ("easgd", "sync_easgd1", "sync_easgd2", "sync_easgd3")
+CHIP_PARTITION = "chip_partition"
+
+# Stacking order of the time breakdown; `other` is the step's time outside every phase (loop overhead).
+BREAKDOWN = ("compute", "data", "h2d", "param_copy", "comm", "wait", "update", "center_update", "other")
+STEADY_GROUPS = (("transfer_per_step_s", TRANSFER), ("wait_per_step_s", WAIT), ("compute_per_step_s", COMPUTE))
+
+PLACEHOLDER_TEXT = "not run in this config"
+
+
+class NotDrawn(Exception):
+    """The runs a figure needs are not in the set; the message says which."""
+
+
+@dataclass(frozen=True)
+class Run:
+    path: Path              # its run.json
+    keys: dict              # KEY columns
+    record: dict            # the parsed run.json
+    metrics: pd.DataFrame   # its metrics.csv
+
+    @property
+    def algorithm(self) -> str:
+        return self.keys["algorithm"]
+
+    @property
+    def setting(self) -> tuple:
+        return tuple(self.keys[column] for column in SETTING)
+
+
+@dataclass
+class Inputs:
+    runs: list[Run]
+    networks: dict[str, Network] = field(default_factory=dict)   # platform → measured network; "*": any
+    notes: list[str] = field(default_factory=list)               # what a drawn figure had to leave out
+
+    def network_for(self, platform: str) -> Network | None:
+        return self.networks.get(platform, self.networks.get("*"))
+
+
+# ------------------------------------------------------------------ inputs
+
+
+def load_run(path: str | Path) -> Run:
+    """A run's run.json and the metrics.csv beside it; UserError naming the file if either is unusable."""
+    path = run_json_path(path)
+    record = read_run(path)
+    keys = {column: lookup(record, dotted, path) for column, dotted in KEY_FIELDS}
+    metrics_file = path.with_name("metrics.csv")
+    metrics = read_metrics(metrics_file)
+    for column in ("train_s", "test_accuracy"):
+        if column not in metrics.columns:
+            raise UserError(f"{metrics_file}: metrics.csv has no column {column!r} "
+                            "(written by an incompatible version; rerun that training)")
+    return Run(path, keys, record, metrics)
+
+
+def load_runs(paths: list[str | Path]) -> list[Run]:
+    return [load_run(path) for path in dict.fromkeys(str(path) for path in paths)]
+
+
+def by_setting(runs: list[Run]) -> dict[tuple, list[Run]]:
+    groups: dict[tuple, list[Run]] = {}
+    for run in runs:
+        groups.setdefault(run.setting, []).append(run)
+    return dict(sorted(groups.items(), key=lambda item: tuple(map(str, item[0]))))
+
+
+def pick(runs: list[Run], side: str) -> tuple[str, list[Run]] | None:
+    """(algorithm, its runs) of the first alternative in "a|b" with runs; None if none has any."""
+    for algorithm in side.split("|"):
+        chosen = [run for run in runs if run.algorithm == algorithm]
+        if chosen:
+            return algorithm, chosen
+    return None
+
+
+def setting_title(setting: tuple) -> str:
+    dataset, model, platform, workers = setting
+    return f"{dataset} / {model}, {platform}, P={workers}"
+
+
+def side_names(sides) -> str:
+    return ", ".join(f"({side.replace('|', ' or ')})" if "|" in side else side for side in sides)
+
+
+# --------------------------------------------------------------- numbers
+
+
+def accuracy_curve(metrics: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """(training seconds, test accuracy) of the evaluated rows, in time order."""
+    rows = metrics[["train_s", "test_accuracy"]].dropna().sort_values("train_s", kind="stable")
+    return rows["train_s"].to_numpy(float), rows["test_accuracy"].to_numpy(float)
+
+
+def held_values(times: np.ndarray, values: np.ndarray, grid: np.ndarray) -> np.ndarray:
+    """The step curve (times, values) at each grid point: the last value at or before it.
+    Every grid point must be at or after times[0]; after times[-1] the last value holds."""
+    return values[np.searchsorted(times, grid, side="right") - 1]
+
+
+def seed_band(curves: list[tuple[np.ndarray, np.ndarray]]) -> pd.DataFrame:
+    """Median, min and max over seeds of their step curves, on the union of their times
+    from the latest first time on (before it some seed has no value yet)."""
+    curves = [(t, v) for t, v in curves if len(t)]
+    if not curves:
+        return pd.DataFrame(columns=["time", "median", "low", "high"])
+    start = max(t[0] for t, _ in curves)
+    grid = np.unique(np.concatenate([t for t, _ in curves]))
+    grid = grid[grid >= start]
+    values = np.vstack([held_values(t, v, grid) for t, v in curves])
+    return pd.DataFrame({"time": grid, "median": np.median(values, axis=0),
+                         "low": values.min(axis=0), "high": values.max(axis=0)})
+
+
+def phase_seconds_per_step(run: Run) -> dict[str, float] | None:
+    """Steady-state seconds per step of each BREAKDOWN phase, the workers' mean; None without a steady state.
+
+    run.json's `time` block holds the steady-state transfer, wait and compute per step
+    (docs/time.md); each is shared among its phases in proportion to the phases' seconds
+    over the whole run (`phases.workers_mean`), the only per-phase figure run.json keeps.
+    `other` is the rest of the step: time outside every phase.
+    """
+    step = lookup(run.record, "time.seconds_per_step", run.path)
+    steady = {key: lookup(run.record, f"time.{key}", run.path) for key, _ in STEADY_GROUPS}
+    if step is None or any(value is None for value in steady.values()):
+        return None
+    out = {}
+    for key, phases in STEADY_GROUPS:
+        totals = {p: float(lookup(run.record, f"phases.workers_mean.{p}_s", run.path)) for p in phases}
+        whole = sum(totals.values())
+        for phase in phases:
+            out[phase] = steady[key] * (totals[phase] / whole if whole > 0 else 1 / len(phases))
+    out["other"] = max(step - sum(out.values()), 0.0)
+    return out
+
+
+def reached_seconds(run: Run) -> float:
+    """Time to target; +inf when the run never reached it (the claims' protocol: never dropped)."""
+    value = lookup(run.record, "time_to_target_s", run.path)
+    return math.inf if value is None else float(value)
+
+
+def spread_text(values: list[float], unit: str = "s") -> str:
+    """"median unit", then "[min–max] n=…" on a second line (it labels a bar)."""
+    spread = spread_of(values)
+    return f"{spread.median:.3g} {unit}\n[{spread.low:.3g}–{spread.high:.3g}] n={spread.n}"
+
+
+# ----------------------------------------------------------------- drawing
+
+
+def new_figure(panels: int, *, columns: int = 3, width: float = 5.2, height: float = 3.9) -> tuple[Figure, list[Axes]]:
+    """A figure with one axes per panel, at most `columns` to a row, drawn by the Agg canvas."""
+    # matplotlib only here: the tables and the CLI's --help never pay for it
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    cols = max(1, min(panels, columns))
+    rows = max(1, math.ceil(panels / cols))
+    figure = Figure(figsize=(width * cols, height * rows), layout="constrained")
+    FigureCanvasAgg(figure)
+    axes = figure.subplots(rows, cols, squeeze=False).ravel().tolist()
+    for extra in axes[panels:]:
+        extra.set_visible(False)
+    return figure, axes[:panels]
+
+
+def placeholder(name: str, reason: str) -> Figure:
+    figure, (ax,) = new_figure(1, width=6.4, height=2.4)
+    ax.axis("off")
+    ax.text(0.5, 0.6, f"{name}: {PLACEHOLDER_TEXT}", ha="center", va="center", fontsize=13, transform=ax.transAxes)
+    ax.text(0.5, 0.3, textwrap.fill(reason, 90), ha="center", va="center", fontsize=9, transform=ax.transAxes)
+    return figure
+
+
+def draw_band(ax: Axes, band: pd.DataFrame, label: str, color: str) -> None:
+    ax.step(band["time"], band["median"], where="post", color=color, label=label)
+    ax.fill_between(band["time"], band["low"], band["high"], step="post", color=color, alpha=0.2, linewidth=0)
+
+
+def draw_targets(ax: Axes, runs: list[Run]) -> None:
+    targets = {run.record.get("target_accuracy") for run in runs} - {None}
+    for target in sorted(targets):
+        ax.axhline(target, color="0.5", linestyle="--", linewidth=1, label=f"target {target:g}")
+
+
+def accuracy_panel(ax: Axes, setting: tuple, chosen: list[tuple[str, list[Run]]]) -> None:
+    for index, (algorithm, runs) in enumerate(chosen):
+        curves = [curve for curve in (accuracy_curve(run.metrics) for run in runs) if len(curve[0])]
+        draw_band(ax, seed_band(curves), f"{algorithm} (n={len(curves)})", f"C{index % 10}")
+    draw_targets(ax, [run for _, runs in chosen for run in runs])
+    ax.set(title=setting_title(setting), xlabel="training time (s, evaluation excluded)", ylabel="test accuracy")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize="small")
+
+
+def accuracy_figure(inputs: Inputs, sides: tuple[str, ...], title: str, *, min_sides: int | None = None) -> Figure:
+    """One panel per setting where at least `min_sides` of `sides` (default: all) have runs."""
+    needed = len(sides) if min_sides is None else min_sides
+    panels = []
+    for setting, runs in by_setting(inputs.runs).items():
+        chosen = [found for side in sides if (found := pick(runs, side))]
+        if len(chosen) >= needed:
+            panels.append((setting, chosen))
+    if not panels:
+        which = f"both {side_names(sides[:1])} and {side_names(sides[1:])}" if needed == len(sides) == 2 \
+            else f"at least {needed} of {side_names(sides)}"
+        raise NotDrawn(f"no dataset/model/platform/workers setting has runs of {which}")
+    figure, axes = new_figure(len(panels))
+    for ax, (setting, chosen) in zip(axes, panels):
+        accuracy_panel(ax, setting, chosen)
+    figure.suptitle(f"{title}\nmedian over seeds, band: min–max", fontsize="medium")
+    return figure
+
+
+def pair_figure(name: str) -> Callable[[Inputs], Figure]:
+    title, faster, than = PAIRS[name]
+
+    def draw(inputs: Inputs) -> Figure:
+        return accuracy_figure(inputs, (faster, than), title)
+
+    return draw
+
+
+def fig8(inputs: Inputs) -> Figure:
+    return accuracy_figure(inputs, ALL_METHODS, "All methods", min_sides=2)
+
+
+# ------------------------------------------------------------ the ladder
+
+
+def ladder_bars(runs: list[Run]) -> list[tuple[str, dict[str, float], list[float]]]:
+    """(level, median seconds per step of each phase, each seed's total) per ladder level with a steady state."""
+    bars = []
+    for level in LADDER:
+        phases = [p for p in (phase_seconds_per_step(run) for run in runs if run.algorithm == level) if p]
+        if phases:
+            medians = {phase: statistics.median(p[phase] for p in phases) for phase in BREAKDOWN}
+            totals = [lookup(run.record, "time.seconds_per_step", run.path) for run in runs if run.algorithm == level]
+            bars.append((level, medians, [t for t in totals if t is not None]))
+    return bars
+
+
+def ladder_panel(ax: Axes, setting: tuple, bars) -> None:
+    x = np.arange(len(bars))
+    bottom = np.zeros(len(bars))
+    for index, phase in enumerate(BREAKDOWN):
+        heights = np.array([medians[phase] for _, medians, _ in bars])
+        ax.bar(x, heights, bottom=bottom, color=f"C{index % 10}", label=phase, width=0.6)
+        bottom += heights
+    for xi, top, (_, _, totals) in zip(x, bottom, bars):
+        ax.text(xi, top, spread_text(totals, "s/step"), ha="center", va="bottom", fontsize=7)
+    ax.set_xticks(x, [level for level, _, _ in bars], rotation=15)
+    ax.set_ylim(0, 1.25 * max(bottom.max(), 1e-12))
+    ax.set(title=setting_title(setting), ylabel="seconds per step (steady state)")
+    ax.grid(axis="y", alpha=0.3)
+    handles, labels = ax.get_legend_handles_labels()   # top of the stack first, as the bars read
+    ax.legend(handles[::-1], labels[::-1], fontsize="x-small", loc="upper left", bbox_to_anchor=(1.0, 1.0))
+
+
+def ladder_breakdown(inputs: Inputs) -> Figure:
+    panels = []
+    for setting, runs in by_setting(inputs.runs).items():
+        bars = ladder_bars([run for run in runs if run.algorithm in LADDER])
+        if len(bars) >= 2:
+            panels.append((setting, bars))
+    if not panels:
+        raise NotDrawn(f"no setting has runs with a steady state of two or more of {', '.join(LADDER)}")
+    figure, axes = new_figure(len(panels), columns=2, width=6.5)
+    for ax, (setting, bars) in zip(axes, panels):
+        ladder_panel(ax, setting, bars)
+    figure.suptitle("Codesign ladder: time per step by phase\n"
+                    "segments: medians over seeds; label: total s/step, median [min–max] n", fontsize="medium")
+    return figure
+
+
+# -------------------------------------------------------------- scaling
+
+
+def scaling_rows(runs: list[Run]) -> pd.DataFrame:
+    """scaledl.report.scaling's table of these runs: one row per run in a sweep over the worker count."""
+    rows = [{**{column: lookup(run.record, dotted, run.path) for column, dotted in SCALING_FIELDS},
+             "run": run.path.parent.as_posix()} for run in runs]
+    table, _ = efficiency_table(rows)
+    return table
+
+
+def cost_options(run: Run) -> dict:
+    """step_cost's options as the run was configured (as scaledl comm-model reads them)."""
+    hyper, codesign = run.record.get("hyper") or {}, run.record.get("codesign") or {}
+    return {
+        "control": True,
+        "master_momentum": hyper.get("momentum_at", "master") == "master",
+        "overlap": codesign.get("overlap"),
+        "tau": int(hyper.get("tau") or 1),
+        "layers": message_count(run.record, run.path) if codesign.get("message") == "per_layer" else 1,
+    }
+
+
+def model_efficiency(base: list[Run], workers: list[int], kind: str, net: Network, cost_model: str) -> list[float] | None:
+    """The α-β model's efficiency at each P, from the smallest sweep point's runs: their message size,
+    options and median compute per step (per worker: fixed in weak scaling, ∝ 1/P in strong)."""
+    computes = [c for c in (run.record.get("time", {}).get("compute_per_step_s") for run in base) if c is not None]
+    if not computes:
+        return None
+    first = base[0]
+    n, key, p0 = lookup(first.record, "model.bytes", first.path), first.algorithm, min(workers)
+    options, compute = cost_options(first), statistics.median(computes)
+
+    def step(p: int) -> float:
+        return step_cost(key, net, n, p, model=cost_model, compute_s=compute * (p0 / p if kind == "strong" else 1),
+                         **options).step_s
+
+    base_step = step(p0)
+    return [base_step / step(p) / (p / p0 if kind == "strong" else 1) for p in workers]
+
+
+def scaling_panel(ax: Axes, rows: pd.DataFrame, runs: list[Run], kind: str, net: Network | None, notes: list[str]) -> None:
+    for index, (algorithm, group) in enumerate(rows.groupby("algorithm", sort=True)):
+        color = f"C{index % 10}"
+        stats = group.groupby("workers")["efficiency"].agg(["median", "min", "max", "count"]).reset_index()
+        ax.errorbar(stats["workers"], stats["median"], yerr=[stats["median"] - stats["min"], stats["max"] - stats["median"]],
+                    marker="o", capsize=3, color=color, label=f"{algorithm} measured (n={stats['count'].max()})")
+        if net is None:
+            continue
+        workers = stats["workers"].tolist()
+        base_runs = set(group.loc[group["workers"] == workers[0], "run"])
+        base = [run for run in runs if run.path.parent.as_posix() in base_runs]
+        for cost_model, style in zip(COST_MODELS, ("--", ":")):
+            try:
+                predicted = model_efficiency(base, workers, kind, net, cost_model)
+            except ValueError as error:
+                notes.append(f"scaling: no α-β line for {algorithm} ({error})")
+                break
+            if predicted is not None:
+                ax.plot(workers, predicted, style, color=color, label=f"{algorithm} α-β {cost_model}")
+    ax.axhline(1.0, color="0.5", linewidth=1)
+    ax.set_xscale("log", base=2)
+    counts = sorted(rows["workers"].unique())
+    ax.set_xticks(counts, [str(p) for p in counts], minor=False)
+    ax.minorticks_off()
+    ax.set(xlabel="workers P", ylabel="efficiency", ylim=(0, None))
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize="x-small")
+
+
+def scaling(inputs: Inputs) -> Figure:
+    table = scaling_rows(inputs.runs)
+    if table.empty:
+        raise NotDrawn("no sweep over the worker count (each algorithm ran at one worker count, "
+                       "or neither the per-worker nor the global batch was fixed)")
+    panels = list(table.groupby(["dataset", "model", "platform", "scaling"], sort=True))
+    figure, axes = new_figure(len(panels), columns=2)
+    for ax, ((dataset, model, platform, kind), rows) in zip(axes, panels):
+        scaling_panel(ax, rows, inputs.runs, kind, inputs.network_for(platform), inputs.notes)
+        ax.set_title(f"{kind} scaling: {dataset} / {model}, {platform}")
+    figure.suptitle("Scaling efficiency vs workers\nmeasured: median over seeds, bars: min–max", fontsize="medium")
+    return figure
+
+
+# ------------------------------------------------------ chip partitioning
+
+
+def chip_panel(ax: Axes, runs: list[Run]) -> None:
+    counts = sorted({run.keys["workers"] for run in runs})
+    seconds = {p: [(run.keys["seed"], reached_seconds(run)) for run in runs if run.keys["workers"] == p] for p in counts}
+    finite = [s for values in seconds.values() for _, s in values if math.isfinite(s)]
+    top = 1.25 * max(finite) if finite else 1.0
+    for x, p in enumerate(counts):
+        values = [s for _, s in seconds[p]]
+        spread = spread_of(values)
+        missed = sum(math.isinf(v) for v in values)
+        if math.isinf(spread.median):
+            ax.bar(x, top, color="none", edgecolor="0.5", hatch="//")
+            ax.text(x, top / 2, f"not reached\n({missed} of {len(values)})", ha="center", va="center", fontsize=8)
+            continue
+        high = min(spread.high, top)
+        ax.bar(x, spread.median, color="C0", yerr=[[spread.median - spread.low], [high - spread.median]], capsize=4)
+        speedup, _ = ratio(seconds[counts[0]], seconds[p])
+        label = f"{speedup.text(fmt_ratio)}" + (f"\nnot reached in {missed}" if missed else "")
+        ax.text(x, high, label, ha="center", va="bottom", fontsize=7)
+    ax.set_xticks(range(len(counts)), [f"P={p}" for p in counts])
+    ax.set(ylim=(0, 1.1 * top), ylabel="time to target (s)", xlabel=f"parts (speedup over P={counts[0]})")
+    ax.grid(axis="y", alpha=0.3)
+
+
+def chip_partition(inputs: Inputs) -> Figure:
+    runs = [run for run in inputs.runs if run.algorithm == CHIP_PARTITION]
+    if not runs:
+        raise NotDrawn(f"no {CHIP_PARTITION} runs")
+    groups: dict[tuple, list[Run]] = {}
+    for run in runs:
+        groups.setdefault((run.keys["dataset"], run.keys["model"], run.keys["platform"]), []).append(run)
+    figure, axes = new_figure(len(groups))
+    for ax, (key, members) in zip(axes, sorted(groups.items())):
+        chip_panel(ax, members)
+        ax.set_title(" / ".join(map(str, key[:2])) + f", {key[2]}")
+    figure.suptitle("Chip partitioning: time to target per part count\nbars: median over seeds, whiskers: min–max\n"
+                    "label: speedup over the fewest parts, median [min–max] n", fontsize="medium")
+    return figure
+
+
+FIGURES: dict[str, Callable[[Inputs], Figure]] = {
+    **{name: pair_figure(name) for name in PAIRS},
+    "fig8": fig8,
+    "ladder_breakdown": ladder_breakdown,
+    "scaling": scaling,
+    "chip_partition": chip_partition,
+}
+
+
+# ---------------------------------------------------------------- outputs
+
+
+def save(figure: Figure, path: Path) -> None:
+    with atomic_path(path) as tmp:
+        figure.savefig(tmp, format="png", dpi=110)
+
+
+def write_figures(inputs: Inputs, out_dir: str | Path) -> list[str]:
+    """Every figure as out_dir/NAME.png; a placeholder for those not drawn. Returns one note per placeholder."""
+    skipped = []
+    for name, draw in FIGURES.items():
+        try:
+            figure = draw(inputs)
+        except NotDrawn as reason:
+            figure = placeholder(name, str(reason))
+            skipped.append(f"{name} ({reason})")
+        save(figure, Path(out_dir) / f"{name}.png")
+    return skipped
+
+
+def metrics_long(runs: list[Run]) -> pd.DataFrame:
+    """Every metrics.csv row, with its run's key columns first and its folder last."""
+    frames = [run.metrics.assign(**run.keys, run=run.path.parent.as_posix()) for run in runs]
+    if not frames:
+        return pd.DataFrame(columns=[*KEY, "run"])
+    table = pd.concat(frames, ignore_index=True)
+    return table[[*KEY, *[c for c in table.columns if c not in KEY and c != "run"], "run"]]
+
+
+def write_metrics_long(runs: list[Run], path: str | Path) -> int:
+    table = metrics_long(runs)
+    with atomic_path(path) as tmp:
+        table.to_csv(tmp, index=False)
+    return len(table)
