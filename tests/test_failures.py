@@ -91,7 +91,7 @@ def test_lost_worker_ends_the_job_naming_the_rank(digits_h5, tmp_path, algorithm
                   "--out-dir", str(tmp_path / "run"), "--max-steps", "100000", "--eval-every", "100000",
                   "--worker-timeout", str(timeout)])
     pid = int(job.wait_for(r"rank 2/3 \(worker 1, pid (\d+) on").group(1))
-    job.wait_for(r"step\s+0 ")                    # training has started
+    job.wait_for(r"step\s+0[/ ]")                 # training has started
     time.sleep(2)
     os.kill(pid, signal.SIGKILL if how == "kill" else signal.SIGSTOP)
     started = time.monotonic()
