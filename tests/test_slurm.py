@@ -91,8 +91,8 @@ def test_profile_submits_every_stage_and_wires_the_mpi_world(workdir, slurm_clus
     jobs = submissions(result)
     rules = {job_id: scontrol_job(job_id)["Comment"] for job_id in jobs}
     assert sorted(re.sub(r"_wildcards_.*", "", comment) for comment in rules.values()) == [
-        "rule_aggregate", "rule_comm_model", "rule_netbench", "rule_plot_accuracy_vs_time", "rule_prepare",
-        "rule_scaling", "rule_train", "rule_train", "rule_train_single",
+        "rule_aggregate", "rule_claims", "rule_comm_model", "rule_figures", "rule_netbench",
+        "rule_plot_accuracy_vs_time", "rule_prepare", "rule_scaling", "rule_train", "rule_train", "rule_train_single",
     ]
     for job_id, log in jobs.items():
         assert Path(log).name == f"{job_id}.log" and Path(log).exists(), log
