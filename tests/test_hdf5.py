@@ -32,7 +32,8 @@ def test_round_trip(tmp_path, chunked):
     written = write_small(out, np.random.default_rng(0), chunked=chunked, attrs={"seed": 7})
     info = read_info(out)
     assert (info.dataset, info.classes, info.class_names) == ("toy", 4, ("a", "b", "c", "d"))
-    assert (info.image_shape, info.n_train, info.n_test, info.chunked) == ((3, 8, 6), 50, 20, chunked)
+    assert (info.image_shape, info.n_train, info.n_test) == ((3, 8, 6), 50, 20)
+    assert (info.chunked, info.checksummed, info.format_version) == (True, True, hdf5.FORMAT_VERSION)
     assert info.source_sha256 == "ab" * 32 and info.scaledl_version == scaledl.__version__
     train_images = written["train"][0] / 255.0
     np.testing.assert_allclose(info.mean, train_images.mean(axis=(0, 2, 3)), rtol=1e-12)
@@ -45,7 +46,8 @@ def test_round_trip(tmp_path, chunked):
             np.testing.assert_array_equal(labels[()], written[split][1])
             assert [d.label for d in images.dims] == ["batch", "channel", "height", "width"]
             assert images.compression is None
-            assert (images.chunks is not None) == chunked
+            assert images.chunks is not None and images.fletcher32 and labels.fletcher32
+            assert (images.maxshape[0] is None) == chunked  # the large-set layout can be cut short
         assert f.attrs["seed"] == 7
 
 

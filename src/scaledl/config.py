@@ -141,8 +141,10 @@ class TrainConfig:
     eval_every: int = _setting(50, "evaluate the center every this many steps", group="execution",
                                type=positive_int)
     eval_batch_size: int = _setting(1000, "images per evaluation batch", group="execution", type=positive_int)
-    worker_timeout: float = _setting(30.0, "abort the job, naming the rank, when a worker makes no progress this "
-                                     "long", group="execution", type=positive_float, metavar="SECONDS")
+    worker_timeout: float = _setting(30.0, "the floor of the no-progress limit: a worker silent longer than the "
+                                     "larger of this and 10x its longest interval so far (3x this before its pace "
+                                     "is known) ends the job, naming the rank", group="execution",
+                                     type=positive_float, metavar="SECONDS")
     platform: str = _setting("local", "name of the machine/partition, recorded in run.json", group="execution")
     expect_ranks: int | None = _setting(None, "fail unless MPI started exactly N ranks (catches a launcher that "
                                         "starts N singletons)", group="execution", type=positive_int, metavar="N")

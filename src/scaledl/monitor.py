@@ -1,8 +1,17 @@
-"""The master's view of a run: evaluate the center on schedule, record metrics, decide when to stop."""
+"""The master's view of a run: evaluate the center on schedule, record metrics, decide when to stop.
+
+Besides its budgets, a run stops early for two reasons of its own:
+`diverged` (a non-finite training or test loss: every later step would be
+wasted) and `interrupted` (SIGINT or SIGTERM on this rank, or a peer's stop
+vote that no budget explains: see StopSignals).
+"""
 
 from __future__ import annotations
 
+import math
+import signal
 import sys
+import time
 from dataclasses import dataclass
 from typing import Callable
 
@@ -10,7 +19,50 @@ import torch
 
 from scaledl.evaluation import CenterEvaluator, Evaluation, Snapshot
 from scaledl.progress import duration
+from scaledl.results import MetricsLog
 from scaledl.timing import PhaseTimer
+
+INTERRUPTED, DIVERGED = "interrupted", "diverged"
+
+
+class StopSignals:
+    """SIGINT and SIGTERM ask the run to stop at its next step boundary instead of killing it.
+
+    The handler only sets a flag; the training loop reads it once per step
+    (`requested`), and the ranks agree on it through the stop vote they cast
+    anyway, so no rank is left waiting in a collective. A launcher forwards a
+    terminal's Ctrl-C to ranks that already got it from their process group:
+    a repeat within `same_press_s` is that same press. A later one means the
+    user will not wait: `on_second` ends the job at once.
+    """
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self, on_second: Callable[[], None], same_press_s: float = 2.0):
+        self.on_second = on_second
+        self.same_press_s = same_press_s
+        self.first_at: float | None = None
+        self._previous: dict[int, object] = {}
+
+    @property
+    def requested(self) -> bool:
+        return self.first_at is not None
+
+    def __enter__(self) -> StopSignals:
+        for signum in self.SIGNALS:
+            self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+
+    def _handle(self, signum, frame) -> None:
+        now = time.monotonic()
+        if self.first_at is None:
+            self.first_at = now
+        elif now - self.first_at > self.same_press_s:
+            self.on_second()
 
 
 @dataclass(frozen=True)
@@ -60,6 +112,8 @@ class Monitor:
         evaluator: CenterEvaluator,
         samples_per_step: int,
         refresh_center: Callable[[], None],
+        stop_requested: Callable[[], bool] = lambda: False,
+        metrics_log: MetricsLog | None = None,
     ):
         self.stop_rule = stop_rule
         self.eval_every = eval_every
@@ -67,6 +121,8 @@ class Monitor:
         self.evaluator = evaluator
         self.samples_per_step = samples_per_step
         self.refresh_center = refresh_center
+        self.stop_requested = stop_requested      # an interrupt on this rank (StopSignals.requested)
+        self.metrics_log = metrics_log            # rows appended as they come, so progress survives a crash
         self.rows: list[dict] = []
         self.step = 0
         self.epoch = 0.0
@@ -77,6 +133,7 @@ class Monitor:
         self.target_step: int | None = None
         self.final_wall: float | None = None
         self.stop_train_s: float | None = None
+        self.diverged_at: int | None = None      # step of the first non-finite loss seen
         self._target: tuple[Evaluation, dict] | None = None
         self._result_state: dict[str, torch.Tensor] = {}
         self._loss_sum = None
@@ -102,16 +159,32 @@ class Monitor:
         with self.timer.phase("eval"):               # bookkeeping of finished evaluations
             self._record(self.evaluator.ready())
         target_seen = self.time_to_target is not None
-        self.stop_reason = self.stop_rule.reason(step, epoch, self.train_seconds,
-                                                 self.stop_rule.target_accuracy if target_seen else None)
+        if self.stop_requested():
+            self.stop_reason = INTERRUPTED
+        elif self.diverged_at is not None:
+            self.stop_reason = DIVERGED
+        else:
+            self.stop_reason = self.stop_rule.reason(step, epoch, self.train_seconds,
+                                                     self.stop_rule.target_accuracy if target_seen else None)
         return self.stop_reason is not None
+
+    def stopped_by_peer(self) -> None:
+        """The workers agreed to stop, but not for a reason of this monitor's: a peer was interrupted."""
+        if self.stop_reason is None:
+            self.stop_reason = INTERRUPTED
+
+    def _check_finite(self, loss: float | None, step: int) -> None:
+        if loss is not None and not math.isfinite(loss) and self.diverged_at is None:
+            self.diverged_at = step
 
     def snapshot(self, step: int, epoch: float) -> None:
         """Copy the center with this moment's clocks and queue its evaluation (the copy is `eval` time)."""
         wall_s, train_s, phases = self.timer.wall(), self.train_seconds, self.timer.snapshot()
         with self.timer.phase("eval"):
             self.refresh_center()
+            # Reading the accumulated loss syncs the device once per evaluation, not once per step.
             train_loss = float(self._loss_sum) / self._loss_count if self._loss_count else None
+            self._check_finite(train_loss, step)
             self._loss_sum, self._loss_count = None, 0
             self._snapshot_step = step
             self._next_eval = (step // self.eval_every + 1) * self.eval_every
@@ -128,6 +201,9 @@ class Monitor:
                 "test_loss": ev.test_loss, "test_accuracy": ev.test_accuracy, **snap.phases,
             }
             self.rows.append(row)
+            if self.metrics_log is not None:
+                self.metrics_log.append(row)
+            self._check_finite(ev.test_loss, snap.step)
             self.last_loss, self.last_accuracy = ev.test_loss, ev.test_accuracy
             target = self.stop_rule.target_accuracy
             if target is not None and self.time_to_target is None and ev.test_accuracy >= target:
@@ -156,7 +232,9 @@ class Monitor:
 
     def finish(self) -> None:
         """Wait for every evaluation; the run's result is the snapshot that reached the target, if one
-        did, else a snapshot of the final center.
+        did, else a snapshot of the final center (of the last one taken, for a run that was
+        interrupted or diverged: a user who pressed Ctrl-C waits for no new test pass, and a
+        diverged center is not worth one).
 
         A run stopped by its target ends a few steps after the snapshot that reached it (the time
         its evaluation took); those steps are an artifact of evaluating off the clock, so the result
@@ -165,12 +243,15 @@ class Monitor:
         model is always the evaluated copy, so it matches the final accuracy exactly.
         """
         self.stop_train_s = self.train_seconds
-        if self.stop_reason != "target_accuracy" and self._snapshot_step != self.step:
+        final_snapshot = self.stop_reason not in ("target_accuracy", INTERRUPTED, DIVERGED)
+        if final_snapshot and self._snapshot_step != self.step:
             self.snapshot(self.step, self.epoch)
         with self.timer.phase("eval"):
             evaluations = self.evaluator.drain()
             self._record(evaluations)
         self.evaluator.close()
+        if self.metrics_log is not None:
+            self.metrics_log.close()
         self._result_state = self.evaluator.evaluated_state
         if self.stop_reason == "target_accuracy":
             ev, self._result_state = self._target

@@ -1,13 +1,17 @@
-"""What a run leaves behind: metrics.csv, run.json and model.pt, each written atomically.
+"""What a run leaves behind: metrics.csv, timeline.h5, model.pt and run.json, each written atomically.
 
-run.json is written last, so its presence means the run finished and the
-other two files belong to it.
+run.json is written last, so its presence means the run ended (its
+`stop.reason` says how: a budget, the target, `diverged` or `interrupted`)
+and the other files belong to it. While the run goes on, metrics.csv grows
+by one row per evaluation (MetricsLog), so a crash leaves its progress so
+far; at the end it is rewritten whole, atomically, with the same rows.
 """
 
 from __future__ import annotations
 
 import csv
 import json
+import math
 import platform
 import socket
 import sys
@@ -37,6 +41,29 @@ def write_metrics(path: Path, rows: list[dict]) -> None:
         writer.writerows(rows)
 
 
+class MetricsLog:
+    """metrics.csv while the run goes on: the header, then each row appended and flushed as it comes.
+
+    The out-of-date run.json of an earlier run in the same directory goes first:
+    it must not vouch for files this run is now replacing.
+    """
+
+    def __init__(self, path: Path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        (path.parent / "run.json").unlink(missing_ok=True)
+        self._file = open(path, "w", newline="")
+        self._writer = csv.DictWriter(self._file, fieldnames=METRICS_COLUMNS, extrasaction="raise")
+        self._writer.writeheader()
+        self._file.flush()
+
+    def append(self, row: dict) -> None:
+        self._writer.writerow(row)
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+
 def write_timeline(path: Path, timelines: list[dict], phases: tuple[str, ...]) -> None:
     """Every step of every rank: /rank{r}/step_end_s (seconds since start) and /rank{r}/phase_s (steps × phases)."""
     with atomic_path(path) as tmp, h5py.File(tmp, "w") as f:
@@ -56,7 +83,19 @@ def save_model(path: Path, state_dict: dict[str, torch.Tensor]) -> None:
 
 
 def write_run_json(path: Path, record: dict) -> None:
-    write_text(path, json.dumps(record, indent=2, sort_keys=False) + "\n")
+    """Strict JSON: a non-finite number (the loss of a diverged run) is written as null."""
+    write_text(path, json.dumps(finite_or_none(record), indent=2, sort_keys=False, allow_nan=False) + "\n")
+
+
+def finite_or_none(value):
+    """`value` with every NaN or infinity inside it replaced by None."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite_or_none(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite_or_none(v) for v in value]
+    return value
 
 
 def versions() -> dict[str, str]:

@@ -5,11 +5,19 @@ runs this file; `roles` says what each one does. Workers run the paper's
 per-iteration loop (fetch a batch, forward/backward, exchange, update); the
 master (worker 0 for collective algorithms, a dedicated rank 0 for the
 master-based ones) also evaluates the center W and writes the results.
+
+How a run ends: at its budget or target (exit 0); at a non-finite loss
+(`diverged`, exit 0: the run's files are its evidence and must survive a
+workflow manager, which deletes the outputs of a failed job); or at Ctrl-C
+or SIGTERM (`interrupted`): every rank stops at the next step boundary, the
+master writes what it has (metrics so far, the last evaluated center,
+run.json), says so in one line, and every rank exits with 130.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import time
 import uuid
 from dataclasses import asdict, dataclass
@@ -25,16 +33,16 @@ from scaledl.comm.collectives import TORCH_DIST_BACKENDS, choose_backend, close_
 from scaledl.comm.flat import FlatParams
 from scaledl.comm.roles import Roles, make_roles
 from scaledl.comm.sentinel import Sentinel, claim
-from scaledl.comm.watchdog import set_job_token
+from scaledl.comm.watchdog import abort_job, set_job_token
 from scaledl.config import TrainConfig
 from scaledl.data.hdf5 import DatasetInfo, read_info
 from scaledl.data.loader import Normalizer, ShardLoader
-from scaledl.errors import UserError
+from scaledl.errors import Interrupted, UserError
 from scaledl.evaluation import CenterEvaluator
 from scaledl.models import build_model
-from scaledl.monitor import Monitor, StopRule
+from scaledl.monitor import DIVERGED, INTERRUPTED, Monitor, StopRule, StopSignals
 from scaledl.replica_memory import ReplicaBudget, check_replicas
-from scaledl.results import host, save_model, versions, write_metrics, write_run_json, write_timeline
+from scaledl.results import MetricsLog, host, save_model, versions, write_metrics, write_run_json, write_timeline
 from scaledl.timing import PHASES, STEADY_KEYS, PhaseTimer
 
 
@@ -61,29 +69,53 @@ class TrainingRun:
     replica_budget: ReplicaBudget | None = None
     sentinel: Sentinel | None = None
     slowdown: float = 1.0               # --straggler: this rank's forward/backward is stretched by it
+    signals: StopSignals | None = None  # set by `train`: SIGINT/SIGTERM received
+    stop_reason: str | None = None      # every rank's copy of the master's, after `_finish`
+
+    def stop_requested(self) -> bool:
+        """This rank was interrupted (its stop vote carries it to the others)."""
+        return self.signals is not None and self.signals.requested
 
 
 def train(cfg: TrainConfig) -> TrainingRun:
     world = MPI.COMM_WORLD
-    run = _agree_on_setup(world, cfg)
-    token = _announce(run)
-    run.setup_s = run.timer.restart()                    # the clock covers training only
-    try:
-        run.algo.start()                                 # W^i_0 = W_0 on every worker
-        if run.roles.is_master:
-            run.monitor.snapshot(step=0, epoch=0.0)      # W_0, evaluated off the clock
-        if run.roles.is_worker:
-            run_worker(run)
-        else:
-            run.algo.serve(run.monitor)
-        with run.timer.phase("wait"):                    # in-flight exchanges settle, MPI objects are freed
-            run.algo.finish()
-            close_torch_dist()
-        _finish(run)
-    except BaseException:
-        claim(token)  # this rank's traceback is the report; the sentinels of ranks killed next stay quiet
-        raise
+    with StopSignals(on_second=_abort_now) as signals:   # Ctrl-C: stop at the next step boundary
+        run = _agree_on_setup(world, cfg)
+        run.signals = signals
+        if run.monitor is not None:
+            run.monitor.stop_requested = run.stop_requested
+        token = _announce(run)
+        run.setup_s = run.timer.restart()                # the clock covers training only
+        try:
+            run.algo.start()                             # W^i_0 = W_0 on every worker
+            if run.roles.is_master:
+                run.monitor.snapshot(step=0, epoch=0.0)  # W_0, evaluated off the clock
+            if run.roles.is_worker:
+                run_worker(run)
+            else:
+                run.algo.serve(run.monitor)
+            with run.timer.phase("wait"):                # in-flight exchanges settle, MPI objects are freed
+                run.algo.finish()
+                close_torch_dist()
+            _finish(run)
+        except UserError as exc:
+            if world.Get_size() == 1:
+                raise
+            # Raised by this rank alone, mid-run (a damaged block of data, say): the others wait in an
+            # exchange, so the collective exit of a setup error would hang. One line, then the job ends.
+            abort_job(str(exc), status=2)
+        except BaseException:
+            claim(token)  # this rank's traceback is the report; the sentinels of ranks killed next stay quiet
+            raise
+        if run.stop_reason == INTERRUPTED:
+            MPI.Finalize()  # a clean, collective exit: on a non-zero status `-m mpi4py` would MPI_Abort
+            raise Interrupted
     return run
+
+
+def _abort_now() -> None:
+    """A second Ctrl-C: the user will not wait for the step boundary."""
+    abort_job("interrupted again: the job ends now, without writing results", status=Interrupted.status)
 
 
 def run_worker(run: TrainingRun) -> None:
@@ -108,8 +140,11 @@ def run_worker(run: TrainingRun) -> None:
         if monitor is not None:
             monitor.record_loss(loss, len(labels))
             wants_stop = monitor.after_step(step, step * monitor.samples_per_step / run.info.n_train)
-        stop = algo.end_iteration(loss, len(labels), wants_stop)
+        # An interrupt rides on the stop vote: collectives agree on it; a dedicated master reads its own.
+        stop = algo.end_iteration(loss, len(labels), wants_stop or run.stop_requested())
         timer.mark_step()
+    if monitor is not None and stop:
+        monitor.stopped_by_peer()
 
 
 def forward_backward(model, params: FlatParams, x, y, weight_decay: float, slowdown: float = 1.0) -> torch.Tensor:
@@ -264,8 +299,17 @@ def connect(run: TrainingRun) -> TrainingRun:
                                     eval_batch_size=cfg.eval_batch_size, bn_batch_size=cfg.batch_size)
         run.monitor = Monitor(stop_rule, cfg.eval_every, run.timer, evaluator,
                               samples_per_step=cfg.batch_size * roles.num_workers,
-                              refresh_center=run.algo.refresh_center)
+                              refresh_center=run.algo.refresh_center, metrics_log=_metrics_log(cfg.out_dir))
     return run
+
+
+def _metrics_log(out_dir: Path) -> MetricsLog:
+    """metrics.csv, grown as the run goes on; an unwritable --out-dir stops the run before it trains."""
+    try:
+        return MetricsLog(out_dir / "metrics.csv")
+    except OSError as error:
+        raise UserError(f"--out-dir {out_dir}: cannot write there ({error.strerror or error}); "
+                        "choose a writable directory") from None
 
 
 def _check_budgets(cfg: TrainConfig) -> None:
@@ -348,6 +392,7 @@ def _finish(run: TrainingRun) -> None:
     roles, timer = run.roles, run.timer
     if roles.is_master:
         run.monitor.finish()
+    run.stop_reason = roles.world.bcast(run.monitor.stop_reason if roles.is_master else None, root=roles.master)
     role = roles.role
     rank_facts = {"rank": roles.rank, "host": host(), "device": str(run.device), "role": role,
                   "setup_s": run.setup_s, "slowdown": run.slowdown, **timer.breakdown()}
@@ -412,7 +457,7 @@ def _write_outputs(run: TrainingRun, per_rank: list[dict], timelines: list[dict]
             "source_sha256": run.info.source_sha256,
         },
         "stop": {"reason": monitor.stop_reason, "steps": monitor.step, "epochs": monitor.epoch, "wall_s": wall,
-                 "train_s": monitor.stop_train_s},
+                 "train_s": monitor.stop_train_s, "nonfinite_loss_step": monitor.diverged_at},
         # The master rank's seconds per phase at top level; every rank's, and the workers' mean, below.
         "phases": {**{k: v for k, v in master.items() if k.endswith("_s") or k == "comm_share"},
                    "workers_mean": workers_mean, "per_rank": per_rank},
@@ -434,7 +479,11 @@ def _write_outputs(run: TrainingRun, per_rank: list[dict], timelines: list[dict]
         "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
     write_run_json(out / "run.json", record)
-    print(closing_line(monitor, cfg, out), end="", flush=True)
+    if monitor.stop_reason == INTERRUPTED:
+        print(f"scaledl train: interrupted at step {monitor.step}; partial results in {out}",
+              file=sys.stderr, flush=True)
+    else:
+        print(closing_line(monitor, cfg, out), end="", flush=True)
 
 
 def closing_line(monitor, cfg: TrainConfig, out: Path) -> str:
@@ -446,5 +495,7 @@ def closing_line(monitor, cfg: TrainConfig, out: Path) -> str:
                   f"(step {monitor.target_step})" if monitor.time_to_target is not None
                   else f"; target {cfg.target_accuracy:g} not reached")
     accuracy = "" if best is None else f"; test accuracy {monitor.last_accuracy:.4f} (best {best:.4f})"
+    if monitor.stop_reason == DIVERGED:
+        target += f"; the loss was not finite at step {monitor.diverged_at}: try a smaller --lr"
     return (f"done: stopped by {monitor.stop_reason} after {monitor.step} steps, {monitor.stop_train_s:.2f} s of "
             f"training{accuracy}{target}; run.json, metrics.csv, timeline.h5 and model.pt in {out}\n")

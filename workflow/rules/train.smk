@@ -6,6 +6,12 @@
 # starts with `{mpi} -n {tasks} ` (params.launcher, common.smk's mpi_launcher),
 # and --expect-ranks {tasks} fails a job whose launcher did not start one MPI
 # world of that many ranks (a launcher that starts singletons).
+#
+# Every file the run writes is an output, so a failed or interrupted job
+# (`scaledl train` exits 130 after Ctrl-C or SIGTERM, with partial results)
+# leaves none of them behind to look complete: Snakemake deletes them and
+# runs that job again. A diverged run exits 0: its files, with
+# stop.reason "diverged", are the evidence the tables show.
 
 
 rule train:
@@ -15,6 +21,7 @@ rule train:
         metrics="results/{name}/runs/{dataset}/{model}/{algorithm}/{platform}/p{workers}/s{seed}/metrics.csv",
         run="results/{name}/runs/{dataset}/{model}/{algorithm}/{platform}/p{workers}/s{seed}/run.json",
         model="results/{name}/runs/{dataset}/{model}/{algorithm}/{platform}/p{workers}/s{seed}/model.pt",
+        timeline="results/{name}/runs/{dataset}/{model}/{algorithm}/{platform}/p{workers}/s{seed}/timeline.h5",
     log:
         "logs/{name}/train/{dataset}/{model}/{algorithm}/{platform}/p{workers}/s{seed}.log",
     benchmark:

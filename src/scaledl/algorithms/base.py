@@ -42,7 +42,7 @@ class Hyper:
     tau: int               # communication period (the paper exchanges every iteration)
     momentum_at: str       # async_msgd: where V lives ("master" or "worker")
     nesterov: bool         # async_measgd: gradient at the look-ahead W^i + μV^i
-    worker_timeout: float  # seconds without progress before the job is aborted
+    worker_timeout: float  # the floor (s) of how long a silent worker is waited for (comm/liveness.py)
 
     @classmethod
     def from_config(cls, cfg: TrainConfig, num_workers: int) -> Hyper:

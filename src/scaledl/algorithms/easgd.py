@@ -65,7 +65,7 @@ class EASGD(MasterBased):
         stats = BoardStats(self.roles.num_workers, self.n_train)
         round_ = 0
         while True:
-            # every exchange below waits at most --worker-timeout seconds (RoundRobinMaster)
+            # each turn is waited for as long as that worker's own pace allows (RoundRobinMaster)
             for w, rank in enumerate(self.roles.worker_ranks):
                 w_i = self.rr.serve(rank, center.numpy(), self.timer)   # W out; wait while it computes; W^i in
                 with self.timer.phase("center_update"):

@@ -19,6 +19,7 @@ import torch
 from scaledl.algorithms.base import Algorithm
 from scaledl.comm.board import LOSS_SUM, SAMPLES, UPDATES, Board
 from scaledl.comm.buffers import HostStage
+from scaledl.comm.liveness import Liveness
 from scaledl.comm.watchdog import Watchdog, abort_job
 
 
@@ -82,7 +83,7 @@ class MasterBased(Algorithm):
     def serve(self, monitor) -> None:
         """Watch the board until the monitor says stop, then raise the stop flag."""
         heartbeats = Heartbeats(self.roles.worker_ranks, self.hyper.worker_timeout)
-        watchdog = Watchdog(self.hyper.worker_timeout, heartbeats.blame)
+        watchdog = Watchdog(heartbeats.most_patient_limit, heartbeats.blame)
         stats = BoardStats(self.roles.num_workers, self.n_train)
         try:
             waiting_since = time.perf_counter()
@@ -131,42 +132,32 @@ class BoardStats:
 
 
 class Heartbeats:
-    """Per-worker exchange counters; a worker whose counter stalls longer than the timeout is lost."""
+    """Per-worker exchange counters from the board; a worker silent past its own limit is lost (comm/liveness.py)."""
 
-    def __init__(self, worker_ranks: tuple[int, ...], timeout: float):
-        self.worker_ranks = worker_ranks
-        self.timeout = timeout
+    def __init__(self, worker_ranks: tuple[int, ...], floor: float):
+        self.liveness = Liveness(worker_ranks, floor)
         self.seen = np.zeros(len(worker_ranks))
         self.queued = np.zeros(len(worker_ranks))
-        self.changed_at = np.full(len(worker_ranks), time.perf_counter())
 
     def check(self, beats: np.ndarray, queued: np.ndarray) -> None:
-        now = time.perf_counter()
-        moved = beats != self.seen
-        self.changed_at[moved] = now
+        now = self.liveness.clock()
+        for w in np.flatnonzero(beats != self.seen):
+            self.liveness.progressed(int(w), int(beats[w] - self.seen[w]), now)
         self.seen, self.queued = beats.copy(), queued.copy()
-        if now - self.changed_at.min() <= self.timeout:
-            return
-        w = self.culprit()
-        late = now - self.changed_at[w]
-        if late > self.timeout:
-            abort_job(f"worker rank {self.worker_ranks[w]} made no exchange for {late:.1f} s "
-                      f"(after {int(self.seen[w])} exchanges; limit --worker-timeout {self.timeout:g} s); aborting the job")
-
-    def culprit(self) -> int:
-        """The silent worker to blame: one not queued behind the center's lock if any is late, else the oldest."""
-        late = time.perf_counter() - self.changed_at
-        suspects = (late > self.timeout) & (self.queued == 0)
-        return int(np.argmax(np.where(suspects, late, -1.0))) if suspects.any() else int(np.argmax(late))
+        if self.liveness.overdue(now).any():
+            w = self.liveness.culprit(self.queued, now)
+            abort_job(f"{self.liveness.verdict(w, now)}; aborting the job")
 
     def excuse(self, seconds: float) -> None:
         """Do not count time the master itself was busy (workers may have stalled waiting for it)."""
-        self.changed_at += seconds
+        self.liveness.excuse(seconds)
+
+    def most_patient_limit(self) -> float:
+        """How long the master may be stuck before someone is blamed: the longest any worker is given."""
+        return float(self.liveness.limits().max())
 
     def blame(self) -> str:
-        w = self.culprit()
-        return (f"the master is stuck waiting; worker rank {self.worker_ranks[w]} has the oldest heartbeat "
-                f"(after {int(self.seen[w])} exchanges) and is likely dead or hung")
+        return self.liveness.verdict(self.liveness.culprit(self.queued))
 
 
 def host_view(t: torch.Tensor) -> np.ndarray:

@@ -9,7 +9,8 @@ Two-sided buffer messages (Send/Recv) on preallocated arrays.
 
 Timing: a message's arrival is awaited with a probe, timed as `wait` (the
 worker waiting for its turn, the master waiting while worker i computes),
-and only its receipt is `comm` (the transfer).
+and only its receipt is `comm` (the transfer). A turn is waited for as long
+as the worker's own pace of turns allows (comm/liveness.py).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 from mpi4py import MPI
 
+from scaledl.comm.liveness import Liveness
 from scaledl.comm.tags import Tag
 from scaledl.comm.watchdog import abort_job, arrival_or_abort, wait_or_abort
 from scaledl.timing import PhaseTimer
@@ -24,9 +26,11 @@ from scaledl.timing import PhaseTimer
 
 class RoundRobinMaster:
     def __init__(self, world: MPI.Comm, worker_ranks: tuple[int, ...], numel: int, timeout: float):
+        """`timeout`: --worker-timeout, the floor of how long a turn is waited for."""
         self.world = world
         self.worker_ranks = worker_ranks
-        self.timeout = timeout
+        self.liveness = Liveness(worker_ranks, timeout, event="turn", interval="turn")
+        self._index = {rank: w for w, rank in enumerate(worker_ranks)}
         self.from_worker = np.empty(numel, dtype=np.float32)
         self._empty = np.empty(0, dtype=np.float32)
 
@@ -43,21 +47,27 @@ class RoundRobinMaster:
             abort_job(f"worker rank {worker} was lost during its turn (MPI: {what}); aborting the job")
 
     def _turn(self, worker: int, center: np.ndarray, timer: PhaseTimer) -> np.ndarray:
+        w = self._index[worker]
+        self.liveness.expect(w)                    # the time before its turn is the other workers'
+        deadline = self.liveness.deadline(w)
         with timer.phase("comm"):
             send = self.world.Isend(center, dest=worker, tag=Tag.WEIGHTS)
-            wait_or_abort(send, self.timeout, lambda: f"worker rank {worker} did not take its turn")
+            wait_or_abort(send, deadline, lambda: self.liveness.verdict(w, doing="it did not take its turn"))
         with timer.phase("wait"):                  # the worker fetches its batch and computes ΔW^i
-            arrival_or_abort(self.world, worker, Tag.WEIGHTS, self.timeout,
-                             lambda: f"worker rank {worker} did not send back its weights")
+            arrival_or_abort(self.world, worker, Tag.WEIGHTS, deadline,
+                             lambda: self.liveness.verdict(w, doing="it did not send back its weights"))
         with timer.phase("comm"):
             self.world.Recv(self.from_worker, source=worker, tag=Tag.WEIGHTS)
+        self.liveness.progressed(w)
         return self.from_worker
 
     def stop_all(self) -> None:
         """Each worker is waiting for its next turn; tell it the run is over instead."""
         requests = [self.world.Isend(self._empty, dest=w, tag=Tag.STOP) for w in self.worker_ranks]
-        for worker, request in zip(self.worker_ranks, requests):
-            wait_or_abort(request, self.timeout, lambda w=worker: f"worker rank {w} did not take the stop message")
+        for w, request in enumerate(requests):
+            self.liveness.expect(w)
+            wait_or_abort(request, self.liveness.deadline(w),
+                          lambda w=w: self.liveness.verdict(w, doing="it did not take the stop message"))
 
 
 class RoundRobinWorker:

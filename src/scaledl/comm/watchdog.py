@@ -1,5 +1,7 @@
 """Bounded failure: a job whose peer died or hung aborts with a message naming the rank.
 
+How long a silent peer is waited for follows its own pace (comm/liveness.py).
+
 MPI launchers kill the whole job when a process exits abnormally (Hydra,
 PRRTE), but a hung process, or a launcher that lets the others run on
 (srun without --kill-on-bad-exit), would leave the master waiting forever.
@@ -41,38 +43,37 @@ def abort_job(message: str, status: int = 1) -> None:
     os._exit(status)  # MPI_Abort may return when the launcher cannot reach a stopped peer
 
 
-def wait_or_abort(request: MPI.Request, timeout: float, what: Callable[[], str], poll: float = 2e-4) -> None:
-    """Complete `request`, polling; abort the job if it takes longer than `timeout` seconds."""
+def wait_or_abort(request: MPI.Request, deadline: float, why: Callable[[], str], poll: float = 2e-4) -> None:
+    """Complete `request`, polling; abort the job, saying `why()`, once time.monotonic() passes `deadline`."""
     if request.Test():
         return
-    deadline = time.monotonic() + timeout
     while not request.Test():
         if time.monotonic() > deadline:
-            abort_job(f"{what()} (no answer in {timeout:g} s; see --worker-timeout); aborting the job")
+            abort_job(f"{why()}; aborting the job")
         time.sleep(poll)
 
 
-def arrival_or_abort(comm: MPI.Comm, source: int, tag: int, timeout: float, what: Callable[[], str],
+def arrival_or_abort(comm: MPI.Comm, source: int, tag: int, deadline: float, why: Callable[[], str],
                      poll: float = 2e-4) -> None:
-    """Return once a message from `source` with `tag` has arrived (not received); abort after `timeout` s."""
+    """Return once a message from `source` with `tag` has arrived (not received); abort past `deadline`."""
     if comm.Iprobe(source=source, tag=tag):
         return
-    deadline = time.monotonic() + timeout
     while not comm.Iprobe(source=source, tag=tag):
         if time.monotonic() > deadline:
-            abort_job(f"{what()} (no answer in {timeout:g} s; see --worker-timeout); aborting the job")
+            abort_job(f"{why()}; aborting the job")
         time.sleep(poll)
 
 
 class Watchdog:
-    """A thread that aborts the job when `beat()` has not been called for `timeout` seconds.
+    """A thread that aborts the job when `beat()` has not been called for `limit()` seconds.
 
     Catches a main loop stuck inside an MPI call (e.g. waiting on a lock a hung
-    worker holds); `describe()` says who is likely to blame.
+    worker holds); `describe()` says who is likely to blame. `limit` is asked
+    again at every look, so it may follow the workers' pace (comm/liveness.py).
     """
 
-    def __init__(self, timeout: float, describe: Callable[[], str]):
-        self.timeout = timeout
+    def __init__(self, limit: Callable[[], float], describe: Callable[[], str]):
+        self.limit = limit
         self.describe = describe
         self._last = time.monotonic()
         self._paused = False
@@ -98,6 +99,8 @@ class Watchdog:
         self._thread.join()
 
     def _watch(self) -> None:
-        while not self._done.wait(min(1.0, self.timeout / 4)):
-            if not self._paused and time.monotonic() - self._last > self.timeout:
-                abort_job(f"{self.describe()} (no progress for {self.timeout:g} s; see --worker-timeout); aborting the job")
+        while not self._done.wait(min(1.0, self.limit() / 4)):
+            stuck = time.monotonic() - self._last
+            if not self._paused and stuck > self.limit():
+                abort_job(f"the master has been stuck in an MPI call for {stuck:.1f} s; the likely cause: "
+                          f"{self.describe()}; aborting the job")

@@ -15,6 +15,10 @@ current batch touches. Either way the order of epoch e is a function of
 epoch, computed from the smallest shard, so workers stay in lockstep
 (drop-last: the leftover of a shard differs from epoch to epoch).
 
+Every read goes through `read_rows`: in a file with checksums (format 2), a
+damaged chunk stops the run with one line naming the file, whichever path
+reads it, instead of training on damaged pixels.
+
 Batches stay uint8 on the host; `Normalizer` moves them to the device and
 converts there, which moves 4x fewer bytes than float32.
 """
@@ -29,7 +33,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from scaledl.data.hdf5 import IMAGES, LABELS, TRAIN, open_h5, read_info
+from scaledl.data.hdf5 import IMAGES, LABELS, TRAIN, open_h5, read_info, read_rows
 from scaledl.errors import UserError
 
 IN_MEMORY_MAX_BYTES = 1 << 30  # a shard up to this size is read once and kept as a tensor
@@ -78,9 +82,9 @@ class ShardLoader:
         self._blocks: dict[int, torch.Tensor] = {}
         self._order_epoch, self._order = -1, np.empty(0, np.int64)
         with open_h5(self.path) as f:
-            self._labels = torch.from_numpy(f[split][LABELS][self.lo:self.hi])
+            self._labels = torch.from_numpy(read_rows(self.path, f[split][LABELS], self.lo, self.hi))
             if self.in_memory:
-                self._images = torch.from_numpy(f[split][IMAGES][self.lo:self.hi])
+                self._images = torch.from_numpy(read_rows(self.path, f[split][IMAGES], self.lo, self.hi))
             else:
                 chunk_rows = (f[split][IMAGES].chunks or (1,))[0]
                 rows = max(BLOCK_BYTES // info.image_nbytes, batch_size)
@@ -153,7 +157,7 @@ class ShardLoader:
             self._file, self._file_pid = open_h5(self.path), os.getpid()
         start = self.lo + b * self.block_rows
         stop = min(start + self.block_rows, self.hi)
-        return torch.from_numpy(self._file[self.split][IMAGES][start:stop])
+        return torch.from_numpy(read_rows(self.path, self._file[self.split][IMAGES], start, stop))
 
 
 class Normalizer:
@@ -193,14 +197,16 @@ def iter_split(path: str | os.PathLike, split: str = "test", batch_size: int = 1
         with open_h5(path) as f:
             images, labels = f[split][IMAGES], f[split][LABELS]
             for lo in range(0, n, batch_size):
-                yield torch.from_numpy(images[lo:lo + batch_size]), torch.from_numpy(labels[lo:lo + batch_size])
+                hi = lo + batch_size
+                yield torch.from_numpy(read_rows(path, images, lo, hi)), torch.from_numpy(read_rows(path, labels, lo, hi))
         return
     key = (str(Path(path).resolve()), split)
     stat = os.stat(path)
     stamp = (stat.st_mtime_ns, stat.st_size)
     if key not in _SPLIT_CACHE or _SPLIT_CACHE[key][0] != stamp:
         with open_h5(path) as f:
-            _SPLIT_CACHE[key] = (stamp, torch.from_numpy(f[split][IMAGES][()]), torch.from_numpy(f[split][LABELS][()]))
+            images, labels = read_rows(path, f[split][IMAGES]), read_rows(path, f[split][LABELS])
+            _SPLIT_CACHE[key] = (stamp, torch.from_numpy(images), torch.from_numpy(labels))
     _, images, labels = _SPLIT_CACHE[key]
     for lo in range(0, n, batch_size):
         yield images[lo:lo + batch_size], labels[lo:lo + batch_size]

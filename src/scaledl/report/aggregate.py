@@ -50,6 +50,9 @@ COLUMNS = [
 
 KEY = ["dataset", "model", "algorithm", "platform", "workers", "seed"]
 
+# Files a run writes before its run.json (scaledl.results); metrics.csv is the one the table reads.
+COMPANIONS = ("metrics.csv",)
+
 
 
 def run_json_path(path: str | Path) -> Path:
@@ -90,11 +93,8 @@ def lookup(run: dict, dotted: str, path: Path):
 
 
 def best_accuracy(run_dir: Path, final: float) -> float:
-    """Highest evaluated test accuracy in metrics.csv (the final one if there is no file)."""
-    metrics = run_dir / "metrics.csv"
-    if not metrics.exists():
-        return final
-    table = read_metrics(metrics)
+    """Highest evaluated test accuracy in metrics.csv (the final one if it has none)."""
+    table = read_metrics(run_dir / "metrics.csv")
     values = table["test_accuracy"].dropna() if "test_accuracy" in table else []
     return float(max(values)) if len(values) else final
 
@@ -111,9 +111,20 @@ def read_metrics(path: Path) -> pd.DataFrame:
         raise UserError(f"{path}: not a readable metrics.csv ({first_line})") from None
 
 
+def check_companions(run_json: Path) -> None:
+    """A run.json vouches for the files written before it; without them the directory is not a run."""
+    missing = [name for name in COMPANIONS if not (run_json.parent / name).exists()]
+    if missing:
+        raise UserError(f"{run_json}: {' and '.join(missing)} missing beside it, so this run is incomplete; "
+                        "rerun that training")
+
+
 def summary_row(path: str | Path) -> dict:
+    """One run's row. Runs that did not run their course are shown, never hidden, by `stop_reason`
+    (`interrupted`, `diverged`): their accuracy is that of the last center evaluated."""
     path = run_json_path(path)
     run = read_run(path)
+    check_companions(path)
     row = {column: lookup(run, dotted, path) for column, dotted in FIELDS}
     row["best_test_accuracy"] = best_accuracy(path.parent, row["final_test_accuracy"])
     row["run"] = path.parent.as_posix()
