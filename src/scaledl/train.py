@@ -392,10 +392,11 @@ def _finish(run: TrainingRun) -> None:
     roles, timer = run.roles, run.timer
     if roles.is_master:
         run.monitor.finish()
-    run.stop_reason = roles.world.bcast(run.monitor.stop_reason if roles.is_master else None, root=roles.master)
     role = roles.role
+    # This rank's clock stops here: the wait for the master's final evaluation (the bcast below) is not its time.
     rank_facts = {"rank": roles.rank, "host": host(), "device": str(run.device), "role": role,
                   "setup_s": run.setup_s, "slowdown": run.slowdown, **timer.breakdown()}
+    run.stop_reason = roles.world.bcast(run.monitor.stop_reason if roles.is_master else None, root=roles.master)
     gathered = roles.world.gather(rank_facts, root=roles.master)
     timelines = roles.world.gather({"rank": roles.rank, "role": role, **timer.timeline()}, root=roles.master)
     algo_report = roles.world.gather(run.algo.report(), root=roles.master)
