@@ -7,8 +7,8 @@ Variants, per case (a batch size with its warm-up and timed steps):
 
   ours           `mpiexec -n 1 python -m mpi4py -m scaledl train --algorithm sync_sgd` on digits
                  with LeNet, `--threads` from the launch environment; steady-state seconds per step
-                 and per phase from its timeline (bench.common.train: evaluated only at the end of
-                 the warm-up and at the end, evaluation off the clock)
+                 and per phase from its timeline (bench.common.train: evaluated only at step 0
+                 and after the loop, so no evaluation shares its core during the timed steps)
   plain PyTorch  in this process, the launch's thread count: scaledl's ShardLoader (shard 0 of 1,
                  same seed: the same batches in the same order) and Normalizer, the same LeNet from
                  the same seed, torch.optim.SGD at the same learning rate; a step is batch →
@@ -308,8 +308,9 @@ def render(record: dict) -> tuple[str, str, str, str]:
     intro = (f"One rank, {threads} thread(s), {meta['model']} on {meta['dataset']}, lr {meta['lr']}, plain SGD; "
              f"{runs}. {rounds} rounds, each measuring every variant of every case once in rotating order "
              "(bench.stats.rotate), ours twice (the A/A twin). Same initial weights, same batches in the same "
-             "order. Ours is `scaledl train --algorithm sync_sgd` at one rank, evaluated only at the end of its "
-             "warm-up and at its end (off the clock); plain is a hand-written PyTorch loop in the bench process. "
+             "order. Ours is `scaledl train --algorithm sync_sgd` at one rank, evaluated only at step 0 and "
+             "after the loop (an evaluation runs on a helper thread that would share the bound core with the "
+             "timed steps); plain is a hand-written PyTorch loop in the bench process. "
              "Both allocate with THP_MEM_ALLOC_ENABLE=1 and run the launch's thread count"
              + (f"; the plain loop is pinned to CPU {meta['plain_core']}, the core mpiexec binds ours' rank to."
                 if meta.get("plain_core") is not None else "; neither is bound to a core."))

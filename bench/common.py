@@ -279,13 +279,15 @@ def train(ranks: int, data: Path, out_dir: Path, *, algorithm: str, warmup: int,
           model: str = "lenet", lr: float = 0.05, extra: tuple[str, ...] = ()) -> dict:
     """Run `scaledl train` and return its steady-state seconds per step (steps warmup+1 … warmup+steps).
 
-    The center is snapshotted at step `warmup` and at the end (evaluation runs off every clock);
-    `steps` must be a multiple of `warmup`. The seconds are the workers' means (`steady_state`).
+    The center is evaluated only at step 0 and after the loop: an evaluation runs off the clock, but on a
+    helper thread that shares the rank's core (bound, one per core), so one inside the timed steps would
+    slow them, and the peers compared with (DDP, the plain loop) evaluate nothing. `steps` must be a
+    multiple of `warmup`. The seconds are the workers' means over the timeline (`steady_state`).
     """
     if steps % warmup:
         raise ValueError("steps must be a multiple of warmup")
     args = ["-m", "scaledl", "train", "--data", str(data), "--model", model, "--algorithm", algorithm,
-            "--out-dir", str(out_dir), "--max-steps", str(warmup + steps), "--eval-every", str(warmup),
+            "--out-dir", str(out_dir), "--max-steps", str(warmup + steps), "--eval-every", str(warmup + steps + 1),
             "--batch-size", str(batch), "--lr", str(lr), "--seed", "0", "--threads", str(LAUNCH.threads), *extra]
     run_mpi(ranks, args)
     return steady_state(out_dir, warmup)
