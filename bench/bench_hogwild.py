@@ -447,12 +447,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.train_steps and (args.train_warmup < 1 or args.train_steps % args.train_warmup):
         parser.error("--train-steps must be a multiple of --train-warmup (>= 1), or 0 to skip training")
     raw = args.raw if args.render else measure_record(args, counts)
-    found = common.read_record(raw, NAME, render)
-    if found is None:
-        return 2
-    record, (title, intro, tables, notes) = found
-    common.publish(NAME, title, record, intro, tables, notes, write=not args.no_doc)
-    return 0
+    return common.publish_record(raw, NAME, render, write=not args.no_doc)
 
 
 if __name__ == "__main__":

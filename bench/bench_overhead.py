@@ -387,12 +387,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads < 1:
         parser.error("--threads must be >= 1")
     raw = args.raw if args.render else measure_record(args, cases)
-    found = common.read_record(raw, NAME, render)
-    if found is None:
-        return 2
-    record, (title, intro, tables, notes) = found
-    common.publish(NAME, title, record, intro, tables, notes, write=not args.no_doc)
-    return 0
+    return common.publish_record(raw, NAME, render, write=not args.no_doc)
 
 
 if __name__ == "__main__":

@@ -647,3 +647,14 @@ def read_record(raw: Path, bench: str, render) -> tuple[dict, tuple] | None:
         print(f"bench_{bench}: {raw}: incomplete {bench} record ({type(exc).__name__}: {exc}); "
               "run without --render to measure a new one", file=sys.stderr)
     return None
+
+
+def publish_record(raw: Path, bench: str, render, write: bool) -> int:
+    """Render `bench`'s record at `raw` into its section (docs/benchmarks.md if `write`); the exit status:
+    0, or 2 after one line on stderr for a record that cannot be read (read_record)."""
+    found = read_record(raw, bench, render)
+    if found is None:
+        return 2
+    record, (title, intro, tables, notes) = found
+    publish(bench, title, record, intro, tables, notes, write=write)
+    return 0
