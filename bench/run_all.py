@@ -1,12 +1,12 @@
-"""Run every benchmark, keep every raw sample, and rewrite docs/benchmarks.md from them (≤ 15 minutes on 2 cores).
+"""Run every benchmark, keep every raw sample, and rewrite docs/benchmarks.md from them (≤ 30 minutes on 2 cores).
 
     python bench/run_all.py [--quick] [--no-doc] [--only NAME,...]
     python bench/run_all.py --render          # rebuild the doc from bench/raw/*.json, measuring nothing
 
 Order: netbench (α, β, γ and collective bandwidths of this machine; the
 benches that print the α-β model's predictions get its file), then
-bench_allreduce, bench_ddp, bench_overhead, bench_scaling, bench_ladder and
-bench_hogwild, each as its own process; the first failure stops the run.
+bench_allreduce, bench_ddp, bench_overhead, bench_scaling, bench_ladder,
+bench_hogwild, bench_checkpoint and bench_averaging, each as its own process; the first failure stops the run.
 Each bench writes its raw record to bench/raw/NAME.json (every sample, the
 commit, the command, the launch environment, the machine, the load) and its
 section of docs/benchmarks.md rendered from that record alone, so the doc can
@@ -38,12 +38,14 @@ QUICK = {
     "bench_ladder.py": ["--rounds", "1", "--heavy-rounds", "1", "--heavy-warmup", "1", "--heavy-steps", "2",
                         "--target", "0.6"],
     "bench_hogwild.py": ["--workers", "2", "--updates", "40", "--rounds", "1", "--steps", "30"],
+    "bench_checkpoint.py": ["--rounds", "1", "--cases", "lenet:digits:10:30:10"],
+    "bench_averaging.py": ["--rounds", "1", "--steps", "30", "--target", "0.8"],
 }
-BENCHES = ("allreduce", "ddp", "overhead", "scaling", "ladder", "hogwild")
+BENCHES = ("allreduce", "ddp", "overhead", "scaling", "ladder", "hogwild", "checkpoint", "averaging")
 # They print the α-β model's prediction beside measurements, from this run's netbench (measured in the same
 # launch environment as theirs); the ladder measures its own, in its table's environment (MPICH yielding).
 USES_NETBENCH = ("allreduce", "scaling")
-BUDGET_S = 15 * 60
+BUDGET_S = 30 * 60
 
 
 def record_netbench(path: Path, m: dict, raw: Path) -> dict:

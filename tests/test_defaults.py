@@ -12,7 +12,7 @@ import yaml
 
 from scaledl import train_command
 from scaledl.algorithms import ALGORITHMS
-from scaledl.config import SET_BY_WORKFLOW, SETTINGS, TrainConfig, defaults
+from scaledl.config import COMMAND_LINE_ONLY, SET_BY_WORKFLOW, SETTINGS, TrainConfig, defaults
 from scaledl.data import prepare
 from scaledl.data.converters import CONVERTERS
 from scaledl.data.converters.options import PrepareOptions
@@ -28,7 +28,7 @@ EXPERIMENT = SCHEMA["$defs"]["experiment"]["properties"]
 def test_schema_train_keys_are_the_trainconfig_settings():
     assert set(TRAIN) == set(SETTINGS)
     assert set(OVERRIDE) == set(SETTINGS)
-    assert set(SETTINGS) | set(SET_BY_WORKFLOW) == {f.name for f in fields(TrainConfig)}
+    assert set(SETTINGS) | set(SET_BY_WORKFLOW) | set(COMMAND_LINE_ONLY) == {f.name for f in fields(TrainConfig)}
 
 
 @pytest.mark.parametrize("key", SETTINGS)

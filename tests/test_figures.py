@@ -34,7 +34,8 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 def make_run(root, algorithm, *, workers=2, seed=0, platform="local", batch_size=64, accuracies=(0.5, 0.8, 0.95),
-             times=(1.0, 2.0, 3.0), time_to_target=2.5, spp=0.02, transfer=0.005, wait=0.002, compute=0.012):
+             times=(1.0, 2.0, 3.0), time_to_target=2.5, spp=0.02, transfer=0.005, wait=0.002, compute=0.012,
+             algorithm_report=()):
     """A run directory laid out as the workflow writes it, with the run.json fields the figures read."""
     run_dir = root / "results/runs/digits/lenet" / algorithm / platform / f"p{workers}" / f"s{seed}"
     run_dir.mkdir(parents=True)
@@ -68,6 +69,7 @@ def make_run(root, algorithm, *, workers=2, seed=0, platform="local", batch_size
         "target_accuracy": 0.9,
         "time_to_target_s": time_to_target,
         "final": {"test_accuracy": accuracies[-1]},
+        "algorithm_report": list(algorithm_report),
     }
     (run_dir / "run.json").write_text(json.dumps(run))
     return run_dir
@@ -94,7 +96,18 @@ def full_set(root) -> list[Path]:
     runs += [make_run(root, "sync_sgd", workers=p, seed=seed, spp=0.02 * (1 + 0.1 * p)) for p in (1, 4) for seed in (0, 1)]
     runs += [make_run(root, "chip_partition", workers=p, seed=seed, platform="knl_chip",
                       time_to_target=None if p == 4 else 10.0 / p + seed) for p in (1, 2, 4) for seed in (0, 1)]
+    runs += [make_run(root, algorithm, seed=seed, algorithm_report=[engine_report(tau=8)])
+             for algorithm in ("diloco", "local_sgd") for seed in (0, 1)]
     return runs
+
+
+def engine_report(tau: int, compress: str = "fp32", parameters: int = 61706, exchanges: int = 19) -> dict:
+    """An averaging-engine rank's algorithm_report (scaledl.algorithms.averaging)."""
+    per_exchange = 2 * {"fp32": 4 * parameters, "int8": parameters + 4}[compress]
+    return {"rank": 0, "exchanges": exchanges, "bytes_per_exchange": per_exchange,
+            "bytes_exchanged": per_exchange * exchanges,
+            "averaging": {"inner": "sgd", "worker_rule": "reset", "outer": "nesterov", "outer_lr": 0.7,
+                          "outer_momentum": 0.9, "tau": tau, "compress": compress}}
 
 
 def test_every_figure_is_drawn_from_a_full_set(tmp_path, capsys):

@@ -176,8 +176,10 @@ class InterruptibleJob:
 
 @pytest.mark.mpi
 @pytest.mark.parametrize("algorithm, ranks, signum", [("sync_sgd", 2, signal.SIGINT), ("async_easgd", 3, signal.SIGINT),
-                                                      ("sync_sgd", 2, signal.SIGTERM)])
-def test_ctrl_c_stops_every_rank_and_keeps_partial_results(digits_h5, tmp_path, algorithm, ranks, signum):
+                                                      ("sync_sgd", 2, signal.SIGTERM), ("easgd", 3, signal.SIGUSR1)])
+def test_ctrl_c_stops_every_rank_keeps_partial_results_and_resumes(digits_h5, tmp_path, algorithm, ranks, signum):
+    """SIGUSR1 is Slurm's warning before a time limit (--signal=USR1@120); all three end alike: a checkpoint at
+    the step boundary, partial results, exit 130, and the same command continues from that step."""
     out = tmp_path / "run"
     job = InterruptibleJob(ranks, train_args(digits_h5, out, algorithm, "--max-steps", str(BUDGET),
                                              "--eval-every", "10"))
@@ -187,8 +189,11 @@ def test_ctrl_c_stops_every_rank_and_keeps_partial_results(digits_h5, tmp_path, 
     assert "Traceback" not in job.output and "KeyboardInterrupt" not in job.output, job.output[-3000:]
     ours = [line for line in job.stderr if line.strip()]   # (mpiexec's own notice of a Ctrl-C is on stdout)
     assert len(ours) == 1, job.output[-3000:]
-    step = int(re.fullmatch(rf"scaledl train: interrupted at step (\d+); partial results in {re.escape(str(out))}\n",
-                            ours[0]).group(1))
+    said = re.fullmatch(rf"scaledl train: interrupted at step (\d+); checkpoint saved in {re.escape(str(out))}/"
+                        rf"checkpoints: rerun the same command to resume; partial results in {re.escape(str(out))}\n",
+                        ours[0])
+    assert said, ours[0]
+    step = int(said.group(1))
     run = json.loads((out / "run.json").read_text())
     assert run["stop"]["reason"] == "interrupted" and run["stop"]["steps"] == step < BUDGET
     metrics = pd.read_csv(out / "metrics.csv")
@@ -197,3 +202,16 @@ def test_ctrl_c_stops_every_rank_and_keeps_partial_results(digits_h5, tmp_path, 
     build_model("lenet", run["data"]["image_shape"], run["data"]["classes"]).load_state_dict(
         torch.load(out / "model.pt"))             # the last evaluated center, whole
     assert summarize([out])["stop_reason"].tolist() == ["interrupted"]
+    assert run["checkpoints"]["kept"] and run["checkpoints"]["written"][-1]["step"] == step
+
+    # The same command with a budget it can finish (budgets may change across a resume): it continues.
+    resumed = run_train(ranks, train_args(digits_h5, out, algorithm, "--max-steps", str(step + 12),
+                                          "--eval-every", "10"), timeout=120)
+    assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-2000:]
+    assert f"at step {step} " in resumed.stdout, resumed.stdout[-2000:]
+    run = json.loads((out / "run.json").read_text())
+    assert run["stop"]["reason"] == "max_steps" and run["stop"]["steps"] == step + 12
+    assert [r["step"] for r in run["checkpoints"]["resumes"]] == [step]
+    metrics = pd.read_csv(out / "metrics.csv")
+    assert metrics["step"].iloc[0] == 0 and metrics["step"].is_monotonic_increasing   # the rows before, then after
+    assert not (out / "checkpoints").exists(), "a finished run keeps no checkpoints"

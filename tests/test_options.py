@@ -19,7 +19,8 @@ from scaledl.errors import UserError  # noqa: E402
 # A value other than TrainConfig's default for every algorithm-specific setting.
 SET = {"momentum": 0.5, "rho": 0.1, "beta": 0.5, "message": "per_layer", "backend": "gloo", "center_on": "host",
        "overlap": True, "tau": 2, "nesterov": True, "momentum_at": "worker", "fast_memory_gb": 16.0,
-       "center_window": "shared", "wait_probe": "none"}
+       "center_window": "shared", "wait_probe": "none", "inner": "momentum", "worker_rule": "reset",
+       "outer": "average", "outer_lr": 0.5, "outer_momentum": 0.5, "compress": "int8"}
 
 
 def config(algorithm: str, **settings) -> TrainConfig:
@@ -58,8 +59,9 @@ def test_defaults_and_accepted_options_pass(key):
 def test_accepting_names_base_algorithms_and_a_preset_only_for_its_own_options():
     assert accepting("nesterov") == ["async_measgd"]
     assert accepting("momentum_at") == ["async_msgd"]
-    assert accepting("center_on") == ["sync_easgd"]                 # not its presets sync_easgd1/2/3 again
-    assert accepting("message") == ["sync_easgd", "sync_sgd"]
+    # not sync_easgd's presets sync_easgd1/2/3 again; the averaging engine's other settings do
+    assert accepting("center_on") == ["sync_easgd", "local_sgd", "diloco", "slowmo"]
+    assert accepting("message") == ["sync_easgd", "local_sgd", "diloco", "slowmo", "sync_sgd"]
     assert accepting("fast_memory_gb") == ["chip_partition"]         # a preset's own option
     for option in algorithm_options():
         assert all(option in ALGORITHMS[key].options for key in accepting(option))
@@ -70,7 +72,7 @@ def test_the_message_reads_well():
     with pytest.raises(UserError, match=r"^--nesterov does not apply to async_easgd: only async_measgd uses it$"):
         check_options(ALGORITHMS["async_easgd"], config("async_easgd", nesterov=True))
     with pytest.raises(UserError, match=r"^--message per_layer does not apply to async_sgd: "
-                                        r"only sync_easgd and sync_sgd use it$"):
+                                        r"only sync_easgd, local_sgd, diloco, slowmo and sync_sgd use it$"):
         check_options(ALGORITHMS["async_sgd"], config("async_sgd", message="per_layer"))
 
 

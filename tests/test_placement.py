@@ -96,8 +96,11 @@ def test_exclusive_asks_for_whole_nodes():
     assert slurm_extra({**KNL, "exclusive": False, "slurm_extra": "--qos=long"}, shape) == "--ntasks-per-node=5 --qos=long"
     gpu = place("gpu", GPU, 8, needs_master=False)
     assert slurm_extra({**GPU, "exclusive": True}, gpu) == "--ntasks-per-node=4 --gpus-per-node=4 --exclusive"
+    assert slurm_extra({**KNL, "warn_before_limit_s": 120}, shape) == "--ntasks-per-node=5 --signal=USR1@120"
     with pytest.raises(PlacementError, match="use `exclusive: true` instead of --exclusive in slurm_extra"):
         place("knl", {**KNL, "slurm_extra": "--exclusive"}, 4, needs_master=False)
+    with pytest.raises(PlacementError, match="first half of their 180 s runtime"):
+        place("knl", {**KNL, "runtime": 3, "warn_before_limit_s": 120}, 4, needs_master=False)
 
 
 def test_memory_per_node_does_not_grow_with_the_cores():

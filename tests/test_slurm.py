@@ -12,6 +12,10 @@ exactly the tasks Slurm gave it, so a launcher that starts singletons fails
 (--expect-ranks makes the job exit 2, and the world size in run.json is checked).
 Last, the training command is taken from its Slurm log and run by hand under
 `srun --mpi=none`, which starts singletons: it must fail.
+
+A second workflow signals its running training job as Slurm does before a time
+limit or a preemption (SIGUSR1, `scancel --signal`): the job checkpoints and
+exits 130, the profile's retries resubmit it, and it resumes and completes.
 """
 
 from __future__ import annotations
@@ -91,7 +95,7 @@ def test_profile_submits_every_stage_and_wires_the_mpi_world(workdir, slurm_clus
     jobs = submissions(result)
     rules = {job_id: scontrol_job(job_id)["Comment"] for job_id in jobs}
     assert sorted(re.sub(r"_wildcards_.*", "", comment) for comment in rules.values()) == [
-        "rule_aggregate", "rule_claims", "rule_comm_model", "rule_figures", "rule_netbench",
+        "rule_aggregate", "rule_averaging", "rule_claims", "rule_comm_model", "rule_figures", "rule_netbench",
         "rule_plot_accuracy_vs_time", "rule_prepare", "rule_scaling", "rule_train", "rule_train", "rule_train_single",
     ]
     for job_id, log in jobs.items():
@@ -146,3 +150,49 @@ def test_profile_submits_every_stage_and_wires_the_mpi_world(workdir, slurm_clus
     assert broken.returncode == 2, output_of(broken)
     assert "world of 1 rank(s), but 2 were requested" in output_of(broken)
     assert not (out_dir / "run.json").exists()
+
+
+RESUME_CONFIG = "config/test_slurm_resume.yaml"
+RESUME_RUN = "results/test_slurm_resume/runs/synthetic/lenet/sync_sgd/ci/p2/s0"
+RESUME_LOG = "logs/test_slurm_resume/train/synthetic/lenet/sync_sgd/ci/p2/s0.log"
+
+
+def running_train_job() -> str | None:
+    """The Slurm job id of the running training job, if there is one."""
+    listing = subprocess.run(["squeue", "-h", "-t", "R", "-o", "%i %k"], capture_output=True, text=True).stdout
+    return next((job for job, comment in (line.split(maxsplit=1) for line in listing.splitlines() if " " in line)
+                 if comment.startswith("rule_train")), None)
+
+
+@pytest.mark.timeout(480)
+def test_a_signalled_training_job_checkpoints_is_resubmitted_and_resumes(workdir, slurm_cluster):
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+           "OMP_NUM_THREADS": "1", "MPIR_CVAR_ENABLE_HEAVY_YIELD": "1"}
+    workflow = subprocess.Popen(
+        [sys.executable, "-m", "snakemake", "--profile", "slurm", "--configfile", RESUME_CONFIG, *CI_OVERRIDES,
+         f"{RESUME_RUN}/run.json"], cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        signalled = None
+        deadline = time.monotonic() + 300
+        while signalled is None and time.monotonic() < deadline and workflow.poll() is None:
+            log = workdir / RESUME_LOG
+            job = running_train_job()
+            if job and log.exists() and re.search(r"^step\s+[1-9]\d*/", log.read_text(), re.M):
+                # what Slurm does warn_before_limit_s before the limit: SIGUSR1 to every task of the job's steps
+                subprocess.run(["scancel", "--signal=USR1", job], check=True, timeout=30)
+                signalled = job
+            time.sleep(0.5)
+        output, _ = workflow.communicate(timeout=max(deadline - time.monotonic(), 30))
+    finally:
+        if workflow.poll() is None:
+            workflow.kill()
+    assert signalled, "the training job never ran long enough to be signalled:\n" + (output or "")
+    assert workflow.returncode == 0, output + logs_of(workdir)
+    trains = [job for job, log in SUBMITTED.findall(output) if "rule_train" in scontrol_job(job).get("Comment", "")]
+    assert signalled in trains and len(trains) == 2, output      # the signalled attempt, then its retry
+    run = json.loads((workdir / RESUME_RUN / "run.json").read_text())
+    assert run["stop"]["reason"] == "max_steps" and run["stop"]["steps"] == 4000
+    (resume,) = run["checkpoints"]["resumes"]
+    assert 0 < resume["step"] < 4000, resume
+    metrics = pd.read_csv(workdir / RESUME_RUN / "metrics.csv")
+    assert metrics["step"].iloc[0] == 0 and metrics["step"].iloc[-1] == 4000 and metrics["step"].is_monotonic_increasing

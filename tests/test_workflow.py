@@ -138,7 +138,7 @@ def test_dry_run_default_config(workdir):
     assert result.returncode == 0, output_of(result)
     assert job_counts(result) == {
         "prepare": 1, "train": len(BASE_ALGORITHMS), "aggregate": 1, "scaling": 1, "plot_accuracy_vs_time": 1,
-        "netbench": 1, "comm_model": 1, "claims": 1, "figures": 1, "all": 1,
+        "netbench": 1, "comm_model": 1, "claims": 1, "figures": 1, "averaging": 1, "all": 1,
     }
     text = output_of(result)
     # the network is measured on 2 ranks even though the master-based runs take 3 (no oversubscription)
@@ -328,26 +328,27 @@ def test_slurm_requests_for_gpu_and_knl_node_sweeps(workdir):
         return requests[algorithm, platform, workers].split(" --comment rule_train ")[1].split()
 
     gpu_node = ["-p", "gpu", "-t", "120", "--mem", "64000"]                 # memory per node, not per CPU
+    WARNING = "--signal=USR1@120"   # SIGUSR1 two minutes before the limit: checkpoint, exit 130, resubmitted
     knl_node = ["-p", "knl", "-t", "120", "-C", "knl", "--mem", "86000"]    # under the 96 GB of a KNL node
     for nodes in (1, 2, 4, 8):
         # GPU: 4 GPUs and 4 ranks of 8 cores a node; the master is a 5th task on the first node
         assert flags("sync_easgd", "gpu", 4 * nodes) == [
             *gpu_node, f"--nodes={nodes}", f"--ntasks={4 * nodes}",
-            "--cpus-per-task=8", "--ntasks-per-node=4", "--gpus-per-node=4", "--exclusive",
+            "--cpus-per-task=8", "--ntasks-per-node=4", "--gpus-per-node=4", "--exclusive", WARNING,
         ]
         assert flags("async_easgd", "gpu", 4 * nodes) == [
             *gpu_node, f"--nodes={nodes}", f"--ntasks={4 * nodes + 1}",
-            "--cpus-per-task=8", "--ntasks-per-node=5", "--gpus-per-node=4", "--exclusive",
+            "--cpus-per-task=8", "--ntasks-per-node=5", "--gpus-per-node=4", "--exclusive", WARNING,
         ]
         # KNL: 68 cores shared by 4 workers and a master's share, 13 each with or without a master
         for algorithm in ("sync_sgd", "sync_easgd"):
             assert flags(algorithm, "knl", 4 * nodes) == [
                 *knl_node, f"--nodes={nodes}", f"--ntasks={4 * nodes}", "--cpus-per-task=13",
-                "--ntasks-per-node=4", "--exclusive",
+                "--ntasks-per-node=4", "--exclusive", WARNING,
             ]
         assert flags("async_easgd", "knl", 4 * nodes) == [
             *knl_node, f"--nodes={nodes}", f"--ntasks={4 * nodes + 1}", "--cpus-per-task=13",
-            "--ntasks-per-node=5", "--exclusive",
+            "--ntasks-per-node=5", "--exclusive", WARNING,
         ]
     # netbench measures each machine once, on the allocation of its largest synchronous run (8 nodes):
     # the strong-scaling aliases are the same machines, so they add no job; each platform keeps its own
@@ -385,13 +386,14 @@ def test_paper_config_partitions_one_knl_chip(workdir):
     for parts, cores in ((1, 68), (2, 34), (4, 17), (8, 8), (16, 4)):
         flags = requests["chip_partition", "knl_chip", parts].split(" --comment ")[1].split()[1:]
         assert flags == ["-t", "120", "--mem", "86000", "--nodes=1", f"--ntasks={parts}",
-                         f"--cpus-per-task={cores}", f"--ntasks-per-node={parts}", "--exclusive"], (parts, flags)
+                         f"--cpus-per-task={cores}", f"--ntasks-per-node={parts}", "--exclusive",
+                         "--signal=USR1@120"], (parts, flags)
     # the figures' pairs compare algorithms at equal cores per worker, master or not (one request per figure)
     gpu_requests = {tuple(line.split(" --comment ")[1].split()[1:]) for (_, platform, _), line in requests.items()
                     if platform == "gpu"}
     assert gpu_requests == {
         ("-t", "120", "--mem", "128000", "--nodes=1", f"--ntasks={ranks}", "--cpus-per-task=4",
-         f"--ntasks-per-node={ranks}", "--gpus-per-node=8", "--exclusive") for ranks in (8, 9)
+         f"--ntasks-per-node={ranks}", "--gpus-per-node=8", "--exclusive", "--signal=USR1@120") for ranks in (8, 9)
     }
     assert requests["sync_easgd3", "gpu", 8].count("--ntasks=8 ") == requests["async_easgd", "gpu", 8].count("--ntasks=9 ") == 1
     assert output_of(result).count("--algorithm chip_partition") == 5 * 3   # 5 part counts × 3 seeds
@@ -434,7 +436,7 @@ def test_tiny_run_end_to_end(workdir):
     cascade = snakemake(workdir, "-n", "--configfile", "config/test.yaml", "--forcerun", "prepare")
     assert job_counts(cascade) == {
         "prepare": 1, "train": 2, "aggregate": 1, "scaling": 1, "plot_accuracy_vs_time": 1, "comm_model": 1, "claims": 1,
-        "figures": 1, "all": 1,
+        "figures": 1, "averaging": 1, "all": 1,
     }
 
     # rerunning one training target re-executes that job and the tables downstream, nothing else
@@ -445,7 +447,7 @@ def test_tiny_run_end_to_end(workdir):
     assert rerun.returncode == 0, output_of(rerun)
     assert job_counts(rerun) == {
         "train": 1, "aggregate": 1, "scaling": 1, "plot_accuracy_vs_time": 1, "comm_model": 1, "claims": 1,
-        "figures": 1, "all": 1,
+        "figures": 1, "averaging": 1, "all": 1,
     }
     assert f"output: results/test/runs/synthetic/lenet/sync_sgd/local/p2/s0/metrics.csv, {target}" in output_of(rerun)
     assert other.stat().st_mtime_ns == before

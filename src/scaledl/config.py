@@ -25,6 +25,10 @@ DEVICES = ("auto", "cpu", "cuda")
 WAIT_PROBES = ("barrier", "none")
 DEVICE_SYNCS = ("phase", "none")
 CENTER_WINDOWS = ("rma", "shared")
+INNER_OPTIMIZERS = ("sgd", "momentum")
+WORKER_RULES = ("elastic", "reset")
+OUTER_OPTIMIZERS = ("elastic", "average", "nesterov", "slowmo")
+COMPRESSIONS = ("fp32", "fp16", "bf16", "int8")   # scaledl.comm.codecs
 
 # Argument groups of `scaledl train --help`, in order.
 GROUPS = {
@@ -32,6 +36,8 @@ GROUPS = {
     "budgets": "budgets (the first one reached ends the run; give at least one of the first three)",
     "hyperparameters": "hyperparameters",
     "codesign": "codesign (the paper's §3; presets sync_easgd1/2/3 fix center-on and overlap)",
+    "averaging": "periodic averaging (sync_easgd, local_sgd, diloco, slowmo: one engine; None: the algorithm's "
+                 "default)",
     "execution": "execution",
 }
 
@@ -115,7 +121,27 @@ class TrainConfig:
                                     "a helper thread during data fetch and fwd/bwd (None: the preset's, else on for "
                                     "the async EASGD family, off for sync_easgd; --no-overlap turns it off)",
                                     group="codesign", switch=True)
-    tau: int = _setting(1, "sync_easgd: exchange every TAU iterations", group="codesign", type=positive_int)
+    tau: int | None = _setting(None, "averaging family: average every TAU iterations, local steps between (None: "
+                               "the algorithm's, 1 for sync_easgd, 8 for local_sgd, diloco and slowmo)",
+                               group="averaging", type=positive_int)
+    inner: str | None = _setting(None, "averaging family: each worker's optimizer between averagings (None: sgd); "
+                                 "momentum is heavy-ball with --momentum", group="averaging",
+                                 choices=INNER_OPTIMIZERS)
+    worker_rule: str | None = _setting(None, "averaging family: after a round each worker is pulled elastically "
+                                       "towards the center (EASGD, Eq. 1) or reset to it (local SGD, DiLoCo, "
+                                       "SlowMo)", group="averaging", choices=WORKER_RULES)
+    outer: str | None = _setting(None, "averaging family: the center's step towards the workers' mean: elastic "
+                                 "(EASGD's Eq. 2, rate Pα), average (take the mean), nesterov (DiLoCo: SGD with "
+                                 "Nesterov momentum on W − mean) or slowmo (slow momentum)", group="averaging",
+                                 choices=OUTER_OPTIMIZERS)
+    outer_lr: float | None = _setting(None, "averaging family: the outer step's learning rate (None: diloco 0.7, "
+                                      "slowmo 1.0)", group="averaging", type=positive_float)
+    outer_momentum: float | None = _setting(None, "averaging family: the outer step's momentum (None: diloco 0.9, "
+                                            "slowmo 0.5)", group="averaging", type=fraction)
+    compress: str = _setting("fp32", "averaging family: what a round's messages carry; fp16/bf16/int8 send the "
+                             "difference from the center both sides hold in 2 or 1 byte per value (int8 with "
+                             "error feedback); the averaging stays in float32", group="averaging",
+                             choices=COMPRESSIONS)
     backend: str = _setting("auto", "collectives: auto picks nccl with a GPU per rank, else CUDA-aware MPI, else "
                             "MPI on host buffers (always MPI with the center on the host: NCCL takes device tensors "
                             "only); gloo (host tensors) is torch.distributed's CPU backend, by request only",
@@ -145,6 +171,15 @@ class TrainConfig:
                                      "larger of this and 10x its longest interval so far (3x this before its pace "
                                      "is known) ends the job, naming the rank", group="execution",
                                      type=positive_float, metavar="SECONDS")
+    checkpoint_every: int | None = _setting(None, "write a checkpoint every this many steps (with or without "
+                                            "--checkpoint-interval)", group="execution", type=positive_int,
+                                            metavar="STEPS")
+    checkpoint_interval: float | None = _setting(300.0, "write a checkpoint when this many seconds have passed "
+                                                 "since the last one; 0 with no --checkpoint-every: none, not "
+                                                 "even on a signal", group="execution", type=nonnegative_float,
+                                                 metavar="SECONDS")
+    restart: bool = _setting(False, "start over: delete the run folder's checkpoints instead of resuming from "
+                             "the newest", group="execution", switch=True)
     platform: str = _setting("local", "name of the machine/partition, recorded in run.json", group="execution")
     expect_ranks: int | None = _setting(None, "fail unless MPI started exactly N ranks (catches a launcher that "
                                         "starts N singletons)", group="execution", type=positive_int, metavar="N")
@@ -156,7 +191,8 @@ class TrainConfig:
 # Fields the workflow sets for each run from the grid and the platform; the
 # rest are the training settings of the config's `train` block.
 SET_BY_WORKFLOW = ("data", "model", "algorithm", "out_dir", "seed", "platform", "expect_ranks", "device", "threads")
-SETTINGS = tuple(f.name for f in fields(TrainConfig) if f.name not in SET_BY_WORKFLOW)
+COMMAND_LINE_ONLY = ("restart",)   # a decision about one run folder, never a setting of a grid
+SETTINGS = tuple(f.name for f in fields(TrainConfig) if f.name not in SET_BY_WORKFLOW + COMMAND_LINE_ONLY)
 
 
 def defaults() -> dict[str, object]:

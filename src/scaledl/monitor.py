@@ -2,8 +2,8 @@
 
 Besides its budgets, a run stops early for two reasons of its own:
 `diverged` (a non-finite training or test loss: every later step would be
-wasted) and `interrupted` (SIGINT or SIGTERM on this rank, or a peer's stop
-vote that no budget explains: see StopSignals).
+wasted) and `interrupted` (SIGINT, SIGTERM or SIGUSR1 on this rank, or a
+peer's stop vote that no budget explains: see StopSignals).
 """
 
 from __future__ import annotations
@@ -12,11 +12,12 @@ import math
 import signal
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Callable
 
 import torch
 
+from scaledl.checkpoint import CheckpointPolicy
 from scaledl.evaluation import CenterEvaluator, Evaluation, Snapshot
 from scaledl.progress import duration
 from scaledl.results import MetricsLog
@@ -26,7 +27,10 @@ INTERRUPTED, DIVERGED = "interrupted", "diverged"
 
 
 class StopSignals:
-    """SIGINT and SIGTERM ask the run to stop at its next step boundary instead of killing it.
+    """SIGINT, SIGTERM and SIGUSR1 ask the run to stop at its next step boundary instead of killing it.
+
+    SIGUSR1 is what a Slurm job asks for with `--signal=USR1@SECONDS`: a warning that
+    much before its time limit or a preemption (the job then checkpoints and stops).
 
     The handler only sets a flag; the training loop reads it once per step
     (`requested`), and the ranks agree on it through the stop vote they cast
@@ -36,7 +40,7 @@ class StopSignals:
     user will not wait: `on_second` ends the job at once.
     """
 
-    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)
 
     def __init__(self, on_second: Callable[[], None], same_press_s: float = 2.0):
         self.on_second = on_second
@@ -114,6 +118,7 @@ class Monitor:
         refresh_center: Callable[[], None],
         stop_requested: Callable[[], bool] = lambda: False,
         metrics_log: MetricsLog | None = None,
+        checkpoints: CheckpointPolicy | None = None,
     ):
         self.stop_rule = stop_rule
         self.eval_every = eval_every
@@ -123,6 +128,7 @@ class Monitor:
         self.refresh_center = refresh_center
         self.stop_requested = stop_requested      # an interrupt on this rank (StopSignals.requested)
         self.metrics_log = metrics_log            # rows appended as they come, so progress survives a crash
+        self.checkpoints = checkpoints or CheckpointPolicy()
         self.rows: list[dict] = []
         self.step = 0
         self.epoch = 0.0
@@ -143,7 +149,7 @@ class Monitor:
 
     @property
     def train_seconds(self) -> float:
-        return self.timer.wall() - self.timer.totals["eval"]
+        return self.timer.training()
 
     def record_loss(self, loss: torch.Tensor | float, count: int) -> None:
         """Accumulate (on the device for a tensor: reading it every step would stall a GPU)."""
@@ -167,6 +173,15 @@ class Monitor:
             self.stop_reason = self.stop_rule.reason(step, epoch, self.train_seconds,
                                                      self.stop_rule.target_accuracy if target_seen else None)
         return self.stop_reason is not None
+
+    def wants_checkpoint(self, stopping: bool) -> bool:
+        """After `after_step`: whether the ranks should checkpoint now. On schedule while the run goes
+        on; at its end only when interrupted (a run that ends otherwise is complete and needs none)."""
+        if not self.checkpoints.enabled:
+            return False
+        if stopping:
+            return self.stop_reason == INTERRUPTED
+        return self.checkpoints.due(self.step)
 
     def stopped_by_peer(self) -> None:
         """The workers agreed to stop, but not for a reason of this monitor's: a peer was interrupted."""
@@ -224,6 +239,47 @@ class Monitor:
         loss_text = "-" if snap.train_loss is None else f"{snap.train_loss:.4f}"
         return (f"step {snap.step:6d}{of}  epoch {snap.epoch:7.3f}  train {snap.train_s:8.2f}s  "
                 f"loss {loss_text}  test_loss {ev.test_loss:.4f}  test_acc {ev.test_accuracy:.4f}{left}\n")
+
+    # ---- checkpoints (scaledl.checkpoint)
+
+    def settle(self) -> None:
+        """Collect every pending evaluation, so that the state below holds all rows taken so far."""
+        with self.timer.phase("eval"):
+            self._record(self.evaluator.drain())
+
+    def state_dict(self) -> dict:
+        """What the run has learnt so far, after `settle` (no evaluation in flight)."""
+        target = None
+        if self._target is not None:
+            ev, state = self._target
+            target = {"evaluation": {"snapshot": asdict(ev.snapshot), "test_loss": ev.test_loss,
+                                     "test_accuracy": ev.test_accuracy}, "state": state}
+        return {
+            "rows": self.rows, "step": self.step, "epoch": self.epoch, "last_accuracy": self.last_accuracy,
+            "last_loss": self.last_loss, "time_to_target": self.time_to_target, "target_step": self.target_step,
+            "diverged_at": self.diverged_at, "target": target,
+            "loss_sum": None if self._loss_sum is None else float(self._loss_sum), "loss_count": self._loss_count,
+            "snapshot_step": self._snapshot_step, "next_eval": self._next_eval,
+            "evaluated_state": self.evaluator.evaluated_state,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        """Continue from `state_dict()`; metrics.csv is rewritten with the rows so far."""
+        self.rows = list(state["rows"])
+        self.step, self.epoch = state["step"], state["epoch"]
+        self.last_accuracy, self.last_loss = state["last_accuracy"], state["last_loss"]
+        self.time_to_target, self.target_step = state["time_to_target"], state["target_step"]
+        self.diverged_at = state["diverged_at"]
+        if state["target"] is not None:
+            ev = state["target"]["evaluation"]
+            snapshot = Snapshot(**ev["snapshot"])
+            self._target = (Evaluation(snapshot, ev["test_loss"], ev["test_accuracy"]), state["target"]["state"])
+        self._loss_sum, self._loss_count = state["loss_sum"], state["loss_count"]
+        self._snapshot_step, self._next_eval = state["snapshot_step"], state["next_eval"]
+        self.evaluator.evaluated_state = state["evaluated_state"]
+        if self.metrics_log is not None:
+            for row in self.rows:
+                self.metrics_log.append(row)
 
     def evaluated_state(self) -> dict[str, torch.Tensor]:
         """The weights and buffers of the run's result (after `finish`): the model whose accuracy

@@ -123,6 +123,12 @@ def check_platform(name: str, platform: Mapping) -> None:
         )
     if "--exclusive" in (platform.get("slurm_extra") or "").split():
         raise PlacementError(f"platform {name!r}: use `exclusive: true` instead of --exclusive in slurm_extra")
+    warn, runtime_s = platform.get("warn_before_limit_s") or 0, 60 * (platform.get("runtime") or 60)
+    if warn and 2 * warn > runtime_s:
+        raise PlacementError(f"platform {name!r}: warn_before_limit_s {warn} would signal its jobs in the first half "
+                             f"of their {runtime_s} s runtime, so every attempt would stop early; lower it (or 0)")
+    if "--signal" in (platform.get("slurm_extra") or ""):
+        raise PlacementError(f"platform {name!r}: use `warn_before_limit_s` instead of --signal in slurm_extra")
 
 
 def ranks_per_node(platform: Mapping) -> int | None:
@@ -223,7 +229,7 @@ def slurm_extra(platform: Mapping, placement: Placement) -> str | None:
     The plugin writes --nodes, --ntasks, --cpus-per-task, --mem, --mem-per-cpu,
     -p, -C and -t itself, and refuses them here; the tasks-per-node ceiling, the
     GPUs per node and --exclusive (whole nodes, so no other job's load skews the
-    timings) are ours.
+    timings) are ours, and so is the warning signal before the time limit.
     """
     flags = []
     if placement.cluster:
@@ -233,6 +239,10 @@ def slurm_extra(platform: Mapping, placement: Placement) -> str | None:
         flags.append(f"--gpus-per-node={gpu_type + ':' if gpu_type else ''}{placement.gpus_per_node}")
     if platform.get("exclusive"):
         flags.append("--exclusive")
+    if platform.get("warn_before_limit_s"):
+        # Slurm signals every job step's tasks this long before the time limit (or a preemption):
+        # each rank checkpoints at its next step boundary and the job exits 130, to be resumed.
+        flags.append(f"--signal=USR1@{platform['warn_before_limit_s']}")
     if platform.get("slurm_extra"):
         flags.append(platform["slurm_extra"])
     return " ".join(flags) or None

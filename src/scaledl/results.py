@@ -26,6 +26,7 @@ from mpi4py import MPI
 
 import scaledl
 from scaledl.atomic import atomic_path, write_text
+from scaledl.checkpoint import save_tensors
 from scaledl.timing import PHASES
 
 METRICS_COLUMNS = (
@@ -78,8 +79,7 @@ def write_timeline(path: Path, timelines: list[dict], phases: tuple[str, ...]) -
 
 def save_model(path: Path, state_dict: dict[str, torch.Tensor]) -> None:
     cpu_state = {name: t.detach().cpu().clone() for name, t in state_dict.items()}
-    with atomic_path(path) as tmp:
-        torch.save(cpu_state, tmp)
+    save_tensors(path, cpu_state)
 
 
 def write_run_json(path: Path, record: dict) -> None:

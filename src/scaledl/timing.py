@@ -13,6 +13,8 @@ Phases of one rank's main thread (they add up to its wall time):
                   collective (skew), the master, or an overlapped exchange to finish
     eval          the master's snapshot of the center for an evaluation (the evaluation
                   itself runs on a helper thread: scaledl.evaluation), excluded from training time
+    checkpoint    writing this rank's part of a checkpoint (scaledl.checkpoint), excluded
+                  from training time like eval: its cost is reported on its own
 Beside them, `overlapped_comm` counts exchange seconds spent on a helper
 thread while the main thread computed (Sync EASGD3); it is not part of the sum.
 
@@ -28,7 +30,8 @@ import time
 import numpy as np
 import torch
 
-PHASES = ("data", "h2d", "param_copy", "comm", "compute", "update", "center_update", "wait", "eval")
+PHASES = ("data", "h2d", "param_copy", "comm", "compute", "update", "center_update", "wait", "eval", "checkpoint")
+OFF_CLOCK = ("eval", "checkpoint")          # phases the training clock leaves out
 
 # The time vocabulary (docs/time.md defines each quantity; every table uses these, through `steady_state`).
 TRANSFER = ("h2d", "param_copy", "comm")    # moving parameters and data: the paper's communication (parts 3-5)
@@ -112,6 +115,25 @@ class PhaseTimer:
     def wall(self) -> float:
         return time.perf_counter() - self.start
 
+    def training(self) -> float:
+        """The training clock: wall time less the phases off it (evaluation and checkpoints)."""
+        return self.wall() - sum(self.totals[p] for p in OFF_CLOCK)
+
+    def state_dict(self) -> dict:
+        """The clock and every total so far, for a checkpoint: a resumed run's clock continues from here."""
+        return {"wall": self.wall(), "totals": dict(self.totals), "overlapped_comm": self.overlapped_comm,
+                "step_marks": list(self._step_marks),
+                "step_rows": torch.from_numpy(np.array(self._step_rows, dtype=np.float64).reshape(-1, len(PHASES))),
+                "last_totals": torch.from_numpy(self._last_totals.copy())}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.start = time.perf_counter() - state["wall"]
+        self.totals = {p: state["totals"].get(p, 0.0) for p in PHASES}
+        self.overlapped_comm = state["overlapped_comm"]
+        self._step_marks = list(state["step_marks"])
+        self._step_rows = list(state["step_rows"].numpy())
+        self._last_totals = state["last_totals"].numpy().copy()
+
     def snapshot(self) -> dict[str, float]:
         return {f"{name}_s": seconds for name, seconds in self.totals.items()}
 
@@ -143,7 +165,7 @@ def warmup_steps(steps: int) -> int:
 def steady_state(step_end_s, phase_s, warmup: int | None = None) -> dict:
     """Per-step means over one rank's steps after the warm-up, from its timeline.
 
-    seconds_per_step     step duration (wall between step ends) minus its `eval` seconds
+    seconds_per_step     step duration (wall between step ends) minus its `eval` and `checkpoint` seconds
     transfer_per_step_s  TRANSFER phases per step: the paper's communication
     wait_per_step_s      WAIT per step: blocked on peers
     compute_per_step_s   COMPUTE phases per step
@@ -159,7 +181,8 @@ def steady_state(step_end_s, phase_s, warmup: int | None = None) -> dict:
              "comm_share": None, "exposed_share": None}
     if steps <= 0:
         return empty
-    durations = np.diff(np.concatenate([[0.0], ends]))[warmup:] - rows[warmup:, PHASES.index("eval")]
+    off_clock = rows[warmup:][:, [PHASES.index(p) for p in OFF_CLOCK]].sum(axis=1)
+    durations = np.diff(np.concatenate([[0.0], ends]))[warmup:] - off_clock
     kept = rows[warmup:]
 
     def per_step(names) -> float:

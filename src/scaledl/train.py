@@ -8,27 +8,35 @@ master-based ones) also evaluates the center W and writes the results.
 
 How a run ends: at its budget or target (exit 0); at a non-finite loss
 (`diverged`, exit 0: the run's files are its evidence and must survive a
-workflow manager, which deletes the outputs of a failed job); or at Ctrl-C
-or SIGTERM (`interrupted`): every rank stops at the next step boundary, the
-master writes what it has (metrics so far, the last evaluated center,
-run.json), says so in one line, and every rank exits with 130.
+workflow manager, which deletes the outputs of a failed job); or at Ctrl-C,
+SIGTERM or SIGUSR1 (Slurm's warning before a time limit or preemption:
+`interrupted`): every rank stops at the next step boundary, writes a
+checkpoint, the master writes what it has (metrics so far, the last
+evaluated center, run.json), says so in one line, and every rank exits with
+130. Rerunning the same command resumes from the newest checkpoint
+(scaledl.run_state); checkpoints are also written on the schedule of
+--checkpoint-every / --checkpoint-interval, so a killed job loses at most one
+interval.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 import uuid
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from mpi4py import MPI
 
+from scaledl import checkpoint, run_state
 from scaledl.algorithms import ALGORITHMS, check_options, load, rules
-from scaledl.algorithms.base import Algorithm, AlgorithmContext, Codesign, Hyper
+from scaledl.algorithms.base import Algorithm, AlgorithmContext, Codesign, Hyper, Request
 from scaledl.comm.collectives import TORCH_DIST_BACKENDS, choose_backend, close_torch_dist, init_torch_dist
 from scaledl.comm.flat import FlatParams
 from scaledl.comm.roles import Roles, make_roles
@@ -69,12 +77,20 @@ class TrainingRun:
     replica_budget: ReplicaBudget | None = None
     sentinel: Sentinel | None = None
     slowdown: float = 1.0               # --straggler: this rank's forward/backward is stretched by it
-    signals: StopSignals | None = None  # set by `train`: SIGINT/SIGTERM received
+    signals: StopSignals | None = None  # set by `train`: SIGINT/SIGTERM/SIGUSR1 received
     stop_reason: str | None = None      # every rank's copy of the master's, after `_finish`
+    fingerprint: dict = field(default_factory=dict)         # the settings a checkpoint must share
+    checkpoint_state: dict | None = None                    # this rank's state to resume from (`connect`)
+    resumes: list = field(default_factory=list)             # master: every resume of this run, oldest first
+    checkpoints_written: list = field(default_factory=list)  # master: this attempt's checkpoints
 
     def stop_requested(self) -> bool:
         """This rank was interrupted (its stop vote carries it to the others)."""
         return self.signals is not None and self.signals.requested
+
+    @property
+    def checkpoints_enabled(self) -> bool:
+        return checkpoint_policy(self.cfg).enabled
 
 
 def train(cfg: TrainConfig) -> TrainingRun:
@@ -86,9 +102,12 @@ def train(cfg: TrainConfig) -> TrainingRun:
             run.monitor.stop_requested = run.stop_requested
         token = _announce(run)
         run.setup_s = run.timer.restart()                # the clock covers training only
+        run.algo.on_checkpoint = partial(run_state.save, run)
         try:
             run.algo.start()                             # W^i_0 = W_0 on every worker
-            if run.roles.is_master:
+            if run.checkpoint_state is not None:
+                run_state.restore(run, run.checkpoint_state)   # or where the newest checkpoint left off
+            elif run.roles.is_master:
                 run.monitor.snapshot(step=0, epoch=0.0)  # W_0, evaluated off the clock
             if run.roles.is_worker:
                 run_worker(run)
@@ -121,7 +140,8 @@ def _abort_now() -> None:
 def run_worker(run: TrainingRun) -> None:
     """The paper's worker iteration, until the master says stop; counts steps in `run.steps`."""
     algo, loader, timer, monitor = run.algo, run.loader, run.timer, run.monitor
-    step, stop = 0, False
+    step, stop = run.steps, False                    # a resumed run continues its count
+    kill_at = _fault_step(run.roles.rank)
     while not stop and algo.begin_iteration():       # round-robin: wait for this worker's turn
         # fetch this worker's next mini-batch and copy it to the device
         with timer.phase("data"):
@@ -135,16 +155,34 @@ def run_worker(run: TrainingRun) -> None:
         algo.worker_step()
         step += 1
         run.steps = step
-        # the master evaluates W on schedule and decides whether to stop
-        wants_stop = False
+        if step == kill_at:
+            os.kill(os.getpid(), signal.SIGKILL)     # fault injection (tests): this rank dies here
+        # the master evaluates W on schedule and decides whether to stop or checkpoint
+        request = Request.NONE
         if monitor is not None:
             monitor.record_loss(loss, len(labels))
             wants_stop = monitor.after_step(step, step * monitor.samples_per_step / run.info.n_train)
-        # An interrupt rides on the stop vote: collectives agree on it; a dedicated master reads its own.
-        stop = algo.end_iteration(loss, len(labels), wants_stop or run.stop_requested())
+            request = (Request.STOP if wants_stop else Request.NONE) | \
+                (Request.CHECKPOINT if monitor.wants_checkpoint(wants_stop) else Request.NONE)
+        if run.stop_requested():                     # this rank's interrupt: checkpoint, then stop
+            request |= Request.STOP | (Request.CHECKPOINT if run.checkpoints_enabled else Request.NONE)
+        # The requests ride on the stop vote: collectives agree on them; a dedicated master decides alone.
+        agreed = algo.end_iteration(loss, len(labels), request)
         timer.mark_step()
+        if agreed & Request.CHECKPOINT:
+            run_state.save(run)
+        stop = bool(agreed & Request.STOP)
     if monitor is not None and stop:
         monitor.stopped_by_peer()
+
+
+def _fault_step(rank: int) -> int | None:
+    """The step at which this rank kills itself, from SCALEDL_KILL_AT=RANK:STEP (the checkpoint tests)."""
+    who, _, at = os.environ.get(KILL_AT_VARIABLE, "").partition(":")
+    return int(at) if who.isdigit() and int(who) == rank and at.isdigit() else None
+
+
+KILL_AT_VARIABLE = "SCALEDL_KILL_AT"
 
 
 def forward_backward(model, params: FlatParams, x, y, weight_decay: float, slowdown: float = 1.0) -> torch.Tensor:
@@ -287,7 +325,7 @@ def connect(run: TrainingRun) -> TrainingRun:
     if run.codesign.backend in TORCH_DIST_BACKENDS:
         dist_group = init_torch_dist(run.codesign.backend, roles.world, roles.worker_ranks, run.device)
     context = AlgorithmContext(info=ALGORITHMS[cfg.algorithm], cfg=cfg, roles=roles, params=run.params,
-                               center=run.center, hyper=Hyper.from_config(cfg, roles.num_workers), timer=run.timer,
+                               center=run.center, hyper=Hyper.from_config(cfg, roles.num_workers, ALGORITHMS[cfg.algorithm]), timer=run.timer,
                                n_train=info.n_train, codesign=run.codesign, dist_group=dist_group)
     run.algo = load(cfg.algorithm)(context)
     if roles.is_master:
@@ -299,8 +337,16 @@ def connect(run: TrainingRun) -> TrainingRun:
                                     eval_batch_size=cfg.eval_batch_size, bn_batch_size=cfg.batch_size)
         run.monitor = Monitor(stop_rule, cfg.eval_every, run.timer, evaluator,
                               samples_per_step=cfg.batch_size * roles.num_workers,
-                              refresh_center=run.algo.refresh_center, metrics_log=_metrics_log(cfg.out_dir))
+                              refresh_center=run.algo.refresh_center, metrics_log=_metrics_log(cfg.out_dir),
+                              checkpoints=checkpoint_policy(cfg))
+    # Last, after every collective of the setup: a rank that cannot read its checkpoint stops the job here.
+    run.fingerprint = checkpoint.fingerprint(cfg, roles.size)
+    run.checkpoint_state = run_state.load(run)
     return run
+
+
+def checkpoint_policy(cfg: TrainConfig) -> checkpoint.CheckpointPolicy:
+    return checkpoint.CheckpointPolicy(cfg.checkpoint_every, cfg.checkpoint_interval)
 
 
 def _metrics_log(out_dir: Path) -> MetricsLog:
@@ -476,14 +522,22 @@ def _write_outputs(run: TrainingRun, per_rank: list[dict], timelines: list[dict]
         "evaluation": {"every_steps": cfg.eval_every, "target_step": monitor.target_step,
                        **monitor.evaluator.report()},
         "algorithm_report": [r for r in algo_reports if r],
+        # Checkpoints of this attempt, and every resume of the run (clocks continue across them:
+        # the steps lost between a checkpoint and a kill are redone, not counted).
+        "checkpoints": {"every_steps": cfg.checkpoint_every, "interval_s": cfg.checkpoint_interval,
+                        "written": run.checkpoints_written, "resumes": run.resumes,
+                        "kept": monitor.stop_reason == INTERRUPTED and bool(run.checkpoints_written)},
         "versions": versions(),
         "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
     write_run_json(out / "run.json", record)
     if monitor.stop_reason == INTERRUPTED:
-        print(f"scaledl train: interrupted at step {monitor.step}; partial results in {out}",
+        saved = (f"checkpoint saved in {checkpoint.folder(out)}: rerun the same command to resume; "
+                 if run.checkpoints_written else "")
+        print(f"scaledl train: interrupted at step {monitor.step}; {saved}partial results in {out}",
               file=sys.stderr, flush=True)
     else:
+        checkpoint.remove_all(out)   # a finished run needs none (a forced rerun then starts over)
         print(closing_line(monitor, cfg, out), end="", flush=True)
 
 

@@ -37,8 +37,10 @@ t = torch.full((5,), float(rank + 1))
 layered.allreduce_sum_(t)
 assert torch.all(t == size * (size + 1) / 2) and layered.messages == 2 and coll.messages == 3
 
-assert coll.any_(rank == size - 1) is True
-assert coll.any_(False) is False
+# Control votes: the OR of every rank's flags (a stop on one rank, a checkpoint on another)
+assert coll.agree_(1 if rank == size - 1 else 0) == 1
+assert coll.agree_(0) == 0
+assert coll.agree_(2 if rank == 0 else (1 if rank == size - 1 else 0)) == (3 if size > 1 else 2)
 
 # Layout with a dedicated master: rank 0 serves, ranks 1..size-1 are the workers.
 if size >= 2:

@@ -13,6 +13,7 @@ from scaledl.comm.board import LOSS_SUM, SAMPLES, UPDATES, Board
 from scaledl.comm.center_window import CenterWindow
 from scaledl.comm.roles import make_roles
 from scaledl.comm.round_robin import RoundRobinMaster, RoundRobinWorker
+from scaledl.comm.tags import Tag
 from scaledl.timing import PhaseTimer
 
 world = MPI.COMM_WORLD
@@ -79,17 +80,23 @@ def check_round_robin() -> None:
                 assert np.all(back == center + rank), "a worker returns W + its rank"
                 center = back.copy()
                 order.append(rank)
+            if r == 0:
+                rr.pause_all()          # a checkpoint between rounds: every worker hears of it before its turn
         rr.stop_all()
         assert order == list(roles.worker_ranks) * rounds
         assert np.all(center == rounds * sum(roles.worker_ranks))
     else:
         rr = RoundRobinWorker(world, roles.master)
         got = np.empty(N, dtype=np.float32)
-        turns = 0
-        while rr.await_turn(got, timer):
+        turns, pauses = 0, 0
+        while (message := rr.await_turn(got, timer)) != Tag.STOP:
+            if message == Tag.PAUSE:
+                assert turns == 1, "the pause comes between the first and the second round"
+                pauses += 1
+                continue
             turns += 1
             rr.hand_back(got + roles.rank)
-        assert turns == rounds
+        assert turns == rounds and pauses == 1
 
 
 check_window(locked=True)

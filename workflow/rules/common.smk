@@ -48,7 +48,8 @@ SINGLE_RANK_ALGORITHMS = grid.masterless_algorithms(RUNS)
 
 # scaledl.report.figures.FIGURES, spelt out: importing the figures module here would load matplotlib
 # into Snakemake (tests/test_figures.py keeps the two lists equal).
-REPORT_FIGURES = ("fig6_1", "fig6_2", "fig6_3", "fig6_4", "fig8", "ladder_breakdown", "scaling", "chip_partition")
+REPORT_FIGURES = ("fig6_1", "fig6_2", "fig6_3", "fig6_4", "fig8", "ladder_breakdown", "scaling", "chip_partition",
+                  "averaging")
 
 
 def final_outputs():
@@ -58,6 +59,8 @@ def final_outputs():
         f"{RESULTS}/tables/summary.md",
         f"{RESULTS}/tables/scaling.csv",
         f"{RESULTS}/tables/scaling.md",
+        f"{RESULTS}/tables/averaging.csv",
+        f"{RESULTS}/tables/averaging.md",
         f"{RESULTS}/plots/accuracy_vs_time.png",
         *(f"{RESULTS}/tables/comm_model/{platform}.md" for platform in modelled_platforms()),
         f"{RESULTS}/report/claims.md",

@@ -29,6 +29,8 @@ rule figures:
         chip_partition=report("results/{name}/report/figures/chip_partition.png",
                               caption="../report/chip_partition.rst", category="Figures",
                               subcategory="Chip partitioning"),
+        averaging=report("results/{name}/report/figures/averaging.png", caption="../report/averaging.rst",
+                         category="Figures", subcategory="Averaging family"),
         metrics=report("results/{name}/report/metrics_long.csv", caption="../report/metrics_long.rst",
                        category="Tables"),
     log:

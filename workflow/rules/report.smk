@@ -32,6 +32,22 @@ rule scaling:
         "python -m scaledl aggregate {input.runs} --table scaling --out {output.csv} --markdown {output.md} > {log} 2>&1"
 
 
+# The averaging family side by side: bytes exchanged, accuracy, time to target, and the
+# slowdown a straggler causes (scaledl.report.averaging); empty when no run has them.
+rule averaging:
+    input:
+        runs=run_files("run.json"),
+    output:
+        csv=report("results/{name}/tables/averaging.csv", category="Summary"),
+        md="results/{name}/tables/averaging.md",
+    log:
+        "logs/{name}/aggregate/averaging.log",
+    conda:
+        "../envs/scaledl.yaml"
+    shell:
+        "python -m scaledl aggregate {input.runs} --table averaging --out {output.csv} --markdown {output.md} > {log} 2>&1"
+
+
 rule plot_accuracy_vs_time:
     input:
         metrics=run_files("metrics.csv"),

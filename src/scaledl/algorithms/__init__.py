@@ -41,7 +41,8 @@ OPTION_GROUPS = {
     "momentum": ("momentum",),                              # μ of the momentum variants
     "elastic": ("rho", "beta"),                             # ρ, or α = ηρ = β/P, of the EASGD family
     "collectives": ("message", "backend", "wait_probe"),    # how collectives travel and are timed
-    "codesign": ("center_on", "overlap", "tau"),            # the Sync EASGD ladder's switches
+    "codesign": ("center_on", "overlap"),                   # the Sync EASGD ladder's switches
+    "averaging": ("tau", "inner", "worker_rule", "outer", "outer_lr", "outer_momentum", "compress"),  # the engine
     "overlap": ("overlap",),                                # async EASGD family: exchange beside data and fwd/bwd
     "window": ("center_window",),                           # the center window of the window algorithms (rma, shared)
 }
@@ -125,7 +126,10 @@ _EASGD_FAMILY = _options("elastic")
 # runs beside data fetch and fwd/bwd, as the paper's §4 says (--no-overlap for the ablation).
 _WINDOW_EASGD = _options("elastic", "window", "overlap")
 _OVERLAPPED = {"overlap": True}
-_SYNC_EASGD = _options("elastic", "collectives", "codesign")
+_ELASTIC = {"worker_rule": "elastic", "outer": "elastic", "tau": 1}   # Sync EASGD as the engine's setting
+# The periodic-averaging engine (module averaging): Sync EASGD and the hard-averaging family are its settings.
+_AVERAGING = _options("elastic", "collectives", "codesign", "averaging", "momentum")
+_SYNC_EASGD = _AVERAGING
 _SYNC_SGD = _options("collectives")
 
 ALGORITHMS: dict[str, AlgorithmInfo] = {
@@ -139,17 +143,27 @@ ALGORITHMS: dict[str, AlgorithmInfo] = {
                       defaults=_OVERLAPPED),
         AlgorithmInfo("hogwild_easgd", "Hogwild EASGD", "hogwild_easgd", "lock_free_window", "weights", False,
                       _WINDOW_EASGD, defaults=_OVERLAPPED),
-        AlgorithmInfo("sync_easgd", "Sync EASGD", "sync_easgd", "collectives", "weights", True, _SYNC_EASGD),
+        AlgorithmInfo("sync_easgd", "Sync EASGD", "sync_easgd", "collectives", "weights", True, _SYNC_EASGD,
+                      defaults=_ELASTIC),
         # The paper's engineering ladder (§3, Table 3): original EASGD → 1 → 2 → 3.
         AlgorithmInfo("sync_easgd1", "Sync EASGD1 (tree collectives, center on the host)", "sync_easgd",
                       "collectives", "weights", True, _SYNC_EASGD,
-                      preset_of="sync_easgd", preset={"center_on": "host", "overlap": False}),
+                      preset_of="sync_easgd", preset={"center_on": "host", "overlap": False}, defaults=_ELASTIC),
         AlgorithmInfo("sync_easgd2", "Sync EASGD2 (weights on the devices)", "sync_easgd",
                       "collectives", "weights", True, _SYNC_EASGD,
-                      preset_of="sync_easgd", preset={"center_on": "device", "overlap": False}),
+                      preset_of="sync_easgd", preset={"center_on": "device", "overlap": False}, defaults=_ELASTIC),
         AlgorithmInfo("sync_easgd3", "Sync EASGD3 (exchange overlapped with data and fwd/bwd)", "sync_easgd",
                       "collectives", "weights", True, _SYNC_EASGD,
-                      preset_of="sync_easgd", preset={"center_on": "device", "overlap": True}),
+                      preset_of="sync_easgd", preset={"center_on": "device", "overlap": True}, defaults=_ELASTIC),
+        # Hard averaging with an outer step, the same engine (beyond the paper): the workers reset to the center.
+        AlgorithmInfo("local_sgd", "local SGD (periodic model averaging)", "local_sgd", "collectives", "weights", True,
+                      _AVERAGING, defaults={"worker_rule": "reset", "outer": "average", "tau": 8}),
+        AlgorithmInfo("diloco", "DiLoCo (outer Nesterov SGD on the averaged change)", "diloco", "collectives",
+                      "weights", True, _AVERAGING, defaults={"worker_rule": "reset", "outer": "nesterov", "tau": 8,
+                                                             "outer_lr": 0.7, "outer_momentum": 0.9}),
+        AlgorithmInfo("slowmo", "SlowMo (slow momentum on the averaged change)", "slowmo", "collectives", "weights",
+                      True, _AVERAGING, defaults={"worker_rule": "reset", "outer": "slowmo", "tau": 8,
+                                                  "outer_lr": 1.0, "outer_momentum": 0.5}),
         AlgorithmInfo("async_sgd", "Async SGD", "async_sgd", "fcfs_window", "gradients", False, _options("window")),
         AlgorithmInfo("async_msgd", "Async MSGD", "async_msgd", "fcfs_window", "gradients", False,
                       _options("momentum", "window", extra=("momentum_at",))),

@@ -52,6 +52,17 @@ class AsyncMEASGD(AsyncEASGD):
                 self.params.data.copy_(self.w_saved)                                   # back to W^i_t, exactly
         super().worker_step()
 
+    def state_dict(self) -> dict:
+        state = super().state_dict()
+        if self.roles.is_worker:
+            state["velocity"] = self.velocity.cpu()                  # V^i
+        return state
+
+    def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict(state)
+        if self.roles.is_worker:
+            self.velocity.copy_(state["velocity"])
+
     def local_rule(self, center) -> None:
         """Eqs. 5–6."""
         rules.momentum_elastic_worker_(self.params.data, self.velocity, self.params.grad, center,

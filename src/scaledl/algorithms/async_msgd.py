@@ -45,6 +45,17 @@ class AsyncMSGD(AsyncSGD):
         with self.timer.phase("update"):
             self.params.data.copy_(center)                                      # W^i ← W
 
+    def state_dict(self) -> dict:
+        state = super().state_dict()
+        if self.roles.is_worker and not self.master_momentum:
+            state["velocity"] = self.velocity.cpu()                  # V^i (with V at the master: in its window)
+        return state
+
+    def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict(state)
+        if "velocity" in state:
+            self.velocity.copy_(state["velocity"])
+
     def master_velocity(self, velocity: np.ndarray) -> None:
         """Eq. 3 on the master's V, read into `velocity` inside this worker's exclusive-lock epoch."""
         rules.velocity_(torch.from_numpy(velocity), self.grad_host, self.hyper.lr, self.hyper.momentum)

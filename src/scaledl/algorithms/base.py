@@ -8,18 +8,25 @@ An algorithm composes an update rule (`rules.py`) with a message pattern
         images, labels = loader.next_batch()
         loss = forward_backward(...)            # fills params.grad (ΔW^i)
         algo.worker_step()                      # exchange + updates (Eqs. 1-6)
-        stop = algo.end_iteration(loss, len(labels), master_wants_stop)
+        agreed = algo.end_iteration(loss, len(labels), request)
+        if agreed & Request.CHECKPOINT: save a checkpoint
+        stop = agreed & Request.STOP
     algo.finish()
 
 and, on the dedicated master of master-based algorithms, `algo.serve(monitor)`
-then `algo.finish()`.
+then `algo.finish()`. Where a pattern agrees on a checkpoint outside
+`end_iteration` (the dedicated master's loop, a round-robin turn), it calls
+`on_checkpoint()`, which the training loop sets. `state_dict()` and
+`load_state_dict()` carry what the algorithm adds to a checkpoint
+(scaledl.checkpoint); they are called between steps, with no exchange in flight.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import ClassVar
+from enum import IntFlag
+from typing import Callable, ClassVar
 
 import torch
 
@@ -32,6 +39,18 @@ from scaledl.config import TrainConfig
 from scaledl.timing import PhaseTimer
 
 
+class Request(IntFlag):
+    """What a rank asks for at a step boundary; `end_iteration` returns what the ranks agreed on."""
+
+    NONE = 0
+    STOP = 1          # the master's stop rule, or an interrupt
+    CHECKPOINT = 2    # the master's checkpoint schedule, or an interrupt (then with STOP)
+
+
+def _no_checkpoint() -> None:
+    """The default `on_checkpoint`: a run without checkpoints."""
+
+
 @dataclass(frozen=True)
 class Hyper:
     """The numbers the update rules use, resolved for this run (defaults live in TrainConfig)."""
@@ -39,16 +58,18 @@ class Hyper:
     lr: float              # η
     rho: float             # ρ (elasticity); α = ηρ is the moving rate
     momentum: float        # μ, for the momentum variants
-    tau: int               # communication period (the paper exchanges every iteration)
+    tau: int               # communication period (the paper exchanges every iteration; the averaging family's τ)
     momentum_at: str       # async_msgd: where V lives ("master" or "worker")
     nesterov: bool         # async_measgd: gradient at the look-ahead W^i + μV^i
     worker_timeout: float  # the floor (s) of how long a silent worker is waited for (comm/liveness.py)
 
     @classmethod
-    def from_config(cls, cfg: TrainConfig, num_workers: int) -> Hyper:
-        """ρ as given, else from α = ηρ = β/P (Zhang et al.); the rest as the run's settings say."""
+    def from_config(cls, cfg: TrainConfig, num_workers: int, info: AlgorithmInfo | None = None) -> Hyper:
+        """ρ as given, else from α = ηρ = β/P (Zhang et al.); τ as given, else the algorithm's (1 where it
+        has none); the rest as the run's settings say."""
         rho = cfg.rho if cfg.rho is not None else default_rho(cfg.lr, num_workers, cfg.beta)
-        return cls(lr=cfg.lr, rho=rho, momentum=cfg.momentum, tau=cfg.tau, momentum_at=cfg.momentum_at,
+        tau = cfg.tau if cfg.tau is not None else (info.defaults.get("tau", 1) if info is not None else 1)
+        return cls(lr=cfg.lr, rho=rho, momentum=cfg.momentum, tau=tau, momentum_at=cfg.momentum_at,
                    nesterov=cfg.nesterov, worker_timeout=cfg.worker_timeout)
 
     @property
@@ -101,6 +122,7 @@ class Algorithm(ABC):
         self.n_train = context.n_train
         self.codesign = context.codesign
         self.dist_group = context.dist_group
+        self.on_checkpoint: Callable[[], None] = _no_checkpoint   # set by the training loop
 
     @abstractmethod
     def start(self) -> None:
@@ -115,8 +137,9 @@ class Algorithm(ABC):
         """After backward (ΔW^i is in params.grad): communicate and update."""
 
     @abstractmethod
-    def end_iteration(self, loss: torch.Tensor, batch: int, master_wants_stop: bool) -> bool:
-        """Report the iteration and learn the master's stop decision; True means stop now."""
+    def end_iteration(self, loss: torch.Tensor, batch: int, request: Request) -> Request:
+        """Report the iteration with this rank's request; returns what the ranks agreed on (the master's
+        stop and checkpoint decisions, and any rank's interrupt where the pattern carries one)."""
 
     def serve(self, monitor) -> None:
         """Dedicated master loop (master-based algorithms only)."""
@@ -135,6 +158,13 @@ class Algorithm(ABC):
     def report(self) -> dict:
         """Algorithm-specific facts for run.json (exchanges, staleness, messages, ...)."""
         return {}
+
+    def state_dict(self) -> dict:
+        """This rank's algorithm state beyond W^i and W (momentum, counters, the τ phase), for a checkpoint."""
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Continue from `state_dict()`, after `start()`; collective where the state lives in a window."""
 
     def collectives(self, like: torch.Tensor, comm=None, timer=None):
         """The collective patterns on tensors like `like`, with this run's codesign switches."""

@@ -4,7 +4,8 @@ Rules, for worker i in its turn:
     worker, Eq. 1:               W^i ← W^i − η·ΔW^i − η·ρ·(W^i − W)
     master, Eq. 2 (one worker):  W ← W + η·ρ·(W^i − W)
 Pattern: the master serves the workers one at a time, strictly in rank
-order (RoundRobinMaster). In worker i's turn: the master sends W (line 10);
+order (RoundRobinMaster). A checkpoint falls between rounds: instead of the
+next turn each worker gets a pause message, and all ranks write theirs. In worker i's turn: the master sends W (line 10);
 worker i fetches its batch (line 9), computes ΔW^i (line 11), sends W^i
 back (line 12) and applies Eq. 1 (line 13); the master applies Eq. 2 (line
 14); then worker i+1's turn begins. The workers' computations are thereby
@@ -19,8 +20,10 @@ import numpy as np
 import torch
 
 from scaledl.algorithms import rules
-from scaledl.algorithms.master_based import BoardStats, MasterBased, Staleness
+from scaledl.algorithms.base import Request
+from scaledl.algorithms.master_based import MasterBased, Staleness
 from scaledl.comm.round_robin import RoundRobinMaster, RoundRobinWorker
+from scaledl.comm.tags import Tag
 
 
 class EASGD(MasterBased):
@@ -42,11 +45,14 @@ class EASGD(MasterBased):
 
     # ---- worker: wait for the turn, compute, hand back, update
     def begin_iteration(self) -> bool:
-        my_turn = self.rr.await_turn(self.center_host, self.timer)   # wait for the turn, then receive W
-        if my_turn:
+        message = self.rr.await_turn(self.center_host, self.timer)   # wait for the turn, then receive W
+        while message == Tag.PAUSE:                                  # between rounds: a checkpoint first
+            self.on_checkpoint()
+            message = self.rr.await_turn(self.center_host, self.timer)
+        if message == Tag.WEIGHTS:
             with self.timer.phase("param_copy"):
                 self.center_copy.copy_(torch.from_numpy(self.center_host))
-        return my_turn
+        return message == Tag.WEIGHTS
 
     def worker_step(self) -> None:
         weights = self.stage.send_view(self.params.data)
@@ -55,15 +61,15 @@ class EASGD(MasterBased):
         with self.timer.phase("update"):
             rules.elastic_worker_(self.params.data, self.params.grad, self.center_copy, self.hyper.lr, self.hyper.rho)
 
-    def end_iteration(self, loss, batch: int, master_wants_stop: bool) -> bool:
-        super().end_iteration(loss, batch, master_wants_stop)
-        return False   # the stop arrives instead of the next turn (begin_iteration)
+    def end_iteration(self, loss, batch: int, request: Request) -> Request:
+        super().end_iteration(loss, batch, request)
+        return Request.NONE   # a stop or a pause arrives instead of the next turn (begin_iteration)
 
     # ---- master: serve workers 1..P in order, one at a time
     def serve(self, monitor) -> None:
         center = self.center.data
-        stats = BoardStats(self.roles.num_workers, self.n_train)
-        round_ = 0
+        stats = self.stats
+        round_ = monitor.step                                  # rounds so far (a resumed run's too)
         while True:
             # each turn is waited for as long as that worker's own pace allows (RoundRobinMaster)
             for w, rank in enumerate(self.roles.worker_ranks):
@@ -78,6 +84,9 @@ class EASGD(MasterBased):
             stats.advance(words, monitor)
             done = monitor.after_step(round_, stats.epoch)
             self.timer.mark_step(idle="wait")
+            if monitor.wants_checkpoint(done):
+                self.rr.pause_all()
+                self.on_checkpoint()
             if done:
                 break
         self.rr.stop_all()
@@ -89,6 +98,22 @@ class EASGD(MasterBased):
         self.turns += 1
         if len(self.order_head) < 4 * self.roles.num_workers:
             self.order_head.append(rank)
+
+    def state_dict(self) -> dict:
+        state = super().state_dict()
+        if self.roles.is_master:
+            state["service"] = {"turns": self.turns, "order_head": self.order_head, "in_rank_order": self.in_rank_order,
+                                "lags": [lag.state_dict() for lag in self.lags]}
+        return state
+
+    def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict(state)
+        if self.roles.is_master:
+            service = state["service"]
+            self.turns, self.order_head, self.in_rank_order = (service["turns"], list(service["order_head"]),
+                                                               service["in_rank_order"])
+            for lag, saved in zip(self.lags, service["lags"]):
+                lag.load_state_dict(saved)
 
     def report(self) -> dict:
         if self.roles.is_master:

@@ -16,7 +16,7 @@ import time
 import numpy as np
 import torch
 
-from scaledl.algorithms.base import Algorithm
+from scaledl.algorithms.base import Algorithm, Request
 from scaledl.comm.board import LOSS_SUM, SAMPLES, UPDATES, Board
 from scaledl.comm.buffers import HostStage
 from scaledl.comm.liveness import Liveness
@@ -40,6 +40,12 @@ class Staleness:
     def as_dict(self) -> dict:
         return {"exchanges": self.count, "staleness_mean": self.total / self.count if self.count else None, "staleness_max": self.max}
 
+    def state_dict(self) -> dict:
+        return {"count": self.count, "total": self.total, "max": self.max, "expected": self._expected}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.count, self.total, self.max, self._expected = state["count"], state["total"], state["max"], state["expected"]
+
 
 class MasterBased(Algorithm):
     def __init__(self, context):
@@ -48,8 +54,11 @@ class MasterBased(Algorithm):
         self.world = r.world
         self.board = Board(r.world, r.master, r.num_workers)
         self.staleness = Staleness()
+        self.pauses_seen = 0         # worker: checkpoints joined so far (the board counts those asked)
         if r.is_worker:
             self.stage = HostStage(self.params.data, self.timer)
+        else:
+            self.stats = BoardStats(r.num_workers, self.n_train)
 
     # ---- both sides
     def start(self) -> None:
@@ -69,10 +78,29 @@ class MasterBased(Algorithm):
             self.refresh_center()
         self.board.free()
 
+    # ---- checkpoints: the workers' staleness, the master's board counters and statistics
+    def state_dict(self) -> dict:
+        if self.roles.is_worker:
+            return {"staleness": self.staleness.state_dict()}
+        return {"board": self.board.kept(), "stats": self.stats.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        if self.roles.is_worker:
+            self.staleness.load_state_dict(state["staleness"])
+        else:
+            self.board.restore(state["board"])
+            self.stats.load_state_dict(state["stats"])
+
     # ---- worker side
-    def end_iteration(self, loss, batch: int, master_wants_stop: bool) -> bool:
+    def end_iteration(self, loss, batch: int, request: Request) -> Request:
+        """The master decides alone (every rank receives the same signals): `request` is not sent."""
         with self.timer.phase("comm"):
-            return self.board.report(self.roles.worker_index, float(loss) * batch, batch)
+            stop, pauses = self.board.report(self.roles.worker_index, float(loss) * batch, batch)
+        agreed = Request.STOP if stop else Request.NONE
+        if pauses > self.pauses_seen:
+            self.pauses_seen = pauses
+            agreed |= Request.CHECKPOINT
+        return agreed
 
     def report(self) -> dict:
         if self.roles.is_worker:
@@ -84,7 +112,7 @@ class MasterBased(Algorithm):
         """Watch the board until the monitor says stop, then raise the stop flag."""
         heartbeats = Heartbeats(self.roles.worker_ranks, self.hyper.worker_timeout)
         watchdog = Watchdog(heartbeats.most_patient_limit, heartbeats.blame)
-        stats = BoardStats(self.roles.num_workers, self.n_train)
+        stats = self.stats
         try:
             waiting_since = time.perf_counter()
             while True:
@@ -100,8 +128,14 @@ class MasterBased(Algorithm):
                     self.timer.add("wait", busy_since - waiting_since)
                     with watchdog.paused():       # evaluating W may take long; workers are not to blame
                         done = monitor.after_step(stats.step, stats.epoch)
-                    heartbeats.excuse(time.perf_counter() - busy_since)
                     self.timer.mark_step(idle="wait")
+                    if monitor.wants_checkpoint(done):
+                        if done:
+                            self.board.set_stop()     # seen with the pause: the workers stop after it
+                        self.board.ask_pause()
+                        with watchdog.paused():       # the workers finish their step and write theirs
+                            self.on_checkpoint()
+                    heartbeats.excuse(time.perf_counter() - busy_since)
                     waiting_since = time.perf_counter()
                     if done:
                         break
@@ -118,6 +152,13 @@ class BoardStats:
         self.n_train = max(n_train, 1)
         self.step, self.epoch = 0, 0.0
         self._loss_sum, self._samples = 0.0, 0.0
+
+    def state_dict(self) -> dict:
+        return {"step": self.step, "epoch": self.epoch, "loss_sum": self._loss_sum, "samples": self._samples}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.step, self.epoch, self._loss_sum, self._samples = (state["step"], state["epoch"], state["loss_sum"],
+                                                                 state["samples"])
 
     def advance(self, words: np.ndarray, monitor) -> bool:
         """Feed new losses to the monitor; True when the step (updates / P) advanced."""

@@ -92,6 +92,37 @@ def look_back_(w: torch.Tensor, v: torch.Tensor, mu: float) -> None:
     w.sub_(v, alpha=mu)
 
 
+# ---- the averaging family's outer steps: the center W towards the workers' mean x̄ = (1/P)·Σ_i W^i
+
+
+def average_(center: torch.Tensor, sum_workers: torch.Tensor, num_workers: int) -> None:
+    """Local SGD: W ← x̄."""
+    torch.div(sum_workers, num_workers, out=center)
+
+
+def outer_difference(center: torch.Tensor, sum_workers: torch.Tensor, num_workers: int) -> torch.Tensor:
+    """Δ = W − x̄: the outer gradient (what the workers' τ steps moved, with the sign of a gradient)."""
+    return torch.sub(center, sum_workers, alpha=1.0 / num_workers)
+
+
+def outer_nesterov_(center: torch.Tensor, sum_workers: torch.Tensor, num_workers: int, buf: torch.Tensor,
+                    lr: float, mu: float) -> None:
+    """DiLoCo's outer step, SGD with Nesterov momentum on Δ = W − x̄ (as torch.optim.SGD, nesterov=True,
+    with B starting at zero): B ← μ·B + Δ ; W ← W − lr·(Δ + μ·B)."""
+    delta = outer_difference(center, sum_workers, num_workers)
+    buf.mul_(mu).add_(delta)
+    center.sub_(delta.add_(buf, alpha=mu), alpha=lr)
+
+
+def outer_slowmo_(center: torch.Tensor, sum_workers: torch.Tensor, num_workers: int, buf: torch.Tensor,
+                  inner_lr: float, slow_lr: float, beta: float) -> None:
+    """SlowMo's outer step with the inner learning rate γ: U ← β·U + Δ/γ ; W ← W − α·γ·U (α the slow
+    learning rate, β the slow momentum; α = 1, β = 0 is local SGD's average)."""
+    delta = outer_difference(center, sum_workers, num_workers)
+    buf.mul_(beta).add_(delta, alpha=1.0 / inner_lr)
+    center.sub_(buf, alpha=slow_lr * inner_lr)
+
+
 def default_rho(lr: float, num_workers: int, beta: float = 0.9) -> float:
     """ρ from Zhang et al.'s moving rate α = ηρ = β/P with β = 0.9 (our default where the paper is silent)."""
     return beta / (num_workers * lr)

@@ -25,7 +25,7 @@ with sync_sgd at equal step size.
 from __future__ import annotations
 
 from scaledl.algorithms import rules
-from scaledl.algorithms.base import Algorithm
+from scaledl.algorithms.base import Algorithm, Request
 
 
 class SyncSGD(Algorithm):
@@ -60,8 +60,14 @@ class SyncSGD(Algorithm):
         # The center of a replicated algorithm is worker 0's replica.
         self.center.data.copy_(self.params.data)
 
-    def end_iteration(self, loss, batch: int, master_wants_stop: bool) -> bool:
-        return self.coll.any_(master_wants_stop)
+    def end_iteration(self, loss, batch: int, request: Request) -> Request:
+        return Request(self.coll.agree_(request))
+
+    def state_dict(self) -> dict:
+        return {"exchanges": self.exchanges, "messages": self.coll.messages}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.exchanges, self.coll.messages = state["exchanges"], state["messages"]
 
     def report(self) -> dict:
         return {"rank": self.roles.rank, "exchanges": self.exchanges, "messages": self.coll.messages,

@@ -46,6 +46,18 @@ class WindowBased(MasterBased):
             self.window.write(self.center.data)
         super().start()
 
+    def state_dict(self) -> dict:
+        """The master adds its whole window (W, and V with the master's momentum)."""
+        state = super().state_dict()
+        if self.roles.is_master:
+            state["window"] = self.window.read_all()
+        return state
+
+    def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict(state)
+        if self.roles.is_master:
+            self.window.write_all(state["window"])
+
     def refresh_center(self) -> None:
         if self.window is not None:   # after finish() the center holds the final snapshot
             self.window.snapshot(self.center.data)

@@ -6,10 +6,11 @@ reading the stop flag never waits for the master's attention. Layout
 
     [0] UPDATES   center updates so far (the center's version)
     [1] STOP      1.0 once the master ends the run
-    [2] LOSS_SUM  Σ loss·batch reported by workers
-    [3] SAMPLES   Σ batch sizes reported
-    [4 + w]       exchanges completed by worker w (heartbeat)
-    [4 + P + w]   1.0 while worker w queues for the center's lock, 0.0 once it holds it
+    [2] PAUSES    checkpoints asked for so far: a worker that sees it grow joins the next one
+    [3] LOSS_SUM  Σ loss·batch reported by workers
+    [4] SAMPLES   Σ batch sizes reported
+    [5 + w]       exchanges completed by worker w (heartbeat)
+    [5 + P + w]   1.0 while worker w queues for the center's lock, 0.0 once it holds it
 
 The last block tells a hung worker from the ones blocked behind it: a
 worker that stops while holding an exclusive lock leaves the others queued.
@@ -20,7 +21,8 @@ from __future__ import annotations
 import numpy as np
 from mpi4py import MPI
 
-UPDATES, STOP, LOSS_SUM, SAMPLES, HEARTBEATS = 0, 1, 2, 3, 4
+UPDATES, STOP, PAUSES, LOSS_SUM, SAMPLES, HEARTBEATS = 0, 1, 2, 3, 4, 5
+KEPT = (UPDATES, LOSS_SUM, SAMPLES)   # the words a checkpoint keeps (the rest restart at zero)
 
 
 class Board:
@@ -38,7 +40,8 @@ class Board:
         self._zero = np.zeros(1, dtype=np.float64)
         self._version = np.zeros(1, dtype=np.float64)
         self._stats = np.zeros(2, dtype=np.float64)
-        self._stop = np.zeros(1, dtype=np.float64)
+        self._control = np.zeros(2, dtype=np.float64)   # STOP, PAUSES as read
+        self._ignored = np.zeros(2, dtype=np.float64)   # NO_OP's origin (MPI wants it apart from the result)
         world.Barrier()  # the master's zeros are in place before anyone accumulates
 
     # ---- worker side
@@ -50,16 +53,16 @@ class Board:
         self.win.Unlock(self.master)
         return int(self._version[0])
 
-    def report(self, worker_index: int, loss_sum: float, samples: int) -> bool:
-        """Add this iteration's loss, beat the heart; returns True when the master says stop."""
+    def report(self, worker_index: int, loss_sum: float, samples: int) -> tuple[bool, int]:
+        """Add this iteration's loss, beat the heart; returns (the master says stop, checkpoints asked so far)."""
         self._stats[:] = (loss_sum, samples)
         self.win.Lock(self.master, MPI.LOCK_SHARED)
         self.win.Accumulate(self._stats, self.master, target=LOSS_SUM, op=MPI.SUM)
         self.win.Accumulate(self._one, self.master, target=HEARTBEATS + worker_index, op=MPI.SUM)
         self.win.Accumulate(self._one, self.master, target=self._queued(worker_index), op=MPI.REPLACE)
-        self.win.Get_accumulate(self._one, self._stop, self.master, target=STOP, op=MPI.NO_OP)
+        self.win.Get_accumulate(self._ignored, self._control, self.master, target=STOP, op=MPI.NO_OP)
         self.win.Unlock(self.master)
-        return bool(self._stop[0])
+        return bool(self._control[0]), int(self._control[1])
 
     def _queued(self, worker_index: int) -> int:
         return HEARTBEATS + self.num_workers + worker_index
@@ -84,8 +87,23 @@ class Board:
         self.win.Unlock(self.master)
 
     def set_stop(self) -> None:
+        self._set(STOP, 1.0)
+
+    def ask_pause(self) -> None:
+        """Ask every worker to join a checkpoint after its current iteration."""
+        self._set(PAUSES, self.words[PAUSES] + 1.0)
+
+    def kept(self) -> list[float]:
+        return [float(self.words[i]) for i in KEPT]
+
+    def restore(self, kept: list[float]) -> None:
+        """The counters of a checkpoint (`kept`), before any worker reports again."""
+        for index, value in zip(KEPT, kept):
+            self._set(index, value)
+
+    def _set(self, index: int, value: float) -> None:
         self.win.Lock(self.master, MPI.LOCK_EXCLUSIVE)
-        self.words[STOP] = 1.0
+        self.words[index] = value
         self.win.Unlock(self.master)
 
     def free(self) -> None:

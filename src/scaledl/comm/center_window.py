@@ -90,18 +90,27 @@ class _Center:
             self.momentum = torch.from_numpy(self.v) if with_momentum else None
 
     # ---- master side
-    def write(self, values: torch.Tensor) -> None:
+    def write(self, values: torch.Tensor, whole: bool = False) -> None:
         self.win.Lock(self.master, MPI.LOCK_EXCLUSIVE)
         self.win.Sync()
-        self.center.copy_(values)
+        (torch.from_numpy(self.memory) if whole else self.center).copy_(values)
         self.win.Sync()
         self.win.Unlock(self.master)
 
-    def snapshot(self, into: torch.Tensor) -> None:
+    def read_all(self) -> torch.Tensor:
+        """A copy of the whole window (W, then V when it holds momentum), for a checkpoint."""
+        copy = torch.empty(len(self.memory), dtype=torch.float32)
+        self.snapshot(copy, whole=True)
+        return copy
+
+    def write_all(self, values: torch.Tensor) -> None:
+        self.write(values, whole=True)
+
+    def snapshot(self, into: torch.Tensor, whole: bool = False) -> None:
         """A copy of W that no worker is halfway through changing."""
         self.win.Lock(self.master, MPI.LOCK_EXCLUSIVE)
         self.win.Sync()
-        into.copy_(self.center)
+        into.copy_(torch.from_numpy(self.memory) if whole else self.center)
         self.win.Unlock(self.master)
 
     def free(self) -> None:

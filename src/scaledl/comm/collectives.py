@@ -177,13 +177,28 @@ class Collectives:
         if self.rank == root and not self._device_direct:
             self._b.finish_recv(dst)
 
-    def any_(self, flag: bool) -> bool:
-        """Control: True on every rank if any rank says True (a 4-byte message, not counted)."""
-        self._flag[0] = int(flag)
+    # ---- encoded messages (scaledl.comm.codecs): host bytes, MPI only
+    def gather_bytes(self, send: np.ndarray, recv: np.ndarray | None, root: int) -> None:
+        """recv (root only, ranks × len(send) bytes) ← every rank's `send`, in rank order: encoded messages
+        cannot be summed on the way, so the root decodes and sums them itself."""
         self._arrive()
         with self.timer.phase("comm"):
-            self.comm.Allreduce(MPI.IN_PLACE, self._flag, op=MPI.MAX)
-        return bool(self._flag[0])
+            self.comm.Gather(send, recv, root=root)
+            self.messages += 1
+
+    def bcast_bytes(self, buf: np.ndarray, root: int) -> None:
+        self._arrive()
+        with self.timer.phase("comm"):
+            self.comm.Bcast(buf, root=root)
+            self.messages += 1
+
+    def agree_(self, flags: int) -> int:
+        """Control: the bitwise OR of every rank's flags, on every rank (a 4-byte message, not counted)."""
+        self._flag[0] = int(flags)
+        self._arrive()
+        with self.timer.phase("comm"):
+            self.comm.Allreduce(MPI.IN_PLACE, self._flag, op=MPI.BOR)
+        return int(self._flag[0])
 
     # ---- torch.distributed (NCCL, Gloo)
     def _dist(self, op, t: torch.Tensor) -> None:

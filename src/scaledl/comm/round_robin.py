@@ -63,11 +63,18 @@ class RoundRobinMaster:
 
     def stop_all(self) -> None:
         """Each worker is waiting for its next turn; tell it the run is over instead."""
-        requests = [self.world.Isend(self._empty, dest=w, tag=Tag.STOP) for w in self.worker_ranks]
+        self._tell_all(Tag.STOP, "the stop message")
+
+    def pause_all(self) -> None:
+        """Each worker is waiting for its next turn; ask it to join a checkpoint first."""
+        self._tell_all(Tag.PAUSE, "the pause message")
+
+    def _tell_all(self, tag: Tag, what: str) -> None:
+        requests = [self.world.Isend(self._empty, dest=w, tag=tag) for w in self.worker_ranks]
         for w, request in enumerate(requests):
             self.liveness.expect(w)
             wait_or_abort(request, self.liveness.deadline(w),
-                          lambda w=w: self.liveness.verdict(w, doing="it did not take the stop message"))
+                          lambda w=w: self.liveness.verdict(w, doing=f"it did not take {what}"))
 
 
 class RoundRobinWorker:
@@ -76,14 +83,15 @@ class RoundRobinWorker:
         self.master = master
         self._status = MPI.Status()
 
-    def await_turn(self, center_out: np.ndarray, timer: PhaseTimer) -> bool:
-        """Block until the master serves this worker (W lands in center_out); False means stop."""
+    def await_turn(self, center_out: np.ndarray, timer: PhaseTimer) -> Tag:
+        """Block until the master's next message: WEIGHTS (this worker's turn: W lands in center_out),
+        PAUSE (join a checkpoint, then wait again) or STOP."""
         with timer.phase("wait"):                  # the other workers' turns
             self.world.Probe(source=self.master, tag=MPI.ANY_TAG, status=self._status)
         tag = self._status.Get_tag()
         with timer.phase("comm"):
             self.world.Recv(center_out, source=self.master, tag=tag)
-        return tag == Tag.WEIGHTS
+        return Tag(tag)
 
     def hand_back(self, weights: np.ndarray) -> None:
         self.world.Send(weights, dest=self.master, tag=Tag.WEIGHTS)

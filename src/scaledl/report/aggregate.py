@@ -16,6 +16,7 @@ import pandas as pd
 
 from scaledl.atomic import atomic_path, write_text
 from scaledl.errors import UserError
+from scaledl.report.communication import bytes_to_target, communication
 
 # (column, path in run.json); dotted paths reach into nested objects.
 FIELDS: list[tuple[str, str]] = [
@@ -45,7 +46,7 @@ COLUMNS = [
     "dataset", "model", "algorithm", "platform", "workers", "ranks", "seed",
     "final_test_accuracy", "best_test_accuracy", "target_accuracy", "time_to_target_s", "eval_every",
     "seconds_per_step", "transfer_per_step_s", "wait_per_step_s", "comm_share", "exposed_share",
-    "steps", "epochs", "wall_s", "stop_reason", "run",
+    "steps", "epochs", "wall_s", "stop_reason", "bytes_exchanged", "bytes_to_target", "run",
 ]  # fmt: skip
 
 KEY = ["dataset", "model", "algorithm", "platform", "workers", "seed"]
@@ -127,6 +128,8 @@ def summary_row(path: str | Path) -> dict:
     check_companions(path)
     row = {column: lookup(run, dotted, path) for column, dotted in FIELDS}
     row["best_test_accuracy"] = best_accuracy(path.parent, row["final_test_accuracy"])
+    row["bytes_exchanged"] = communication(run)["bytes_exchanged"]   # per worker (report.communication)
+    row["bytes_to_target"] = bytes_to_target(run)
     row["run"] = path.parent.as_posix()
     return row
 

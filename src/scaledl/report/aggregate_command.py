@@ -8,6 +8,7 @@ from pathlib import Path
 
 from scaledl.errors import UserError
 from scaledl.report.aggregate import plural, summarize, write_summary
+from scaledl.report.averaging import averaging_table
 from scaledl.report.scaling import scaling_table
 
 HELP = "collect run.json files into a summary table"
@@ -23,9 +24,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="table to write (e.g. results/NAME/tables/summary.csv)",
     )
     parser.add_argument(
-        "--table", choices=("summary", "scaling"), default="summary",
+        "--table", choices=("summary", "scaling", "averaging"), default="summary",
         help="summary: one row per run (default); scaling: weak and strong scaling efficiency "
-             "of every sweep over the worker count (scaledl.report.scaling)",
+             "of every sweep over the worker count (scaledl.report.scaling); averaging: one row per "
+             "variant with bytes exchanged, accuracy, time to target and the slowdown a straggler "
+             "causes (scaledl.report.averaging)",
     )
     parser.add_argument(
         "--markdown", type=Path, metavar="MD",
@@ -39,8 +42,8 @@ def run(args: argparse.Namespace) -> int:
     markdown = args.markdown if args.markdown is not None else args.out.with_suffix(".md")
     if str(markdown).lower() == "none":
         markdown = None
-    if args.table == "scaling":
-        table, notes = scaling_table(args.runs)
+    if args.table in ("scaling", "averaging"):
+        table, notes = (scaling_table if args.table == "scaling" else averaging_table)(args.runs)
         for note in notes:
             print(f"note: {note}", file=sys.stderr)
         rows = plural(len(table), "row") + f" from {plural(len(args.runs), 'run')}"

@@ -85,7 +85,8 @@ HOLDS, DOES_NOT_HOLD, NOT_COMPARABLE = "holds", "does not hold", "not comparable
 VERDICTS = (HOLDS, DOES_NOT_HOLD, NOT_COMPARABLE)
 
 DASH = "–"
-TIME_METRIC = "time_to_target_s"   # the one metric where a missing value means "not reached"
+TIME_METRIC = "time_to_target_s"
+TO_TARGET_METRICS = (TIME_METRIC, "bytes_to_target")   # a missing value means "not reached"
 DEFAULT_PER = ("dataset", "model", "platform", "workers")
 BASE_COLUMNS = ("dataset", "model", "algorithm", "platform", "workers", "seed")
 DEVICES = ("cpu", "gpu", "knl")
@@ -153,8 +154,18 @@ def fmt_share(x: float, unit: bool = True) -> str:
     return "undefined" if math.isnan(x) else f"{100 * x:.1f}" + (" %" if unit else "")
 
 
+def fmt_bytes(x: float, unit: bool = True) -> str:
+    if math.isnan(x):
+        return "undefined"
+    if math.isinf(x):
+        return "not reached"
+    return f"{x / 1e6:.3g}" + (" MB" if unit else "")
+
+
 def fmt_value(metric: str) -> Callable[..., str]:
-    """How a metric's values print: seconds, or a share of a step."""
+    """How a metric's values print: seconds, a share of a step, or bytes."""
+    if metric.startswith("bytes"):
+        return fmt_bytes
     return fmt_share if metric.endswith("_share") else fmt_seconds
 
 
@@ -261,7 +272,7 @@ def samples(side: Side, metric: str) -> list[tuple[object, float]]:
     out = []
     for seed, value in zip(side.rows["seed"], pd.to_numeric(side.rows[metric], errors="coerce")):
         if math.isnan(value):
-            if metric != TIME_METRIC:
+            if metric not in TO_TARGET_METRICS:
                 continue
             value = math.inf
         out.append((seed, float(value)))
@@ -311,7 +322,7 @@ class Comparison:
 
 def target_problem(a: Side, b: Side, metric: str) -> str:
     """Why the two sides' times to target cannot be compared ("" if they can)."""
-    if metric != TIME_METRIC:
+    if metric not in TO_TARGET_METRICS:
         return ""
     targets = set(pd.to_numeric(pd.concat([a.rows, b.rows])["target_accuracy"], errors="coerce"))
     if any(math.isnan(t) for t in targets):
@@ -477,6 +488,34 @@ def rule_share_lower(frame: pd.DataFrame, claim: Claim, ctx: Context) -> Verdict
                                         f"{fmt_share(lo.median)}", numbers)
 
 
+def rule_less_communication(frame: pd.DataFrame, claim: Claim, ctx: Context) -> Verdict:
+    """`less` reaches the target exchanging at most 1/factor of what `than` exchanges, in every seed
+    (bytes to target per worker, paired by seed; not reaching the target is ∞ and fails the claim)."""
+    sides, missing = sides_or_missing(frame, [claim.compares["less"], claim.compares["than"]])
+    if missing:
+        return missing
+    a, b = sides
+    factor, min_seeds = claim.param("factor"), claim.param("min_seeds")
+    a_samples, b_samples = samples(a, claim.metric), samples(b, claim.metric)
+    a_values, b_values = [v for _, v in a_samples], [v for _, v in b_samples]
+    saving, paired = ratio(b_samples, a_samples)
+    ours = (f"{saving.text(fmt_ratio)} less{' paired by seed' if paired else ''}; "
+            f"{describe(a, a_values, claim.metric)}; {describe(b, b_values, claim.metric)}")
+    problem = target_problem(a, b, claim.metric) or seeds_problem([a, b], [len(a_values), len(b_values)], min_seeds)
+    if problem:
+        return Verdict(NOT_COMPARABLE, ours, problem, saving)
+    if all(math.isinf(v) for v in b_values):
+        return Verdict(NOT_COMPARABLE, ours, f"{b.label} never reached the target: nothing to match", saving)
+    missed = not_reached_note(a, a_values)
+    if missed:
+        return Verdict(DOES_NOT_HOLD, ours, missed, saving)
+    if saving.low >= factor:
+        return Verdict(HOLDS, ours, f"{a.label} reached the same target with at least {factor:g}× fewer bytes "
+                                    "in every seed", saving)
+    return Verdict(DOES_NOT_HOLD, ours, f"the saving is below {factor:g}× in some seed "
+                                        f"({fmt_ratio(saving.low)} at the least)", saving)
+
+
 def rule_weak_scaling_efficiency(frame: pd.DataFrame, claim: Claim, ctx: Context) -> Verdict:
     counts = sorted(frame["workers"].unique())
     algorithm = frame["algorithm"].iloc[0]
@@ -540,6 +579,7 @@ RULES: dict[str, Rule] = {
     "fastest_tied": Rule(rule_fastest_tied, ("fastest", "of")),
     "share_lower": Rule(rule_share_lower, ("from", "to")),
     "weak_scaling_efficiency": Rule(rule_weak_scaling_efficiency, ("algorithms",)),
+    "less_communication": Rule(rule_less_communication, ("less", "than")),
 }
 
 
@@ -662,7 +702,7 @@ def evaluate(results: pd.DataFrame, claims: list[Claim], ctx: Context | None = N
 def required_columns(claims: list[Claim]) -> list[str]:
     columns = list(BASE_COLUMNS)
     for claim in claims:
-        columns += [*claim.per, claim.metric] + (["target_accuracy"] if claim.metric == TIME_METRIC else [])
+        columns += [*claim.per, claim.metric] + (["target_accuracy"] if claim.metric in TO_TARGET_METRICS else [])
         columns += ["target_accuracy"] if "target_accuracy" in claim.needs else []
     return list(dict.fromkeys(columns))
 

@@ -3,8 +3,10 @@
     scaledl comm-model --netbench netbench.json RUN_JSON... --out results/NAME/tables/comm_model.csv
 
 Inputs: α, β, γ from a `scaledl netbench` file; per run, from run.json:
-n = model.bytes, P = world.workers, the algorithm key, and the per-rank
-steady-state seconds per step (docs/time.md, scaledl.timing.steady_state).
+n = model.bytes (a compressed averaging round: its encoded message's bytes, its gather
+modelled as a reduce of that size, which is exact at P = 2), P = world.workers, the
+algorithm key, and the per-rank steady-state seconds per step (docs/time.md,
+scaledl.timing.steady_state).
 
 Measured seconds per step are the **mean over the worker ranks** (roles
 "worker" and "master+worker"; a dedicated master does not iterate) of the
@@ -146,6 +148,10 @@ def comm_model_row(path: str | Path, net) -> dict:
     key = lookup(run, "algorithm.key", path)
     workers = lookup(run, "world.workers", path)
     n = lookup(run, "model.bytes", path)
+    encoded = next((r for r in run.get("algorithm_report") or [] if r.get("averaging", {}).get("compress", "fp32")
+                    != "fp32"), None)
+    if encoded is not None:
+        n = encoded["bytes_per_exchange"] // 2   # a compressed round's message (report.communication)
     measured = measured_per_step(run, path)
     hyper = run.get("hyper") or {}
     codesign = run.get("codesign") or {}

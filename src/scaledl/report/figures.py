@@ -39,6 +39,7 @@ from scaledl.errors import UserError
 from scaledl.report.aggregate import lookup, read_metrics, read_run, run_json_path
 from scaledl.report.claims import fmt_ratio, ratio, spread_of
 from scaledl.report.comm_model import message_count
+from scaledl.report.communication import communication, rounds_by
 from scaledl.report.scaling import FIELDS as SCALING_FIELDS
 from scaledl.report.scaling import efficiency_table
 from scaledl.timing import COMPUTE, TRANSFER, WAIT
@@ -69,6 +70,7 @@ PAIRS = {   # name → (title, faster side, slower side)
 ALL_METHODS = (SYNC_EASGD, "hogwild_easgd", "easgd", "async_sgd", "async_msgd", "hogwild_sgd",
                "async_easgd", "async_measgd")
 LADDER = ("easgd", "sync_easgd1", "sync_easgd2", "sync_easgd3")
+AVERAGING = ("sync_easgd", "local_sgd", "diloco", "slowmo", "sync_sgd")   # the averaging family, and its baseline
 CHIP_PARTITION = "chip_partition"
 
 # Stacking order of the time breakdown; `other` is the step's time outside every phase (loop overhead).
@@ -297,6 +299,54 @@ def fig8(inputs: Inputs) -> Figure:
     return accuracy_figure(inputs, ALL_METHODS, "All methods", min_sides=2)
 
 
+# ------------------------------------------------------- the averaging family
+
+
+def bytes_curve(run: Run) -> tuple[np.ndarray, np.ndarray]:
+    """(bytes a worker had exchanged at each evaluation, test accuracy), in step order."""
+    comm = communication(run.record)
+    rows = run.metrics[["step", "test_accuracy"]].dropna().sort_values("step", kind="stable")
+    sent = [rounds_by(int(step), comm["tau"]) * comm["bytes_per_exchange"] for step in rows["step"]]
+    return np.asarray(sent, dtype=float), rows["test_accuracy"].to_numpy(float)
+
+
+def variant_label(run: Run) -> str:
+    comm = communication(run.record)
+    report = next((r for r in run.record.get("algorithm_report") or [] if "averaging" in r), None)
+    codec = report["averaging"]["compress"] if report else "fp32"
+    return run.algorithm + (f", τ={comm['tau']}" if report else "") + ("" if codec == "fp32" else f", {codec}")
+
+
+def averaging(inputs: Inputs) -> Figure:
+    """Test accuracy against the bytes a worker has exchanged, one curve per algorithm variant (median over
+    seeds, min–max band): read at one abscissa, the curves compare at an equal communication budget."""
+    panels = []
+    for setting, runs in by_setting([r for r in inputs.runs if r.algorithm in AVERAGING
+                                     and not r.record["arguments"].get("straggler")]).items():
+        variants: dict[str, list[Run]] = {}
+        for run in runs:
+            variants.setdefault(variant_label(run), []).append(run)
+        if len({run.algorithm for run in runs}) >= 2:
+            panels.append((setting, variants))
+    if not panels:
+        raise NotDrawn(f"no dataset/model/platform/workers setting has runs of at least 2 of {side_names(AVERAGING)} "
+                       "(without a straggler)")
+    figure, axes = new_figure(len(panels))
+    for ax, (setting, variants) in zip(axes, panels):
+        for index, (label, runs) in enumerate(sorted(variants.items())):
+            curves = [curve for curve in (bytes_curve(run) for run in runs) if len(curve[0])]
+            band = seed_band([(np.maximum(x, 1.0), y) for x, y in curves])   # W_0's evaluation: 0 bytes, drawn at 1
+            draw_band(ax, band, f"{label} (n={len(curves)})", f"C{index % 10}")
+        draw_targets(ax, [run for runs in variants.values() for run in runs])
+        ax.set_xscale("log")
+        ax.set(title=setting_title(setting), xlabel="bytes a worker exchanged (up + down)", ylabel="test accuracy")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize="small")
+    figure.suptitle("Accuracy at equal communication: the averaging family and synchronous SGD\n"
+                    "median over seeds, band: min–max", fontsize="medium")
+    return figure
+
+
 # ------------------------------------------------------------ the ladder
 
 
@@ -477,6 +527,7 @@ FIGURES: dict[str, Callable[[Inputs], Figure]] = {
     "ladder_breakdown": ladder_breakdown,
     "scaling": scaling,
     "chip_partition": chip_partition,
+    "averaging": averaging,
 }
 
 

@@ -1,0 +1,226 @@
+"""The averaging family beyond the paper: compressed rounds, and a straggler against sync and async algorithms.
+
+    python bench/bench_averaging.py [--rounds 5] [--steps 100] [--straggler 1:3] [--target 0.9]
+                                    [--raw bench/raw/averaging.json] [--render] [--no-doc]
+
+Compression: `scaledl train` at P = 2 on digits with LeNet, sync_easgd (a round every step) and
+    diloco (τ = 8), each with its messages in fp32, fp16, bf16 and int8 (error feedback), plus
+    sync_easgd fp32 a second time (A/A). STEPS steps (the first tenth a warm-up), evaluated at
+    step 0 and after the loop only; round r uses seed r, so the accuracy column spans seeds.
+    Sample: steady-state seconds per step (bench.common.train); beside it the run's bytes per
+    round per worker, its transfer seconds per step and its final test accuracy.
+Stragglers: sync_sgd, sync_easgd and diloco (collectives over 2 workers) and async_sgd and
+    async_easgd (a master and 2 workers: 3 ranks on 2 cores, marked †), each uniform and with
+    rank 1 slowed by --straggler (its forward/backward stretched by sleeping; rank 1 is a worker
+    in both layouts), plus sync_sgd uniform a second time (A/A). Each runs to --target test
+    accuracy (evaluated every 10 steps, off the clock) within 600 steps; sample: its training
+    time to the target. The slowdown a straggler causes is paired per round.
+
+Every round measures every variant of a table once, in the order bench.stats.rotate gives for
+that round. Cells print median [min–max] n; a ratio inside the table's A/A noise floor prints
+"no difference".
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench import common, stats  # noqa: E402
+
+NAME = "averaging"
+TITLE = "The averaging family: compressed rounds, and stragglers"
+BUDGET_S = 480
+CODECS = ("fp32", "fp16", "bf16", "int8")
+COMPRESSED = {"sync_easgd": 1, "diloco": 8}                     # algorithm → τ
+STRAGGLED = ("sync_sgd", "sync_easgd", "diloco", "async_sgd", "async_easgd")
+MASTER_BASED = ("async_sgd", "async_easgd")
+
+
+def compression_cell(algorithm: str, codec: str) -> str:
+    return f"compression: {algorithm} τ={COMPRESSED[algorithm]}, {codec}"
+
+
+def straggler_cell(algorithm: str, straggler: str | None) -> str:
+    return f"stragglers: {algorithm}, {'straggler ' + straggler if straggler else 'uniform'}"
+
+
+def ranks_of(algorithm: str) -> int:
+    return 3 if algorithm in MASTER_BASED else 2
+
+
+# ----------------------------------------------------------------- measuring
+
+
+def compression_run(data: Path, out: Path, algorithm: str, codec: str, steps: int, seed: int) -> dict:
+    warmup = max(steps // 10, 1)
+    state = common.train(2, data, out, algorithm=algorithm, warmup=warmup, steps=steps - warmup,
+                         extra=("--tau", str(COMPRESSED[algorithm]), "--compress", codec, "--seed", str(seed)))
+    run = state["run"]
+    report = run["algorithm_report"][0]
+    return {"seconds_per_step": state["seconds_per_step"], "transfer_s": state["transfer_s"],
+            "bytes_per_exchange": report["bytes_per_exchange"], "accuracy": run["final"]["test_accuracy"]}
+
+
+def straggler_run(data: Path, out: Path, algorithm: str, straggler: str | None, target: float, seed: int) -> dict:
+    args = ["-m", "scaledl", "train", "--data", str(data), "--model", "lenet", "--algorithm", algorithm,
+            "--out-dir", str(out), "--max-steps", "600", "--eval-every", "10", "--target-accuracy", str(target),
+            "--seed", str(seed), "--threads", str(common.LAUNCH.threads),
+            "--lr", "0.05", *(("--straggler", straggler) if straggler else ())]
+    common.run_mpi(ranks_of(algorithm), args)
+    run = json.loads((out / "run.json").read_text())
+    reached = run["time_to_target_s"]
+    return {"time_to_target_s": math.inf if reached is None else reached, "seconds_per_step": run["seconds_per_step"]}
+
+
+def measure(args, tmp: Path) -> dict:
+    data = common.DATASETS["digits"](tmp)
+    cells = {compression_cell(a, c): ("compression", a, c) for a in COMPRESSED for c in CODECS}
+    cells[stats.aa_cell(compression_cell("sync_easgd", "fp32"))] = ("compression", "sync_easgd", "fp32")
+    for algorithm in STRAGGLED:
+        for straggler in (None, args.straggler):
+            cells[straggler_cell(algorithm, straggler)] = ("stragglers", algorithm, straggler)
+    cells[stats.aa_cell(straggler_cell("sync_sgd", None))] = ("stragglers", "sync_sgd", None)
+    names = list(cells)
+    samples = {c: [] for c in names}
+    details = {c: [] for c in names}
+    order = []
+    for r in range(args.rounds):
+        order.append(stats.rotate(names, r))
+        for i, c in enumerate(order[-1]):
+            table, algorithm, setting = cells[c]
+            t0 = time.monotonic()
+            out = tmp / f"r{r}-{i}"
+            if table == "compression":
+                res = compression_run(data, out, algorithm, setting, args.steps, seed=r)
+                samples[c].append(res["seconds_per_step"])
+            else:
+                res = straggler_run(data, out, algorithm, setting, args.target, seed=r)
+                samples[c].append(res["time_to_target_s"])
+            details[c].append(res)
+            print(f"bench_averaging: round {r + 1}/{args.rounds} {c:<60} {samples[c][-1]:9.4f} s "
+                  f"({time.monotonic() - t0:.1f} s)", flush=True)
+    return {"samples": samples, "details": details, "order": order}
+
+
+# ----------------------------------------------------------------- rendering
+
+
+def verdict_text(r: dict, noise: float) -> str:
+    v = stats.verdict(r, noise)
+    return f"no difference within ±{noise:.1%}" if v == "no difference" else f"{v} (beyond ±{noise:.1%})"
+
+
+def compression_rows(record: dict) -> list[dict]:
+    s, details = record["samples"], record["meta"]["details"]
+    noise = stats.noise_floor(zip(s[compression_cell("sync_easgd", "fp32")],
+                                  s[stats.aa_cell(compression_cell("sync_easgd", "fp32"))]))
+    rows = []
+    for algorithm, tau in COMPRESSED.items():
+        base = compression_cell(algorithm, "fp32")
+        for codec in CODECS:
+            c = compression_cell(algorithm, codec)
+            d = details[c]
+            r = stats.ratio(s[c], s[base])
+            gain = [a["accuracy"] - b["accuracy"] for a, b in zip(d, details[base])]
+            rows.append({
+                "algorithm": f"{algorithm} (τ = {tau})", "codec": codec,
+                "bytes per round per worker": f"{d[0]['bytes_per_exchange'] / 1e6:.3f} MB",
+                "bytes per step": f"{d[0]['bytes_per_exchange'] / tau / 1e6:.3f} MB",
+                "s/step": stats.format_cell(stats.summary(s[c])),
+                "transfer per step": stats.format_cell(stats.summary(x["transfer_s"] for x in d)),
+                "÷ fp32": "—" if codec == "fp32" else stats.format_ratio(r),
+                "verdict": "—" if codec == "fp32" else verdict_text(r, noise),
+                "accuracy": stats.format_cell(stats.summary(x["accuracy"] for x in d), unit=None),
+                "accuracy − fp32's (same seed)": "—" if codec == "fp32" else
+                stats.format_cell(stats.summary(gain), unit=None),
+            })
+    return rows
+
+
+def straggler_rows(record: dict) -> list[dict]:
+    s, meta = record["samples"], record["meta"]
+    straggler = meta["straggler"]
+    base = straggler_cell("sync_sgd", None)
+    noise = stats.noise_floor(zip(s[base], s[stats.aa_cell(base)]))
+    mark = common.Launch.from_dict(record.get("launch")) or common.LAUNCH   # the launch it was measured in
+    rows = []
+    for algorithm in STRAGGLED:
+        uniform, slowed = straggler_cell(algorithm, None), straggler_cell(algorithm, straggler)
+        r = stats.ratio(s[slowed], s[uniform])
+        rows.append({
+            "algorithm": algorithm + mark.mark(ranks_of(algorithm)),
+            "family": "asynchronous (master)" if algorithm in MASTER_BASED else "synchronous (collectives)",
+            "time to target, uniform": stats.format_cell(stats.summary(s[uniform])),
+            f"with rank 1 × {straggler.split(':')[1]}": stats.format_cell(stats.summary(s[slowed])),
+            "slowdown": stats.format_ratio(r),
+            "verdict": verdict_text(r, noise),
+        })
+    return rows
+
+
+def render(record: dict) -> tuple[str, str, str, str]:
+    meta = record["meta"]
+    intro = (f"P = 2 workers on digits with LeNet, lr 0.05, {meta['rounds']} rounds, each measuring every variant "
+             "of both tables once in rotating order (bench.stats.rotate); round r uses seed r. Compression: "
+             f"{meta['steps']} steps, evaluated at step 0 and after the loop only. Stragglers: to test accuracy "
+             f"{meta['target']:g} (evaluated every 10 steps, off the clock), rank 1 slowed by a factor "
+             f"{meta['straggler'].split(':')[1]} (`--straggler {meta['straggler']}`).")
+    comp = compression_rows(record)
+    strag = straggler_rows(record)
+    tables = ("Compressed rounds (the averaging stays float32; the messages carry the difference from the center "
+              "both sides hold):\n\n" + common.table(comp, list(comp[0]))
+              + "\n`÷ fp32` is paired per round, its verdict against the A/A noise floor of sync_easgd fp32; "
+                "`accuracy − fp32's` pairs runs of the same seed.\n\nA straggler, synchronous against asynchronous "
+                "(time to target, training clock):\n\n" + common.table(strag, list(strag[0]))
+              + "\n`slowdown` = with the straggler ÷ uniform, paired per round; verdict against the A/A noise floor "
+                "of sync_sgd uniform. † more ranks than cores (a master and 2 workers on 2 cores).\n")
+    notes = ("On one 2-core machine a message is a shared-memory copy, so fewer bytes save little time here; the "
+             "bytes column is what a network would carry. A synchronous round waits for its slowest worker, so a "
+             "straggler slows the whole run about by its factor; an asynchronous worker does not wait for the "
+             f"others. Raw samples: {meta['raw']}; wall time of the measuring run {meta['wall_s']:.0f} s "
+             f"(budget {BUDGET_S} s).")
+    if meta["rounds"] < 5:
+        notes += f" Only {meta['rounds']} round(s): not enough for a headline ratio (use ≥ 5)."
+    return TITLE, intro, tables, notes
+
+
+def measure_record(args) -> Path:
+    t_start = time.monotonic()
+    common.use_launch(common.Launch.for_table(3))
+    m = common.machine()
+    with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
+        result = measure(args, Path(tmp))
+    return common.write_raw(args.raw, NAME, result["samples"], {
+        "machine": m, "unit": "s", "quantity": "seconds per step (compression); seconds to target (stragglers)",
+        "rounds": args.rounds, "steps": args.steps, "target": args.target, "straggler": args.straggler,
+        "order": result["order"], "details": result["details"], "raw": common.shown_path(args.raw),
+        "wall_s": time.monotonic() - t_start})
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5, help="rounds; ≥ 5 for headline ratios (default %(default)s)")
+    parser.add_argument("--steps", type=int, default=100, help="steps of a compression run (default %(default)s)")
+    parser.add_argument("--straggler", default="1:3", help="RANK:FACTOR of the straggler runs (default %(default)s)")
+    parser.add_argument("--target", type=float, default=0.9, help="test accuracy of the straggler runs "
+                                                                  "(default %(default)s)")
+    common.common_arguments(parser, NAME)
+    args = parser.parse_args(argv)
+    if args.rounds < 1 or args.steps < 10 or args.steps % 10:
+        parser.error("--rounds must be >= 1 and --steps a multiple of 10 (a tenth is the warm-up)")
+    if not args.straggler.startswith("1:"):
+        parser.error("--straggler must slow rank 1 (a worker in every layout), e.g. 1:3")
+    raw = args.raw if args.render else measure_record(args)
+    return common.publish_record(raw, NAME, render, write=not args.no_doc)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,225 @@
+"""Checkpoint overhead: what writing checkpoints costs a training run, measured side by side with none.
+
+    python bench/bench_checkpoint.py [--cases lenet:digits:10:60:10,cifar_alexnet:synthetic32:2:8:2]
+                                     [--ranks 2] [--rounds 5] [--raw bench/raw/checkpoint.json] [--render] [--no-doc]
+
+A case is MODEL:DATASET:WARMUP:STEPS:EVERY. Variants per case, each a
+`scaledl train --algorithm sync_easgd` run of P ranks (the master is worker 0:
+its file holds W^0, the center and the monitor; every other rank's, its W^i):
+
+  none        --checkpoint-interval 0: no checkpoint at all
+  every K     --checkpoint-every EVERY: a checkpoint every EVERY steps inside the timed steps
+  none [A/A]  the first variant a second time in every round: the noise floor
+
+Per run: the steady-state seconds per step with checkpoints excluded (the
+training clock leaves them out, like evaluations; bench.common.steady_state),
+the same with them included (each step's checkpoint seconds added back: what
+the job's wall clock pays), and the cost of one checkpoint (a rank's
+`checkpoint` phase over the checkpoints it wrote, the slowest rank's: the
+write ends in a collective, so every rank waits for it). The share of step
+time at the default interval (--checkpoint-interval 300 s) follows from that
+cost: c / (300 s + c); at EVERY steps the ratio the checkpoints' own seconds
+alone would give, 1 + c / (EVERY·t), is printed beside the measured one.
+
+Every round measures every variant of every case once, in the order
+bench.stats.rotate gives for that round; cells print median [min–max] n;
+ratios are paired per round, and a ratio inside the A/A noise floor prints
+"no difference".
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench import common, stats  # noqa: E402
+
+NAME = "checkpoint"
+TITLE = "Checkpoint overhead"
+BUDGET_S = 240
+DEFAULT_INTERVAL_S = 300.0   # scaledl train's --checkpoint-interval default
+NONE, EVERY = "none", "every"
+
+
+@dataclass(frozen=True)
+class Case:
+    model: str
+    dataset: str
+    warmup: int
+    steps: int
+    every: int
+
+    @property
+    def label(self) -> str:
+        return f"{self.model} on {self.dataset}"
+
+
+def parse_cases(text: str) -> list[Case]:
+    """"lenet:digits:10:60:10,..." → cases; ValueError with a one-line reason."""
+    cases = []
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        parts = item.split(":")
+        if len(parts) != 5:
+            raise ValueError(f"case {item!r} is not MODEL:DATASET:WARMUP:STEPS:EVERY")
+        model, dataset = parts[:2]
+        if dataset not in common.DATASETS:
+            raise ValueError(f"case {item!r}: dataset must be one of {', '.join(common.DATASETS)}")
+        try:
+            warmup, steps, every = (int(x) for x in parts[2:])
+        except ValueError:
+            raise ValueError(f"case {item!r}: WARMUP, STEPS and EVERY must be integers") from None
+        if min(warmup, steps, every) < 1 or steps % warmup or every > steps:
+            raise ValueError(f"case {item!r}: all >= 1, STEPS a multiple of WARMUP, EVERY at most STEPS")
+        cases.append(Case(model, dataset, warmup, steps, every))
+    if not cases:
+        raise ValueError("no case given")
+    return cases
+
+
+def case_cells(case: Case) -> tuple[str, str, str]:
+    """none, every K and none's A/A twin of one case."""
+    none = f"{NONE} ({case.label})"
+    return none, f"{EVERY} {case.every} steps ({case.label})", stats.aa_cell(none)
+
+
+def one_run(data: Path, out: Path, case: Case, ranks: int, checkpoints: bool) -> dict:
+    """Seconds per step without and with the checkpoint phase, and what one checkpoint cost."""
+    extra = ("--checkpoint-every", str(case.every)) if checkpoints else ("--checkpoint-interval", "0")
+    state = common.train(ranks, data, out, algorithm="sync_easgd", warmup=case.warmup, steps=case.steps,
+                         batch=32, model=case.model, extra=extra)
+    run = state["run"]
+    written = run["checkpoints"]["written"]
+    slowest = max(rank["checkpoint_s"] for rank in run["phases"]["per_rank"])
+    return {"seconds_per_step": state["seconds_per_step"],
+            "with_checkpoints_s": state["seconds_per_step"] + state["checkpoint_s"],
+            "count": len(written), "per_checkpoint_s": slowest / len(written) if written else None,
+            "bytes": written[0]["bytes"] if written else None}
+
+
+def measure(args, cases: list[Case], tmp: Path) -> dict:
+    data = {name: common.DATASETS[name](tmp / name) for name in {c.dataset for c in cases}}
+    by_cell = {}
+    for case in cases:
+        none, every, aa = case_cells(case)
+        by_cell.update({none: (case, False), every: (case, True), aa: (case, False)})
+    cells = list(by_cell)
+    samples = {c: [] for c in cells}
+    details = {c: [] for c in cells}
+    order = []
+    for r in range(args.rounds):
+        order.append(stats.rotate(cells, r))
+        for i, c in enumerate(order[-1]):
+            case, checkpoints = by_cell[c]
+            t0 = time.monotonic()
+            res = one_run(data[case.dataset], tmp / f"r{r}-{i}", case, args.ranks, checkpoints)
+            samples[c].append(res["with_checkpoints_s"])
+            details[c].append(res)
+            print(f"bench_checkpoint: round {r + 1}/{args.rounds} {c:<44} {res['with_checkpoints_s'] * 1e3:8.2f} ms/step "
+                  f"({time.monotonic() - t0:.1f} s)", flush=True)
+    return {"samples": samples, "details": details, "order": order}
+
+
+# ----------------------------------------------------------------- rendering
+
+
+def share(cost: float, interval: float) -> float:
+    """The share of wall time one checkpoint of `cost` seconds takes when written every `interval` seconds."""
+    return cost / (interval + cost)
+
+
+def rows(record: dict) -> list[dict]:
+    s, meta = record["samples"], record["meta"]
+    out = []
+    for c in meta["cases"]:
+        case = Case(**c)
+        none, every, aa = case_cells(case)
+        details = meta["details"][every]
+        noise = stats.noise_floor(zip(s[none], s[aa]))
+        r = stats.ratio(s[every], s[none])
+        v = stats.verdict(r, noise)
+        costs = [d["per_checkpoint_s"] for d in details]
+        cost = stats.summary(costs)["median"]
+        step_s = stats.summary(s[none])["median"]
+        out.append({
+            "case": f"{case.label}, P = {meta['ranks']}",
+            "checkpoint size": f"{details[0]['bytes'] / 2**20:.1f} MiB ({details[0]['count']} written per run)",
+            "one checkpoint c": stats.format_cell(stats.summary(costs)),
+            "s/step, none (t)": stats.format_cell(stats.summary(s[none])),
+            "s/step, every K, excl. checkpoints": stats.format_cell(stats.summary(d["seconds_per_step"]
+                                                                                  for d in details)),
+            "s/step, every K, incl.": stats.format_cell(stats.summary(s[every])),
+            "every K ÷ none": stats.format_ratio(r),
+            "verdict": f"no difference within ±{noise:.1%}" if v == "no difference" else f"{v} (beyond ±{noise:.1%})",
+            "direct cost alone: 1 + c/(K·t)": f"{1 + cost / (case.every * step_s):.3f}×",
+            "share at 300 s (default)": f"{share(cost, DEFAULT_INTERVAL_S):.4%}",
+        })
+    return out
+
+
+def render(record: dict) -> tuple[str, str, str, str]:
+    meta = record["meta"]
+    runs = "; ".join(f"{c['model']} on {c['dataset']}: {c['warmup']} warm-up + {c['steps']} timed steps, a checkpoint "
+                     f"every {c['every']} of them" for c in meta["cases"])
+    intro = (f"`scaledl train --algorithm sync_easgd` at P = {meta['ranks']} ranks (the master is worker 0), batch 32; "
+             f"{runs}. {meta['rounds']} rounds, each measuring every variant once in rotating order, `none` twice "
+             "(the A/A twin). Evaluated only at step 0 and after the loop.")
+    table_rows = rows(record)
+    tables = common.table(table_rows, list(table_rows[0]))
+    tables += ("\n`one checkpoint`: the slowest rank's `checkpoint` phase over the checkpoints it wrote (barrier, "
+               "state copy, torch.save of its file and its SHA-256, the master's manifest and pruning). `s/step`: "
+               "steady-state seconds per step with each step's checkpoint seconds included (what the job's wall "
+               "clock pays; the training clock leaves them out), and the same without them: a step slower there "
+               "than `none` is an indirect cost (the steps after a large write compete with the kernel writing "
+               "it back). `every K ÷ none` is paired per round; `1 + c/(K·t)` is what the checkpoints' own "
+               "seconds alone would make of it (c and t medians). `share at 300 s`: c / (300 s + c), the direct "
+               "cost at the default --checkpoint-interval.\n")
+    notes = ("At the default interval the overhead is the checkpoint's cost over five minutes of training; the "
+             "aggressive schedule above is there to make it measurable side by side and to check the model. The "
+             "cost grows with the weights (every worker's W^i, the center, the last evaluated center and momentum "
+             f"buffers where an algorithm has them). Raw samples: {meta['raw']}; wall time of the measuring run "
+             f"{meta['wall_s']:.0f} s (budget {BUDGET_S} s).")
+    if meta["rounds"] < 5:
+        notes += f" Only {meta['rounds']} round(s): not enough for a headline ratio (use ≥ 5)."
+    return TITLE, intro, tables, notes
+
+
+def measure_record(args, cases: list[Case]) -> Path:
+    t_start = time.monotonic()
+    common.use_launch(common.Launch.for_table(args.ranks))
+    m = common.machine()
+    with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
+        result = measure(args, cases, Path(tmp))
+    return common.write_raw(args.raw, NAME, result["samples"], {
+        "machine": m, "unit": "s", "quantity": "seconds per step, checkpoints included (steady state)",
+        "ranks": args.ranks, "rounds": args.rounds, "order": result["order"], "details": result["details"],
+        "cases": [{"model": c.model, "dataset": c.dataset, "warmup": c.warmup, "steps": c.steps, "every": c.every}
+                  for c in cases],
+        "raw": common.shown_path(args.raw), "wall_s": time.monotonic() - t_start})
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", default="lenet:digits:10:60:10,cifar_alexnet:synthetic32:2:8:2",
+                        help="MODEL:DATASET:WARMUP:STEPS:EVERY,... (default %(default)s)")
+    parser.add_argument("--ranks", type=int, default=2, help="ranks of every run (default %(default)s)")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds; ≥ 5 for headline ratios (default %(default)s)")
+    common.common_arguments(parser, NAME)
+    args = parser.parse_args(argv)
+    try:
+        cases = parse_cases(args.cases)
+    except ValueError as exc:
+        parser.error(f"--cases: {exc}")
+    if args.rounds < 1 or args.ranks < 1:
+        parser.error("--rounds and --ranks must be >= 1")
+    raw = args.raw if args.render else measure_record(args, cases)
+    return common.publish_record(raw, NAME, render, write=not args.no_doc)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

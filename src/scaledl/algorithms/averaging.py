@@ -1,0 +1,372 @@
+"""The periodic-averaging engine: Sync EASGD, local SGD, DiLoCo and SlowMo as settings of one round.
+
+P workers W^i, a center W on worker 0 (the master). Each iteration every
+worker takes an inner step (`--inner`: sgd, W^i ← W^i − η·ΔW^i, or momentum,
+V^i ← μ·V^i − η·ΔW^i ; W^i ← W^i + V^i); every τ-th iteration (t mod τ = 0,
+the first one included, as Sync EASGD and PyTorch's PeriodicModelAverager
+count) is a round of averaging, with x̄ = (1/P)·Σ_i W^i:
+
+    center (`--outer`)        elastic   W ← W + Pα·(x̄ − W)                 (EASGD, Eq. 2; α = ηρ)
+                              average   W ← x̄                               (local SGD)
+                              nesterov  Δ = W − x̄ ; B ← μ_o·B + Δ ; W ← W − η_o·(Δ + μ_o·B)   (DiLoCo)
+                              slowmo    U ← β·U + Δ/η ; W ← W − α_s·η·U     (SlowMo; α_s = η_o, β = μ_o)
+    workers (`--worker-rule`) elastic   W^i ← W^i − η·ΔW^i − ηρ·(W^i − W_t)  (EASGD, Eq. 1: the pull uses the
+                                        center before its step, and replaces that round's inner step)
+                              reset     W^i ← W   (after the inner step and the center's step)
+
+Message pattern of a round (the collectives of `scaledl.comm`):
+    elastic  Bcast W_t from the master, then Reduce(sum) Σ_i W^i_t to it       2·log P·(α + |W|β)
+    reset    Reduce(sum) Σ_i W^i to the master, its outer step, then Bcast W   2·log P·(α + |W|β)
+With `--compress fp16|bf16|int8` a message carries the difference from a
+center both sides hold, encoded (scaledl.comm.codecs): the master broadcasts
+enc(W − S) and every rank, itself too, sets S ← S + dec(…); the workers send
+enc(W^i − S), gathered to the master (encoded values cannot be summed on the
+way), which decodes and sums them in rank order: Σ_i W^i = P·S + Σ_i dec(…).
+int8 keeps each message's rounding error and adds it to the next (error
+feedback). The averaging itself (S, W, the outer state) stays in float32.
+
+Nothing depends on arrival order: bitwise repeatable for a seed and world
+size. Sync EASGD (elastic, elastic, τ = 1, sgd, fp32) runs exactly the
+arithmetic it always has, so its ladder (sync_easgd1/2/3: where the center
+lives, and the exchange overlapped on a helper thread) is unchanged; overlap
+needs the elastic rule (its round uses only W^i_t and W_t) and fp32.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import torch
+
+from scaledl.algorithms import rules
+from scaledl.algorithms.base import Algorithm, Request
+from scaledl.comm.codecs import codec
+from scaledl.errors import UserError
+from scaledl.timing import PhaseTimer
+
+
+@dataclass(frozen=True)
+class Averaging:
+    """The engine's settings of one run: the command line's, else the algorithm's defaults (run.json)."""
+
+    inner: str
+    worker_rule: str
+    outer: str
+    outer_lr: float | None
+    outer_momentum: float | None
+    tau: int
+    compress: str
+
+    @classmethod
+    def resolve(cls, info, cfg, tau: int) -> Averaging:
+        def pick(key: str, fallback=None):
+            given = getattr(cfg, key)
+            return given if given is not None else info.defaults.get(key, fallback)
+
+        settings = cls(inner=pick("inner", "sgd"), worker_rule=pick("worker_rule", "elastic"),
+                       outer=pick("outer", "elastic"), outer_lr=pick("outer_lr"),
+                       outer_momentum=pick("outer_momentum"), tau=tau, compress=cfg.compress)
+        if settings.outer in ("nesterov", "slowmo") and (settings.outer_lr is None or settings.outer_momentum is None):
+            raise UserError(f"--outer {settings.outer} needs --outer-lr and --outer-momentum "
+                            "(diloco and slowmo have defaults)")
+        return settings
+
+
+class PeriodicAveraging(Algorithm):
+    key = "averaging"
+
+    def __init__(self, context):
+        super().__init__(context)
+        self.averaging = Averaging.resolve(self.info, context.cfg, self.hyper.tau)
+        a = self.averaging
+        if self.codesign.overlap and (a.worker_rule != "elastic" or a.compress != "fp32"):
+            raise UserError(f"--overlap needs --worker-rule elastic and --compress fp32: {self.info.key} with "
+                            f"{a.worker_rule} and {a.compress} sends a round's messages only after its inner step")
+        if a.compress != "fp32" and self.codesign.backend not in ("mpi", "cuda_aware_mpi"):
+            raise UserError(f"--compress {a.compress} sends encoded bytes over MPI; backend {self.codesign.backend} "
+                            "cannot carry them: use --backend mpi")
+        w = self.params.data
+        self.workers = self.roles.num_workers
+        self.on_host = self.codesign.center_on == "host"
+        place = torch.device("cpu") if self.on_host else w.device
+
+        def buffer() -> torch.Tensor:
+            return host_buffer(w) if self.on_host else torch.empty_like(w)
+
+        # What travels: W from the master's center, Σ W^i into `sum_workers` (in the center's memory).
+        self.w_wire = host_buffer(w) if self.on_host else w
+        self.center_wire = self.center.data if self.roles.is_master else buffer()
+        self.sum_workers = buffer() if self.roles.is_master else None
+        self.codec = codec(a.compress)
+        self.compressed = self.codec.compressed
+        # W on this worker's device: W_t for Eq. 1, or the center a reset copies (compressed: S, on every rank).
+        self.center_copy = self.center_wire if place == w.device and not self.compressed else torch.empty_like(w)
+        self.control = self.collectives(self.center_wire)
+        self.velocity = torch.zeros_like(w) if a.inner == "momentum" else None      # the inner V^i
+        self.outer_buffer = (torch.zeros_like(self.center.data) if self.roles.is_master and a.outer in
+                             ("nesterov", "slowmo") else None)                       # DiLoCo's B, SlowMo's U
+        if self.compressed:
+            self.wire = EncodedRound(self.codec, self.params.numel, self.workers, self.roles.is_master)
+        if self.codesign.overlap:
+            # A communicator and a timer of its own: two threads' collectives must share neither.
+            self.helper_comm = self.roles.worker_comm.Dup()
+            self.helper_timer = PhaseTimer(w.device, sync=self.timer.sync)
+            self.coll = self.collectives(self.center_wire, comm=self.helper_comm, timer=self.helper_timer)
+            self.helper = ThreadPoolExecutor(max_workers=1, thread_name_prefix="scaledl-exchange")
+            self.pending = None
+            # On a GPU the helper enqueues on a stream of its own, ordered after the
+            # update that wrote W^i_t by an event: synchronising the main stream instead
+            # would wait for the forward/backward queued meanwhile, and nothing would overlap.
+            self.exchange_stream = torch.cuda.Stream(w.device) if w.is_cuda else None
+            # Per exchange: the helper's seconds and the part the main thread waited for (the rest was
+            # hidden behind data and fwd/bwd), so a steady-state window can be cut as from the timeline.
+            self.overlap_log: dict[str, list[float]] = {"exchange_s": [], "waited_s": []}
+        else:
+            self.coll = self.control
+        self.iteration = 0
+
+    def start(self) -> None:
+        if self.roles.is_master:
+            self.center.data.copy_(self.params.data)
+        self.control.bcast_(self.center_wire, root=0)
+        self.params.data.copy_(self.center_wire)
+        if self.compressed:
+            self.wire.start(self.params.data)                            # S = W_0 on every rank
+        self.coll.messages = self.control.messages = 0   # count the exchanges' messages only
+        self.exchanges = 0
+
+    def exchanges_now(self) -> bool:
+        return self.iteration % self.hyper.tau == 0
+
+    # ---- the elastic round (Sync EASGD), overlappable: it needs only W^i_t and W_t
+    def begin_iteration(self) -> bool:
+        if self.codesign.overlap and self.exchanges_now():
+            written = torch.cuda.Event() if self.exchange_stream else None
+            if written:
+                written.record()                                        # W^i_t is final once this fires
+            self.pending = self.helper.submit(self.exchange_on_helper, written)   # steps 2-3 ∥ step 1
+        return True
+
+    def exchange_on_helper(self, written) -> float:
+        """The exchange on the helper thread (and, on a GPU, on its own stream after `written`)."""
+        if self.exchange_stream is None:
+            return self.exchange(self.helper_timer)
+        with torch.cuda.stream(self.exchange_stream):
+            self.exchange_stream.wait_event(written)
+            return self.exchange(self.helper_timer)
+
+    def exchange(self, timer: PhaseTimer) -> float:
+        """Elastic round: W_t to every worker, Σ_i W^i_t to the master. Returns its wall seconds."""
+        t0 = time.perf_counter()
+        if self.compressed:
+            self.wire.down(self.coll, self.center.data if self.roles.is_master else None, timer)
+            self.wire.up(self.coll, self.params.data, self.sum_workers, timer)
+            return time.perf_counter() - t0
+        if self.on_host:
+            with timer.phase("param_copy"):
+                self.w_wire.copy_(self.params.data)                     # W^i_t into host memory
+        self.coll.bcast_(self.center_wire, root=0)                      # W_t to every worker
+        self.coll.reduce_sum(self.w_wire, self.sum_workers, root=0)     # Σ_i W^i_t to the master
+        return time.perf_counter() - t0
+
+    def worker_step(self) -> None:
+        exchanging = self.exchanges_now()
+        self.iteration += 1
+        self.exchanges += exchanging
+        if not exchanging:
+            with self.timer.phase("update"):
+                self.inner_step()                                       # local step between rounds
+        elif self.averaging.worker_rule == "elastic":
+            self.elastic_round()
+        else:
+            self.reset_round()
+
+    def inner_step(self) -> None:
+        w, grad, lr = self.params.data, self.params.grad, self.hyper.lr
+        if self.velocity is None:
+            rules.sgd_(w, grad, lr)
+        else:
+            rules.momentum_(w, self.velocity, grad, lr, self.hyper.momentum)
+
+    def elastic_round(self) -> None:
+        w, grad, lr, rho = self.params.data, self.params.grad, self.hyper.lr, self.hyper.rho
+        if self.codesign.overlap:
+            t0 = time.perf_counter()
+            with self.timer.phase("wait"):                              # the exposed part of the exchange
+                seconds = self.pending.result()
+            self.timer.add_overlapped(seconds)
+            self.overlap_log["exchange_s"].append(round(seconds, 7))
+            self.overlap_log["waited_s"].append(round(time.perf_counter() - t0, 7))
+        else:
+            self.exchange(self.timer)
+        self.copy_center_in()
+        with self.timer.phase("update"):                                # Eq. 1 (Eqs. 5–6 with momentum)
+            if self.velocity is None:
+                rules.elastic_worker_(w, grad, self.center_copy, lr, rho)
+            else:
+                rules.momentum_elastic_worker_(w, self.velocity, grad, self.center_copy, lr, rho, self.hyper.momentum)
+        if self.roles.is_master:
+            with self.timer.phase("center_update"):                     # Eq. 2
+                rules.elastic_center_(self.center.data, self.sum_workers, self.workers, lr, rho)
+
+    def reset_round(self) -> None:
+        """Inner step, Σ_i W^i to the master, its outer step, W back to every worker, which takes it."""
+        with self.timer.phase("update"):
+            self.inner_step()
+        if self.compressed:
+            self.wire.up(self.coll, self.params.data, self.sum_workers, self.timer)
+        else:
+            if self.on_host:
+                with self.timer.phase("param_copy"):
+                    self.w_wire.copy_(self.params.data)
+            self.coll.reduce_sum(self.w_wire, self.sum_workers, root=0)
+        if self.roles.is_master:
+            with self.timer.phase("center_update"):
+                self.outer_step()
+        if self.compressed:
+            self.wire.down(self.coll, self.center.data if self.roles.is_master else None, self.timer)
+        else:
+            self.coll.bcast_(self.center_wire, root=0)
+        self.copy_center_in()
+        with self.timer.phase("update"):
+            self.params.data.copy_(self.center_copy)                    # the reset
+            # (an inner momentum V^i carries over, as DiLoCo's inner optimizer state does)
+
+    def outer_step(self) -> None:
+        a, center, total, p = self.averaging, self.center.data, self.sum_workers, self.workers
+        if a.outer == "elastic":
+            rules.elastic_center_(center, total, p, self.hyper.lr, self.hyper.rho)
+        elif a.outer == "average":
+            rules.average_(center, total, p)
+        elif a.outer == "nesterov":
+            rules.outer_nesterov_(center, total, p, self.outer_buffer, a.outer_lr, a.outer_momentum)
+        else:
+            rules.outer_slowmo_(center, total, p, self.outer_buffer, self.hyper.lr, a.outer_lr, a.outer_momentum)
+
+    def copy_center_in(self) -> None:
+        """The center as this worker received it onto its device (compressed: S, alike on every rank)."""
+        received = self.wire.shared if self.compressed else self.center_wire
+        if self.center_copy is not received:
+            with self.timer.phase("param_copy"):
+                self.center_copy.copy_(received)
+
+    def round_bytes(self) -> int:
+        """Bytes a round moves per worker: one message up (W^i) and one down (W)."""
+        return 2 * self.codec.nbytes(self.params.numel)
+
+    def end_iteration(self, loss, batch: int, request: Request) -> Request:
+        return Request(self.control.agree_(request))
+
+    def finish(self) -> None:
+        if self.codesign.overlap:
+            self.helper.shutdown()
+            self.helper_comm.Free()
+
+    # ---- checkpoints: the τ phase, the counts, V^i, the outer state, the shared center and its residuals
+    def state_dict(self) -> dict:
+        state = {"iteration": self.iteration, "exchanges": self.exchanges, "messages": self.coll.messages}
+        if self.velocity is not None:
+            state["velocity"] = self.velocity.cpu()
+        if self.outer_buffer is not None:
+            state["outer_buffer"] = self.outer_buffer.cpu()
+        if self.compressed:
+            state["wire"] = self.wire.state_dict()
+        return state
+
+    def load_state_dict(self, state: dict) -> None:
+        self.iteration, self.exchanges, self.coll.messages = state["iteration"], state["exchanges"], state["messages"]
+        if self.velocity is not None:
+            self.velocity.copy_(state["velocity"])
+        if self.outer_buffer is not None:
+            self.outer_buffer.copy_(state["outer_buffer"])
+        if self.compressed:
+            self.wire.load_state_dict(state["wire"])
+
+    def report(self) -> dict:
+        report = {"rank": self.roles.rank, "exchanges": self.exchanges, "messages": self.coll.messages,
+                  "messages_per_exchange": self.coll.messages / self.exchanges if self.exchanges else None,
+                  "averaging": asdict(self.averaging), "bytes_per_exchange": self.round_bytes(),
+                  "bytes_exchanged": self.round_bytes() * self.exchanges}
+        if self.codesign.overlap:
+            report["helper_thread_phases"] = self.helper_timer.snapshot()
+            report["overlap_per_exchange"] = self.overlap_log   # exchange k ran in iteration k·τ
+        return report
+
+
+class EncodedRound:
+    """A round's two messages as encoded differences from S, the center every rank holds alike.
+
+    `down`: the master sends enc(W − S [+ e]); every rank sets S ← S + dec(…), the master
+    keeps the rounding error e for the next message (int8). `up`: each worker sends
+    enc(W^i − S [+ e_i]), gathered to the master, which returns Σ_i W^i = P·S + Σ_i dec(…)
+    (summed in rank order: deterministic). Host float32 throughout.
+    """
+
+    def __init__(self, codec_, numel: int, workers: int, is_master: bool):
+        self.codec, self.workers, self.is_master = codec_, workers, is_master
+        self.shared = torch.zeros(numel)                                  # S
+        self.scratch = torch.zeros(numel)
+        self.decoded = torch.zeros(numel)
+        nbytes = codec_.nbytes(numel)
+        self.payload = np.zeros(nbytes, dtype=np.uint8)
+        self.gathered = np.zeros((workers, nbytes), dtype=np.uint8) if is_master else None
+        self.residual_down = torch.zeros(numel) if codec_.error_feedback and is_master else None
+        self.residual_up = torch.zeros(numel) if codec_.error_feedback else None
+
+    def start(self, w0: torch.Tensor) -> None:
+        self.shared.copy_(w0)
+
+    def down(self, coll, center: torch.Tensor | None, timer: PhaseTimer) -> None:
+        """S ← S + dec(enc(W − S)) on every rank (`center`: the master's W)."""
+        if self.is_master:
+            with timer.phase("param_copy"):
+                self._encode(torch.sub(center.cpu(), self.shared, out=self.scratch), self.residual_down)
+        coll.bcast_bytes(self.payload, root=0)
+        with timer.phase("param_copy"):
+            self.shared.add_(self.codec.decode(self.payload, self.decoded))
+
+    def up(self, coll, w: torch.Tensor, sum_out: torch.Tensor | None, timer: PhaseTimer) -> None:
+        """Σ_i W^i on the master (into sum_out), from each worker's enc(W^i − S)."""
+        with timer.phase("param_copy"):
+            self._encode(torch.sub(w.cpu(), self.shared, out=self.scratch), self.residual_up)
+        coll.gather_bytes(self.payload, self.gathered, root=0)
+        if self.is_master:
+            with timer.phase("center_update"):
+                total = torch.mul(self.shared, self.workers, out=self.scratch)
+                for message in self.gathered:
+                    total.add_(self.codec.decode(message, self.decoded))
+                sum_out.copy_(total)
+
+    def _encode(self, difference: torch.Tensor, residual: torch.Tensor | None) -> None:
+        if residual is not None:
+            difference.add_(residual)                                    # what earlier messages lost
+        self.codec.encode(difference, self.payload)
+        if residual is not None:
+            torch.sub(difference, self.codec.decode(self.payload, self.decoded), out=residual)
+
+    def state_dict(self) -> dict:
+        state = {"shared": self.shared.clone()}
+        for name in ("residual_down", "residual_up"):
+            if getattr(self, name) is not None:
+                state[name] = getattr(self, name).clone()
+        return state
+
+    def load_state_dict(self, state: dict) -> None:
+        self.shared.copy_(state["shared"])
+        for name in ("residual_down", "residual_up"):
+            if getattr(self, name) is not None:
+                getattr(self, name).copy_(state[name])
+
+
+def host_buffer(like: torch.Tensor) -> torch.Tensor:
+    """A host tensor shaped like `like`, page-locked when `like` is on a GPU: the host↔device copies of
+    Sync EASGD1 then run at the same DMA rate as the pinned staging of the device-resident levels, so
+    level 1 → 2 measures where the center lives, not pageable against pinned memory."""
+    pinned = like.device.type == "cuda" and torch.cuda.is_available()
+    return torch.empty(like.shape, dtype=like.dtype, device="cpu", pin_memory=pinned)
+
+
+ALGORITHM = PeriodicAveraging

@@ -1,0 +1,224 @@
+"""Checkpoints: everything a run needs to continue, written so that a rerun of the same command resumes.
+
+Layout, in the run folder (a filesystem every rank sees, like the run's other outputs)::
+
+    checkpoints/step-00000120/rank-0000.pt    one file per rank, written atomically by that rank
+    checkpoints/step-00000120/rank-0001.pt
+    checkpoints/step-00000120/manifest.json   written last, by the master: the checkpoint is complete
+
+A rank's file holds its part of the state: a worker's W^i, its model's
+buffers, its loader position (epoch, step in epoch: the permutation is a
+function of the seed, shard and epoch), its RNG states (torch, numpy,
+python, CUDA), its step counter, its clock and phase totals, and its
+algorithm's state (momentum and velocity buffers, staleness counters,
+exchange counts, the τ phase, the master's window and notice board); the
+master's file adds the center W and the monitor (metrics rows so far,
+evaluation snapshots, the stop rule's progress). A checkpoint is taken at a
+step boundary on which all ranks agreed (the pattern's own control message:
+the collectives' stop vote, the master's notice board, the round-robin
+turn), after a barrier, so no exchange is in flight.
+
+Resuming: the newest complete checkpoint whose settings match the run's
+(`fingerprint`: everything that changes the arithmetic; budgets may grow)
+is loaded after the algorithm's start, so that each rank continues exactly
+where it was. Synchronous algorithms then continue bitwise as if never
+stopped. A run that ends (budget, target, divergence) deletes its
+checkpoints; an interrupted one keeps them. `--restart` deletes them first.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import shutil
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from scaledl.atomic import atomic_path, write_text
+from scaledl.errors import UserError
+
+FORMAT = 1
+KEEP = 2                       # complete checkpoints kept; older ones are pruned
+FOLDER = "checkpoints"
+MANIFEST = "manifest.json"
+# Settings that do not change the arithmetic of the steps already taken: a resumed run may differ in them.
+RESUMABLE_CHANGES = frozenset({
+    "out_dir", "max_steps", "epochs", "time_budget", "target_accuracy", "checkpoint_every",
+    "checkpoint_interval", "restart", "worker_timeout", "expect_ranks", "threads", "eval_every",
+    "eval_batch_size", "device_sync", "platform",
+})
+
+
+@dataclass
+class CheckpointPolicy:
+    """When the master asks for a checkpoint: every `every` steps and/or every `interval` seconds."""
+
+    every: int | None = None
+    interval: float | None = None
+
+    def __post_init__(self):
+        self._last_at = time.monotonic()
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.every) or bool(self.interval)
+
+    def due(self, step: int) -> bool:
+        """True at a step the schedule names; the clock restarts then."""
+        now = time.monotonic()
+        due = bool(self.every) and step % self.every == 0 or bool(self.interval) and now - self._last_at >= self.interval
+        if due:
+            self._last_at = now
+        return due
+
+
+def fingerprint(cfg, world_size: int) -> dict:
+    """The settings a checkpoint must share with the run that resumes it."""
+    settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(cfg).items() if k not in RESUMABLE_CHANGES}
+    return {**settings, "world_size": world_size}
+
+
+def folder(out_dir: Path) -> Path:
+    return Path(out_dir) / FOLDER
+
+
+def step_folder(out_dir: Path, step: int) -> Path:
+    return folder(out_dir) / f"step-{step:08d}"
+
+
+def complete(out_dir: Path) -> list[tuple[int, Path, dict]]:
+    """(step, folder, manifest) of every complete checkpoint, oldest first; unreadable manifests are skipped."""
+    found = []
+    for path in sorted(folder(out_dir).glob("step-*")):
+        try:
+            manifest = json.loads((path / MANIFEST).read_text())
+        except (OSError, ValueError):
+            continue                               # a checkpoint cut short: no manifest yet
+        if manifest.get("format") == FORMAT:
+            found.append((int(manifest["step"]), path, manifest))
+    return sorted(found, key=lambda item: item[0])
+
+
+def newest(out_dir: Path, expected: dict) -> tuple[int, Path, dict] | None:
+    """The newest complete checkpoint; a UserError when it was written by a run with other settings."""
+    found = complete(out_dir)
+    if not found:
+        return None
+    step, path, manifest = found[-1]
+    written = manifest.get("fingerprint", {})
+    differ = sorted(k for k in set(written) | set(expected) if written.get(k) != expected.get(k))
+    if differ:
+        shown = ", ".join(f"{k} {written.get(k)!r} there, {expected.get(k)!r} now" for k in differ[:3])
+        raise UserError(f"the checkpoint {path} was written with other settings ({shown}); rerun with --restart "
+                        "to start over, or use another --out-dir")
+    return step, path, manifest
+
+
+def remove_all(out_dir: Path) -> None:
+    shutil.rmtree(folder(out_dir), ignore_errors=True)
+
+
+def prune(out_dir: Path, keep: int = KEEP) -> None:
+    """Keep the newest `keep` complete checkpoints; drop older ones and any incomplete one before them."""
+    found = complete(out_dir)
+    if len(found) <= keep:
+        return
+    oldest_kept = found[-keep][0]
+    for path in folder(out_dir).glob("step-*"):
+        if int(path.name.split("-")[1]) < oldest_kept:
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def rank_file(path: Path, rank: int) -> Path:
+    return path / f"rank-{rank:04d}.pt"
+
+
+def write_rank(path: Path, rank: int, state: dict) -> dict:
+    """This rank's file, atomically; returns its manifest entry (name, bytes, sha256)."""
+    target = rank_file(path, rank)
+    save_tensors(target, plain(state))
+    return {"rank": rank, "file": target.name, "bytes": target.stat().st_size, "sha256": sha256(target)}
+
+
+def save_tensors(path: Path, obj) -> None:
+    """torch.save, atomically and byte-for-byte repeatable: written through a file object, the
+    archive's inner folder is torch's fixed name instead of the random temporary file's stem."""
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        torch.save(obj, f)
+
+
+def write_manifest(path: Path, step: int, fingerprint_: dict, entries: list[dict], version: str) -> None:
+    manifest = {"format": FORMAT, "step": step, "written_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                "scaledl_version": version, "fingerprint": fingerprint_, "ranks": entries}
+    write_text(path / MANIFEST, json.dumps(manifest, indent=1) + "\n")
+
+
+def read_rank(path: Path, rank: int, manifest: dict) -> dict:
+    """This rank's state from a complete checkpoint; a damaged or missing file is a one-line UserError."""
+    target = rank_file(path, rank)
+    entry = next((e for e in manifest["ranks"] if e["rank"] == rank), None)
+    if entry is None or not target.exists():
+        raise UserError(f"the checkpoint {path} has no file for rank {rank}; rerun with --restart to start over")
+    if sha256(target) != entry["sha256"]:
+        raise UserError(f"{target} does not match its manifest's checksum (damaged); delete {path} to resume "
+                        "from an older checkpoint, or rerun with --restart")
+    try:
+        return torch.load(target, map_location="cpu", weights_only=True)
+    except Exception as error:   # a file cut short or not a checkpoint: whatever torch's unpickler says
+        raise UserError(f"{target} cannot be read as a checkpoint ({str(error).splitlines()[0]}); delete {path} "
+                        "to resume from an older one, or rerun with --restart") from None
+
+
+def plain(value):
+    """`value` with numpy scalars as Python numbers and arrays as tensors: what weights_only loads."""
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(plain(v) for v in value)
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return torch.from_numpy(value.copy())
+    return value
+
+
+def sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+# ---- random number generators, as tensors and lists (torch.load with weights_only accepts them)
+
+
+def rng_state(device: torch.device) -> dict:
+    kind, keys, pos, has_gauss, gauss = np.random.get_state()
+    state = {"torch": torch.get_rng_state(), "python": _listed(random.getstate()),
+             "numpy": [kind, torch.from_numpy(keys.astype(np.int64)), pos, has_gauss, gauss]}
+    if device.type == "cuda":
+        state["cuda"] = torch.cuda.get_rng_state(device)
+    return state
+
+
+def restore_rng(state: dict, device: torch.device) -> None:
+    torch.set_rng_state(state["torch"])
+    random.setstate(_tupled(state["python"]))
+    kind, keys, pos, has_gauss, gauss = state["numpy"]
+    np.random.set_state((kind, keys.numpy().astype(np.uint32), pos, has_gauss, gauss))
+    if "cuda" in state and device.type == "cuda":
+        torch.cuda.set_rng_state(state["cuda"], device)
+
+
+def _listed(value):
+    return [_listed(v) for v in value] if isinstance(value, tuple) else value
+
+
+def _tupled(value):
+    return tuple(_tupled(v) for v in value) if isinstance(value, list) else value
