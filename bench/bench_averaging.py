@@ -88,34 +88,19 @@ def measure(args, tmp: Path) -> dict:
         for straggler in (None, args.straggler):
             cells[straggler_cell(algorithm, straggler)] = ("stragglers", algorithm, straggler)
     cells[stats.aa_cell(straggler_cell("sync_sgd", None))] = ("stragglers", "sync_sgd", None)
-    names = list(cells)
-    samples = {c: [] for c in names}
-    details = {c: [] for c in names}
-    order = []
-    for r in range(args.rounds):
-        order.append(stats.rotate(names, r))
-        for i, c in enumerate(order[-1]):
-            table, algorithm, setting = cells[c]
-            t0 = time.monotonic()
-            out = tmp / f"r{r}-{i}"
-            if table == "compression":
-                res = compression_run(data, out, algorithm, setting, args.steps, seed=r)
-                samples[c].append(res["seconds_per_step"])
-            else:
-                res = straggler_run(data, out, algorithm, setting, args.target, seed=r)
-                samples[c].append(res["time_to_target_s"])
-            details[c].append(res)
-            print(f"bench_averaging: round {r + 1}/{args.rounds} {c:<60} {samples[c][-1]:9.4f} s "
-                  f"({time.monotonic() - t0:.1f} s)", flush=True)
-    return {"samples": samples, "details": details, "order": order}
+
+    def measure_one(cell: str, r: int, i: int) -> tuple[float, dict]:
+        table, algorithm, setting = cells[cell]
+        if table == "compression":
+            res = compression_run(data, tmp / f"r{r}-{i}", algorithm, setting, args.steps, seed=r)
+            return res["seconds_per_step"], res
+        res = straggler_run(data, tmp / f"r{r}-{i}", algorithm, setting, args.target, seed=r)
+        return res["time_to_target_s"], res
+
+    return common.rotating_rounds(NAME, list(cells), args.rounds, measure_one)
 
 
 # ----------------------------------------------------------------- rendering
-
-
-def verdict_text(r: dict, noise: float) -> str:
-    v = stats.verdict(r, noise)
-    return f"no difference within ±{noise:.1%}" if v == "no difference" else f"{v} (beyond ±{noise:.1%})"
 
 
 def compression_rows(record: dict) -> list[dict]:
@@ -137,7 +122,7 @@ def compression_rows(record: dict) -> list[dict]:
                 "s/step": stats.format_cell(stats.summary(s[c])),
                 "transfer per step": stats.format_cell(stats.summary(x["transfer_s"] for x in d)),
                 "÷ fp32": "—" if codec == "fp32" else stats.format_ratio(r),
-                "verdict": "—" if codec == "fp32" else verdict_text(r, noise),
+                "verdict": "—" if codec == "fp32" else stats.verdict_text(r, noise),
                 "accuracy": stats.format_cell(stats.summary(x["accuracy"] for x in d), unit=None),
                 "accuracy − fp32's (same seed)": "—" if codec == "fp32" else
                 stats.format_cell(stats.summary(gain), unit=None),
@@ -161,7 +146,7 @@ def straggler_rows(record: dict) -> list[dict]:
             "time to target, uniform": stats.format_cell(stats.summary(s[uniform])),
             f"with rank 1 × {straggler.split(':')[1]}": stats.format_cell(stats.summary(s[slowed])),
             "slowdown": stats.format_ratio(r),
-            "verdict": verdict_text(r, noise),
+            "verdict": stats.verdict_text(r, noise),
         })
     return rows
 
@@ -185,7 +170,9 @@ def render(record: dict) -> tuple[str, str, str, str]:
     notes = ("On one 2-core machine a message is a shared-memory copy, so fewer bytes save little time here; the "
              "bytes column is what a network would carry. A synchronous round waits for its slowest worker, so a "
              "straggler slows the whole run about by its factor; an asynchronous worker does not wait for the "
-             f"others. Raw samples: {meta['raw']}; wall time of the measuring run {meta['wall_s']:.0f} s "
+             "others. The asynchronous cells run 3 ranks on 2 cores (†): there the straggler's sleep also frees a "
+             "core for the other two ranks, which can make such a run finish sooner than its uniform twin; on a "
+             f"machine with a core per rank that effect is absent. Raw samples: {meta['raw']}; wall time of the measuring run {meta['wall_s']:.0f} s "
              f"(budget {BUDGET_S} s).")
     if meta["rounds"] < 5:
         notes += f" Only {meta['rounds']} round(s): not enough for a headline ratio (use ≥ 5)."

@@ -108,21 +108,13 @@ def measure(args, cases: list[Case], tmp: Path) -> dict:
     for case in cases:
         none, every, aa = case_cells(case)
         by_cell.update({none: (case, False), every: (case, True), aa: (case, False)})
-    cells = list(by_cell)
-    samples = {c: [] for c in cells}
-    details = {c: [] for c in cells}
-    order = []
-    for r in range(args.rounds):
-        order.append(stats.rotate(cells, r))
-        for i, c in enumerate(order[-1]):
-            case, checkpoints = by_cell[c]
-            t0 = time.monotonic()
-            res = one_run(data[case.dataset], tmp / f"r{r}-{i}", case, args.ranks, checkpoints)
-            samples[c].append(res["with_checkpoints_s"])
-            details[c].append(res)
-            print(f"bench_checkpoint: round {r + 1}/{args.rounds} {c:<44} {res['with_checkpoints_s'] * 1e3:8.2f} ms/step "
-                  f"({time.monotonic() - t0:.1f} s)", flush=True)
-    return {"samples": samples, "details": details, "order": order}
+
+    def measure_one(cell: str, r: int, i: int) -> tuple[float, dict]:
+        case, checkpoints = by_cell[cell]
+        res = one_run(data[case.dataset], tmp / f"r{r}-{i}", case, args.ranks, checkpoints)
+        return res["with_checkpoints_s"], res
+
+    return common.rotating_rounds(NAME, list(by_cell), args.rounds, measure_one)
 
 
 # ----------------------------------------------------------------- rendering
@@ -142,7 +134,6 @@ def rows(record: dict) -> list[dict]:
         details = meta["details"][every]
         noise = stats.noise_floor(zip(s[none], s[aa]))
         r = stats.ratio(s[every], s[none])
-        v = stats.verdict(r, noise)
         costs = [d["per_checkpoint_s"] for d in details]
         cost = stats.summary(costs)["median"]
         step_s = stats.summary(s[none])["median"]
@@ -155,7 +146,7 @@ def rows(record: dict) -> list[dict]:
                                                                                   for d in details)),
             "s/step, every K, incl.": stats.format_cell(stats.summary(s[every])),
             "every K ÷ none": stats.format_ratio(r),
-            "verdict": f"no difference within ±{noise:.1%}" if v == "no difference" else f"{v} (beyond ±{noise:.1%})",
+            "verdict": stats.verdict_text(r, noise),
             "direct cost alone: 1 + c/(K·t)": f"{1 + cost / (case.every * step_s):.3f}×",
             "share at 300 s (default)": f"{share(cost, DEFAULT_INTERVAL_S):.4%}",
         })

@@ -30,7 +30,7 @@ DOC = REPO / "docs" / "benchmarks.md"
 DOC_HEADER = """# Benchmarks
 
 Measured by the scripts in `bench/`: `python bench/run_all.py` runs them all
-(≤ 15 minutes on 2 cores) and rewrites the sections below; each script can
+(≤ 30 minutes on 2 cores) and rewrites the sections below; each script can
 also run alone and rewrite only its own section. Every bench keeps every raw
 sample with its metadata (commit, command, environment, machine, load) in
 `bench/raw/NAME.json`, and each section is rendered from that record alone
@@ -291,6 +291,29 @@ def train(ranks: int, data: Path, out_dir: Path, *, algorithm: str, warmup: int,
             "--batch-size", str(batch), "--lr", str(lr), "--seed", "0", "--threads", str(LAUNCH.threads), *extra]
     run_mpi(ranks, args)
     return steady_state(out_dir, warmup)
+
+
+def rotating_rounds(bench: str, cells: list[str], rounds: int, measure_one) -> dict:
+    """Every cell once per round, in the order bench.stats.rotate gives for that round.
+
+    measure_one(cell, round_index, position) → (sample, details). Returns {"samples": {cell: [sample per
+    round]}, "details": {cell: [details per round]}, "order": [[cell, ...] per round]}; prints a line per run.
+    """
+    from bench import stats
+
+    samples = {c: [] for c in cells}
+    details = {c: [] for c in cells}
+    order = []
+    for r in range(rounds):
+        order.append(stats.rotate(cells, r))
+        for i, c in enumerate(order[-1]):
+            t0 = time.monotonic()
+            sample, detail = measure_one(c, r, i)
+            samples[c].append(sample)
+            details[c].append(detail)
+            print(f"bench_{bench}: round {r + 1}/{rounds} {c:<60} {sample:10.5f} ({time.monotonic() - t0:.1f} s)",
+                  flush=True)
+    return {"samples": samples, "details": details, "order": order}
 
 
 def steady_state(run_dir: Path, warmup: int) -> dict:

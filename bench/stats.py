@@ -158,6 +158,12 @@ def verdict(r: dict, noise: float) -> str:
     return "no difference"
 
 
+def verdict_text(r: dict, noise: float) -> str:
+    """`verdict` in words with the floor it was judged against: "slower (beyond ±3.0%)", "no difference within ±3.0%"."""
+    v = verdict(r, noise)
+    return f"no difference within ±{noise:.1%}" if v == "no difference" else f"{v} (beyond ±{noise:.1%})"
+
+
 def rotate(items: Sequence, round_index: int) -> list:
     """`items` rotated left by `round_index` (mod len): round 0 → a b c, round 1 → b c a, round 2 → c a b.
 

@@ -61,3 +61,19 @@ def test_render_flag_rebuilds_the_section_from_the_file(tmp_path, capsys):
 def test_bad_cases_are_refused_in_one_line(text, message):
     with pytest.raises(ValueError, match=message):
         bench_checkpoint.parse_cases(text)
+
+
+def test_rotating_rounds_measure_every_cell_once_per_round_in_rotated_order(capsys):
+    from bench import common
+
+    seen = []
+
+    def measure_one(cell, r, i):
+        seen.append((r, i, cell))
+        return float(10 * r + i), {"round": r}
+
+    result = common.rotating_rounds("test", ["a", "b", "c"], 2, measure_one)
+    assert result["order"] == [["a", "b", "c"], ["b", "c", "a"]]
+    assert result["samples"] == {"a": [0.0, 12.0], "b": [1.0, 10.0], "c": [2.0, 11.0]}
+    assert result["details"]["a"] == [{"round": 0}, {"round": 1}]
+    assert capsys.readouterr().out.count("bench_test: round") == 6

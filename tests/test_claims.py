@@ -359,3 +359,29 @@ def test_claims_command_bad_input_is_one_line(tmp_path, capsys):
     assert "unknown rule 'quicker'" in err
     assert "DEVICE one of" in one_line_error(capsys, ["claims", "--summary", good, "--device-of", "gpu", *outs])
     assert not (tmp_path / "c.md").exists() and not (tmp_path / "c.csv").exists()
+
+
+# ---------------------------------------------------------------- beyond the paper: communication
+
+
+def bytes_runs(algorithm, megabytes):
+    """Summary rows whose bytes to target are `megabytes` per seed (None: the target was not reached)."""
+    return runs(algorithm, [1.0 if mb is not None else None for mb in megabytes], platform="local",
+                dataset="digits", model="lenet", workers=2, target=0.9,
+                bytes_to_target=[math.inf if mb is None else mb * 1e6 for mb in megabytes])
+
+
+def test_less_communication_holds_only_when_every_seed_saves_the_factor():
+    held = check("diloco_vs_sync_sgd", table(bytes_runs("diloco", [17, 17, 24]), bytes_runs("sync_sgd", [138, 138, 207])))
+    assert held["verdict"] == HOLDS and "8.12× [8.12–8.62] n=3 less paired by seed" in held["ours"], held
+    short = check("diloco_vs_sync_sgd", table(bytes_runs("diloco", [17, 60, 24]), bytes_runs("sync_sgd", [138, 138, 207])))
+    assert short["verdict"] == DOES_NOT_HOLD and "below 4×" in short["reason"], short
+
+
+def test_less_communication_fails_when_a_seed_never_reaches_the_target():
+    missed = check("local_sgd_vs_sync_sgd", table(bytes_runs("local_sgd", [17, None, 24]),
+                                                  bytes_runs("sync_sgd", [138, 138, 207])))
+    assert missed["verdict"] == DOES_NOT_HOLD and "never reached the target in 1 of 3" in missed["reason"], missed
+    nothing = check("local_sgd_vs_sync_sgd", table(bytes_runs("local_sgd", [17, 17, 24]),
+                                                   bytes_runs("sync_sgd", [None, None, None])))
+    assert nothing["verdict"] == NOT_COMPARABLE, nothing

@@ -36,6 +36,7 @@ import json
 import math
 import platform
 import re
+import signal
 import socket
 import statistics
 import sys
@@ -404,6 +405,9 @@ def run(args: argparse.Namespace) -> int:
     """
     from mpi4py import MPI  # lazy: importing MPI initialises it, which parsing must not do
 
+    # A netbench job gets the training jobs' allocation, Slurm's early warning (SIGUSR1) included;
+    # a measurement has nothing to checkpoint, so it runs on until the limit itself.
+    signal.signal(signal.SIGUSR1, signal.SIG_IGN)
     comm = MPI.COMM_WORLD
     try:
         sizes = check_arguments(args)

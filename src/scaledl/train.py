@@ -176,13 +176,13 @@ def run_worker(run: TrainingRun) -> None:
         monitor.stopped_by_peer()
 
 
+KILL_AT_VARIABLE = "SCALEDL_KILL_AT"
+
+
 def _fault_step(rank: int) -> int | None:
     """The step at which this rank kills itself, from SCALEDL_KILL_AT=RANK:STEP (the checkpoint tests)."""
     who, _, at = os.environ.get(KILL_AT_VARIABLE, "").partition(":")
     return int(at) if who.isdigit() and int(who) == rank and at.isdigit() else None
-
-
-KILL_AT_VARIABLE = "SCALEDL_KILL_AT"
 
 
 def forward_backward(model, params: FlatParams, x, y, weight_decay: float, slowdown: float = 1.0) -> torch.Tensor:
@@ -324,8 +324,9 @@ def connect(run: TrainingRun) -> TrainingRun:
     dist_group = None
     if run.codesign.backend in TORCH_DIST_BACKENDS:
         dist_group = init_torch_dist(run.codesign.backend, roles.world, roles.worker_ranks, run.device)
-    context = AlgorithmContext(info=ALGORITHMS[cfg.algorithm], cfg=cfg, roles=roles, params=run.params,
-                               center=run.center, hyper=Hyper.from_config(cfg, roles.num_workers, ALGORITHMS[cfg.algorithm]), timer=run.timer,
+    info_alg = ALGORITHMS[cfg.algorithm]
+    context = AlgorithmContext(info=info_alg, cfg=cfg, roles=roles, params=run.params, center=run.center,
+                               hyper=Hyper.from_config(cfg, roles.num_workers, info_alg), timer=run.timer,
                                n_train=info.n_train, codesign=run.codesign, dist_group=dist_group)
     run.algo = load(cfg.algorithm)(context)
     if roles.is_master:

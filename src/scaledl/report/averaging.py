@@ -21,7 +21,7 @@ from scaledl.report.communication import bytes_to_target, communication
 VARIANT = ["dataset", "model", "workers", "algorithm", "tau", "compress", "straggler"]
 COLUMNS = [
     "dataset", "model", "platform", "workers", "algorithm", "tau", "compress", "straggler", "seeds",
-    "bytes_per_step", "final_test_accuracy", "reached", "steps_to_target", "bytes_to_target",
+    "MB_per_step", "final_test_accuracy", "reached", "steps_to_target", "MB_to_target",
     "time_to_target_s", "slowdown_vs_uniform", "seconds_per_step",
 ]  # fmt: skip
 
@@ -47,16 +47,20 @@ def averaging_row(path: str | Path) -> dict:
     }
 
 
-def spread(values) -> str:
-    """median [min–max] n, with ∞ (not reached) counted; "—" for no values."""
+def spread(values, unit: str = "") -> str:
+    """median [min–max] n, with ∞ (not reached) counted; "—" for no values. unit "MB": bytes shown in MB."""
     values = [v for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
     if not values:
         return "—"
     ordered = sorted(values)
 
     def fmt(x: float) -> str:
-        return "not reached" if math.isinf(x) else f"{x:.4g}"
-    return f"{fmt(statistics.median(ordered))} [{fmt(ordered[0])}–{fmt(ordered[-1])}] n={len(ordered)}"
+        if math.isinf(x):
+            return "not reached"
+        return f"{x / 1e6:.4g}" if unit == "MB" else f"{x:.4g}"
+    suffix = {"": "", "×": "×"}.get(unit, " " + unit)
+    return (f"{fmt(statistics.median(ordered))}{suffix} "
+            f"[{fmt(ordered[0])}–{fmt(ordered[-1])}] n={len(ordered)}")
 
 
 def slowdown(group: pd.DataFrame, uniform: pd.DataFrame | None) -> str:
@@ -66,7 +70,7 @@ def slowdown(group: pd.DataFrame, uniform: pd.DataFrame | None) -> str:
     base = dict(zip(uniform["seed"], uniform["time_to_target_s"]))
     ratios = [t / base[s] for s, t in zip(group["seed"], group["time_to_target_s"]) if s in base
               and not math.isinf(base[s])]
-    return spread(ratios) + "×" if ratios else "—"
+    return spread(ratios, "×") if ratios else "—"
 
 
 def averaging_table(paths: list[str | Path]) -> tuple[pd.DataFrame, list[str]]:
@@ -86,10 +90,10 @@ def averaging_table(paths: list[str | Path]) -> tuple[pd.DataFrame, list[str]]:
             if uniform.empty:
                 notes.append(f"{'/'.join(str(v) for v in key)}: no run without a straggler to compare with")
         out.append({
-            **variant, "seeds": len(group), "bytes_per_step": float(group["bytes_per_step"].iloc[0]),
+            **variant, "seeds": len(group), "MB_per_step": float(group["bytes_per_step"].iloc[0]) / 1e6,
             "final_test_accuracy": spread(group["final_test_accuracy"]),
             "reached": f"{int(group['reached'].sum())}/{len(group)}",
-            "steps_to_target": spread(group["steps_to_target"]), "bytes_to_target": spread(group["bytes_to_target"]),
+            "steps_to_target": spread(group["steps_to_target"]), "MB_to_target": spread(group["bytes_to_target"], "MB"),
             "time_to_target_s": spread(group["time_to_target_s"]), "slowdown_vs_uniform": slowdown(group, uniform),
             "seconds_per_step": spread(group["seconds_per_step"]),
         })
