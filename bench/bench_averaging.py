@@ -172,10 +172,7 @@ def render(record: dict) -> tuple[str, str, str, str]:
              "straggler slows the whole run about by its factor; an asynchronous worker does not wait for the "
              "others. The asynchronous cells run 3 ranks on 2 cores (†): there the straggler's sleep also frees a "
              "core for the other two ranks, which can make such a run finish sooner than its uniform twin; on a "
-             f"machine with a core per rank that effect is absent. Raw samples: {meta['raw']}; wall time of the measuring run {meta['wall_s']:.0f} s "
-             f"(budget {BUDGET_S} s).")
-    if meta["rounds"] < 5:
-        notes += f" Only {meta['rounds']} round(s): not enough for a headline ratio (use ≥ 5)."
+             "machine with a core per rank that effect is absent." + common.record_tail(meta, BUDGET_S))
     return TITLE, intro, tables, notes
 
 

@@ -173,10 +173,7 @@ def render(record: dict) -> tuple[str, str, str, str]:
     notes = ("At the default interval the overhead is the checkpoint's cost over five minutes of training; the "
              "aggressive schedule above is there to make it measurable side by side and to check the model. The "
              "cost grows with the weights (every worker's W^i, the center, the last evaluated center and momentum "
-             f"buffers where an algorithm has them). Raw samples: {meta['raw']}; wall time of the measuring run "
-             f"{meta['wall_s']:.0f} s (budget {BUDGET_S} s).")
-    if meta["rounds"] < 5:
-        notes += f" Only {meta['rounds']} round(s): not enough for a headline ratio (use ≥ 5)."
+             "buffers where an algorithm has them)." + common.record_tail(meta, BUDGET_S))
     return TITLE, intro, tables, notes
 
 

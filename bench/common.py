@@ -293,6 +293,15 @@ def train(ranks: int, data: Path, out_dir: Path, *, algorithm: str, warmup: int,
     return steady_state(out_dir, warmup)
 
 
+def record_tail(meta: dict, budget_s: float) -> str:
+    """The end of a section's notes: where the raw samples are, how long the measuring took, and a warning
+    when there were too few rounds for a headline ratio."""
+    tail = f" Raw samples: {meta['raw']}; wall time of the measuring run {meta['wall_s']:.0f} s (budget {budget_s:.0f} s)."
+    if meta["rounds"] < 5:
+        tail += f" Only {meta['rounds']} round(s): not enough for a headline ratio (use ≥ 5)."
+    return tail
+
+
 def rotating_rounds(bench: str, cells: list[str], rounds: int, measure_one) -> dict:
     """Every cell once per round, in the order bench.stats.rotate gives for that round.
 
