@@ -96,8 +96,10 @@ def test_restart_starts_over_and_other_settings_are_refused_in_one_line(digits_h
     out = tmp_path / "run"
     killed = run_train(1, args(digits_h5, out, "sync_sgd"), timeout=120, env={"SCALEDL_KILL_AT": "0:15"})
     assert killed.returncode != 0 and checkpoint.complete(out)[-1][0] == 10
+    metrics_before = (out / "metrics.csv").read_bytes()
     other = run_train(1, args(digits_h5, out, "sync_sgd", "--lr", "0.1"), timeout=120)
     assert other.returncode == 2
+    assert (out / "metrics.csv").read_bytes() == metrics_before, "a refused rerun leaves the run folder alone"
     lines = [line for line in other.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "other settings" in lines[0] and "lr 0.05 there, 0.1 now" in lines[0] \
         and "--restart" in lines[0], other.stderr

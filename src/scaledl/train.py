@@ -329,6 +329,10 @@ def connect(run: TrainingRun) -> TrainingRun:
                                hyper=Hyper.from_config(cfg, roles.num_workers, info_alg), timer=run.timer,
                                n_train=info.n_train, codesign=run.codesign, dist_group=dist_group)
     run.algo = load(cfg.algorithm)(context)
+    # After the setup's last collective, before anything is written: a checkpoint that cannot be used
+    # (other settings, a damaged file) stops the job here, its run folder untouched.
+    run.fingerprint = checkpoint.fingerprint(cfg, roles.size)
+    run.checkpoint_state = run_state.load(run)
     if roles.is_master:
         stop_rule = StopRule(cfg.max_steps, cfg.epochs, cfg.time_budget, cfg.target_accuracy)
         # Evaluated where the center lives (host memory for sync_easgd1 and dedicated masters).
@@ -340,9 +344,6 @@ def connect(run: TrainingRun) -> TrainingRun:
                               samples_per_step=cfg.batch_size * roles.num_workers,
                               refresh_center=run.algo.refresh_center, metrics_log=_metrics_log(cfg.out_dir),
                               checkpoints=checkpoint_policy(cfg))
-    # Last, after every collective of the setup: a rank that cannot read its checkpoint stops the job here.
-    run.fingerprint = checkpoint.fingerprint(cfg, roles.size)
-    run.checkpoint_state = run_state.load(run)
     return run
 
 

@@ -130,9 +130,11 @@ class MasterBased(Algorithm):
                         done = monitor.after_step(stats.step, stats.epoch)
                     self.timer.mark_step(idle="wait")
                     if monitor.wants_checkpoint(done):
-                        if done:
-                            self.board.set_stop()     # seen with the pause: the workers stop after it
+                        # The pause first: a worker that reads the stop has read the pause too, so every
+                        # worker joins this checkpoint (a stop read alone would send it to finish()'s barrier).
                         self.board.ask_pause()
+                        if done:
+                            self.board.set_stop()
                         with watchdog.paused():       # the workers finish their step and write theirs
                             self.on_checkpoint()
                     heartbeats.excuse(time.perf_counter() - busy_since)
