@@ -22,6 +22,15 @@ def test_fit_recovers_exact_line():
         nb.fit_alpha_beta([8], [1e-6])
 
 
+def test_fit_never_gives_a_negative_cost():
+    """Small messages whose times fall a little with n (noise) give β = 0 and α their weighted mean, not β < 0."""
+    sizes, times = [8, 64, 512, 4096], [3.0e-6, 2.9e-6, 2.95e-6, 2.8e-6]
+    alpha, beta = nb.fit_alpha_beta(sizes, times)
+    assert beta == 0.0 and min(times) <= alpha <= max(times)
+    alpha, beta = nb.fit_alpha_beta([1000, 2000, 4000], [0.5e-6, 1.5e-6, 3.6e-6])   # the free fit's α < 0
+    assert alpha == 0.0 and beta > 0
+
+
 def test_sizes():
     assert nb.parse_size("8") == 8 and nb.parse_size("4K") == 4096 and nb.parse_size("64MiB") == 64 << 20
     ladder = nb.default_sizes()

@@ -127,7 +127,12 @@ def check_arguments(args: argparse.Namespace) -> list[int]:
 
 
 def fit_alpha_beta(sizes: list[float], times: list[float]) -> tuple[float, float]:
-    """α, β of t(n) = α + β·n by least squares weighted by 1/t (relative residuals)."""
+    """α, β of t(n) = α + β·n by least squares weighted by 1/t (relative residuals), both kept ≥ 0.
+
+    A cost is never negative: where noise tilts the free fit below zero (a sweep of small messages only,
+    whose times hardly grow with n), the best fit on that boundary is taken instead (β = 0: α the
+    weighted mean time; α = 0: β through the origin).
+    """
     if len(sizes) != len(times) or len(sizes) < 2:
         raise ValueError("need at least two (size, time) points to fit α and β")
     if any(t <= 0 for t in times):
@@ -144,6 +149,10 @@ def fit_alpha_beta(sizes: list[float], times: list[float]) -> tuple[float, float
         raise ValueError("sizes must differ to fit α and β")
     beta = (sw * snt - sn * st) / det
     alpha = (st - beta * sn) / sw
+    if beta < 0:
+        return st / sw, 0.0
+    if alpha < 0:
+        return 0.0, snt / snn
     return alpha, beta
 
 

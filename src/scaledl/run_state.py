@@ -5,7 +5,7 @@ boundary the ranks agreed on (scaledl.algorithms.base.Request.CHECKPOINT, or
 the pattern's `on_checkpoint`): a barrier (no exchange is in flight after
 it), the checkpoint's name from the master, each rank's file, then the
 master's manifest and the pruning of older checkpoints. Resuming is two
-collective steps: `load(run)` at the end of the setup (the master picks the
+collective steps: `load(run)` during the setup (the master picks the
 newest complete checkpoint, every rank reads and checks its file, so a bad
 one stops the job in one line before training), and `restore(run, state)`
 after the algorithm's start, ending in a barrier that makes the master's
@@ -67,10 +67,11 @@ def rank_state(run) -> dict:
 def load(run) -> dict | None:
     """This rank's state in the newest complete checkpoint of the run folder, or None for a fresh start.
 
-    Collective, and the last step of the setup (scaledl.train.connect): the master
-    picks the checkpoint (or deletes them all, with --restart); every rank reads
-    and checks its own file. A checkpoint of other settings or a damaged file is
-    a UserError, which the setup's agreement turns into one line on every rank.
+    Collective, and the setup's last collective (scaledl.train.connect, right after the
+    algorithm is built and before metrics.csv is opened): the master picks the checkpoint
+    (or deletes them all, with --restart); every rank reads and checks its own file. A
+    checkpoint of other settings or a damaged file is a UserError, which the setup's
+    agreement turns into one line on every rank, the run folder untouched.
     """
     roles, cfg = run.roles, run.cfg
     chosen, error = None, None
