@@ -23,7 +23,7 @@ report: "workflow/report/workflow.rst"
 
 
 # common.smk validates the config against workflow/schemas/config.schema.yaml,
-# expands the experiment grid (scaledl.grid) and defines every getter the rules
+# expands the experiment grid (scaledl.grid.runs) and defines every getter the rules
 # below call.
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"

@@ -49,7 +49,7 @@ at its start and end, the commit, and the one launch environment all its
 variants ran in (threads, huge pages, MPI progress mode, core binding); †
 marks a cell with more ranks than cores.
 
-The predicted columns come from the α-β(-γ) cost model in `scaledl.costmodel`
+The predicted columns come from the α-β(-γ) cost model in `scaledl.net.cost`
 (its docstring states every formula and assumption); `scaledl netbench`
 measures α, β, γ, and `scaledl comm-model` puts the model's predictions beside
 any run's measured communication and extrapolates weak scaling to 4096 workers.
@@ -65,7 +65,7 @@ if str(REPO / "src") not in sys.path:   # a checkout without `pip install -e .`
 
 
 def cpu_model() -> str:
-    from scaledl.netbench import cpu_model as detected  # one reading of /proc/cpuinfo for netbench and the benches
+    from scaledl.net.measure import cpu_model as detected  # one reading of /proc/cpuinfo for netbench and the benches
 
     return detected() or "unknown CPU"
 
@@ -648,7 +648,7 @@ def network(path: Path | None, tmp: Path, bench: str) -> dict:
     if path is None:
         t0 = time.monotonic()
         path = Path(tmp) / "netbench.json"
-        proc = run_mpi(2, ["-m", "scaledl.netbench", "--out", str(path), *NETBENCH_ARGS], check=False)
+        proc = run_mpi(2, ["-m", "scaledl.net.measure", "--out", str(path), *NETBENCH_ARGS], check=False)
         if proc.returncode != 0:
             return {"missing": f"netbench failed here (exit {proc.returncode})"}
         source = ("measured by this run in the table's launch environment (scaledl netbench, 2 ranks, up to "

@@ -79,7 +79,7 @@ def netbench_section(record: dict, write: bool) -> None:
               + common.table(rows, list(rows[0]))
               + f"\nCollectives at P = {p} (slowest rank, median of repeats; busbw as nccl-tests: allreduce × 2(P−1)/P, "
                 "bcast and reduce × 1):\n\n" + common.table(coll, list(coll[0])))
-    intro = (f"`mpiexec -n {p} python -m mpi4py -m scaledl.netbench` (the `scaledl netbench` command): {p} ranks on "
+    intro = (f"`mpiexec -n {p} python -m mpi4py -m scaledl.net.measure` (the `scaledl netbench` command): {p} ranks on "
              f"{result['machine']['nodes']} node(s), sizes {result['settings']['sizes'][0]} B … "
              f"{result['settings']['sizes'][-1] >> 20} MiB, {result['settings']['repeats']} repeats. These α, β feed the "
              "cost model (`scaledl comm-model`, bench_scaling's predicted column).")
@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         if any(wanted(name) for name in ("netbench", *USES_NETBENCH)):
             t0 = time.perf_counter()
             size = "1M" if args.quick else "16M"
-            common.run_mpi(2, ["-m", "scaledl.netbench", "--out", str(nb), "--max-size", size, "--quiet",
+            common.run_mpi(2, ["-m", "scaledl.net.measure", "--out", str(nb), "--max-size", size, "--quiet",
                                "--repeats", "3" if args.quick else "5"])
             if wanted("netbench"):
                 raw = quick_dir / "netbench.json" if args.quick else common.raw_path("netbench")

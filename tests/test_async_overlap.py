@@ -19,7 +19,7 @@ import pytest
 mpi4py.rc.initialize = False  # resolve_codesign's module imports mpi4py.MPI; the unit tests need no MPI world
 
 from mpi_run import run_mpi, run_train  # noqa: E402
-from scaledl import train_command  # noqa: E402
+from scaledl.train import command as train_command  # noqa: E402
 from scaledl.algorithms import ALGORITHMS, check_options, tasks_for  # noqa: E402
 from scaledl.config import TrainConfig  # noqa: E402
 from scaledl.errors import UserError  # noqa: E402
@@ -37,7 +37,7 @@ def config(algorithm: str, **settings) -> TrainConfig:
 def resolved_overlap(algorithm: str, overlap=None) -> bool:
     import torch
 
-    from scaledl.train import resolve_codesign
+    from scaledl.train.loop import resolve_codesign
 
     return resolve_codesign(config(algorithm, overlap=overlap), ALGORITHMS[algorithm], torch.device("cpu"),
                             roles=None).overlap

@@ -10,7 +10,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from bench import bench_scaling, common, stats  # noqa: E402
-from scaledl.costmodel import Network, step_cost  # noqa: E402
+from scaledl.net.cost import Network, step_cost  # noqa: E402
 
 MACHINE = {"cpu": "test CPU", "cores": 2, "memory": "4 GiB", "gpus": "no GPU", "mpi": "test MPI", "torch": "t",
            "numpy": "n", "python": "3", "date": "today", "load_before": 0.1, "load_after": 0.1,

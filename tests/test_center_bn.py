@@ -10,7 +10,7 @@ from mpi_run import run_train
 from scaledl.data.hdf5 import read_info
 from scaledl.data.loader import Normalizer, iter_split
 from scaledl.models import build_model
-from scaledl.evaluation import CenterEvaluator, Snapshot
+from scaledl.train.evaluation import CenterEvaluator, Snapshot
 
 
 def bn_buffers(state: dict) -> dict[str, torch.Tensor]:

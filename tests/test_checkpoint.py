@@ -15,8 +15,8 @@ import pytest
 import torch
 
 from mpi_run import run_train
-from scaledl import checkpoint
-from scaledl.checkpoint import CheckpointPolicy
+from scaledl.train import checkpoint
+from scaledl.train.checkpoint import CheckpointPolicy
 from scaledl.config import TrainConfig
 from scaledl.errors import UserError
 

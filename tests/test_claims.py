@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from scaledl.cli import main
-from scaledl.costmodel import Network, efficiency
+from scaledl.net.cost import Network, efficiency
 from scaledl.report.aggregate import COLUMNS
 from scaledl.report.claims import (
     DOES_NOT_HOLD,

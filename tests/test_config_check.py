@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from scaledl.config_check import first_problem, problems
+from scaledl.grid.check import first_problem, problems
 
 REPO = Path(__file__).resolve().parent.parent
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"

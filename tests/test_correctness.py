@@ -22,7 +22,7 @@ from scaledl.algorithms import load  # noqa: E402
 from scaledl.comm.collectives import choose_backend  # noqa: E402
 from scaledl.config import TrainConfig  # noqa: E402
 from scaledl.errors import UserError  # noqa: E402
-from scaledl.train import resolve_codesign  # noqa: E402
+from scaledl.train.loop import resolve_codesign  # noqa: E402
 
 CPU, GPU = torch.device("cpu"), torch.device("cuda", 0)  # a device object needs no GPU
 

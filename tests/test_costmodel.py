@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from scaledl import costmodel as cm
+from scaledl.net import cost as cm
 from scaledl.algorithms import ALGORITHMS
 from scaledl.errors import UserError
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from scaledl import train_command
+from scaledl.train import command as train_command
 from scaledl.algorithms import ALGORITHMS
 from scaledl.config import COMMAND_LINE_ONLY, SET_BY_WORKFLOW, SETTINGS, TrainConfig, defaults
 from scaledl.data import prepare

@@ -13,7 +13,7 @@ import pytest
 
 from scaledl.cli import main
 from scaledl.errors import UserError
-from scaledl.netbench import KIND
+from scaledl.net.measure import KIND
 from scaledl.report.figures import (
     FIGURES,
     PAIRS,
@@ -193,7 +193,7 @@ def test_a_run_without_steady_state_has_no_breakdown_and_unreached_target_is_inf
 
 
 def test_model_efficiency_is_one_at_the_base_and_falls_with_communication(tmp_path):
-    from scaledl.costmodel import Network
+    from scaledl.net.cost import Network
 
     base = [load_run(make_run(tmp_path, "sync_sgd", workers=1, seed=s)) for s in (0, 1)]
     weak = model_efficiency(base, [1, 2, 4], "weak", Network(1e-5, 1e-8), "paper")

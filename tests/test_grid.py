@@ -1,4 +1,4 @@
-"""The experiment grid (scaledl.grid): expansion, settings, checks and job shapes, without Snakemake.
+"""The experiment grid (scaledl.grid.runs): expansion, settings, checks and job shapes, without Snakemake.
 
 Configs are written here as the schema leaves them after validation: every
 key present, `train` keys null unless set (null: the CLI default).
@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from scaledl import grid
+from scaledl.grid import runs as grid
 from scaledl.algorithms import ALGORITHMS, accepting, algorithm_options
-from scaledl.grid import GridError, RunKey
+from scaledl.grid.runs import GridError, RunKey
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -393,7 +393,7 @@ def test_as_flags_skips_null_and_false_and_sorts():
 
 
 def test_the_module_imports_neither_torch_nor_mpi():
-    code = "import sys, scaledl.grid; print(sorted(m for m in ('torch', 'mpi4py.MPI') if m in sys.modules))"
+    code = "import sys, scaledl.grid.runs; print(sorted(m for m in ('torch', 'mpi4py.MPI') if m in sys.modules))"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]"
 

@@ -20,7 +20,7 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 # loading a heavy library that most callers of the module never need.
 LAZY_TARGETS = ("mpi4py.MPI", "torch", "torchvision", "matplotlib", "sklearn", "scipy", "PIL")
 # Package modules that import one of those at their top, so importing them lazily is lazy for the same reason.
-LAZY_MODULES = ("scaledl.train",)
+LAZY_MODULES = ("scaledl.train.loop",)
 
 
 def module_files() -> dict[str, Path]:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from mpi_run import run_mpi
-from scaledl import netbench as nb
+from scaledl.net import measure as nb
 from scaledl.errors import UserError
 
 TINY = ["--sizes", "8,4K,256K", "--iters", "4", "--warmup", "1", "--repeats", "2", "--quiet"]
@@ -62,7 +62,7 @@ def test_bad_arguments_are_user_errors(tmp_path, overrides, message):
 @pytest.mark.mpi
 def test_two_ranks(tmp_path):
     out = tmp_path / "nb.json"
-    proc = run_mpi(2, ["-m", "scaledl.netbench", "--out", str(out), "--pairs", *TINY], timeout=120)
+    proc = run_mpi(2, ["-m", "scaledl.net.measure", "--out", str(out), "--pairs", *TINY], timeout=120)
     assert proc.returncode == 0, proc.stderr
     result = json.loads(out.read_text())
     assert result["kind"] == "scaledl-netbench"
@@ -82,7 +82,7 @@ def test_two_ranks(tmp_path):
 @pytest.mark.mpi
 def test_one_rank_records_no_pair(tmp_path):
     out = tmp_path / "nb.json"
-    proc = run_mpi(1, ["-m", "scaledl.netbench", "--out", str(out), *TINY], timeout=120)
+    proc = run_mpi(1, ["-m", "scaledl.net.measure", "--out", str(out), *TINY], timeout=120)
     assert proc.returncode == 0, proc.stderr
     result = json.loads(out.read_text())
     assert result["alpha_s"] is None and result["beta_s_per_byte"] is None
@@ -91,7 +91,7 @@ def test_one_rank_records_no_pair(tmp_path):
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("entry", [["-m", "scaledl.netbench"], ["-m", "scaledl", "netbench"]])
+@pytest.mark.parametrize("entry", [["-m", "scaledl.net.measure"], ["-m", "scaledl", "netbench"]])
 def test_bad_option_is_one_line_and_no_output(tmp_path, entry):
     from scaledl import cli
 

@@ -1,4 +1,4 @@
-"""Job shapes of training runs on local, cpu, knl and gpu platforms (scaledl.placement)."""
+"""Job shapes of training runs on local, cpu, knl and gpu platforms (scaledl.grid.placement)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from scaledl.placement import DEFAULT_MEM_MB_PER_CPU, PlacementError, memory, place, slurm_extra, workers_for_nodes
+from scaledl.grid.placement import DEFAULT_MEM_MB_PER_CPU, PlacementError, memory, place, slurm_extra, workers_for_nodes
 
 GPU = {"kind": "gpu", "gpus_per_node": 4, "ranks_per_gpu": 1, "threads": 8, "cores_per_node": 64}
 KNL = {"kind": "knl", "cores_per_node": 68, "ranks_per_node": 4, "threads": None}

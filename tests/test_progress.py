@@ -3,10 +3,10 @@
 from pathlib import Path
 from types import SimpleNamespace
 
-from scaledl.evaluation import Evaluation, Snapshot
-from scaledl.monitor import Monitor, StopRule
+from scaledl.train.evaluation import Evaluation, Snapshot
+from scaledl.train.monitor import Monitor, StopRule
 from scaledl.progress import Progress, duration
-from scaledl.train import closing_line
+from scaledl.train.loop import closing_line
 
 
 def test_duration_reads_like_a_clock():

@@ -19,10 +19,10 @@ from scaledl.errors import run_command
 SUBCOMMANDS = {
     "download": "scaledl.data.download",
     "prepare": "scaledl.data.prepare",
-    "train": "scaledl.train_command",
+    "train": "scaledl.train.command",
     "aggregate": "scaledl.report.aggregate_command",
     "plot": "scaledl.report.plot_command",
-    "netbench": "scaledl.netbench",
+    "netbench": "scaledl.net.measure",
     "comm-model": "scaledl.report.comm_model",
     "claims": "scaledl.report.claims_command",
     "figures": "scaledl.report.figures_command",

@@ -2,7 +2,7 @@
 
 `TrainConfig` is the single source of training defaults. Each field's
 metadata holds its command-line help (and type, choices, group), so the
-`scaledl train` parser (`scaledl.train_command`) is generated from it; the
+`scaledl train` parser (`scaledl.train.command`) is generated from it; the
 workflow schema's `train` keys are the `SETTINGS` below, each defaulting to
 null, which means "this default" (tests/test_defaults.py keeps them equal).
 

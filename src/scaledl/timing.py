@@ -12,8 +12,8 @@ Phases of one rank's main thread (they add up to its wall time):
     wait          blocked on peers: a turn (round-robin), a slower peer before a
                   collective (skew), the master, or an overlapped exchange to finish
     eval          the master's snapshot of the center for an evaluation (the evaluation
-                  itself runs on a helper thread: scaledl.evaluation), excluded from training time
-    checkpoint    writing this rank's part of a checkpoint (scaledl.checkpoint), excluded
+                  itself runs on a helper thread: scaledl.train.evaluation), excluded from training time
+    checkpoint    writing this rank's part of a checkpoint (scaledl.train.checkpoint), excluded
                   from training time like eval: its cost is reported on its own
 Beside them, `overlapped_comm` counts exchange seconds spent on a helper
 thread while the main thread computed (Sync EASGD3); it is not part of the sum.

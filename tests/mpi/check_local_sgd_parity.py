@@ -26,7 +26,7 @@ from scaledl.comm.collectives import init_torch_dist
 from scaledl.data.hdf5 import read_info
 from scaledl.data.loader import Normalizer, ShardLoader
 from scaledl.models import build_model
-from scaledl.train import TrainConfig, train
+from scaledl.train.loop import TrainConfig, train
 
 TOLERANCE = 1e-5   # absolute, per weight: float32 rounding of the mean, compounded over a few rounds
 

@@ -19,7 +19,7 @@ from mpi4py import MPI
 from scaledl.data.hdf5 import read_info
 from scaledl.data.loader import Normalizer, ShardLoader
 from scaledl.models import build_model
-from scaledl.train import TrainConfig, train
+from scaledl.train.loop import TrainConfig, train
 
 data, algorithm, out_dir = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
 extra = sys.argv[4:]

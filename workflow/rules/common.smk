@@ -1,5 +1,5 @@
 # Configuration, validation, wildcard constraints and the getters rules call.
-# The grid (runs, settings, checks, placement) is scaledl.grid; here we only
+# The grid (runs, settings, checks, placement) is scaledl.grid.runs; here we only
 # validate the config and look things up. Import nothing that pulls in torch or
 # mpi4py.MPI: importing MPI here would initialise MPI inside Snakemake.
 
@@ -10,8 +10,8 @@ import shlex
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
-from scaledl import grid
-from scaledl.config_check import first_problem
+from scaledl.grid import runs as grid
+from scaledl.grid.check import first_problem
 
 # One line per mistake (with "did you mean"), before Snakemake's validation, which also fills the defaults.
 CONFIG_PROBLEM = first_problem(config, os.path.join(workflow.current_basedir, "../schemas/config.schema.yaml"))
@@ -205,7 +205,7 @@ def mpi_launcher(wildcards, resources):
     return grid.launcher(resources.mpi, resources.tasks, resources.cpus_per_task)
 
 
-# Resources: computed from the platform (scaledl.grid.job_resources) and
+# Resources: computed from the platform (scaledl.grid.runs.job_resources) and
 # nowhere else; profiles only pick the launcher, account and default partition.
 
 
@@ -236,7 +236,7 @@ def placed_threads(placement_for):
 def measured_platforms():
     """One platform per distinct machine with runs, when the network stage is enabled: platforms equal
     but for their time limit or memory (a strong-scaling alias) share one measurement, named after
-    the first of them (scaledl.grid.netbench_groups); each platform still gets its own comm_model table."""
+    the first of them (scaledl.grid.runs.netbench_groups); each platform still gets its own comm_model table."""
     if not config["netbench"]["enabled"]:
         return []
     return sorted(grid.netbench_groups(RUNS, config))

@@ -36,7 +36,7 @@ rule prepare:
         "logs/prepare/{dataset}.log",
     conda:
         "../envs/scaledl.yaml"
-    # What a prepare job asks for follows from its dataset (scaledl.grid.prepare_resources): ImageNet's
+    # What a prepare job asks for follows from its dataset (scaledl.grid.runs.prepare_resources): ImageNet's
     # `workers` decoding processes are its cores, and its time limit grows with the images each decodes.
     threads: lambda wildcards: grid.prepare_threads(config["datasets"][wildcards.dataset])
     resources:

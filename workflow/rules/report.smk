@@ -67,7 +67,7 @@ rule plot_accuracy_vs_time:
 # allocation of the platform's largest synchronous run (an MPI job placed like
 # the training jobs), then the α-β model's communication time per step beside
 # every run's measured one, and a weak-scaling extrapolation to the paper's
-# 4253-core point. Definitions: scaledl.netbench, scaledl.report.comm_model.
+# 4253-core point. Definitions: scaledl.net.measure, scaledl.report.comm_model.
 rule netbench:
     output:
         "results/{name}/netbench/{platform}.json",

@@ -1,6 +1,6 @@
 # Stage 2: one MPI job per point of the grid. `-m mpi4py` turns an exception
 # on any rank into MPI_Abort, so a failing run ends instead of hanging.
-# Resources come from the run's platform (common.smk, scaledl.grid); the
+# Resources come from the run's platform (common.smk, scaledl.grid.runs); the
 # launcher `mpi` is the one runtime knob: mpiexec here, `srun --mpi=...` from
 # slurm/config.yaml (set-resources of the rule named `train`). The command
 # starts with `{mpi} -n {tasks} ` (params.launcher, common.smk's mpi_launcher),

@@ -18,7 +18,7 @@ then `algo.finish()`. Where a pattern agrees on a checkpoint outside
 `end_iteration` (the dedicated master's loop, a round-robin turn), it calls
 `on_checkpoint()`, which the training loop sets. `state_dict()` and
 `load_state_dict()` carry what the algorithm adds to a checkpoint
-(scaledl.checkpoint); they are called between steps, with no exchange in flight.
+(scaledl.train.checkpoint); they are called between steps, with no exchange in flight.
 """
 
 from __future__ import annotations

@@ -51,7 +51,7 @@ COLUMNS = [
 
 KEY = ["dataset", "model", "algorithm", "platform", "workers", "seed"]
 
-# Files a run writes before its run.json (scaledl.results); metrics.csv is the one the table reads.
+# Files a run writes before its run.json (scaledl.train.outputs); metrics.csv is the one the table reads.
 COMPANIONS = ("metrics.csv",)
 
 

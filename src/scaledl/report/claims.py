@@ -54,7 +54,7 @@ Rules (parameter defaults in the claims file's `defaults`):
   paired as above). Holds when median E ≥ the paper's value and min E ≥
   the paper's value − margin. With a netbench file, the α-β model's
   efficiency at our largest P and at `extrapolate_to` workers is printed
-  beside ours (scaledl.costmodel.efficiency, compute time from the runs).
+  beside ours (scaledl.net.cost.efficiency, compute time from the runs).
 
 **Needs.** A setting that misses a claim's `needs` (the device, dataset,
 model, target or scale the paper's number belongs to) is "not comparable
@@ -76,7 +76,7 @@ import pandas as pd
 import yaml
 
 from scaledl.algorithms import ALGORITHMS
-from scaledl.costmodel import COST_MODELS, Network, efficiency
+from scaledl.net.cost import COST_MODELS, Network, efficiency
 from scaledl.errors import UserError
 from scaledl.report.aggregate import lookup, plural, read_run
 from scaledl.report.comm_model import measured_per_step

@@ -15,7 +15,7 @@ worker's messages and its queueing (the lock queue of the first-come-
 first-served patterns, the other workers' turns in round-robin), so it is
 compared with `measured_comm_s` = transfer + wait; both parts are shown.
 
-Predicted seconds per step are `scaledl.costmodel.step_cost(...).comm_s`
+Predicted seconds per step are `scaledl.net.cost.step_cost(...).comm_s`
 under both named models ("paper": binomial trees; "bandwidth_optimal": what
 MPI libraries use for large messages), with our small control messages
 included (`control=True`) and T_c = the run's measured compute per step
@@ -42,7 +42,7 @@ from pathlib import Path
 
 from scaledl.algorithms import ALGORITHMS
 from scaledl.atomic import write_text
-from scaledl.costmodel import (
+from scaledl.net.cost import (
     COST_MODELS,
     DEFAULT_WORKERS,
     NETWORKS,
@@ -53,7 +53,7 @@ from scaledl.costmodel import (
 )
 from scaledl.errors import UserError
 from scaledl.models import MODELS, build_model
-from scaledl.netbench import KIND
+from scaledl.net.measure import KIND
 from scaledl.report.aggregate import format_cell, lookup, read_json_object, read_run, run_json_path
 
 HELP = "α-β predictions of each run's communication beside the measured times"

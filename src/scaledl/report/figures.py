@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from scaledl.atomic import atomic_path
-from scaledl.costmodel import COST_MODELS, Network, step_cost
+from scaledl.net.cost import COST_MODELS, Network, step_cost
 from scaledl.errors import UserError
 from scaledl.report.aggregate import lookup, read_metrics, read_run, run_json_path
 from scaledl.report.claims import fmt_ratio, ratio, spread_of

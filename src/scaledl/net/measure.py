@@ -2,7 +2,7 @@
 
 Run under MPI on the ranks a training job would get::
 
-    mpiexec -n N python -m mpi4py -m scaledl.netbench --out netbench.json
+    mpiexec -n N python -m mpi4py -m scaledl.net.measure --out netbench.json
 
 Point to point (ping-pong, buffer `Send`/`Recv` on preallocated numpy arrays):
 rank 0 and rank 1, and, when the ranks span several nodes, rank 0 and the
@@ -48,7 +48,7 @@ import numpy as np
 
 import scaledl
 from scaledl.atomic import write_text
-from scaledl.costmodel import busbw_factor
+from scaledl.net.cost import busbw_factor
 from scaledl.errors import UserError, run_command
 
 DEFAULT_MAX_SIZE = 64 << 20
@@ -438,7 +438,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-if __name__ == "__main__":   # `python -m mpi4py -m scaledl.netbench ...`: the same command as `scaledl netbench`
+if __name__ == "__main__":   # `python -m mpi4py -m scaledl.net.measure ...`: the same command as `scaledl netbench`
     _parser = argparse.ArgumentParser(prog="scaledl netbench", description=HELP)
     add_arguments(_parser)
     sys.exit(run_command("netbench", run, _parser.parse_args()))

@@ -17,7 +17,7 @@ Kinds of platform:
   cores per rank (or `cores_per_node` shared out; one of the two is required:
   a GPU rank still decodes, loads and copies its batches on the CPU). Every
   rank sees all GPUs of its node and picks local rank % GPUs
-  (scaledl.train.pick_device), so one `--gpus-per-node` request serves both
+  (scaledl.train.loop.pick_device), so one `--gpus-per-node` request serves both
   the master-less and the master-based layouts.
 
 Layout on a cluster platform (the master question):

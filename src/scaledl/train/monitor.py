@@ -17,10 +17,10 @@ from typing import Callable
 
 import torch
 
-from scaledl.checkpoint import CheckpointPolicy
-from scaledl.evaluation import CenterEvaluator, Evaluation, Snapshot
+from scaledl.train.checkpoint import CheckpointPolicy
+from scaledl.train.evaluation import CenterEvaluator, Evaluation, Snapshot
 from scaledl.progress import duration
-from scaledl.results import MetricsLog
+from scaledl.train.outputs import MetricsLog
 from scaledl.timing import PhaseTimer
 
 INTERRUPTED, DIVERGED = "interrupted", "diverged"
@@ -100,7 +100,7 @@ class StopRule:
 class Monitor:
     """Snapshots W every `eval_every` steps; one metrics row per evaluation; decides when to stop.
 
-    Evaluations run off every clock (scaledl.evaluation): a snapshot of the
+    Evaluations run off every clock (scaledl.train.evaluation): a snapshot of the
     center is taken with the training clock and evaluated on a helper thread.
     A row's `train_s` is the training clock of its snapshot, and the time to
     target that of the first snapshot at or above the target. A target is
@@ -240,7 +240,7 @@ class Monitor:
         return (f"step {snap.step:6d}{of}  epoch {snap.epoch:7.3f}  train {snap.train_s:8.2f}s  "
                 f"loss {loss_text}  test_loss {ev.test_loss:.4f}  test_acc {ev.test_accuracy:.4f}{left}\n")
 
-    # ---- checkpoints (scaledl.checkpoint)
+    # ---- checkpoints (scaledl.train.checkpoint)
 
     def settle(self) -> None:
         """Collect every pending evaluation, so that the state below holds all rows taken so far."""

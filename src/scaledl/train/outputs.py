@@ -26,7 +26,6 @@ from mpi4py import MPI
 
 import scaledl
 from scaledl.atomic import atomic_path, write_text
-from scaledl.checkpoint import save_tensors
 from scaledl.timing import PHASES
 
 METRICS_COLUMNS = (
@@ -75,6 +74,13 @@ def write_timeline(path: Path, timelines: list[dict], phases: tuple[str, ...]) -
             group.attrs["role"] = t["role"]
             group.create_dataset("step_end_s", data=t["step_end_s"])
             group.create_dataset("phase_s", data=t["phase_s"])
+
+
+def save_tensors(path: Path, obj) -> None:
+    """torch.save, atomically and byte-for-byte repeatable: written through a file object, the
+    archive's inner folder is torch's fixed name instead of the random temporary file's stem."""
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        torch.save(obj, f)
 
 
 def save_model(path: Path, state_dict: dict[str, torch.Tensor]) -> None:

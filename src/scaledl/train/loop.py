@@ -14,7 +14,7 @@ SIGTERM or SIGUSR1 (Slurm's warning before a time limit or preemption:
 checkpoint, the master writes what it has (metrics so far, the last
 evaluated center, run.json), says so in one line, and every rank exits with
 130. Rerunning the same command resumes from the newest checkpoint
-(scaledl.run_state); checkpoints are also written on the schedule of
+(scaledl.train.checkpoint); checkpoints are also written on the schedule of
 --checkpoint-every / --checkpoint-interval, so a killed job loses at most one
 interval.
 """
@@ -34,7 +34,7 @@ import torch
 import torch.nn.functional as F
 from mpi4py import MPI
 
-from scaledl import checkpoint, run_state
+from scaledl.train import checkpoint
 from scaledl.algorithms import ALGORITHMS, check_options, load, rules
 from scaledl.algorithms.base import Algorithm, AlgorithmContext, Codesign, Hyper, Request
 from scaledl.comm.collectives import TORCH_DIST_BACKENDS, choose_backend, close_torch_dist, init_torch_dist
@@ -46,11 +46,11 @@ from scaledl.config import TrainConfig
 from scaledl.data.hdf5 import DatasetInfo, read_info
 from scaledl.data.loader import Normalizer, ShardLoader
 from scaledl.errors import Interrupted, UserError
-from scaledl.evaluation import CenterEvaluator
+from scaledl.train.evaluation import CenterEvaluator
 from scaledl.models import build_model
-from scaledl.monitor import DIVERGED, INTERRUPTED, Monitor, StopRule, StopSignals
-from scaledl.replica_memory import ReplicaBudget, check_replicas
-from scaledl.results import MetricsLog, host, save_model, versions, write_metrics, write_run_json, write_timeline
+from scaledl.train.monitor import DIVERGED, INTERRUPTED, Monitor, StopRule, StopSignals
+from scaledl.train.replica_memory import ReplicaBudget, check_replicas
+from scaledl.train.outputs import MetricsLog, host, save_model, versions, write_metrics, write_run_json, write_timeline
 from scaledl.timing import PHASES, STEADY_KEYS, PhaseTimer
 
 
@@ -102,11 +102,11 @@ def train(cfg: TrainConfig) -> TrainingRun:
             run.monitor.stop_requested = run.stop_requested
         token = _announce(run)
         run.setup_s = run.timer.restart()                # the clock covers training only
-        run.algo.on_checkpoint = partial(run_state.save, run)
+        run.algo.on_checkpoint = partial(checkpoint.save, run)
         try:
             run.algo.start()                             # W^i_0 = W_0 on every worker
             if run.checkpoint_state is not None:
-                run_state.restore(run, run.checkpoint_state)   # or where the newest checkpoint left off
+                checkpoint.restore(run, run.checkpoint_state)   # or where the newest checkpoint left off
             elif run.roles.is_master:
                 run.monitor.snapshot(step=0, epoch=0.0)  # W_0, evaluated off the clock
             if run.roles.is_worker:
@@ -170,7 +170,7 @@ def run_worker(run: TrainingRun) -> None:
         agreed = algo.end_iteration(loss, len(labels), request)
         timer.mark_step()
         if agreed & Request.CHECKPOINT:
-            run_state.save(run)
+            checkpoint.save(run)
         stop = bool(agreed & Request.STOP)
     if monitor is not None and stop:
         monitor.stopped_by_peer()
@@ -332,7 +332,7 @@ def connect(run: TrainingRun) -> TrainingRun:
     # After the setup's last collective, before anything is written: a checkpoint that cannot be used
     # (other settings, a damaged file) stops the job here, its run folder untouched.
     run.fingerprint = checkpoint.fingerprint(cfg, roles.size)
-    run.checkpoint_state = run_state.load(run)
+    run.checkpoint_state = checkpoint.load(run)
     if roles.is_master:
         stop_rule = StopRule(cfg.max_steps, cfg.epochs, cfg.time_budget, cfg.target_accuracy)
         # Evaluated where the center lives (host memory for sync_easgd1 and dedicated masters).

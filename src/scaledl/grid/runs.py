@@ -10,7 +10,7 @@ then the per-worker batch of a strong-scaling sweep.
 `expand` also checks what the schema cannot: the platforms a block names, its
 budget, its worker counts and batch split, whether its algorithms accept its
 algorithm-specific settings, whether each run can be laid out on its platform
-(scaledl.placement), and that two blocks giving the same run agree on its
+(scaledl.grid.placement), and that two blocks giving the same run agree on its
 settings. A failure is a `GridError` (a ValueError) of one line that names the
 block, `experiments[i]`, and says what to change. workflow/rules/common.smk
 calls `expand` while Snakemake parses the workflow, so a bad grid fails before
@@ -36,7 +36,7 @@ from typing import Any, Mapping, NamedTuple
 
 from scaledl.algorithms import ALGORITHMS, accepting, algorithm_options
 from scaledl.config import TrainConfig, defaults
-from scaledl.placement import Placement, PlacementError, device_of, memory, place, slurm_extra, workers_for_nodes
+from scaledl.grid.placement import Placement, PlacementError, device_of, memory, place, slurm_extra, workers_for_nodes
 
 # Every output of a config goes under its own folder, results/<name>/, so that two configs never
 # overwrite each other's runs or tables; logs and benchmarks likewise under logs/<name>/, benchmarks/<name>/.
@@ -271,7 +271,7 @@ def settings_of(runs: Mapping[RunKey, Settings], key: RunKey) -> Settings:
 
 
 def placement_of(key: RunKey, config: Mapping) -> Placement:
-    """Nodes, tasks, CPUs and GPUs of a run (scaledl.placement); PlacementError if it cannot be laid out."""
+    """Nodes, tasks, CPUs and GPUs of a run (scaledl.grid.placement); PlacementError if it cannot be laid out."""
     return place(
         key.platform,
         config["platforms"][key.platform],

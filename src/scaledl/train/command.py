@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     # other subcommands' parsing (cli builds every parser) must never do.
     from mpi4py import MPI
 
-    from scaledl.train import train
+    from scaledl.train.loop import train
 
     cfg = TrainConfig(**{f.name: getattr(args, f.name) for f in fields(TrainConfig)})
     try:
