@@ -35,12 +35,9 @@ def config(algorithm: str, **settings) -> TrainConfig:
 
 
 def resolved_overlap(algorithm: str, overlap=None) -> bool:
-    import torch
+    from scaledl.algorithms.settings import resolve
 
-    from scaledl.train.loop import resolve_codesign
-
-    return resolve_codesign(config(algorithm, overlap=overlap), ALGORITHMS[algorithm], torch.device("cpu"),
-                            roles=None).overlap
+    return resolve(config(algorithm, overlap=overlap), ALGORITHMS[algorithm], workers=2).overlap
 
 
 # ---- the switch (no MPI world needed)

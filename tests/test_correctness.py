@@ -18,11 +18,11 @@ mpi4py.rc.initialize = False  # the library loaded, no MPI world in pytest's pro
 
 from scaledl.algorithms import ALGORITHMS  # noqa: E402
 from scaledl.algorithms.sync_sgd import SyncSGD  # noqa: E402
-from scaledl.algorithms import load  # noqa: E402
+from scaledl.algorithms import engine_class  # noqa: E402
+from scaledl.algorithms.settings import resolve  # noqa: E402
 from scaledl.comm.collectives import choose_backend  # noqa: E402
 from scaledl.config import TrainConfig  # noqa: E402
 from scaledl.errors import UserError  # noqa: E402
-from scaledl.train.loop import resolve_codesign  # noqa: E402
 
 CPU, GPU = torch.device("cpu"), torch.device("cuda", 0)  # a device object needs no GPU
 
@@ -37,7 +37,7 @@ class Timer:
 @pytest.mark.parametrize("key", ["async_easgd", "async_sgd", "hogwild_easgd", "hogwild_sgd"])
 def test_master_writes_the_window_before_broadcasting_w0(key):
     calls = []
-    algo = object.__new__(load(key))           # WindowBased.start, untouched by every window algorithm
+    algo = object.__new__(engine_class(key))   # WindowEngine.start: the same for every window algorithm
     algo.roles = SimpleNamespace(is_master=True, is_worker=False, master=0)
     algo.timer = Timer()
     algo.center = SimpleNamespace(data=torch.arange(4, dtype=torch.float32))
@@ -52,7 +52,7 @@ def test_master_writes_the_window_before_broadcasting_w0(key):
 
 @pytest.fixture
 def gpu_node(monkeypatch):
-    """Eight GPUs and NCCL, as far as resolve_codesign can tell."""
+    """Eight GPUs and NCCL, as far as choose_backend can tell."""
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 8)
     monkeypatch.setattr(torch.distributed, "is_nccl_available", lambda: True)
 
@@ -62,8 +62,9 @@ def config(algorithm, **settings):
                        **settings)
 
 
-def roles(local_size=8):
-    return SimpleNamespace(local_size=local_size)
+def on_gpus(requested, host_buffers):
+    """The setup's backend choice on a rank with a GPU of its own (scaledl.train.setup.build_local)."""
+    return choose_backend(requested, GPU, gpu_per_rank=True, host_buffers=host_buffers)
 
 
 def test_auto_picks_mpi_for_host_buffers_even_with_a_gpu_per_rank(gpu_node):
@@ -86,14 +87,14 @@ def test_forced_nccl_with_a_host_center_is_refused_naming_the_alternative():
     ("sync_easgd3", {}, "nccl"),
     ("sync_sgd", {}, "nccl"),
 ])
-def test_resolve_codesign_keeps_host_centers_off_nccl(gpu_node, algorithm, settings, backend):
-    codesign = resolve_codesign(config(algorithm, **settings), ALGORITHMS[algorithm], GPU, roles())
-    assert codesign.backend == backend
+def test_the_settings_keep_host_centers_off_nccl(gpu_node, algorithm, settings, backend):
+    resolved = resolve(config(algorithm, **settings), ALGORITHMS[algorithm], workers=8, choose_backend=on_gpus)
+    assert resolved.backend == backend
 
 
-def test_resolve_codesign_refuses_nccl_for_sync_easgd1(gpu_node):
+def test_the_settings_refuse_nccl_for_sync_easgd1(gpu_node):
     with pytest.raises(UserError, match="--backend nccl takes device tensors only"):
-        resolve_codesign(config("sync_easgd1", backend="nccl"), ALGORITHMS["sync_easgd1"], GPU, roles())
+        resolve(config("sync_easgd1", backend="nccl"), ALGORITHMS["sync_easgd1"], workers=8, choose_backend=on_gpus)
 
 
 # ---- 3. run.json's deterministic flag
@@ -121,9 +122,9 @@ def step_of(key, workers=4, lr=0.5):
     """One worker_step of sync_sgd's code as `key`, with a fake allreduce of `workers` equal gradients."""
     algo = object.__new__(SyncSGD)
     algo.info = ALGORITHMS[key]
-    algo.combine = algo.info.preset.get("gradients", "mean")
+    algo.settings = resolve(config(key, lr=lr), algo.info, workers=workers)
+    algo.combine = algo.settings.gradients
     algo.workers, algo.exchanges, algo.timer = workers, 0, Timer()
-    algo.hyper = SimpleNamespace(lr=lr)
     algo.params = SimpleNamespace(data=torch.zeros(3), grad=torch.tensor([1.0, 2.0, -4.0]))
     algo.coll = SimpleNamespace(allreduce_sum_=lambda t: t.mul_(workers))    # Σ_j ΔW^j, ΔW^j all equal
     algo.worker_step()

@@ -10,9 +10,9 @@ mpi4py.rc.initialize = False  # the algorithm classes import mpi4py.MPI; these t
 
 from mpi_run import run_train  # noqa: E402
 from scaledl.algorithms import (  # noqa: E402
-    ALGORITHMS, BASE_ALGORITHMS, accepting, algorithm_options, check_options, flag, load,
+    ALGORITHMS, BASE_ALGORITHMS, accepting, algorithm_options, check_options, flag,
 )
-from scaledl.algorithms.base import AlgorithmContext  # noqa: E402
+from scaledl.algorithms.settings import resolve  # noqa: E402
 from scaledl.config import TrainConfig  # noqa: E402
 from scaledl.errors import UserError  # noqa: E402
 
@@ -78,12 +78,15 @@ def test_the_message_reads_well():
 
 @pytest.mark.parametrize("key", ALGORITHMS)
 def test_every_algorithm_checks_its_options_before_anything_else(key):
-    """Algorithm.__init__ refuses first: no rank has touched MPI or memory (roles and tensors are absent here)."""
+    """The settings resolver refuses first: it needs no ranks, devices or tensors (the setup calls it before
+    building any), and a backend it would pick is never asked for."""
     option = min(algorithm_options() - ALGORITHMS[key].options)
-    context = AlgorithmContext(info=ALGORITHMS[key], cfg=config(key, **{option: SET[option]}), roles=None,
-                               params=None, center=None, hyper=None, timer=None)
+
+    def no_backend(requested, host_buffers):
+        raise AssertionError("the refusal must come before the backend is chosen")
+
     with pytest.raises(UserError, match=f"^{flag(option)} .*does not apply to {key}:"):
-        load(key)(context)
+        resolve(config(key, **{option: SET[option]}), ALGORITHMS[key], workers=2, choose_backend=no_backend)
 
 
 @pytest.mark.mpi

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 from scaledl.train.evaluation import Evaluation, Snapshot
 from scaledl.train.monitor import Monitor, StopRule
 from scaledl.progress import Progress, duration
-from scaledl.train.loop import closing_line
+from scaledl.train.results import closing_line
 
 
 def test_duration_reads_like_a_clock():

@@ -17,7 +17,7 @@ from mpi_run import run_train
 from scaledl.errors import UserError
 from scaledl.train.evaluation import EVAL_DELAY_VARIABLE
 from scaledl.timing import PHASES, steady_state, warmup_steps
-from scaledl.train.loop import straggler_factor
+from scaledl.train.setup import straggler_factor
 
 
 def phase_row(**seconds) -> list[float]:

@@ -20,8 +20,9 @@ from pathlib import Path
 import torch
 from mpi4py import MPI
 
-from scaledl.algorithms import ALGORITHMS, load
-from scaledl.algorithms.base import AlgorithmContext, Codesign, Hyper
+from scaledl.algorithms import ALGORITHMS, engine_class
+from scaledl.algorithms.base import AlgorithmContext
+from scaledl.algorithms.settings import resolve
 from scaledl.comm.flat import FlatParams
 from scaledl.comm.roles import make_roles
 from scaledl.config import TrainConfig
@@ -51,9 +52,9 @@ center = FlatParams(two_parameter_model()) if roles.is_master else None
 cfg = TrainConfig(data=Path("unused.h5"), model="lenet", algorithm=algorithm, out_dir=Path("unused"), max_steps=3,
                   lr=0.1, tau=2, compress=compress)
 info = ALGORITHMS[algorithm]
-context = AlgorithmContext(info=info, cfg=cfg, roles=roles, params=params, center=center,
-                           hyper=Hyper.from_config(cfg, 2, info), timer=PhaseTimer(), codesign=Codesign())
-engine = load(algorithm)(context)
+context = AlgorithmContext(info=info, settings=resolve(cfg, info, workers=2), roles=roles, params=params,
+                           center=center, timer=PhaseTimer())
+engine = engine_class(algorithm)(context)
 engine.start()
 for _ in range(3):
     params.grad.copy_(torch.tensor([1.0, 0.0]) if roles.worker_index == 0 else torch.tensor([0.0, 1.0]))

@@ -56,7 +56,7 @@ if run.roles.is_worker:
     diff = (reference - run.params.data).abs().max().item()
     assert torch.equal(reference, run.params.data), f"{algorithm}: max |W^1 - W_sgd| = {diff} after {run.steps} steps"
     print(f"{algorithm}: identical to local {'momentum ' if momentum else ''}SGD after {run.steps} steps "
-          f"(overlap {run.codesign.overlap})", flush=True)
+          f"(overlap {bool(run.settings.overlap)})", flush=True)
     print(f"center window: {cfg.center_window}", flush=True)
     digest = hashlib.sha256(run.params.data.numpy().tobytes()).hexdigest()
     print(f"final W^1 after {run.steps} steps: sha256 {digest}", flush=True)

@@ -1,15 +1,17 @@
 """The algorithm registry: one description per algorithm, read by everything else.
 
-Names are the config enum, the CLI choices and the table keys. What other
-code needs to know of an algorithm (its rank layout, its message pattern,
-what one exchange moves, the options it accepts, whether it is a preset of
-another) is a field of its `AlgorithmInfo`, never a comparison of names.
+Names are the config enum, the CLI choices and the table keys. An algorithm
+is its entry: the engine that runs its message pattern (one engine per
+pattern: round-robin `easgd`, the `window` engine, the periodic-`averaging`
+engine, `sync_sgd`), the pattern, what one exchange moves, the worker rule
+of a window algorithm, the options it accepts, its defaults, and whether it
+is a preset of another. Other code asks these fields, never compares names.
 `check_options(info, cfg)` refuses a run's setting the algorithm does not
-use (every Algorithm runs it first when built).
+use (the settings resolver, algorithms/settings.py, runs it first).
 
 This module imports neither torch nor MPI, so Snakemake and the CLI can read
-the registry without initialising MPI; `load(key)` imports an algorithm's
-module on demand.
+the registry without initialising MPI; `engine_class(key)` imports an
+algorithm's engine on demand.
 """
 
 from __future__ import annotations
@@ -33,7 +35,11 @@ PATTERNS = {
 # (AlgorithmInfo.deterministic_in): MPI's; NCCL's order is not guaranteed, nor Gloo's.
 FIXED_ORDER_BACKENDS = ("mpi", "cuda_aware_mpi")
 # What one exchange moves: the workers' gradients ΔW^i or their weights W^i (and the center W back).
-EXCHANGES = ("gradients", "weights")
+PAYLOADS = ("gradients", "weights")
+# The engine of each pattern (scaledl.algorithms.<engine> defines ENGINE).
+ENGINES = {"round_robin": "easgd", "fcfs_window": "window", "lock_free_window": "window"}
+# A window algorithm's worker rule (algorithms/window.py RULES).
+WINDOW_RULES = ("elastic", "momentum_elastic", "sgd", "momentum")
 
 # Training settings (scaledl.config.TrainConfig fields) that only some algorithms use.
 # A setting missing here applies to every algorithm.
@@ -61,23 +67,29 @@ def algorithm_options() -> frozenset[str]:
 class AlgorithmInfo:
     key: str
     paper_name: str
-    module: str                  # scaledl.algorithms.<module> defines ALGORITHM
+    engine: str                  # scaledl.algorithms.<engine> defines ENGINE: easgd, window, averaging, sync_sgd
     pattern: str                 # a key of PATTERNS
-    exchanges: str               # one of EXCHANGES
+    payload: str                 # what one exchange moves: one of PAYLOADS
     deterministic: bool          # claim: bitwise repeatable for a given seed and world size on CPU
                                  # with MPI (a run's own conditions: deterministic_in)
     options: frozenset[str] = frozenset()   # algorithm-specific settings it accepts (OPTION_GROUPS)
     preset_of: str | None = None            # a named setting of this base algorithm ...
-    preset: Mapping = field(default_factory=dict)   # ... that fixes these switches (see base.Codesign;
+    preset: Mapping = field(default_factory=dict)   # ... that fixes these settings (algorithms/settings.py;
                                                     # "gradients": sum or mean, read by sync_sgd)
-    defaults: Mapping = field(default_factory=dict)  # codesign switches' values where the run leaves them
-                                                     # unset and no preset fixes them (train.resolve_codesign)
+    defaults: Mapping = field(default_factory=dict)  # settings' values where the run leaves them unset and
+                                                     # no preset fixes them (algorithms/settings.py)
+    rule: str | None = None                  # the window engine's worker rule (WINDOW_RULES)
 
     def __post_init__(self):
         if self.pattern not in PATTERNS:
             raise ValueError(f"{self.key}: unknown pattern {self.pattern!r}; choose from {', '.join(PATTERNS)}")
-        if self.exchanges not in EXCHANGES:
-            raise ValueError(f"{self.key}: exchanges must be one of {', '.join(EXCHANGES)}")
+        if self.payload not in PAYLOADS:
+            raise ValueError(f"{self.key}: payload must be one of {', '.join(PAYLOADS)}")
+        if self.pattern in ENGINES and self.engine != ENGINES[self.pattern]:
+            raise ValueError(f"{self.key}: pattern {self.pattern} runs on the {ENGINES[self.pattern]} engine")
+        if (self.engine == "window") != (self.rule in WINDOW_RULES):
+            raise ValueError(f"{self.key}: a window algorithm names its worker rule ({', '.join(WINDOW_RULES)}), "
+                             "no other has one")
         object.__setattr__(self, "preset", MappingProxyType(dict(self.preset)))
         object.__setattr__(self, "defaults", MappingProxyType(dict(self.defaults)))
 
@@ -136,39 +148,40 @@ ALGORITHMS: dict[str, AlgorithmInfo] = {
     info.key: info
     for info in (
         AlgorithmInfo("easgd", "original EASGD (round-robin)", "easgd", "round_robin", "weights", True, _EASGD_FAMILY),
-        AlgorithmInfo("async_easgd", "Async EASGD", "async_easgd", "fcfs_window", "weights", False, _WINDOW_EASGD,
-                      defaults=_OVERLAPPED),
-        AlgorithmInfo("async_measgd", "Async MEASGD", "async_measgd", "fcfs_window", "weights", False,
+        AlgorithmInfo("async_easgd", "Async EASGD", "window", "fcfs_window", "weights", False, _WINDOW_EASGD,
+                      defaults=_OVERLAPPED, rule="elastic"),
+        AlgorithmInfo("async_measgd", "Async MEASGD", "window", "fcfs_window", "weights", False,
                       _options("elastic", "momentum", "window", "overlap", extra=("nesterov",)),
-                      defaults=_OVERLAPPED),
-        AlgorithmInfo("hogwild_easgd", "Hogwild EASGD", "hogwild_easgd", "lock_free_window", "weights", False,
-                      _WINDOW_EASGD, defaults=_OVERLAPPED),
-        AlgorithmInfo("sync_easgd", "Sync EASGD", "sync_easgd", "collectives", "weights", True, _SYNC_EASGD,
+                      defaults=_OVERLAPPED, rule="momentum_elastic"),
+        AlgorithmInfo("hogwild_easgd", "Hogwild EASGD", "window", "lock_free_window", "weights", False,
+                      _WINDOW_EASGD, defaults=_OVERLAPPED, rule="elastic"),
+        AlgorithmInfo("sync_easgd", "Sync EASGD", "averaging", "collectives", "weights", True, _SYNC_EASGD,
                       defaults=_ELASTIC),
         # The paper's engineering ladder (§3, Table 3): original EASGD → 1 → 2 → 3.
-        AlgorithmInfo("sync_easgd1", "Sync EASGD1 (tree collectives, center on the host)", "sync_easgd",
+        AlgorithmInfo("sync_easgd1", "Sync EASGD1 (tree collectives, center on the host)", "averaging",
                       "collectives", "weights", True, _SYNC_EASGD,
                       preset_of="sync_easgd", preset={"center_on": "host", "overlap": False}, defaults=_ELASTIC),
-        AlgorithmInfo("sync_easgd2", "Sync EASGD2 (weights on the devices)", "sync_easgd",
+        AlgorithmInfo("sync_easgd2", "Sync EASGD2 (weights on the devices)", "averaging",
                       "collectives", "weights", True, _SYNC_EASGD,
                       preset_of="sync_easgd", preset={"center_on": "device", "overlap": False}, defaults=_ELASTIC),
-        AlgorithmInfo("sync_easgd3", "Sync EASGD3 (exchange overlapped with data and fwd/bwd)", "sync_easgd",
+        AlgorithmInfo("sync_easgd3", "Sync EASGD3 (exchange overlapped with data and fwd/bwd)", "averaging",
                       "collectives", "weights", True, _SYNC_EASGD,
                       preset_of="sync_easgd", preset={"center_on": "device", "overlap": True}, defaults=_ELASTIC),
         # Hard averaging with an outer step, the same engine (beyond the paper): the workers reset to the center.
-        AlgorithmInfo("local_sgd", "local SGD (periodic model averaging)", "local_sgd", "collectives", "weights", True,
+        AlgorithmInfo("local_sgd", "local SGD (periodic model averaging)", "averaging", "collectives", "weights", True,
                       _AVERAGING, defaults={"worker_rule": "reset", "outer": "average", "tau": 8}),
-        AlgorithmInfo("diloco", "DiLoCo (outer Nesterov SGD on the averaged change)", "diloco", "collectives",
+        AlgorithmInfo("diloco", "DiLoCo (outer Nesterov SGD on the averaged change)", "averaging", "collectives",
                       "weights", True, _AVERAGING, defaults={"worker_rule": "reset", "outer": "nesterov", "tau": 8,
                                                              "outer_lr": 0.7, "outer_momentum": 0.9}),
-        AlgorithmInfo("slowmo", "SlowMo (slow momentum on the averaged change)", "slowmo", "collectives", "weights",
+        AlgorithmInfo("slowmo", "SlowMo (slow momentum on the averaged change)", "averaging", "collectives", "weights",
                       True, _AVERAGING, defaults={"worker_rule": "reset", "outer": "slowmo", "tau": 8,
                                                   "outer_lr": 1.0, "outer_momentum": 0.5}),
-        AlgorithmInfo("async_sgd", "Async SGD", "async_sgd", "fcfs_window", "gradients", False, _options("window")),
-        AlgorithmInfo("async_msgd", "Async MSGD", "async_msgd", "fcfs_window", "gradients", False,
-                      _options("momentum", "window", extra=("momentum_at",))),
-        AlgorithmInfo("hogwild_sgd", "Hogwild SGD", "hogwild_sgd", "lock_free_window", "gradients", False,
-                      _options("window")),
+        AlgorithmInfo("async_sgd", "Async SGD", "window", "fcfs_window", "gradients", False, _options("window"),
+                      rule="sgd"),
+        AlgorithmInfo("async_msgd", "Async MSGD", "window", "fcfs_window", "gradients", False,
+                      _options("momentum", "window", extra=("momentum_at",)), rule="momentum"),
+        AlgorithmInfo("hogwild_sgd", "Hogwild SGD", "window", "lock_free_window", "gradients", False,
+                      _options("window"), rule="sgd"),
         AlgorithmInfo("sync_sgd", "synchronous SGD (allreduce of gradients)", "sync_sgd", "collectives",
                       "gradients", True, _SYNC_SGD),
         # KNL chip partitioning (§3, Fig. 12): every partition holds all the data and its own weights,
@@ -182,10 +195,9 @@ ALGORITHMS: dict[str, AlgorithmInfo] = {
 BASE_ALGORITHMS = tuple(key for key, info in ALGORITHMS.items() if not info.is_preset)
 
 
-def load(key: str):
-    """The Algorithm class registered under `key`."""
-    info = ALGORITHMS[key]
-    return importlib.import_module(f"scaledl.algorithms.{info.module}").ALGORITHM
+def engine_class(key: str):
+    """The engine class that runs the algorithm registered under `key`."""
+    return importlib.import_module(f"scaledl.algorithms.{ALGORITHMS[key].engine}").ENGINE
 
 
 def tasks_for(key: str, workers: int) -> int:

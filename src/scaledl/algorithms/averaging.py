@@ -36,61 +36,25 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
 
 from scaledl.algorithms import rules
-from scaledl.algorithms.base import Algorithm, Request
+from scaledl.algorithms.base import Algorithm
+from scaledl.algorithms.boundary import Request
+from scaledl.algorithms.settings import OUTER_WITH_STATE
 from scaledl.comm.codecs import codec
-from scaledl.errors import UserError
 from scaledl.timing import PhaseTimer
 
 
-@dataclass(frozen=True)
-class Averaging:
-    """The engine's settings of one run: the command line's, else the algorithm's defaults (run.json)."""
-
-    inner: str
-    worker_rule: str
-    outer: str
-    outer_lr: float | None
-    outer_momentum: float | None
-    tau: int
-    compress: str
-
-    @classmethod
-    def resolve(cls, info, cfg, tau: int) -> Averaging:
-        def pick(key: str, fallback=None):
-            given = getattr(cfg, key)
-            return given if given is not None else info.defaults.get(key, fallback)
-
-        settings = cls(inner=pick("inner", "sgd"), worker_rule=pick("worker_rule", "elastic"),
-                       outer=pick("outer", "elastic"), outer_lr=pick("outer_lr"),
-                       outer_momentum=pick("outer_momentum"), tau=tau, compress=cfg.compress)
-        if settings.outer in ("nesterov", "slowmo") and (settings.outer_lr is None or settings.outer_momentum is None):
-            raise UserError(f"--outer {settings.outer} needs --outer-lr and --outer-momentum "
-                            "(diloco and slowmo have defaults)")
-        return settings
-
-
 class PeriodicAveraging(Algorithm):
-    key = "averaging"
-
     def __init__(self, context):
         super().__init__(context)
-        self.averaging = Averaging.resolve(self.info, context.cfg, self.hyper.tau)
-        a = self.averaging
-        if self.codesign.overlap and (a.worker_rule != "elastic" or a.compress != "fp32"):
-            raise UserError(f"--overlap needs --worker-rule elastic and --compress fp32: {self.info.key} with "
-                            f"{a.worker_rule} and {a.compress} sends a round's messages only after its inner step")
-        if a.compress != "fp32" and self.codesign.backend not in ("mpi", "cuda_aware_mpi"):
-            raise UserError(f"--compress {a.compress} sends encoded bytes over MPI; backend {self.codesign.backend} "
-                            "cannot carry them: use --backend mpi")
+        s = self.settings
         w = self.params.data
         self.workers = self.roles.num_workers
-        self.on_host = self.codesign.center_on == "host"
+        self.on_host = s.center_on == "host"
         place = torch.device("cpu") if self.on_host else w.device
 
         def buffer() -> torch.Tensor:
@@ -100,17 +64,17 @@ class PeriodicAveraging(Algorithm):
         self.w_wire = host_buffer(w) if self.on_host else w
         self.center_wire = self.center.data if self.roles.is_master else buffer()
         self.sum_workers = buffer() if self.roles.is_master else None
-        self.codec = codec(a.compress)
+        self.codec = codec(s.compress)
         self.compressed = self.codec.compressed
         # W on this worker's device: W_t for Eq. 1, or the center a reset copies (compressed: S, on every rank).
         self.center_copy = self.center_wire if place == w.device and not self.compressed else torch.empty_like(w)
         self.control = self.collectives(self.center_wire)
-        self.velocity = torch.zeros_like(w) if a.inner == "momentum" else None      # the inner V^i
-        self.outer_buffer = (torch.zeros_like(self.center.data) if self.roles.is_master and a.outer in
-                             ("nesterov", "slowmo") else None)                       # DiLoCo's B, SlowMo's U
+        self.velocity = torch.zeros_like(w) if s.inner == "momentum" else None      # the inner V^i
+        self.outer_buffer = (torch.zeros_like(self.center.data) if self.roles.is_master and s.outer in
+                             OUTER_WITH_STATE else None)                       # DiLoCo's B, SlowMo's U
         if self.compressed:
             self.wire = EncodedRound(self.codec, self.params.numel, self.workers, self.roles.is_master)
-        if self.codesign.overlap:
+        if self.settings.overlap:
             # A communicator and a timer of its own: two threads' collectives must share neither.
             self.helper_comm = self.roles.worker_comm.Dup()
             self.helper_timer = PhaseTimer(w.device, sync=self.timer.sync)
@@ -139,11 +103,11 @@ class PeriodicAveraging(Algorithm):
         self.exchanges = 0
 
     def exchanges_now(self) -> bool:
-        return self.iteration % self.hyper.tau == 0
+        return self.iteration % self.settings.tau == 0
 
     # ---- the elastic round (Sync EASGD), overlappable: it needs only W^i_t and W_t
     def begin_iteration(self) -> bool:
-        if self.codesign.overlap and self.exchanges_now():
+        if self.settings.overlap and self.exchanges_now():
             written = torch.cuda.Event() if self.exchange_stream else None
             if written:
                 written.record()                                        # W^i_t is final once this fires
@@ -179,21 +143,21 @@ class PeriodicAveraging(Algorithm):
         if not exchanging:
             with self.timer.phase("update"):
                 self.inner_step()                                       # local step between rounds
-        elif self.averaging.worker_rule == "elastic":
+        elif self.settings.worker_rule == "elastic":
             self.elastic_round()
         else:
             self.reset_round()
 
     def inner_step(self) -> None:
-        w, grad, lr = self.params.data, self.params.grad, self.hyper.lr
+        w, grad, lr = self.params.data, self.params.grad, self.settings.lr
         if self.velocity is None:
             rules.sgd_(w, grad, lr)
         else:
-            rules.momentum_(w, self.velocity, grad, lr, self.hyper.momentum)
+            rules.momentum_(w, self.velocity, grad, lr, self.settings.momentum)
 
     def elastic_round(self) -> None:
-        w, grad, lr, rho = self.params.data, self.params.grad, self.hyper.lr, self.hyper.rho
-        if self.codesign.overlap:
+        w, grad, lr, rho = self.params.data, self.params.grad, self.settings.lr, self.settings.rho
+        if self.settings.overlap:
             t0 = time.perf_counter()
             with self.timer.phase("wait"):                              # the exposed part of the exchange
                 seconds = self.pending.result()
@@ -207,7 +171,7 @@ class PeriodicAveraging(Algorithm):
             if self.velocity is None:
                 rules.elastic_worker_(w, grad, self.center_copy, lr, rho)
             else:
-                rules.momentum_elastic_worker_(w, self.velocity, grad, self.center_copy, lr, rho, self.hyper.momentum)
+                rules.momentum_elastic_worker_(w, self.velocity, grad, self.center_copy, lr, rho, self.settings.momentum)
         if self.roles.is_master:
             with self.timer.phase("center_update"):                     # Eq. 2
                 rules.elastic_center_(self.center.data, self.sum_workers, self.workers, lr, rho)
@@ -236,15 +200,15 @@ class PeriodicAveraging(Algorithm):
             # (an inner momentum V^i carries over, as DiLoCo's inner optimizer state does)
 
     def outer_step(self) -> None:
-        a, center, total, p = self.averaging, self.center.data, self.sum_workers, self.workers
-        if a.outer == "elastic":
-            rules.elastic_center_(center, total, p, self.hyper.lr, self.hyper.rho)
-        elif a.outer == "average":
+        s, center, total, p = self.settings, self.center.data, self.sum_workers, self.workers
+        if s.outer == "elastic":
+            rules.elastic_center_(center, total, p, s.lr, s.rho)
+        elif s.outer == "average":
             rules.average_(center, total, p)
-        elif a.outer == "nesterov":
-            rules.outer_nesterov_(center, total, p, self.outer_buffer, a.outer_lr, a.outer_momentum)
+        elif s.outer == "nesterov":
+            rules.outer_nesterov_(center, total, p, self.outer_buffer, s.outer_lr, s.outer_momentum)
         else:
-            rules.outer_slowmo_(center, total, p, self.outer_buffer, self.hyper.lr, a.outer_lr, a.outer_momentum)
+            rules.outer_slowmo_(center, total, p, self.outer_buffer, s.lr, s.outer_lr, s.outer_momentum)
 
     def copy_center_in(self) -> None:
         """The center as this worker received it onto its device (compressed: S, alike on every rank)."""
@@ -261,7 +225,7 @@ class PeriodicAveraging(Algorithm):
         return Request(self.control.agree_(request))
 
     def finish(self) -> None:
-        if self.codesign.overlap:
+        if self.settings.overlap:
             self.helper.shutdown()
             self.helper_comm.Free()
 
@@ -288,9 +252,9 @@ class PeriodicAveraging(Algorithm):
     def report(self) -> dict:
         report = {"rank": self.roles.rank, "exchanges": self.exchanges, "messages": self.coll.messages,
                   "messages_per_exchange": self.coll.messages / self.exchanges if self.exchanges else None,
-                  "averaging": asdict(self.averaging), "bytes_per_exchange": self.round_bytes(),
+                  "averaging": self.settings.record()["averaging"], "bytes_per_exchange": self.round_bytes(),
                   "bytes_exchanged": self.round_bytes() * self.exchanges}
-        if self.codesign.overlap:
+        if self.settings.overlap:
             report["helper_thread_phases"] = self.helper_timer.snapshot()
             report["overlap_per_exchange"] = self.overlap_log   # exchange k ran in iteration k·τ
         return report
@@ -369,4 +333,4 @@ def host_buffer(like: torch.Tensor) -> torch.Tensor:
     return torch.empty(like.shape, dtype=like.dtype, device="cpu", pin_memory=pinned)
 
 
-ALGORITHM = PeriodicAveraging
+ENGINE = PeriodicAveraging

@@ -4,14 +4,15 @@ Rules, for worker i in its turn:
     worker, Eq. 1:               W^i ← W^i − η·ΔW^i − η·ρ·(W^i − W)
     master, Eq. 2 (one worker):  W ← W + η·ρ·(W^i − W)
 Pattern: the master serves the workers one at a time, strictly in rank
-order (RoundRobinMaster). A checkpoint falls between rounds: instead of the
-next turn each worker gets a pause message, and all ranks write theirs. In worker i's turn: the master sends W (line 10);
-worker i fetches its batch (line 9), computes ΔW^i (line 11), sends W^i
-back (line 12) and applies Eq. 1 (line 13); the master applies Eq. 2 (line
-14); then worker i+1's turn begins. The workers' computations are thereby
-serialised: P·(α + |W|β) per round each way and no overlap, which is what
-makes it slow on HPC systems (the paper's motivation). Bitwise repeatable:
-the order of every update is fixed.
+order (scaledl.comm.round_robin). In worker i's turn: the master sends W
+(line 10); worker i fetches its batch (line 9), computes ΔW^i (line 11),
+sends W^i back (line 12) and applies Eq. 1 (line 13); the master applies
+Eq. 2 (line 14); then worker i+1's turn begins. The workers' computations
+are thereby serialised: P·(α + |W|β) per round each way and no overlap,
+which is what makes it slow on HPC systems (the paper's motivation). A step
+is a round (every worker's turn once). A checkpoint falls between rounds:
+instead of the next turn each worker gets a pause message, and all ranks
+write theirs. Bitwise repeatable: the order of every update is fixed.
 """
 
 from __future__ import annotations
@@ -20,20 +21,18 @@ import numpy as np
 import torch
 
 from scaledl.algorithms import rules
-from scaledl.algorithms.base import Request
-from scaledl.algorithms.master_based import MasterBased, Staleness
+from scaledl.algorithms.boundary import Request
+from scaledl.algorithms.master import MasterBased, Staleness
 from scaledl.comm.round_robin import RoundRobinMaster, RoundRobinWorker
 from scaledl.comm.tags import Tag
 
 
-class EASGD(MasterBased):
-    key = "easgd"
-
+class RoundRobinEASGD(MasterBased):
     def __init__(self, context):
         super().__init__(context)
         r = self.roles
         if r.is_master:
-            self.rr = RoundRobinMaster(r.world, r.worker_ranks, self.center.numel, self.hyper.worker_timeout)
+            self.rr = RoundRobinMaster(r.world, r.worker_ranks, self.center.numel, self.worker_timeout)
             self.order_head: list[int] = []       # the first rounds' service order, for inspection
             self.in_rank_order = True
             self.turns = 0
@@ -47,7 +46,7 @@ class EASGD(MasterBased):
     def begin_iteration(self) -> bool:
         message = self.rr.await_turn(self.center_host, self.timer)   # wait for the turn, then receive W
         while message == Tag.PAUSE:                                  # between rounds: a checkpoint first
-            self.on_checkpoint()
+            self.save_checkpoint()
             message = self.rr.await_turn(self.center_host, self.timer)
         if message == Tag.WEIGHTS:
             with self.timer.phase("param_copy"):
@@ -59,36 +58,34 @@ class EASGD(MasterBased):
         with self.timer.phase("comm"):
             self.rr.hand_back(weights)                                          # W^i_t to the master
         with self.timer.phase("update"):
-            rules.elastic_worker_(self.params.data, self.params.grad, self.center_copy, self.hyper.lr, self.hyper.rho)
+            s = self.settings
+            rules.elastic_worker_(self.params.data, self.params.grad, self.center_copy, s.lr, s.rho)
 
     def end_iteration(self, loss, batch: int, request: Request) -> Request:
         super().end_iteration(loss, batch, request)
         return Request.NONE   # a stop or a pause arrives instead of the next turn (begin_iteration)
 
-    # ---- master: serve workers 1..P in order, one at a time
-    def serve(self, monitor) -> None:
-        center = self.center.data
-        stats = self.stats
-        round_ = monitor.step                                  # rounds so far (a resumed run's too)
-        while True:
-            # each turn is waited for as long as that worker's own pace allows (RoundRobinMaster)
-            for w, rank in enumerate(self.roles.worker_ranks):
-                w_i = self.rr.serve(rank, center.numpy(), self.timer)   # W out; wait while it computes; W^i in
-                with self.timer.phase("center_update"):
-                    rules.elastic_center_one_(center, torch.from_numpy(w_i), self.hyper.lr, self.hyper.rho)
-                self._note_service(w, rank)
-            round_ += 1
-            with self.timer.phase("comm"):                 # the round's count and the workers' losses, on the board
-                self.board.add_updates(self.roles.num_workers)
-                words = self.board.read()
-            stats.advance(words, monitor)
-            done = monitor.after_step(round_, stats.epoch)
-            self.timer.mark_step(idle="wait")
-            if monitor.wants_checkpoint(done):
-                self.rr.pause_all()
-                self.on_checkpoint()
-            if done:
-                break
+    # ---- master: serve workers 1..P in order, one at a time; a step is a round
+    def await_step(self) -> tuple[int, float]:
+        center, s = self.center.data, self.settings
+        # each turn is waited for as long as that worker's own pace allows (RoundRobinMaster)
+        for w, rank in enumerate(self.roles.worker_ranks):
+            w_i = self.rr.serve(rank, center.numpy(), self.timer)   # W out; wait while it computes; W^i in
+            with self.timer.phase("center_update"):
+                rules.elastic_center_one_(center, torch.from_numpy(w_i), s.lr, s.rho)
+            self._note_service(w, rank)
+        with self.timer.phase("comm"):                 # the round's count and the workers' losses, on the board
+            self.board.add_updates(self.roles.num_workers)
+            words = self.board.read()
+        self.stats.advance(words, self.monitor)
+        return self.stats.step, self.stats.epoch
+
+    def announce(self, request: Request) -> Request:
+        if request & Request.CHECKPOINT:
+            self.rr.pause_all()                        # the workers wait for a turn: they get a pause instead
+        return request                                 # the stop goes out with `release`
+
+    def release(self) -> None:
         self.rr.stop_all()
 
     def _note_service(self, w: int, rank: int) -> None:
@@ -110,8 +107,8 @@ class EASGD(MasterBased):
         super().load_state_dict(state)
         if self.roles.is_master:
             service = state["service"]
-            self.turns, self.order_head, self.in_rank_order = (service["turns"], list(service["order_head"]),
-                                                               service["in_rank_order"])
+            self.turns, self.order_head = service["turns"], list(service["order_head"])
+            self.in_rank_order = service["in_rank_order"]
             for lag, saved in zip(self.lags, service["lags"]):
                 lag.load_state_dict(saved)
 
@@ -125,4 +122,4 @@ class EASGD(MasterBased):
         return {}
 
 
-ALGORITHM = EASGD
+ENGINE = RoundRobinEASGD

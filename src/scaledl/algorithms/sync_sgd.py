@@ -25,20 +25,17 @@ with sync_sgd at equal step size.
 from __future__ import annotations
 
 from scaledl.algorithms import rules
-from scaledl.algorithms.base import Algorithm, Request
+from scaledl.algorithms.base import Algorithm
+from scaledl.algorithms.boundary import Request
 
 
 class SyncSGD(Algorithm):
-    key = "sync_sgd"
-
     def __init__(self, context):
         super().__init__(context)
         self.coll = self.collectives(self.params.data)
         self.workers = self.roles.num_workers
         # How the allreduced gradients combine: "mean" (sync_sgd) or "sum" (chip_partition, as the paper).
-        self.combine = self.info.preset.get("gradients", "mean")
-        if self.combine not in ("mean", "sum"):
-            raise ValueError(f"{self.info.key}: preset gradients must be mean or sum, not {self.combine!r}")
+        self.combine = self.settings.gradients
 
     def start(self) -> None:
         self.coll.bcast_(self.params.data, root=0)
@@ -52,9 +49,9 @@ class SyncSGD(Algorithm):
         self.exchanges += 1
         with self.timer.phase("update"):
             if self.combine == "sum":
-                rules.sgd_(self.params.data, grad, self.hyper.lr)        # W ← W − η·Σ_j ΔW^j
+                rules.sgd_(self.params.data, grad, self.settings.lr)        # W ← W − η·Σ_j ΔW^j
             else:
-                rules.mean_sgd_(self.params.data, grad, self.workers, self.hyper.lr)
+                rules.mean_sgd_(self.params.data, grad, self.workers, self.settings.lr)
 
     def refresh_center(self) -> None:
         # The center of a replicated algorithm is worker 0's replica.
@@ -74,4 +71,4 @@ class SyncSGD(Algorithm):
                 "messages_per_exchange": self.coll.messages / self.exchanges if self.exchanges else None}
 
 
-ALGORITHM = SyncSGD
+ENGINE = SyncSGD

@@ -13,7 +13,7 @@ the only difference between the two, on either kind of window:
     the master; workers `Get` W and `Accumulate` their increment. How
     concurrent a shared-lock epoch really is depends on the MPI library.
     With MPICH every lock grant, shared ones included, needs the master's
-    progress engine (its spin loop in algorithms/master_based.py), and MPICH
+    progress engine (its spin loop in algorithms/window.py), and MPICH
     applies each `MPI_Accumulate` as a whole vector, under a per-window
     mutex or through the target's progress engine. So Hogwild on this window
     means overlapping epochs with possibly torn or stale reads, but

@@ -16,8 +16,10 @@ import threading
 import time
 from typing import Callable
 
+import numpy as np
 from mpi4py import MPI
 
+from scaledl.comm.liveness import Liveness
 from scaledl.comm.sentinel import claim
 
 
@@ -104,3 +106,33 @@ class Watchdog:
             if not self._paused and stuck > self.limit():
                 abort_job(f"the master has been stuck in an MPI call for {stuck:.1f} s; the likely cause: "
                           f"{self.describe()}; aborting the job")
+
+
+class Heartbeats:
+    """Per-worker exchange counters from the master's board; a worker silent past its own limit
+    (comm/liveness.py) ends the job, naming it, not a worker merely queued behind it."""
+
+    def __init__(self, worker_ranks: tuple[int, ...], floor: float):
+        self.liveness = Liveness(worker_ranks, floor)
+        self.seen = np.zeros(len(worker_ranks))
+        self.queued = np.zeros(len(worker_ranks))
+
+    def check(self, beats: np.ndarray, queued: np.ndarray) -> None:
+        now = self.liveness.clock()
+        for w in np.flatnonzero(beats != self.seen):
+            self.liveness.progressed(int(w), int(beats[w] - self.seen[w]), now)
+        self.seen, self.queued = beats.copy(), queued.copy()
+        if self.liveness.overdue(now).any():
+            w = self.liveness.culprit(self.queued, now)
+            abort_job(f"{self.liveness.verdict(w, now)}; aborting the job")
+
+    def excuse(self, seconds: float) -> None:
+        """Do not count time the master itself was busy (workers may have stalled waiting for it)."""
+        self.liveness.excuse(seconds)
+
+    def most_patient_limit(self) -> float:
+        """How long the master may be stuck before someone is blamed: the longest any worker is given."""
+        return float(self.liveness.limits().max())
+
+    def blame(self) -> str:
+        return self.liveness.verdict(self.liveness.culprit(self.queued))

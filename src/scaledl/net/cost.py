@@ -173,7 +173,7 @@ def family(key: str) -> str:
         raise ValueError(f"unknown algorithm {key!r}; choose from {', '.join(ALGORITHMS)}")
     info = ALGORITHMS[key]
     if info.pattern == "collectives":
-        return _COLLECTIVE_FAMILIES[info.exchanges]
+        return _COLLECTIVE_FAMILIES[info.payload]
     return _PATTERN_FAMILIES[info.pattern]
 
 

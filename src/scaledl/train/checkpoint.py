@@ -78,6 +78,11 @@ class CheckpointPolicy:
         return due
 
 
+def policy(cfg) -> CheckpointPolicy:
+    """The run's checkpoint schedule (--checkpoint-every, --checkpoint-interval)."""
+    return CheckpointPolicy(cfg.checkpoint_every, cfg.checkpoint_interval)
+
+
 def fingerprint(cfg, world_size: int) -> dict:
     """The settings a checkpoint must share with the run that resumes it."""
     settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(cfg).items() if k not in RESUMABLE_CHANGES}

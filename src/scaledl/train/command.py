@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         train(cfg)
     except UserError as exc:
-        # Every rank agreed on the error (train._agree_on_setup): one line, from rank 0.
+        # Every rank agreed on the error (scaledl.train.setup.agree_on_setup): one line, from rank 0.
         if MPI.COMM_WORLD.Get_rank() == 0:
             print(f"scaledl train: error: {exc}", file=sys.stderr, flush=True)
         MPI.Finalize()  # a clean, collective exit; otherwise `-m mpi4py` would MPI_Abort

@@ -116,7 +116,6 @@ class Monitor:
         evaluator: CenterEvaluator,
         samples_per_step: int,
         refresh_center: Callable[[], None],
-        stop_requested: Callable[[], bool] = lambda: False,
         metrics_log: MetricsLog | None = None,
         checkpoints: CheckpointPolicy | None = None,
     ):
@@ -126,7 +125,6 @@ class Monitor:
         self.evaluator = evaluator
         self.samples_per_step = samples_per_step
         self.refresh_center = refresh_center
-        self.stop_requested = stop_requested      # an interrupt on this rank (StopSignals.requested)
         self.metrics_log = metrics_log            # rows appended as they come, so progress survives a crash
         self.checkpoints = checkpoints or CheckpointPolicy()
         self.rows: list[dict] = []
@@ -157,15 +155,15 @@ class Monitor:
         self._loss_sum = weighted if self._loss_sum is None else self._loss_sum + weighted
         self._loss_count += count
 
-    def after_step(self, step: int, epoch: float) -> bool:
-        """Called once per step; True when the run should stop."""
+    def after_step(self, step: int, epoch: float, interrupted: bool = False) -> bool:
+        """Called once per step (`interrupted`: this rank got a stop signal); True when the run should stop."""
         self.step, self.epoch = step, epoch
         if step >= self._next_eval:
             self.snapshot(step, epoch)
         with self.timer.phase("eval"):               # bookkeeping of finished evaluations
             self._record(self.evaluator.ready())
         target_seen = self.time_to_target is not None
-        if self.stop_requested():
+        if interrupted:
             self.stop_reason = INTERRUPTED
         elif self.diverged_at is not None:
             self.stop_reason = DIVERGED

@@ -1,0 +1,88 @@
+"""The one step boundary: where the ranks decide whether to evaluate, checkpoint, pause or stop.
+
+Every loop crosses it once per step: the workers' loop after each iteration
+(scaledl.train.loop), a dedicated master's after each step of its service
+(algorithms/master.py). One order, written once:
+
+    1. the master's monitor evaluates W on schedule and applies its stop rule;
+    2. the request: STOP (a budget, the target, divergence or an interrupt) and
+       CHECKPOINT (the schedule; at a stop, only when interrupted);
+    3. the ranks agree on it through the pattern's own control message (the
+       collectives' stop vote, the master's notice board, a round-robin
+       message): a dedicated master announces the checkpoint's pause before
+       the stop, so a worker that reads the stop has read the pause too;
+    4. the step is marked on the clock, then the agreed checkpoint is written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from dataclasses import dataclass
+from enum import IntFlag
+from typing import Callable
+
+KILL_AT_VARIABLE = "SCALEDL_KILL_AT"   # tests' fault injection: RANK:STEP, that rank dies at that step
+
+
+class Request(IntFlag):
+    """What a rank asks for at a step boundary; the pattern's agreement returns what all agreed on."""
+
+    NONE = 0
+    STOP = 1          # the master's stop rule, or an interrupt
+    CHECKPOINT = 2    # the master's checkpoint schedule, or an interrupt (then with STOP)
+
+
+@dataclass
+class StepBoundary:
+    """One rank's side of the step boundary."""
+
+    monitor: object | None                 # the master's scaledl.train.monitor.Monitor (None elsewhere)
+    interrupted: Callable[[], bool]        # this rank got SIGINT, SIGTERM or SIGUSR1
+    checkpoints_enabled: bool
+    save_checkpoint: Callable[[], None]    # collective over every rank of the job
+    timer: object                          # this rank's scaledl.timing.PhaseTimer
+    kill_at: int | None = None             # fault injection (tests): SIGKILL this rank at this step
+
+    def decide(self, step: int, epoch: float) -> Request:
+        """Steps 1-2: the request this rank brings to the agreement."""
+        request = Request.NONE
+        interrupted = self.interrupted()
+        if self.monitor is not None:
+            stop = self.monitor.after_step(step, epoch, interrupted=interrupted)
+            if stop:
+                request |= Request.STOP
+            if self.monitor.wants_checkpoint(stop):
+                request |= Request.CHECKPOINT
+        if interrupted:
+            request |= Request.STOP | (Request.CHECKPOINT if self.checkpoints_enabled else Request.NONE)
+        return request
+
+    def cross(self, step: int, epoch: float, agree: Callable[[Request], Request], *, idle: str | None = None,
+              paused=contextlib.nullcontext) -> bool:
+        """The whole boundary at `step`; True when the run stops here.
+
+        agree:  the pattern's agreement (it sends this rank's request and returns the agreed one)
+        idle:   the phase the step's untimed seconds are charged to (a dedicated master's `wait`)
+        paused: a context in which a liveness watchdog does not count (evaluating, checkpointing)
+        """
+        if step == self.kill_at:
+            os.kill(os.getpid(), signal.SIGKILL)
+        with paused():
+            request = self.decide(step, epoch)
+        agreed = agree(request)
+        self.timer.mark_step(idle=idle)
+        if agreed & Request.CHECKPOINT:
+            with paused():
+                self.save_checkpoint()
+        stop = bool(agreed & Request.STOP)
+        if stop and self.monitor is not None:
+            self.monitor.stopped_by_peer()
+        return stop
+
+
+def fault_step(rank: int) -> int | None:
+    """The step at which this rank kills itself, from SCALEDL_KILL_AT=RANK:STEP (the checkpoint tests)."""
+    who, _, at = os.environ.get(KILL_AT_VARIABLE, "").partition(":")
+    return int(at) if who.isdigit() and int(who) == rank and at.isdigit() else None

@@ -1,0 +1,90 @@
+"""The one step boundary: decide, agree, mark the step, then checkpoint, in that order, for every loop."""
+
+import pytest
+
+from scaledl.algorithms.boundary import Request, StepBoundary
+
+
+class Monitor:
+    """A stand-in for the master's monitor: stops at `stop_at`, checkpoints at `checkpoint_at`."""
+
+    def __init__(self, stop_at=None, checkpoint_at=(), log=None):
+        self.stop_at, self.checkpoint_at, self.log = stop_at, set(checkpoint_at), log
+        self.stop_reason = None
+        self.step = 0
+
+    def after_step(self, step, epoch, interrupted=False):
+        self.step = step
+        self.log.append(("evaluate", step))
+        if interrupted:
+            self.stop_reason = "interrupted"
+        elif step == self.stop_at:
+            self.stop_reason = "max_steps"
+        return self.stop_reason is not None
+
+    def wants_checkpoint(self, stopping):
+        return self.stop_reason == "interrupted" if stopping else self.step in self.checkpoint_at
+
+    def stopped_by_peer(self):
+        if self.stop_reason is None:
+            self.stop_reason = "interrupted"
+
+
+class Timer:
+    def __init__(self, log):
+        self.log = log
+
+    def mark_step(self, idle=None):
+        self.log.append(("mark", idle))
+
+
+def boundary(log, monitor=None, interrupted=False, checkpoints=True):
+    return StepBoundary(monitor, interrupted=lambda: interrupted, checkpoints_enabled=checkpoints,
+                        save_checkpoint=lambda: log.append(("checkpoint",)), timer=Timer(log))
+
+
+def agreeing(log, answer=None):
+    def agree(request):
+        log.append(("agree", request))
+        return request if answer is None else answer
+    return agree
+
+
+def test_a_scheduled_checkpoint_comes_after_the_agreement_and_the_step_mark():
+    log = []
+    stop = boundary(log, Monitor(checkpoint_at={3}, log=log)).cross(3, 0.1, agreeing(log), idle="wait")
+    assert not stop
+    assert log == [("evaluate", 3), ("agree", Request.CHECKPOINT), ("mark", "wait"), ("checkpoint",)]
+
+
+def test_a_budget_stops_without_a_checkpoint():
+    log = []
+    assert boundary(log, Monitor(stop_at=5, log=log)).cross(5, 0.2, agreeing(log))
+    assert ("checkpoint",) not in log and log[1] == ("agree", Request.STOP)
+
+
+@pytest.mark.parametrize("with_monitor", [True, False])
+def test_an_interrupt_asks_for_a_checkpoint_and_the_stop_together(with_monitor):
+    log = []
+    monitor = Monitor(log=log) if with_monitor else None
+    assert boundary(log, monitor, interrupted=True).cross(7, 0.3, agreeing(log))
+    assert ("agree", Request.STOP | Request.CHECKPOINT) in log and log[-1] == ("checkpoint",)
+
+
+def test_an_interrupt_without_checkpoints_only_stops():
+    log = []
+    assert boundary(log, interrupted=True, checkpoints=False).cross(1, 0.0, agreeing(log))
+    assert log == [("agree", Request.STOP), ("mark", None)]
+
+
+def test_a_peers_stop_is_the_agreed_one_and_the_monitor_calls_it_an_interrupt():
+    log = []
+    monitor = Monitor(log=log)
+    assert boundary(log, monitor).cross(2, 0.0, agreeing(log, answer=Request.STOP))
+    assert monitor.stop_reason == "interrupted"
+
+
+def test_a_worker_without_a_monitor_checkpoints_when_the_master_asked():
+    log = []
+    assert not boundary(log).cross(4, 0.0, agreeing(log, answer=Request.CHECKPOINT))
+    assert log == [("agree", Request.NONE), ("mark", None), ("checkpoint",)]

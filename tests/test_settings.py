@@ -1,0 +1,76 @@
+"""One settings resolver: each algorithm gets, and run.json records, only the settings it uses."""
+
+from pathlib import Path
+
+import pytest
+
+from scaledl.algorithms import ALGORITHMS
+from scaledl.algorithms.settings import resolve
+from scaledl.config import TrainConfig
+from scaledl.errors import UserError
+
+
+def config(algorithm: str, **settings) -> TrainConfig:
+    return TrainConfig(data=Path("d.h5"), model="lenet", algorithm=algorithm, out_dir=Path("out"), max_steps=1,
+                       **settings)
+
+
+def record(algorithm: str, workers: int = 2, **settings) -> dict:
+    return resolve(config(algorithm, **settings), ALGORITHMS[algorithm], workers=workers).record()
+
+
+def test_sync_sgd_records_no_elastic_or_momentum_setting():
+    hyper, codesign = record("sync_sgd")["hyper"], record("sync_sgd")["codesign"]
+    assert set(hyper) == {"lr", "batch_size", "weight_decay"}
+    assert "overlap" not in codesign and "center_on" not in codesign
+    assert codesign["message"] == "packed" and codesign["backend"] == "mpi"
+
+
+def test_the_elastic_family_derives_rho_from_beta_over_p():
+    hyper = record("async_easgd", workers=4, lr=0.05, beta=0.9)["hyper"]
+    assert hyper["alpha"] == pytest.approx(0.9 / 4) and hyper["rho"] == pytest.approx(0.9 / 4 / 0.05)
+    assert hyper["beta"] == 0.9
+    given = record("async_easgd", workers=4, rho=2.0)["hyper"]
+    assert given["rho"] == 2.0 and "beta" not in given       # β played no part
+
+
+def test_averaging_settings_come_from_the_registry_and_are_recorded_once():
+    diloco = record("diloco")
+    assert diloco["averaging"] == {"inner": "sgd", "worker_rule": "reset", "outer": "nesterov", "outer_lr": 0.7,
+                                   "outer_momentum": 0.9, "tau": 8, "compress": "fp32"}
+    assert "rho" not in diloco["hyper"] and "momentum" not in diloco["hyper"]   # no elastic term, no inner V
+    assert record("diloco", outer_lr=0.5)["averaging"]["outer_lr"] == 0.5       # the command line wins
+    local = record("local_sgd", inner="momentum")
+    assert local["hyper"]["momentum"] == 0.9 and "outer_lr" not in local["averaging"]
+    assert record("sync_easgd")["hyper"]["tau"] == 1 and "rho" in record("sync_easgd")["hyper"]
+
+
+def test_presets_fix_their_switches_and_refuse_a_contradiction():
+    assert record("sync_easgd1")["codesign"]["center_on"] == "host"
+    assert record("sync_easgd3")["codesign"]["overlap"] is True
+    assert record("chip_partition")["codesign"]["data"] == "replicated"
+    assert resolve(config("chip_partition"), ALGORITHMS["chip_partition"], workers=2).gradients == "sum"
+    with pytest.raises(UserError, match=r"^--center-on device contradicts sync_easgd1, which fixes center_on = host"):
+        record("sync_easgd1", center_on="device")
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"outer": "nesterov"}, r"^--outer nesterov needs --outer-lr and --outer-momentum"),
+    ({"overlap": True, "compress": "int8"}, r"^--overlap needs --worker-rule elastic and --compress fp32"),
+])
+def test_combinations_the_engine_cannot_run_are_refused_in_one_line(settings, message):
+    with pytest.raises(UserError, match=message):
+        record("sync_easgd", **settings)
+
+
+def test_compressed_rounds_need_an_mpi_backend():
+    with pytest.raises(UserError, match=r"^--compress int8 sends encoded bytes over MPI; backend gloo"):
+        resolve(config("local_sgd", compress="int8", backend="gloo"), ALGORITHMS["local_sgd"], workers=2,
+                choose_backend=lambda requested, host_buffers: requested)
+
+
+@pytest.mark.parametrize("key", ALGORITHMS)
+def test_every_algorithm_resolves_with_its_defaults(key):
+    settings = resolve(config(key), ALGORITHMS[key], workers=2)
+    assert settings.lr == TrainConfig.lr and settings.backend == "mpi"
+    assert (settings.rho is not None) == ("rho" in record(key)["hyper"])
