@@ -439,6 +439,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":   # `python -m mpi4py -m scaledl.net.measure ...`: the same command as `scaledl netbench`
-    _parser = argparse.ArgumentParser(prog="scaledl netbench", description=HELP)
+    from scaledl.cli import CommandParser
+
+    _parser = CommandParser(prog="scaledl netbench", description=HELP)
     add_arguments(_parser)
     sys.exit(run_command("netbench", run, _parser.parse_args()))

@@ -9,7 +9,7 @@ from scaledl.errors import UserError
 from scaledl.report.aggregate import plural
 from scaledl.report.plots import FIGURE_FORMATS, X_COLUMNS, Y_COLUMNS, plot_runs
 
-HELP = "plot test accuracy against training time"
+HELP = "plot test accuracy (or another --y) against wall time (or another --x)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -21,7 +21,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--out", required=True, type=Path, metavar="FIGURE",
         help=f"figure to write ({', '.join(FIGURE_FORMATS)}), e.g. results/NAME/plots/accuracy_vs_time.png",
     )
-    parser.add_argument("--x", default="wall_s", choices=list(X_COLUMNS), help="horizontal axis (default: wall_s)")
+    parser.add_argument("--x", default="wall_s", choices=list(X_COLUMNS),
+                        help="horizontal axis (default: wall_s, wall-clock seconds since training began; "
+                             "train_s excludes evaluation)")
     parser.add_argument("--y", default="test_accuracy", choices=list(Y_COLUMNS),
                         help="vertical axis (default: test_accuracy)")
     parser.add_argument("--title", help="figure title (default: none)")
