@@ -144,3 +144,18 @@ def test_every_module_imports_alone_in_a_fresh_interpreter():
     with ThreadPoolExecutor(max_workers=2) as pool:
         failed = [f"{m}: {err}" for m, rc, err in pool.map(import_alone, modules) if rc != 0]
     assert not failed, "\n".join(failed)
+
+
+PARSE_TIME_PACKAGES = ("scaledl.grid",)   # what Snakemake imports while it parses the workflow
+
+
+def test_the_grid_imports_neither_torch_nor_mpi():
+    """Snakemake imports scaledl.grid while parsing: loading torch there costs seconds per parse, and
+    initialising MPI inside Snakemake (or a Slurm job step) would start a PMI handshake."""
+    grid_modules = [m for m in MODULES if any(m == p or m.startswith(p + ".") for p in PARSE_TIME_PACKAGES)]
+    assert len(grid_modules) > 3
+    code = ("import sys\n" + "".join(f"import {m}\n" for m in grid_modules)
+            + "heavy = [m for m in ('torch', 'mpi4py.MPI', 'matplotlib') if m in sys.modules]\n"
+            + "assert not heavy, heavy\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
