@@ -1,8 +1,13 @@
 # scaledl: the EASGD family of You, Buluç & Demmel (SC'17) as a pipeline.
 #
-#   raw data --prepare--> data/hdf5/{dataset}.h5
-#            --train (MPI, one job per grid point)--> results/NAME/runs/.../{metrics.csv,run.json}
-#            --aggregate--> results/NAME/tables/summary.{csv,md}  --plot--> results/NAME/plots/*.png
+#   urls --download--> data/raw/{dataset}/ --prepare--> data/hdf5/{dataset}.h5                     data.smk
+#     --train (MPI, a job per grid point x seed)--> results/NAME/runs/.../{metrics.csv,run.json}   train.smk
+#     --aggregate, scaling, averaging--> results/NAME/tables/{summary,scaling,averaging}.{csv,md}  report.smk
+#     --plot_accuracy_vs_time--> results/NAME/plots/accuracy_vs_time.png                           report.smk
+#   largest run's allocation --netbench--> results/NAME/netbench/{platform}.json                   net.smk
+#     + runs --comm_model--> results/NAME/tables/comm_model/{platform}.{csv,md}                    net.smk
+#   summary + netbench --claims--> results/NAME/report/claims.{md,csv}                             report.smk
+#   runs + netbench --figures--> results/NAME/report/figures/*.png, metrics_long.csv               figures.smk
 #   (NAME: the config's `name`, else its file name: each config has its own results)
 #
 # Run: snakemake --cores 2                      (laptop, config/config.yaml)
@@ -23,11 +28,12 @@ report: "workflow/report/workflow.rst"
 
 
 # common.smk validates the config against workflow/schemas/config.schema.yaml,
-# expands the experiment grid (scaledl.grid.runs) and defines every getter the rules
+# expands the experiment grid (scaledl.grid) and defines every getter the rules
 # below call.
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"
+include: "workflow/rules/net.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/figures.smk"
 

@@ -30,6 +30,8 @@ import yaml
 from scaledl.cli import main
 from scaledl.data.download import BUILT_IN, RemoteFile, ensure_file
 from scaledl.errors import DataError
+from scaledl.grid import downloads
+from scaledl.grid.runs import GridError
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -296,6 +298,82 @@ def test_raw_readme_lists_the_built_in_checksums():
     text = (REPO / "data/raw/README.md").read_text()
     documented = dict(re.findall(r"^\| `(\w+/[\w.-]+)` \| `([0-9a-f]{64})` \|$", text, flags=re.M))
     assert documented == {f"{dataset}/{f.name}": f.sha256 for dataset, files in BUILT_IN.items() for f in files}
+
+
+# ---- the download lists as the download rule's jobs (scaledl.grid.downloads) -------
+
+
+SHA = "ab" * 32
+
+
+def datasets_config(mnist=None, cifar10=None, cifar10_raw=None):
+    """A validated config's `datasets`: digits embedded, mnist and cifar10 with these download lists."""
+    return {"datasets": {
+        "digits": {"image_size": None, "test_fraction": 0.2, "seed": 0},
+        "mnist": {"raw": None, "download": mnist or {}, "seed": 0},
+        "cifar10": {"raw": cifar10_raw, "download": cifar10 or {}, "seed": 0},
+    }}
+
+
+MNIST_LIST = {
+    "train images.gz": {"urls": ["http://a/x.gz", "http://b/x.gz"], "sha256": SHA},
+    "t10k-labels-idx1-ubyte.gz": {"urls": [], "sha256": SHA},
+    "extra.gz": {"urls": ["file:///tmp/extra.gz"], "sha256": None},
+}
+
+
+def test_a_download_list_fills_its_datasets_raw_folder():
+    config = datasets_config(mnist=MNIST_LIST, cifar10_raw="data/raw//c10/")
+    assert not downloads.needs_raw(config, "digits") and downloads.needs_raw(config, "mnist")
+    assert downloads.raw_dir(config, "mnist") == "data/raw/mnist"
+    assert downloads.download_folder(config, "cifar10") == "data/raw/c10"   # normalised: outputs match inputs
+    assert downloads.download_targets(config, "mnist") == [f"data/raw/mnist/{name}" for name in MNIST_LIST]
+    assert downloads.download_targets(config, "cifar10") == []
+    assert downloads.downloads_by_folder(config) == {"data/raw/mnist": "mnist"}
+
+
+def test_the_download_rule_matches_the_listed_files_and_nothing_else():
+    constraints = downloads.download_wildcard_constraints(datasets_config(mnist=MNIST_LIST))
+    assert re.fullmatch(constraints["rawdir"], "data/raw/mnist")
+    assert not re.fullmatch(constraints["rawdir"], "data/raw/mnistX")
+    for name in MNIST_LIST:
+        assert re.fullmatch(constraints["filename"], name)
+    assert not re.fullmatch(constraints["filename"], "extraXgz")   # the dot is escaped
+    nothing = downloads.download_wildcard_constraints(datasets_config())
+    assert nothing == {"rawdir": "(?!)", "filename": "(?!)"}
+    assert not re.fullmatch(nothing["rawdir"], "") and not re.fullmatch(nothing["filename"], "data")
+
+
+def test_a_listed_file_with_nowhere_to_come_from_is_refused_in_one_line():
+    config = datasets_config(mnist={"a.gz": {"urls": [], "sha256": None}})
+    with pytest.raises(downloads.DownloadError) as error:
+        downloads.downloads_by_folder(config)
+    assert str(error.value) == "datasets.mnist.download.a.gz: give it urls or a sha256, or leave it out"
+    assert isinstance(error.value, GridError) and isinstance(error.value, ValueError)
+
+
+def test_two_lists_filling_one_folder_are_refused_naming_both():
+    config = datasets_config(mnist=MNIST_LIST, cifar10={"b.gz": {"urls": ["http://b/b.gz"], "sha256": None}},
+                             cifar10_raw="data/raw/mnist/")
+    with pytest.raises(downloads.DownloadError, match=r"^datasets mnist and cifar10 both download into "
+                                                       r"data/raw/mnist: give one of them its own `raw` folder$"):
+        downloads.downloads_by_folder(config)
+
+
+def test_a_download_job_gets_every_mirror_in_order_and_the_checksum():
+    config = datasets_config(mnist=MNIST_LIST)
+    assert downloads.source_flags(config, "mnist", "train images.gz") == (
+        f"--url 'train images.gz=http://a/x.gz' --url 'train images.gz=http://b/x.gz' --sha256 'train images.gz'={SHA}")
+    assert downloads.source_flags(config, "mnist", "extra.gz") == "--url extra.gz=file:///tmp/extra.gz"
+
+
+def test_prepare_first_verifies_the_listed_files_that_have_a_checksum():
+    config = datasets_config(mnist=MNIST_LIST)
+    assert downloads.verify_command(config, "cifar10") == ""
+    assert downloads.verify_command(config, "mnist") == (
+        "python -m scaledl download mnist 'train images.gz' t10k-labels-idx1-ubyte.gz extra.gz "
+        f"--out-dir data/raw/mnist --verify-only --sha256 'train images.gz'={SHA} "
+        f"--sha256 t10k-labels-idx1-ubyte.gz={SHA} && ")
 
 
 # ---- the workflow ----------------------------------------------------------------

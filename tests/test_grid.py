@@ -6,14 +6,15 @@ key present, `train` keys null unless set (null: the CLI default).
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from scaledl.grid import runs as grid
 from scaledl.algorithms import ALGORITHMS, accepting, algorithm_options
+from scaledl.grid import runs as grid
 from scaledl.grid.runs import GridError, RunKey
 
 REPO = Path(__file__).resolve().parents[1]
@@ -392,10 +393,25 @@ def test_as_flags_skips_null_and_false_and_sorts():
     )
 
 
-def test_the_module_imports_neither_torch_nor_mpi():
-    code = "import sys, scaledl.grid.runs; print(sorted(m for m in ('torch', 'mpi4py.MPI') if m in sys.modules))"
+# What the workflow imports while Snakemake parses it (common.smk).
+PARSE_TIME_MODULES = ("scaledl.grid.runs", "scaledl.grid.placement", "scaledl.grid.check", "scaledl.grid.downloads",
+                      "scaledl.grid.schema", "scaledl.report.catalogue")
+
+
+@pytest.mark.parametrize("module", PARSE_TIME_MODULES)
+def test_the_module_imports_neither_torch_nor_mpi(module):
+    heavy = ("torch", "mpi4py.MPI", "matplotlib")
+    code = f"import sys, {module}; print(sorted(m for m in {heavy!r} if m in sys.modules))"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]"
+
+
+def test_one_of_matches_exactly_one_of_its_words():
+    pattern = grid.one_of(["b.c", "a", "a", 3])
+    assert pattern == r"3|a|b\.c"   # sorted, deduplicated, escaped
+    assert all(re.fullmatch(pattern, word) for word in ("a", "b.c", "3"))
+    assert not any(re.fullmatch(pattern, word) for word in ("bxc", "ab", ""))
+    assert grid.one_of([]) == "(?!)" and not re.fullmatch("(?!)", "")
 
 
 def test_train_flags_negate_a_false_switch_that_defaults_to_the_algorithm():

@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 from scaledl.algorithms import ALGORITHMS, BASE_ALGORITHMS
+from scaledl.report.catalogue import FIGURE_NAMES
 
 # The default config compares the nine base algorithms (presets such as sync_easgd1 are variants of them).
 
@@ -133,6 +134,18 @@ def test_lint(workdir):
 
 
 @pytest.mark.workflow
+def test_rule_list_is_the_snakefile_diagram(workdir):
+    result = snakemake(workdir, "--list-rules")
+    assert result.returncode == 0, output_of(result)
+    rules = set(result.stdout.split()) - {"all", "train_single"}   # the target, and train's one-rank twin
+    diagram = (REPO / "Snakefile").read_text().split("# Run:", 1)[0]
+    # each arrow is `--rule-->` or `--rule (a note)-->` or `--rule, rule, rule-->`
+    arrows = [re.sub(r"\(.*\)", "", arrow) for arrow in re.findall(r"--([^->]+)-->", diagram)]
+    drawn = {name.strip() for arrow in arrows for name in arrow.split(",")}
+    assert rules == drawn
+
+
+@pytest.mark.workflow
 def test_dry_run_default_config(workdir):
     result = snakemake(workdir, "-n", "-p")
     assert result.returncode == 0, output_of(result)
@@ -148,6 +161,8 @@ def test_dry_run_default_config(workdir):
         ranks = 3 if ALGORITHMS[algorithm].needs_master else 2
         assert f"mpiexec -n {ranks} python -m mpi4py -m scaledl train --data data/hdf5/digits.h5 --model lenet --algorithm {algorithm}" in text
     assert "python -m scaledl prepare digits --out data/hdf5/digits.h5" in text
+    # the figures job writes, and `all` asks for, every figure of the catalogue (and no other)
+    assert set(re.findall(r"results/default/report/figures/(\w+)\.png", text)) == set(FIGURE_NAMES)
 
 
 @pytest.mark.workflow

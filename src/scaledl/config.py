@@ -2,9 +2,12 @@
 
 `TrainConfig` is the single source of training defaults. Each field's
 metadata holds its command-line help (and type, choices, group), so the
-`scaledl train` parser (`scaledl.train.command`) is generated from it; the
-workflow schema's `train` keys are the `SETTINGS` below, each defaulting to
-null, which means "this default" (tests/test_defaults.py keeps them equal).
+`scaledl train` parser (`scaledl.train.command`) is generated from it, and so
+are the workflow schema's `train` and `train_override` blocks
+(`python -m scaledl.grid.schema --write`): their keys are the `SETTINGS` below,
+each defaulting to null, which means "this default".
+Defaults that depend on the algorithm live in its registry entry
+(`scaledl.algorithms.ALGORITHMS`), not here: None says "the algorithm's".
 
 Kept free of torch and MPI imports, so that building the command line (for
 `scaledl prepare`, `aggregate`, ... too) never initialises MPI: under a
@@ -37,7 +40,7 @@ GROUPS = {
     "hyperparameters": "hyperparameters",
     "codesign": "codesign (the paper's §3; presets sync_easgd1/2/3 fix center-on and overlap)",
     "averaging": "periodic averaging (sync_easgd, local_sgd, diloco, slowmo: one engine; None: the algorithm's "
-                 "default)",
+                 "default, listed in docs/algorithms.md)",
     "execution": "execution",
 }
 
@@ -71,14 +74,16 @@ def fraction(text: str) -> float:
 
 
 def _setting(default, help: str, *, group: str, type=None, choices=None, metavar=None, switch: bool = False,
-             required: bool = False):
-    """A TrainConfig field with what its command-line option needs.
+             required: bool = False, pattern: str | None = None):
+    """A TrainConfig field with what its command-line option and its workflow schema key need.
 
     switch: a flag without a value that sets True (the default stays as given,
     False or None: None lets a preset decide).
+    pattern: a regex the whole value must match, checked by the workflow schema
+    before any job starts (the run parses the value itself).
     """
     meta = {"help": help, "group": group, "type": type, "choices": choices, "metavar": metavar,
-            "switch": switch, "required": required}
+            "switch": switch, "required": required, "pattern": pattern}
     return field(default=default, metadata=meta)
 
 
@@ -115,29 +120,27 @@ class TrainConfig:
     # ---- codesign
     message: str = _setting("packed", "collectives: one packed message per exchange, or one per parameter tensor",
                             group="codesign", choices=MESSAGES)
-    center_on: str | None = _setting(None, "sync_easgd: where the center W lives (None: the preset's, else device)",
-                                     group="codesign", choices=PLACES)
+    center_on: str | None = _setting(None, "sync_easgd: where the center W lives (None: the preset's, else the "
+                                     "algorithm's default)", group="codesign", choices=PLACES)
     overlap: bool | None = _setting(None, "sync_easgd, async_easgd, async_measgd, hogwild_easgd: exchange weights on "
-                                    "a helper thread during data fetch and fwd/bwd (None: the preset's, else on for "
-                                    "the async EASGD family, off for sync_easgd; --no-overlap turns it off)",
-                                    group="codesign", switch=True)
+                                    "a helper thread during data fetch and fwd/bwd (None: the preset's, else the "
+                                    "algorithm's default; --no-overlap turns it off)", group="codesign", switch=True)
     tau: int | None = _setting(None, "averaging family: average every TAU iterations, local steps between (None: "
-                               "the algorithm's, 1 for sync_easgd, 8 for local_sgd, diloco and slowmo)",
-                               group="averaging", type=positive_int)
-    inner: str | None = _setting(None, "averaging family: each worker's optimizer between averagings (None: sgd); "
-                                 "momentum is heavy-ball with --momentum", group="averaging",
+                               "the algorithm's default)", group="averaging", type=positive_int)
+    inner: str | None = _setting(None, "averaging family: each worker's optimizer between averagings; momentum is "
+                                 "heavy-ball with --momentum (None: the algorithm's default)", group="averaging",
                                  choices=INNER_OPTIMIZERS)
     worker_rule: str | None = _setting(None, "averaging family: after a round each worker is pulled elastically "
-                                       "towards the center (EASGD, Eq. 1) or reset to it (local SGD, DiLoCo, "
-                                       "SlowMo)", group="averaging", choices=WORKER_RULES)
+                                       "towards the center (EASGD's Eq. 1) or reset to it (None: the algorithm's "
+                                       "default)", group="averaging", choices=WORKER_RULES)
     outer: str | None = _setting(None, "averaging family: the center's step towards the workers' mean: elastic "
-                                 "(EASGD's Eq. 2, rate Pα), average (take the mean), nesterov (DiLoCo: SGD with "
-                                 "Nesterov momentum on W − mean) or slowmo (slow momentum)", group="averaging",
-                                 choices=OUTER_OPTIMIZERS)
-    outer_lr: float | None = _setting(None, "averaging family: the outer step's learning rate (None: diloco 0.7, "
-                                      "slowmo 1.0)", group="averaging", type=positive_float)
-    outer_momentum: float | None = _setting(None, "averaging family: the outer step's momentum (None: diloco 0.9, "
-                                            "slowmo 0.5)", group="averaging", type=fraction)
+                                 "(EASGD's Eq. 2, rate Pα), average (take the mean), nesterov (SGD with Nesterov "
+                                 "momentum on W − mean, as in DiLoCo) or slowmo (slow momentum) (None: the "
+                                 "algorithm's default)", group="averaging", choices=OUTER_OPTIMIZERS)
+    outer_lr: float | None = _setting(None, "averaging family: the outer step's learning rate (None: the "
+                                      "algorithm's default)", group="averaging", type=positive_float)
+    outer_momentum: float | None = _setting(None, "averaging family: the outer step's momentum (None: the "
+                                            "algorithm's default)", group="averaging", type=fraction)
     compress: str = _setting("fp32", "averaging family: what a round's messages carry; fp16/bf16/int8 send the "
                              "difference from the center both sides hold in 2 or 1 byte per value (int8 with "
                              "error feedback); the averaging stays in float32", group="averaging",
@@ -160,7 +163,8 @@ class TrainConfig:
     # ---- execution
     straggler: str | None = _setting(None, "RANK:FACTOR[,RANK:FACTOR...]: stretch those ranks' forward/backward by "
                                      "FACTOR (a sleep of FACTOR-1 times its duration), to study heterogeneous "
-                                     "machines", group="execution", metavar="RANK:FACTOR")
+                                     "machines", group="execution", metavar="RANK:FACTOR",
+                                     pattern=r"^[0-9]+:[0-9]*[.]?[0-9]+(,[0-9]+:[0-9]*[.]?[0-9]+)*$")
     device_sync: str = _setting("phase", "CUDA: synchronise the stream at every phase boundary so each phase holds "
                                 "its own device work; none for head-to-head throughput (device phases then "
                                 "hold launches only)", group="execution", choices=DEVICE_SYNCS)

@@ -1,17 +1,21 @@
-# Configuration, validation, wildcard constraints and the getters rules call.
-# The grid (runs, settings, checks, placement) is scaledl.grid.runs; here we only
-# validate the config and look things up. Import nothing that pulls in torch or
-# mpi4py.MPI: importing MPI here would initialise MPI inside Snakemake.
+# Validation, wildcard constraints and the getters the rules call; nothing else.
+# The logic is plain functions of the config in scaledl.grid (runs: the experiment
+# grid; placement; check; downloads) and scaledl.report.catalogue (the figures).
+# Import nothing that pulls in torch or mpi4py.MPI: importing MPI here would
+# initialise MPI inside Snakemake.
 
 import os
-import re
 import shlex
 
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
+from scaledl.grid import downloads
 from scaledl.grid import runs as grid
 from scaledl.grid.check import first_problem
+from scaledl.report.catalogue import CATALOGUE, FIGURE_NAMES
+
+# ---- validation ------------------------------------------------------------
 
 # One line per mistake (with "did you mean"), before Snakemake's validation, which also fills the defaults.
 CONFIG_PROBLEM = first_problem(config, os.path.join(workflow.current_basedir, "../schemas/config.schema.yaml"))
@@ -19,10 +23,15 @@ if CONFIG_PROBLEM:
     raise WorkflowError(CONFIG_PROBLEM)
 validate(config, schema="../schemas/config.schema.yaml")
 
-# Every training run, mapped to its `train` settings. A grid that cannot run
-# (undefined platform, no budget, a setting an algorithm refuses, a run that
-# does not fit its platform, ...) fails here with a grid.GridError naming its block.
-RUNS = grid.expand(config)
+# Every training run, mapped to its `train` settings, and every raw folder a download list fills,
+# mapped to its dataset. A grid that cannot run (undefined platform, no budget, a setting an
+# algorithm refuses, a run that does not fit its platform, ...) or a download list that cannot
+# work stops here, in one line naming its block or dataset.
+try:
+    RUNS = grid.expand(config)
+    DOWNLOADS = downloads.downloads_by_folder(config)
+except grid.GridError as error:
+    raise WorkflowError(str(error)) from None
 
 
 # This config's results namespace: its outputs go to results/NAME/, its logs to
@@ -30,6 +39,9 @@ RUNS = grid.expand(config)
 # last --configfile, else "default"), so two configs never overwrite each other.
 NAME = grid.results_name(config, workflow.overwrite_configfiles)
 RESULTS = f"results/{NAME}"
+
+
+# ---- wildcard constraints --------------------------------------------------
 
 
 # Built from the validated grid, so a typo fails at parse time instead of
@@ -42,18 +54,15 @@ wildcard_constraints:
 # train_single runs the one-rank runs (one worker, no master): see train.smk.
 SINGLE_RANK_ALGORITHMS = grid.masterless_algorithms(RUNS)
 
+# The download rule's outputs are the listed files and nothing else.
+DOWNLOAD_CONSTRAINTS = downloads.download_wildcard_constraints(config)
+
 
 # ---- targets ---------------------------------------------------------------
 
 
-# scaledl.report.figures.FIGURES, spelt out: importing the figures module here would load matplotlib
-# into Snakemake (tests/test_figures.py keeps the two lists equal).
-REPORT_FIGURES = ("fig6_1", "fig6_2", "fig6_3", "fig6_4", "fig8", "ladder_breakdown", "scaling", "chip_partition",
-                  "averaging")
-
-
 def final_outputs():
-    """What `rule all` asks for; new figures and tables are added here."""
+    """What `rule all` asks for; new tables are added here (new figures go in scaledl.report.catalogue)."""
     return [
         f"{RESULTS}/tables/summary.csv",
         f"{RESULTS}/tables/summary.md",
@@ -64,7 +73,7 @@ def final_outputs():
         f"{RESULTS}/plots/accuracy_vs_time.png",
         *(f"{RESULTS}/tables/comm_model/{platform}.md" for platform in modelled_platforms()),
         f"{RESULTS}/report/claims.md",
-        *(f"{RESULTS}/report/figures/{figure}.png" for figure in REPORT_FIGURES),
+        *(f"{RESULTS}/report/figures/{figure}.png" for figure in FIGURE_NAMES),
         f"{RESULTS}/report/metrics_long.csv",
     ]
 
@@ -74,99 +83,7 @@ def run_files(name):
     return [f"{grid.run_dir(run, NAME)}/{name}" for run in RUNS]
 
 
-# ---- prepare ---------------------------------------------------------------
-
-
-def raw_dir(dataset):
-    return config["datasets"][dataset]["raw"] or f"data/raw/{dataset}"
-
-
-def needs_raw(dataset):
-    """Datasets read from a download (digits is embedded, synthetic generated)."""
-    return "raw" in config["datasets"][dataset]
-
-
-def prepare_input(wildcards):
-    """The raw download and label files, so missing ones are named before anything runs:
-    with a download list, its files (the download rule's outputs), else the raw folder."""
-    if not needs_raw(wildcards.dataset):
-        return []
-    settings = config["datasets"][wildcards.dataset]
-    extra = [settings.get(key) for key in ("val_labels", "devkit")]
-    raw = download_targets(wildcards.dataset) or [raw_dir(wildcards.dataset)]
-    return [*raw, *filter(None, extra)]
-
-
-def verify_raw(wildcards):
-    """The command checking hand-placed downloads against their sha256 before `prepare`
-    reads them (Snakemake takes an existing output as done), "" without a download list."""
-    files = download_files(wildcards.dataset)
-    if not files:
-        return ""
-    checksums = [f"--sha256 {shlex.quote(name)}={spec['sha256']}" for name, spec in files.items() if spec["sha256"]]
-    names = " ".join(shlex.quote(name) for name in files)
-    folder = shlex.quote(download_folder(wildcards.dataset))
-    return (f"python -m scaledl download {wildcards.dataset} {names} --out-dir {folder} --verify-only "
-            f"{' '.join(checksums)} && ")
-
-
-def prepare_flags(wildcards):
-    settings = dict(config["datasets"][wildcards.dataset])
-    settings.pop("download", None)  # the download rule's, not prepare's
-    if needs_raw(wildcards.dataset):
-        settings["raw"] = raw_dir(wildcards.dataset)
-    return grid.as_flags(settings)
-
-
-# ---- download --------------------------------------------------------------
-
-
-def download_files(dataset):
-    """{file name: {urls, sha256}} the download rule fetches for `dataset`; {} for none."""
-    return config["datasets"][dataset].get("download") or {}
-
-
-def download_folder(dataset):
-    """The raw folder, normalised so the download rule's outputs and prepare's inputs match."""
-    return os.path.normpath(raw_dir(dataset))
-
-
-def download_targets(dataset):
-    return [f"{download_folder(dataset)}/{name}" for name in download_files(dataset)]
-
-
-def downloads_by_folder():
-    """Raw folder → the dataset whose download list fills it; a listed file with neither
-    a URL nor a sha256, or two lists filling one folder, stop the workflow here."""
-    folders = {}
-    for dataset in config["datasets"]:
-        for name, spec in download_files(dataset).items():
-            if not spec["urls"] and not spec["sha256"]:
-                raise WorkflowError(f"datasets.{dataset}.download.{name}: give it urls or a sha256, or leave it out")
-        if not download_files(dataset):
-            continue
-        folder = download_folder(dataset)
-        if folder in folders:
-            raise WorkflowError(f"datasets {folders[folder]} and {dataset} both download into {folder}: "
-                                f"give one of them its own `raw` folder")
-        folders[folder] = dataset
-    return folders
-
-
-DOWNLOADS = downloads_by_folder()
-
-
-def one_of(words):
-    """A regex matching exactly one of `words`; one that matches nothing when there are none."""
-    return "|".join(re.escape(word) for word in sorted(set(words))) or "(?!)"
-
-
-def download_wildcard_constraints():
-    """The download rule's outputs are the listed files and nothing else."""
-    return {
-        "rawdir": one_of(DOWNLOADS),
-        "filename": one_of(name for dataset in DOWNLOADS.values() for name in download_files(dataset)),
-    }
+# ---- download and prepare --------------------------------------------------
 
 
 def download_dataset(wildcards):
@@ -175,12 +92,52 @@ def download_dataset(wildcards):
 
 def download_sources(wildcards):
     """--url (each mirror, in order) and --sha256 of the one file a download job fetches."""
-    name = wildcards.filename
-    spec = download_files(download_dataset(wildcards))[name]
-    flags = [f"--url {shlex.quote(f'{name}={url}')}" for url in spec["urls"]]
-    if spec["sha256"]:
-        flags.append(f"--sha256 {shlex.quote(name)}={spec['sha256']}")
-    return " ".join(flags)
+    return downloads.source_flags(config, download_dataset(wildcards), wildcards.filename)
+
+
+def prepare_input(wildcards):
+    """The raw download and label files, so missing ones are named before anything runs:
+    with a download list, its files (the download rule's outputs), else the raw folder."""
+    if not downloads.needs_raw(config, wildcards.dataset):
+        return []
+    settings = config["datasets"][wildcards.dataset]
+    extra = [settings.get(key) for key in ("val_labels", "devkit")]
+    raw = downloads.download_targets(config, wildcards.dataset) or [downloads.raw_dir(config, wildcards.dataset)]
+    return [*raw, *filter(None, extra)]
+
+
+def verify_raw(wildcards):
+    """The command checking hand-placed downloads against their sha256 before `prepare`
+    reads them (Snakemake takes an existing output as done), "" without a download list."""
+    return downloads.verify_command(config, wildcards.dataset)
+
+
+def prepare_flags(wildcards):
+    settings = dict(config["datasets"][wildcards.dataset])
+    settings.pop("download", None)  # the download rule's, not prepare's
+    if downloads.needs_raw(config, wildcards.dataset):
+        settings["raw"] = downloads.raw_dir(config, wildcards.dataset)
+    return grid.as_flags(settings)
+
+
+# What a prepare job asks for follows from its dataset (scaledl.grid.runs.prepare_resources): ImageNet's
+# `workers` decoding processes are its cores, and its time limit grows with the images each decodes.
+
+
+def prepare_threads(wildcards):
+    return grid.prepare_threads(config["datasets"][wildcards.dataset])
+
+
+def prepare_job_resources():
+    """The `resources:` of a prepare job, each a function of its dataset."""
+
+    def resource(name):
+        def value(wildcards):
+            return grid.prepare_resources(wildcards.dataset, config["datasets"][wildcards.dataset])[name]
+
+        return value
+
+    return {name: resource(name) for name in grid.PREPARE_RESOURCES}
 
 
 # ---- train -----------------------------------------------------------------

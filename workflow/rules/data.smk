@@ -1,6 +1,6 @@
 # Stage 1: raw dataset -> one HDF5 file per dataset (layout in scaledl.data.hdf5).
 # Datasets with a download list (datasets.<name>.download) get their raw files from
-# the download rule; the others read whatever the raw folder holds.
+# the download rule (scaledl.grid.downloads); the others read whatever the raw folder holds.
 
 
 # Where Snakemake runs: cluster compute nodes often have no route to the internet.
@@ -16,7 +16,7 @@ rule download:
     log:
         "logs/download/{rawdir}/{filename}.log",
     wildcard_constraints:
-        **download_wildcard_constraints(),
+        **DOWNLOAD_CONSTRAINTS,
     conda:
         "../envs/scaledl.yaml"
     params:
@@ -36,16 +36,10 @@ rule prepare:
         "logs/prepare/{dataset}.log",
     conda:
         "../envs/scaledl.yaml"
-    # What a prepare job asks for follows from its dataset (scaledl.grid.runs.prepare_resources): ImageNet's
-    # `workers` decoding processes are its cores, and its time limit grows with the images each decodes.
-    threads: lambda wildcards: grid.prepare_threads(config["datasets"][wildcards.dataset])
+    # Cores, memory and time limit follow from the dataset (common.smk, scaledl.grid.runs.prepare_resources).
+    threads: prepare_threads
     resources:
-        **{
-            name: lambda wildcards, name=name: grid.prepare_resources(
-                wildcards.dataset, config["datasets"][wildcards.dataset]
-            )[name]
-            for name in grid.PREPARE_RESOURCES
-        },
+        **prepare_job_resources(),
     params:
         verify_raw=verify_raw,
         flags=prepare_flags,

@@ -1,4 +1,5 @@
-# Stage 3: read every run.json / metrics.csv (never logs) into tables and figures.
+# Stage 3: read every run.json / metrics.csv (never logs) into tables, a plot and the claims
+# (the network stage is net.smk, the report's figures figures.smk).
 # Ordinary jobs: under --profile slurm they are submitted like the others.
 
 
@@ -61,48 +62,6 @@ rule plot_accuracy_vs_time:
     # x is training time, the clock of time_to_target_s in the summary
     shell:
         "python -m scaledl plot {input.metrics} --x train_s --out {output} > {log} 2>&1"
-
-
-# The network stage: α, β, γ and collective bandwidths measured on the
-# allocation of the platform's largest synchronous run (an MPI job placed like
-# the training jobs), then the α-β model's communication time per step beside
-# every run's measured one, and a weak-scaling extrapolation to the paper's
-# 4253-core point. Definitions: scaledl.net.measure, scaledl.report.comm_model.
-rule netbench:
-    output:
-        "results/{name}/netbench/{platform}.json",
-    log:
-        "logs/{name}/netbench/{platform}.log",
-    conda:
-        "../envs/scaledl.yaml"
-    threads: netbench_threads
-    resources:
-        mpi="mpiexec",  # a cluster swaps in its launcher: see slurm/config.yaml
-        **placed_resources(netbench_placement),
-    params:
-        flags=netbench_flags,
-    shell:
-        "SRUN_CPUS_PER_TASK={resources.cpus_per_task} {resources.mpi} -n {resources.tasks}"
-        " python -m mpi4py -m scaledl netbench --out {output} {params.flags} > {log} 2>&1"
-
-
-rule comm_model:
-    input:
-        netbench=comm_model_netbench,
-        runs=platform_run_files,
-    output:
-        csv=report("results/{name}/tables/comm_model/{platform}.csv", category="Communication model"),
-        md="results/{name}/tables/comm_model/{platform}.md",
-        scaling="results/{name}/tables/comm_model/{platform}_scaling.csv",
-    log:
-        "logs/{name}/aggregate/comm_model_{platform}.log",
-    conda:
-        "../envs/scaledl.yaml"
-    params:
-        networks=comm_model_networks,
-    shell:
-        "python -m scaledl comm-model {input.runs} --netbench {input.netbench} --networks {params.networks}"
-        " --out {output.csv} --markdown {output.md} --scaling-out {output.scaling} > {log} 2>&1"
 
 
 # The paper's claims, each with our number, its spread and n, and a verdict

@@ -28,9 +28,9 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import fields
 import re
 import shlex
+from dataclasses import fields
 from pathlib import Path
 from typing import Any, Mapping, NamedTuple
 
@@ -435,8 +435,9 @@ def prepare_resources(dataset: str, settings: Mapping) -> dict[str, Any]:
 
 
 def one_of(values) -> str:
-    """A regex matching exactly these values (sorted, so it does not depend on the grid's order)."""
-    return "|".join(sorted({str(value) for value in values}))
+    """A regex matching exactly one of these values, escaped and sorted (so it does not depend on the
+    grid's order); with none, one that matches nothing."""
+    return "|".join(re.escape(str(value)) for value in sorted({str(value) for value in values})) or "(?!)"
 
 
 def wildcard_constraints(runs: Mapping[RunKey, Settings]) -> dict[str, str]:
@@ -459,7 +460,7 @@ def name_constraint(name: str) -> dict[str, str]:
 
 def masterless_algorithms(runs: Mapping[RunKey, Settings]) -> str:
     """A regex of the grid's algorithms without a dedicated master: with one worker, a job of one rank."""
-    return one_of(key.algorithm for key in runs if not ALGORITHMS[key.algorithm].needs_master) or "(?!)"  # none
+    return one_of(key.algorithm for key in runs if not ALGORITHMS[key.algorithm].needs_master)
 
 
 def as_flags(values: Mapping[str, Any], negatable: frozenset[str] = frozenset()) -> str:
