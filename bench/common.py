@@ -30,7 +30,7 @@ DOC = REPO / "docs" / "benchmarks.md"
 DOC_HEADER = """# Benchmarks
 
 Measured by the scripts in `bench/`: `python bench/run_all.py` runs them all
-(≤ 30 minutes on 2 cores) and rewrites the sections below; each script can
+(≤ 15 minutes on 2 cores) and rewrites the sections below; each script can
 also run alone and rewrite only its own section. Every bench keeps every raw
 sample with its metadata (commit, command, environment, machine, load) in
 `bench/raw/NAME.json`, and each section is rendered from that record alone

@@ -1,4 +1,4 @@
-"""Run every benchmark, keep every raw sample, and rewrite docs/benchmarks.md from them (≤ 30 minutes on 2 cores).
+"""Run every benchmark, keep every raw sample, and rewrite docs/benchmarks.md from them (≤ 15 minutes on 2 cores).
 
     python bench/run_all.py [--quick] [--no-doc] [--only NAME,...]
     python bench/run_all.py --render          # rebuild the doc from bench/raw/*.json, measuring nothing

@@ -96,7 +96,9 @@ class TrainConfig:
     out_dir: Path = _setting(None, "run directory for metrics.csv, run.json, model.pt", group="run", type=Path,
                              required=True)
     # ---- budgets
-    max_steps: int | None = _setting(None, "iterations per worker", group="budgets", type=positive_int)
+    max_steps: int | None = _setting(None, "iterations per worker, counted in steps (collectives: one iteration "
+                                     "of every worker; window algorithms: P center updates; round-robin: one "
+                                     "round)", group="budgets", type=positive_int)
     epochs: float | None = _setting(None, "passes over each worker's shard", group="budgets", type=positive_float)
     time_budget: float | None = _setting(None, "training seconds (evaluation excluded)", group="budgets",
                                          type=positive_float, metavar="SECONDS")
@@ -168,8 +170,8 @@ class TrainConfig:
     device_sync: str = _setting("phase", "CUDA: synchronise the stream at every phase boundary so each phase holds "
                                 "its own device work; none for head-to-head throughput (device phases then "
                                 "hold launches only)", group="execution", choices=DEVICE_SYNCS)
-    eval_every: int = _setting(50, "evaluate the center every this many steps", group="execution",
-                               type=positive_int)
+    eval_every: int = _setting(50, "evaluate the center every this many steps (steps as --max-steps counts "
+                               "them)", group="execution", type=positive_int)
     eval_batch_size: int = _setting(1000, "images per evaluation batch", group="execution", type=positive_int)
     worker_timeout: float = _setting(30.0, "the floor of the no-progress limit: a worker silent longer than the "
                                      "larger of this and 10x its longest interval so far (3x this before its pace "
