@@ -147,6 +147,33 @@ def test_present_good_file_is_not_downloaded_again(server, tmp_path):
     assert server.hits["/a.bin"] == 0
 
 
+def test_a_gzip_file_is_verified_by_its_content_whatever_gzip_wrote_it(server, tmp_path):
+    """MNIST's checksums are the official ones of the uncompressed files: another gzip run's bytes pass."""
+    packed = gzip.compress(DATA, mtime=12345)
+    assert sha256(packed) != sha256(DATA)
+    (tmp_path / "a.gz").write_bytes(packed)
+    summary = fetch(RemoteFile("a.gz", (server.url("/a.gz"),), sha256(DATA)), tmp_path)
+    assert "already present, sha256 of its gunzipped content verified" in summary
+    server.routes["/b.gz"] = Route(gzip.compress(DATA, mtime=1))           # a download, gzipped elsewhere
+    assert "downloaded" in fetch(RemoteFile("b.gz", (server.url("/b.gz"),), sha256(DATA)), tmp_path)
+    (tmp_path / "c.gz").write_bytes(gzip.compress(DATA[:-1] + b"\x00"))     # the wrong content, gzipped
+    with pytest.raises(DataError) as exc:
+        fetch(RemoteFile("c.gz", (server.url("/c.gz"),), sha256(DATA)), tmp_path)
+    assert "nor does its content match" in one_line_error(exc) and server.hits["/c.gz"] == 0
+
+
+def test_a_gunzipped_copy_is_verified_and_gzipped_in_place(server, tmp_path):
+    (tmp_path / "a").write_bytes(DATA)
+    summary = fetch(RemoteFile("a.gz", (server.url("/a.gz"),), sha256(DATA)), tmp_path)
+    assert "found the gunzipped copy" in summary and "verified" in summary and server.hits["/a.gz"] == 0
+    assert gzip.decompress((tmp_path / "a.gz").read_bytes()) == DATA
+    (tmp_path / "b").write_bytes(DATA[:100])
+    with pytest.raises(DataError) as exc:
+        fetch(RemoteFile("b.gz", (server.url("/b.gz"),), sha256(DATA)), tmp_path)
+    assert f"sha256 is {sha256(DATA[:100])}, expected {sha256(DATA)}" in one_line_error(exc)
+    assert not (tmp_path / "b.gz").exists()
+
+
 def test_present_file_with_wrong_checksum_is_refused_and_kept(server, tmp_path):
     server.routes["/a.bin"] = Route(DATA)
     (tmp_path / "a.bin").write_bytes(DATA[:100])

@@ -3,16 +3,22 @@
 Each file has one or more mirror URLs, tried in order, and its sha256. A file is
 written into a temporary file beside its final name and renamed only once every
 byte arrived and the checksum matched, so an interrupted or corrupt download
-never looks complete. A file already there with the right checksum is kept; one
-with a wrong checksum is refused, never overwritten. With the network out of
+never looks complete. A gzip file also matches by the sha256 of its content
+(MNIST's checksums are the official ones of the uncompressed files, so any
+gzip run of the same images passes), and a gunzipped copy put where the .gz
+is expected is verified by its content and gzipped in place. A file already
+there with the right checksum is kept; one with a wrong checksum is refused,
+never overwritten. With the network out of
 reach, the error says which file to put where, with its checksum.
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import hashlib
 import http.client
+import shutil
 import sys
 import time
 import urllib.error
@@ -44,11 +50,13 @@ class RemoteFile:
 
 # torchvision's mirror first (the original site has been slow or refusing at times).
 MNIST_MIRRORS = ("https://ossci-datasets.s3.amazonaws.com/mnist/", "http://yann.lecun.com/exdb/mnist/")
+# The official checksums of the *uncompressed* IDX files: a .gz is verified by its content, so a copy gzipped
+# by another gzip run (other bytes, the same images) is accepted, and so is a gunzipped copy.
 MNIST_SHA256 = {
-    "train-images-idx3-ubyte.gz": "440fcabf73cc546fa21475e81ea370265605f56be210a4024d2ca8f203523609",
-    "train-labels-idx1-ubyte.gz": "3552534a0a558bbed6aed32b30c495cca23d567ec52cac8be1a0730e8010255c",
-    "t10k-images-idx3-ubyte.gz": "8d422c7b0a1c1c79245a5bcf07fe86e33eeafee792b84584aec276f5a2dbc4e6",
-    "t10k-labels-idx1-ubyte.gz": "f7ae60f92e00ec6debd23a6088c31dbd2371eca3ffa0defaefb259924204aec6",
+    "train-images-idx3-ubyte.gz": "ba891046e6505d7aadcbbe25680a0738ad16aec93bde7f9b65e87a2fc25776db",
+    "train-labels-idx1-ubyte.gz": "65a50cbbf4e906d70832878ad85ccda5333a97f0f4c3dd2ef09a8a9eef7101c5",
+    "t10k-images-idx3-ubyte.gz": "0fa7898d509279e482958e8ce81c8e77db3f2f8254e26661ceb7762c4d494ce7",
+    "t10k-labels-idx1-ubyte.gz": "ff7bcfd416de33731a308c3f266cc351222c34898ecbeaf847f06e48f7ec33f2",
 }
 
 # The files `scaledl download DATASET` fetches without --url; config/paper.yaml and
@@ -176,6 +184,9 @@ def ensure_file(f: RemoteFile, out_dir: Path, *, verify_only: bool = False, time
     target = out_dir / f.name
     if target.is_file():
         return _check_present(f, target)
+    unpacked = target.with_suffix("") if target.suffix == ".gz" else None
+    if unpacked is not None and unpacked.is_file():
+        return _pack_unpacked(f, unpacked, target)
     if target.exists():
         raise DataError(f"{target} is not a regular file; move it away, then {put_by_hand(f, target)}")
     if verify_only:
@@ -199,11 +210,49 @@ def ensure_file(f: RemoteFile, out_dir: Path, *, verify_only: bool = False, time
 def _check_present(f: RemoteFile, target: Path) -> str:
     if f.sha256 is None:
         return f"{f.name}: already present, no sha256 given, not verified -> {target}"
-    got = sha256_file(target)
-    if got != f.sha256:
-        raise DataError(f"{target} is there but its sha256 is {got}, expected {f.sha256} (incomplete, corrupt or "
-                        f"another version): delete it to download it again, or replace it with the right file")
-    return f"{f.name}: already present, sha256 verified -> {target}"
+    how = verified(target, f.sha256)
+    if how is None:
+        raise DataError(f"{target} is there but its sha256 is {sha256_file(target)}, expected {f.sha256} (nor does "
+                        "its content match, gunzipped; incomplete, corrupt or another version): delete it to "
+                        "download it again, or replace it with the right file")
+    return f"{f.name}: already present, {how} -> {target}"
+
+
+def verified(path: Path, sha256: str) -> str | None:
+    """How `path` matches `sha256`: by its bytes, or, for a gzip file, by its gunzipped content; None if not."""
+    if sha256_file(path) == sha256:
+        return "sha256 verified"
+    if _is_gzip(path) and _gunzipped_sha256(path) == sha256:
+        return "sha256 of its gunzipped content verified"
+    return None
+
+
+def _is_gzip(path: Path) -> bool:
+    with open(path, "rb") as f:
+        return f.read(2) == b"\x1f\x8b"
+
+
+def _gunzipped_sha256(path: Path) -> str | None:
+    """The sha256 of a gzip file's content; None for a broken archive."""
+    digest = hashlib.sha256()
+    try:
+        with gzip.open(path, "rb") as f:
+            while block := f.read(CHUNK):
+                digest.update(block)
+    except (OSError, EOFError):
+        return None
+    return digest.hexdigest()
+
+
+def _pack_unpacked(f: RemoteFile, unpacked: Path, target: Path) -> str:
+    """A gunzipped copy put by hand: verified by its content, then gzipped into the file the pipeline reads."""
+    if f.sha256 is not None and sha256_file(unpacked) != f.sha256:
+        raise DataError(f"{unpacked} is there but its sha256 is {sha256_file(unpacked)}, expected {f.sha256} for "
+                        f"the content of {f.name}: replace it with the right file, or {put_by_hand(f, target)}")
+    with atomic_path(target) as tmp, open(unpacked, "rb") as source, gzip.open(tmp, "wb") as out:
+        shutil.copyfileobj(source, out, CHUNK)
+    verdict = "its content's sha256 verified" if f.sha256 else "no sha256 given, not verified"
+    return f"{f.name}: found the gunzipped copy {unpacked}, {verdict}, gzipped -> {target}"
 
 
 def download(url: str, target: Path, sha256: str | None, *, timeout: float, progress_every: float,
@@ -219,7 +268,7 @@ def download(url: str, target: Path, sha256: str | None, *, timeout: float, prog
             got, size = _copy_hashing(response, tmp, progress)
             if total is not None and size < total:
                 raise _MirrorFailed(f"{url}: the connection closed after {size} of {total} bytes")
-            if sha256 is not None and got != sha256:
+            if sha256 is not None and got != sha256 and not (_is_gzip(tmp) and _gunzipped_sha256(tmp) == sha256):
                 raise _MirrorFailed(f"{url} sent {size} bytes whose sha256 is {got}, expected {sha256}; not kept")
     except urllib.error.HTTPError as exc:
         raise _MirrorFailed(f"{url}: HTTP {exc.code} {exc.reason}") from None
