@@ -8,19 +8,22 @@ from scaledl.algorithms.boundary import Request, StepBoundary
 class Monitor:
     """A stand-in for the master's monitor: stops at `stop_at`, checkpoints at `checkpoint_at`."""
 
-    def __init__(self, stop_at=None, checkpoint_at=(), log=None):
-        self.stop_at, self.checkpoint_at, self.log = stop_at, set(checkpoint_at), log
+    def __init__(self, stop_at=None, checkpoint_at=(), evaluate_at=(), log=None):
+        self.stop_at, self.checkpoint_at, self.evaluate_at, self.log = stop_at, set(checkpoint_at), set(evaluate_at), log
         self.stop_reason = None
         self.step = 0
 
     def after_step(self, step, epoch, interrupted=False):
         self.step = step
-        self.log.append(("evaluate", step))
+        self.log.append(("rule", step))
         if interrupted:
             self.stop_reason = "interrupted"
         elif step == self.stop_at:
             self.stop_reason = "max_steps"
         return self.stop_reason is not None
+
+    def evaluation_due(self):
+        return self.stop_reason is None and self.step in self.evaluate_at
 
     def wants_checkpoint(self, stopping):
         return self.stop_reason == "interrupted" if stopping else self.step in self.checkpoint_at
@@ -38,9 +41,13 @@ class Timer:
         self.log.append(("mark", idle))
 
 
-def boundary(log, monitor=None, interrupted=False, checkpoints=True):
+def boundary(log, monitor=None, interrupted=False, checkpoints=True, evaluation_stops=False):
+    def evaluate():
+        log.append(("evaluation pause",))
+        return evaluation_stops
+
     return StepBoundary(monitor, interrupted=lambda: interrupted, checkpoints_enabled=checkpoints,
-                        save_checkpoint=lambda: log.append(("checkpoint",)), timer=Timer(log))
+                        save_checkpoint=lambda: log.append(("checkpoint",)), evaluate=evaluate, timer=Timer(log))
 
 
 def agreeing(log, answer=None):
@@ -54,7 +61,7 @@ def test_a_scheduled_checkpoint_comes_after_the_agreement_and_the_step_mark():
     log = []
     stop = boundary(log, Monitor(checkpoint_at={3}, log=log)).cross(3, 0.1, agreeing(log), idle="wait")
     assert not stop
-    assert log == [("evaluate", 3), ("agree", Request.CHECKPOINT), ("mark", "wait"), ("checkpoint",)]
+    assert log == [("rule", 3), ("agree", Request.CHECKPOINT), ("mark", "wait"), ("checkpoint",)]
 
 
 def test_a_budget_stops_without_a_checkpoint():
@@ -88,3 +95,33 @@ def test_a_worker_without_a_monitor_checkpoints_when_the_master_asked():
     log = []
     assert not boundary(log).cross(4, 0.0, agreeing(log, answer=Request.CHECKPOINT))
     assert log == [("agree", Request.NONE), ("mark", None), ("checkpoint",)]
+
+
+def test_an_evaluation_pause_comes_after_the_step_mark_and_before_the_checkpoint():
+    log = []
+    monitor = Monitor(checkpoint_at={4}, evaluate_at={4}, log=log)
+    assert not boundary(log, monitor).cross(4, 0.1, agreeing(log))
+    assert log == [("rule", 4), ("agree", Request.EVALUATE | Request.CHECKPOINT), ("mark", None),
+                   ("evaluation pause",), ("checkpoint",)]
+
+
+def test_an_evaluation_that_reaches_the_target_stops_the_run_and_the_agreed_checkpoint_is_still_written():
+    """Every rank agreed on the checkpoint before the evaluation: none may skip the collective."""
+    log = []
+    monitor = Monitor(checkpoint_at={4}, evaluate_at={4}, log=log)
+    assert boundary(log, monitor, evaluation_stops=True).cross(4, 0.1, agreeing(log))
+    assert log[-2:] == [("evaluation pause",), ("checkpoint",)]
+
+
+def test_no_evaluation_at_a_stop_nor_on_an_interrupt():
+    for kwargs, monitor_kwargs in (({}, {"stop_at": 4}), ({"interrupted": True}, {})):
+        log = []
+        monitor = Monitor(evaluate_at={4}, log=log, **monitor_kwargs)
+        assert boundary(log, monitor, **kwargs).cross(4, 0.1, agreeing(log))
+        assert ("evaluation pause",) not in log
+
+
+def test_a_worker_joins_the_evaluation_pause_the_master_asked_for():
+    log = []
+    assert not boundary(log).cross(4, 0.0, agreeing(log, answer=Request.EVALUATE))
+    assert log == [("agree", Request.NONE), ("mark", None), ("evaluation pause",)]

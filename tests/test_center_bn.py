@@ -41,25 +41,22 @@ def test_dedicated_master_reestimates_bn_and_keeps_the_evaluated_copy(digits_h5)
     center = build_model("lenet_bn", info.image_shape, info.classes)
     before = {k: v.clone() for k, v in center.state_dict().items()}
     ev = evaluator(digits_h5, center)
-    ev.submit(snapshot(0))
-    [first] = ev.drain()
+    first = ev.evaluate(snapshot(0))
     evaluated = {k: v.clone() for k, v in ev.evaluated_state.items()}
     assert_not_initial(evaluated)
     assert evaluated.keys() == center.state_dict().keys()
-    # the snapshot's weights were evaluated; the live center was not touched by the re-estimate
+    # the center's weights were evaluated; the live center was not touched by the re-estimate
     assert all(torch.equal(evaluated[k], before[k]) for k in before if not k.endswith(("running_mean", "running_var", "num_batches_tracked")))
     assert all(torch.equal(before[k], v) for k, v in center.state_dict().items())
-    with torch.no_grad():                        # the center moves after the snapshot ...
+    with torch.no_grad():                        # the center moves after the evaluation ...
         for p in center.parameters():
             p.add_(1.0)
     assert all(torch.equal(evaluated[k], v) for k, v in ev.evaluated_state.items())  # ... the evaluated copy does not
     with torch.no_grad():
         for p in center.parameters():
             p.sub_(1.0)
-    ev.submit(snapshot(1))
-    [again] = ev.drain()
+    again = ev.evaluate(snapshot(1))
     assert (again.test_loss, again.test_accuracy) == (first.test_loss, first.test_accuracy)  # same batches each time
-    ev.close()
 
 
 def test_model_without_bn_is_untouched(digits_h5):
@@ -67,11 +64,9 @@ def test_model_without_bn_is_untouched(digits_h5):
     center = build_model("lenet", info.image_shape, info.classes)
     before = {k: v.clone() for k, v in center.state_dict().items()}
     ev = evaluator(digits_h5, center)
-    ev.submit(snapshot(0))
-    ev.drain()
+    ev.evaluate(snapshot(0))
     assert not ev.re_estimate_bn
     assert all(torch.equal(before[k], v) for k, v in ev.evaluated_state.items())
-    ev.close()
 
 
 @pytest.mark.mpi

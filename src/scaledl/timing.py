@@ -11,8 +11,8 @@ Phases of one rank's main thread (they add up to its wall time):
     center_update the master's rule (part 8)
     wait          blocked on peers: a turn (round-robin), a slower peer before a
                   collective (skew), the master, or an overlapped exchange to finish
-    eval          the master's snapshot of the center for an evaluation (the evaluation
-                  itself runs on a helper thread: scaledl.train.evaluation), excluded from training time
+    eval          an evaluation's pause: the master evaluates the center while every other rank
+                  waits (scaledl.train.evaluation), excluded from training time
     checkpoint    writing this rank's part of a checkpoint (scaledl.train.checkpoint), excluded
                   from training time like eval: its cost is reported on its own
 Beside them, `overlapped_comm` counts exchange seconds spent on a helper
@@ -74,7 +74,7 @@ class PhaseTimer:
         if self._active is not None:
             raise RuntimeError(f"phase {name!r} opened inside {self._active!r}: its seconds would count twice")
         self._active = name
-        t0 = self._clock()
+        t0 = self._active_since = self._clock()
         try:
             yield
         finally:
@@ -98,9 +98,8 @@ class PhaseTimer:
         """End of one iteration: record this step's seconds per phase for the timeline.
 
         idle: charge the step's seconds outside every phase to this phase. A dedicated master's
-        loop does so with `wait`: what it does between exchanges, updates and snapshots is
-        bookkeeping while it waits for the workers (and, with the evaluation thread holding
-        the interpreter, waiting for it), too fine-grained to time piece by piece.
+        loop does so with `wait`: what it does between exchanges and updates is bookkeeping
+        while it waits for the workers, too fine-grained to time piece by piece.
         """
         end = self._clock() - self.start
         if idle is not None:
@@ -116,8 +115,11 @@ class PhaseTimer:
         return time.perf_counter() - self.start
 
     def training(self) -> float:
-        """The training clock: wall time less the phases off it (evaluation and checkpoints)."""
-        return self.wall() - sum(self.totals[p] for p in OFF_CLOCK)
+        """The training clock: wall time less the phases off it (evaluation and checkpoints), the one
+        open now included (an evaluation reads this clock from inside its pause)."""
+        now = time.perf_counter()
+        open_off_clock = now - self._active_since if self._active in OFF_CLOCK else 0.0
+        return now - self.start - sum(self.totals[p] for p in OFF_CLOCK) - open_off_clock
 
     def state_dict(self) -> dict:
         """The clock and every total so far, for a checkpoint: a resumed run's clock continues from here."""

@@ -14,8 +14,8 @@ settings. The training loop (scaledl.train.loop) calls it like this::
 
 and, on the dedicated master of master-based engines, `algo.serve(boundary)`
 then `algo.finish()` (algorithms/boundary.py: the one step boundary). Where a
-pattern agrees on a checkpoint outside the boundary (a round-robin worker's
-pause message), it calls `save_checkpoint()`. `state_dict()` and
+pattern agrees on a pause outside the boundary (a round-robin worker's
+messages between turns), it calls `pause_for_evaluation()` or `save_checkpoint()`. `state_dict()` and
 `load_state_dict()` carry what the engine adds to a checkpoint
 (scaledl.train.checkpoint); they are called between steps, with no exchange in flight.
 """
@@ -41,6 +41,11 @@ def _no_checkpoint() -> None:
     """A run without checkpoints."""
 
 
+def _no_evaluation() -> bool:
+    """A run without evaluations."""
+    return False
+
+
 @dataclass
 class AlgorithmContext:
     """What an engine is built from: its description and settings, its ranks and tensors."""
@@ -55,6 +60,7 @@ class AlgorithmContext:
     dist_group: object = None   # torch.distributed group of the workers (backends nccl, gloo)
     worker_timeout: float = 30.0   # the floor (s) of how long a silent worker is waited for (comm/liveness.py)
     save_checkpoint: Callable[[], None] = _no_checkpoint   # collective: a checkpoint of the whole run
+    pause_for_evaluation: Callable[[], bool] = _no_evaluation   # collective: every rank waits while W is evaluated
 
 
 class Algorithm(ABC):
@@ -69,6 +75,7 @@ class Algorithm(ABC):
         self.dist_group = context.dist_group
         self.worker_timeout = context.worker_timeout
         self.save_checkpoint = context.save_checkpoint
+        self.pause_for_evaluation = context.pause_for_evaluation
 
     @abstractmethod
     def start(self) -> None:

@@ -4,14 +4,19 @@ Every loop crosses it once per step: the workers' loop after each iteration
 (scaledl.train.loop), a dedicated master's after each step of its service
 (algorithms/master.py). One order, written once:
 
-    1. the master's monitor evaluates W on schedule and applies its stop rule;
-    2. the request: STOP (a budget, the target, divergence or an interrupt) and
+    1. the master's monitor applies its stop rule (budgets, divergence, an interrupt);
+    2. the request: STOP, EVALUATE (the schedule, while the run goes on) and
        CHECKPOINT (the schedule; at a stop, only when interrupted);
     3. the ranks agree on it through the pattern's own control message (the
        collectives' stop vote, the master's notice board, a round-robin
-       message): a dedicated master announces the checkpoint's pause before
-       the stop, so a worker that reads the stop has read the pause too;
-    4. the step is marked on the clock, then the agreed checkpoint is written.
+       message): a dedicated master announces the pauses before the stop,
+       so a worker that reads the stop has read them too;
+    4. the step is marked on the clock;
+    5. an agreed evaluation: every rank pauses off its clock while the master
+       evaluates W (scaledl.train.evaluation); the target reached, or a
+       non-finite loss, stops the run at this step;
+    6. an agreed checkpoint is written (every rank agreed on it before the evaluation, so it is
+       written even when the evaluation ends the run: no rank may skip a collective its peers enter).
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ class Request(IntFlag):
     NONE = 0
     STOP = 1          # the master's stop rule, or an interrupt
     CHECKPOINT = 2    # the master's checkpoint schedule, or an interrupt (then with STOP)
+    EVALUATE = 4      # the master's evaluation schedule: every rank pauses while W is evaluated
 
 
 @dataclass
@@ -42,6 +48,7 @@ class StepBoundary:
     interrupted: Callable[[], bool]        # this rank got SIGINT, SIGTERM or SIGUSR1
     checkpoints_enabled: bool
     save_checkpoint: Callable[[], None]    # collective over every rank of the job
+    evaluate: Callable[[], bool]           # collective: the evaluation pause; True when it ends the run
     timer: object                          # this rank's scaledl.timing.PhaseTimer
     kill_at: int | None = None             # fault injection (tests): SIGKILL this rank at this step
 
@@ -53,6 +60,8 @@ class StepBoundary:
             stop = self.monitor.after_step(step, epoch, interrupted=interrupted)
             if stop:
                 request |= Request.STOP
+            elif self.monitor.evaluation_due():
+                request |= Request.EVALUATE
             if self.monitor.wants_checkpoint(stop):
                 request |= Request.CHECKPOINT
         if interrupted:
@@ -73,6 +82,10 @@ class StepBoundary:
             request = self.decide(step, epoch)
         agreed = agree(request)
         self.timer.mark_step(idle=idle)
+        if agreed & Request.EVALUATE and not agreed & Request.STOP:
+            with paused():
+                if self.evaluate():                    # the target, or divergence: the run ends here
+                    agreed |= Request.STOP
         if agreed & Request.CHECKPOINT:
             with paused():
                 self.save_checkpoint()

@@ -10,9 +10,9 @@ sends W^i back (line 12) and applies Eq. 1 (line 13); the master applies
 Eq. 2 (line 14); then worker i+1's turn begins. The workers' computations
 are thereby serialised: P·(α + |W|β) per round each way and no overlap,
 which is what makes it slow on HPC systems (the paper's motivation). A step
-is a round (every worker's turn once). A checkpoint falls between rounds:
-instead of the next turn each worker gets a pause message, and all ranks
-write theirs. Bitwise repeatable: the order of every update is fixed.
+is a round (every worker's turn once). Evaluations and checkpoints fall
+between rounds: instead of the next turn each worker gets a message to pause
+for the evaluation, or to write its part of the checkpoint. Bitwise repeatable: the order of every update is fixed.
 """
 
 from __future__ import annotations
@@ -45,8 +45,11 @@ class RoundRobinEASGD(MasterBased):
     # ---- worker: wait for the turn, compute, hand back, update
     def begin_iteration(self) -> bool:
         message = self.rr.await_turn(self.center_host, self.timer)   # wait for the turn, then receive W
-        while message == Tag.PAUSE:                                  # between rounds: a checkpoint first
-            self.save_checkpoint()
+        while message in (Tag.EVALUATE, Tag.PAUSE):                  # between rounds: the master's pauses first
+            if message == Tag.EVALUATE:
+                self.pause_for_evaluation()                          # the stop, if it says so, follows as a message
+            else:
+                self.save_checkpoint()
             message = self.rr.await_turn(self.center_host, self.timer)
         if message == Tag.WEIGHTS:
             with self.timer.phase("param_copy"):
@@ -81,8 +84,11 @@ class RoundRobinEASGD(MasterBased):
         return self.stats.step, self.stats.epoch
 
     def announce(self, request: Request) -> Request:
+        # The workers wait for a turn: they get the pauses instead, in the order the boundary takes them.
+        if request & Request.EVALUATE:
+            self.rr.evaluate_all()
         if request & Request.CHECKPOINT:
-            self.rr.pause_all()                        # the workers wait for a turn: they get a pause instead
+            self.rr.pause_all()
         return request                                 # the stop goes out with `release`
 
     def release(self) -> None:

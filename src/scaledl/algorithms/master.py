@@ -94,6 +94,7 @@ class MasterBased(Algorithm):
         self.board = Board(r.world, r.master, r.num_workers)
         self.staleness = Staleness()
         self.pauses_seen = 0         # worker: checkpoints joined so far (the board counts those asked)
+        self.evaluations_seen = 0    # worker: evaluation pauses joined so far
         if r.is_worker:
             self.stage = HostStage(self.params.data, self.timer)
         else:
@@ -134,11 +135,14 @@ class MasterBased(Algorithm):
     def end_iteration(self, loss, batch: int, request: Request) -> Request:
         """The master decides alone (every rank receives the same signals): `request` is not sent."""
         with self.timer.phase("comm"):
-            stop, pauses = self.board.report(self.roles.worker_index, float(loss) * batch, batch)
+            stop, pauses, evaluations = self.board.report(self.roles.worker_index, float(loss) * batch, batch)
         agreed = Request.STOP if stop else Request.NONE
         if pauses > self.pauses_seen:
             self.pauses_seen = pauses
             agreed |= Request.CHECKPOINT
+        if evaluations > self.evaluations_seen:
+            self.evaluations_seen = evaluations
+            agreed |= Request.EVALUATE
         return agreed
 
     def report(self) -> dict:

@@ -161,12 +161,11 @@ class WindowEngine(MasterBased):
                 return self.stats.step, self.stats.epoch
 
     def announce(self, request: Request) -> Request:
-        # The pause first: a worker that reads the stop has read the pause too, so every worker
-        # joins this checkpoint (a stop read alone would send it to finish()'s barrier).
-        if request & Request.CHECKPOINT:
-            self.board.ask_pause()
-        if request & Request.STOP:
-            self.board.set_stop()
+        # One epoch: a worker that reads the stop has read the pauses too, so every worker joins this
+        # checkpoint (a stop read alone would send it to finish()'s barrier), and no worker reads the
+        # checkpoint's pause without the evaluation's before it.
+        self.board.announce(evaluation=bool(request & Request.EVALUATE), pause=bool(request & Request.CHECKPOINT),
+                            stop=bool(request & Request.STOP))
         return request
 
     def release(self) -> None:

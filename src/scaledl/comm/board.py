@@ -7,10 +7,11 @@ reading the stop flag never waits for the master's attention. Layout
     [0] UPDATES   center updates so far (the center's version)
     [1] STOP      1.0 once the master ends the run
     [2] PAUSES    checkpoints asked for so far: a worker that sees it grow joins the next one
-    [3] LOSS_SUM  Σ loss·batch reported by workers
-    [4] SAMPLES   Σ batch sizes reported
-    [5 + w]       exchanges completed by worker w (heartbeat)
-    [5 + P + w]   1.0 while worker w queues for the center's lock, 0.0 once it holds it
+    [3] EVALS     evaluations asked for so far: a worker that sees it grow joins the evaluation's pause
+    [4] LOSS_SUM  Σ loss·batch reported by workers
+    [5] SAMPLES   Σ batch sizes reported
+    [6 + w]       exchanges completed by worker w (heartbeat)
+    [6 + P + w]   1.0 while worker w queues for the center's lock, 0.0 once it holds it
 
 The last block tells a hung worker from the ones blocked behind it: a
 worker that stops while holding an exclusive lock leaves the others queued.
@@ -21,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 from mpi4py import MPI
 
-UPDATES, STOP, PAUSES, LOSS_SUM, SAMPLES, HEARTBEATS = 0, 1, 2, 3, 4, 5
+UPDATES, STOP, PAUSES, EVALS, LOSS_SUM, SAMPLES, HEARTBEATS = 0, 1, 2, 3, 4, 5, 6
 KEPT = (UPDATES, LOSS_SUM, SAMPLES)   # the words a checkpoint keeps (the rest restart at zero)
 
 
@@ -40,8 +41,8 @@ class Board:
         self._zero = np.zeros(1, dtype=np.float64)
         self._version = np.zeros(1, dtype=np.float64)
         self._stats = np.zeros(2, dtype=np.float64)
-        self._control = np.zeros(2, dtype=np.float64)   # STOP, PAUSES as read
-        self._ignored = np.zeros(2, dtype=np.float64)   # NO_OP's origin (MPI wants it apart from the result)
+        self._control = np.zeros(3, dtype=np.float64)   # STOP, PAUSES, EVALS as read (one read: consistent)
+        self._ignored = np.zeros(3, dtype=np.float64)   # NO_OP's origin (MPI wants it apart from the result)
         world.Barrier()  # the master's zeros are in place before anyone accumulates
 
     # ---- worker side
@@ -53,8 +54,9 @@ class Board:
         self.win.Unlock(self.master)
         return int(self._version[0])
 
-    def report(self, worker_index: int, loss_sum: float, samples: int) -> tuple[bool, int]:
-        """Add this iteration's loss, beat the heart; returns (the master says stop, checkpoints asked so far)."""
+    def report(self, worker_index: int, loss_sum: float, samples: int) -> tuple[bool, int, int]:
+        """Add this iteration's loss, beat the heart; returns (the master says stop, checkpoints asked so far,
+        evaluations asked so far)."""
         self._stats[:] = (loss_sum, samples)
         self.win.Lock(self.master, MPI.LOCK_SHARED)
         self.win.Accumulate(self._stats, self.master, target=LOSS_SUM, op=MPI.SUM)
@@ -62,7 +64,7 @@ class Board:
         self.win.Accumulate(self._one, self.master, target=self._queued(worker_index), op=MPI.REPLACE)
         self.win.Get_accumulate(self._ignored, self._control, self.master, target=STOP, op=MPI.NO_OP)
         self.win.Unlock(self.master)
-        return bool(self._control[0]), int(self._control[1])
+        return bool(self._control[0]), int(self._control[1]), int(self._control[2])
 
     def _queued(self, worker_index: int) -> int:
         return HEARTBEATS + self.num_workers + worker_index
@@ -89,9 +91,14 @@ class Board:
     def set_stop(self) -> None:
         self._set(STOP, 1.0)
 
-    def ask_pause(self) -> None:
-        """Ask every worker to join a checkpoint after its current iteration."""
-        self._set(PAUSES, self.words[PAUSES] + 1.0)
+    def announce(self, *, evaluation: bool, pause: bool, stop: bool) -> None:
+        """In one epoch, so that a worker reads all of it or none: an evaluation's pause, a checkpoint's
+        pause (each worker joins after its current iteration) and the stop."""
+        self.win.Lock(self.master, MPI.LOCK_EXCLUSIVE)
+        self.words[EVALS] += float(evaluation)
+        self.words[PAUSES] += float(pause)
+        self.words[STOP] = max(self.words[STOP], float(stop))
+        self.win.Unlock(self.master)
 
     def kept(self) -> list[float]:
         return [float(self.words[i]) for i in KEPT]

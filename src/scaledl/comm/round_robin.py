@@ -69,6 +69,10 @@ class RoundRobinMaster:
         """Each worker is waiting for its next turn; ask it to join a checkpoint first."""
         self._tell_all(Tag.PAUSE, "the pause message")
 
+    def evaluate_all(self) -> None:
+        """Each worker is waiting for its next turn; ask it to pause, off its clock, for an evaluation."""
+        self._tell_all(Tag.EVALUATE, "the evaluation message")
+
     def _tell_all(self, tag: Tag, what: str) -> None:
         requests = [self.world.Isend(self._empty, dest=w, tag=tag) for w in self.worker_ranks]
         for w, request in enumerate(requests):
@@ -85,7 +89,8 @@ class RoundRobinWorker:
 
     def await_turn(self, center_out: np.ndarray, timer: PhaseTimer) -> Tag:
         """Block until the master's next message: WEIGHTS (this worker's turn: W lands in center_out),
-        PAUSE (join a checkpoint, then wait again) or STOP."""
+        PAUSE (join a checkpoint, then wait again), EVALUATE (pause for an evaluation, then
+        wait again) or STOP."""
         with timer.phase("wait"):                  # the other workers' turns
             self.world.Probe(source=self.master, tag=MPI.ANY_TAG, status=self._status)
         tag = self._status.Get_tag()

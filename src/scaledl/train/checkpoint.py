@@ -239,8 +239,6 @@ def _tupled(value):
 def save(run) -> None:
     """Write this rank's part of a checkpoint of the run as it stands now; collective."""
     roles, timer = run.roles, run.timer
-    if roles.is_master:
-        run.monitor.settle()                               # every evaluation so far in the saved rows
     with timer.phase("checkpoint"):
         roles.world.Barrier()                              # every rank at the boundary: nothing in flight
         step = roles.world.bcast(run.monitor.step if roles.is_master else None, root=roles.master)

@@ -1,25 +1,22 @@
-"""Evaluation of the center off every clock: a snapshot now, the test pass on a helper thread.
+"""Evaluation of the center, off every clock and beside no training: the ranks pause for it.
 
-At each evaluation point the master copies the center W (weights and
-buffers) together with the training clock. A helper thread evaluates the
-snapshots in order, on a model of its own, while training goes on: no rank
-waits for an evaluation, so no rank's phases contain one, and the time to
-target is the training clock of the first snapshot whose accuracy reaches
-the target. Why a thread on the master rather than after the run or on an
-extra rank: the run can still stop at the target (a few steps late, not
-counted), no rank or node is added, and the copy is the master's only cost.
-Its cost on a shared machine: the thread competes for the master's cores
-(or GPU), which shows up as that rank's compute, not as anyone's wait.
-
-Memory is bounded: at most MAX_PENDING snapshots wait. One more makes the
-master wait for the oldest evaluation; those seconds are its `eval` phase
-and run.json counts them (`evaluation.stalls`), since its peers then wait too.
+At each evaluation point every rank of the job pauses at its step boundary
+(algorithms/boundary.py: the agreed EVALUATE request) and waits, in its
+`eval` phase, off the training clock, while the master evaluates the center
+W on the test split, with every core of its node; then training resumes.
+So an evaluation takes nothing from the training ranks (no thread shares
+their cores, whatever the test set's size), its result is known at the step
+it was taken (the run stops exactly at the step that reached the target), and
+every algorithm family is evaluated alike, wherever its center lives. Its
+price is wall time only. For the asynchronous algorithms a pause is a
+synchronisation point: every worker finishes its iteration and waits, once
+every `--eval-every` steps.
 
 BatchNorm statistics are buffers, which no algorithm exchanges. Collective
-algorithms evaluate on worker 0, whose buffers the snapshot takes (those of
-W^0, not of W). A dedicated master has no worker model: before evaluating a
-snapshot it re-estimates the statistics of W itself from BN_BATCHES training
-batches (torch.optim.swa_utils.update_bn); a model without BatchNorm skips this.
+algorithms evaluate on worker 0, whose buffers the evaluation takes (those of
+W^0, not of W). A dedicated master has no worker model: before evaluating it
+re-estimates the statistics of W itself from BN_BATCHES training batches
+(torch.optim.swa_utils.update_bn); a model without BatchNorm skips this.
 
 `SCALEDL_EVAL_DELAY_S` (a diagnostic for the timing tests) adds that many
 seconds of sleep to every evaluation.
@@ -32,8 +29,6 @@ import copy
 import itertools
 import os
 import time
-from collections import deque
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import torch
@@ -42,10 +37,8 @@ from torch.optim.swa_utils import update_bn
 
 from scaledl.data.loader import Normalizer, iter_split
 
-MAX_PENDING = 4
 # Training batches (of the workers' batch size, the first ones of the pre-shuffled train split, so the same
-# images every time) that re-estimate a dedicated master's BatchNorm statistics: 32 batches (2048 images at
-# batch 64) cost about a fifth of a 10 000-image test pass.
+# images every time) that re-estimate a dedicated master's BatchNorm statistics.
 BN_BATCHES = 32
 EVAL_DELAY_VARIABLE = "SCALEDL_EVAL_DELAY_S"
 
@@ -70,14 +63,14 @@ class Evaluation:
 
 
 class CenterEvaluator:
-    """Snapshots of the center, evaluated in order on a helper thread."""
+    """Evaluates the center on the test split, synchronously, on a model of its own."""
 
     def __init__(self, data_path, center_model: torch.nn.Module, worker_model: torch.nn.Module | None,
                  normalize: Normalizer, *, eval_batch_size: int, bn_batch_size: int):
         self.data_path = data_path
         self.center_model = center_model
         self.worker_buffers = dict(worker_model.named_buffers()) if worker_model is not None else None
-        self.model = copy.deepcopy(center_model)       # the helper thread's own: snapshots load into it
+        self.model = copy.deepcopy(center_model)       # the center's copy that is evaluated (and saved)
         self.normalize = normalize
         self.eval_batch_size = eval_batch_size
         self.bn_batch_size = bn_batch_size
@@ -85,67 +78,37 @@ class CenterEvaluator:
             isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and m.track_running_stats
             for m in center_model.modules())
         self.delay = float(os.environ.get(EVAL_DELAY_VARIABLE) or 0.0)
-        device = next(center_model.parameters()).device
-        self.stream = torch.cuda.Stream(device) if device.type == "cuda" else None
-        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="scaledl-eval")
-        self.pending: deque[tuple[Snapshot, Future]] = deque()
-        self.evaluated_state: dict[str, torch.Tensor] = {}   # of the latest evaluation collected
-        self.stalls, self.stall_s, self.count = 0, 0.0, 0
+        self.threads = len(os.sched_getaffinity(0))     # training is paused: every core this rank may use
+        self.evaluated_state: dict[str, torch.Tensor] = {}   # of the latest evaluation
+        self.count, self.seconds = 0, 0.0
 
-    def submit(self, snapshot: Snapshot) -> list[Evaluation]:
-        """Copy the center now and queue its evaluation; returns evaluations that had to be waited for."""
+    def evaluate(self, snapshot: Snapshot) -> Evaluation:
+        """The center as it is now, on the test split."""
+        t0 = time.perf_counter()
         state = {name: t.detach().clone() for name, t in self.center_model.state_dict().items()}
         if self.worker_buffers is not None:
             for name, buffer in self.worker_buffers.items():
                 state[name] = buffer.detach().clone()
-        ready = None
-        if self.stream is not None:
-            ready = torch.cuda.Event()
-            ready.record()                                  # the copies above, on the training stream
-        waited = []
-        if len(self.pending) >= MAX_PENDING:
-            t0 = time.perf_counter()
-            waited.append(self._collect_oldest())
-            self.stalls += 1
-            self.stall_s += time.perf_counter() - t0
-        self.pending.append((snapshot, self.pool.submit(self._evaluate, state, ready)))
-        return waited
-
-    def ready(self) -> list[Evaluation]:
-        """The evaluations finished so far, in snapshot order (never waits)."""
-        done = []
-        while self.pending and self.pending[0][1].done():
-            done.append(self._collect_oldest())
-        return done
-
-    def drain(self) -> list[Evaluation]:
-        """Every evaluation still pending (waits for them)."""
-        done = []
-        while self.pending:
-            done.append(self._collect_oldest())
-        return done
-
-    def close(self) -> None:
-        self.pool.shutdown(wait=True)
-
-    def report(self) -> dict:
-        return {"evaluations": self.count, "max_pending": MAX_PENDING, "stalls": self.stalls,
-                "stall_s": self.stall_s, "bn_re_estimated": self.re_estimate_bn,
-                "delay_s": self.delay or None}
-
-    # ---- helper thread
-    def _collect_oldest(self) -> Evaluation:
-        snapshot, future = self.pending.popleft()
-        test_loss, accuracy, state = future.result()
-        self.evaluated_state = state
+        training_threads = torch.get_num_threads()
+        torch.set_num_threads(max(self.threads, training_threads))
+        try:
+            test_loss, accuracy = self._evaluate(state)
+        finally:
+            torch.set_num_threads(training_threads)
+        self.evaluated_state = {name: t.detach().clone() for name, t in self.model.state_dict().items()}
+        if self.delay:
+            time.sleep(self.delay)
         self.count += 1
+        self.seconds += time.perf_counter() - t0
         return Evaluation(snapshot, test_loss, accuracy)
 
-    def _evaluate(self, state: dict[str, torch.Tensor], ready) -> tuple[float, float, dict]:
-        stream = torch.cuda.stream(self.stream) if self.stream is not None else contextlib.nullcontext()
-        with stream, torch.no_grad():
-            if ready is not None:
-                self.stream.wait_event(ready)
+    def report(self) -> dict:
+        return {"evaluations": self.count, "seconds": self.seconds, "threads": max(self.threads, 1),
+                "where": "the master rank, every rank paused off the clock", "bn_re_estimated": self.re_estimate_bn,
+                "delay_s": self.delay or None}
+
+    def _evaluate(self, state: dict[str, torch.Tensor]) -> tuple[float, float]:
+        with torch.no_grad():
             self.model.load_state_dict(state)
             if self.re_estimate_bn:
                 update_bn(self._train_batches(), self.model)
@@ -157,10 +120,7 @@ class CenterEvaluator:
                 loss_sum += F.cross_entropy(logits, y, reduction="sum").item()
                 correct += (logits.argmax(1) == y).sum().item()
                 count += len(y)
-            evaluated = {name: t.detach().clone() for name, t in self.model.state_dict().items()}
-        if self.delay:
-            time.sleep(self.delay)
-        return loss_sum / count, correct / count, evaluated
+        return loss_sum / count, correct / count
 
     def _train_batches(self):
         batches = iter_split(self.data_path, "train", self.bn_batch_size, in_memory_max_bytes=0)  # read, not kept

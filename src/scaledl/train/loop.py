@@ -38,7 +38,7 @@ from scaledl.comm.watchdog import abort_job
 from scaledl.config import TrainConfig
 from scaledl.errors import Interrupted, UserError
 from scaledl.train import checkpoint, results
-from scaledl.train.monitor import INTERRUPTED, StopSignals
+from scaledl.train.monitor import INTERRUPTED, StopSignals, evaluation_pause
 from scaledl.train.setup import TrainingRun, agree_on_setup, announce
 
 
@@ -49,15 +49,16 @@ def train(cfg: TrainConfig) -> TrainingRun:
         token = announce(run)
         boundary = StepBoundary(run.monitor, interrupted=lambda: signals.requested,
                                 checkpoints_enabled=checkpoint.policy(cfg).enabled,
-                                save_checkpoint=partial(checkpoint.save, run), timer=run.timer,
+                                save_checkpoint=partial(checkpoint.save, run),
+                                evaluate=partial(evaluation_pause, run), timer=run.timer,
                                 kill_at=fault_step(run.roles.rank))
         run.setup_s = run.timer.restart()                # the clock covers training only
         try:
             run.algo.start()                             # W^i_0 = W_0 on every worker
             if run.checkpoint_state is not None:
                 checkpoint.restore(run, run.checkpoint_state)   # or where the newest checkpoint left off
-            elif run.roles.is_master:
-                run.monitor.snapshot(step=0, epoch=0.0)  # W_0, evaluated off the clock
+            else:
+                evaluation_pause(run)                    # W_0, evaluated off every clock
             if run.roles.is_worker:
                 run_worker(run, boundary)
             else:

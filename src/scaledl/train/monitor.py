@@ -12,7 +12,7 @@ import math
 import signal
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Callable
 
 import torch
@@ -98,14 +98,12 @@ class StopRule:
 
 
 class Monitor:
-    """Snapshots W every `eval_every` steps; one metrics row per evaluation; decides when to stop.
+    """Evaluates W every `eval_every` steps; one metrics row per evaluation; decides when to stop.
 
-    Evaluations run off every clock (scaledl.train.evaluation): a snapshot of the
-    center is taken with the training clock and evaluated on a helper thread.
-    A row's `train_s` is the training clock of its snapshot, and the time to
-    target that of the first snapshot at or above the target. A target is
-    seen when its evaluation finishes, a few steps later; those steps are
-    neither counted in the time to target nor hidden: `stop.steps` has them.
+    Evaluations run in a pause of every rank, off every clock
+    (scaledl.train.evaluation). A row's `train_s` is the training clock at its
+    evaluation, and the time to target that of the first evaluation at or above
+    the target; the run stops at that very step.
     """
 
     def __init__(
@@ -138,11 +136,11 @@ class Monitor:
         self.final_wall: float | None = None
         self.stop_train_s: float | None = None
         self.diverged_at: int | None = None      # step of the first non-finite loss seen
-        self._target: tuple[Evaluation, dict] | None = None
+        self._target_state: dict[str, torch.Tensor] | None = None   # the center that reached the target
         self._result_state: dict[str, torch.Tensor] = {}
         self._loss_sum = None
         self._loss_count = 0
-        self._snapshot_step = -1
+        self._evaluated_step = -1
         self._next_eval = eval_every
 
     @property
@@ -158,19 +156,18 @@ class Monitor:
     def after_step(self, step: int, epoch: float, interrupted: bool = False) -> bool:
         """Called once per step (`interrupted`: this rank got a stop signal); True when the run should stop."""
         self.step, self.epoch = step, epoch
-        if step >= self._next_eval:
-            self.snapshot(step, epoch)
-        with self.timer.phase("eval"):               # bookkeeping of finished evaluations
-            self._record(self.evaluator.ready())
-        target_seen = self.time_to_target is not None
         if interrupted:
             self.stop_reason = INTERRUPTED
         elif self.diverged_at is not None:
             self.stop_reason = DIVERGED
         else:
-            self.stop_reason = self.stop_rule.reason(step, epoch, self.train_seconds,
-                                                     self.stop_rule.target_accuracy if target_seen else None)
+            self.stop_reason = self.stop_rule.reason(step, epoch, self.train_seconds, None)
         return self.stop_reason is not None
+
+    def evaluation_due(self) -> bool:
+        """After `after_step`: whether the center is to be evaluated at this step (a run that stops here
+        gets its final evaluation from `finish`)."""
+        return self.stop_reason is None and self.step >= self._next_eval
 
     def wants_checkpoint(self, stopping: bool) -> bool:
         """After `after_step`: whether the ranks should checkpoint now. On schedule while the run goes
@@ -186,43 +183,47 @@ class Monitor:
         if self.stop_reason is None:
             self.stop_reason = INTERRUPTED
 
+    def evaluate(self, step: int, epoch: float) -> bool:
+        """Evaluate the center now (every rank is paused, in its `eval` phase); True when the evaluation
+        ends the run: the target reached, or a non-finite loss."""
+        wall_s, train_s, phases = self.timer.wall(), self.train_seconds, self.timer.snapshot()
+        self.refresh_center()
+        # Reading the accumulated loss syncs the device once per evaluation, not once per step.
+        train_loss = float(self._loss_sum) / self._loss_count if self._loss_count else None
+        self._check_finite(train_loss, step)
+        self._loss_sum, self._loss_count = None, 0
+        self._evaluated_step = step
+        self._next_eval = (step // self.eval_every + 1) * self.eval_every
+        taken = Snapshot(step=step, epoch=epoch, wall_s=wall_s, train_s=train_s, train_loss=train_loss,
+                         phases=phases)
+        self._record(self.evaluator.evaluate(taken))
+        if self.stop_reason is None and self.diverged_at is not None:
+            self.stop_reason = DIVERGED
+        elif self.stop_reason is None and self.target_step == step:
+            self.stop_reason = "target_accuracy"
+        return self.stop_reason is not None
+
     def _check_finite(self, loss: float | None, step: int) -> None:
         if loss is not None and not math.isfinite(loss) and self.diverged_at is None:
             self.diverged_at = step
 
-    def snapshot(self, step: int, epoch: float) -> None:
-        """Copy the center with this moment's clocks and queue its evaluation (the copy is `eval` time)."""
-        wall_s, train_s, phases = self.timer.wall(), self.train_seconds, self.timer.snapshot()
-        with self.timer.phase("eval"):
-            self.refresh_center()
-            # Reading the accumulated loss syncs the device once per evaluation, not once per step.
-            train_loss = float(self._loss_sum) / self._loss_count if self._loss_count else None
-            self._check_finite(train_loss, step)
-            self._loss_sum, self._loss_count = None, 0
-            self._snapshot_step = step
-            self._next_eval = (step // self.eval_every + 1) * self.eval_every
-            taken = Snapshot(step=step, epoch=epoch, wall_s=wall_s, train_s=train_s, train_loss=train_loss,
-                             phases=phases)
-            self._record(self.evaluator.submit(taken))
-
-    def _record(self, evaluations: list[Evaluation]) -> None:
-        for ev in evaluations:
-            snap = ev.snapshot
-            row = {
-                "step": snap.step, "epoch": round(snap.epoch, 6), "wall_s": snap.wall_s, "train_s": snap.train_s,
-                "samples": snap.step * self.samples_per_step, "train_loss": snap.train_loss,
-                "test_loss": ev.test_loss, "test_accuracy": ev.test_accuracy, **snap.phases,
-            }
-            self.rows.append(row)
-            if self.metrics_log is not None:
-                self.metrics_log.append(row)
-            self._check_finite(ev.test_loss, snap.step)
-            self.last_loss, self.last_accuracy = ev.test_loss, ev.test_accuracy
-            target = self.stop_rule.target_accuracy
-            if target is not None and self.time_to_target is None and ev.test_accuracy >= target:
-                self.time_to_target, self.target_step = snap.train_s, snap.step
-                self._target = (ev, self.evaluator.evaluated_state)
-            print(self.progress_line(snap, ev), end="", file=sys.stdout, flush=True)   # one write: ranks share it
+    def _record(self, ev: Evaluation) -> None:
+        snap = ev.snapshot
+        row = {
+            "step": snap.step, "epoch": round(snap.epoch, 6), "wall_s": snap.wall_s, "train_s": snap.train_s,
+            "samples": snap.step * self.samples_per_step, "train_loss": snap.train_loss,
+            "test_loss": ev.test_loss, "test_accuracy": ev.test_accuracy, **snap.phases,
+        }
+        self.rows.append(row)
+        if self.metrics_log is not None:
+            self.metrics_log.append(row)
+        self._check_finite(ev.test_loss, snap.step)
+        self.last_loss, self.last_accuracy = ev.test_loss, ev.test_accuracy
+        target = self.stop_rule.target_accuracy
+        if target is not None and self.time_to_target is None and ev.test_accuracy >= target:
+            self.time_to_target, self.target_step = snap.train_s, snap.step
+            self._target_state = self.evaluator.evaluated_state
+        print(self.progress_line(snap, ev), end="", file=sys.stdout, flush=True)   # one write: ranks share it
 
     def progress_line(self, snap: Snapshot, ev: Evaluation) -> str:
         """One line per evaluation: step (of the step budget), epoch, training clock, losses, accuracy, time left."""
@@ -240,24 +241,14 @@ class Monitor:
 
     # ---- checkpoints (scaledl.train.checkpoint)
 
-    def settle(self) -> None:
-        """Collect every pending evaluation, so that the state below holds all rows taken so far."""
-        with self.timer.phase("eval"):
-            self._record(self.evaluator.drain())
-
     def state_dict(self) -> dict:
-        """What the run has learnt so far, after `settle` (no evaluation in flight)."""
-        target = None
-        if self._target is not None:
-            ev, state = self._target
-            target = {"evaluation": {"snapshot": asdict(ev.snapshot), "test_loss": ev.test_loss,
-                                     "test_accuracy": ev.test_accuracy}, "state": state}
+        """What the run has learnt so far."""
         return {
             "rows": self.rows, "step": self.step, "epoch": self.epoch, "last_accuracy": self.last_accuracy,
             "last_loss": self.last_loss, "time_to_target": self.time_to_target, "target_step": self.target_step,
-            "diverged_at": self.diverged_at, "target": target,
+            "diverged_at": self.diverged_at, "target_state": self._target_state,
             "loss_sum": None if self._loss_sum is None else float(self._loss_sum), "loss_count": self._loss_count,
-            "snapshot_step": self._snapshot_step, "next_eval": self._next_eval,
+            "evaluated_step": self._evaluated_step, "next_eval": self._next_eval,
             "evaluated_state": self.evaluator.evaluated_state,
         }
 
@@ -267,13 +258,9 @@ class Monitor:
         self.step, self.epoch = state["step"], state["epoch"]
         self.last_accuracy, self.last_loss = state["last_accuracy"], state["last_loss"]
         self.time_to_target, self.target_step = state["time_to_target"], state["target_step"]
-        self.diverged_at = state["diverged_at"]
-        if state["target"] is not None:
-            ev = state["target"]["evaluation"]
-            snapshot = Snapshot(**ev["snapshot"])
-            self._target = (Evaluation(snapshot, ev["test_loss"], ev["test_accuracy"]), state["target"]["state"])
+        self.diverged_at, self._target_state = state["diverged_at"], state["target_state"]
         self._loss_sum, self._loss_count = state["loss_sum"], state["loss_count"]
-        self._snapshot_step, self._next_eval = state["snapshot_step"], state["next_eval"]
+        self._evaluated_step, self._next_eval = state["evaluated_step"], state["next_eval"]
         self.evaluator.evaluated_state = state["evaluated_state"]
         if self.metrics_log is not None:
             for row in self.rows:
@@ -285,29 +272,29 @@ class Monitor:
         return self._result_state
 
     def finish(self) -> None:
-        """Wait for every evaluation; the run's result is the snapshot that reached the target, if one
-        did, else a snapshot of the final center (of the last one taken, for a run that was
-        interrupted or diverged: a user who pressed Ctrl-C waits for no new test pass, and a
-        diverged center is not worth one).
-
-        A run stopped by its target ends a few steps after the snapshot that reached it (the time
-        its evaluation took); those steps are an artifact of evaluating off the clock, so the result
-        (final accuracy, model.pt) is that snapshot's. The center may also change after a final
-        snapshot (updates in flight at the stop decision land in a master-based run); the saved
-        model is always the evaluated copy, so it matches the final accuracy exactly.
-        """
+        """The run's result: the center that reached the target, if one did, else the final center
+        (evaluated now unless this step was; for a run that was interrupted or diverged, the last
+        evaluated one: a user who pressed Ctrl-C waits for no new test pass, and a diverged center is
+        not worth one). The saved model is always the evaluated copy, so it matches the final
+        accuracy exactly (in a master-based run updates in flight at the stop still land in W)."""
         self.stop_train_s = self.train_seconds
-        final_snapshot = self.stop_reason not in ("target_accuracy", INTERRUPTED, DIVERGED)
-        if final_snapshot and self._snapshot_step != self.step:
-            self.snapshot(self.step, self.epoch)
-        with self.timer.phase("eval"):
-            evaluations = self.evaluator.drain()
-            self._record(evaluations)
-        self.evaluator.close()
+        final_evaluation = self.stop_reason not in ("target_accuracy", INTERRUPTED, DIVERGED)
+        if final_evaluation and self._evaluated_step != self.step:
+            with self.timer.phase("eval"):
+                self.evaluate(self.step, self.epoch)
         if self.metrics_log is not None:
             self.metrics_log.close()
         self._result_state = self.evaluator.evaluated_state
-        if self.stop_reason == "target_accuracy":
-            ev, self._result_state = self._target
-            self.last_loss, self.last_accuracy = ev.test_loss, ev.test_accuracy
+        if self._target_state is not None and self.stop_reason == "target_accuracy":
+            self._result_state = self._target_state
         self.final_wall = self.timer.wall()
+
+
+def evaluation_pause(run) -> bool:
+    """Collective over every rank of the job: all wait, in their `eval` phase (off the clock), while the
+    master evaluates W at its monitor's step; returns, on every rank, whether that evaluation ends the run."""
+    roles = run.roles
+    with run.timer.phase("eval"):
+        roles.world.Barrier()      # every rank at its step boundary: no exchange is in flight
+        stop = run.monitor.evaluate(run.monitor.step, run.monitor.epoch) if roles.is_master else None
+        return roles.world.bcast(stop, root=roles.master)

@@ -35,7 +35,7 @@ from scaledl.models import build_model
 from scaledl.timing import PhaseTimer
 from scaledl.train import checkpoint
 from scaledl.train.evaluation import CenterEvaluator
-from scaledl.train.monitor import Monitor, StopRule
+from scaledl.train.monitor import Monitor, StopRule, evaluation_pause
 from scaledl.train.outputs import MetricsLog
 from scaledl.train.replica_memory import ReplicaBudget, check_replicas
 
@@ -160,7 +160,8 @@ def connect(run: TrainingRun) -> TrainingRun:
     context = AlgorithmContext(info=ALGORITHMS[cfg.algorithm], settings=run.settings, roles=roles,
                                params=run.params, center=run.center, timer=run.timer, n_train=info.n_train,
                                dist_group=dist_group, worker_timeout=cfg.worker_timeout,
-                               save_checkpoint=lambda: checkpoint.save(run))
+                               save_checkpoint=lambda: checkpoint.save(run),
+                               pause_for_evaluation=lambda: evaluation_pause(run))
     run.algo = engine_class(cfg.algorithm)(context)
     # After the setup's last collective, before anything is written: a checkpoint that cannot be used
     # (other settings, a damaged file) stops the job here, its run folder untouched.
