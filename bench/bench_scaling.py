@@ -184,7 +184,7 @@ def recorded_network(record: dict):
 
 
 def predictions(record: dict, row: dict) -> dict | None:
-    """The cost model's prediction for one row, per round: {"comm_s", "step_s": [T_c(P, round) + comm],
+    """The cost model's prediction for one row, per round: {"exposed_s", "step_s": [T_c(P, round) + comm],
     "formula"}; None without α, β."""
     from scaledl.net.cost import step_cost
 
@@ -194,7 +194,7 @@ def predictions(record: dict, row: dict) -> dict | None:
     n = record["meta"]["message_bytes"]
     costs = [step_cost(row["algorithm"], net, n, row["workers"], model=COST_MODEL, compute_s=t_c, control=True)
              for t_c in _quantity(record, row["cell"], "compute_s")]
-    return {"comm_s": costs[0].comm_s, "step_s": [c.step_s for c in costs], "formula": costs[0].formula}
+    return {"exposed_s": costs[0].exposed_s, "step_s": [c.step_s for c in costs], "formula": costs[0].formula}
 
 
 def ideal_verdict(r: dict, noise: float) -> str:
@@ -262,11 +262,11 @@ def time_table(record: dict, floors: dict) -> str:
         pred = predictions(record, row)
         if pred is None:
             entry["predicted transfer"], entry["transfer ÷ predicted"] = "no prediction", "–"
-        elif pred["comm_s"] == 0:
+        elif pred["exposed_s"] == 0:
             entry["predicted transfer"], entry["transfer ÷ predicted"] = "0 (no messages at P = 1)", "–"
         else:
-            entry["predicted transfer"] = _seconds(pred["comm_s"])
-            entry["transfer ÷ predicted"] = _ratio_text(q["transfer_s"], [pred["comm_s"]] * len(q["transfer_s"]))
+            entry["predicted transfer"] = _seconds(pred["exposed_s"])
+            entry["transfer ÷ predicted"] = _ratio_text(q["transfer_s"], [pred["exposed_s"]] * len(q["transfer_s"]))
         out.append(entry)
     return common.table(out, list(out[0]))
 

@@ -373,10 +373,12 @@ def timed(fn, iters: int) -> float:
 
 
 def table(rows: list[dict], columns: list[str], headers: list[str] | None = None) -> str:
-    """A markdown table; floats with 4 significant digits."""
-    from scaledl.report.comm_model import to_markdown
+    """A markdown table of `rows` (scaledl.report.tables); floats with 4 significant digits."""
+    # the report's writer pulls in pandas: only the benches that print a table pay for it
+    from scaledl.report.comm_model import as_frame
+    from scaledl.report.tables import markdown_table
 
-    return to_markdown(rows, columns, headers)
+    return markdown_table(as_frame(rows, columns), headers)
 
 
 def update_section(name: str, body: str, doc: Path = DOC) -> Path:

@@ -1,4 +1,4 @@
-"""Small, dependency-free statistics for the benchmark tables (no MPI, no torch).
+"""Small statistics for the benchmark tables (no MPI, no torch).
 
 Every cell of a bench table is a list of raw samples (seconds, or any other
 unit); every comparison is a ratio between two such lists. This module turns
@@ -16,6 +16,10 @@ Headline ratios should come from ≥ 5 rounds in which every variant (and the
 A/A twin) is measured once, in the order `rotate(variants, round)`, so that
 drift in the machine's load and warm-up effects hit every variant alike and
 the rounds can be paired.
+
+Cells and ratios print, and ratios pair (by round), as the report's do
+(scaledl.report.stats); what is the bench's own is the checks on raw
+samples, the quartiles, the unit prefixes and the noise floor.
 """
 
 from __future__ import annotations
@@ -23,7 +27,8 @@ from __future__ import annotations
 import math
 from typing import Iterable, Sequence
 
-DASH = "–"   # en dash between the bounds of a range
+# DASH is re-exported: the benches' own cells put it between bounds too
+from scaledl.report.stats import DASH, Spread, fixed, paired_ratio, unpaired_ratio  # noqa: F401
 
 
 def _clean(samples: Iterable[float]) -> list[float]:
@@ -91,14 +96,16 @@ def format_cell(s: dict, unit: str | None = "s", spread: str = "range") -> str:
     """
     factor, name = _scale(s["median"], unit)
     lo, hi = (s["q1"], s["q3"]) if spread == "iqr" else (s["min"], s["max"])
-    label = "IQR " if spread == "iqr" else ""
-    return (f"{_sig(s['median'] / factor)}{name} [{label}{_sig(lo / factor)}{DASH}{_sig(hi / factor)}]"
-            f" n={s['n']}")
+
+    def fmt(x: float, unit: bool = True) -> str:
+        return _sig(x / factor) + (name if unit else "")
+
+    return Spread(s["median"], lo, hi, s["n"]).text(fmt, bounds_label="IQR " if spread == "iqr" else "")
 
 
 def format_ratio(r: dict) -> str:
     """A ratio as "1.04× [0.98–1.09] n=5" (median [bounds] n; the bounds as `ratio` defines them)."""
-    return f"{r['median']:.3f}× [{r['min']:.3f}{DASH}{r['max']:.3f}] n={r['n']}"
+    return Spread(r["median"], r["min"], r["max"], r["n"]).text(fixed(".3f", "×"))
 
 
 # ----------------------------------------------------------------- ratios
@@ -115,19 +122,15 @@ def ratio(a_samples: Iterable[float], b_samples: Iterable[float], paired: bool |
     a, b = _clean(a_samples), _clean(b_samples)
     if paired is None:
         paired = len(a) == len(b)
-    if paired:
-        if len(a) != len(b):
-            raise ValueError("paired ratio needs as many samples on both sides")
-        if any(y == 0 for y in b):
-            raise ValueError("ratio over a zero sample")
-        per_round = summary(x / y for x, y in zip(a, b))
-        return {"median": per_round["median"], "min": per_round["min"], "max": per_round["max"],
-                "n": per_round["n"], "paired": True}
-    sa, sb = summary(a), summary(b)
-    if sb["min"] == 0:
+    if paired and len(a) != len(b):
+        raise ValueError("paired ratio needs as many samples on both sides")
+    if any(y == 0 for y in b):
         raise ValueError("ratio over a zero sample")
-    return {"median": sa["median"] / sb["median"], "min": sa["min"] / sb["max"], "max": sa["max"] / sb["min"],
-            "n": min(sa["n"], sb["n"]), "paired": False}
+    if paired:
+        r, _ = paired_ratio(list(enumerate(a)), list(enumerate(b)))   # round i of a over round i of b
+    else:
+        r = unpaired_ratio(a, b)
+    return {"median": r.median, "min": r.low, "max": r.high, "n": r.n, "paired": paired}
 
 
 def noise_floor(aa_pairs: Iterable[tuple[float, float]]) -> float:
@@ -159,7 +162,8 @@ def verdict(r: dict, noise: float) -> str:
 
 
 def verdict_text(r: dict, noise: float) -> str:
-    """`verdict` in words with the floor it was judged against: "slower (beyond ±3.0%)", "no difference within ±3.0%"."""
+    """`verdict` in words with the floor it was judged against: "slower (beyond ±3.0%)",
+    "no difference within ±3.0%"."""
     v = verdict(r, noise)
     return f"no difference within ±{noise:.1%}" if v == "no difference" else f"{v} (beyond ±{noise:.1%})"
 

@@ -9,11 +9,12 @@ import pandas as pd
 import pytest
 
 from scaledl.errors import UserError
-from scaledl.report.aggregate_command import add_arguments as add_aggregate_arguments
-from scaledl.report.aggregate_command import run as run_aggregate
-from scaledl.report.plot_command import add_arguments as add_plot_arguments
-from scaledl.report.plot_command import run as run_plot
-from scaledl.report.aggregate import summarize, to_markdown
+from scaledl.report.commands import aggregate, plot
+from scaledl.report.summary import summarize
+from scaledl.report.tables import markdown_table
+
+add_aggregate_arguments, run_aggregate = aggregate.add_arguments, aggregate.run
+add_plot_arguments, run_plot = plot.add_arguments, plot.run
 
 PHASES = ["data_s", "h2d_s", "compute_s", "comm_s", "update_s", "center_update_s", "eval_s", "wait_s"]
 
@@ -122,7 +123,7 @@ def test_cli_writes_csv_and_markdown(tmp_path):
 
 def test_markdown_formats_missing_and_pipes():
     table = pd.DataFrame({"name": ["a|b"], "value": [float("nan")], "count": [3]})
-    assert to_markdown(table).splitlines() == ["| name | value | count |", "|---|---:|---:|", r"| a\|b | — | 3 |"]
+    assert markdown_table(table).splitlines() == ["| name | value | count |", "|---|---:|---:|", r"| a\|b | — | 3 |"]
 
 
 @pytest.mark.parametrize("content", ["{not json", "[1, 2]", '{"data": {}}'])

@@ -116,8 +116,8 @@ def test_prediction_takes_t_c_from_the_compute_measured_at_that_p():
                and r["workers"] == 2)
     pred = bench_scaling.predictions(rec, row)
     net = Network(NET["alpha_s"], NET["beta_s_per_byte"], NET["gamma_s_per_byte"])
-    comm = step_cost("sync_sgd", net, BYTES, 2, model="bandwidth_optimal", control=True).comm_s
-    assert pred["comm_s"] == pytest.approx(comm)
+    comm = step_cost("sync_sgd", net, BYTES, 2, model="bandwidth_optimal", control=True).exposed_s
+    assert pred["exposed_s"] == pytest.approx(comm)
     assert pred["step_s"] == pytest.approx([0.004 + 0.0001 * r + comm for r in range(ROUNDS)])
     _, split = tables_of(rec)
     assert "| compute grows |" in row_of(split, "sync_sgd", "weak", "2")

@@ -10,7 +10,6 @@ import pytest
 
 from scaledl.cli import main
 from scaledl.net.cost import Network, efficiency
-from scaledl.report.aggregate import COLUMNS
 from scaledl.report.claims import (
     DOES_NOT_HOLD,
     HOLDS,
@@ -18,9 +17,10 @@ from scaledl.report.claims import (
     RULES,
     Context,
     evaluate,
-    fmt_share,
     load_claims,
 )
+from scaledl.report.stats import fmt_share
+from scaledl.report.summary import SUMMARY_COLUMNS as COLUMNS
 
 CLAIMS = {claim.id: claim for claim in load_claims()}
 GPU = Context(devices={"gpu": "gpu"})

@@ -27,9 +27,8 @@ def test_ceil_log2():
 
 def test_message_and_per_layer():
     assert close(cm.message(NET, N), T)
-    packed, per_layer = cm.packed_vs_per_layer(NET, N, layers=8)
-    assert close(packed, T)
-    assert close(per_layer, 8e-6 + 1e-3)          # L·α + nβ
+    assert close(cm.message(NET, N, layers=1), T)
+    assert close(cm.message(NET, N, layers=8), 8e-6 + 1e-3)          # per layer: L·α + nβ
 
 
 def test_bcast_reduce_allreduce_by_hand():
@@ -59,49 +58,49 @@ def test_busbw_factor():
 def test_every_registered_algorithm_has_a_model():
     for key in ALGORITHMS:
         cost = cm.step_cost(key, NET, N, 4, compute_s=0.01)
-        assert cost.step_s >= 0.01 and cost.comm_s >= 0 and cost.formula
+        assert cost.step_s >= 0.01 and cost.exposed_s >= 0 and cost.formula
 
 
 def test_sync_algorithms():
     sgd = cm.step_cost("sync_sgd", NET, N, 4, model="paper", compute_s=0.01)
-    assert close(sgd.comm_s, 4 * T)                                  # tree Reduce + Bcast
+    assert close(sgd.exposed_s, 4 * T)                                  # tree Reduce + Bcast
     assert close(sgd.step_s, 0.01 + 4 * T)
     sgd_bw = cm.step_cost("sync_sgd", NET, N, 4, model="bandwidth_optimal")
-    assert close(sgd_bw.comm_s, 4e-6 + 1.5e-3)                       # Rabenseifner
+    assert close(sgd_bw.exposed_s, 4e-6 + 1.5e-3)                       # Rabenseifner
     easgd_bw = cm.step_cost("sync_easgd", NET, N, 8, model="bandwidth_optimal")
-    assert close(easgd_bw.comm_s, 2 * (6e-6 + 1.75e-3))              # scatter-allgather Bcast + Rabenseifner Reduce
+    assert close(easgd_bw.exposed_s, 2 * (6e-6 + 1.75e-3))              # scatter-allgather Bcast + Rabenseifner Reduce
     easgd_paper = cm.step_cost("sync_easgd", NET, N, 8, model="paper")
-    assert close(easgd_paper.comm_s, 2 * 3 * T)                      # the paper's 2·log P·(α + |W|β)
+    assert close(easgd_paper.exposed_s, 2 * 3 * T)                      # the paper's 2·log P·(α + |W|β)
     with_control = cm.step_cost("sync_sgd", NET, N, 4, model="paper", control=True)
-    assert close(with_control.comm_s, 4 * T + 2e-6)                  # + lg·α stop flag
+    assert close(with_control.exposed_s, 4 * T + 2e-6)                  # + lg·α stop flag
 
 
 def test_sync_easgd_period_and_overlap():
     every_other = cm.step_cost("sync_easgd", NET, N, 2, tau=2)
-    assert close(every_other.comm_s, T)                              # (Bcast + Reduce) / τ = 2T / 2
+    assert close(every_other.exposed_s, T)                              # (Bcast + Reduce) / τ = 2T / 2
     hidden = cm.step_cost("sync_easgd", NET, N, 2, compute_s=0.01, overlap=True)
-    assert hidden.comm_s == 0.0 and close(hidden.step_s, 0.01)
+    assert hidden.exposed_s == 0.0 and close(hidden.step_s, 0.01)
     exposed = cm.step_cost("sync_easgd", NET, N, 2, compute_s=0.001, overlap=True)
     assert close(exposed.step_s, 2 * T)
     if "sync_easgd3" in ALGORITHMS:                                  # the ladder preset overlaps by default
-        assert cm.step_cost("sync_easgd3", NET, N, 2, compute_s=0.01).comm_s == 0.0
+        assert cm.step_cost("sync_easgd3", NET, N, 2, compute_s=0.01).exposed_s == 0.0
 
 
 def test_round_robin_serialises_everything():
     idle = cm.step_cost("easgd", NET, N, 4)
-    assert close(idle.comm_s, 4 * 2 * T)                             # P·2(α + nβ) per round
+    assert close(idle.exposed_s, 4 * 2 * T)                             # P·2(α + nβ) per round
     busy = cm.step_cost("easgd", NET, N, 4, compute_s=0.01)
     assert close(busy.step_s, 4 * (0.01 + 2 * T))
-    assert close(busy.comm_s, 4 * (0.01 + 2 * T) - 0.01)
+    assert close(busy.exposed_s, 4 * (0.01 + 2 * T) - 0.01)
     assert close(busy.exchange_s, 2 * T)
 
 
 def test_locked_master_saturates():
     s = 2 * T
     below = cm.step_cost("async_easgd", NET, N, 4, compute_s=0.01)   # P·S = 0.008 < T_c + S
-    assert close(below.step_s, 0.01 + s) and close(below.comm_s, s)
+    assert close(below.step_s, 0.01 + s) and close(below.exposed_s, s)
     above = cm.step_cost("async_easgd", NET, N, 8, compute_s=0.01)   # P·S = 0.016 > T_c + S
-    assert close(above.step_s, 8 * s) and close(above.comm_s, 8 * s - 0.01)
+    assert close(above.step_s, 8 * s) and close(above.exposed_s, 8 * s - 0.01)
     momentum = cm.step_cost("async_msgd", NET, N, 2, compute_s=0.01)  # V moves twice more
     assert close(momentum.exchange_s, 4 * T) and close(momentum.step_s, 0.01 + 4 * T)
     worker_momentum = cm.step_cost("async_msgd", NET, N, 2, compute_s=0.01, master_momentum=False)
@@ -187,14 +186,14 @@ def test_comm_model_predicted_beside_measured(tmp_path, nested, capsys):
     rows = {r["algorithm"]: r for r in csv.DictReader(out.open())}
     s = rows["sync_sgd"]
     # measured: mean over worker ranks of transfer + wait per step = (0.5 + 1.0) / 2 / 100
-    assert float(s["measured_comm_s"]) == pytest.approx(0.0075)
+    assert float(s["measured_exposed_s"]) == pytest.approx(0.0075)
     assert float(s["compute_s"]) == pytest.approx(0.01)
     # predicted at P = 2 (+ the stop-flag allreduce, lg·α): paper = tree 2T; bandwidth-optimal = 2α + nβ
     assert float(s["predicted_paper_s"]) == pytest.approx(2 * T + 1e-6)
     assert float(s["predicted_bandwidth_optimal_s"]) == pytest.approx(2e-6 + 1e-3 + 1e-6)
     assert float(s["ratio_paper"]) == pytest.approx(0.0075 / (2 * T + 1e-6))
     a = rows["async_easgd"]
-    assert float(a["measured_comm_s"]) == pytest.approx(0.0075)    # the dedicated master is not averaged in
+    assert float(a["measured_exposed_s"]) == pytest.approx(0.0075)    # the dedicated master is not averaged in
     assert float(a["predicted_paper_s"]) == pytest.approx(2 * T + 4e-6)   # S + version count + board report
     scaling = list(csv.DictReader((tmp_path / "tables" / "comm_model_scaling.csv").open()))
     assert {r["network"] for r in scaling} == {"measured", "fdr_ib", "10gbe"}
@@ -225,7 +224,8 @@ def test_comm_model_bad_inputs_name_the_file(tmp_path, capsys):
 
 
 def test_markdown_formatter():
-    from scaledl.report.comm_model import to_markdown
+    from scaledl.report.comm_model import as_frame
+    from scaledl.report.tables import markdown_table
 
-    text = to_markdown([{"a": "x|y", "b": 1.23456789, "c": None}], ["a", "b", "c"])
+    text = markdown_table(as_frame([{"a": "x|y", "b": 1.23456789, "c": None}], ["a", "b", "c"]))
     assert text.splitlines() == ["| a | b | c |", "|---|---:|---|", r"| x\|y | 1.235 | — |"]

@@ -19,11 +19,10 @@ from scaledl.report.figures import (
     FIGURES,
     PAIRS,
     Inputs,
-    load_run,
     load_runs,
     metrics_long,
-    model_efficiency,
     phase_seconds_per_step,
+    predicted_efficiency,
     reached_seconds,
     seed_band,
     write_figures,
@@ -74,6 +73,12 @@ def make_run(root, algorithm, *, workers=2, seed=0, platform="local", batch_size
     }
     (run_dir / "run.json").write_text(json.dumps(run))
     return run_dir
+
+
+def load_run(path):
+    """One run as the figures read it."""
+    (run,) = load_runs([path])
+    return run
 
 
 def write_netbench(path, alpha=1e-5, beta=1e-9):
@@ -193,14 +198,14 @@ def test_a_run_without_steady_state_has_no_breakdown_and_unreached_target_is_inf
     assert reached_seconds(run) == float("inf")
 
 
-def test_model_efficiency_is_one_at_the_base_and_falls_with_communication(tmp_path):
+def test_predicted_efficiency_is_one_at_the_base_and_falls_with_communication(tmp_path):
     from scaledl.net.cost import Network
 
     base = [load_run(make_run(tmp_path, "sync_sgd", workers=1, seed=s)) for s in (0, 1)]
-    weak = model_efficiency(base, [1, 2, 4], "weak", Network(1e-5, 1e-8), "paper")
+    weak = predicted_efficiency(base, [1, 2, 4], "weak", Network(1e-5, 1e-8), "paper")
     assert weak[0] == pytest.approx(1.0)
     assert weak[0] > weak[1] > weak[2] > 0
-    free = model_efficiency(base, [1, 2, 4], "strong", Network(0.0, 0.0), "paper")
+    free = predicted_efficiency(base, [1, 2, 4], "strong", Network(0.0, 0.0), "paper")
     assert free == pytest.approx([1.0, 1.0, 1.0])  # no communication cost: perfect strong scaling
 
 

@@ -22,7 +22,7 @@ from mpi_run import MPIEXEC, mpi_env, run_train
 from scaledl.errors import UserError
 from scaledl.models import build_model
 from scaledl.train.monitor import StopSignals
-from scaledl.report.aggregate import summarize
+from scaledl.report.summary import summarize
 from scaledl.train.outputs import MetricsLog, write_metrics, write_run_json
 from test_aggregate import make_run
 from test_workflow import REPO, WORKFLOW_FILES, output_of, snakemake

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 
-from scaledl.report.aggregate import summarize
+from scaledl.report.summary import summarize
 from scaledl.report.averaging import averaging_table
 from scaledl.report.communication import bytes_to_target, communication, rounds_by
 from test_aggregate import make_run

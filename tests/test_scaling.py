@@ -9,9 +9,10 @@ import math
 import pandas as pd
 import pytest
 
-from scaledl.report.aggregate_command import add_arguments as add_aggregate_arguments
-from scaledl.report.aggregate_command import run as run_aggregate
+from scaledl.report.commands import aggregate
 from scaledl.report.scaling import efficiency_table, scaling_table
+
+add_aggregate_arguments, run_aggregate = aggregate.add_arguments, aggregate.run
 
 
 def make_run(root, *, workers, batch, spp, algorithm="sync_easgd", platform="knl", seed=0, nodes=None):

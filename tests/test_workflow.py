@@ -440,7 +440,7 @@ def test_tiny_run_end_to_end(workdir):
     assert max(row["bytes"] for row in netbench["p2p"]["links"][0]["table"]) == 64 << 10  # config/test.yaml's max_size
     comm_model = pd.read_csv(workdir / "results/test/tables/comm_model/local.csv")
     assert sorted(comm_model["algorithm"]) == ["sync_easgd", "sync_sgd"]
-    assert (comm_model["measured_comm_s"] > 0).all() and (comm_model["predicted_bandwidth_optimal_s"] > 0).all()
+    assert (comm_model["measured_exposed_s"] > 0).all() and (comm_model["predicted_bandwidth_optimal_s"] > 0).all()
     scaling_model = pd.read_csv(workdir / "results/test/tables/comm_model/local_scaling.csv")
     assert {"measured", "fdr_ib"} <= set(scaling_model["network"]) and 4253 in set(scaling_model["workers"])
 

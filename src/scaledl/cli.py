@@ -15,19 +15,20 @@ import sys
 from scaledl import __version__
 from scaledl.errors import run_command
 
-# Subcommand name → the module that defines it. Importing them must not
+# Subcommand name → the module that defines it (module:object: an object in it with the
+# same three names). Importing them must not
 # initialise MPI (a Slurm job step's PMI would break `prepare` and `aggregate`):
 # each imports mpi4py.MPI inside its `run`, where it needs it.
 SUBCOMMANDS = {
     "download": "scaledl.data.download",
     "prepare": "scaledl.data.prepare",
     "train": "scaledl.train.command",
-    "aggregate": "scaledl.report.aggregate_command",
-    "plot": "scaledl.report.plot_command",
+    "aggregate": "scaledl.report.commands:aggregate",
+    "plot": "scaledl.report.commands:plot",
     "netbench": "scaledl.net.measure",
-    "comm-model": "scaledl.report.comm_model",
-    "claims": "scaledl.report.claims_command",
-    "figures": "scaledl.report.figures_command",
+    "comm-model": "scaledl.report.commands:comm_model",
+    "claims": "scaledl.report.commands:claims",
+    "figures": "scaledl.report.commands:figures",
 }
 
 # How argparse's message for missing required arguments begins.
@@ -117,8 +118,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser = CommandParser(prog="scaledl", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"scaledl {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=CommandParser)
-    for name, module_name in SUBCOMMANDS.items():
+    for name, target in SUBCOMMANDS.items():
+        module_name, _, attribute = target.partition(":")   # "module" or "module:object" with the same names
         module = importlib.import_module(module_name)
+        module = getattr(module, attribute) if attribute else module
         p = sub.add_parser(name, help=module.HELP, description=module.HELP)
         module.add_arguments(p)
         p.set_defaults(run=module.run)

@@ -8,8 +8,8 @@ Notation (the paper's §2 and Table 2):
     T_c a worker's compute per iteration (data, forward/backward, local update), s
     lg  ⌈log2 P⌉ (0 for P = 1)
 
-One message: t(n) = L·α + n·β. Packed (the paper's single-layer communication)
-is L = 1, so per-layer costs (L − 1)·α more per message (`packed_vs_per_layer`).
+One message: t(n) = L·α + n·β (`message`). Packed (the paper's single-layer
+communication) is L = 1, so per-layer costs (L − 1)·α more per message.
 
 Collectives over P ranks, by algorithm (every α term is multiplied by L in
 per-layer mode):
@@ -86,11 +86,12 @@ allreduce; weights: bcast_reduce), so a new registry entry is modelled
 automatically. The extra momentum transfers belong to an algorithm whose V
 may live at the master (`momentum_at` among its options) run with it there.
 
-For every algorithm `comm_s` = step − T_c: the seconds a worker spends per
+For every algorithm `exposed_s` = step − T_c: the seconds a worker spends per
 iteration not computing, i.e. in its messages, its lock queue or waiting for
-its turn (round-robin includes the other workers' serialised compute). No
-overlap of communication with computation is assumed except where `overlap`
-says so.
+its turn (round-robin includes the other workers' serialised compute): what
+a run measures as transfer + wait (docs/time.md's exposed share, in
+seconds). No overlap of communication with computation is assumed except
+where `overlap` says so.
 
 `control=True` adds our implementation's small control messages (a worker's
 comm timer includes them): sync algorithms Allreduce a 4-byte stop flag each
@@ -98,10 +99,13 @@ iteration (recursive doubling: lg·α); master-based workers report on the
 master's board (one RMA epoch, ≈ 2α); the first-come-first-served family
 also counts the center's version inside the lock (another 2α, serialised).
 
-Weak scaling (`efficiency`): with a fixed per-worker batch, throughput is
-P/step(P); efficiency is the ratio to P single-worker runs, step(1)/step(P),
-the convention of Horovod, DDP and the paper's weak-scaling claim
-(`PAPER_WEAK_SCALING`: 91.5 % on 4253 KNL cores, quoted as printed).
+Scaling efficiency (`efficiency`, and `weak_scaling` over many P): with a
+fixed per-worker batch (weak), throughput is P/step(P); efficiency is the
+ratio to P single-worker runs, step(1)/step(P), the convention of Horovod,
+DDP and the paper's weak-scaling claim (`PAPER_WEAK_SCALING`: 91.5 % on 4253
+KNL cores, quoted as printed). From a base of P0 workers it is
+step(P0)/step(P); strong scaling (a fixed global batch, so T_c ∝ 1/P)
+divides that by P/P0.
 """
 
 from __future__ import annotations
@@ -196,11 +200,6 @@ def message(net: Network, n: float, layers: int = 1) -> float:
     return layers * net.alpha + n * net.beta
 
 
-def packed_vs_per_layer(net: Network, n: float, layers: int) -> tuple[float, float]:
-    """(packed α + nβ, per-layer L·α + nβ): the paper's single-layer communication (§3 technique 1)."""
-    return message(net, n, 1), message(net, n, layers)
-
-
 def bcast(net: Network, n: float, p: int, algorithm: str = "binomial", layers: int = 1) -> float:
     """Seconds of a Bcast of n bytes over p ranks (formulas in the module docstring)."""
     _check_size(n, layers)
@@ -261,7 +260,7 @@ class StepCost:
     """Predicted per-iteration times of one worker (seconds).
 
     exchange_s: this worker's own messages, nobody else in the way.
-    comm_s:     step_s − compute_s: messages plus lock queue / waiting for its turn.
+    exposed_s:  step_s − compute_s: messages plus lock queue / waiting for its turn (measured: transfer + wait).
     step_s:     one iteration of one worker (one round for round-robin).
     """
 
@@ -270,7 +269,7 @@ class StepCost:
     workers: int
     compute_s: float
     exchange_s: float
-    comm_s: float
+    exposed_s: float
     step_s: float
     formula: str
 
@@ -305,7 +304,8 @@ def step_cost(key: str, net: Network, n: float, p: int, *, model: str = "paper",
             formula = f"allreduce[{algs['allreduce']}](n)"
         else:
             comm = (bcast(net, n, p, algs["bcast"], layers) + reduce(net, n, p, algs["reduce"], layers)) / tau
-            formula = f"bcast[{algs['bcast']}](n) + reduce[{algs['reduce']}](n)" + (f", every {tau} steps" if tau > 1 else "")
+            formula = f"bcast[{algs['bcast']}](n) + reduce[{algs['reduce']}](n)"
+            formula += f", every {tau} steps" if tau > 1 else ""
             if overlap is None:
                 overlap = bool(ALGORITHMS[key].preset.get("overlap", False))
         exchange = comm
@@ -342,26 +342,35 @@ def step_cost(key: str, net: Network, n: float, p: int, *, model: str = "paper",
     return StepCost(key, model, p, compute_s, exchange, step - compute_s, step, formula)
 
 
-def comm_seconds(key: str, net: Network, n: float, p: int, **kwargs) -> float:
-    """Predicted seconds per iteration a worker of `key` spends communicating or waiting (StepCost.comm_s)."""
-    return step_cost(key, net, n, p, **kwargs).comm_s
+SCALINGS = ("weak", "strong")
 
 
 def efficiency(key: str, net: Network, n: float, p: int, compute_s: float, *, reference: str = "one_worker",
-               **kwargs) -> float:
-    """Weak-scaling efficiency at p workers.
+               base_workers: int = 1, scaling: str = "weak", **kwargs) -> float:
+    """Scaling efficiency at p workers; compute_s is a worker's T_c at the base.
 
-    reference="one_worker": step(1)/step(P) = throughput(P) / (P · throughput(1)), as peers report it.
-    reference="compute":    T_c/step(P) = T_c / (T_c + T_comm(P)), against communication-free compute.
+    reference="one_worker": step(P0)/step(P) with P0 = base_workers (1: throughput(P) / (P · throughput(1)),
+                            as peers report it); strong scaling: T_c(P) = T_c · P0/P, divided by P/P0.
+    reference="compute":    T_c/step(P) = T_c / (T_c + T_comm(P)), against communication-free compute (weak).
     """
-    step = step_cost(key, net, n, p, compute_s=compute_s, **kwargs).step_s
+    if scaling not in SCALINGS:
+        raise ValueError(f"scaling must be one of {', '.join(SCALINGS)}, got {scaling!r}")
+    strong = scaling == "strong"
+
+    def step(workers: int) -> float:
+        compute = compute_s * (base_workers / workers if strong else 1)
+        return step_cost(key, net, n, workers, compute_s=compute, **kwargs).step_s
+
+    at_p = step(p)
     if reference == "one_worker":
-        base = step_cost(key, net, n, 1, compute_s=compute_s, **kwargs).step_s
-    elif reference == "compute":
+        base = step(base_workers)
+    elif reference == "compute" and not strong and base_workers == 1:
         base = compute_s
     else:
-        raise ValueError(f"reference must be 'one_worker' or 'compute', got {reference!r}")
-    return base / step if step > 0 else 1.0
+        raise ValueError(f"reference must be 'one_worker' or (weak, from one worker) 'compute', got {reference!r}")
+    if at_p <= 0:
+        return 1.0
+    return base / at_p / (p / base_workers if strong else 1)
 
 
 DEFAULT_WORKERS = tuple(2**k for k in range(13)) + (PAPER_WEAK_SCALING["cores"],)  # 1 … 4096, and 4253
@@ -369,12 +378,12 @@ DEFAULT_WORKERS = tuple(2**k for k in range(13)) + (PAPER_WEAK_SCALING["cores"],
 
 def weak_scaling(key: str, net: Network, n: float, compute_s: float, workers=DEFAULT_WORKERS,
                  **kwargs) -> list[dict]:
-    """One row per worker count: predicted comm and step seconds and the efficiency (relative to P = 1)."""
+    """One row per worker count: predicted exposed and step seconds and the efficiency (relative to P = 1)."""
     rows = []
     for p in workers:
         cost = step_cost(key, net, n, p, compute_s=compute_s, **kwargs)
         rows.append({
-            "workers": p, "comm_s": cost.comm_s, "step_s": cost.step_s,
+            "workers": p, "exposed_s": cost.exposed_s, "step_s": cost.step_s,
             "efficiency": efficiency(key, net, n, p, compute_s, **kwargs),
         })
     return rows

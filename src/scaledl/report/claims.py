@@ -3,10 +3,11 @@
 The claims are data (claims.yaml beside this module, or a file of the same
 shape); each names a rule from `RULES` and gives its parameters. A rule reads
 the long-format results (one row per run, the columns of
-scaledl.report.aggregate.COLUMNS) of one *setting* (the claim's `per`
-columns, by default dataset, model, platform and workers) and returns a
-`Verdict`: "holds", "does not hold" or "not comparable here", our numbers as
-"median [min–max] n=…", and a one-sentence reason.
+scaledl.report.summary.SUMMARY_COLUMNS) of one *setting* (the claim's `per`
+columns, by default scaledl.report.runs.SETTING: dataset, model, platform
+and workers) and returns a `Verdict`: "holds", "does not hold" or "not
+comparable here", our numbers as "median [min–max] n=…", and a one-sentence
+reason.
 
 Protocol, common to every rule:
 
@@ -25,6 +26,7 @@ Protocol, common to every rule:
   Otherwise they are unpaired: median(t_B) / median(t_A), bounds
   min(t_B) / max(t_A) and max(t_B) / min(t_A), n = the smaller side. With
   "not reached": t / ∞ = 0, ∞ / t = ∞, ∞ / ∞ is undefined (neither reached).
+  (scaledl.report.stats.paired_ratio computes it.)
 
 Rules (parameter defaults in the claims file's `defaults`):
 
@@ -76,97 +78,32 @@ import pandas as pd
 import yaml
 
 from scaledl.algorithms import ALGORITHMS
-from scaledl.net.cost import COST_MODELS, Network, efficiency
 from scaledl.errors import UserError
-from scaledl.report.aggregate import lookup, plural, read_run
+from scaledl.net.cost import COST_MODELS, Network, efficiency
 from scaledl.report.comm_model import measured_per_step
+from scaledl.report.runs import RUN_KEY, SETTING, read_run
+from scaledl.report.sides import first_present, side_name, side_spec
+from scaledl.report.stats import (
+    DASH,
+    Spread,
+    fmt_ratio,
+    fmt_share,
+    fmt_value,
+    nan_last,
+    paired_ratio,
+    plural,
+    spread_of,
+)
+from scaledl.report.tables import markdown_table
 
 HOLDS, DOES_NOT_HOLD, NOT_COMPARABLE = "holds", "does not hold", "not comparable here"
 VERDICTS = (HOLDS, DOES_NOT_HOLD, NOT_COMPARABLE)
 
-DASH = "–"
 TIME_METRIC = "time_to_target_s"
 TO_TARGET_METRICS = (TIME_METRIC, "bytes_to_target")   # a missing value means "not reached"
-DEFAULT_PER = ("dataset", "model", "platform", "workers")
-BASE_COLUMNS = ("dataset", "model", "algorithm", "platform", "workers", "seed")
-DEVICES = ("cpu", "gpu", "knl")
+DEVICE_KINDS = ("cpu", "gpu", "knl")   # the hardware a claim may need (--device-of)
 CLAIM_KEYS = {"id", "figure", "claim", "compares", "paper", "metric", "rule", "per", "needs", "note", "stable"}
 NEEDS_KEYS = {"device", "dataset", "model", "target_accuracy", "min_workers"}
-
-
-# ------------------------------------------------------------ numbers
-
-
-@dataclass(frozen=True)
-class Spread:
-    """Median and bounds of n samples (bounds as the protocol defines them); `undefined` counts ∞/∞ pairs."""
-
-    median: float
-    low: float
-    high: float
-    n: int
-    undefined: int = 0
-
-    def text(self, fmt: Callable[..., str]) -> str:
-        """"median [min–max] n=…", the unit printed once, after the median."""
-        body = f"{fmt(self.median)} [{fmt(self.low, unit=False)}{DASH}{fmt(self.high, unit=False)}] n={self.n}"
-        return body + (f", neither reached in {self.undefined}" if self.undefined else "")
-
-
-def spread_of(values: list[float]) -> Spread:
-    """Median, min and max of the defined values; n counts all of them, undefined the NaNs."""
-    defined = sorted(v for v in values if not math.isnan(v))
-    undefined = len(values) - len(defined)
-    if not defined:
-        return Spread(math.nan, math.nan, math.nan, len(values), undefined)
-    return Spread(statistics.median(defined), defined[0], defined[-1], len(values), undefined)
-
-
-def divide(numerator: float, denominator: float) -> float:
-    """numerator / denominator where either may be ∞ (not reached): t/∞ = 0, ∞/t = ∞; ∞/∞, 0/0 undefined."""
-    if math.isinf(numerator) and math.isinf(denominator):
-        return math.nan
-    if denominator == 0:
-        return math.nan if numerator == 0 else math.inf
-    return numerator / denominator
-
-
-def nan_last(x: float) -> float:
-    """A sort key that puts undefined values after every number."""
-    return math.inf if math.isnan(x) else x
-
-
-def fmt_seconds(x: float, unit: bool = True) -> str:
-    if math.isnan(x):
-        return "undefined"
-    if math.isinf(x):
-        return "not reached"
-    return (f"{x:.0f}" if abs(x) >= 1000 else f"{x:.3g}") + (" s" if unit else "")
-
-
-def fmt_ratio(x: float, unit: bool = True) -> str:
-    if math.isnan(x):
-        return "undefined"
-    return ("∞" if math.isinf(x) else f"{x:.2f}") + ("×" if unit else "")
-
-
-def fmt_share(x: float, unit: bool = True) -> str:
-    return "undefined" if math.isnan(x) else f"{100 * x:.1f}" + (" %" if unit else "")
-
-
-def fmt_bytes(x: float, unit: bool = True) -> str:
-    if math.isnan(x):
-        return "undefined"
-    if math.isinf(x):
-        return "not reached"
-    return f"{x / 1e6:.3g}" + (" MB" if unit else "")
-
-
-def fmt_value(metric: str) -> Callable[..., str]:
-    """How a metric's values print: seconds, a share of a step, or bytes."""
-    if metric.startswith("bytes"):
-        return fmt_bytes
-    return fmt_share if metric.endswith("_share") else fmt_seconds
 
 
 # --------------------------------------------------------------- claims
@@ -226,7 +163,7 @@ def normalise_device(text: str) -> str | None:
     text = text.strip().lower()
     if text.startswith("cuda") or text == "gpu":
         return "gpu"
-    return text if text in DEVICES else None
+    return text if text in DEVICE_KINDS else None
 
 
 # ---------------------------------------------------------------- sides
@@ -238,33 +175,18 @@ class Side:
     rows: pd.DataFrame
 
 
-def side_spec(spec) -> tuple[list[str], object]:
-    """(algorithm alternatives, worker selector or None) of a side written as "a|b" or {algorithm:, workers:}."""
-    if isinstance(spec, dict):
-        return str(spec["algorithm"]).split("|"), spec.get("workers")
-    return str(spec).split("|"), None
-
-
-def side_name(spec) -> str:
-    """A side as the reason names it when it has no runs: "sync_easgd3 (or sync_easgd)", "chip_partition at P=1"."""
-    alternatives, workers = side_spec(spec)
-    name = alternatives[0] + (f" (or {', '.join(alternatives[1:])})" if len(alternatives) > 1 else "")
-    return name + (f" at P={workers}" if workers is not None else "")
-
-
 def pick_side(frame: pd.DataFrame, spec) -> Side | None:
-    """The runs of the first alternative with runs in `frame`, at the selected worker count; None if none."""
-    alternatives, workers = side_spec(spec)
-    for algorithm in alternatives:
-        rows = frame[frame["algorithm"] == algorithm]
-        if rows.empty:
-            continue
-        if workers is None:
-            return Side(algorithm, rows)
-        count = {"largest": rows["workers"].max(), "smallest": rows["workers"].min()}.get(workers, workers)
-        rows = rows[rows["workers"] == count]
-        return Side(f"{algorithm} P={count}", rows) if not rows.empty else None
-    return None
+    """The runs of the side's first alternative with runs in `frame`, at its selected worker count (sides.py);
+    None if there are none."""
+    algorithm = first_present(spec, frame["algorithm"])
+    if algorithm is None:
+        return None
+    rows, workers = frame[frame["algorithm"] == algorithm], side_spec(spec)[1]
+    if workers is None:
+        return Side(algorithm, rows)
+    count = {"largest": rows["workers"].max(), "smallest": rows["workers"].min()}.get(workers, workers)
+    rows = rows[rows["workers"] == count]
+    return Side(f"{algorithm} P={count}", rows) if not rows.empty else None
 
 
 def samples(side: Side, metric: str) -> list[tuple[object, float]]:
@@ -277,21 +199,6 @@ def samples(side: Side, metric: str) -> list[tuple[object, float]]:
             value = math.inf
         out.append((seed, float(value)))
     return out
-
-
-def ratio(over: list[tuple[object, float]], under: list[tuple[object, float]]) -> tuple[Spread, bool]:
-    """`over` / `under`, paired by seed when both have the same seeds once each (see the module docstring)."""
-    seeds_over, seeds_under = [s for s, _ in over], [s for s, _ in under]
-    paired = sorted(seeds_over) == sorted(seeds_under) and len(set(seeds_over)) == len(seeds_over)
-    if paired:
-        by_seed = dict(under)
-        return spread_of([divide(value, by_seed[seed]) for seed, value in over]), True
-    a, b = [v for _, v in over], [v for _, v in under]
-    if not a or not b:
-        return Spread(math.nan, math.nan, math.nan, 0), False
-    median = divide(statistics.median(a), statistics.median(b))
-    return Spread(median, divide(min(a), max(b)), divide(max(a), min(b)), min(len(a), len(b)),
-                  int(math.isnan(median))), False
 
 
 def describe(side: Side, values: list[float], metric: str) -> str:
@@ -341,7 +248,7 @@ def compare(a: Side, b: Side, metric: str, margin: float, min_seeds: int) -> Com
     """Speedup of a over b (t_b / t_a) and the `faster` rule's verdict on it."""
     a_samples, b_samples = samples(a, metric), samples(b, metric)
     a_values, b_values = [v for _, v in a_samples], [v for _, v in b_samples]
-    speedup, paired = ratio(b_samples, a_samples)
+    speedup, paired = paired_ratio(b_samples, a_samples)
     ours = (f"{speedup.text(fmt_ratio)}{' paired by seed' if paired else ''}; "
             f"{describe(a, a_values, metric)}; {describe(b, b_values, metric)}")
     notes = "; ".join(n for n in (not_reached_note(a, a_values), not_reached_note(b, b_values)) if n)
@@ -498,7 +405,7 @@ def rule_less_communication(frame: pd.DataFrame, claim: Claim, ctx: Context) -> 
     factor, min_seeds = claim.param("factor"), claim.param("min_seeds")
     a_samples, b_samples = samples(a, claim.metric), samples(b, claim.metric)
     a_values, b_values = [v for _, v in a_samples], [v for _, v in b_samples]
-    saving, paired = ratio(b_samples, a_samples)
+    saving, paired = paired_ratio(b_samples, a_samples)
     ours = (f"{saving.text(fmt_ratio)} less{' paired by seed' if paired else ''}; "
             f"{describe(a, a_values, claim.metric)}; {describe(b, b_values, claim.metric)}")
     problem = target_problem(a, b, claim.metric) or seeds_problem([a, b], [len(a_values), len(b_values)], min_seeds)
@@ -525,10 +432,10 @@ def rule_weak_scaling_efficiency(frame: pd.DataFrame, claim: Claim, ctx: Context
     smallest = Side(f"P={counts[0]}", frame[frame["workers"] == counts[0]])
     largest = Side(f"P={counts[-1]}", frame[frame["workers"] == counts[-1]])
     base, top = samples(smallest, claim.metric), samples(largest, claim.metric)
-    eff, paired = ratio(base, top)
+    eff, paired = paired_ratio(base, top)
     ours = f"E(P={counts[-1]} vs {counts[0]}) = {eff.text(fmt_share)}{' paired by seed' if paired else ''}"
     if ctx.network is not None:
-        ours += "; " + model_efficiency(frame, algorithm, counts, int(claim.param("extrapolate_to")), ctx.network)
+        ours += "; " + alpha_beta_efficiency(frame, algorithm, counts, int(claim.param("extrapolate_to")), ctx.network)
     problem = seeds_problem([smallest, largest], [len(base), len(top)], claim.param("min_seeds"))
     if problem:
         return Verdict(NOT_COMPARABLE, ours, problem, eff)
@@ -541,8 +448,9 @@ def rule_weak_scaling_efficiency(frame: pd.DataFrame, claim: Claim, ctx: Context
     return Verdict(DOES_NOT_HOLD, ours, f"median {fmt_share(eff.median)} is below {fmt_share(target)}", eff)
 
 
-def model_efficiency(frame: pd.DataFrame, algorithm: str, counts: list, extrapolate_to: int, net: Network) -> str:
-    """The α-β model's weak-scaling efficiency at our largest P and at `extrapolate_to`, from the runs' run.json."""
+def alpha_beta_efficiency(frame: pd.DataFrame, algorithm: str, counts: list, extrapolate_to: int, net: Network) -> str:
+    """The α-β model's weak-scaling efficiency at our largest P and at `extrapolate_to`, in words, from the
+    run.json of the runs at the smallest P (their message size and median compute per step)."""
     base = frame[frame["workers"] == counts[0]]
     if "run" not in base:
         return "α-β model: n/a (the summary has no run column to find run.json)"
@@ -550,8 +458,8 @@ def model_efficiency(frame: pd.DataFrame, algorithm: str, counts: list, extrapol
     for run_dir in base["run"].dropna():
         try:
             run = read_run(run_dir)
-            sizes.append(float(lookup(run, "model.bytes", Path(run_dir))))
-            compute = measured_per_step(run, Path(run_dir))["compute_s"]
+            sizes.append(float(run.get("model.bytes")))
+            compute = measured_per_step(run)["compute_s"]
         except UserError as error:
             return f"α-β model: n/a ({error})"
         if compute is not None:
@@ -686,21 +594,22 @@ def evaluate_claim(results: pd.DataFrame, claim: Claim, ctx: Context) -> list[di
     return rows
 
 
-OUTPUT_COLUMNS = ["id", "figure", "claim", "setting", "paper", "ours", "verdict", "reason",
-                  "paper_value", "ours_median", "ours_min", "ours_max", "ours_n"]
+CLAIM_COLUMNS = ["id", "figure", "claim", "setting", "paper", "ours", "verdict", "reason",
+                 "paper_value", "ours_median", "ours_min", "ours_max", "ours_n"]
+CLAIM_MARKDOWN_COLUMNS = ["figure", "claim", "setting", "paper", "ours", "verdict", "reason"]
 
 
 def evaluate(results: pd.DataFrame, claims: list[Claim], ctx: Context | None = None,
              where: str = "results") -> pd.DataFrame:
-    """The claims table: one row per claim and setting (OUTPUT_COLUMNS); `where` names the results in errors."""
+    """The claims table: one row per claim and setting (CLAIM_COLUMNS); `where` names the results in errors."""
     ctx = ctx or Context()
     check_columns(results, claims, where)
     rows = [r for claim in claims for r in evaluate_claim(results, claim, ctx)]
-    return pd.DataFrame(rows, columns=OUTPUT_COLUMNS)
+    return pd.DataFrame(rows, columns=CLAIM_COLUMNS)
 
 
 def required_columns(claims: list[Claim]) -> list[str]:
-    columns = list(BASE_COLUMNS)
+    columns = list(RUN_KEY)
     for claim in claims:
         columns += [*claim.per, claim.metric] + (["target_accuracy"] if claim.metric in TO_TARGET_METRICS else [])
         columns += ["target_accuracy"] if "target_accuracy" in claim.needs else []
@@ -712,6 +621,26 @@ def check_columns(results: pd.DataFrame, claims: list[Claim], where: str) -> Non
     if missing:
         raise UserError(f"{where}: lacks the column{'s' * (len(missing) > 1)} {', '.join(missing)} "
                         "(not a scaledl summary table? write one with scaledl aggregate)")
+
+
+def read_summary(path: Path) -> pd.DataFrame:
+    """The summary table the claims are judged on (scaledl aggregate's CSV)."""
+    try:
+        return pd.read_csv(path)
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such summary table (write it with scaledl aggregate)") from None
+    except (OSError, UnicodeDecodeError, ValueError) as error:
+        # pandas' parser and empty-data errors are ValueErrors
+        first_line = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise UserError(f"{path}: not a readable summary table ({first_line})") from None
+
+
+def claims_markdown(table: pd.DataFrame, summary: Path) -> str:
+    """The claims table as a markdown page: the count of rows per verdict, then the table."""
+    counts = ", ".join(f"{v}: {int((table['verdict'] == v).sum())}" for v in VERDICTS)
+    return (f"# The paper's claims against {summary}\n\nRows by verdict: {counts}. Ours is median [min–max] "
+            "over seeds and n; the verdict rules are in scaledl.report.claims.\n\n"
+            + markdown_table(table[CLAIM_MARKDOWN_COLUMNS]))
 
 
 # ------------------------------------------------------------- loading
@@ -772,9 +701,9 @@ def parse_claim(entry, defaults: dict, where: str, index: int) -> Claim:
     needs = entry.get("needs") or {}
     if not isinstance(needs, dict) or set(needs) - NEEDS_KEYS:
         raise fail(f"needs takes {', '.join(sorted(NEEDS_KEYS))}")
-    if "device" in needs and needs["device"] not in DEVICES:
-        raise fail(f"needs.device must be one of {', '.join(DEVICES)}")
-    per = tuple(entry.get("per") or DEFAULT_PER)
+    if "device" in needs and needs["device"] not in DEVICE_KINDS:
+        raise fail(f"needs.device must be one of {', '.join(DEVICE_KINDS)}")
+    per = tuple(entry.get("per") or SETTING)
     claim = Claim(
         id=str(entry["id"]), figure=str(entry["figure"]), text=" ".join(str(entry["claim"]).split()),
         compares=compares, paper_text=str(paper.get("text", "")), paper_value=paper.get("value"),

@@ -17,8 +17,8 @@ drawn one by one:
   and the band their min–max (`seed_band`);
 - bars are medians over seeds with min–max whiskers, labelled with n.
 
-Algorithm sides are written as in claims.yaml: "a|b" means the first of a, b
-that has runs in the setting.
+Algorithm sides are written as in claims.yaml (scaledl.report.sides): "a|b"
+means the first of a, b that has runs in the setting.
 """
 
 from __future__ import annotations
@@ -34,32 +34,20 @@ import numpy as np
 import pandas as pd
 
 from scaledl.atomic import atomic_path
-from scaledl.net.cost import COST_MODELS, Network, step_cost
-from scaledl.errors import UserError
-from scaledl.report.aggregate import lookup, read_metrics, read_run, run_json_path
+from scaledl.net.cost import COST_MODELS, Network, efficiency
 from scaledl.report.catalogue import FIGURE_NAMES
-from scaledl.report.claims import fmt_ratio, ratio, spread_of
-from scaledl.report.comm_model import message_count
+from scaledl.report.comm_model import cost_options
 from scaledl.report.communication import communication, rounds_by
-from scaledl.report.scaling import FIELDS as SCALING_FIELDS
-from scaledl.report.scaling import efficiency_table
+from scaledl.report.runs import RUN_KEY, Run, read_runs
+from scaledl.report.scaling import efficiency_table, sweep_row
+from scaledl.report.sides import first_present, side_names
+from scaledl.report.stats import fixed, fmt_ratio, paired_ratio, spread_of
+from scaledl.report.tables import write_table
 from scaledl.timing import COMPUTE, TRANSFER, WAIT
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
-
-# (column, path in run.json) of a run's key
-KEY_FIELDS: list[tuple[str, str]] = [
-    ("dataset", "data.dataset"),
-    ("model", "model.name"),
-    ("algorithm", "algorithm.key"),
-    ("platform", "platform"),
-    ("workers", "world.workers"),
-    ("seed", "arguments.seed"),
-]
-KEY = [column for column, _ in KEY_FIELDS]
-SETTING = ("dataset", "model", "platform", "workers")
 
 SYNC_EASGD = "sync_easgd3|sync_easgd"   # the paper's Sync EASGD: the overlapped variant where it ran
 PAIRS = {   # name → (title, faster side, slower side)
@@ -85,22 +73,6 @@ class NotDrawn(Exception):
     """The runs a figure needs are not in the set; the message says which."""
 
 
-@dataclass(frozen=True)
-class Run:
-    path: Path              # its run.json
-    keys: dict              # KEY columns
-    record: dict            # the parsed run.json
-    metrics: pd.DataFrame   # its metrics.csv
-
-    @property
-    def algorithm(self) -> str:
-        return self.keys["algorithm"]
-
-    @property
-    def setting(self) -> tuple:
-        return tuple(self.keys[column] for column in SETTING)
-
-
 @dataclass
 class Inputs:
     runs: list[Run]
@@ -114,22 +86,16 @@ class Inputs:
 # ------------------------------------------------------------------ inputs
 
 
-def load_run(path: str | Path) -> Run:
-    """A run's run.json and the metrics.csv beside it; UserError naming the file if either is unusable."""
-    path = run_json_path(path)
-    record = read_run(path)
-    keys = {column: lookup(record, dotted, path) for column, dotted in KEY_FIELDS}
-    metrics_file = path.with_name("metrics.csv")
-    metrics = read_metrics(metrics_file)
-    for column in ("train_s", "test_accuracy"):
-        if column not in metrics.columns:
-            raise UserError(f"{metrics_file}: metrics.csv has no column {column!r} "
-                            "(written by an incompatible version; rerun that training)")
-    return Run(path, keys, record, metrics)
+def checked(run: Run) -> Run:
+    """A run whose key and metrics.csv the figures can use; UserError naming the file if not."""
+    _ = run.key   # its key now: a run.json without one is refused before any figure is drawn
+    run.require_metrics(("train_s", "test_accuracy"))
+    return run
 
 
 def load_runs(paths: list[str | Path]) -> list[Run]:
-    return [load_run(path) for path in dict.fromkeys(str(path) for path in paths)]
+    """The runs at `paths` with their metrics.csv, each once (scaledl.report.runs)."""
+    return [checked(run) for run in read_runs(paths)]
 
 
 def by_setting(runs: list[Run]) -> dict[tuple, list[Run]]:
@@ -141,20 +107,13 @@ def by_setting(runs: list[Run]) -> dict[tuple, list[Run]]:
 
 def pick(runs: list[Run], side: str) -> tuple[str, list[Run]] | None:
     """(algorithm, its runs) of the first alternative in "a|b" with runs; None if none has any."""
-    for algorithm in side.split("|"):
-        chosen = [run for run in runs if run.algorithm == algorithm]
-        if chosen:
-            return algorithm, chosen
-    return None
+    algorithm = first_present(side, (run.algorithm for run in runs))
+    return None if algorithm is None else (algorithm, [run for run in runs if run.algorithm == algorithm])
 
 
 def setting_title(setting: tuple) -> str:
     dataset, model, platform, workers = setting
     return f"{dataset} / {model}, {platform}, P={workers}"
-
-
-def side_names(sides) -> str:
-    return ", ".join(f"({side.replace('|', ' or ')})" if "|" in side else side for side in sides)
 
 
 # --------------------------------------------------------------- numbers
@@ -194,13 +153,13 @@ def phase_seconds_per_step(run: Run) -> dict[str, float] | None:
     over the whole run (`phases.workers_mean`), the only per-phase figure run.json keeps.
     `other` is the rest of the step: time outside every phase.
     """
-    step = lookup(run.record, "time.seconds_per_step", run.path)
-    steady = {key: lookup(run.record, f"time.{key}", run.path) for key, _ in STEADY_GROUPS}
+    step = run.get("time.seconds_per_step")
+    steady = {key: run.get(f"time.{key}") for key, _ in STEADY_GROUPS}
     if step is None or any(value is None for value in steady.values()):
         return None
     out = {}
     for key, phases in STEADY_GROUPS:
-        totals = {p: float(lookup(run.record, f"phases.workers_mean.{p}_s", run.path)) for p in phases}
+        totals = {p: float(run.get(f"phases.workers_mean.{p}_s")) for p in phases}
         whole = sum(totals.values())
         for phase in phases:
             out[phase] = steady[key] * (totals[phase] / whole if whole > 0 else 1 / len(phases))
@@ -210,14 +169,13 @@ def phase_seconds_per_step(run: Run) -> dict[str, float] | None:
 
 def reached_seconds(run: Run) -> float:
     """Time to target; +inf when the run never reached it (the claims' protocol: never dropped)."""
-    value = lookup(run.record, "time_to_target_s", run.path)
+    value = run.get("time_to_target_s")
     return math.inf if value is None else float(value)
 
 
-def spread_text(values: list[float], unit: str = "s") -> str:
+def bar_label(values: list[float], unit: str = "s") -> str:
     """"median unit", then "[min–max] n=…" on a second line (it labels a bar)."""
-    spread = spread_of(values)
-    return f"{spread.median:.3g} {unit}\n[{spread.low:.3g}–{spread.high:.3g}] n={spread.n}"
+    return spread_of(values).text(fixed(".3g", f" {unit}"), sep="\n")
 
 
 # ----------------------------------------------------------------- drawing
@@ -358,7 +316,7 @@ def ladder_bars(runs: list[Run]) -> list[tuple[str, dict[str, float], list[float
         phases = [p for p in (phase_seconds_per_step(run) for run in runs if run.algorithm == level) if p]
         if phases:
             medians = {phase: statistics.median(p[phase] for p in phases) for phase in BREAKDOWN}
-            totals = [lookup(run.record, "time.seconds_per_step", run.path) for run in runs if run.algorithm == level]
+            totals = [run.get("time.seconds_per_step") for run in runs if run.algorithm == level]
             bars.append((level, medians, [t for t in totals if t is not None]))
     return bars
 
@@ -371,7 +329,7 @@ def ladder_panel(ax: Axes, setting: tuple, bars) -> None:
         ax.bar(x, heights, bottom=bottom, color=f"C{index % 10}", label=phase, width=0.6)
         bottom += heights
     for xi, top, (_, _, totals) in zip(x, bottom, bars):
-        ax.text(xi, top, spread_text(totals, "s/step"), ha="center", va="bottom", fontsize=7)
+        ax.text(xi, top, bar_label(totals, "s/step"), ha="center", va="bottom", fontsize=7)
     ax.set_xticks(x, [level for level, _, _ in bars], rotation=15)
     ax.set_ylim(0, 1.25 * max(bottom.max(), 1e-12))
     ax.set(title=setting_title(setting), ylabel="seconds per step (steady state)")
@@ -399,58 +357,43 @@ def ladder_breakdown(inputs: Inputs) -> Figure:
 # -------------------------------------------------------------- scaling
 
 
-def scaling_rows(runs: list[Run]) -> pd.DataFrame:
+def sweep_table(runs: list[Run]) -> pd.DataFrame:
     """scaledl.report.scaling's table of these runs: one row per run in a sweep over the worker count."""
-    rows = [{**{column: lookup(run.record, dotted, run.path) for column, dotted in SCALING_FIELDS},
-             "run": run.path.parent.as_posix()} for run in runs]
-    table, _ = efficiency_table(rows)
+    table, _ = efficiency_table([sweep_row(run) for run in runs])
     return table
 
 
-def cost_options(run: Run) -> dict:
-    """step_cost's options as the run was configured (as scaledl comm-model reads them)."""
-    hyper, codesign = run.record.get("hyper") or {}, run.record.get("codesign") or {}
-    return {
-        "control": True,
-        "master_momentum": hyper.get("momentum_at", "master") == "master",
-        "overlap": codesign.get("overlap"),
-        "tau": int(hyper.get("tau") or 1),
-        "layers": message_count(run.record, run.path) if codesign.get("message") == "per_layer" else 1,
-    }
-
-
-def model_efficiency(base: list[Run], workers: list[int], kind: str, net: Network, cost_model: str) -> list[float] | None:
-    """The α-β model's efficiency at each P, from the smallest sweep point's runs: their message size,
-    options and median compute per step (per worker: fixed in weak scaling, ∝ 1/P in strong)."""
+def predicted_efficiency(base: list[Run], workers: list[int], kind: str, net: Network,
+                         cost_model: str) -> list[float] | None:
+    """The α-β model's efficiency at each P (scaledl.net.cost.efficiency), from the smallest sweep point's
+    runs: their message size, options and median compute per step (per worker: fixed in weak scaling,
+    ∝ 1/P in strong)."""
     computes = [c for c in (run.record.get("time", {}).get("compute_per_step_s") for run in base) if c is not None]
     if not computes:
         return None
     first = base[0]
-    n, key, p0 = lookup(first.record, "model.bytes", first.path), first.algorithm, min(workers)
+    n, p0 = first.get("model.bytes"), min(workers)
     options, compute = cost_options(first), statistics.median(computes)
-
-    def step(p: int) -> float:
-        return step_cost(key, net, n, p, model=cost_model, compute_s=compute * (p0 / p if kind == "strong" else 1),
-                         **options).step_s
-
-    base_step = step(p0)
-    return [base_step / step(p) / (p / p0 if kind == "strong" else 1) for p in workers]
+    return [efficiency(first.algorithm, net, n, p, compute, base_workers=p0, scaling=kind, model=cost_model,
+                       **options) for p in workers]
 
 
-def scaling_panel(ax: Axes, rows: pd.DataFrame, runs: list[Run], kind: str, net: Network | None, notes: list[str]) -> None:
+def scaling_panel(ax: Axes, rows: pd.DataFrame, runs: list[Run], kind: str, net: Network | None,
+                  notes: list[str]) -> None:
     for index, (algorithm, group) in enumerate(rows.groupby("algorithm", sort=True)):
         color = f"C{index % 10}"
         stats = group.groupby("workers")["efficiency"].agg(["median", "min", "max", "count"]).reset_index()
-        ax.errorbar(stats["workers"], stats["median"], yerr=[stats["median"] - stats["min"], stats["max"] - stats["median"]],
-                    marker="o", capsize=3, color=color, label=f"{algorithm} measured (n={stats['count'].max()})")
+        whiskers = [stats["median"] - stats["min"], stats["max"] - stats["median"]]
+        ax.errorbar(stats["workers"], stats["median"], yerr=whiskers, marker="o", capsize=3, color=color,
+                    label=f"{algorithm} measured (n={stats['count'].max()})")
         if net is None:
             continue
         workers = stats["workers"].tolist()
         base_runs = set(group.loc[group["workers"] == workers[0], "run"])
-        base = [run for run in runs if run.path.parent.as_posix() in base_runs]
+        base = [run for run in runs if run.folder in base_runs]
         for cost_model, style in zip(COST_MODELS, ("--", ":")):
             try:
-                predicted = model_efficiency(base, workers, kind, net, cost_model)
+                predicted = predicted_efficiency(base, workers, kind, net, cost_model)
             except ValueError as error:
                 notes.append(f"scaling: no α-β line for {algorithm} ({error})")
                 break
@@ -467,7 +410,7 @@ def scaling_panel(ax: Axes, rows: pd.DataFrame, runs: list[Run], kind: str, net:
 
 
 def scaling(inputs: Inputs) -> Figure:
-    table = scaling_rows(inputs.runs)
+    table = sweep_table(inputs.runs)
     if table.empty:
         raise NotDrawn("no sweep over the worker count (each algorithm ran at one worker count, "
                        "or neither the per-worker nor the global batch was fixed)")
@@ -484,8 +427,8 @@ def scaling(inputs: Inputs) -> Figure:
 
 
 def chip_panel(ax: Axes, runs: list[Run]) -> None:
-    counts = sorted({run.keys["workers"] for run in runs})
-    seconds = {p: [(run.keys["seed"], reached_seconds(run)) for run in runs if run.keys["workers"] == p] for p in counts}
+    counts = sorted({run.key["workers"] for run in runs})
+    seconds = {p: [(run.key["seed"], reached_seconds(run)) for run in runs if run.key["workers"] == p] for p in counts}
     finite = [s for values in seconds.values() for _, s in values if math.isfinite(s)]
     top = 1.25 * max(finite) if finite else 1.0
     for x, p in enumerate(counts):
@@ -498,7 +441,7 @@ def chip_panel(ax: Axes, runs: list[Run]) -> None:
             continue
         high = min(spread.high, top)
         ax.bar(x, spread.median, color="C0", yerr=[[spread.median - spread.low], [high - spread.median]], capsize=4)
-        speedup, _ = ratio(seconds[counts[0]], seconds[p])
+        speedup, _ = paired_ratio(seconds[counts[0]], seconds[p])
         label = f"{speedup.text(fmt_ratio)}" + (f"\nnot reached in {missed}" if missed else "")
         ax.text(x, high, label, ha="center", va="bottom", fontsize=7)
     ax.set_xticks(range(len(counts)), [f"P={p}" for p in counts])
@@ -512,7 +455,7 @@ def chip_partition(inputs: Inputs) -> Figure:
         raise NotDrawn(f"no {CHIP_PARTITION} runs")
     groups: dict[tuple, list[Run]] = {}
     for run in runs:
-        groups.setdefault((run.keys["dataset"], run.keys["model"], run.keys["platform"]), []).append(run)
+        groups.setdefault((run.key["dataset"], run.key["model"], run.key["platform"]), []).append(run)
     figure, axes = new_figure(len(groups))
     for ax, (key, members) in zip(axes, sorted(groups.items())):
         chip_panel(ax, members)
@@ -533,7 +476,7 @@ FIGURES: dict[str, Callable[[Inputs], Figure]] = {
 # ---------------------------------------------------------------- outputs
 
 
-def save(figure: Figure, path: Path) -> None:
+def write_png(figure: Figure, path: Path) -> None:
     with atomic_path(path) as tmp:
         figure.savefig(tmp, format="png", dpi=110)
 
@@ -547,21 +490,20 @@ def write_figures(inputs: Inputs, out_dir: str | Path) -> list[str]:
         except NotDrawn as reason:
             figure = placeholder(name, str(reason))
             skipped.append(f"{name} ({reason})")
-        save(figure, Path(out_dir) / f"{name}.png")
+        write_png(figure, Path(out_dir) / f"{name}.png")
     return skipped
 
 
 def metrics_long(runs: list[Run]) -> pd.DataFrame:
     """Every metrics.csv row, with its run's key columns first and its folder last."""
-    frames = [run.metrics.assign(**run.keys, run=run.path.parent.as_posix()) for run in runs]
+    frames = [run.metrics.assign(**run.key, run=run.folder) for run in runs]
     if not frames:
-        return pd.DataFrame(columns=[*KEY, "run"])
+        return pd.DataFrame(columns=[*RUN_KEY, "run"])
     table = pd.concat(frames, ignore_index=True)
-    return table[[*KEY, *[c for c in table.columns if c not in KEY and c != "run"], "run"]]
+    return table[[*RUN_KEY, *[c for c in table.columns if c not in RUN_KEY and c != "run"], "run"]]
 
 
 def write_metrics_long(runs: list[Run], path: str | Path) -> int:
     table = metrics_long(runs)
-    with atomic_path(path) as tmp:
-        table.to_csv(tmp, index=False)
+    write_table(table, path)
     return len(table)

@@ -13,7 +13,7 @@ import pandas as pd
 
 from scaledl.atomic import atomic_path
 from scaledl.errors import UserError
-from scaledl.report.aggregate import lookup, read_metrics, read_run
+from scaledl.report.runs import metrics_path, read_metrics, read_run
 
 FIGURE_FORMATS = ("png", "pdf", "svg")
 # metrics.csv columns a figure may put on its axes, with their axis labels
@@ -36,12 +36,6 @@ class Curve:
     frame: pd.DataFrame
 
 
-def metrics_path(path: str | Path) -> Path:
-    """`path` itself, or the metrics.csv inside it when it is a run directory."""
-    path = Path(path)
-    return path / "metrics.csv" if path.is_dir() else path
-
-
 def load_curve(path: str | Path, x: str, y: str) -> Curve:
     path = metrics_path(path)
     frame = read_metrics(path)
@@ -52,13 +46,9 @@ def load_curve(path: str | Path, x: str, y: str) -> Curve:
     if not run_json.exists():  # a bare metrics.csv: label it by its folder
         return Curve("", path.parent.as_posix(), ("", "", ""), None, frame)
     run = read_run(run_json)
-    panel = f"{lookup(run, 'data.dataset', run_json)} / {lookup(run, 'model.name', run_json)}"
-    variant = (
-        f"P={lookup(run, 'world.workers', run_json)}",
-        lookup(run, "platform", run_json),
-        f"seed {lookup(run, 'arguments.seed', run_json)}",
-    )
-    return Curve(panel, lookup(run, "algorithm.key", run_json), variant, run.get("target_accuracy"), frame)
+    panel = f"{run.get('data.dataset')} / {run.get('model.name')}"
+    variant = (f"P={run.get('world.workers')}", run.get("platform"), f"seed {run.get('arguments.seed')}")
+    return Curve(panel, run.get("algorithm.key"), variant, run.record.get("target_accuracy"), frame)
 
 
 def labels(curves: list[Curve]) -> list[str]:

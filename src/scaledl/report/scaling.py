@@ -31,36 +31,23 @@ from pathlib import Path
 
 import pandas as pd
 
-from scaledl.report.aggregate import lookup, read_run, run_json_path
+from scaledl.report.runs import Run, read_runs
 
-# (column, path in run.json)
-FIELDS: list[tuple[str, str]] = [
-    ("dataset", "data.dataset"),
-    ("model", "model.name"),
-    ("algorithm", "algorithm.key"),
-    ("platform", "platform"),
-    ("seed", "arguments.seed"),
-    ("nodes", "world.nodes"),
-    ("workers", "world.workers"),
-    ("ranks", "world.size"),
-    ("batch_size", "hyper.batch_size"),
-    ("seconds_per_step", "seconds_per_step"),
-]
+# The run.json columns a sweep's row reads (scaledl.report.runs.RUN_FIELDS), in the order they are read.
+SWEEP_FIELDS = ["dataset", "model", "algorithm", "platform", "seed", "nodes", "workers", "ranks", "batch_size",
+                "seconds_per_step"]
 
 SWEEP = ["dataset", "model", "algorithm", "platform", "seed"]
 
-COLUMNS = [
+SCALING_COLUMNS = [
     *SWEEP, "scaling", "nodes", "workers", "ranks", "batch_size", "global_batch",
     "seconds_per_step", "samples_per_s", "speedup", "efficiency", "run",
 ]  # fmt: skip
 
 
-def scaling_row(path: str | Path) -> dict:
-    path = run_json_path(path)
-    run = read_run(path)
-    row = {column: lookup(run, dotted, path) for column, dotted in FIELDS}
-    row["run"] = path.parent.as_posix()
-    return row
+def sweep_row(run: Run) -> dict:
+    """A run's row before its sweep is known: the SWEEP_FIELDS and its folder."""
+    return {**run.fields(SWEEP_FIELDS), "run": run.folder}
 
 
 def sweep_kind(group: pd.DataFrame) -> str | None:
@@ -79,8 +66,8 @@ def _per_second(samples: float, seconds) -> float:
 
 
 def efficiency_table(rows: list[dict]) -> tuple[pd.DataFrame, list[str]]:
-    """The scaling table of `rows` (scaling_row dicts) and notes on groups that are no sweep."""
-    runs = pd.DataFrame(rows, columns=[column for column, _ in FIELDS] + ["run"])
+    """The scaling table of `rows` (sweep_row dicts) and notes on groups that are no sweep."""
+    runs = pd.DataFrame(rows, columns=[*SWEEP_FIELDS, "run"])
     out, notes = [], []
     for key, group in runs.groupby(SWEEP, sort=True, dropna=False):
         if group["workers"].nunique() < 2:
@@ -110,9 +97,9 @@ def efficiency_table(rows: list[dict]) -> tuple[pd.DataFrame, list[str]]:
                 "speedup": speedup,
                 "efficiency": speedup / (record["workers"] / base["workers"]),
             })
-    return pd.DataFrame(out, columns=COLUMNS), notes
+    return pd.DataFrame(out, columns=SCALING_COLUMNS), notes
 
 
 def scaling_table(paths: list[str | Path]) -> tuple[pd.DataFrame, list[str]]:
     """The scaling table of the runs at `paths` (run.json files or run directories)."""
-    return efficiency_table([scaling_row(path) for path in dict.fromkeys(str(path) for path in paths)])
+    return efficiency_table([sweep_row(run) for run in read_runs(paths)])

@@ -1,0 +1,171 @@
+"""The one reader of a run's results: its run.json and the metrics.csv beside it (never logs).
+
+Every table, figure, claim and plot reads a run through `read_run`, which
+parses run.json alone; the fields a consumer asks for (`Run.get`,
+`Run.fields`), the run's key and its metrics.csv are read when first used,
+so a table that needs only run.json never asks for metrics.csv. Every
+problem is a UserError naming the file and what to do.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Iterator
+
+import pandas as pd
+
+from scaledl.errors import UserError
+
+# A run's key: what tells one run from another in every table and figure.
+RUN_KEY = ["dataset", "model", "algorithm", "platform", "workers", "seed"]
+# What a comparison holds fixed (a claim's default `per`, a figure's panel): the key without algorithm and seed.
+SETTING = ("dataset", "model", "platform", "workers")
+
+# Column → its path in run.json (dotted paths reach into nested objects), for every column read as recorded.
+RUN_FIELDS: dict[str, str] = {
+    "dataset": "data.dataset",
+    "model": "model.name",
+    "algorithm": "algorithm.key",
+    "platform": "platform",
+    "workers": "world.workers",
+    "ranks": "world.size",
+    "nodes": "world.nodes",
+    "seed": "arguments.seed",
+    "batch_size": "hyper.batch_size",
+    "final_test_accuracy": "final.test_accuracy",
+    "target_accuracy": "target_accuracy",
+    "time_to_target_s": "time_to_target_s",
+    "eval_every": "evaluation.every_steps",
+    "seconds_per_step": "seconds_per_step",
+    "transfer_per_step_s": "time.transfer_per_step_s",
+    "wait_per_step_s": "time.wait_per_step_s",
+    "comm_share": "comm_share",
+    "exposed_share": "exposed_share",
+    "steps": "stop.steps",
+    "epochs": "stop.epochs",
+    "wall_s": "stop.wall_s",
+    "stop_reason": "stop.reason",
+}
+
+# Files a run writes before its run.json (scaledl.train.outputs); metrics.csv is the one the tables read.
+COMPANIONS = ("metrics.csv",)
+
+
+def run_json_path(path: str | Path) -> Path:
+    """`path` itself, or the run.json inside it when it is a run directory."""
+    path = Path(path)
+    return path / "run.json" if path.is_dir() else path
+
+
+def metrics_path(path: str | Path) -> Path:
+    """`path` itself, or the metrics.csv inside it when it is a run directory."""
+    path = Path(path)
+    return path / "metrics.csv" if path.is_dir() else path
+
+
+def read_json_object(path: str | Path, what: str, *, if_missing: str = "", if_unreadable: str = "") -> dict:
+    """The JSON object at `path`; UserError naming the file, and what to do, if it is unusable."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such {what}{if_missing}") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise UserError(f"{path}: not a readable {what} ({error}){if_unreadable}") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: not a scaledl {what} (top level is not an object)")
+    return data
+
+
+def lookup(record: dict, dotted: str, path: Path):
+    """The value at `dotted` in a run.json record; UserError naming the file if it is not there."""
+    value = record
+    for key in dotted.split("."):
+        if not isinstance(value, dict) or key not in value:
+            raise UserError(
+                f"{path}: run.json lacks {dotted!r} "
+                "(not a scaledl run.json, or written by an incompatible version)"
+            )
+        value = value[key]
+    return value
+
+
+def read_metrics(path: Path) -> pd.DataFrame:
+    """metrics.csv as a frame; UserError naming the file if it is unusable."""
+    try:
+        return pd.read_csv(path)
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such metrics.csv (did the training run finish?)") from None
+    except (OSError, UnicodeDecodeError, ValueError) as error:
+        # pandas' parser and empty-data errors are ValueErrors
+        first_line = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise UserError(f"{path}: not a readable metrics.csv ({first_line})") from None
+
+
+@dataclass(frozen=True)
+class Run:
+    """One finished run: its run.json (`path`, parsed as `record`) and, on first use, its metrics.csv."""
+
+    path: Path
+    record: dict
+
+    def get(self, dotted: str):
+        """The value at a dotted path of run.json; UserError if the run.json lacks it."""
+        return lookup(self.record, dotted, self.path)
+
+    def fields(self, columns) -> dict:
+        """{column: value} of RUN_FIELDS columns, read in the order given."""
+        return {column: self.get(RUN_FIELDS[column]) for column in columns}
+
+    @cached_property
+    def key(self) -> dict:
+        """The RUN_KEY columns."""
+        return self.fields(RUN_KEY)
+
+    @property
+    def algorithm(self) -> str:
+        return self.key["algorithm"]
+
+    @property
+    def setting(self) -> tuple:
+        return tuple(self.key[column] for column in SETTING)
+
+    @property
+    def folder(self) -> str:
+        """The run directory as tables print it (their `run` column)."""
+        return self.path.parent.as_posix()
+
+    @cached_property
+    def metrics(self) -> pd.DataFrame:
+        return read_metrics(self.path.with_name("metrics.csv"))
+
+    def require_metrics(self, columns) -> pd.DataFrame:
+        """metrics.csv, refused unless it has every one of `columns`."""
+        for column in columns:
+            if column not in self.metrics.columns:
+                raise UserError(f"{self.path.with_name('metrics.csv')}: metrics.csv has no column {column!r} "
+                                "(written by an incompatible version; rerun that training)")
+        return self.metrics
+
+    def check_companions(self) -> None:
+        """A run.json vouches for the files written before it; without them the directory is not a run."""
+        missing = [name for name in COMPANIONS if not (self.path.parent / name).exists()]
+        if missing:
+            raise UserError(f"{self.path}: {' and '.join(missing)} missing beside it, so this run is incomplete; "
+                            "rerun that training")
+
+
+def read_run(path: str | Path) -> Run:
+    """The run at `path` (its run.json or its directory); UserError naming the file if run.json is unusable."""
+    path = run_json_path(path)
+    record = read_json_object(path, "run.json", if_missing=" (did the training run finish?)",
+                              if_unreadable="; rerun that training")
+    return Run(path, record)
+
+
+def read_runs(paths) -> Iterator[Run]:
+    """The runs at `paths`, each once, in the order first given; each read when the caller reaches it, so
+    the first problem reported is the first one met."""
+    return (read_run(path) for path in dict.fromkeys(str(path) for path in paths))

@@ -1,0 +1,147 @@
+"""The report's statistics: a spread over seeds, ratios paired by seed, and how they print.
+
+A `Spread` is the median and bounds of n samples; every table, claim, figure
+and benchmark prints one the same way, "median [low–high] n=…", the unit
+once, after the median (`Spread.text`, with a formatter of the `fmt_*`
+family or one made by `fixed`). A time to target that was never reached is
++∞: t/∞ = 0, ∞/t = ∞, and ∞/∞ is undefined (NaN), counted apart.
+
+Ratios of two sides (`paired_ratio`): when both have the same keys (seeds,
+or a benchmark's rounds) once each, one ratio per key, of which the median
+and min–max are taken, n = the number of keys. Otherwise they are unpaired
+(`unpaired_ratio`): median(a) / median(b), bounds min(a) / max(b) and
+max(a) / min(b), n = the smaller side.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+from typing import Callable, Hashable, Iterable
+
+DASH = "–"   # en dash between the bounds of a range
+
+
+@dataclass(frozen=True)
+class Spread:
+    """Median and bounds of n samples; `undefined` counts the undefined ones (∞/∞ pairs)."""
+
+    median: float
+    low: float
+    high: float
+    n: int
+    undefined: int = 0
+
+    def text(self, fmt: Callable[..., str], *, sep: str = " ", bounds_label: str = "") -> str:
+        """"median [low–high] n=…": `fmt(x)` prints the median with its unit, `fmt(x, unit=False)` a bound;
+        `sep` goes between the median and the bounds, `bounds_label` before the bounds (e.g. "IQR ")."""
+        body = (f"{fmt(self.median)}{sep}[{bounds_label}{fmt(self.low, unit=False)}{DASH}"
+                f"{fmt(self.high, unit=False)}] n={self.n}")
+        return body + (f", neither reached in {self.undefined}" if self.undefined else "")
+
+
+def spread_of(values: Iterable[float]) -> Spread:
+    """Median, min and max of the defined values; n counts all of them, undefined the NaNs."""
+    values = list(values)
+    defined = sorted(v for v in values if not math.isnan(v))
+    undefined = len(values) - len(defined)
+    if not defined:
+        return Spread(math.nan, math.nan, math.nan, len(values), undefined)
+    return Spread(statistics.median(defined), defined[0], defined[-1], len(values), undefined)
+
+
+def measured(values: Iterable) -> list[float]:
+    """The values that are measurements: None and NaN (nothing measured) left out."""
+    return [v for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
+
+
+# ----------------------------------------------------------------- ratios
+
+
+def divide(numerator: float, denominator: float) -> float:
+    """numerator / denominator where either may be ∞ (not reached): t/∞ = 0, ∞/t = ∞; ∞/∞, 0/0 undefined."""
+    if math.isinf(numerator) and math.isinf(denominator):
+        return math.nan
+    if denominator == 0:
+        return math.nan if numerator == 0 else math.inf
+    return numerator / denominator
+
+
+def per_key_ratios(over: Iterable[tuple[Hashable, float]], under: Iterable[tuple[Hashable, float]]) -> list[float]:
+    """`over` / `under` for every key of `over` that `under` has too, in `over`'s order."""
+    by_key = dict(under)
+    return [divide(value, by_key[key]) for key, value in over if key in by_key]
+
+
+def unpaired_ratio(over: list[float], under: list[float]) -> Spread:
+    """median(over) / median(under), bounds min/max and max/min, n the smaller side (NaNs if either is empty)."""
+    if not over or not under:
+        return Spread(math.nan, math.nan, math.nan, 0)
+    median = divide(statistics.median(over), statistics.median(under))
+    return Spread(median, divide(min(over), max(under)), divide(max(over), min(under)), min(len(over), len(under)),
+                  int(math.isnan(median)))
+
+
+def paired_ratio(over: list[tuple[Hashable, float]], under: list[tuple[Hashable, float]]) -> tuple[Spread, bool]:
+    """`over` / `under` as (Spread, paired): paired by key when both have the same keys once each."""
+    keys_over, keys_under = [k for k, _ in over], [k for k, _ in under]
+    if sorted(keys_over) == sorted(keys_under) and len(set(keys_over)) == len(keys_over):
+        return spread_of(per_key_ratios(over, under)), True
+    return unpaired_ratio([v for _, v in over], [v for _, v in under]), False
+
+
+def nan_last(x: float) -> float:
+    """A sort key that puts undefined values after every number."""
+    return math.inf if math.isnan(x) else x
+
+
+# ------------------------------------------------------------- formatting
+
+
+def fmt_seconds(x: float, unit: bool = True) -> str:
+    if math.isnan(x):
+        return "undefined"
+    if math.isinf(x):
+        return "not reached"
+    return (f"{x:.0f}" if abs(x) >= 1000 else f"{x:.3g}") + (" s" if unit else "")
+
+
+def fmt_ratio(x: float, unit: bool = True) -> str:
+    if math.isnan(x):
+        return "undefined"
+    return ("∞" if math.isinf(x) else f"{x:.2f}") + ("×" if unit else "")
+
+
+def fmt_share(x: float, unit: bool = True) -> str:
+    return "undefined" if math.isnan(x) else f"{100 * x:.1f}" + (" %" if unit else "")
+
+
+def fmt_bytes(x: float, unit: bool = True) -> str:
+    if math.isnan(x):
+        return "undefined"
+    if math.isinf(x):
+        return "not reached"
+    return f"{x / 1e6:.3g}" + (" MB" if unit else "")
+
+
+def fmt_value(metric: str) -> Callable[..., str]:
+    """How a metric's values print: seconds, a share of a step, or bytes."""
+    if metric.startswith("bytes"):
+        return fmt_bytes
+    return fmt_share if metric.endswith("_share") else fmt_seconds
+
+
+def fixed(spec: str, suffix: str = "", scale: float = 1.0) -> Callable[..., str]:
+    """A formatter of x / scale in the format `spec` ("not reached" for ∞), `suffix` after the median."""
+
+    def fmt(x: float, unit: bool = True) -> str:
+        number = "not reached" if math.isinf(x) else f"{x / scale:{spec}}"
+        return number + (suffix if unit else "")
+
+    return fmt
+
+
+def plural(count: int, noun: str) -> str:
+    """"1 run", "3 runs"."""
+    return f"{count} {noun}" + ("" if count == 1 else "s")

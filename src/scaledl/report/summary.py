@@ -1,0 +1,58 @@
+"""The summary table: one row per run, read from run.json (and metrics.csv) files; never from logs.
+
+It answers the paper's questions per run: how accurate, how fast to the
+target (with its resolution: the evaluation cadence, in steps), how long a
+step takes and how much of it is transfer and waiting. Every time quantity
+is the one docs/time.md defines (scaledl.timing.steady_state).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from scaledl.report.communication import bytes_to_target, communication
+from scaledl.report.runs import RUN_KEY, Run, read_run
+
+# The columns read as run.json records them, in the order they are read.
+RECORDED = [
+    "dataset", "model", "algorithm", "platform", "workers", "ranks", "seed",
+    "final_test_accuracy", "target_accuracy", "time_to_target_s", "eval_every",
+    "seconds_per_step", "transfer_per_step_s", "wait_per_step_s", "comm_share", "exposed_share",
+    "steps", "epochs", "wall_s", "stop_reason",
+]  # fmt: skip
+
+SUMMARY_COLUMNS = [
+    "dataset", "model", "algorithm", "platform", "workers", "ranks", "seed",
+    "final_test_accuracy", "best_test_accuracy", "target_accuracy", "time_to_target_s", "eval_every",
+    "seconds_per_step", "transfer_per_step_s", "wait_per_step_s", "comm_share", "exposed_share",
+    "steps", "epochs", "wall_s", "stop_reason", "bytes_exchanged", "bytes_to_target", "run",
+]  # fmt: skip
+
+
+def best_accuracy(run: Run, final: float) -> float:
+    """Highest evaluated test accuracy in metrics.csv (the final one if it has none)."""
+    table = run.metrics
+    values = table["test_accuracy"].dropna() if "test_accuracy" in table else []
+    return float(max(values)) if len(values) else final
+
+
+def summary_row(path: str | Path) -> dict:
+    """One run's row. Runs that did not run their course are shown, never hidden, by `stop_reason`
+    (`interrupted`, `diverged`): their accuracy is that of the last center evaluated."""
+    run = read_run(path)
+    run.check_companions()
+    row = run.fields(RECORDED)
+    row["best_test_accuracy"] = best_accuracy(run, row["final_test_accuracy"])
+    row["bytes_exchanged"] = communication(run.record)["bytes_exchanged"]   # per worker (report.communication)
+    row["bytes_to_target"] = bytes_to_target(run.record)
+    row["run"] = run.folder
+    return row
+
+
+def summarize(paths: list[str | Path]) -> pd.DataFrame:
+    """The summary table of the runs at `paths` (run.json files or run directories)."""
+    rows = [summary_row(path) for path in dict.fromkeys(str(path) for path in paths)]
+    table = pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
+    return table.sort_values(RUN_KEY, kind="stable").reset_index(drop=True)
