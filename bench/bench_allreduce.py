@@ -75,7 +75,7 @@ PACKED, PER_LAYER = "packed", "per-layer"
 PACKED_AA = stats.aa_cell(PACKED)
 LAYER_VARIANTS = (PACKED, PER_LAYER, PACKED_AA)
 
-SMALL_MESSAGE = 2048   # bytes: MPICH's recursive doubling up to here, Rabenseifner above (scaledl.net.cost)
+SMALL_MESSAGE = 2048  # bytes: MPICH's recursive doubling up to here, Rabenseifner above (scaledl.net.cost)
 
 
 def cell(model: str, variant: str) -> str:
@@ -133,8 +133,8 @@ def overhead_variants(comm, name: str) -> tuple[dict, dict]:
     ours = Collectives(comm, flat.grad, PhaseTimer())
     raw = np.zeros(flat.numel, dtype=np.float32)
     on_torch = flat.grad.numpy()
-    grads = [torch.zeros(shape) for shape in flat.shapes]   # per-parameter gradients, as a model without FlatParams has
-    bucket = torch.zeros(flat.numel)                        # allocated once, like DDP's
+    grads = [torch.zeros(shape) for shape in flat.shapes]  # per-parameter gradients, as a model without FlatParams has
+    bucket = torch.zeros(flat.numel)  # allocated once, like DDP's
     bucket_np, slots = bucket.numpy(), flat.layer_views(bucket)
     numels = flat.numels
 
@@ -183,8 +183,12 @@ def layer_variants(comm, name: str) -> tuple[dict, dict]:
 
 def sizes_of(flat) -> dict:
     size = flat.grad.element_size()
-    return {"floats": flat.numel, "bytes": flat.nbytes, "tensors": len(flat.numels),
-            "piece_bytes": [n * size for n in flat.numels]}
+    return {
+        "floats": flat.numel,
+        "bytes": flat.nbytes,
+        "tensors": len(flat.numels),
+        "piece_bytes": [n * size for n in flat.numels],
+    }
 
 
 def check_sums(comm, variants: dict) -> None:
@@ -214,7 +218,7 @@ def measure_block(comm, variants: dict, rounds: int, sample_s: float, calibrate:
     """
     from mpi4py import MPI
 
-    check_sums(comm, variants)                                   # one call each, then one more: warm-up
+    check_sums(comm, variants)  # one call each, then one more: warm-up
     for v in variants.values():
         v.call()
     comm.Barrier()
@@ -249,8 +253,15 @@ def worker(out: Path, rounds: int, sample_s: float) -> None:
 
     torch.set_num_threads(1)
     comm = MPI.COMM_WORLD
-    result = {"ranks": comm.Get_size(), "samples": {}, "order": {}, "iters": {}, "sizes": {}, "memcpy_Bps": {},
-              "block_s": {}}
+    result = {
+        "ranks": comm.Get_size(),
+        "samples": {},
+        "order": {},
+        "iters": {},
+        "sizes": {},
+        "memcpy_Bps": {},
+        "block_s": {},
+    }
 
     def run(table: str, model: str, make, calibrate: str) -> None:
         t0 = time.monotonic()
@@ -302,8 +313,9 @@ def predicted_allreduce(net, piece_bytes: list[int], p: int) -> float:
     2 KiB, Rabenseifner above), summed over the pieces."""
     from scaledl.net.cost import allreduce
 
-    return sum(allreduce(net, n, p, "recursive_doubling" if n <= SMALL_MESSAGE else "rabenseifner")
-               for n in piece_bytes)
+    return sum(
+        allreduce(net, n, p, "recursive_doubling" if n <= SMALL_MESSAGE else "rabenseifner") for n in piece_bytes
+    )
 
 
 def copy_bound(nbytes: int, p: int, memcpy_bps: float) -> float:
@@ -317,9 +329,7 @@ def copy_bound(nbytes: int, p: int, memcpy_bps: float) -> float:
 
 def fmt_seconds(x: float) -> str:
     """`x` seconds with 3 significant digits in s, ms or µs."""
-    for factor, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs")):
-        if abs(x) >= factor:
-            break
+    factor, unit = next(((f, u) for f, u in ((1.0, "s"), (1e-3, "ms")) if abs(x) >= f), (1e-6, "µs"))
     return f"{x / factor:.3g} {unit}"
 
 
@@ -362,9 +372,13 @@ def limits_table(meta: dict, net, models: list[str]) -> str:
     for model in models:
         s = meta["sizes"][model]
         rate = meta["memcpy_Bps"][model]
-        row = {"model": model, "MB": f"{s['bytes'] / 1e6:.3g}", "tensors": s["tensors"],
-               "memcpy at this size": f"{rate / 1e9:.3g} GB/s",
-               "copy bound": fmt_seconds(copy_bound(s["bytes"], p, rate))}
+        row = {
+            "model": model,
+            "MB": f"{s['bytes'] / 1e6:.3g}",
+            "tensors": s["tensors"],
+            "memcpy at this size": f"{rate / 1e9:.3g} GB/s",
+            "copy bound": fmt_seconds(copy_bound(s["bytes"], p, rate)),
+        }
         if net is None:
             row["α-β packed"] = row["α-β per-layer"] = "no prediction"
         else:
@@ -385,11 +399,17 @@ def overhead_table(record: dict, net) -> str:
         predicted = predicted_allreduce(net, [size["bytes"]], p) if net else None
         for v in OVERHEAD_VARIANTS:
             ratio, verdict = ratio_cells(s, model, v, OURS, noise)
-            rows.append({"model": model, "variant": v,
-                         "s/call median [min–max] n": stats.format_cell(stats.summary(s[cell(model, v)])),
-                         "÷ ours": ratio, "verdict": verdict,
-                         "÷ copy bound": limit_ratio(s[cell(model, v)], bound),
-                         "÷ α-β prediction": limit_ratio(s[cell(model, v)], predicted)})
+            rows.append(
+                {
+                    "model": model,
+                    "variant": v,
+                    "s/call median [min–max] n": stats.format_cell(stats.summary(s[cell(model, v)])),
+                    "÷ ours": ratio,
+                    "verdict": verdict,
+                    "÷ copy bound": limit_ratio(s[cell(model, v)], bound),
+                    "÷ α-β prediction": limit_ratio(s[cell(model, v)], predicted),
+                }
+            )
     return common.table(rows, list(rows[0]))
 
 
@@ -404,34 +424,56 @@ def layers_table(record: dict, net) -> str:
         for v in LAYER_VARIANTS:
             pieces = size["piece_bytes"] if v == PER_LAYER else [size["bytes"]]
             ratio, verdict = ratio_cells(s, model, v, PACKED, noise)
-            rows.append({"model": model, "variant": v, "messages": len(pieces),
-                         "s/call median [min–max] n": stats.format_cell(stats.summary(s[cell(model, v)])),
-                         "÷ packed": ratio, "verdict": verdict,
-                         "÷ copy bound": limit_ratio(s[cell(model, v)], bound),
-                         "÷ α-β prediction": limit_ratio(s[cell(model, v)],
-                                                          predicted_allreduce(net, pieces, p) if net else None)})
+            rows.append(
+                {
+                    "model": model,
+                    "variant": v,
+                    "messages": len(pieces),
+                    "s/call median [min–max] n": stats.format_cell(stats.summary(s[cell(model, v)])),
+                    "÷ packed": ratio,
+                    "verdict": verdict,
+                    "÷ copy bound": limit_ratio(s[cell(model, v)], bound),
+                    "÷ α-β prediction": limit_ratio(
+                        s[cell(model, v)], predicted_allreduce(net, pieces, p) if net else None
+                    ),
+                }
+            )
         extra = extra_per_message(s[cell(model, PACKED)], s[cell(model, PER_LAYER)], size["tensors"], noise)
         if net:
-            alpha_extra = ((predicted_allreduce(net, size["piece_bytes"], p) - predicted_allreduce(net, [size["bytes"]], p))
-                           / max(size["tensors"] - 1, 1))
+            alpha_extra = (
+                predicted_allreduce(net, size["piece_bytes"], p) - predicted_allreduce(net, [size["bytes"]], p)
+            ) / max(size["tensors"] - 1, 1)
             extra += f"; α-β predicts {fmt_seconds(alpha_extra)}"
-        rows.append({"model": model, "variant": "extra per message", "messages": f"+{size['tensors'] - 1}",
-                     "s/call median [min–max] n": extra, "÷ packed": "", "verdict": "", "÷ copy bound": "",
-                     "÷ α-β prediction": ""})
+        rows.append(
+            {
+                "model": model,
+                "variant": "extra per message",
+                "messages": f"+{size['tensors'] - 1}",
+                "s/call median [min–max] n": extra,
+                "÷ packed": "",
+                "verdict": "",
+                "÷ copy bound": "",
+                "÷ α-β prediction": "",
+            }
+        )
     return common.table(rows, list(rows[0]))
 
 
 def aa_sentence(record: dict) -> str:
     meta, s = record["meta"], record["samples"]
     parts = []
-    for table, models, base in (("overhead", meta["overhead_models"], OURS), ("layers", meta["layer_models"], PACKED)):
+    for _table, models, base in (("overhead", meta["overhead_models"], OURS), ("layers", meta["layer_models"], PACKED)):
         for model in models:
             a, b = s[cell(model, base)], s[cell(model, stats.aa_cell(base))]
-            parts.append(f"{model} {base}: {stats.format_ratio(stats.ratio(b, a))}, noise floor "
-                         f"{stats.noise_floor(zip(a, b)):.1%}")
-    return ("A/A (the reference variant measured twice in every round; ratio, and noise floor = max |x/y − 1| over "
-            "rounds): " + "; ".join(parts) + ". A verdict is 'slower' or 'faster' only when the median ratio lies "
-            "beyond 1 ± that model's floor and every round agrees, else 'no difference'.")
+            parts.append(
+                f"{model} {base}: {stats.format_ratio(stats.ratio(b, a))}, noise floor "
+                f"{stats.noise_floor(zip(a, b)):.1%}"
+            )
+    return (
+        "A/A (the reference variant measured twice in every round; ratio, and noise floor = max |x/y − 1| over "
+        "rounds): " + "; ".join(parts) + ". A verdict is 'slower' or 'faster' only when the median ratio lies "
+        "beyond 1 ± that model's floor and every round agrees, else 'no difference'."
+    )
 
 
 TABLE_LABELS = {"overhead": "six ways", "layers": "packed vs per-layer"}
@@ -445,48 +487,62 @@ def render(record: dict, raw_path: str | None = None) -> tuple[str, str, str, st
     p = meta["ranks"]
     launch = common.Launch.from_dict(record.get("launch")) or common.Launch()
     mark = "†" if p * launch.threads > record["machine"].get("cores", p) else ""
-    iters = ", ".join(f"{key.split('/')[1]} {n} ({TABLE_LABELS.get(key.split('/')[0], key)})"
-                      for key, n in meta["iters"].items())
-    intro = (f"{p}{mark} ranks{' († more ranks than cores: time-sliced, unbound)' if mark else ''}, float32 sums, "
-             f"one node (MPI through shared memory). A sample is the slowest rank's mean seconds per call over "
-             f"back-to-back calls (calls per sample: {iters}); {meta['rounds']} rounds, each measuring every variant "
-             "of a model once in rotating order (bench.stats.rotate), cells median [min–max] n over rounds, ratios "
-             "paired per round. Models: " + ", ".join(model_line(meta, m) for m in meta["sizes"]) + ". `ours` = "
-             "`Collectives.allreduce_sum_` on FlatParams' flat gradient; `raw` = `comm.Allreduce(IN_PLACE)` on a "
-             "preallocated numpy array; `raw on torch memory` = the same call on FlatParams' flat gradient; "
-             "`torch.cat` = flatten the per-parameter gradients into a new buffer, Allreduce, copy back (PyTorch's "
-             "`average_parameters`); `persistent bucket` = copy them into one bucket allocated once, Allreduce, copy "
-             "back (DDP's buckets; with gradient_as_bucket_view=True DDP skips the copies, as `ours` does).")
+    iters = ", ".join(
+        f"{key.split('/')[1]} {n} ({TABLE_LABELS.get(key.split('/')[0], key)})" for key, n in meta["iters"].items()
+    )
+    intro = (
+        f"{p}{mark} ranks{' († more ranks than cores: time-sliced, unbound)' if mark else ''}, float32 sums, "
+        f"one node (MPI through shared memory). A sample is the slowest rank's mean seconds per call over "
+        f"back-to-back calls (calls per sample: {iters}); {meta['rounds']} rounds, each measuring every variant "
+        "of a model once in rotating order (bench.stats.rotate), cells median [min–max] n over rounds, ratios "
+        "paired per round. Models: " + ", ".join(model_line(meta, m) for m in meta["sizes"]) + ". `ours` = "
+        "`Collectives.allreduce_sum_` on FlatParams' flat gradient; `raw` = `comm.Allreduce(IN_PLACE)` on a "
+        "preallocated numpy array; `raw on torch memory` = the same call on FlatParams' flat gradient; "
+        "`torch.cat` = flatten the per-parameter gradients into a new buffer, Allreduce, copy back (PyTorch's "
+        "`average_parameters`); `persistent bucket` = copy them into one bucket allocated once, Allreduce, copy "
+        "back (DDP's buckets; with gradient_as_bucket_view=True DDP skips the copies, as `ours` does)."
+    )
     if net is None:
         prediction = f"no prediction: {meta.get('network', {}).get('missing', 'no netbench file')}"
     else:
         n = meta["network"]
-        prediction = (f"α = {n['alpha_s'] * 1e6:.3g} µs, β = {n['beta_s_per_byte']:.3g} s/B, "
-                      f"γ = {n['gamma_s_per_byte']:.3g} s/B, {n['source']}")
-    tables = ("Limits per model: the copy bound is 2(P−1)/P · n / memcpy, the bytes a ring or recursive allreduce "
-              f"moves into and out of each rank (at P = {p}: {2 * (p - 1) / p:.3g} n) at the copy rate measured "
-              "at the same size with all ranks copying at once (bench.common.memcpy_bandwidth, best of 10, slowest "
-              "rank); the α-β prediction is scaledl.net.cost.allreduce (recursive doubling up to 2 KiB, "
-              f"Rabenseifner above, per message) with {prediction}.\n\n" + limits_table(meta, net, list(meta["sizes"]))
-              + "\nOne model's gradients, six ways:\n\n" + overhead_table(record, net)
-              + "\nPacked (one Allreduce of the flat buffer) vs per-layer (one Allreduce per parameter tensor):\n\n"
-              + layers_table(record, net) + "\n" + aa_sentence(record) + "\n")
+        prediction = (
+            f"α = {n['alpha_s'] * 1e6:.3g} µs, β = {n['beta_s_per_byte']:.3g} s/B, "
+            f"γ = {n['gamma_s_per_byte']:.3g} s/B, {n['source']}"
+        )
+    tables = (
+        "Limits per model: the copy bound is 2(P−1)/P · n / memcpy, the bytes a ring or recursive allreduce "
+        f"moves into and out of each rank (at P = {p}: {2 * (p - 1) / p:.3g} n) at the copy rate measured "
+        "at the same size with all ranks copying at once (bench.common.memcpy_bandwidth, best of 10, slowest "
+        "rank); the α-β prediction is scaledl.net.cost.allreduce (recursive doubling up to 2 KiB, "
+        f"Rabenseifner above, per message) with {prediction}.\n\n"
+        + limits_table(meta, net, list(meta["sizes"]))
+        + "\nOne model's gradients, six ways:\n\n"
+        + overhead_table(record, net)
+        + "\nPacked (one Allreduce of the flat buffer) vs per-layer (one Allreduce per parameter tensor):\n\n"
+        + layers_table(record, net)
+        + "\n"
+        + aa_sentence(record)
+        + "\n"
+    )
     thp = meta.get("hugepages")
-    notes = ("Reading: `ours ÷ raw on torch memory` is what the flat-buffer wrapper adds over a bare mpi4py call on "
-             "the same memory; `raw ÷ raw on torch memory` is the memory itself (numpy and torch allocate "
-             f"differently; torch puts large buffers on transparent huge pages only with THP_MEM_ALLOC_ENABLE=1, set "
-             f"here as `python -m scaledl` sets it; the kernel's THP mode: {thp}). `torch.cat ÷ ours` and "
-             "`persistent bucket ÷ ours` are what packing by copying costs on every call, with and without an "
-             "allocation per call. `÷ copy bound` ≥ 1 is the expected side: an allreduce also reduces and "
-             "synchronises, and in shared memory it moves its bytes more than once, so the bound is optimistic; "
-             "below 1 would mean the copy rate at that size underestimates what MPI reaches. `÷ α-β prediction` "
-             "holds the time against a ping-pong fit, whose β is a point-to-point copy rate. Per-layer pays one "
-             "collective's latency per extra tensor (L·α + nβ vs α + nβ); 'extra per message' is "
-             "(per-layer − packed) / (messages − 1), printed only when per-layer is slower beyond the A/A noise "
-             "(a negative or noise-sized difference is no latency estimate). Timed buffers hold zeros, so the "
-             "in-place sums stay finite; every variant was first checked to return the true sum."
-             + (f" Raw samples: {raw_path}." if raw_path else "")
-             + (f" Wall time of the measuring run: {meta['wall_s']:.0f} s." if "wall_s" in meta else ""))
+    notes = (
+        "Reading: `ours ÷ raw on torch memory` is what the flat-buffer wrapper adds over a bare mpi4py call on "
+        "the same memory; `raw ÷ raw on torch memory` is the memory itself (numpy and torch allocate "
+        f"differently; torch puts large buffers on transparent huge pages only with THP_MEM_ALLOC_ENABLE=1, set "
+        f"here as `python -m scaledl` sets it; the kernel's THP mode: {thp}). `torch.cat ÷ ours` and "
+        "`persistent bucket ÷ ours` are what packing by copying costs on every call, with and without an "
+        "allocation per call. `÷ copy bound` ≥ 1 is the expected side: an allreduce also reduces and "
+        "synchronises, and in shared memory it moves its bytes more than once, so the bound is optimistic; "
+        "below 1 would mean the copy rate at that size underestimates what MPI reaches. `÷ α-β prediction` "
+        "holds the time against a ping-pong fit, whose β is a point-to-point copy rate. Per-layer pays one "
+        "collective's latency per extra tensor (L·α + nβ vs α + nβ); 'extra per message' is "
+        "(per-layer − packed) / (messages − 1), printed only when per-layer is slower beyond the A/A noise "
+        "(a negative or noise-sized difference is no latency estimate). Timed buffers hold zeros, so the "
+        "in-place sums stay finite; every variant was first checked to return the true sum."
+        + (f" Raw samples: {raw_path}." if raw_path else "")
+        + (f" Wall time of the measuring run: {meta['wall_s']:.0f} s." if "wall_s" in meta else "")
+    )
     if meta["rounds"] < 5:
         notes += f" Only {meta['rounds']} round(s): not enough for a headline ratio (use ≥ 5)."
     return TITLE, intro, tables, notes
@@ -503,33 +559,77 @@ def measure(args) -> Path:
     with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
         network = common.network(args.netbench, Path(tmp), "bench_allreduce")
         out = Path(tmp) / "allreduce.json"
-        common.run_mpi(args.ranks, [str(Path(__file__).resolve()), "--worker", str(out), "--rounds", str(args.rounds),
-                                    "--sample-ms", str(args.sample_ms)], timeout=600)
+        common.run_mpi(
+            args.ranks,
+            [
+                str(Path(__file__).resolve()),
+                "--worker",
+                str(out),
+                "--rounds",
+                str(args.rounds),
+                "--sample-ms",
+                str(args.sample_ms),
+            ],
+            timeout=600,
+        )
         result = json.loads(out.read_text())
     wall = time.monotonic() - t_start
-    print("bench_allreduce: " + ", ".join(f"{k} {s:.1f} s" for k, s in result["block_s"].items())
-          + f"; netbench {network.get('wall_s', 0):.1f} s; wall {wall:.0f} s", flush=True)
-    return common.write_raw(args.raw, NAME, result["samples"], {
-        "machine": m, "unit": "s", "quantity": "seconds per allreduce call (slowest rank)",
-        "ranks": result["ranks"], "rounds": args.rounds, "sample_ms": args.sample_ms,
-        "overhead_models": list(OVERHEAD_MODELS), "layer_models": list(LAYER_MODELS),
-        "sizes": result["sizes"], "iters": result["iters"], "order": result["order"],
-        "memcpy_Bps": result["memcpy_Bps"], "block_s": result["block_s"], "hugepages": transparent_hugepages(), "network": network,
-        "wall_s": wall})
+    print(
+        "bench_allreduce: "
+        + ", ".join(f"{k} {s:.1f} s" for k, s in result["block_s"].items())
+        + f"; netbench {network.get('wall_s', 0):.1f} s; wall {wall:.0f} s",
+        flush=True,
+    )
+    return common.write_raw(
+        args.raw,
+        NAME,
+        result["samples"],
+        {
+            "machine": m,
+            "unit": "s",
+            "quantity": "seconds per allreduce call (slowest rank)",
+            "ranks": result["ranks"],
+            "rounds": args.rounds,
+            "sample_ms": args.sample_ms,
+            "overhead_models": list(OVERHEAD_MODELS),
+            "layer_models": list(LAYER_MODELS),
+            "sizes": result["sizes"],
+            "iters": result["iters"],
+            "order": result["order"],
+            "memcpy_Bps": result["memcpy_Bps"],
+            "block_s": result["block_s"],
+            "hugepages": transparent_hugepages(),
+            "network": network,
+            "wall_s": wall,
+        },
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ranks", type=int, default=2, help="MPI ranks (default %(default)s)")
-    parser.add_argument("--rounds", "--repeats", type=int, default=5, dest="rounds",
-                        help="rounds, each measuring every variant once in rotating order; ≥ 5 for headline "
-                             "ratios (default %(default)s)")
-    parser.add_argument("--sample-ms", type=float, default=40.0,
-                        help="about how long one sample lasts: calls per sample are chosen from it, 2 to 200 "
-                             "(default %(default)s)")
-    parser.add_argument("--netbench", type=Path, metavar="FILE",
-                        help="α, β, γ from this `scaledl netbench` JSON (default: measure one, ≈ 10 s)")
-    parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)   # internal: run under mpiexec, write JSON here
+    parser.add_argument(
+        "--rounds",
+        "--repeats",
+        type=int,
+        default=5,
+        dest="rounds",
+        help="rounds, each measuring every variant once in rotating order; ≥ 5 for headline "
+        "ratios (default %(default)s)",
+    )
+    parser.add_argument(
+        "--sample-ms",
+        type=float,
+        default=40.0,
+        help="about how long one sample lasts: calls per sample are chosen from it, 2 to 200 (default %(default)s)",
+    )
+    parser.add_argument(
+        "--netbench",
+        type=Path,
+        metavar="FILE",
+        help="α, β, γ from this `scaledl netbench` JSON (default: measure one, ≈ 10 s)",
+    )
+    parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)  # internal: run under mpiexec, write JSON here
     common.common_arguments(parser, NAME)
     args = parser.parse_args(argv)
     if args.rounds < 1:
@@ -552,8 +652,10 @@ def main(argv: list[str] | None = None) -> int:
     except common.RawError as error:
         raise SystemExit(f"bench_allreduce: {error}") from None
     except (KeyError, TypeError, ValueError) as error:
-        raise SystemExit(f"bench_allreduce: {args.raw}: not a record of this bench ({type(error).__name__}: "
-                         f"{error}); rerun without --render to measure one") from None
+        raise SystemExit(
+            f"bench_allreduce: {args.raw}: not a record of this bench ({type(error).__name__}: "
+            f"{error}); rerun without --render to measure one"
+        ) from None
     common.publish(NAME, title, record, intro, tables, notes, write=not args.no_doc)
     return 0
 

@@ -39,7 +39,7 @@ NAME = "averaging"
 TITLE = "The averaging family: compressed rounds, and stragglers"
 BUDGET_S = 480
 CODECS = ("fp32", "fp16", "bf16", "int8")
-COMPRESSED = {"sync_easgd": 1, "diloco": 8}                     # algorithm → τ
+COMPRESSED = {"sync_easgd": 1, "diloco": 8}  # algorithm → τ
 STRAGGLED = ("sync_sgd", "sync_easgd", "diloco", "async_sgd", "async_easgd")
 MASTER_BASED = ("async_sgd", "async_easgd")
 
@@ -61,19 +61,52 @@ def ranks_of(algorithm: str) -> int:
 
 def compression_run(data: Path, out: Path, algorithm: str, codec: str, steps: int, seed: int) -> dict:
     warmup = max(steps // 10, 1)
-    state = common.train(2, data, out, algorithm=algorithm, warmup=warmup, steps=steps - warmup,
-                         extra=("--tau", str(COMPRESSED[algorithm]), "--compress", codec, "--seed", str(seed)))
+    state = common.train(
+        2,
+        data,
+        out,
+        algorithm=algorithm,
+        warmup=warmup,
+        steps=steps - warmup,
+        extra=("--tau", str(COMPRESSED[algorithm]), "--compress", codec, "--seed", str(seed)),
+    )
     run = state["run"]
     report = run["algorithm_report"][0]
-    return {"seconds_per_step": state["seconds_per_step"], "transfer_s": state["transfer_s"],
-            "bytes_per_exchange": report["bytes_per_exchange"], "accuracy": run["final"]["test_accuracy"]}
+    return {
+        "seconds_per_step": state["seconds_per_step"],
+        "transfer_s": state["transfer_s"],
+        "bytes_per_exchange": report["bytes_per_exchange"],
+        "accuracy": run["final"]["test_accuracy"],
+    }
 
 
 def straggler_run(data: Path, out: Path, algorithm: str, straggler: str | None, target: float, seed: int) -> dict:
-    args = ["-m", "scaledl", "train", "--data", str(data), "--model", "lenet", "--algorithm", algorithm,
-            "--out-dir", str(out), "--max-steps", "600", "--eval-every", "10", "--target-accuracy", str(target),
-            "--seed", str(seed), "--threads", str(common.LAUNCH.threads),
-            "--lr", "0.05", *(("--straggler", straggler) if straggler else ())]
+    args = [
+        "-m",
+        "scaledl",
+        "train",
+        "--data",
+        str(data),
+        "--model",
+        "lenet",
+        "--algorithm",
+        algorithm,
+        "--out-dir",
+        str(out),
+        "--max-steps",
+        "600",
+        "--eval-every",
+        "10",
+        "--target-accuracy",
+        str(target),
+        "--seed",
+        str(seed),
+        "--threads",
+        str(common.LAUNCH.threads),
+        "--lr",
+        "0.05",
+        *(("--straggler", straggler) if straggler else ()),
+    ]
     common.run_mpi(ranks_of(algorithm), args)
     run = json.loads((out / "run.json").read_text())
     reached = run["time_to_target_s"]
@@ -105,8 +138,9 @@ def measure(args, tmp: Path) -> dict:
 
 def compression_rows(record: dict) -> list[dict]:
     s, details = record["samples"], record["meta"]["details"]
-    noise = stats.noise_floor(zip(s[compression_cell("sync_easgd", "fp32")],
-                                  s[stats.aa_cell(compression_cell("sync_easgd", "fp32"))]))
+    noise = stats.noise_floor(
+        zip(s[compression_cell("sync_easgd", "fp32")], s[stats.aa_cell(compression_cell("sync_easgd", "fp32"))])
+    )
     rows = []
     for algorithm, tau in COMPRESSED.items():
         base = compression_cell(algorithm, "fp32")
@@ -115,18 +149,22 @@ def compression_rows(record: dict) -> list[dict]:
             d = details[c]
             r = stats.ratio(s[c], s[base])
             gain = [a["accuracy"] - b["accuracy"] for a, b in zip(d, details[base])]
-            rows.append({
-                "algorithm": f"{algorithm} (τ = {tau})", "codec": codec,
-                "bytes per round per worker": f"{d[0]['bytes_per_exchange'] / 1e6:.3f} MB",
-                "bytes per step": f"{d[0]['bytes_per_exchange'] / tau / 1e6:.3f} MB",
-                "s/step": stats.format_cell(stats.summary(s[c])),
-                "transfer per step": stats.format_cell(stats.summary(x["transfer_s"] for x in d)),
-                "÷ fp32": "—" if codec == "fp32" else stats.format_ratio(r),
-                "verdict": "—" if codec == "fp32" else stats.verdict_text(r, noise),
-                "accuracy": stats.format_cell(stats.summary(x["accuracy"] for x in d), unit=None),
-                "accuracy − fp32's (same seed)": "—" if codec == "fp32" else
-                stats.format_cell(stats.summary(gain), unit=None),
-            })
+            rows.append(
+                {
+                    "algorithm": f"{algorithm} (τ = {tau})",
+                    "codec": codec,
+                    "bytes per round per worker": f"{d[0]['bytes_per_exchange'] / 1e6:.3f} MB",
+                    "bytes per step": f"{d[0]['bytes_per_exchange'] / tau / 1e6:.3f} MB",
+                    "s/step": stats.format_cell(stats.summary(s[c])),
+                    "transfer per step": stats.format_cell(stats.summary(x["transfer_s"] for x in d)),
+                    "÷ fp32": "—" if codec == "fp32" else stats.format_ratio(r),
+                    "verdict": "—" if codec == "fp32" else stats.verdict_text(r, noise),
+                    "accuracy": stats.format_cell(stats.summary(x["accuracy"] for x in d), unit=None),
+                    "accuracy − fp32's (same seed)": "—"
+                    if codec == "fp32"
+                    else stats.format_cell(stats.summary(gain), unit=None),
+                }
+            )
     return rows
 
 
@@ -135,44 +173,54 @@ def straggler_rows(record: dict) -> list[dict]:
     straggler = meta["straggler"]
     base = straggler_cell("sync_sgd", None)
     noise = stats.noise_floor(zip(s[base], s[stats.aa_cell(base)]))
-    mark = common.Launch.from_dict(record.get("launch")) or common.LAUNCH   # the launch it was measured in
+    mark = common.Launch.from_dict(record.get("launch")) or common.LAUNCH  # the launch it was measured in
     rows = []
     for algorithm in STRAGGLED:
         uniform, slowed = straggler_cell(algorithm, None), straggler_cell(algorithm, straggler)
         r = stats.ratio(s[slowed], s[uniform])
-        rows.append({
-            "algorithm": algorithm + mark.mark(ranks_of(algorithm)),
-            "family": "asynchronous (master)" if algorithm in MASTER_BASED else "synchronous (collectives)",
-            "time to target, uniform": stats.format_cell(stats.summary(s[uniform])),
-            f"with rank 1 × {straggler.split(':')[1]}": stats.format_cell(stats.summary(s[slowed])),
-            "slowdown": stats.format_ratio(r),
-            "verdict": stats.verdict_text(r, noise),
-        })
+        rows.append(
+            {
+                "algorithm": algorithm + mark.mark(ranks_of(algorithm)),
+                "family": "asynchronous (master)" if algorithm in MASTER_BASED else "synchronous (collectives)",
+                "time to target, uniform": stats.format_cell(stats.summary(s[uniform])),
+                f"with rank 1 × {straggler.split(':')[1]}": stats.format_cell(stats.summary(s[slowed])),
+                "slowdown": stats.format_ratio(r),
+                "verdict": stats.verdict_text(r, noise),
+            }
+        )
     return rows
 
 
 def render(record: dict) -> tuple[str, str, str, str]:
     meta = record["meta"]
-    intro = (f"P = 2 workers on digits with LeNet, lr 0.05, {meta['rounds']} rounds, each measuring every variant "
-             "of both tables once in rotating order (bench.stats.rotate); round r uses seed r. Compression: "
-             f"{meta['steps']} steps, evaluated at step 0 and after the loop only. Stragglers: to test accuracy "
-             f"{meta['target']:g} (evaluated every 10 steps, off the clock), rank 1 slowed by a factor "
-             f"{meta['straggler'].split(':')[1]} (`--straggler {meta['straggler']}`).")
+    intro = (
+        f"P = 2 workers on digits with LeNet, lr 0.05, {meta['rounds']} rounds, each measuring every variant "
+        "of both tables once in rotating order (bench.stats.rotate); round r uses seed r. Compression: "
+        f"{meta['steps']} steps, evaluated at step 0 and after the loop only. Stragglers: to test accuracy "
+        f"{meta['target']:g} (evaluated every 10 steps, off the clock), rank 1 slowed by a factor "
+        f"{meta['straggler'].split(':')[1]} (`--straggler {meta['straggler']}`)."
+    )
     comp = compression_rows(record)
     strag = straggler_rows(record)
-    tables = ("Compressed rounds (the averaging stays float32; the messages carry the difference from the center "
-              "both sides hold):\n\n" + common.table(comp, list(comp[0]))
-              + "\n`÷ fp32` is paired per round, its verdict against the A/A noise floor of sync_easgd fp32; "
-                "`accuracy − fp32's` pairs runs of the same seed.\n\nA straggler, synchronous against asynchronous "
-                "(time to target, training clock):\n\n" + common.table(strag, list(strag[0]))
-              + "\n`slowdown` = with the straggler ÷ uniform, paired per round; verdict against the A/A noise floor "
-                "of sync_sgd uniform. † more ranks than cores (a master and 2 workers on 2 cores).\n")
-    notes = ("On one 2-core machine a message is a shared-memory copy, so fewer bytes save little time here; the "
-             "bytes column is what a network would carry. A synchronous round waits for its slowest worker, so a "
-             "straggler slows the whole run about by its factor; an asynchronous worker does not wait for the "
-             "others. The asynchronous cells run 3 ranks on 2 cores (†): there the straggler's sleep also frees a "
-             "core for the other two ranks, which can make such a run finish sooner than its uniform twin; on a "
-             "machine with a core per rank that effect is absent." + common.record_tail(meta, BUDGET_S))
+    tables = (
+        "Compressed rounds (the averaging stays float32; the messages carry the difference from the center "
+        "both sides hold):\n\n"
+        + common.table(comp, list(comp[0]))
+        + "\n`÷ fp32` is paired per round, its verdict against the A/A noise floor of sync_easgd fp32; "
+        "`accuracy − fp32's` pairs runs of the same seed.\n\nA straggler, synchronous against asynchronous "
+        "(time to target, training clock):\n\n"
+        + common.table(strag, list(strag[0]))
+        + "\n`slowdown` = with the straggler ÷ uniform, paired per round; verdict against the A/A noise floor "
+        "of sync_sgd uniform. † more ranks than cores (a master and 2 workers on 2 cores).\n"
+    )
+    notes = (
+        "On one 2-core machine a message is a shared-memory copy, so fewer bytes save little time here; the "
+        "bytes column is what a network would carry. A synchronous round waits for its slowest worker, so a "
+        "straggler slows the whole run about by its factor; an asynchronous worker does not wait for the "
+        "others. The asynchronous cells run 3 ranks on 2 cores (†): there the straggler's sleep also frees a "
+        "core for the other two ranks, which can make such a run finish sooner than its uniform twin; on a "
+        "machine with a core per rank that effect is absent." + common.record_tail(meta, BUDGET_S)
+    )
     return TITLE, intro, tables, notes
 
 
@@ -182,11 +230,24 @@ def measure_record(args) -> Path:
     m = common.machine()
     with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
         result = measure(args, Path(tmp))
-    return common.write_raw(args.raw, NAME, result["samples"], {
-        "machine": m, "unit": "s", "quantity": "seconds per step (compression); seconds to target (stragglers)",
-        "rounds": args.rounds, "steps": args.steps, "target": args.target, "straggler": args.straggler,
-        "order": result["order"], "details": result["details"], "raw": common.shown_path(args.raw),
-        "wall_s": time.monotonic() - t_start})
+    return common.write_raw(
+        args.raw,
+        NAME,
+        result["samples"],
+        {
+            "machine": m,
+            "unit": "s",
+            "quantity": "seconds per step (compression); seconds to target (stragglers)",
+            "rounds": args.rounds,
+            "steps": args.steps,
+            "target": args.target,
+            "straggler": args.straggler,
+            "order": result["order"],
+            "details": result["details"],
+            "raw": common.shown_path(args.raw),
+            "wall_s": time.monotonic() - t_start,
+        },
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -194,8 +255,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=5, help="rounds; ≥ 5 for headline ratios (default %(default)s)")
     parser.add_argument("--steps", type=int, default=100, help="steps of a compression run (default %(default)s)")
     parser.add_argument("--straggler", default="1:3", help="RANK:FACTOR of the straggler runs (default %(default)s)")
-    parser.add_argument("--target", type=float, default=0.9, help="test accuracy of the straggler runs "
-                                                                  "(default %(default)s)")
+    parser.add_argument(
+        "--target", type=float, default=0.9, help="test accuracy of the straggler runs (default %(default)s)"
+    )
     common.common_arguments(parser, NAME)
     args = parser.parse_args(argv)
     if args.rounds < 1 or args.steps < 10 or args.steps % 10:

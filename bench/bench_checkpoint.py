@@ -43,7 +43,7 @@ from bench import common, stats  # noqa: E402
 NAME = "checkpoint"
 TITLE = "Checkpoint overhead"
 BUDGET_S = 240
-DEFAULT_INTERVAL_S = 300.0   # scaledl train's --checkpoint-interval default
+DEFAULT_INTERVAL_S = 300.0  # scaledl train's --checkpoint-interval default
 NONE, EVERY = "none", "every"
 
 
@@ -61,7 +61,7 @@ class Case:
 
 
 def parse_cases(text: str) -> list[Case]:
-    """"lenet:digits:10:60:10,..." → cases; ValueError with a one-line reason."""
+    """ "lenet:digits:10:60:10,..." → cases; ValueError with a one-line reason."""
     cases = []
     for item in filter(None, (part.strip() for part in text.split(","))):
         parts = item.split(":")
@@ -91,15 +91,27 @@ def case_cells(case: Case) -> tuple[str, str, str]:
 def one_run(data: Path, out: Path, case: Case, ranks: int, checkpoints: bool) -> dict:
     """Seconds per step without and with the checkpoint phase, and what one checkpoint cost."""
     extra = ("--checkpoint-every", str(case.every)) if checkpoints else ("--checkpoint-interval", "0")
-    state = common.train(ranks, data, out, algorithm="sync_easgd", warmup=case.warmup, steps=case.steps,
-                         batch=32, model=case.model, extra=extra)
+    state = common.train(
+        ranks,
+        data,
+        out,
+        algorithm="sync_easgd",
+        warmup=case.warmup,
+        steps=case.steps,
+        batch=32,
+        model=case.model,
+        extra=extra,
+    )
     run = state["run"]
     written = run["checkpoints"]["written"]
     slowest = max(rank["checkpoint_s"] for rank in run["phases"]["per_rank"])
-    return {"seconds_per_step": state["seconds_per_step"],
-            "with_checkpoints_s": state["seconds_per_step"] + state["checkpoint_s"],
-            "count": len(written), "per_checkpoint_s": slowest / len(written) if written else None,
-            "bytes": written[0]["bytes"] if written else None}
+    return {
+        "seconds_per_step": state["seconds_per_step"],
+        "with_checkpoints_s": state["seconds_per_step"] + state["checkpoint_s"],
+        "count": len(written),
+        "per_checkpoint_s": slowest / len(written) if written else None,
+        "bytes": written[0]["bytes"] if written else None,
+    }
 
 
 def measure(args, cases: list[Case], tmp: Path) -> dict:
@@ -137,43 +149,55 @@ def rows(record: dict) -> list[dict]:
         costs = [d["per_checkpoint_s"] for d in details]
         cost = stats.summary(costs)["median"]
         step_s = stats.summary(s[none])["median"]
-        out.append({
-            "case": f"{case.label}, P = {meta['ranks']}",
-            "checkpoint size": f"{details[0]['bytes'] / 2**20:.1f} MiB ({details[0]['count']} written per run)",
-            "one checkpoint c": stats.format_cell(stats.summary(costs)),
-            "s/step, none (t)": stats.format_cell(stats.summary(s[none])),
-            "s/step, every K, excl. checkpoints": stats.format_cell(stats.summary(d["seconds_per_step"]
-                                                                                  for d in details)),
-            "s/step, every K, incl.": stats.format_cell(stats.summary(s[every])),
-            "every K ÷ none": stats.format_ratio(r),
-            "verdict": stats.verdict_text(r, noise),
-            "direct cost alone: 1 + c/(K·t)": f"{1 + cost / (case.every * step_s):.3f}×",
-            "share at 300 s (default)": f"{share(cost, DEFAULT_INTERVAL_S):.4%}",
-        })
+        out.append(
+            {
+                "case": f"{case.label}, P = {meta['ranks']}",
+                "checkpoint size": f"{details[0]['bytes'] / 2**20:.1f} MiB ({details[0]['count']} written per run)",
+                "one checkpoint c": stats.format_cell(stats.summary(costs)),
+                "s/step, none (t)": stats.format_cell(stats.summary(s[none])),
+                "s/step, every K, excl. checkpoints": stats.format_cell(
+                    stats.summary(d["seconds_per_step"] for d in details)
+                ),
+                "s/step, every K, incl.": stats.format_cell(stats.summary(s[every])),
+                "every K ÷ none": stats.format_ratio(r),
+                "verdict": stats.verdict_text(r, noise),
+                "direct cost alone: 1 + c/(K·t)": f"{1 + cost / (case.every * step_s):.3f}×",
+                "share at 300 s (default)": f"{share(cost, DEFAULT_INTERVAL_S):.4%}",
+            }
+        )
     return out
 
 
 def render(record: dict) -> tuple[str, str, str, str]:
     meta = record["meta"]
-    runs = "; ".join(f"{c['model']} on {c['dataset']}: {c['warmup']} warm-up + {c['steps']} timed steps, a checkpoint "
-                     f"every {c['every']} of them" for c in meta["cases"])
-    intro = (f"`scaledl train --algorithm sync_easgd` at P = {meta['ranks']} ranks (the master is worker 0), batch 32; "
-             f"{runs}. {meta['rounds']} rounds, each measuring every variant once in rotating order, `none` twice "
-             "(the A/A twin). Evaluated only at step 0 and after the loop.")
+    runs = "; ".join(
+        f"{c['model']} on {c['dataset']}: {c['warmup']} warm-up + {c['steps']} timed steps, a checkpoint "
+        f"every {c['every']} of them"
+        for c in meta["cases"]
+    )
+    intro = (
+        f"`scaledl train --algorithm sync_easgd` at P = {meta['ranks']} ranks (the master is worker 0), batch 32; "
+        f"{runs}. {meta['rounds']} rounds, each measuring every variant once in rotating order, `none` twice "
+        "(the A/A twin). Evaluated only at step 0 and after the loop."
+    )
     table_rows = rows(record)
     tables = common.table(table_rows, list(table_rows[0]))
-    tables += ("\n`one checkpoint`: the slowest rank's `checkpoint` phase over the checkpoints it wrote (barrier, "
-               "state copy, torch.save of its file and its SHA-256, the master's manifest and pruning). `s/step`: "
-               "steady-state seconds per step with each step's checkpoint seconds included (what the job's wall "
-               "clock pays; the training clock leaves them out), and the same without them: a step slower there "
-               "than `none` is an indirect cost (the steps after a large write compete with the kernel writing "
-               "it back). `every K ÷ none` is paired per round; `1 + c/(K·t)` is what the checkpoints' own "
-               "seconds alone would make of it (c and t medians). `share at 300 s`: c / (300 s + c), the direct "
-               "cost at the default --checkpoint-interval.\n")
-    notes = ("At the default interval the overhead is the checkpoint's cost over five minutes of training; the "
-             "aggressive schedule above is there to make it measurable side by side and to check the model. The "
-             "cost grows with the weights (every worker's W^i, the center, the last evaluated center and momentum "
-             "buffers where an algorithm has them)." + common.record_tail(meta, BUDGET_S))
+    tables += (
+        "\n`one checkpoint`: the slowest rank's `checkpoint` phase over the checkpoints it wrote (barrier, "
+        "state copy, torch.save of its file and its SHA-256, the master's manifest and pruning). `s/step`: "
+        "steady-state seconds per step with each step's checkpoint seconds included (what the job's wall "
+        "clock pays; the training clock leaves them out), and the same without them: a step slower there "
+        "than `none` is an indirect cost (the steps after a large write compete with the kernel writing "
+        "it back). `every K ÷ none` is paired per round; `1 + c/(K·t)` is what the checkpoints' own "
+        "seconds alone would make of it (c and t medians). `share at 300 s`: c / (300 s + c), the direct "
+        "cost at the default --checkpoint-interval.\n"
+    )
+    notes = (
+        "At the default interval the overhead is the checkpoint's cost over five minutes of training; the "
+        "aggressive schedule above is there to make it measurable side by side and to check the model. The "
+        "cost grows with the weights (every worker's W^i, the center, the last evaluated center and momentum "
+        "buffers where an algorithm has them)." + common.record_tail(meta, BUDGET_S)
+    )
     return TITLE, intro, tables, notes
 
 
@@ -183,18 +207,35 @@ def measure_record(args, cases: list[Case]) -> Path:
     m = common.machine()
     with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
         result = measure(args, cases, Path(tmp))
-    return common.write_raw(args.raw, NAME, result["samples"], {
-        "machine": m, "unit": "s", "quantity": "seconds per step, checkpoints included (steady state)",
-        "ranks": args.ranks, "rounds": args.rounds, "order": result["order"], "details": result["details"],
-        "cases": [{"model": c.model, "dataset": c.dataset, "warmup": c.warmup, "steps": c.steps, "every": c.every}
-                  for c in cases],
-        "raw": common.shown_path(args.raw), "wall_s": time.monotonic() - t_start})
+    return common.write_raw(
+        args.raw,
+        NAME,
+        result["samples"],
+        {
+            "machine": m,
+            "unit": "s",
+            "quantity": "seconds per step, checkpoints included (steady state)",
+            "ranks": args.ranks,
+            "rounds": args.rounds,
+            "order": result["order"],
+            "details": result["details"],
+            "cases": [
+                {"model": c.model, "dataset": c.dataset, "warmup": c.warmup, "steps": c.steps, "every": c.every}
+                for c in cases
+            ],
+            "raw": common.shown_path(args.raw),
+            "wall_s": time.monotonic() - t_start,
+        },
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cases", default="lenet:digits:10:60:10,cifar_alexnet:synthetic32:2:8:2",
-                        help="MODEL:DATASET:WARMUP:STEPS:EVERY,... (default %(default)s)")
+    parser.add_argument(
+        "--cases",
+        default="lenet:digits:10:60:10,cifar_alexnet:synthetic32:2:8:2",
+        help="MODEL:DATASET:WARMUP:STEPS:EVERY,... (default %(default)s)",
+    )
     parser.add_argument("--ranks", type=int, default=2, help="ranks of every run (default %(default)s)")
     parser.add_argument("--rounds", type=int, default=5, help="rounds; ≥ 5 for headline ratios (default %(default)s)")
     common.common_arguments(parser, NAME)

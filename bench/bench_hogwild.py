@@ -84,7 +84,7 @@ def overlapped(spans: list[tuple[float, float, int]]) -> int:
     spans = sorted(spans)
     count = 0
     for i, (a, b, r) in enumerate(spans):
-        if any(r2 != r and a2 < b and a < b2 for a2, b2, r2 in spans[max(0, i - 64):i + 64]):
+        if any(r2 != r and a2 < b and a < b2 for a2, b2, r2 in spans[max(0, i - 64) : i + 64]):
             count += 1
     return count
 
@@ -115,7 +115,7 @@ def contend_once(world, window: str, locked: bool, numel: int, k: int) -> dict |
     start, end = float("inf"), float("-inf")
     if rank == master:
         request = world.Ibarrier()
-        while not request.Test():        # the master's progress (lock grants), as in training
+        while not request.Test():  # the master's progress (lock grants), as in training
             pass
     else:
         start = MPI.Wtime()
@@ -130,10 +130,12 @@ def contend_once(world, window: str, locked: bool, numel: int, k: int) -> dict |
         final = torch.empty(numel)
         win.snapshot(final)
         spans = [(a, b, who) for who, _, _, t in gathered for a, b in t]
-        result = {"wall_s": max(e for _, _, e, _ in gathered) - min(s for _, s, _, _ in gathered),
-                  "epoch_s": sum(b - a for a, b, _ in spans) / len(spans),
-                  "overlap": overlapped(spans) / len(spans),
-                  "lost": lost_fraction(final.double().sum().item(), n * k, numel)}
+        result = {
+            "wall_s": max(e for _, _, e, _ in gathered) - min(s for _, s, _, _ in gathered),
+            "epoch_s": sum(b - a for a, b, _ in spans) / len(spans),
+            "overlap": overlapped(spans) / len(spans),
+            "lost": lost_fraction(final.double().sum().item(), n * k, numel),
+        }
     win.free()
     return result
 
@@ -165,8 +167,11 @@ def measure_contention(workers: int, updates: int, rounds: int, tmp: Path) -> tu
     """samples {cell: [wall s per round]} and detail {cell: [{epoch_s, overlap, lost, updates} per round]}."""
     out = tmp / f"contend{workers}.json"
     t0 = time.monotonic()
-    common.run_mpi(workers + 1, [str(Path(__file__).resolve()), "--worker", str(out), "--updates", str(updates),
-                                 "--rounds", str(rounds)], timeout=300)
+    common.run_mpi(
+        workers + 1,
+        [str(Path(__file__).resolve()), "--worker", str(out), "--updates", str(updates), "--rounds", str(rounds)],
+        timeout=300,
+    )
     rows = json.loads(out.read_text())["rows"]
     samples: dict = {}
     detail: dict = {}
@@ -188,13 +193,22 @@ def measure_training(args, tmp: Path, data: Path) -> tuple[dict, dict, list]:
         order.append([c for c, _, _ in rotated])
         for i, (cell, algorithm, window) in enumerate(rotated):
             t0 = time.monotonic()
-            state = common.train(args.train_workers + 1, data, tmp / f"train-r{r}-{i}", algorithm=algorithm,
-                                 warmup=args.train_warmup, steps=args.train_steps,
-                                 extra=("--center-window", window))
+            state = common.train(
+                args.train_workers + 1,
+                data,
+                tmp / f"train-r{r}-{i}",
+                algorithm=algorithm,
+                warmup=args.train_warmup,
+                steps=args.train_steps,
+                extra=("--center-window", window),
+            )
             samples[cell].append(state["seconds_per_step"])
             detail[cell].append({k: state.get(k) or 0.0 for k in ("wait_s", "comm_s")})
-            print(f"bench_hogwild: round {r + 1}/{args.rounds} {cell:<36} {state['seconds_per_step'] * 1e3:8.2f} "
-                  f"ms/step ({time.monotonic() - t0:.1f} s)", flush=True)
+            print(
+                f"bench_hogwild: round {r + 1}/{args.rounds} {cell:<36} {state['seconds_per_step'] * 1e3:8.2f} "
+                f"ms/step ({time.monotonic() - t0:.1f} s)",
+                flush=True,
+            )
     return samples, detail, order
 
 
@@ -216,16 +230,39 @@ def measure_record(args, counts: list[int]) -> Path:
         if args.train_steps:
             s, training, order = measure_training(args, tmp, common.prepare_digits(tmp))
             samples.update(s)
-    return common.write_raw(args.raw, NAME, samples, {
-        "machine": m, "unit": "s",
-        "quantity": "contention: seconds for N×K updates; training: seconds per step (steady state)",
-        "rounds": args.rounds, "workers": counts, "sizes": SIZES,
-        "updates": {size: size_updates(numel, args.updates) for size, numel in SIZES.items()},
-        "contention": contention,
-        "train": ({"workers": args.train_workers, "warmup": args.train_warmup, "steps": args.train_steps,
-                   "pairs": args.train_pairs, "windows": args.train_windows, "model": "lenet", "dataset": "digits",
-                   "batch": 64, "order": order, "detail": training} if args.train_steps else None),
-        "raw": common.shown_path(args.raw), "wall_s": time.monotonic() - t_start})
+    return common.write_raw(
+        args.raw,
+        NAME,
+        samples,
+        {
+            "machine": m,
+            "unit": "s",
+            "quantity": "contention: seconds for N×K updates; training: seconds per step (steady state)",
+            "rounds": args.rounds,
+            "workers": counts,
+            "sizes": SIZES,
+            "updates": {size: size_updates(numel, args.updates) for size, numel in SIZES.items()},
+            "contention": contention,
+            "train": (
+                {
+                    "workers": args.train_workers,
+                    "warmup": args.train_warmup,
+                    "steps": args.train_steps,
+                    "pairs": args.train_pairs,
+                    "windows": args.train_windows,
+                    "model": "lenet",
+                    "dataset": "digits",
+                    "batch": 64,
+                    "order": order,
+                    "detail": training,
+                }
+                if args.train_steps
+                else None
+            ),
+            "raw": common.shown_path(args.raw),
+            "wall_s": time.monotonic() - t_start,
+        },
+    )
 
 
 # ----------------------------------------------------------------- rendering
@@ -266,26 +303,33 @@ def contention_rows(record: dict) -> tuple[list[dict], list[str]]:
             cells = contention_cells(n, size)
             (first, _, _), (aa, _, _) = cells[0], cells[-1]
             noise = stats.noise_floor(zip(s[first], s[aa]))
-            aa_lines.append(f"N={n}, {size}: {stats.format_ratio(stats.ratio(s[aa], s[first]))}, "
-                            f"noise floor {noise:.1%}")
+            aa_lines.append(
+                f"N={n}, {size}: {stats.format_ratio(stats.ratio(s[aa], s[first]))}, noise floor {noise:.1%}"
+            )
             for cell, window, lock in cells:
                 detail = meta["contention"][cell]
                 k = detail[0]["updates"]
                 median = stats.summary(s[cell])["median"]
-                row = {"N (ranks)": f"{n} ({n + 1}{mark(n + 1)})", "vector": size,
-                       "window": window, "lock": lock + (" [A/A]" if cell == aa else ""), "N×K": n * k,
-                       "wall for N×K": stats.format_cell(stats.summary(s[cell])),
-                       "per update (median)": fmt_s(median / (n * k)),
-                       "epoch": detail_cell(detail, "epoch_s", 1.0, "s"),
-                       "overlapping epochs": detail_cell(detail, "overlap", 100.0, "%"),
-                       "lost adds": detail_cell(detail, "lost", 1e6, "ppm")}
+                row = {
+                    "N (ranks)": f"{n} ({n + 1}{mark(n + 1)})",
+                    "vector": size,
+                    "window": window,
+                    "lock": lock + (" [A/A]" if cell == aa else ""),
+                    "N×K": n * k,
+                    "wall for N×K": stats.format_cell(stats.summary(s[cell])),
+                    "per update (median)": fmt_s(median / (n * k)),
+                    "epoch": detail_cell(detail, "epoch_s", 1.0, "s"),
+                    "overlapping epochs": detail_cell(detail, "overlap", 100.0, "%"),
+                    "lost adds": detail_cell(detail, "lost", 1e6, "ppm"),
+                }
                 reference = first if cell == aa else contention_cell(n, size, window, "exclusive")
                 row["÷ exclusive lock"], row["verdict (lock)"] = ratio_cells(s, cell, reference, noise)
-                if cell == aa:   # its ratio to its twin is in the lock column already
+                if cell == aa:  # its ratio to its twin is in the lock column already
                     row["÷ rma window"], row["verdict (window)"] = "–", "–"
                 else:
                     row["÷ rma window"], row["verdict (window)"] = ratio_cells(
-                        s, cell, contention_cell(n, size, "rma", lock), noise)
+                        s, cell, contention_cell(n, size, "rma", lock), noise
+                    )
                 rows.append(row)
     return rows, aa_lines
 
@@ -301,11 +345,15 @@ def training_rows(record: dict) -> tuple[list[dict], str]:
     rows = []
     for cell, algorithm, window in cells:
         detail = train["detail"][cell]
-        row = {"algorithm": algorithm + (" [A/A]" if cell == aa else ""), "window": window,
-               "ranks": f"{ranks}{mark(ranks)}", "s/step": stats.format_cell(stats.summary(s[cell])),
-               "steps/s (median)": f"{1 / stats.summary(s[cell])['median']:.1f}",
-               "lock wait / step": detail_cell(detail, "wait_s", 1.0, "s"),
-               "comm / step": detail_cell(detail, "comm_s", 1.0, "s")}
+        row = {
+            "algorithm": algorithm + (" [A/A]" if cell == aa else ""),
+            "window": window,
+            "ranks": f"{ranks}{mark(ranks)}",
+            "s/step": stats.format_cell(stats.summary(s[cell])),
+            "steps/s (median)": f"{1 / stats.summary(s[cell])['median']:.1f}",
+            "lock wait / step": detail_cell(detail, "wait_s", 1.0, "s"),
+            "comm / step": detail_cell(detail, "comm_s", 1.0, "s"),
+        }
         reference = first if cell == aa else training_cell(async_of.get(algorithm, algorithm), window)
         row["÷ Async"], row["verdict"] = ratio_cells(s, cell, reference, noise)
         rows.append(row)
@@ -330,25 +378,37 @@ def reading(record: dict) -> str:
         return max(row[key] for rounds in cells_of(window, lock) for row in rounds)
 
     excl = max(worst(w, "exclusive", "overlap") for w in WINDOWS)
-    lines = [("- No two exclusive-lock epochs overlapped in any round, on either window: the lock excludes, and "
-              "MPICH's `Win.Lock` returns only once the lock is granted (the epoch stamps rely on it)."
-              if excl == 0 else
-              f"- Exclusive-lock epochs overlapped (up to {excl:.1%} of epochs): the lock is not granted when "
-              "`Win.Lock` returns, so the epoch stamps and the wait/comm split of the window algorithms are off.")]
+    lines = [
+        (
+            "- No two exclusive-lock epochs overlapped in any round, on either window: the lock excludes, and "
+            "MPICH's `Win.Lock` returns only once the lock is granted (the epoch stamps rely on it)."
+            if excl == 0
+            else f"- Exclusive-lock epochs overlapped (up to {excl:.1%} of epochs): the lock is not granted when "
+            "`Win.Lock` returns, so the epoch stamps and the wait/comm split of the window algorithms are off."
+        )
+    ]
     rma_overlap, rma_lost = worst("rma", "shared", "overlap"), worst("rma", "shared", "lost")
     lines.append(
         f"- `rma`, shared lock: up to {rma_overlap:.0%} of a round's epochs overlapped another worker's, and "
-        + ("no add was lost in any round: the library applies each whole-vector `Accumulate` atomically and one at "
-           "a time, so what runs concurrently is the lock handling and the `Get`s, not the adds; a speed-up over "
-           "the exclusive lock comes from a shorter critical section, not from parallel adds."
-           if rma_lost == 0 else f"up to {share(rma_lost)} of the adds were lost."))
+        + (
+            "no add was lost in any round: the library applies each whole-vector `Accumulate` atomically and one at "
+            "a time, so what runs concurrently is the lock handling and the `Get`s, not the adds; a speed-up over "
+            "the exclusive lock comes from a shorter critical section, not from parallel adds."
+            if rma_lost == 0
+            else f"up to {share(rma_lost)} of the adds were lost."
+        )
+    )
     sh_overlap, sh_lost = worst("shared", "shared", "overlap"), worst("shared", "shared", "lost")
     lines.append(
         f"- `shared`, shared lock: up to {sh_overlap:.0%} of a round's epochs overlapped another worker's; "
-        + (f"up to {share(sh_lost)} of the adds were lost in a round: two workers added into the same elements at once "
-           "with plain loads and stores, as Hogwild allows — element-wise concurrent updates, which `rma` does "
-           "not show." if sh_lost > 0 else
-           "no add was lost: concurrent epochs never hit the same element at the same instant in these rounds."))
+        + (
+            f"up to {share(sh_lost)} of the adds were lost in a round: two workers added into the same elements at once "
+            "with plain loads and stores, as Hogwild allows — element-wise concurrent updates, which `rma` does "
+            "not show."
+            if sh_lost > 0
+            else "no add was lost: concurrent epochs never hit the same element at the same instant in these rounds."
+        )
+    )
     return "\n".join(lines)
 
 
@@ -358,34 +418,45 @@ def render(record: dict) -> tuple[str, str, str, str]:
     rounds = meta["rounds"]
     rows, aa_lines = contention_rows(record)
     ks = ", ".join(f"K = {k} at {size}" for size, k in meta["updates"].items())
-    tables = (f"Contention: N workers × K whole-vector `push_then_pull` updates (W += 1, read W back; {ks}), "
-              f"{rounds} rounds in rotating order. `wall for N×K` is the sample (first start to last finish); "
-              "epoch, overlapping epochs and lost adds (parts per million of N·K) are median [min–max] over the "
-              "same rounds. `÷ exclusive lock` is this row's wall over the exclusive lock's on the same window, "
-              "`÷ rma window` over the rma window's with the same lock, paired per round (< 1: this row is "
-              "faster).\n\n" + common.table(rows, list(rows[0]))
-              + "\nA/A (the rma window with the exclusive lock measured twice per round) — "
-              + "; ".join(aa_lines) + ". The noise floor is the largest |x/y − 1| over rounds; a verdict says "
-              "slower or faster only beyond 1 ± that floor with every round agreeing, else 'no difference'.\n")
+    tables = (
+        f"Contention: N workers × K whole-vector `push_then_pull` updates (W += 1, read W back; {ks}), "
+        f"{rounds} rounds in rotating order. `wall for N×K` is the sample (first start to last finish); "
+        "epoch, overlapping epochs and lost adds (parts per million of N·K) are median [min–max] over the "
+        "same rounds. `÷ exclusive lock` is this row's wall over the exclusive lock's on the same window, "
+        "`÷ rma window` over the rma window's with the same lock, paired per round (< 1: this row is "
+        "faster).\n\n"
+        + common.table(rows, list(rows[0]))
+        + "\nA/A (the rma window with the exclusive lock measured twice per round) — "
+        + "; ".join(aa_lines)
+        + ". The noise floor is the largest |x/y − 1| over rounds; a verdict says "
+        "slower or faster only beyond 1 ± that floor with every round agreeing, else 'no difference'.\n"
+    )
     train = meta.get("train")
     if train:
         t_rows, aa_line = training_rows(record)
-        tables += (f"\nTraining: {train['workers']} workers + a master ({train['workers'] + 1} ranks on "
-                   f"{record['machine']['cores']} cores), {train['model']} on {train['dataset']}, batch "
-                   f"{train['batch']}, {train['warmup']} warm-up + {train['steps']} timed steps per run, {rounds} "
-                   "rounds in rotating order; s/step is the workers' steady-state mean (bench.common.train), lock "
-                   "wait and comm per step are medians over rounds of the workers' means; `÷ Async` is paired per "
-                   "round (< 1: Hogwild is faster).\n\n" + common.table(t_rows, list(t_rows[0]))
-                   + f"\nA/A ({t_rows[0]['algorithm']} on the {t_rows[0]['window']} window twice per round) — "
-                   f"{aa_line}.\n")
-    intro = ("The center window of the window algorithms (`--center-window`): `rma` = `MPI.Win.Allocate` on the "
-             "master, workers `Get` and `Accumulate`; `shared` = `MPI.Win.Allocate_shared`, workers map the "
-             "master's segment (`Win.Shared_query`) and add with numpy in their own process. The exclusive lock is "
-             "Async's, the shared lock Hogwild's; nothing else differs. An epoch is stamped from the return of "
-             "`Win.Lock` to just before `Win.Unlock`, after its operations completed. † marks cells with more "
-             "ranks than cores: ranks time-slice, and an epoch can lose its core mid-way.")
-    notes = (reading(record) + f"\n\nRaw samples: {meta['raw']}; wall time of the measuring run {meta['wall_s']:.0f} s "
-             f"(budget {BUDGET_S} s).")
+        tables += (
+            f"\nTraining: {train['workers']} workers + a master ({train['workers'] + 1} ranks on "
+            f"{record['machine']['cores']} cores), {train['model']} on {train['dataset']}, batch "
+            f"{train['batch']}, {train['warmup']} warm-up + {train['steps']} timed steps per run, {rounds} "
+            "rounds in rotating order; s/step is the workers' steady-state mean (bench.common.train), lock "
+            "wait and comm per step are medians over rounds of the workers' means; `÷ Async` is paired per "
+            "round (< 1: Hogwild is faster).\n\n"
+            + common.table(t_rows, list(t_rows[0]))
+            + f"\nA/A ({t_rows[0]['algorithm']} on the {t_rows[0]['window']} window twice per round) — "
+            f"{aa_line}.\n"
+        )
+    intro = (
+        "The center window of the window algorithms (`--center-window`): `rma` = `MPI.Win.Allocate` on the "
+        "master, workers `Get` and `Accumulate`; `shared` = `MPI.Win.Allocate_shared`, workers map the "
+        "master's segment (`Win.Shared_query`) and add with numpy in their own process. The exclusive lock is "
+        "Async's, the shared lock Hogwild's; nothing else differs. An epoch is stamped from the return of "
+        "`Win.Lock` to just before `Win.Unlock`, after its operations completed. † marks cells with more "
+        "ranks than cores: ranks time-slice, and an epoch can lose its core mid-way."
+    )
+    notes = (
+        reading(record) + f"\n\nRaw samples: {meta['raw']}; wall time of the measuring run {meta['wall_s']:.0f} s "
+        f"(budget {BUDGET_S} s)."
+    )
     if rounds < 5:
         notes += f" Only {rounds} round(s): not enough for a headline ratio (use ≥ 5)."
     return TITLE, intro, tables, notes
@@ -413,22 +484,46 @@ def parse_counts(text: str) -> list[int]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workers", default="2", help="worker counts N of the contention test, comma-separated; "
-                        "one mpiexec of N + 1 ranks each (default %(default)s)")
-    parser.add_argument("--updates", type=int, default=40, help="K, updates per worker at LeNet's size (a fifth, "
-                        "at least 10, at 4 M) (default %(default)s)")
-    parser.add_argument("--rounds", type=int, default=5, help="rounds of every table, each measuring every variant "
-                        "once in rotating order; ≥ 5 for headline ratios (default %(default)s)")
-    parser.add_argument("--train-workers", type=int, default=2, help="workers in the training runs, plus a master "
-                        "(default %(default)s)")
+    parser.add_argument(
+        "--workers",
+        default="2",
+        help="worker counts N of the contention test, comma-separated; "
+        "one mpiexec of N + 1 ranks each (default %(default)s)",
+    )
+    parser.add_argument(
+        "--updates",
+        type=int,
+        default=40,
+        help="K, updates per worker at LeNet's size (a fifth, at least 10, at 4 M) (default %(default)s)",
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=5,
+        help="rounds of every table, each measuring every variant "
+        "once in rotating order; ≥ 5 for headline ratios (default %(default)s)",
+    )
+    parser.add_argument(
+        "--train-workers", type=int, default=2, help="workers in the training runs, plus a master (default %(default)s)"
+    )
     parser.add_argument("--train-warmup", type=int, default=4, help="untimed training steps (default %(default)s)")
-    parser.add_argument("--train-steps", type=int, default=16, help="timed training steps, a multiple of "
-                        "--train-warmup; 0 skips training (default %(default)s)")
-    parser.add_argument("--train-pairs", default="sgd", help="Async/Hogwild pairs to train: sgd (async_sgd, "
-                        "hogwild_sgd) and/or easgd (default %(default)s)")
-    parser.add_argument("--train-windows", default="shared", help="center windows of the training runs: rma "
-                        "and/or shared (default %(default)s)")
-    parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)   # internal: under mpiexec, JSON here
+    parser.add_argument(
+        "--train-steps",
+        type=int,
+        default=16,
+        help="timed training steps, a multiple of --train-warmup; 0 skips training (default %(default)s)",
+    )
+    parser.add_argument(
+        "--train-pairs",
+        default="sgd",
+        help="Async/Hogwild pairs to train: sgd (async_sgd, hogwild_sgd) and/or easgd (default %(default)s)",
+    )
+    parser.add_argument(
+        "--train-windows",
+        default="shared",
+        help="center windows of the training runs: rma and/or shared (default %(default)s)",
+    )
+    parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)  # internal: under mpiexec, JSON here
     common.common_arguments(parser, NAME)
     args = parser.parse_args(argv)
     if args.worker:

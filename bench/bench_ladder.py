@@ -71,13 +71,13 @@ from bench import common, stats  # noqa: E402
 NAME = "ladder"
 TITLE = "Sync EASGD ladder: original EASGD → Sync EASGD1 → 2 → 3"
 LEVELS = ("easgd", "sync_easgd1", "sync_easgd2", "sync_easgd3")
-TWIN = "sync_easgd2"                 # measured twice per round: the A/A pair
-HEAVY_LEVELS = LEVELS[1:]            # the cifar_alexnet table's default (easgd with --heavy-levels: budget)
+TWIN = "sync_easgd2"  # measured twice per round: the A/A pair
+HEAVY_LEVELS = LEVELS[1:]  # the cifar_alexnet table's default (easgd with --heavy-levels: budget)
 COST_MODEL = "paper"
-PAPER_SPEEDUP = {"sync_easgd1": 3.7, "sync_easgd2": 1.3, "sync_easgd3": 1.1}   # the paper's, each over the previous
+PAPER_SPEEDUP = {"sync_easgd1": 3.7, "sync_easgd2": 1.3, "sync_easgd3": 1.1}  # the paper's, each over the previous
 TTT = {"model": "lenet", "dataset": "digits", "batch": 64, "lr": 0.05, "warmup": 5}
 HEAVY = {"model": "cifar_alexnet", "dataset": "synthetic32", "batch": 16, "lr": 0.01}
-TARGET_MAX_STEPS = 600               # the untimed target-step run gives up here
+TARGET_MAX_STEPS = 600  # the untimed target-step run gives up here
 
 
 # ----------------------------------------------------------------- variants
@@ -132,12 +132,35 @@ TTT_TABLE, HEAVY_TABLE = "time to target", "cifar_alexnet s/step"
 # ------------------------------------------------------------------ running
 
 
-def train_args(data: Path, out: Path, level: str, spec: dict, *, max_steps: int, eval_every: int,
-               extra: tuple[str, ...] = ()) -> list[str]:
-    return ["-m", "scaledl", "train", "--data", str(data), "--model", spec["model"], "--algorithm", level,
-            "--out-dir", str(out), "--max-steps", str(max_steps), "--eval-every", str(eval_every),
-            "--batch-size", str(spec["batch"]), "--lr", str(spec["lr"]), "--seed", "0",
-            "--threads", str(common.LAUNCH.threads), *extra]
+def train_args(
+    data: Path, out: Path, level: str, spec: dict, *, max_steps: int, eval_every: int, extra: tuple[str, ...] = ()
+) -> list[str]:
+    return [
+        "-m",
+        "scaledl",
+        "train",
+        "--data",
+        str(data),
+        "--model",
+        spec["model"],
+        "--algorithm",
+        level,
+        "--out-dir",
+        str(out),
+        "--max-steps",
+        str(max_steps),
+        "--eval-every",
+        str(eval_every),
+        "--batch-size",
+        str(spec["batch"]),
+        "--lr",
+        str(spec["lr"]),
+        "--seed",
+        "0",
+        "--threads",
+        str(common.LAUNCH.threads),
+        *extra,
+    ]
 
 
 def read_run(out: Path) -> dict:
@@ -146,16 +169,28 @@ def read_run(out: Path) -> dict:
 
 def find_target_step(data: Path, out: Path, level: str, workers: int, target: float) -> dict:
     """The first step whose center reaches `target`, from an untimed run evaluating after every step."""
-    common.run_mpi(ranks_of(level, workers), train_args(
-        data, out, level, TTT, max_steps=TARGET_MAX_STEPS, eval_every=1,
-        extra=("--target-accuracy", str(target))), timeout=900)
+    common.run_mpi(
+        ranks_of(level, workers),
+        train_args(
+            data, out, level, TTT, max_steps=TARGET_MAX_STEPS, eval_every=1, extra=("--target-accuracy", str(target))
+        ),
+        timeout=900,
+    )
     run = read_run(out)
     step = run["evaluation"]["target_step"]
     if step is None:
-        raise SystemExit(f"bench_ladder: {level} at P={workers} did not reach test accuracy {target} in "
-                         f"{TARGET_MAX_STEPS} steps; lower --target")
-    return {"level": level, "workers": workers, "step": step, "accuracy": run["final"]["test_accuracy"],
-            "loss": run["final"]["test_loss"], "eval_every": 1}
+        raise SystemExit(
+            f"bench_ladder: {level} at P={workers} did not reach test accuracy {target} in "
+            f"{TARGET_MAX_STEPS} steps; lower --target"
+        )
+    return {
+        "level": level,
+        "workers": workers,
+        "step": step,
+        "accuracy": run["final"]["test_accuracy"],
+        "loss": run["final"]["test_loss"],
+        "eval_every": 1,
+    }
 
 
 def per_step(run_dir: Path, warmup: int) -> dict:
@@ -163,11 +198,20 @@ def per_step(run_dir: Path, warmup: int) -> dict:
     update + center_update and wait = blocked on peers, as docs/time.md defines them."""
     state = common.steady_state(run_dir, warmup)
     compute = sum(state[f"{p}_s"] for p in ("data", "compute", "update", "center_update"))
-    return {"seconds_per_step": state["seconds_per_step"], "compute_s": compute, "transfer_s": state["transfer_s"],
-            "wait_s": state["wait_s"], "exposed_s": state["exposed_s"], "transfer_share": state["comm_share"],
-            "exposed_share": state["exposed_s"] / state["seconds_per_step"], "steady_steps": state["steps"],
-            "warmup": warmup, "backend": state["run"]["codesign"]["backend"], "phase_gap": phase_gap(state["run"]),
-            "model_bytes": state["run"]["model"]["bytes"]}
+    return {
+        "seconds_per_step": state["seconds_per_step"],
+        "compute_s": compute,
+        "transfer_s": state["transfer_s"],
+        "wait_s": state["wait_s"],
+        "exposed_s": state["exposed_s"],
+        "transfer_share": state["comm_share"],
+        "exposed_share": state["exposed_s"] / state["seconds_per_step"],
+        "steady_steps": state["steps"],
+        "warmup": warmup,
+        "backend": state["run"]["codesign"]["backend"],
+        "phase_gap": phase_gap(state["run"]),
+        "model_bytes": state["run"]["model"]["bytes"],
+    }
 
 
 def phase_gap(run: dict) -> float:
@@ -192,23 +236,25 @@ def hidden_per_step(run: dict, warmup: int) -> float | None:
 
 def time_to_target(data: Path, out: Path, v: Variant, steps: int) -> dict:
     """A timed run of exactly `steps` steps, evaluated once after the loop."""
-    common.run_mpi(v.ranks, train_args(data, out, v.level, TTT, max_steps=steps, eval_every=steps + 1),
-                   timeout=900)
+    common.run_mpi(v.ranks, train_args(data, out, v.level, TTT, max_steps=steps, eval_every=steps + 1), timeout=900)
     run = read_run(out)
-    detail = {"train_s": run["stop"]["train_s"], "steps": run["stop"]["steps"],
-              "final_accuracy": run["final"]["test_accuracy"], "final_loss": run["final"]["test_loss"],
-              **per_step(out, min(TTT["warmup"], steps // 4))}
+    detail = {
+        "train_s": run["stop"]["train_s"],
+        "steps": run["stop"]["steps"],
+        "final_accuracy": run["final"]["test_accuracy"],
+        "final_loss": run["final"]["test_loss"],
+        **per_step(out, min(TTT["warmup"], steps // 4)),
+    }
     shutil.rmtree(out)
     return detail
 
 
 def heavy_run(data: Path, out: Path, v: Variant, warmup: int, steps: int) -> dict:
     total = warmup + steps
-    common.run_mpi(v.ranks, train_args(data, out, v.level, HEAVY, max_steps=total, eval_every=total + 1),
-                   timeout=900)
+    common.run_mpi(v.ranks, train_args(data, out, v.level, HEAVY, max_steps=total, eval_every=total + 1), timeout=900)
     detail = per_step(out, warmup)
     detail["hidden_s"] = hidden_per_step(read_run(out), warmup)
-    shutil.rmtree(out)   # its model.pt alone is 144 MB; everything the tables need is in `detail`
+    shutil.rmtree(out)  # its model.pt alone is 144 MB; everything the tables need is in `detail`
     return detail
 
 
@@ -226,8 +272,11 @@ def rounds_of(variants: list[Variant], rounds: int, table: str, measure) -> tupl
             detail["run_wall_s"] = time.monotonic() - t0
             samples[v.cell(table)].append(sample)
             details[v.cell(table)].append(detail)
-            print(f"bench_ladder: {table} round {r + 1}/{rounds} {v.label + (' [A/A]' if v.twin else ''):<22} "
-                  f"{sample:8.3f} s  (run {time.monotonic() - t0:.1f} s)", flush=True)
+            print(
+                f"bench_ladder: {table} round {r + 1}/{rounds} {v.label + (' [A/A]' if v.twin else ''):<22} "
+                f"{sample:8.3f} s  (run {time.monotonic() - t0:.1f} s)",
+                flush=True,
+            )
     return samples, details, orders
 
 
@@ -250,10 +299,14 @@ def measure(args) -> Path:
         targets = {}
         for key in sorted({(arithmetic(v.level), v.workers) for v in ttt}):
             level = "easgd" if key[0] == "easgd" else TWIN
-            targets[f"{key[0]}, P={key[1]}"] = find_target_step(digits, work / f"target-{key[0]}-{key[1]}", level,
-                                                                  key[1], args.target)
-            print(f"bench_ladder: {key[0]} at P={key[1]} first reaches {args.target} at step "
-                  f"{targets[f'{key[0]}, P={key[1]}']['step']}", flush=True)
+            targets[f"{key[0]}, P={key[1]}"] = find_target_step(
+                digits, work / f"target-{key[0]}-{key[1]}", level, key[1], args.target
+            )
+            print(
+                f"bench_ladder: {key[0]} at P={key[1]} first reaches {args.target} at step "
+                f"{targets[f'{key[0]}, P={key[1]}']['step']}",
+                flush=True,
+            )
         blocks["target_steps_s"] = time.monotonic() - t0
 
         def steps_of(v: Variant) -> int:
@@ -277,22 +330,46 @@ def measure(args) -> Path:
                 detail = heavy_run(synthetic, work / f"heavy-{tag}", v, args.heavy_warmup, args.heavy_steps)
                 return detail["seconds_per_step"], detail
 
-            heavy_samples, heavy_details, heavy_order = rounds_of(heavy, args.heavy_rounds, HEAVY_TABLE,
-                                                                  heavy_measure)
+            heavy_samples, heavy_details, heavy_order = rounds_of(heavy, args.heavy_rounds, HEAVY_TABLE, heavy_measure)
             blocks["heavy_s"] = time.monotonic() - t0
     wall = time.monotonic() - t_start
-    print("bench_ladder: " + ", ".join(f"{k[:-2]} {s:.0f} s" for k, s in blocks.items()) + f"; wall {wall:.0f} s",
-          flush=True)
-    return common.write_raw(args.raw, NAME, {**ttt_samples, **heavy_samples}, {
-        "machine": m, "unit": "s", "workers": args.workers, "target": args.target, "cost_model": COST_MODEL,
-        "network": network, "targets": targets,
-        "variants": {"ttt": [vars_of(v) for v in ttt], "heavy": [vars_of(v) for v in heavy]},
-        "ttt": {**TTT, "rounds": args.rounds, "order": ttt_order, "detail": ttt_details,
-                "quantity": "training seconds through the target step (run.json stop.train_s)"},
-        "heavy": {**HEAVY, "rounds": args.heavy_rounds, "warmup": args.heavy_warmup, "steps": args.heavy_steps,
-                  "order": heavy_order, "detail": heavy_details,
-                  "quantity": "steady-state seconds per step (workers' mean)"},
-        "blocks_s": blocks, "wall_s": wall})
+    print(
+        "bench_ladder: " + ", ".join(f"{k[:-2]} {s:.0f} s" for k, s in blocks.items()) + f"; wall {wall:.0f} s",
+        flush=True,
+    )
+    return common.write_raw(
+        args.raw,
+        NAME,
+        {**ttt_samples, **heavy_samples},
+        {
+            "machine": m,
+            "unit": "s",
+            "workers": args.workers,
+            "target": args.target,
+            "cost_model": COST_MODEL,
+            "network": network,
+            "targets": targets,
+            "variants": {"ttt": [vars_of(v) for v in ttt], "heavy": [vars_of(v) for v in heavy]},
+            "ttt": {
+                **TTT,
+                "rounds": args.rounds,
+                "order": ttt_order,
+                "detail": ttt_details,
+                "quantity": "training seconds through the target step (run.json stop.train_s)",
+            },
+            "heavy": {
+                **HEAVY,
+                "rounds": args.heavy_rounds,
+                "warmup": args.heavy_warmup,
+                "steps": args.heavy_steps,
+                "order": heavy_order,
+                "detail": heavy_details,
+                "quantity": "steady-state seconds per step (workers' mean)",
+            },
+            "blocks_s": blocks,
+            "wall_s": wall,
+        },
+    )
 
 
 def vars_of(v: Variant) -> dict:
@@ -325,7 +402,7 @@ def predicted(net, v: Variant, nbytes: float, compute_s: float):
 
 
 def dagger(record: dict, v: Variant) -> str:
-    """"†" for a cell with more ranks than the measuring machine's cores (from the record, not this machine)."""
+    """ "†" for a cell with more ranks than the measuring machine's cores (from the record, not this machine)."""
     threads = (record.get("launch") or {}).get("threads", 1)
     return "†" if v.ranks * threads > record["machine"].get("cores", v.ranks) else ""
 
@@ -340,7 +417,7 @@ def num(x: float) -> str:
 
 
 def spread(values, scale: float = 1.0) -> str:
-    """"12.3 [11.9–13.0]": median [min–max] of `values` × scale (n is stated in the table's caption)."""
+    """ "12.3 [11.9–13.0]": median [min–max] of `values` × scale (n is stated in the table's caption)."""
     s = stats.summary([x * scale for x in values])
     return f"{num(s['median'])} [{num(s['min'])}{stats.DASH}{num(s['max'])}]"
 
@@ -396,13 +473,19 @@ def ttt_tables(record: dict, net) -> str:
         steps = meta["targets"][f"{arithmetic(v.level)}, P={v.workers}"]["step"]
         cost = predicted(net, v, d[0]["model_bytes"], med([x["compute_s"] for x in d]))
         name = f"{v.level}{' [A/A]' if v.twin else ''}"
-        row = {"level": name, "P": v.workers, "ranks": f"{v.ranks}{dagger(record, v)}", "steps to target": steps,
-               "time to target, median [min–max] n": stats.format_cell(stats.summary(s[cell])),
-               "α-β prediction (steps × s/step)": f"{steps * cost.step_s:.3g} s" if cost else "–"}
+        row = {
+            "level": name,
+            "P": v.workers,
+            "ranks": f"{v.ranks}{dagger(record, v)}",
+            "steps to target": steps,
+            "time to target, median [min–max] n": stats.format_cell(stats.summary(s[cell])),
+            "α-β prediction (steps × s/step)": f"{steps * cost.step_s:.3g} s" if cost else "–",
+        }
         prev = previous_of(v, variants)
         if prev is not None:
-            row["speed-up vs previous (previous ÷ this)"], row["this level is"] = \
-                ratio_cells(s, cell, prev.cell(TTT_TABLE), noise)
+            row["speed-up vs previous (previous ÷ this)"], row["this level is"] = ratio_cells(
+                s, cell, prev.cell(TTT_TABLE), noise
+            )
             row["previous"] = prev.level
         else:
             row["speed-up vs previous (previous ÷ this)"], row["this level is"], row["previous"] = "–", "–", "–"
@@ -410,27 +493,50 @@ def ttt_tables(record: dict, net) -> str:
         if v.level == "easgd" or ref.cell(TTT_TABLE) not in s:
             row["speed-up vs easgd (easgd ÷ this)"], row["vs easgd, this is"] = "–", "–"
         else:
-            row["speed-up vs easgd (easgd ÷ this)"], row["vs easgd, this is"] = \
-                ratio_cells(s, cell, ref.cell(TTT_TABLE), noise)
-        row["paper: previous ÷ this"] = f"{PAPER_SPEEDUP[v.level]}×" if v.level in PAPER_SPEEDUP and not v.twin \
-            and v.workers == meta["workers"] else "–"
+            row["speed-up vs easgd (easgd ÷ this)"], row["vs easgd, this is"] = ratio_cells(
+                s, cell, ref.cell(TTT_TABLE), noise
+            )
+        row["paper: previous ÷ this"] = (
+            f"{PAPER_SPEEDUP[v.level]}×"
+            if v.level in PAPER_SPEEDUP and not v.twin and v.workers == meta["workers"]
+            else "–"
+        )
         rows.append(row)
-        step_rows.append({
-            "level": name, "P": v.workers, "ranks": f"{v.ranks}{dagger(record, v)}",
-            "s/step, median [min–max] n": stats.format_cell(stats.summary([x["seconds_per_step"] for x in d])),
-            "α-β s/step": f"{num(cost.step_s * 1e3)} ms" if cost else "–",
-            "α-β formula": cost.formula if cost else "–",
-            "compute ms/step": spread([x["compute_s"] for x in d], 1e3),
-            "transfer share (h2d+param_copy+comm)": percent([x["transfer_share"] for x in d]),
-            "exposed share (transfer+wait)": percent([x["exposed_share"] for x in d]),
-            "backend": d[0]["backend"]})
-    order = ["level", "P", "ranks", "steps to target", "time to target, median [min–max] n",
-             "α-β prediction (steps × s/step)",
-             "previous", "speed-up vs previous (previous ÷ this)", "this level is", "speed-up vs easgd (easgd ÷ this)",
-             "vs easgd, this is", "paper: previous ÷ this"]
+        step_rows.append(
+            {
+                "level": name,
+                "P": v.workers,
+                "ranks": f"{v.ranks}{dagger(record, v)}",
+                "s/step, median [min–max] n": stats.format_cell(stats.summary([x["seconds_per_step"] for x in d])),
+                "α-β s/step": f"{num(cost.step_s * 1e3)} ms" if cost else "–",
+                "α-β formula": cost.formula if cost else "–",
+                "compute ms/step": spread([x["compute_s"] for x in d], 1e3),
+                "transfer share (h2d+param_copy+comm)": percent([x["transfer_share"] for x in d]),
+                "exposed share (transfer+wait)": percent([x["exposed_share"] for x in d]),
+                "backend": d[0]["backend"],
+            }
+        )
+    order = [
+        "level",
+        "P",
+        "ranks",
+        "steps to target",
+        "time to target, median [min–max] n",
+        "α-β prediction (steps × s/step)",
+        "previous",
+        "speed-up vs previous (previous ÷ this)",
+        "this level is",
+        "speed-up vs easgd (easgd ÷ this)",
+        "vs easgd, this is",
+        "paper: previous ÷ this",
+    ]
     warm = sorted({x["warmup"] for runs in detail.values() for x in runs})
-    paper = ("The paper's speed-ups were measured with GPUs, where levels 1 → 2 remove CPU–GPU copies that do not "
-             "exist on a CPU-only machine. " if record["machine"].get("gpus") == "no GPU" else "")
+    paper = (
+        "The paper's speed-ups were measured with GPUs, where levels 1 → 2 remove CPU–GPU copies that do not "
+        "exist on a CPU-only machine. "
+        if record["machine"].get("gpus") == "no GPU"
+        else ""
+    )
     return (
         f"Time to {meta['target']:.0%} test accuracy: {meta['ttt']['model']} on {meta['ttt']['dataset']}, batch "
         f"{meta['ttt']['batch']} per worker, lr {meta['ttt']['lr']}, seed 0; {rounds_text(n)}. Resolution: one "
@@ -438,14 +544,15 @@ def ttt_tables(record: dict, net) -> str:
         "that step and are evaluated after the clock stops).\n\n"
         + common.table(rows, order)
         + f"\nA/A: {TWIN} twice per round, ratio {stats.format_ratio(aa)}, noise floor {noise:.1%} (max |x/y − 1| "
-          "over rounds). Speed-ups are paired per round (> 1: this level is faster); a verdict says faster or "
-          "slower only when the median lies beyond 1 ± the floor and every round agrees, else 'no difference'. "
-          "The α-β column is the target step count times the model's step time (below), so it leaves out the "
-          f"first steps' warm-up that the measured time contains. {paper}\n\n"
+        "over rounds). Speed-ups are paired per round (> 1: this level is faster); a verdict says faster or "
+        "slower only when the median lies beyond 1 ± the floor and every round agrees, else 'no difference'. "
+        "The α-β column is the target step count times the model's step time (below), so it leaves out the "
+        f"first steps' warm-up that the measured time contains. {paper}\n\n"
         + f"The same runs per step (steady state: the workers' mean over the steps after the first "
-          f"{'/'.join(map(str, warm))}, docs/time.md; compute ms/step and shares median [min–max] over "
-          f"{rounds_text(n)}; α-β with the row's median compute as T_c):\n\n"
-        + common.table(step_rows, list(step_rows[0])))
+        f"{'/'.join(map(str, warm))}, docs/time.md; compute ms/step and shares median [min–max] over "
+        f"{rounds_text(n)}; α-β with the row's median compute as T_c):\n\n"
+        + common.table(step_rows, list(step_rows[0]))
+    )
 
 
 def heavy_table(record: dict, net) -> str:
@@ -459,25 +566,30 @@ def heavy_table(record: dict, net) -> str:
         d = h["detail"][cell]
         cost = predicted(net, v, d[0]["model_bytes"], med([x["compute_s"] for x in d]))
         hidden = [x["hidden_s"] for x in d if x.get("hidden_s") is not None]
-        row = {"level": f"{v.level}{' [A/A]' if v.twin else ''}", "ranks": f"{v.ranks}{dagger(record, v)}",
-               "s/step, median [min–max] n": stats.format_cell(stats.summary(s[cell]))}
+        row = {
+            "level": f"{v.level}{' [A/A]' if v.twin else ''}",
+            "ranks": f"{v.ranks}{dagger(record, v)}",
+            "s/step, median [min–max] n": stats.format_cell(stats.summary(s[cell])),
+        }
         prev = previous_of(v, variants)
         if prev is not None:
             row["previous"] = prev.level
             row["speed-up vs previous"], row["this level is"] = ratio_cells(s, cell, prev.cell(HEAVY_TABLE), noise)
         else:
             row["previous"], row["speed-up vs previous"], row["this level is"] = "–", "–", "–"
-        row.update({
-            "α-β s/step": num(cost.step_s * 1e3) if cost else "–",
-            "compute": spread([x["compute_s"] for x in d], 1e3),
-            "transfer (h2d+param_copy+comm)": spread([x["transfer_s"] for x in d], 1e3),
-            "wait": spread([x["wait_s"] for x in d], 1e3),
-            "exposed (transfer+wait)": spread([x["exposed_s"] for x in d], 1e3),
-            "α-β exchange": num(cost.exchange_s * 1e3) if cost else "–",
-            "hidden (helper − waited)": spread(hidden, 1e3) if hidden else "–",
-            "transfer share": percent([x["transfer_share"] for x in d]),
-            "exposed share": percent([x["exposed_share"] for x in d]),
-        })
+        row.update(
+            {
+                "α-β s/step": num(cost.step_s * 1e3) if cost else "–",
+                "compute": spread([x["compute_s"] for x in d], 1e3),
+                "transfer (h2d+param_copy+comm)": spread([x["transfer_s"] for x in d], 1e3),
+                "wait": spread([x["wait_s"] for x in d], 1e3),
+                "exposed (transfer+wait)": spread([x["exposed_s"] for x in d], 1e3),
+                "α-β exchange": num(cost.exchange_s * 1e3) if cost else "–",
+                "hidden (helper − waited)": spread(hidden, 1e3) if hidden else "–",
+                "transfer share": percent([x["transfer_share"] for x in d]),
+                "exposed share": percent([x["exposed_share"] for x in d]),
+            }
+        )
         rows.append(row)
     nbytes = h["detail"][variants[0].cell(HEAVY_TABLE)][0]["model_bytes"]
     return (
@@ -491,11 +603,15 @@ def heavy_table(record: dict, net) -> str:
         "row's median compute as T_c.\n\n"
         + common.table(rows, list(rows[0]))
         + f"\nA/A: {TWIN} twice per round, ratio {stats.format_ratio(aa)}, noise floor {noise:.1%}; speed-ups "
-          "(previous ÷ this) paired per round, verdicts against that floor."
-        + ("" if any(v.level == "easgd" for v in variants) else
-           " easgd is left out of this table by default, for the time budget (its cells take P + 1 ranks and P "
-           "serialised computations per step); --heavy-levels easgd,sync_easgd1,sync_easgd2,sync_easgd3 adds it.")
-        + "\n")
+        "(previous ÷ this) paired per round, verdicts against that floor."
+        + (
+            ""
+            if any(v.level == "easgd" for v in variants)
+            else " easgd is left out of this table by default, for the time budget (its cells take P + 1 ranks and P "
+            "serialised computations per step); --heavy-levels easgd,sync_easgd1,sync_easgd2,sync_easgd3 adds it."
+        )
+        + "\n"
+    )
 
 
 def fair_sentence(record: dict) -> str:
@@ -506,19 +622,22 @@ def fair_sentence(record: dict) -> str:
         return ""
     noise, _ = aa_noise(record, TTT_TABLE, record["meta"]["workers"])
     speedup, verdict = ratio_cells(s, sync.cell(TTT_TABLE), easgd.cell(TTT_TABLE), noise)
-    return (f" Fair pair, one worker each, every rank on a core of its own: easgd (worker + master, 2 ranks) ÷ "
-            f"{TWIN} (1 rank) = {speedup} ({TWIN} is {verdict}, against the P={record['meta']['workers']} floor).")
+    return (
+        f" Fair pair, one worker each, every rank on a core of its own: easgd (worker + master, 2 ranks) ÷ "
+        f"{TWIN} (1 rank) = {speedup} ({TWIN} is {verdict}, against the P={record['meta']['workers']} floor)."
+    )
 
 
 def fair_absent(record: dict) -> str:
     """Why the fair pair is not in the table (it was not asked for), with what it would have cost."""
     walls = [d["run_wall_s"] for runs in record["meta"]["ttt"]["detail"].values() for d in runs if "run_wall_s" in d]
-    cost = (f"; the time-to-target runs here took {min(walls):.0f}–{max(walls):.0f} s of wall time each"
-            if walls else "")
-    return (" A fairer pair, easgd with one worker + master (2 ranks) against sync_easgd2 with one worker, both "
-            "within the cores, is measured with --fair. It is off by default: it adds two runs to every round, "
-            f"beyond this bench's share of the time budget{cost}; and with one worker the sync levels send no "
-            "message to another rank, so the pair measures the round-robin protocol's own cost, not the ladder.")
+    cost = f"; the time-to-target runs here took {min(walls):.0f}–{max(walls):.0f} s of wall time each" if walls else ""
+    return (
+        " A fairer pair, easgd with one worker + master (2 ranks) against sync_easgd2 with one worker, both "
+        "within the cores, is measured with --fair. It is off by default: it adds two runs to every round, "
+        f"beyond this bench's share of the time budget{cost}; and with one worker the sync levels send no "
+        "message to another rank, so the pair measures the round-robin protocol's own cost, not the ladder."
+    )
 
 
 def accuracy_check(record: dict) -> str:
@@ -529,13 +648,20 @@ def accuracy_check(record: dict) -> str:
         target = meta["targets"][f"{arithmetic(v.level)}, P={v.workers}"]
         for r, d in enumerate(meta["ttt"]["detail"][v.cell(TTT_TABLE)]):
             if d["final_accuracy"] != target["accuracy"] or d["steps"] != target["step"]:
-                off.append(f"{v.label}{' [A/A]' if v.twin else ''} round {r + 1}: step {d['steps']}, accuracy "
-                           f"{d['final_accuracy']:.4f}")
+                off.append(
+                    f"{v.label}{' [A/A]' if v.twin else ''} round {r + 1}: step {d['steps']}, accuracy "
+                    f"{d['final_accuracy']:.4f}"
+                )
     if not off:
-        return ("Every timed run stopped at its target step with the same test accuracy, to the last digit, as the "
-                "untimed run that found that step.")
-    return ("Timed runs that did not reproduce the target-step run (their sample is not a time to the target): "
-            + "; ".join(off) + ".")
+        return (
+            "Every timed run stopped at its target step with the same test accuracy, to the last digit, as the "
+            "untimed run that found that step."
+        )
+    return (
+        "Timed runs that did not reproduce the target-step run (their sample is not a time to the target): "
+        + "; ".join(off)
+        + "."
+    )
 
 
 def baseline_note(record: dict) -> str:
@@ -543,24 +669,34 @@ def baseline_note(record: dict) -> str:
     p, cores = record["meta"]["workers"], record["machine"].get("cores")
     easgd, sync = Variant("easgd", p), Variant(TWIN, p)
     if dagger(record, easgd):
-        where = (f"easgd at P = {p} runs {easgd.ranks} ranks on {cores} cores (†: time-sliced and unbound"
-                 + (f", where the sync levels' {sync.ranks} ranks are bound one per core" if not dagger(record, sync)
-                    else "") + "), so its turns and waits depend on the scheduler and on MPICH's yield mode; ")
+        where = (
+            f"easgd at P = {p} runs {easgd.ranks} ranks on {cores} cores (†: time-sliced and unbound"
+            + (
+                f", where the sync levels' {sync.ranks} ranks are bound one per core"
+                if not dagger(record, sync)
+                else ""
+            )
+            + "), so its turns and waits depend on the scheduler and on MPICH's yield mode; "
+        )
     else:
         where = f"easgd at P = {p} runs {easgd.ranks} ranks, within the cores; "
-    return where + "the α-β column, P·(T_c + S) with its own measured compute T_c, shows how far it runs above its model."
+    return (
+        where + "the α-β column, P·(T_c + S) with its own measured compute T_c, shows how far it runs above its model."
+    )
 
 
 def hardware_note(record: dict) -> str:
     """What a CPU-only machine cannot show of the paper's ladder."""
     if record["machine"].get("gpus") != "no GPU":
         return ""
-    return (" On a CPU-only machine host and device are the same memory: Sync EASGD1 differs from 2 by one memory "
-            "copy of W^i per step (param_copy; on a GPU those host buffers are page-locked, as the device levels' "
-            "staging is), so the paper's CPU–GPU traffic (its 1.3×) cannot appear, and the α-β model predicts 1 "
-            "and 2 alike (host↔device copies are not network messages). Sync EASGD3's helper thread shares its "
-            "rank's core with compute here, so 'hidden' exchange time still slows compute; with a core to spare, "
-            "or a GPU computing, it would not.")
+    return (
+        " On a CPU-only machine host and device are the same memory: Sync EASGD1 differs from 2 by one memory "
+        "copy of W^i per step (param_copy; on a GPU those host buffers are page-locked, as the device levels' "
+        "staging is), so the paper's CPU–GPU traffic (its 1.3×) cannot appear, and the α-β model predicts 1 "
+        "and 2 alike (host↔device copies are not network messages). Sync EASGD3's helper thread shares its "
+        "rank's core with compute here, so 'hidden' exchange time still slows compute; with a core to spare, "
+        "or a GPU computing, it would not."
+    )
 
 
 def render(record: dict, raw_path: str | None = None) -> tuple[str, str, str, str]:
@@ -574,18 +710,23 @@ def render(record: dict, raw_path: str | None = None) -> tuple[str, str, str, st
         prediction = f"no α-β prediction: {(meta.get('network') or {}).get('missing', 'no netbench file')}"
     else:
         n = meta["network"]
-        prediction = (f"α = {n['alpha_s'] * 1e6:.3g} µs, β = {n['beta_s_per_byte']:.3g} s/B, "
-                      f"γ = {n['gamma_s_per_byte']:.3g} s/B, {n['source']}")
+        prediction = (
+            f"α = {n['alpha_s'] * 1e6:.3g} µs, β = {n['beta_s_per_byte']:.3g} s/B, "
+            f"γ = {n['gamma_s_per_byte']:.3g} s/B, {n['source']}"
+        )
         if "wall_s" in n and (record.get("launch") or {}).get("yield_poll"):
-            prediction += ("; with MPICH yielding, as in every cell, a message's latency includes the time a "
-                           "waiting rank takes to be scheduled again")
+            prediction += (
+                "; with MPICH yielding, as in every cell, a message's latency includes the time a "
+                "waiting rank takes to be scheduled again"
+            )
     intro = (
         f"Each level against the one below it, same data, seed and learning rate, P = {p} workers. easgd needs a "
         f"master rank besides its workers ({easgd_ranks} ranks); the sync levels use worker 0 as master ({p} ranks). "
         f"The whole run uses one launch environment (machine line); † marks a cell with more ranks than the "
         f"{cores} cores, which runs time-sliced and unbound. Every round measures every variant once in rotating "
         f"order (bench.stats.rotate), with {TWIN} twice (A/A). Predictions: the α-β model ({COST_MODEL} "
-        f"collectives, control messages included), {prediction}.")
+        f"collectives, control messages included), {prediction}."
+    )
     tables = ttt_tables(record, net)
     if meta["heavy"]["rounds"] and meta["variants"]["heavy"]:
         tables += "\n\n" + heavy_table(record, net)
@@ -593,18 +734,27 @@ def render(record: dict, raw_path: str | None = None) -> tuple[str, str, str, st
     notes = (
         "Sync EASGD 1/2/3 do the same arithmetic (bitwise-equal models), so they reach the target at the same "
         "step: their time-to-target ratios are ratios of s/step (plus the first steps' warm-up). "
-        + accuracy_check(record) + " " + baseline_note(record)
+        + accuracy_check(record)
+        + " "
+        + baseline_note(record)
         + (fair_sentence(record) or fair_absent(record))
         + " Shares: the transfer share is (h2d + param_copy + comm) over step time, the paper's communication "
         "share (its 87 % → 14 %); the exposed share adds `wait`, time blocked on peers (with the collectives' "
-        "barrier probe: skew between ranks; for easgd: waiting for the turn)." + hardware_note(record)
+        "barrier probe: skew between ranks; for easgd: waiting for the turn)."
+        + hardware_note(record)
         + f" The largest unaccounted share of any rank's wall time was {max(gaps):.1%} (phases cover the rest)."
         + (f" Raw samples: {raw_path}." if raw_path else "")
-        + (f" Wall time of the measuring run: {meta['wall_s']:.0f} s "
-           f"({', '.join(f'{k[:-2]} {v:.0f} s' for k, v in meta.get('blocks_s', {}).items())})."
-           if "wall_s" in meta else ""))
+        + (
+            f" Wall time of the measuring run: {meta['wall_s']:.0f} s "
+            f"({', '.join(f'{k[:-2]} {v:.0f} s' for k, v in meta.get('blocks_s', {}).items())})."
+            if "wall_s" in meta
+            else ""
+        )
+    )
     if meta["ttt"]["rounds"] < 5:
-        notes += f" Only {meta['ttt']['rounds']} round(s) for time to target: not enough for a headline ratio (use ≥ 5)."
+        notes += (
+            f" Only {meta['ttt']['rounds']} round(s) for time to target: not enough for a headline ratio (use ≥ 5)."
+        )
     return TITLE, intro, tables, notes
 
 
@@ -614,25 +764,50 @@ def render(record: dict, raw_path: str | None = None) -> tuple[str, str, str, st
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, default=2, help="P, workers per level (default %(default)s)")
-    parser.add_argument("--rounds", type=int, default=5,
-                        help="time-to-target rounds, each measuring every variant once in rotating order; ≥ 5 "
-                             "for headline ratios (default %(default)s)")
-    parser.add_argument("--target", type=float, default=0.9,
-                        help="test accuracy to reach (default %(default)s; higher costs more steps per run)")
-    parser.add_argument("--heavy-rounds", type=int, default=3,
-                        help="rounds of the cifar_alexnet table, 0 to skip it (default %(default)s)")
-    parser.add_argument("--heavy-warmup", type=int, default=3, help="untimed steps per cifar_alexnet run "
-                        "(default %(default)s)")
-    parser.add_argument("--heavy-steps", type=int, default=10, help="timed steps per cifar_alexnet run "
-                        "(default %(default)s)")
-    parser.add_argument("--heavy-levels", type=lambda text: [x for x in text.split(",") if x],
-                        default=list(HEAVY_LEVELS), metavar="L1,L2",
-                        help=f"levels of the cifar_alexnet table (default {','.join(HEAVY_LEVELS)}; easgd "
-                             "adds one run of P + 1 ranks per round)")
-    parser.add_argument("--fair", action="store_true",
-                        help="also measure easgd with one worker (+ master) against sync_easgd2 with one worker")
-    parser.add_argument("--netbench", type=Path, metavar="FILE",
-                        help="α, β, γ from this `scaledl netbench` JSON (default: measure one first, 10–20 s)")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=5,
+        help="time-to-target rounds, each measuring every variant once in rotating order; ≥ 5 "
+        "for headline ratios (default %(default)s)",
+    )
+    parser.add_argument(
+        "--target",
+        type=float,
+        default=0.9,
+        help="test accuracy to reach (default %(default)s; higher costs more steps per run)",
+    )
+    parser.add_argument(
+        "--heavy-rounds",
+        type=int,
+        default=3,
+        help="rounds of the cifar_alexnet table, 0 to skip it (default %(default)s)",
+    )
+    parser.add_argument(
+        "--heavy-warmup", type=int, default=3, help="untimed steps per cifar_alexnet run (default %(default)s)"
+    )
+    parser.add_argument(
+        "--heavy-steps", type=int, default=10, help="timed steps per cifar_alexnet run (default %(default)s)"
+    )
+    parser.add_argument(
+        "--heavy-levels",
+        type=lambda text: [x for x in text.split(",") if x],
+        default=list(HEAVY_LEVELS),
+        metavar="L1,L2",
+        help=f"levels of the cifar_alexnet table (default {','.join(HEAVY_LEVELS)}; easgd "
+        "adds one run of P + 1 ranks per round)",
+    )
+    parser.add_argument(
+        "--fair",
+        action="store_true",
+        help="also measure easgd with one worker (+ master) against sync_easgd2 with one worker",
+    )
+    parser.add_argument(
+        "--netbench",
+        type=Path,
+        metavar="FILE",
+        help="α, β, γ from this `scaledl netbench` JSON (default: measure one first, 10–20 s)",
+    )
     common.common_arguments(parser, NAME)
     args = parser.parse_args(argv)
     if args.workers < 1:
@@ -659,8 +834,10 @@ def main(argv: list[str] | None = None) -> int:
     except common.RawError as error:
         raise SystemExit(f"bench_ladder: {error}") from None
     except (KeyError, TypeError, ValueError, IndexError) as error:
-        raise SystemExit(f"bench_ladder: {args.raw}: not a record of this bench ({type(error).__name__}: "
-                         f"{error}); rerun without --render to measure one") from None
+        raise SystemExit(
+            f"bench_ladder: {args.raw}: not a record of this bench ({type(error).__name__}: "
+            f"{error}); rerun without --render to measure one"
+        ) from None
     common.publish(NAME, title, record, intro, tables, notes, write=not args.no_doc)
     return 0
 

@@ -61,7 +61,7 @@ class Case:
 
 
 def parse_cases(text: str) -> list[Case]:
-    """"64:10:60,4:40:200" → cases (batch:warmup:steps); ValueError with a one-line reason."""
+    """ "64:10:60,4:40:200" → cases (batch:warmup:steps); ValueError with a one-line reason."""
     cases = []
     for item in filter(None, (part.strip() for part in text.split(","))):
         try:
@@ -159,12 +159,25 @@ def plain_loop(data: Path, case: Case, lr: float, model_name: str, threads: int)
 
 def ours_run(data: Path, out_dir: Path, case: Case, lr: float, model: str) -> dict:
     """Ours' steady-state seconds per step and the parts the plain loop has (plus ours' comm and wait)."""
-    state = common.train(1, data, out_dir, algorithm="sync_sgd", warmup=case.warmup, steps=case.steps,
-                         batch=case.batch, model=model, lr=lr)
-    part = lambda key: state.get(key) or 0.0   # noqa: E731 - a phase this run did not time is 0
-    return {"seconds_per_step": state["seconds_per_step"], "data_s": part("data_s") + part("h2d_s"),
-            "compute_s": part("compute_s"), "update_s": part("update_s"),
-            "comm_wait_s": part("comm_s") + part("wait_s") + part("param_copy_s")}
+    state = common.train(
+        1,
+        data,
+        out_dir,
+        algorithm="sync_sgd",
+        warmup=case.warmup,
+        steps=case.steps,
+        batch=case.batch,
+        model=model,
+        lr=lr,
+    )
+    part = lambda key: state.get(key) or 0.0  # noqa: E731 - a phase this run did not time is 0
+    return {
+        "seconds_per_step": state["seconds_per_step"],
+        "data_s": part("data_s") + part("h2d_s"),
+        "compute_s": part("compute_s"),
+        "update_s": part("update_s"),
+        "comm_wait_s": part("comm_s") + part("wait_s") + part("param_copy_s"),
+    }
 
 
 def measure(args, cases: list[Case], data: Path, tmp: Path) -> dict:
@@ -194,9 +207,12 @@ def measure(args, cases: list[Case], data: Path, tmp: Path) -> dict:
                     res = plain_loop(data, case, args.lr, args.model, threads)
             samples[c].append(res["seconds_per_step"])
             splits[c].append(res)
-            print(f"bench_overhead: round {r + 1}/{args.rounds} {c:<32} {res['seconds_per_step'] * 1e3:8.3f} ms/step "
-                  f"({time.monotonic() - t0:.1f} s)", flush=True)
-        with on_rank0_core():   # the ceiling, once per round: the best round is the ceiling, the rest its spread
+            print(
+                f"bench_overhead: round {r + 1}/{args.rounds} {c:<32} {res['seconds_per_step'] * 1e3:8.3f} ms/step "
+                f"({time.monotonic() - t0:.1f} s)",
+                flush=True,
+            )
+        with on_rank0_core():  # the ceiling, once per round: the best round is the ceiling, the rest its spread
             peaks.append(common.gemm_peak_flops(threads))
     return {"samples": samples, "splits": splits, "order": order, "gemm_peak": peaks}
 
@@ -233,15 +249,17 @@ def headline_rows(record: dict) -> list[dict]:
         ours, plain, aa = case_cells(case["label"])
         noise = stats.noise_floor(zip(s[ours], s[aa]))
         r = stats.ratio(s[ours], s[plain])
-        rows.append({
-            "case": f"{meta['model']}, {case['label']}",
-            "plain s/step": stats.format_cell(stats.summary(s[plain])),
-            "ours s/step": stats.format_cell(stats.summary(s[ours])),
-            "ours [A/A] s/step": stats.format_cell(stats.summary(s[aa])),
-            "ours ÷ plain": stats.format_ratio(r),
-            "verdict": verdict_text(r, noise),
-            "ours − plain per step": format_us([o - p for o, p in zip(s[ours], s[plain])]),
-        })
+        rows.append(
+            {
+                "case": f"{meta['model']}, {case['label']}",
+                "plain s/step": stats.format_cell(stats.summary(s[plain])),
+                "ours s/step": stats.format_cell(stats.summary(s[ours])),
+                "ours [A/A] s/step": stats.format_cell(stats.summary(s[aa])),
+                "ours ÷ plain": stats.format_ratio(r),
+                "verdict": verdict_text(r, noise),
+                "ours − plain per step": format_us([o - p for o, p in zip(s[ours], s[plain])]),
+            }
+        )
     return rows
 
 
@@ -285,17 +303,18 @@ def limit_rows(record: dict) -> list[dict]:
         for name, c in (("plain", plain), ("ours", ours)):
             rates = [flops / t for t in s[c]]
             row[f"{name} GFLOP/s"] = stats.format_cell(stats.summary(r / 1e9 for r in rates), unit=None)
-            row[f"{name} ÷ GEMM peak"] = stats.format_cell(
-                stats.summary(100 * r / peak for r in rates), unit="%")
+            row[f"{name} ÷ GEMM peak"] = stats.format_cell(stats.summary(100 * r / peak for r in rates), unit="%")
         rows.append(row)
     return rows
 
 
 def aa_sentence(samples: dict, label: str) -> str:
-    """"batch 64: 1.010× [0.98–1.03] n=5, noise floor 3.0%": ours' A/A twin over ours, and the floor it gives."""
+    """ "batch 64: 1.010× [0.98–1.03] n=5, noise floor 3.0%": ours' A/A twin over ours, and the floor it gives."""
     ours, _, aa = case_cells(label)
-    return (f"{label}: {stats.format_ratio(stats.ratio(samples[aa], samples[ours]))}, "
-            f"noise floor {stats.noise_floor(zip(samples[ours], samples[aa])):.1%}")
+    return (
+        f"{label}: {stats.format_ratio(stats.ratio(samples[aa], samples[ours]))}, "
+        f"noise floor {stats.noise_floor(zip(samples[ours], samples[aa])):.1%}"
+    )
 
 
 def render(record: dict) -> tuple[str, str, str, str]:
@@ -305,37 +324,50 @@ def render(record: dict) -> tuple[str, str, str, str]:
     peaks = stats.summary(p["flops_per_s"] / 1e9 for p in meta["gemm_peak"])
     threads = meta["threads"]
     runs = "; ".join(f"{c['label']}: {c['warmup']} warm-up + {c['steps']} timed steps" for c in meta["cases"])
-    intro = (f"One rank, {threads} thread(s), {meta['model']} on {meta['dataset']}, lr {meta['lr']}, plain SGD; "
-             f"{runs}. {rounds} rounds, each measuring every variant of every case once in rotating order "
-             "(bench.stats.rotate), ours twice (the A/A twin). Same initial weights, same batches in the same "
-             "order. Ours is `scaledl train --algorithm sync_sgd` at one rank, evaluated only at step 0 and "
-             "after the loop (an evaluation runs on a helper thread that would share the bound core with the "
-             "timed steps); plain is a hand-written PyTorch loop in the bench process. "
-             "Both allocate with THP_MEM_ALLOC_ENABLE=1 and run the launch's thread count"
-             + (f"; the plain loop is pinned to CPU {meta['plain_core']}, the core mpiexec binds ours' rank to."
-                if meta.get("plain_core") is not None else "; neither is bound to a core."))
+    intro = (
+        f"One rank, {threads} thread(s), {meta['model']} on {meta['dataset']}, lr {meta['lr']}, plain SGD; "
+        f"{runs}. {rounds} rounds, each measuring every variant of every case once in rotating order "
+        "(bench.stats.rotate), ours twice (the A/A twin). Same initial weights, same batches in the same "
+        "order. Ours is `scaledl train --algorithm sync_sgd` at one rank, evaluated only at step 0 and "
+        "after the loop (an evaluation runs on a helper thread that would share the bound core with the "
+        "timed steps); plain is a hand-written PyTorch loop in the bench process. "
+        "Both allocate with THP_MEM_ALLOC_ENABLE=1 and run the launch's thread count"
+        + (
+            f"; the plain loop is pinned to CPU {meta['plain_core']}, the core mpiexec binds ours' rank to."
+            if meta.get("plain_core") is not None
+            else "; neither is bound to a core."
+        )
+    )
     headline = headline_rows(record)
     tables = common.table(headline, list(headline[0]))
     aa_text = "; ".join(aa_sentence(s, c["label"]) for c in meta["cases"])
-    tables += ("\ns/step: steady-state seconds per step, median [min–max] n over rounds. `ours ÷ plain` is paired "
-               "per round (> 1: ours is slower); `ours − plain` is the per-round difference in µs per step, the "
-               f"fixed cost ours adds to every step. A/A (ours [A/A] ÷ ours) — {aa_text}; the noise floor is the "
-               "largest |x/y − 1| over rounds, and a verdict says slower or faster only when the median ratio is "
-               "beyond 1 ± that floor and every round agrees.\n")
+    tables += (
+        "\ns/step: steady-state seconds per step, median [min–max] n over rounds. `ours ÷ plain` is paired "
+        "per round (> 1: ours is slower); `ours − plain` is the per-round difference in µs per step, the "
+        f"fixed cost ours adds to every step. A/A (ours [A/A] ÷ ours) — {aa_text}; the noise floor is the "
+        "largest |x/y − 1| over rounds, and a verdict says slower or faster only when the median ratio is "
+        "beyond 1 ± that floor and every round agrees.\n"
+    )
     split = split_rows(record)
-    tables += ("\nWhere a step's time goes (each part's median over rounds; medians need not add up to the "
-               "step's):\n\n" + common.table(split, list(split[0])))
+    tables += (
+        "\nWhere a step's time goes (each part's median over rounds; medians need not add up to the "
+        "step's):\n\n" + common.table(split, list(split[0]))
+    )
     limits = limit_rows(record)
-    tables += (f"\nLimits: FLOPs per step counted by torch's FlopCounterMode (matrix products and convolutions of "
-               f"forward + backward; elementwise work not counted) over seconds per step, per round, against the "
-               f"float32 GEMM ceiling (1024×1024 matrix product, {threads} thread(s), on the core ours runs on) "
-               f"measured once per round of this run: the best round, {peaks['max']:.1f} GFLOP/s (all rounds: "
-               f"{stats.format_cell(peaks, unit='GFLOP/s')}).\n\n" + common.table(limits, list(limits[0])))
-    notes = ("What ours adds at one rank: parameters and gradients as views into flat buffers, the phase timers, "
-             "a one-rank Allreduce of the gradient and of the stop flag with a barrier before it (the wait probe), "
-             "the monitor's per-step bookkeeping; it also runs in a process of its own under mpiexec, while the "
-             f"plain loop runs in the bench process. Raw samples: {meta['raw']}; wall time of the measuring run "
-             f"{meta['wall_s']:.0f} s (budget {BUDGET_S} s).")
+    tables += (
+        f"\nLimits: FLOPs per step counted by torch's FlopCounterMode (matrix products and convolutions of "
+        f"forward + backward; elementwise work not counted) over seconds per step, per round, against the "
+        f"float32 GEMM ceiling (1024×1024 matrix product, {threads} thread(s), on the core ours runs on) "
+        f"measured once per round of this run: the best round, {peaks['max']:.1f} GFLOP/s (all rounds: "
+        f"{stats.format_cell(peaks, unit='GFLOP/s')}).\n\n" + common.table(limits, list(limits[0]))
+    )
+    notes = (
+        "What ours adds at one rank: parameters and gradients as views into flat buffers, the phase timers, "
+        "a one-rank Allreduce of the gradient and of the stop flag with a barrier before it (the wait probe), "
+        "the monitor's per-step bookkeeping; it also runs in a process of its own under mpiexec, while the "
+        f"plain loop runs in the bench process. Raw samples: {meta['raw']}; wall time of the measuring run "
+        f"{meta['wall_s']:.0f} s (budget {BUDGET_S} s)."
+    )
     if rounds < 5:
         notes += f" Only {rounds} round(s): not enough for a headline ratio (use ≥ 5)."
     return TITLE, intro, tables, notes
@@ -356,23 +388,45 @@ def measure_record(args, cases: list[Case]) -> Path:
         info = read_info(data)
         flops = {c.label: common.step_flops(args.model, info.image_shape, info.classes, c.batch) for c in cases}
         result = measure(args, cases, data, Path(tmp))
-    return common.write_raw(args.raw, NAME, result["samples"], {
-        "machine": m, "unit": "s", "quantity": "seconds per step (steady state)", "model": args.model,
-        "dataset": DATASET, "lr": args.lr, "threads": common.LAUNCH.threads, "rounds": args.rounds,
-        "cases": [{"label": c.label, "batch": c.batch, "warmup": c.warmup, "steps": c.steps} for c in cases],
-        "order": result["order"], "splits": result["splits"], "gemm_peak": result["gemm_peak"],
-        "plain_core": rank0_core(),
-        "step_flops": flops, "raw": common.shown_path(args.raw), "wall_s": time.monotonic() - t_start})
+    return common.write_raw(
+        args.raw,
+        NAME,
+        result["samples"],
+        {
+            "machine": m,
+            "unit": "s",
+            "quantity": "seconds per step (steady state)",
+            "model": args.model,
+            "dataset": DATASET,
+            "lr": args.lr,
+            "threads": common.LAUNCH.threads,
+            "rounds": args.rounds,
+            "cases": [{"label": c.label, "batch": c.batch, "warmup": c.warmup, "steps": c.steps} for c in cases],
+            "order": result["order"],
+            "splits": result["splits"],
+            "gemm_peak": result["gemm_peak"],
+            "plain_core": rank0_core(),
+            "step_flops": flops,
+            "raw": common.shown_path(args.raw),
+            "wall_s": time.monotonic() - t_start,
+        },
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cases", default="64:10:60,4:40:200",
-                        help="BATCH:WARMUP:STEPS,... one case per batch size; STEPS a multiple of WARMUP "
-                             "(default %(default)s)")
-    parser.add_argument("--rounds", type=int, default=5,
-                        help="rounds, each measuring every variant once in rotating order; ≥ 5 for headline "
-                             "ratios (default %(default)s)")
+    parser.add_argument(
+        "--cases",
+        default="64:10:60,4:40:200",
+        help="BATCH:WARMUP:STEPS,... one case per batch size; STEPS a multiple of WARMUP (default %(default)s)",
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=5,
+        help="rounds, each measuring every variant once in rotating order; ≥ 5 for headline "
+        "ratios (default %(default)s)",
+    )
     parser.add_argument("--threads", type=int, default=1, help="threads of both loops (default %(default)s)")
     parser.add_argument("--lr", type=float, default=0.05, help="learning rate (default %(default)s)")
     parser.add_argument("--model", default="lenet", help="model of both loops (default %(default)s)")

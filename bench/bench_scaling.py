@@ -52,7 +52,7 @@ from bench import common, stats  # noqa: E402
 NAME = "scaling"
 TITLE = "Weak and strong scaling: sync_sgd and sync_easgd"
 ALGORITHMS = ("sync_sgd", "sync_easgd")
-COST_MODEL = "bandwidth_optimal"   # what MPICH selects for messages of LeNet's size (scaledl.net.cost)
+COST_MODEL = "bandwidth_optimal"  # what MPICH selects for messages of LeNet's size (scaledl.net.cost)
 SCALINGS = ("weak", "strong")
 # Steady-state quantities per step kept for every run (docs/time.md); "compute_s" is the COMPUTE group
 # (data + compute + update + center_update), the cost model's T_c, not the forward/backward phase alone.
@@ -87,8 +87,9 @@ def plan(algorithms, workers, batch: int, global_batch: int) -> dict:
                 name = cell_name(algorithm, p, per_worker)
                 if scaling == "strong" and name == base:
                     name = twin
-                rows.append({"algorithm": algorithm, "scaling": scaling, "workers": p, "batch": per_worker,
-                             "cell": name})
+                rows.append(
+                    {"algorithm": algorithm, "scaling": scaling, "workers": p, "batch": per_worker, "cell": name}
+                )
                 cells[name] = {"algorithm": algorithm, "workers": p, "batch": per_worker}
         cells.setdefault(twin, {"algorithm": algorithm, "workers": aa_workers, "batch": batch})
     return {"rows": rows, "cells": cells, "aa": aa}
@@ -101,9 +102,13 @@ def split_of(state: dict) -> dict:
     """One run's steady-state seconds per step: compute (T_c), transfer, wait, exposed, and every phase."""
     from scaledl.timing import COMPUTE, PHASES
 
-    return {"compute_s": sum(state[f"{p}_s"] for p in COMPUTE), "transfer_s": state["transfer_s"],
-            "wait_s": state["exposed_s"] - state["transfer_s"], "exposed_s": state["exposed_s"],
-            "phases": {p: state[f"{p}_s"] for p in PHASES}}
+    return {
+        "compute_s": sum(state[f"{p}_s"] for p in COMPUTE),
+        "transfer_s": state["transfer_s"],
+        "wait_s": state["exposed_s"] - state["transfer_s"],
+        "exposed_s": state["exposed_s"],
+        "phases": {p: state[f"{p}_s"] for p in PHASES},
+    }
 
 
 def measure(cells: dict, args, data: Path, tmp: Path) -> dict:
@@ -121,13 +126,24 @@ def measure(cells: dict, args, data: Path, tmp: Path) -> dict:
         for i, cell in enumerate(order[-1]):
             cfg = cells[cell]
             t0 = time.monotonic()
-            state = common.train(cfg["workers"], data, tmp / f"r{r}-{i}", algorithm=cfg["algorithm"],
-                                 warmup=args.warmup, steps=args.steps, batch=cfg["batch"], lr=args.lr)
+            state = common.train(
+                cfg["workers"],
+                data,
+                tmp / f"r{r}-{i}",
+                algorithm=cfg["algorithm"],
+                warmup=args.warmup,
+                steps=args.steps,
+                batch=cfg["batch"],
+                lr=args.lr,
+            )
             samples[cell].append(state["seconds_per_step"])
             splits[cell].append(split_of(state))
             message_bytes = state["run"]["model"]["bytes"]
-            print(f"bench_scaling: round {r + 1}/{args.rounds} {cell:<32} {state['seconds_per_step'] * 1e3:8.2f} "
-                  f"ms/step ({time.monotonic() - t0:.1f} s)", flush=True)
+            print(
+                f"bench_scaling: round {r + 1}/{args.rounds} {cell:<32} {state['seconds_per_step'] * 1e3:8.2f} "
+                f"ms/step ({time.monotonic() - t0:.1f} s)",
+                flush=True,
+            )
     return {"samples": samples, "splits": splits, "order": order, "message_bytes": message_bytes}
 
 
@@ -157,7 +173,7 @@ def _floor(first, second) -> float:
 def _ratio_text(a, b) -> str:
     try:
         return stats.format_ratio(stats.ratio(a, b))
-    except ValueError:   # a zero sample in the denominator
+    except ValueError:  # a zero sample in the denominator
         return "–"
 
 
@@ -192,8 +208,10 @@ def predictions(record: dict, row: dict) -> dict | None:
     if net is None:
         return None
     n = record["meta"]["message_bytes"]
-    costs = [step_cost(row["algorithm"], net, n, row["workers"], model=COST_MODEL, compute_s=t_c, control=True)
-             for t_c in _quantity(record, row["cell"], "compute_s")]
+    costs = [
+        step_cost(row["algorithm"], net, n, row["workers"], model=COST_MODEL, compute_s=t_c, control=True)
+        for t_c in _quantity(record, row["cell"], "compute_s")
+    ]
     return {"exposed_s": costs[0].exposed_s, "step_s": [c.step_s for c in costs], "formula": costs[0].formula}
 
 
@@ -212,8 +230,11 @@ def _scaling_label(record: dict, row: dict) -> str:
 
 
 def _reference(record: dict, row: dict) -> dict:
-    return next(r for r in record["meta"]["rows"]
-                if r["algorithm"] == row["algorithm"] and r["scaling"] == row["scaling"] and r["workers"] == 1)
+    return next(
+        r
+        for r in record["meta"]["rows"]
+        if r["algorithm"] == row["algorithm"] and r["scaling"] == row["scaling"] and r["workers"] == 1
+    )
 
 
 def scaling_table(record: dict, floors: dict) -> str:
@@ -222,8 +243,13 @@ def scaling_table(record: dict, floors: dict) -> str:
     for row in record["meta"]["rows"]:
         p, t = row["workers"], s[row["cell"]]
         t1 = s[_reference(record, row)["cell"]]
-        entry = {"algorithm": row["algorithm"], "scaling": _scaling_label(record, row), "P": _p_label(record, row),
-                 "batch/worker": row["batch"], "s/step": _cell(t)}
+        entry = {
+            "algorithm": row["algorithm"],
+            "scaling": _scaling_label(record, row),
+            "P": _p_label(record, row),
+            "batch/worker": row["batch"],
+            "s/step": _cell(t),
+        }
         pred = predictions(record, row)
         entry["predicted s/step"] = _cell(pred["step_s"]) if pred else "no prediction"
         entry["measured ÷ predicted"] = stats.format_ratio(stats.ratio(t, pred["step_s"])) if pred else "–"
@@ -232,10 +258,14 @@ def scaling_table(record: dict, floors: dict) -> str:
         else:
             # Ideal: weak t(P) = t(1); strong P·t(P) = t(1). Both as paired per-round ratios.
             scaled = t if row["scaling"] == "weak" else [p * x for x in t]
-            speedup = (stats.ratio([p * x for x in t1], t) if row["scaling"] == "weak" else stats.ratio(t1, t))
-            entry.update({"efficiency": stats.format_ratio(stats.ratio(t1, scaled)),
-                          "speedup": stats.format_ratio(speedup),
-                          "vs ideal": ideal_verdict(stats.ratio(scaled, t1), floors["s/step"])})
+            speedup = stats.ratio([p * x for x in t1], t) if row["scaling"] == "weak" else stats.ratio(t1, t)
+            entry.update(
+                {
+                    "efficiency": stats.format_ratio(stats.ratio(t1, scaled)),
+                    "speedup": stats.format_ratio(speedup),
+                    "vs ideal": ideal_verdict(stats.ratio(scaled, t1), floors["s/step"]),
+                }
+            )
         out.append(entry)
     return common.table(out, list(out[0]))
 
@@ -245,8 +275,12 @@ def time_table(record: dict, floors: dict) -> str:
     for row in record["meta"]["rows"]:
         p = row["workers"]
         q = {k: _quantity(record, row["cell"], k) for k in SPLIT_KEYS}
-        entry = {"algorithm": row["algorithm"], "scaling": _scaling_label(record, row), "P": _p_label(record, row),
-                 "compute s/step": _cell(q["compute_s"])}
+        entry = {
+            "algorithm": row["algorithm"],
+            "scaling": _scaling_label(record, row),
+            "P": _p_label(record, row),
+            "compute s/step": _cell(q["compute_s"]),
+        }
         if p == 1:
             entry["compute/sample ÷ P=1"], entry["contention"] = "1 (reference)", "–"
         else:
@@ -256,9 +290,15 @@ def time_table(record: dict, floors: dict) -> str:
             r = stats.ratio(per_sample, ref_per_sample)
             entry["compute/sample ÷ P=1"] = stats.format_ratio(r)
             entry["contention"] = {"slower": "compute grows", "faster": "compute shrinks"}.get(
-                stats.verdict(r, floors["compute_s"]), "no difference")
-        entry.update({"exposed s/step": _cell(q["exposed_s"]), "wait s/step": _cell(q["wait_s"]),
-                      "transfer s/step": _cell(q["transfer_s"])})
+                stats.verdict(r, floors["compute_s"]), "no difference"
+            )
+        entry.update(
+            {
+                "exposed s/step": _cell(q["exposed_s"]),
+                "wait s/step": _cell(q["wait_s"]),
+                "transfer s/step": _cell(q["transfer_s"]),
+            }
+        )
         pred = predictions(record, row)
         if pred is None:
             entry["predicted transfer"], entry["transfer ÷ predicted"] = "no prediction", "–"
@@ -276,9 +316,16 @@ def aa_table(record: dict) -> str:
     for algorithm, (base, _) in record["meta"]["aa"].items():
         for label, (first, second) in aa_series(record, algorithm).items():
             floor = _floor(first, second)
-            out.append({"cell": base, "quantity": label.replace("_s", " s/step"), "first": _cell(first),
-                        "A/A twin": _cell(second), "twin ÷ first": _ratio_text(second, first),
-                        "noise floor": f"{floor:.1%}" if math.isfinite(floor) else "n/a (a zero sample)"})
+            out.append(
+                {
+                    "cell": base,
+                    "quantity": label.replace("_s", " s/step"),
+                    "first": _cell(first),
+                    "A/A twin": _cell(second),
+                    "twin ÷ first": _ratio_text(second, first),
+                    "noise floor": f"{floor:.1%}" if math.isfinite(floor) else "n/a (a zero sample)",
+                }
+            )
     return common.table(out, list(out[0]))
 
 
@@ -294,36 +341,40 @@ def render(record: dict) -> tuple[str, str, str, str]:
         "cell once in rotating order (bench.stats.rotate). Weak: batch "
         f"{meta['batch']} per worker, efficiency t(1)/t(P), speedup P·t(1)/t(P) in samples/s. Strong: global batch "
         f"{meta['global_batch']} split over P, speedup t(1)/t(P), efficiency speedup/P. Ratios are paired per round "
-        "and print median [min–max] n. Strong rows marked \"A/A twin\" run the configuration of the weak row at "
+        'and print median [min–max] n. Strong rows marked "A/A twin" run the configuration of the weak row at '
         "the same P a second time in every round: the two rows differ only by noise. The default run (P = 1, 2; "
         "10 + 30 steps; 5 rounds) is sized to about 150 s on 2 cores, each run of `scaledl train` costing "
-        "≈ 3 s, mostly start-up; `--workers 1,2,4` adds the 4-worker cells at about twice the wall time.")
-    tables = ("Step time, scaling and the α-β prediction (s/step = the workers' steady-state mean):\n\n"
-              + scaling_table(record, floors).rstrip()
-              + f"\n\n'vs ideal' compares t(P) (weak) or P·t(P) (strong) with t(1), paired per round, against the "
-                f"A/A noise floor of s/step ({floors['s/step']:.1%}): 'below ideal' only when the median ratio is "
-                "beyond 1 + floor and every round agrees, else 'no difference'. Predicted s/step = T_c + the "
-                "model's communication, T_c = the compute measured at that P in the same round.\n\n"
-              + "Where a step goes: compute (data + forward/backward + update: T_c) and the exposed time, split "
-                "into wait and transfer (docs/time.md):\n\n"
-              + time_table(record, floors).rstrip()
-              + f"\n\n'compute/sample ÷ P=1' is compute per sample over P = 1's, paired per round: ranks contending "
-                f"for cores and memory make it grow with P, whereas the model assumes it constant. 'contention' "
-                f"applies the verdict rule with the A/A noise floor of compute ({floors['compute_s']:.1%}). In strong "
-                "scaling the smaller per-worker batch also lowers the arithmetic efficiency, so there the ratio "
-                "mixes both effects.\n\n"
-              + "A/A: the same configuration twice per round; noise floor = max over rounds of |first / twin − 1| "
-                "(the floors above are the largest over the algorithms):\n\n"
-              + aa_table(record).rstrip() + "\n")
+        "≈ 3 s, mostly start-up; `--workers 1,2,4` adds the 4-worker cells at about twice the wall time."
+    )
+    tables = (
+        "Step time, scaling and the α-β prediction (s/step = the workers' steady-state mean):\n\n"
+        + scaling_table(record, floors).rstrip()
+        + f"\n\n'vs ideal' compares t(P) (weak) or P·t(P) (strong) with t(1), paired per round, against the "
+        f"A/A noise floor of s/step ({floors['s/step']:.1%}): 'below ideal' only when the median ratio is "
+        "beyond 1 + floor and every round agrees, else 'no difference'. Predicted s/step = T_c + the "
+        "model's communication, T_c = the compute measured at that P in the same round.\n\n"
+        + "Where a step goes: compute (data + forward/backward + update: T_c) and the exposed time, split "
+        "into wait and transfer (docs/time.md):\n\n"
+        + time_table(record, floors).rstrip()
+        + f"\n\n'compute/sample ÷ P=1' is compute per sample over P = 1's, paired per round: ranks contending "
+        f"for cores and memory make it grow with P, whereas the model assumes it constant. 'contention' "
+        f"applies the verdict rule with the A/A noise floor of compute ({floors['compute_s']:.1%}). In strong "
+        "scaling the smaller per-worker batch also lowers the arithmetic efficiency, so there the ratio "
+        "mixes both effects.\n\n"
+        + "A/A: the same configuration twice per round; noise floor = max over rounds of |first / twin − 1| "
+        "(the floors above are the largest over the algorithms):\n\n" + aa_table(record).rstrip() + "\n"
+    )
     notes = []
     marked = sorted(int(p) for p, mark in meta["marks"].items() if mark)
     if marked:
-        notes.append(f"† {', '.join(map(str, marked))} workers exceed the {record['machine'].get('cores', '?')} "
-                     "cores: ranks time-share cores, unbound, so these rows measure oversubscription rather than "
-                     "communication.")
+        notes.append(
+            f"† {', '.join(map(str, marked))} workers exceed the {record['machine'].get('cores', '?')} "
+            "cores: ranks time-share cores, unbound, so these rows measure oversubscription rather than "
+            "communication."
+        )
     net = meta.get("network")
     if net:
-        first_rows = {}   # one row per algorithm: its formula is the same at every P
+        first_rows = {}  # one row per algorithm: its formula is the same at every P
         for r in meta["rows"]:
             first_rows.setdefault(r["algorithm"], r)
         formulas = "; ".join(f"{a}: {predictions(record, row)['formula']}" for a, row in first_rows.items())
@@ -334,7 +385,8 @@ def render(record: dict) -> tuple[str, str, str, str]:
             f"{'; ' + net['note'] if net.get('note') else ''}). Predicted transfer is the model's communication per "
             "step; measured transfer is h2d + param_copy + comm. The model has no skew: the barrier before each "
             "collective (--wait-probe barrier, the default) times the ranks' skew as wait, which the prediction "
-            "leaves out, as it leaves out loop overhead.")
+            "leaves out, as it leaves out loop overhead."
+        )
     else:
         notes.append("No prediction: the record holds no α, β.")
     if rounds < 5:
@@ -348,9 +400,11 @@ def check_record(record: dict, path: Path) -> None:
     meta = record.get("meta") or {}
     missing = [k for k in ("rows", "aa", "splits", "marks", "rounds", "message_bytes") if k not in meta]
     if record.get("bench") != NAME or missing:
-        raise common.RawError(f"{path}: not a bench_scaling record (bench {record.get('bench')!r}"
-                              f"{', missing ' + ', '.join(missing) if missing else ''}); write one with "
-                              "python bench/bench_scaling.py")
+        raise common.RawError(
+            f"{path}: not a bench_scaling record (bench {record.get('bench')!r}"
+            f"{', missing ' + ', '.join(missing) if missing else ''}); write one with "
+            "python bench/bench_scaling.py"
+        )
     absent = [r["cell"] for r in meta["rows"] if r["cell"] not in record["samples"] or r["cell"] not in meta["splits"]]
     if absent:
         raise common.RawError(f"{path}: cell {absent[0]!r} has no samples; measure again")
@@ -363,8 +417,9 @@ def worker_counts(text: str) -> list[int]:
     try:
         workers = sorted({int(w) for w in text.split(",")})
     except ValueError:
-        raise SystemExit(f"bench_scaling: --workers {text!r} is not a comma-separated list of integers "
-                         "(e.g. 1,2,4)") from None
+        raise SystemExit(
+            f"bench_scaling: --workers {text!r} is not a comma-separated list of integers (e.g. 1,2,4)"
+        ) from None
     if workers[0] != 1:
         raise SystemExit("bench_scaling: --workers must include 1 (the reference) and only counts >= 1")
     return workers
@@ -380,18 +435,22 @@ def check_arguments(args) -> list[int]:
         raise SystemExit("bench_scaling: --batch must be >= 1")
     bad = [p for p in workers if args.global_batch % p or args.global_batch < p]
     if bad:
-        raise SystemExit(f"bench_scaling: --global-batch {args.global_batch} does not split evenly over {bad[0]} "
-                         "workers; choose a multiple of every worker count")
+        raise SystemExit(
+            f"bench_scaling: --global-batch {args.global_batch} does not split evenly over {bad[0]} "
+            "workers; choose a multiple of every worker count"
+        )
     if args.netbench and not args.netbench.is_file():
-        raise SystemExit(f"bench_scaling: --netbench {args.netbench}: no such file (write one with scaledl netbench, "
-                         "or leave the option out to measure one)")
+        raise SystemExit(
+            f"bench_scaling: --netbench {args.netbench}: no such file (write one with scaledl netbench, "
+            "or leave the option out to measure one)"
+        )
     return workers
 
 
 def run_measurement(args, workers: list[int]) -> None:
     """Measure every cell for args.rounds rounds and write the raw record to args.raw."""
     t_start = time.monotonic()
-    common.use_launch(common.Launch.for_table(max(workers)))   # one environment for every cell of the table
+    common.use_launch(common.Launch.for_table(max(workers)))  # one environment for every cell of the table
     m = common.machine()
     layout = plan(ALGORITHMS, workers, args.batch, args.global_batch)
     with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
@@ -401,35 +460,71 @@ def run_measurement(args, workers: list[int]) -> None:
             raise SystemExit(f"bench_scaling: no α-β prediction: {net['missing']}; pass --netbench FILE")
         result = measure(layout["cells"], args, common.prepare_digits(tmp), tmp)
     wall = time.monotonic() - t_start
-    common.write_raw(args.raw, NAME, result["samples"], {
-        "machine": m, "load_before": m["load_before"], "unit": "s",
-        "quantity": "seconds per step (steady state, workers' mean)",
-        "dataset": "digits", "model": "lenet", "lr": args.lr, "algorithms": list(ALGORITHMS), "workers": workers,
-        "batch": args.batch, "global_batch": args.global_batch, "warmup": args.warmup, "steps": args.steps,
-        "rounds": args.rounds, "rows": layout["rows"], "cells": layout["cells"], "aa": layout["aa"],
-        "order": result["order"], "splits": result["splits"], "message_bytes": result["message_bytes"],
-        "marks": {str(p): common.LAUNCH.mark(p) for p in workers}, "network": net,
-        "raw": common.shown_path(args.raw), "wall_s": wall})
+    common.write_raw(
+        args.raw,
+        NAME,
+        result["samples"],
+        {
+            "machine": m,
+            "load_before": m["load_before"],
+            "unit": "s",
+            "quantity": "seconds per step (steady state, workers' mean)",
+            "dataset": "digits",
+            "model": "lenet",
+            "lr": args.lr,
+            "algorithms": list(ALGORITHMS),
+            "workers": workers,
+            "batch": args.batch,
+            "global_batch": args.global_batch,
+            "warmup": args.warmup,
+            "steps": args.steps,
+            "rounds": args.rounds,
+            "rows": layout["rows"],
+            "cells": layout["cells"],
+            "aa": layout["aa"],
+            "order": result["order"],
+            "splits": result["splits"],
+            "message_bytes": result["message_bytes"],
+            "marks": {str(p): common.LAUNCH.mark(p) for p in workers},
+            "network": net,
+            "raw": common.shown_path(args.raw),
+            "wall_s": wall,
+        },
+    )
     print(f"bench_scaling: raw samples in {args.raw}; wall {wall:.0f} s", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workers", default="1,2",
-                        help="comma-separated worker counts, 1 included (default %(default)s; 1,2,4 adds the "
-                             "oversubscribed P = 4 cells at about twice the wall time)")
+    parser.add_argument(
+        "--workers",
+        default="1,2",
+        help="comma-separated worker counts, 1 included (default %(default)s; 1,2,4 adds the "
+        "oversubscribed P = 4 cells at about twice the wall time)",
+    )
     parser.add_argument("--warmup", type=int, default=10, help="untimed steps per run (default %(default)s)")
-    parser.add_argument("--steps", type=int, default=30,
-                        help="timed steps per run, a multiple of --warmup (default %(default)s)")
-    parser.add_argument("--rounds", type=int, default=5,
-                        help="rounds, each running every cell once in rotating order; >= 5 for headline ratios "
-                             "(default %(default)s)")
+    parser.add_argument(
+        "--steps", type=int, default=30, help="timed steps per run, a multiple of --warmup (default %(default)s)"
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=5,
+        help="rounds, each running every cell once in rotating order; >= 5 for headline ratios (default %(default)s)",
+    )
     parser.add_argument("--batch", type=int, default=64, help="weak scaling: batch per worker (default %(default)s)")
-    parser.add_argument("--global-batch", type=int, default=128,
-                        help="strong scaling: global batch split over the workers (default %(default)s)")
+    parser.add_argument(
+        "--global-batch",
+        type=int,
+        default=128,
+        help="strong scaling: global batch split over the workers (default %(default)s)",
+    )
     parser.add_argument("--lr", type=float, default=0.05, help="learning rate (default %(default)s)")
-    parser.add_argument("--netbench", type=Path,
-                        help="scaledl netbench JSON with α, β, γ for the predictions (default: measure one first)")
+    parser.add_argument(
+        "--netbench",
+        type=Path,
+        help="scaledl netbench JSON with α, β, γ for the predictions (default: measure one first)",
+    )
     common.common_arguments(parser, NAME)
     args = parser.parse_args(argv)
     try:

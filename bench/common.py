@@ -57,7 +57,7 @@ Every time quantity the tables print (seconds per step, transfer, wait, comm
 share) is defined once, in [time.md](time.md).
 """
 
-if str(REPO / "src") not in sys.path:   # a checkout without `pip install -e .`
+if str(REPO / "src") not in sys.path:  # a checkout without `pip install -e .`
     sys.path.insert(1, str(REPO / "src"))
 
 
@@ -119,18 +119,23 @@ def machine() -> dict:
     }
 
 
-def machine_line(m: dict, launch: "Launch | None" = None) -> str:
+def machine_line(m: dict, launch: Launch | None = None) -> str:
     """The machine, software, date, load and launch environment a section was measured with (one paragraph)."""
     end = m.get("load_after", os.getloadavg()[0])
     load = f"; 1-min load average {m['load_before']:.2f} at start, {end:.2f} at end"
     busy = " (other jobs were running: expect noise)" if max(m["load_before"], end) > 0.5 else ""
     commit = m.get("git") or {}
-    rev = (f"; commit {commit['commit'][:10]}{' (with uncommitted changes)' if commit.get('dirty') else ''}"
-           if commit.get("commit") else "")
+    rev = (
+        f"; commit {commit['commit'][:10]}{' (with uncommitted changes)' if commit.get('dirty') else ''}"
+        if commit.get("commit")
+        else ""
+    )
     launch = launch or Launch.from_dict(m.get("launch")) or LAUNCH
-    return (f"Machine: {m['cpu']}, {m['cores']} cores, {m['memory']}, {m['gpus']}; {m['mpi']}; torch {m['torch']}, "
-            f"numpy {m['numpy']}, Python {m['python']}; {m['date']}{load}{busy}{rev}. "
-            f"Launch, the same for every variant: {launch.describe()}.")
+    return (
+        f"Machine: {m['cpu']}, {m['cores']} cores, {m['memory']}, {m['gpus']}; {m['mpi']}; torch {m['torch']}, "
+        f"numpy {m['numpy']}, Python {m['python']}; {m['date']}{load}{busy}{rev}. "
+        f"Launch, the same for every variant: {launch.describe()}."
+    )
 
 
 # ---------------------------------------------------- launch environment
@@ -155,12 +160,12 @@ class Launch:
     bind: bool = True
 
     @classmethod
-    def for_table(cls, max_ranks: int, threads: int = 1) -> "Launch":
+    def for_table(cls, max_ranks: int, threads: int = 1) -> Launch:
         """The environment for a table whose largest cell runs `max_ranks` ranks."""
         return cls(threads=threads, yield_poll=max_ranks * threads > usable_cores())
 
     @classmethod
-    def from_dict(cls, d: dict | None) -> "Launch | None":
+    def from_dict(cls, d: dict | None) -> Launch | None:
         return cls(**{k: d[k] for k in ("threads", "thp", "yield_poll", "bind") if k in d}) if d else None
 
     def bound(self, ranks: int) -> bool:
@@ -179,19 +184,27 @@ class Launch:
     def mpiexec_args(self, ranks: int) -> list[str]:
         if not self.bound(ranks):
             return []
-        return ["-bind-to", "core" if self.threads == 1 else f"core:{self.threads}"]   # each rank its own cores
+        return ["-bind-to", "core" if self.threads == 1 else f"core:{self.threads}"]  # each rank its own cores
 
     def mark(self, ranks: int) -> str:
-        """"†" for a cell with more ranks than cores (time-slicing, unbound), else ""."""
+        """ "†" for a cell with more ranks than cores (time-slicing, unbound), else ""."""
         return "†" if oversubscribed(ranks * self.threads) else ""
 
     def describe(self) -> str:
-        progress = ("MPICH yields while waiting (MPIR_CVAR_ENABLE_HEAVY_YIELD=1, because some cell has more ranks "
-                    "than cores)" if self.yield_poll else "MPICH busy-polls while waiting (its default)")
-        bind = ("ranks bound one per core (-bind-to core); † marks a cell with more ranks than cores, run unbound"
-                if self.bind else "ranks not bound to cores")
-        return (f"{self.threads} thread(s) per rank (OMP_NUM_THREADS; SLURM_CPUS_PER_TASK unset), transparent huge "
-                f"pages {'on' if self.thp else 'off'} (THP_MEM_ALLOC_ENABLE), {progress}, {bind}")
+        progress = (
+            "MPICH yields while waiting (MPIR_CVAR_ENABLE_HEAVY_YIELD=1, because some cell has more ranks than cores)"
+            if self.yield_poll
+            else "MPICH busy-polls while waiting (its default)"
+        )
+        bind = (
+            "ranks bound one per core (-bind-to core); † marks a cell with more ranks than cores, run unbound"
+            if self.bind
+            else "ranks not bound to cores"
+        )
+        return (
+            f"{self.threads} thread(s) per rank (OMP_NUM_THREADS; SLURM_CPUS_PER_TASK unset), transparent huge "
+            f"pages {'on' if self.thp else 'off'} (THP_MEM_ALLOC_ENABLE), {progress}, {bind}"
+        )
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -229,8 +242,9 @@ def mpi_env(ranks: int, launch: Launch | None = None) -> dict[str, str]:
     return env
 
 
-def run_mpi(ranks: int, args: list[str], timeout: float = 300, check: bool = True,
-            launch: Launch | None = None) -> subprocess.CompletedProcess:
+def run_mpi(
+    ranks: int, args: list[str], timeout: float = 300, check: bool = True, launch: Launch | None = None
+) -> subprocess.CompletedProcess:
     """`mpiexec -n ranks python -m mpi4py ARGS` in the bench's launch environment (`use_launch`);
     with `check`, exits with the tail of stderr if it fails."""
     launch = launch or LAUNCH
@@ -264,8 +278,9 @@ def prepare_synthetic32(folder: Path, train_count: int = 512) -> Path:
 
     out = Path(folder) / ("synthetic32.h5" if train_count == 512 else f"synthetic32-{train_count}.h5")
     if not out.exists():
-        CONVERTERS["synthetic"].convert(None, out, PrepareOptions(train_count=train_count, test_count=64,
-                                                                  shape=(3, 32, 32), classes=10))
+        CONVERTERS["synthetic"].convert(
+            None, out, PrepareOptions(train_count=train_count, test_count=64, shape=(3, 32, 32), classes=10)
+        )
     return out
 
 
@@ -275,8 +290,19 @@ DATASETS = {"digits": prepare_digits, "synthetic32": prepare_synthetic32}
 # ---------------------------------------------------------------- training
 
 
-def train(ranks: int, data: Path, out_dir: Path, *, algorithm: str, warmup: int, steps: int, batch: int = 64,
-          model: str = "lenet", lr: float = 0.05, extra: tuple[str, ...] = ()) -> dict:
+def train(
+    ranks: int,
+    data: Path,
+    out_dir: Path,
+    *,
+    algorithm: str,
+    warmup: int,
+    steps: int,
+    batch: int = 64,
+    model: str = "lenet",
+    lr: float = 0.05,
+    extra: tuple[str, ...] = (),
+) -> dict:
     """Run `scaledl train` and return its steady-state seconds per step (steps warmup+1 … warmup+steps).
 
     The center is evaluated only at step 0 and after the loop: an evaluation runs off the clock, but on a
@@ -286,9 +312,32 @@ def train(ranks: int, data: Path, out_dir: Path, *, algorithm: str, warmup: int,
     """
     if steps % warmup:
         raise ValueError("steps must be a multiple of warmup")
-    args = ["-m", "scaledl", "train", "--data", str(data), "--model", model, "--algorithm", algorithm,
-            "--out-dir", str(out_dir), "--max-steps", str(warmup + steps), "--eval-every", str(warmup + steps + 1),
-            "--batch-size", str(batch), "--lr", str(lr), "--seed", "0", "--threads", str(LAUNCH.threads), *extra]
+    args = [
+        "-m",
+        "scaledl",
+        "train",
+        "--data",
+        str(data),
+        "--model",
+        model,
+        "--algorithm",
+        algorithm,
+        "--out-dir",
+        str(out_dir),
+        "--max-steps",
+        str(warmup + steps),
+        "--eval-every",
+        str(warmup + steps + 1),
+        "--batch-size",
+        str(batch),
+        "--lr",
+        str(lr),
+        "--seed",
+        "0",
+        "--threads",
+        str(LAUNCH.threads),
+        *extra,
+    ]
     run_mpi(ranks, args)
     return steady_state(out_dir, warmup)
 
@@ -296,7 +345,9 @@ def train(ranks: int, data: Path, out_dir: Path, *, algorithm: str, warmup: int,
 def record_tail(meta: dict, budget_s: float) -> str:
     """The end of a section's notes: where the raw samples are, how long the measuring took, and a warning
     when there were too few rounds for a headline ratio."""
-    tail = f" Raw samples: {meta['raw']}; wall time of the measuring run {meta['wall_s']:.0f} s (budget {budget_s:.0f} s)."
+    tail = (
+        f" Raw samples: {meta['raw']}; wall time of the measuring run {meta['wall_s']:.0f} s (budget {budget_s:.0f} s)."
+    )
     if meta["rounds"] < 5:
         tail += f" Only {meta['rounds']} round(s): not enough for a headline ratio (use ≥ 5)."
     return tail
@@ -320,8 +371,10 @@ def rotating_rounds(bench: str, cells: list[str], rounds: int, measure_one) -> d
             sample, detail = measure_one(c, r, i)
             samples[c].append(sample)
             details[c].append(detail)
-            print(f"bench_{bench}: round {r + 1}/{rounds} {c:<60} {sample:10.5f} ({time.monotonic() - t0:.1f} s)",
-                  flush=True)
+            print(
+                f"bench_{bench}: round {r + 1}/{rounds} {c:<60} {sample:10.5f} ({time.monotonic() - t0:.1f} s)",
+                flush=True,
+            )
     return {"samples": samples, "details": details, "order": order}
 
 
@@ -348,10 +401,15 @@ def steady_state(run_dir: Path, warmup: int) -> dict:
         return sum(q[key] for q in quantities) / len(quantities)
 
     per_phase = np.mean(phases, axis=0)
-    return {"steps": quantities[0]["steady_steps"], "seconds_per_step": mean("seconds_per_step"),
-            "transfer_s": mean("transfer_per_step_s"),
-            "exposed_s": mean("transfer_per_step_s") + mean("wait_per_step_s"), "comm_share": mean("comm_share"),
-            **{f"{p}_s": float(v) for p, v in zip(PHASES, per_phase)}, "run": run}
+    return {
+        "steps": quantities[0]["steady_steps"],
+        "seconds_per_step": mean("seconds_per_step"),
+        "transfer_s": mean("transfer_per_step_s"),
+        "exposed_s": mean("transfer_per_step_s") + mean("wait_per_step_s"),
+        "comm_share": mean("comm_share"),
+        **{f"{p}_s": float(v) for p, v in zip(PHASES, per_phase)},
+        "run": run,
+    }
 
 
 # -------------------------------------------------------------- statistics
@@ -389,7 +447,7 @@ def update_section(name: str, body: str, doc: Path = DOC) -> Path:
     block = f"{start}\n{body.rstrip()}\n{end}"
     text = doc.read_text() if doc.exists() else DOC_HEADER
     first = text.find("<!-- bench:")
-    if first >= 0:   # the page's introduction is generated too: keep it in step with DOC_HEADER
+    if first >= 0:  # the page's introduction is generated too: keep it in step with DOC_HEADER
         text = DOC_HEADER.rstrip() + "\n\n" + text[first:]
     pattern = re.compile(re.escape(start) + r".*?" + re.escape(end), re.S)
     if pattern.search(text):
@@ -416,14 +474,20 @@ def common_arguments(parser, name: str | None = None) -> None:
     parser.add_argument("--no-doc", action="store_true", help="print the tables only; leave docs/benchmarks.md alone")
     parser.add_argument("--workdir", type=Path, help="where to put data and runs (default: a temporary folder)")
     if name:
-        parser.add_argument("--raw", type=Path, default=raw_path(name),
-                            help=f"JSON file for every raw sample and its metadata (default "
-                                 f"{raw_path(name).relative_to(REPO)})")
-        parser.add_argument("--render", action="store_true",
-                            help="measure nothing: rebuild the section of docs/benchmarks.md from --raw")
+        parser.add_argument(
+            "--raw",
+            type=Path,
+            default=raw_path(name),
+            help=f"JSON file for every raw sample and its metadata (default {raw_path(name).relative_to(REPO)})",
+        )
+        parser.add_argument(
+            "--render",
+            action="store_true",
+            help="measure nothing: rebuild the section of docs/benchmarks.md from --raw",
+        )
 
 
-RAW_DIR = REPO / "bench" / "raw"   # the records the published docs/benchmarks.md was generated from
+RAW_DIR = REPO / "bench" / "raw"  # the records the published docs/benchmarks.md was generated from
 
 
 def raw_path(name: str) -> Path:
@@ -439,8 +503,7 @@ def shown_path(path) -> str:
         return str(path)
 
 
-def publish(name: str, title: str, record: dict, intro: str, tables: str, notes: str = "",
-            write: bool = True) -> str:
+def publish(name: str, title: str, record: dict, intro: str, tables: str, notes: str = "", write: bool = True) -> str:
     """Print a section rendered from a raw record (bench.common.read_raw) and, if `write`, put it in
     docs/benchmarks.md: the machine line comes from the record, so the doc can be rebuilt from the file."""
     return report(name, title, record["machine"], intro, tables, notes, write=write)
@@ -458,6 +521,7 @@ class RawError(ValueError):
 
 def git_state(repo: Path = REPO) -> dict:
     """{"commit": sha or None, "dirty": bool or None}; None where git or the repository is missing."""
+
     def git(*args: str) -> str | None:
         try:
             proc = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, timeout=30)
@@ -479,17 +543,23 @@ def machine_fingerprint() -> dict:
     """`machine()`, or what can be known without torch and MPI where importing them fails."""
     try:
         return machine()
-    except Exception as exc:   # noqa: BLE001 - a fingerprint must never stop a bench from saving its data
+    except Exception as exc:  # noqa: BLE001 - a fingerprint must never stop a bench from saving its data
         mem = memory_gib()
-        return {"cpu": cpu_model_or_unknown(), "cores": usable_cores(), "memory": f"{mem:.0f} GiB" if mem else "?",
-                "python": platform.python_version(), "platform": platform.platform(),
-                "load_before": os.getloadavg()[0], "partial": f"{type(exc).__name__}: {exc}"}
+        return {
+            "cpu": cpu_model_or_unknown(),
+            "cores": usable_cores(),
+            "memory": f"{mem:.0f} GiB" if mem else "?",
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "load_before": os.getloadavg()[0],
+            "partial": f"{type(exc).__name__}: {exc}",
+        }
 
 
 def cpu_model_or_unknown() -> str:
     try:
         return cpu_model()
-    except Exception:   # noqa: BLE001
+    except Exception:  # noqa: BLE001
         return platform.processor() or "unknown CPU"
 
 
@@ -500,8 +570,11 @@ def _check_samples(samples, where: str) -> dict[str, list[float]]:
         raise RawError(f"{where}: 'samples' must be a non-empty object of cell -> list of numbers")
     out = {}
     for cell, values in samples.items():
-        if (not isinstance(values, list) or not values
-                or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in values)):
+        if (
+            not isinstance(values, list)
+            or not values
+            or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in values)
+        ):
             raise RawError(f"{where}: cell {cell!r} must hold a non-empty list of finite numbers")
         out[str(cell)] = [float(v) for v in values]
     return out
@@ -548,7 +621,7 @@ def write_raw(path, bench: str, samples: dict[str, list[float]], meta: dict | No
             f.write("\n")
         umask = os.umask(0)
         os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)   # mkstemp makes files private; a record is shared like any output
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes files private; a record is shared like any output
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -599,7 +672,7 @@ def gemm_peak_flops(threads: int = 1, n: int = 1024, repeats: int = 5) -> dict:
         for _ in range(repeats):
             t0 = time.perf_counter()
             torch.mm(a, b)
-            rates.append(2 * n ** 3 / (time.perf_counter() - t0))
+            rates.append(2 * n**3 / (time.perf_counter() - t0))
     finally:
         torch.set_num_threads(before)
     return {"flops_per_s": max(rates), "median_flops_per_s": statistics.median(rates), "n": n, "threads": threads}
@@ -653,18 +726,26 @@ def network(path: Path | None, tmp: Path, bench: str) -> dict:
         proc = run_mpi(2, ["-m", "scaledl.net.measure", "--out", str(path), *NETBENCH_ARGS], check=False)
         if proc.returncode != 0:
             return {"missing": f"netbench failed here (exit {proc.returncode})"}
-        source = ("measured by this run in the table's launch environment (scaledl netbench, 2 ranks, up to "
-                  "16 MiB, 3 repeats)")
+        source = (
+            "measured by this run in the table's launch environment (scaledl netbench, 2 ranks, up to "
+            "16 MiB, 3 repeats)"
+        )
         extra = {"wall_s": time.monotonic() - t0}
-    else:   # a temporary file (run_all's) is named without its folder: the doc names no machine's folders
+    else:  # a temporary file (run_all's) is named without its folder: the doc names no machine's folders
         shown = shown_path(path)
         source = f"from {Path(path).name if Path(shown).is_absolute() else shown} (scaledl netbench)"
     try:
         net, record = read_netbench(path)
     except UserError as error:
         raise SystemExit(f"{bench}: --netbench {error}") from None
-    return {"alpha_s": net.alpha, "beta_s_per_byte": net.beta, "gamma_s_per_byte": net.gamma, "source": source,
-            "note": (record.get("p2p") or {}).get("note"), **extra}
+    return {
+        "alpha_s": net.alpha,
+        "beta_s_per_byte": net.beta,
+        "gamma_s_per_byte": net.gamma,
+        "source": source,
+        "note": (record.get("p2p") or {}).get("note"),
+        **extra,
+    }
 
 
 def read_record(raw: Path, bench: str, render) -> tuple[dict, tuple] | None:
@@ -678,8 +759,11 @@ def read_record(raw: Path, bench: str, render) -> tuple[dict, tuple] | None:
     except RawError as exc:
         print(f"bench_{bench}: {exc} (run without --render to measure a new record)", file=sys.stderr)
     except (KeyError, TypeError, ValueError, ZeroDivisionError, IndexError) as exc:
-        print(f"bench_{bench}: {raw}: incomplete {bench} record ({type(exc).__name__}: {exc}); "
-              "run without --render to measure a new one", file=sys.stderr)
+        print(
+            f"bench_{bench}: {raw}: incomplete {bench} record ({type(exc).__name__}: {exc}); "
+            "run without --render to measure a new one",
+            file=sys.stderr,
+        )
     return None
 
 

@@ -63,13 +63,14 @@ def mann_whitney_p(old: list[float], new: list[float], alpha: float) -> float | 
     except ImportError:
         return None
     n1, n2 = len(old), len(new)
-    if 2 / math.comb(n1 + n2, n1) >= alpha:   # the smallest exact two-sided p these sizes allow
+    if 2 / math.comb(n1 + n2, n1) >= alpha:  # the smallest exact two-sided p these sizes allow
         return None
     return float(mannwhitneyu(old, new, alternative="two-sided").pvalue)
 
 
-def compare_cell(old: list[float], new: list[float], noise: float, alpha: float = DEFAULT_ALPHA,
-                 rate: bool = False) -> dict:
+def compare_cell(
+    old: list[float], new: list[float], noise: float, alpha: float = DEFAULT_ALPHA, rate: bool = False
+) -> dict:
     """One cell's comparison: summaries, the new/old ratio of medians, p (or None), verdict, flagged."""
     so, sn = summary(old), summary(new)
     r = ratio(new, old, paired=False)
@@ -93,9 +94,13 @@ def compare(old: dict, new: dict, threshold: float = DEFAULT_THRESHOLD, alpha: f
     rate = unit != "s" and unit.endswith("/s")
     common = [c for c in old["samples"] if c in new["samples"]]
     cells = {c: compare_cell(old["samples"][c], new["samples"][c], noise, alpha, rate) for c in common}
-    return {"noise": noise, "unit": unit, "cells": cells,
-            "added": [c for c in new["samples"] if c not in old["samples"]],
-            "removed": [c for c in old["samples"] if c not in new["samples"]]}
+    return {
+        "noise": noise,
+        "unit": unit,
+        "cells": cells,
+        "added": [c for c in new["samples"] if c not in old["samples"]],
+        "removed": [c for c in old["samples"] if c not in new["samples"]],
+    }
 
 
 def _describe(label: str, path: str, record: dict) -> str:
@@ -103,8 +108,10 @@ def _describe(label: str, path: str, record: dict) -> str:
     commit = (git.get("commit") or "no git")[:10] + (" (dirty)" if git.get("dirty") else "")
     m = record.get("machine") or {}
     load = record.get("load") or {}
-    return (f"{label}: {path}  bench {record.get('bench', '?')}, {commit}, {record.get('timestamp', '?')}; "
-            f"{m.get('cpu', '?')}, {m.get('cores', '?')} cores; load {load.get('start', '?')} → {load.get('end', '?')}")
+    return (
+        f"{label}: {path}  bench {record.get('bench', '?')}, {commit}, {record.get('timestamp', '?')}; "
+        f"{m.get('cpu', '?')}, {m.get('cores', '?')} cores; load {load.get('start', '?')} → {load.get('end', '?')}"
+    )
 
 
 def _table(rows: list[list[str]]) -> str:
@@ -117,16 +124,25 @@ def _table(rows: list[list[str]]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description="Compare two raw bench records (bench.common.write_raw) and report changes beyond the "
-                    "measured noise. Exit 0: nothing changed; 1: something did; 2: bad input.",
+        "measured noise. Exit 0: nothing changed; 1: something did; 2: bad input.",
         epilog="Rule: a cell changed when its new median lies outside the old [min, max] widened by the noise "
-               "(max of --threshold, the files' noise_floor and their A/A floors) and, where scipy is installed "
-               "and the sizes allow it, the two-sided Mann-Whitney U test gives p < --alpha.")
+        "(max of --threshold, the files' noise_floor and their A/A floors) and, where scipy is installed "
+        "and the sizes allow it, the two-sided Mann-Whitney U test gives p < --alpha.",
+    )
     parser.add_argument("old", help="the reference run's raw JSON")
     parser.add_argument("new", help="the run to check, raw JSON")
-    parser.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD,
-                        help=f"smallest noise fraction assumed, whatever the files measured (default {DEFAULT_THRESHOLD})")
-    parser.add_argument("--alpha", type=float, default=DEFAULT_ALPHA,
-                        help=f"significance level of the Mann-Whitney U test (default {DEFAULT_ALPHA})")
+    parser.add_argument(
+        "--threshold",
+        type=float,
+        default=DEFAULT_THRESHOLD,
+        help=f"smallest noise fraction assumed, whatever the files measured (default {DEFAULT_THRESHOLD})",
+    )
+    parser.add_argument(
+        "--alpha",
+        type=float,
+        default=DEFAULT_ALPHA,
+        help=f"significance level of the Mann-Whitney U test (default {DEFAULT_ALPHA})",
+    )
     args = parser.parse_args(argv)
     if not (args.threshold >= 0 and 0 < args.alpha < 1):
         print("compare: --threshold must be >= 0 and --alpha in (0, 1)", file=sys.stderr)
@@ -151,24 +167,35 @@ def main(argv: list[str] | None = None) -> int:
             print(f"warning: different machines ({key}: {a} vs {b})")
     noise = result["noise"]
     tested = any(c["p"] is not None for c in result["cells"].values())
-    print(f"rule: changed = new median outside old [min, max] widened by the noise {noise:.1%}"
-          + (f" AND Mann-Whitney U p < {args.alpha:g}" if tested else
-             " (no rank test: scipy missing or too few samples)"))
+    print(
+        f"rule: changed = new median outside old [min, max] widened by the noise {noise:.1%}"
+        + (f" AND Mann-Whitney U p < {args.alpha:g}" if tested else " (no rank test: scipy missing or too few samples)")
+    )
     print()
 
     unit = result["unit"] if result["unit"] in ("s", "B/s") else None
     rows = [["cell", "old median [min–max] n", "new median [min–max] n", "new/old", "p", "verdict"]]
     for cell, c in result["cells"].items():
-        rows.append([cell, format_cell(c["old"], unit), format_cell(c["new"], unit), f"{c['ratio']['median']:.3f}×",
-                     "–" if c["p"] is None else f"{c['p']:.2g}", c["verdict"].upper() if c["flagged"] else c["verdict"]])
+        rows.append(
+            [
+                cell,
+                format_cell(c["old"], unit),
+                format_cell(c["new"], unit),
+                f"{c['ratio']['median']:.3f}×",
+                "–" if c["p"] is None else f"{c['p']:.2g}",
+                c["verdict"].upper() if c["flagged"] else c["verdict"],
+            ]
+        )
     print(_table(rows))
     for label in ("added", "removed"):
         if result[label]:
             print(f"{label} (not compared): {', '.join(result[label])}")
     changed = [cell for cell, c in result["cells"].items() if c["flagged"]]
     print()
-    print(f"{len(changed)} of {len(result['cells'])} cells changed beyond the noise"
-          + (f": {', '.join(changed)}" if changed else ""))
+    print(
+        f"{len(changed)} of {len(result['cells'])} cells changed beyond the noise"
+        + (f": {', '.join(changed)}" if changed else "")
+    )
     return 1 if changed else 0
 
 

@@ -35,8 +35,18 @@ QUICK = {
     "bench_ddp.py": ["--rounds", "1", "--warmup", "10", "--steps", "30"],
     "bench_overhead.py": ["--rounds", "1", "--warmup", "10", "--steps", "30"],
     "bench_scaling.py": ["--workers", "1,2", "--warmup", "10", "--steps", "30", "--rounds", "1"],
-    "bench_ladder.py": ["--rounds", "1", "--heavy-rounds", "1", "--heavy-warmup", "1", "--heavy-steps", "2",
-                        "--target", "0.6"],
+    "bench_ladder.py": [
+        "--rounds",
+        "1",
+        "--heavy-rounds",
+        "1",
+        "--heavy-warmup",
+        "1",
+        "--heavy-steps",
+        "2",
+        "--target",
+        "0.6",
+    ],
     "bench_hogwild.py": ["--workers", "2", "--updates", "40", "--rounds", "1", "--steps", "30"],
     "bench_checkpoint.py": ["--rounds", "1", "--cases", "lenet:digits:10:30:10"],
     "bench_averaging.py": ["--rounds", "1", "--steps", "30", "--target", "0.8"],
@@ -53,8 +63,12 @@ def record_netbench(path: Path, m: dict, raw: Path) -> dict:
     result in meta), so its section can be rebuilt and compared like every other bench's."""
     result = json.loads(path.read_text())
     samples = {f"ping-pong {r['bytes']} B": [r["time_s"]] for r in result["p2p"]["links"][0]["table"]}
-    common.write_raw(raw, "netbench", samples, {"machine": m, "unit": "s", "netbench": result,
-                                                "quantity": "one-way time, median of the repeats"})
+    common.write_raw(
+        raw,
+        "netbench",
+        samples,
+        {"machine": m, "unit": "s", "netbench": result, "quantity": "one-way time, median of the repeats"},
+    )
     return common.read_raw(raw)
 
 
@@ -62,8 +76,15 @@ def netbench_section(record: dict, write: bool) -> None:
     result = record["meta"]["netbench"]
     link = result["p2p"]["links"][0]
     p = result["machine"]["ranks"]
-    rows = [{"bytes": r["bytes"], "one-way µs": r["time_s"] * 1e6, "GB/s": r["bandwidth_Bps"] / 1e9,
-             "α + βn µs": r["fit_time_s"] * 1e6} for r in link["table"]]
+    rows = [
+        {
+            "bytes": r["bytes"],
+            "one-way µs": r["time_s"] * 1e6,
+            "GB/s": r["bandwidth_Bps"] / 1e9,
+            "α + βn µs": r["fit_time_s"] * 1e6,
+        }
+        for r in link["table"]
+    ]
     coll = []
     for i, size in enumerate(result["settings"]["sizes"]):
         row = {"bytes": size}
@@ -72,23 +93,30 @@ def netbench_section(record: dict, write: bool) -> None:
             row[f"{op} µs"] = r["time_s"] * 1e6
             row[f"{op} busbw GB/s"] = r["busbw_Bps"] / 1e9
         coll.append(row)
-    tables = (f"α = {result['alpha_s'] * 1e6:.3g} µs, β = {result['beta_s_per_byte']:.3g} s/B "
-              f"(1/β = {1 / result['beta_s_per_byte'] / 1e9:.3g} GB/s), γ = {result['gamma_s_per_byte']:.3g} s/B "
-              f"(float32 add, {1 / result['gamma_s_per_byte'] / 1e9:.3g} GB/s); {result['p2p']['note']}.\n\n"
-              "Ping-pong (one-way time = half the median round trip) and the α-β fit:\n\n"
-              + common.table(rows, list(rows[0]))
-              + f"\nCollectives at P = {p} (slowest rank, median of repeats; busbw as nccl-tests: allreduce × 2(P−1)/P, "
-                "bcast and reduce × 1):\n\n" + common.table(coll, list(coll[0])))
-    intro = (f"`mpiexec -n {p} python -m mpi4py -m scaledl.net.measure` (the `scaledl netbench` command): {p} ranks on "
-             f"{result['machine']['nodes']} node(s), sizes {result['settings']['sizes'][0]} B … "
-             f"{result['settings']['sizes'][-1] >> 20} MiB, {result['settings']['repeats']} repeats. These α, β feed the "
-             "cost model (`scaledl comm-model`, bench_scaling's predicted column).")
-    notes = ("Within one node MPI moves messages through shared memory: α is a few microseconds and 1/β is a memory "
-             "copy rate, far from any network in the paper's Table 2 (FDR IB: α 0.7 µs, β 0.2 ns/B, as we recall it). "
-             "The α-β line is piecewise in practice (eager below a threshold, rendezvous above), so the fit is a "
-             "summary, not a law.")
-    common.publish("netbench", "netbench: α, β and collective bandwidth of this machine", record, intro, tables, notes,
-                   write=write)
+    tables = (
+        f"α = {result['alpha_s'] * 1e6:.3g} µs, β = {result['beta_s_per_byte']:.3g} s/B "
+        f"(1/β = {1 / result['beta_s_per_byte'] / 1e9:.3g} GB/s), γ = {result['gamma_s_per_byte']:.3g} s/B "
+        f"(float32 add, {1 / result['gamma_s_per_byte'] / 1e9:.3g} GB/s); {result['p2p']['note']}.\n\n"
+        "Ping-pong (one-way time = half the median round trip) and the α-β fit:\n\n"
+        + common.table(rows, list(rows[0]))
+        + f"\nCollectives at P = {p} (slowest rank, median of repeats; busbw as nccl-tests: allreduce × 2(P−1)/P, "
+        "bcast and reduce × 1):\n\n" + common.table(coll, list(coll[0]))
+    )
+    intro = (
+        f"`mpiexec -n {p} python -m mpi4py -m scaledl.net.measure` (the `scaledl netbench` command): {p} ranks on "
+        f"{result['machine']['nodes']} node(s), sizes {result['settings']['sizes'][0]} B … "
+        f"{result['settings']['sizes'][-1] >> 20} MiB, {result['settings']['repeats']} repeats. These α, β feed the "
+        "cost model (`scaledl comm-model`, bench_scaling's predicted column)."
+    )
+    notes = (
+        "Within one node MPI moves messages through shared memory: α is a few microseconds and 1/β is a memory "
+        "copy rate, far from any network in the paper's Table 2 (FDR IB: α 0.7 µs, β 0.2 ns/B, as we recall it). "
+        "The α-β line is piecewise in practice (eager below a threshold, rendezvous above), so the fit is a "
+        "summary, not a law."
+    )
+    common.publish(
+        "netbench", "netbench: α, β and collective bandwidth of this machine", record, intro, tables, notes, write=write
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -96,8 +124,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="short versions of every bench (to try the scripts)")
     parser.add_argument("--no-doc", action="store_true", help="print only; leave docs/benchmarks.md alone")
     parser.add_argument("--only", help="comma-separated subset: netbench," + ",".join(BENCHES))
-    parser.add_argument("--render", action="store_true",
-                        help="measure nothing: rebuild every section of docs/benchmarks.md from bench/raw/*.json")
+    parser.add_argument(
+        "--render",
+        action="store_true",
+        help="measure nothing: rebuild every section of docs/benchmarks.md from bench/raw/*.json",
+    )
     args = parser.parse_args(argv)
     only = set(args.only.split(",")) if args.only else None
     wanted = lambda name: only is None or name in only  # noqa: E731
@@ -105,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         return render_all(wanted, write=not args.no_doc)
     started = time.perf_counter()
     flags = ["--no-doc"] if args.no_doc else []
-    if args.quick:   # quick runs are for trying the scripts: their records never replace the published ones
+    if args.quick:  # quick runs are for trying the scripts: their records never replace the published ones
         quick_dir = Path(tempfile.mkdtemp(prefix="scaledl-bench-quick-"))
         flags = ["--no-doc"]
     with tempfile.TemporaryDirectory() as tmp:
@@ -113,8 +144,20 @@ def main(argv: list[str] | None = None) -> int:
         if any(wanted(name) for name in ("netbench", *USES_NETBENCH)):
             t0 = time.perf_counter()
             size = "1M" if args.quick else "16M"
-            common.run_mpi(2, ["-m", "scaledl.net.measure", "--out", str(nb), "--max-size", size, "--quiet",
-                               "--repeats", "3" if args.quick else "5"])
+            common.run_mpi(
+                2,
+                [
+                    "-m",
+                    "scaledl.net.measure",
+                    "--out",
+                    str(nb),
+                    "--max-size",
+                    size,
+                    "--quiet",
+                    "--repeats",
+                    "3" if args.quick else "5",
+                ],
+            )
             if wanted("netbench"):
                 raw = quick_dir / "netbench.json" if args.quick else common.raw_path("netbench")
                 netbench_section(record_netbench(nb, common.machine(), raw), write=not flags)
@@ -152,8 +195,14 @@ def render_all(wanted, write: bool) -> int:
         if name == "netbench":
             netbench_section(common.read_raw(raw), write=write)
             continue
-        cmd = [sys.executable, str(HERE / f"bench_{name}.py"), "--render", "--raw", str(raw),
-               *([] if write else ["--no-doc"])]
+        cmd = [
+            sys.executable,
+            str(HERE / f"bench_{name}.py"),
+            "--render",
+            "--raw",
+            str(raw),
+            *([] if write else ["--no-doc"]),
+        ]
         if subprocess.run(cmd, cwd=common.REPO).returncode != 0:
             print(f"run_all: bench_{name}.py --render failed", file=sys.stderr)
             return 1

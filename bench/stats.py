@@ -25,7 +25,7 @@ samples, the quartiles, the unit prefixes and the noise floor.
 from __future__ import annotations
 
 import math
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 # DASH is re-exported: the benches' own cells put it between bounds too
 from scaledl.report.stats import DASH, Spread, fixed, paired_ratio, unpaired_ratio  # noqa: F401
@@ -59,14 +59,22 @@ def _quantile(sorted_values: Sequence[float], q: float) -> float:
 def summary(samples: Iterable[float]) -> dict:
     """{"n", "median", "min", "max", "q1", "q3"} of the samples (quartiles interpolated linearly)."""
     values = sorted(_clean(samples))
-    return {"n": len(values), "median": _median(values), "min": values[0], "max": values[-1],
-            "q1": _quantile(values, 0.25), "q3": _quantile(values, 0.75)}
+    return {
+        "n": len(values),
+        "median": _median(values),
+        "min": values[0],
+        "max": values[-1],
+        "q1": _quantile(values, 0.25),
+        "q3": _quantile(values, 0.75),
+    }
 
 
 # --------------------------------------------------------------- formatting
 
-_SCALES = {"s": [(1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns")],
-           "B/s": [(1e9, "GB/s"), (1e6, "MB/s"), (1e3, "kB/s"), (1.0, "B/s")]}
+_SCALES = {
+    "s": [(1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns")],
+    "B/s": [(1e9, "GB/s"), (1e6, "MB/s"), (1e3, "kB/s"), (1.0, "B/s")],
+}
 
 
 def _sig(x: float, digits: int = 3) -> str:
@@ -127,7 +135,7 @@ def ratio(a_samples: Iterable[float], b_samples: Iterable[float], paired: bool |
     if any(y == 0 for y in b):
         raise ValueError("ratio over a zero sample")
     if paired:
-        r, _ = paired_ratio(list(enumerate(a)), list(enumerate(b)))   # round i of a over round i of b
+        r, _ = paired_ratio(list(enumerate(a)), list(enumerate(b)))  # round i of a over round i of b
     else:
         r = unpaired_ratio(a, b)
     return {"median": r.median, "min": r.low, "max": r.high, "n": r.n, "paired": paired}
@@ -145,7 +153,7 @@ def noise_floor(aa_pairs: Iterable[tuple[float, float]]) -> float:
 
 
 def verdict(r: dict, noise: float) -> str:
-    """"slower", "faster" or "no difference" for a ratio a/b of times (from `ratio`), given the noise floor.
+    """ "slower", "faster" or "no difference" for a ratio a/b of times (from `ratio`), given the noise floor.
 
     Rule: "slower" when the median ratio exceeds 1 + noise AND its lower bound exceeds 1 (every paired
     round, or the whole unpaired ranges, agree that a took longer); "faster" when the median is below

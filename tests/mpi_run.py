@@ -19,14 +19,17 @@ def mpi_env(ranks: int) -> dict[str, str]:
     return env
 
 
-def run_mpi(ranks: int, args: list[str], timeout: float = 180, cwd: Path | None = None,
-            env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def run_mpi(
+    ranks: int, args: list[str], timeout: float = 180, cwd: Path | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
     """`mpiexec -n ranks python -m mpi4py ARGS` (with `env` added to the environment); raises on timeout (a hang)."""
     cmd = [str(MPIEXEC), "-n", str(ranks), sys.executable, "-m", "mpi4py", *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env={**mpi_env(ranks), **(env or {})},
-                          cwd=cwd)
+    return subprocess.run(
+        cmd, capture_output=True, text=True, timeout=timeout, env={**mpi_env(ranks), **(env or {})}, cwd=cwd
+    )
 
 
-def run_train(ranks: int, train_args: list[str], timeout: float = 240,
-              env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def run_train(
+    ranks: int, train_args: list[str], timeout: float = 240, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
     return run_mpi(ranks, ["-m", "scaledl", "train", *train_args], timeout=timeout, env=env)

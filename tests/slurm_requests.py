@@ -79,7 +79,9 @@ def requests(dry_run_output: str) -> list[tuple[Job, str]]:
 if __name__ == "__main__":
     result = subprocess.run(
         [sys.executable, "-m", "snakemake", "-n", "--profile", "slurm", *sys.argv[1:]],
-        capture_output=True, text=True, cwd=Path.cwd(),
+        capture_output=True,
+        text=True,
+        cwd=Path.cwd(),
     )
     if result.returncode:
         sys.exit(result.stdout + result.stderr)

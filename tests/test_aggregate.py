@@ -19,43 +19,78 @@ add_plot_arguments, run_plot = plot.add_arguments, plot.run
 PHASES = ["data_s", "h2d_s", "compute_s", "comm_s", "update_s", "center_update_s", "eval_s", "wait_s"]
 
 
-def make_run(root, algorithm, *, workers=2, seed=0, platform="local", accuracies=(0.5, 0.8, 0.95),
-             time_to_target=2.0, comm_share=0.25, spp=0.02):
+def make_run(
+    root,
+    algorithm,
+    *,
+    workers=2,
+    seed=0,
+    platform="local",
+    accuracies=(0.5, 0.8, 0.95),
+    time_to_target=2.0,
+    comm_share=0.25,
+    spp=0.02,
+):
     """A run directory laid out as the workflow writes it, with a contract-shaped run.json."""
     run_dir = root / "results/runs/digits/lenet" / algorithm / platform / f"p{workers}" / f"s{seed}"
     run_dir.mkdir(parents=True)
     steps = [50 * (i + 1) for i in range(len(accuracies))]
-    metrics = pd.DataFrame({
-        "step": steps,
-        "epoch": [s / 10 for s in steps],
-        "wall_s": [1.0 * (i + 1) for i in range(len(steps))],
-        "samples": [s * 64 * workers for s in steps],
-        "train_loss": [1.0 / (i + 1) for i in range(len(steps))],
-        "test_loss": [1.2 / (i + 1) for i in range(len(steps))],
-        "test_accuracy": list(accuracies),
-        **{phase: [0.1 * (i + 1) for i in range(len(steps))] for phase in PHASES},
-    })
+    metrics = pd.DataFrame(
+        {
+            "step": steps,
+            "epoch": [s / 10 for s in steps],
+            "wall_s": [1.0 * (i + 1) for i in range(len(steps))],
+            "samples": [s * 64 * workers for s in steps],
+            "train_loss": [1.0 / (i + 1) for i in range(len(steps))],
+            "test_loss": [1.2 / (i + 1) for i in range(len(steps))],
+            "test_accuracy": list(accuracies),
+            **{phase: [0.1 * (i + 1) for i in range(len(steps))] for phase in PHASES},
+        }
+    )
     metrics.to_csv(run_dir / "metrics.csv", index=False)
     run = {
         "scaledl_version": "0.1.0",
         "arguments": {"seed": seed, "algorithm": algorithm, "model": "lenet"},
         "algorithm": {"key": algorithm, "paper_name": algorithm, "needs_master": False, "deterministic": True},
-        "hyper": {"lr": 0.05, "rho": None, "alpha": 0.45, "momentum": 0.0, "weight_decay": 0.0,
-                  "batch_size": 64, "tau": 1},
-        "world": {"size": workers, "workers": workers, "dedicated_master": False, "ranks_per_node": workers,
-                  "nodes": 1},
+        "hyper": {
+            "lr": 0.05,
+            "rho": None,
+            "alpha": 0.45,
+            "momentum": 0.0,
+            "weight_decay": 0.0,
+            "batch_size": 64,
+            "tau": 1,
+        },
+        "world": {
+            "size": workers,
+            "workers": workers,
+            "dedicated_master": False,
+            "ranks_per_node": workers,
+            "nodes": 1,
+        },
         "model": {"name": "lenet", "parameters": 61706, "bytes": 246824},
-        "data": {"path": "data/hdf5/digits.h5", "dataset": "digits", "classes": 10, "n_train": 1437,
-                 "n_test": 360, "image_shape": [1, 28, 28]},
-        "stop": {"reason": "max_steps", "steps": steps[-1], "epochs": steps[-1] / 10,
-                 "wall_s": float(len(steps))},
+        "data": {
+            "path": "data/hdf5/digits.h5",
+            "dataset": "digits",
+            "classes": 10,
+            "n_train": 1437,
+            "n_test": 360,
+            "image_shape": [1, 28, 28],
+        },
+        "stop": {"reason": "max_steps", "steps": steps[-1], "epochs": steps[-1] / 10, "wall_s": float(len(steps))},
         "phases": {**{phase: 0.3 for phase in PHASES}, "per_rank": [{phase: 0.3 for phase in PHASES}]},
         "comm_share": comm_share,
         "exposed_share": comm_share,
         "seconds_per_step": spp,
-        "time": {"warmup_steps": 5, "seconds_per_step": spp, "transfer_per_step_s": comm_share * spp,
-                 "wait_per_step_s": 0.0, "compute_per_step_s": (1 - comm_share) * spp, "comm_share": comm_share,
-                 "exposed_share": comm_share},
+        "time": {
+            "warmup_steps": 5,
+            "seconds_per_step": spp,
+            "transfer_per_step_s": comm_share * spp,
+            "wait_per_step_s": 0.0,
+            "compute_per_step_s": (1 - comm_share) * spp,
+            "comm_share": comm_share,
+            "exposed_share": comm_share,
+        },
         "evaluation": {"every_steps": 50},
         "final": {"test_accuracy": accuracies[-1], "test_loss": 0.4},
         "target_accuracy": 0.9,
@@ -111,7 +146,11 @@ def test_cli_writes_csv_and_markdown(tmp_path):
     table = pd.read_csv(out)
     assert len(table) == 4
     assert table[["algorithm", "workers"]].values.tolist() == [
-        ["sync_easgd", 1], ["sync_easgd", 2], ["sync_sgd", 1], ["sync_sgd", 2]]
+        ["sync_easgd", 1],
+        ["sync_easgd", 2],
+        ["sync_sgd", 1],
+        ["sync_sgd", 2],
+    ]
     markdown = out.with_suffix(".md").read_text().splitlines()
     assert markdown[0].startswith("| dataset | model | algorithm | platform | workers |")
     assert "run" not in markdown[0].split(" | ")

@@ -19,19 +19,20 @@ import pytest
 mpi4py.rc.initialize = False  # resolve_codesign's module imports mpi4py.MPI; the unit tests need no MPI world
 
 from mpi_run import run_mpi, run_train  # noqa: E402
-from scaledl.train import command as train_command  # noqa: E402
 from scaledl.algorithms import ALGORITHMS, check_options, tasks_for  # noqa: E402
 from scaledl.config import TrainConfig  # noqa: E402
 from scaledl.errors import UserError  # noqa: E402
 from scaledl.timing import PHASES  # noqa: E402
+from scaledl.train import command as train_command  # noqa: E402
 
 ASYNC_EASGD = ["async_easgd", "async_measgd", "hogwild_easgd"]
 CHECK = Path(__file__).parent / "mpi" / "check_parity.py"
 
 
 def config(algorithm: str, **settings) -> TrainConfig:
-    return TrainConfig(data=Path("d.h5"), model="lenet", algorithm=algorithm, out_dir=Path("out"), max_steps=1,
-                       **settings)
+    return TrainConfig(
+        data=Path("d.h5"), model="lenet", algorithm=algorithm, out_dir=Path("out"), max_steps=1, **settings
+    )
 
 
 def resolved_overlap(algorithm: str, overlap=None) -> bool:
@@ -42,10 +43,18 @@ def resolved_overlap(algorithm: str, overlap=None) -> bool:
 
 # ---- the switch (no MPI world needed)
 
-@pytest.mark.parametrize("algorithm, expected", [
-    ("async_easgd", True), ("async_measgd", True), ("hogwild_easgd", True),
-    ("sync_easgd", False), ("sync_easgd2", False), ("sync_easgd3", True),
-])
+
+@pytest.mark.parametrize(
+    "algorithm, expected",
+    [
+        ("async_easgd", True),
+        ("async_measgd", True),
+        ("hogwild_easgd", True),
+        ("sync_easgd", False),
+        ("sync_easgd2", False),
+        ("sync_easgd3", True),
+    ],
+)
 def test_overlap_defaults_per_algorithm(algorithm, expected):
     assert resolved_overlap(algorithm) is expected
 
@@ -63,7 +72,7 @@ def test_the_command_line_turns_it_either_way():
     assert parser.parse_args(base).overlap is None
     assert parser.parse_args([*base, "--overlap"]).overlap is True
     assert parser.parse_args([*base, "--no-overlap"]).overlap is False
-    assert parser.parse_args([*base, "--nesterov"]).nesterov is True   # a switch defaulting to False stays one-way
+    assert parser.parse_args([*base, "--nesterov"]).nesterov is True  # a switch defaulting to False stays one-way
 
 
 def test_no_overlap_where_there_is_no_overlap_is_refused_by_its_name():
@@ -75,11 +84,26 @@ def test_no_overlap_where_there_is_no_overlap_is_refused_by_its_name():
 
 # ---- runs (3 ranks: a master and two workers)
 
+
 def train(digits_h5, out, algorithm, *extra, steps=30):
-    result = run_train(tasks_for(algorithm, 2), [
-        "--data", str(digits_h5), "--model", "lenet", "--algorithm", algorithm, "--out-dir", str(out),
-        "--max-steps", str(steps), "--eval-every", "15", *extra,
-    ])
+    result = run_train(
+        tasks_for(algorithm, 2),
+        [
+            "--data",
+            str(digits_h5),
+            "--model",
+            "lenet",
+            "--algorithm",
+            algorithm,
+            "--out-dir",
+            str(out),
+            "--max-steps",
+            str(steps),
+            "--eval-every",
+            "15",
+            *extra,
+        ],
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return json.loads((out / "run.json").read_text())
 
@@ -106,7 +130,7 @@ def test_overlapped_by_default_and_recorded(digits_h5, tmp_path, algorithm):
         # ... the main thread's exposed wait is recorded, and hidden + exposed is the exchange.
         assert report["exposed_wait_s"] >= 0 and report["hidden_s"] >= 0
         assert report["hidden_s"] == pytest.approx(max(report["exchange_s"] - report["exposed_wait_s"], 0.0))
-        assert report["exchanges"] > 0   # max_steps counts updates / P: one worker may make fewer
+        assert report["exchanges"] > 0  # max_steps counts updates / P: one worker may make fewer
     # A worker's main-thread phases still add up to its wall time (the helper's are beside them);
     # tests/test_breakdown.py checks every rank on longer runs.
     for rank in workers(run):
@@ -131,13 +155,15 @@ def test_no_overlap_runs_the_exchange_inline(digits_h5, tmp_path, algorithm):
 
 # ---- the arithmetic is unchanged: one worker, ρ = 0, overlapped == unoverlapped == local SGD, bit for bit
 
+
 @pytest.mark.mpi
 @pytest.mark.parametrize("algorithm", ASYNC_EASGD)
 def test_one_worker_overlapped_equals_unoverlapped(digits_h5, tmp_path, algorithm):
     digests = {}
     for overlap in ("overlap", "no-overlap"):
-        result = run_mpi(tasks_for(algorithm, 1), [str(CHECK), str(digits_h5), algorithm, str(tmp_path / overlap),
-                                                    overlap])
+        result = run_mpi(
+            tasks_for(algorithm, 1), [str(CHECK), str(digits_h5), algorithm, str(tmp_path / overlap), overlap]
+        )
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
         assert "identical to local" in result.stdout and f"(overlap {overlap == 'overlap'})" in result.stdout
         steps, digest = re.search(r"final W\^1 after (\d+) steps: sha256 (\w+)", result.stdout).groups()

@@ -27,12 +27,15 @@ def test_forced_backends_that_fit_are_kept():
     assert choose_backend("nccl", GPU, gpu_per_rank=True) == "nccl"
 
 
-@pytest.mark.parametrize("requested, device, gpu_per_rank, named", [
-    ("nccl", CPU, False, "needs CUDA devices"),
-    ("cuda_aware_mpi", CPU, False, "needs CUDA devices"),
-    ("nccl", GPU, False, "one GPU per rank"),
-    ("gloo", GPU, True, "host tensors"),
-])
+@pytest.mark.parametrize(
+    "requested, device, gpu_per_rank, named",
+    [
+        ("nccl", CPU, False, "needs CUDA devices"),
+        ("cuda_aware_mpi", CPU, False, "needs CUDA devices"),
+        ("nccl", GPU, False, "one GPU per rank"),
+        ("gloo", GPU, True, "host tensors"),
+    ],
+)
 def test_impossible_backend_is_refused_naming_the_alternative(requested, device, gpu_per_rank, named):
     with pytest.raises(UserError, match=named) as error:
         choose_backend(requested, device, gpu_per_rank)

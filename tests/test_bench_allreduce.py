@@ -12,8 +12,18 @@ if str(REPO) not in sys.path:
 from bench import bench_allreduce as ar  # noqa: E402
 from bench import common  # noqa: E402
 
-MACHINE = {"cpu": "test CPU", "cores": 2, "memory": "4 GiB", "gpus": "no GPU", "mpi": "test MPI", "torch": "0",
-           "numpy": "0", "python": "3", "date": "today", "load_before": 0.1}
+MACHINE = {
+    "cpu": "test CPU",
+    "cores": 2,
+    "memory": "4 GiB",
+    "gpus": "no GPU",
+    "mpi": "test MPI",
+    "torch": "0",
+    "numpy": "0",
+    "python": "3",
+    "date": "today",
+    "load_before": 0.1,
+}
 ROUNDS = 5
 
 
@@ -33,14 +43,22 @@ def hand_made_record(per_layer_factor: float = 0.5, network: dict | None = None)
         samples[ar.cell(model, ar.PACKED)] = flat(base)
         samples[ar.cell(model, ar.PACKED_AA)] = flat(base)
         samples[ar.cell(model, ar.PER_LAYER)] = flat(base * per_layer_factor)
-    sizes = {"lenet": {"floats": 1000, "bytes": 4000, "tensors": 3, "piece_bytes": [1000, 1000, 2000]},
-             "cifar_alexnet": {"floats": 10 ** 6, "bytes": 4 * 10 ** 6, "tensors": 2, "piece_bytes": [2 * 10 ** 6] * 2},
-             "resnet50": {"floats": 10 ** 6, "bytes": 4 * 10 ** 6, "tensors": 4, "piece_bytes": [10 ** 6] * 4}}
-    meta = {"ranks": 2, "rounds": ROUNDS, "overhead_models": ["lenet", "cifar_alexnet"],
-            "layer_models": ["lenet", "resnet50"], "sizes": sizes,
-            "iters": {"overhead/lenet": 50, "overhead/cifar_alexnet": 2, "layers/lenet": 50, "layers/resnet50": 2},
-            "memcpy_Bps": {"lenet": 1e10, "cifar_alexnet": 1e10, "resnet50": 1e10},
-            "network": network or {"missing": "no netbench file in this test"}, "wall_s": 42.0}
+    sizes = {
+        "lenet": {"floats": 1000, "bytes": 4000, "tensors": 3, "piece_bytes": [1000, 1000, 2000]},
+        "cifar_alexnet": {"floats": 10**6, "bytes": 4 * 10**6, "tensors": 2, "piece_bytes": [2 * 10**6] * 2},
+        "resnet50": {"floats": 10**6, "bytes": 4 * 10**6, "tensors": 4, "piece_bytes": [10**6] * 4},
+    }
+    meta = {
+        "ranks": 2,
+        "rounds": ROUNDS,
+        "overhead_models": ["lenet", "cifar_alexnet"],
+        "layer_models": ["lenet", "resnet50"],
+        "sizes": sizes,
+        "iters": {"overhead/lenet": 50, "overhead/cifar_alexnet": 2, "layers/lenet": 50, "layers/resnet50": 2},
+        "memcpy_Bps": {"lenet": 1e10, "cifar_alexnet": 1e10, "resnet50": 1e10},
+        "network": network or {"missing": "no netbench file in this test"},
+        "wall_s": 42.0,
+    }
     return {"machine": MACHINE, "launch": common.Launch().as_dict(), "meta": meta, "samples": samples}
 
 
@@ -54,7 +72,7 @@ def test_extra_per_message_hides_a_negative_difference():
     packed, per_layer = flat(1e-3), flat(0.5e-3)
     text = ar.extra_per_message(packed, per_layer, messages=8, noise=0.02)
     assert text.startswith("—") and "faster" in text
-    assert "-" not in text.replace("per-layer", "").replace("per-message", "")   # no negative number printed
+    assert "-" not in text.replace("per-layer", "").replace("per-message", "")  # no negative number printed
 
 
 def test_extra_per_message_inside_the_noise_is_no_difference():
@@ -64,7 +82,7 @@ def test_extra_per_message_inside_the_noise_is_no_difference():
 
 def test_extra_per_message_beyond_the_noise_is_printed_with_spread_and_n():
     packed = [1e-3] * ROUNDS
-    per_layer = [1e-3 + 7 * 2e-6] * ROUNDS            # 2 µs per extra message, 7 extra messages
+    per_layer = [1e-3 + 7 * 2e-6] * ROUNDS  # 2 µs per extra message, 7 extra messages
     assert ar.extra_per_message(packed, per_layer, messages=8, noise=0.001) == "2.00 µs [2.00–2.00] n=5"
 
 
@@ -76,17 +94,17 @@ def test_extra_per_message_with_one_tensor_has_nothing_to_split():
 
 
 def test_copy_bound_is_two_p_minus_one_over_p_times_n_over_the_copy_rate():
-    assert ar.copy_bound(10 ** 6, 2, 1e9) == pytest.approx(1e-3)
-    assert ar.copy_bound(10 ** 6, 4, 1e9) == pytest.approx(1.5e-3)
+    assert ar.copy_bound(10**6, 2, 1e9) == pytest.approx(1e-3)
+    assert ar.copy_bound(10**6, 4, 1e9) == pytest.approx(1.5e-3)
 
 
 def test_prediction_picks_the_algorithm_by_message_size():
     from scaledl.net.cost import Network
 
     net = Network(1e-6, 1e-9, 0.0)
-    assert ar.predicted_allreduce(net, [1000], 2) == pytest.approx(1e-6 + 1000e-9)          # recursive doubling
-    assert ar.predicted_allreduce(net, [10 ** 6], 2) == pytest.approx(2e-6 + 1e-3)          # Rabenseifner
-    assert ar.predicted_allreduce(net, [1000, 10 ** 6], 2) == pytest.approx(1e-6 + 1e-6 + 2e-6 + 1e-3)
+    assert ar.predicted_allreduce(net, [1000], 2) == pytest.approx(1e-6 + 1000e-9)  # recursive doubling
+    assert ar.predicted_allreduce(net, [10**6], 2) == pytest.approx(2e-6 + 1e-3)  # Rabenseifner
+    assert ar.predicted_allreduce(net, [1000, 10**6], 2) == pytest.approx(1e-6 + 1e-6 + 2e-6 + 1e-3)
 
 
 # ------------------------------------------------------------------ render
@@ -128,7 +146,7 @@ def test_render_hides_a_negative_per_message_cost():
 def test_render_reports_a_positive_per_message_cost():
     _, _, tables, _ = ar.render(hand_made_record(per_layer_factor=1.5))
     lenet = next(line for line in tables.splitlines() if line.startswith("| lenet | extra per message |"))
-    assert "250 µs [" in lenet and "n=5" in lenet     # (1.5 − 1) ms over 2 extra messages
+    assert "250 µs [" in lenet and "n=5" in lenet  # (1.5 − 1) ms over 2 extra messages
 
 
 # -------------------------------------------------------------- --render
@@ -136,8 +154,9 @@ def test_render_reports_a_positive_per_message_cost():
 
 def test_render_flag_rebuilds_the_section_from_the_file(tmp_path, capsys):
     record = hand_made_record()
-    path = common.write_raw(tmp_path / "allreduce.json", ar.NAME, record["samples"],
-                            {"machine": MACHINE, **record["meta"]})
+    path = common.write_raw(
+        tmp_path / "allreduce.json", ar.NAME, record["samples"], {"machine": MACHINE, **record["meta"]}
+    )
     assert ar.main(["--render", "--no-doc", "--raw", str(path)]) == 0
     out = capsys.readouterr().out
     _, intro, tables, _ = ar.render(common.read_raw(path))

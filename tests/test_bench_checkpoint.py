@@ -13,16 +13,22 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench import bench_checkpoint  # noqa: E402
 from test_bench_overhead_hogwild import record_file  # noqa: E402
+
+from bench import bench_checkpoint  # noqa: E402
 
 SMALL = bench_checkpoint.Case("lenet", "digits", 10, 60, 10)
 LARGE = bench_checkpoint.Case("cifar_alexnet", "synthetic32", 2, 8, 2)
 
 
 def details(step, cost, every, nbytes, count):
-    return {"seconds_per_step": step, "with_checkpoints_s": step + cost / every, "count": count,
-            "per_checkpoint_s": cost, "bytes": nbytes}
+    return {
+        "seconds_per_step": step,
+        "with_checkpoints_s": step + cost / every,
+        "count": count,
+        "per_checkpoint_s": cost,
+        "bytes": nbytes,
+    }
 
 
 def record(tmp_path) -> Path:
@@ -34,8 +40,14 @@ def record(tmp_path) -> Path:
         meta_details[every] = [details(b, cost, case.every, nbytes, case.steps // case.every) for b in base]
         samples[every] = [d["with_checkpoints_s"] for d in meta_details[every]]
         meta_details[none] = meta_details[aa] = [details(b, 0.0, case.every, None, 0) for b in base]
-    meta = {"ranks": 2, "rounds": 5, "details": meta_details, "raw": "bench/raw/checkpoint.json", "wall_s": 200.0,
-            "cases": [vars(c) for c in (SMALL, LARGE)]}
+    meta = {
+        "ranks": 2,
+        "rounds": 5,
+        "details": meta_details,
+        "raw": "bench/raw/checkpoint.json",
+        "wall_s": 200.0,
+        "cases": [vars(c) for c in (SMALL, LARGE)],
+    }
     return record_file(tmp_path, "checkpoint", samples, meta)
 
 
@@ -54,10 +66,15 @@ def test_render_flag_rebuilds_the_section_from_the_file(tmp_path, capsys):
     assert capsys.readouterr().out.startswith("## Checkpoint overhead")
 
 
-@pytest.mark.parametrize("text, message", [("lenet:digits:10:60", "MODEL:DATASET"),
-                                           ("lenet:mnist:10:60:10", "dataset must be one of"),
-                                           ("lenet:digits:10:65:10", "multiple of WARMUP"),
-                                           ("lenet:digits:10:60:100", "EVERY at most STEPS")])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("lenet:digits:10:60", "MODEL:DATASET"),
+        ("lenet:mnist:10:60:10", "dataset must be one of"),
+        ("lenet:digits:10:65:10", "multiple of WARMUP"),
+        ("lenet:digits:10:60:100", "EVERY at most STEPS"),
+    ],
+)
 def test_bad_cases_are_refused_in_one_line(text, message):
     with pytest.raises(ValueError, match=message):
         bench_checkpoint.parse_cases(text)

@@ -36,8 +36,13 @@ def write(tmp_path, name, samples, **meta):
 
 
 def run_cli(*args):
-    return subprocess.run([sys.executable, str(REPO / "bench" / "compare.py"), *map(str, args)],
-                          capture_output=True, text=True, timeout=120, cwd=REPO)
+    return subprocess.run(
+        [sys.executable, str(REPO / "bench" / "compare.py"), *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
 
 
 # ------------------------------------------------------------------ stats
@@ -63,9 +68,9 @@ def test_format_cell_scales_units_and_shows_n():
 
 
 def test_ratio_paired_and_unpaired():
-    r = stats.ratio([2, 4, 6], [1, 2, 2])   # per-round ratios 2, 2, 3
+    r = stats.ratio([2, 4, 6], [1, 2, 2])  # per-round ratios 2, 2, 3
     assert r == {"median": 2, "min": 2, "max": 3, "n": 3, "paired": True}
-    u = stats.ratio([2, 4, 6], [1, 2])      # medians 4 / 1.5, bounds 2/2 and 6/1
+    u = stats.ratio([2, 4, 6], [1, 2])  # medians 4 / 1.5, bounds 2/2 and 6/1
     assert u["paired"] is False and u["n"] == 2
     assert u["median"] == pytest.approx(4 / 1.5) and u["min"] == 1 and u["max"] == 6
     assert stats.format_ratio(r) == "2.000× [2.000–3.000] n=3"
@@ -76,8 +81,8 @@ def test_noise_floor_and_verdict():
     noise = 0.03
     assert stats.verdict({"median": 1.10, "min": 1.05, "max": 1.2}, noise) == "slower"
     assert stats.verdict({"median": 0.90, "min": 0.85, "max": 0.95}, noise) == "faster"
-    assert stats.verdict({"median": 1.02, "min": 1.01, "max": 1.03}, noise) == "no difference"   # inside the noise
-    assert stats.verdict({"median": 1.10, "min": 0.98, "max": 1.2}, noise) == "no difference"    # rounds disagree
+    assert stats.verdict({"median": 1.02, "min": 1.01, "max": 1.03}, noise) == "no difference"  # inside the noise
+    assert stats.verdict({"median": 1.10, "min": 0.98, "max": 1.2}, noise) == "no difference"  # rounds disagree
 
 
 def test_rotate_puts_every_item_first_once():
@@ -106,22 +111,25 @@ def test_write_raw_records_samples_and_metadata(tmp_path, monkeypatch):
     assert record["launch"] == common.LAUNCH.as_dict() == record["machine"]["launch"]
     assert set(record["git"]) == {"commit", "dirty"}
     assert record["load"]["start"] == 0.5 and record["load"]["end"] >= 0
-    assert record["machine"]["cores"] >= 1 and "partial" in record["machine"]   # the torch-less fingerprint
+    assert record["machine"]["cores"] >= 1 and "partial" in record["machine"]  # the torch-less fingerprint
     assert record["command"][0] == sys.executable and record["timestamp"]
-    assert [p.name for p in path.parent.iterdir()] == ["run.json"]   # no temporary file left behind
+    assert [p.name for p in path.parent.iterdir()] == ["run.json"]  # no temporary file left behind
 
 
 def test_git_state_without_a_repository(tmp_path):
     assert common.git_state(tmp_path) == {"commit": None, "dirty": None}
 
 
-@pytest.mark.parametrize("content, message", [
-    (None, "no such file"),
-    ("{not json", "not JSON"),
-    ('{"bench": "x"}', "no 'samples'"),
-    ('{"samples": {"a": []}}', "non-empty list"),
-    ('{"samples": {"a": [1, "2"]}}', "non-empty list"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (None, "no such file"),
+        ("{not json", "not JSON"),
+        ('{"bench": "x"}', "no 'samples'"),
+        ('{"samples": {"a": []}}', "non-empty list"),
+        ('{"samples": {"a": [1, "2"]}}', "non-empty list"),
+    ],
+)
 def test_read_raw_one_line_errors(tmp_path, content, message):
     path = tmp_path / "bad.json"
     if content is not None:
@@ -138,7 +146,7 @@ def test_two_runs_of_the_same_distribution_flag_nothing(tmp_path, capsys):
     old, new = write(tmp_path, "old.json", synthetic(1)), write(tmp_path, "new.json", synthetic(2))
     result = compare(common.read_raw(old), common.read_raw(new))
     assert not [c for c, r in result["cells"].items() if r["flagged"]]
-    assert result["noise"] > 0.02   # the A/A pair of "ours" raised the floor above --threshold
+    assert result["noise"] > 0.02  # the A/A pair of "ours" raised the floor above --threshold
     assert main([str(old), str(new)]) == 0
     out = capsys.readouterr().out
     assert "0 of 5 cells changed beyond the noise" in out and "rule:" in out

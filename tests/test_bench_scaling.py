@@ -12,9 +12,20 @@ if str(REPO) not in sys.path:
 from bench import bench_scaling, common, stats  # noqa: E402
 from scaledl.net.cost import Network, step_cost  # noqa: E402
 
-MACHINE = {"cpu": "test CPU", "cores": 2, "memory": "4 GiB", "gpus": "no GPU", "mpi": "test MPI", "torch": "t",
-           "numpy": "n", "python": "3", "date": "today", "load_before": 0.1, "load_after": 0.1,
-           "launch": {"threads": 1, "thp": True, "yield_poll": True, "bind": True}}
+MACHINE = {
+    "cpu": "test CPU",
+    "cores": 2,
+    "memory": "4 GiB",
+    "gpus": "no GPU",
+    "mpi": "test MPI",
+    "torch": "t",
+    "numpy": "n",
+    "python": "3",
+    "date": "today",
+    "load_before": 0.1,
+    "load_after": 0.1,
+    "launch": {"threads": 1, "thp": True, "yield_poll": True, "bind": True},
+}
 NET = {"alpha_s": 2e-6, "beta_s_per_byte": 1e-10, "gamma_s_per_byte": 5e-11, "source": "test", "note": None}
 BYTES = 1_000_000
 ROUNDS = 5
@@ -34,14 +45,37 @@ def record(step, compute=None, workers=(1, 2, 4), aa_jitter=0.01, network=NET):
         for r in range(ROUNDS):
             c = compute(cfg, r) * factor[r]
             transfer = 0.1 * (samples[cell][r] - c)
-            splits[cell].append({"compute_s": c, "transfer_s": transfer, "wait_s": samples[cell][r] - c - transfer,
-                                 "exposed_s": samples[cell][r] - c, "phases": {}})
-    meta = {"dataset": "digits", "model": "lenet", "lr": 0.05, "algorithms": list(bench_scaling.ALGORITHMS),
-            "workers": list(workers), "batch": 64, "global_batch": 128, "warmup": 10, "steps": 30,
-            "rounds": ROUNDS, "rows": layout["rows"], "cells": layout["cells"], "aa": layout["aa"],
-            "order": [stats.rotate(list(layout["cells"]), r) for r in range(ROUNDS)], "splits": splits,
-            "message_bytes": BYTES, "marks": {str(p): "†" if p > MACHINE["cores"] else "" for p in workers},
-            "network": network, "raw": "bench/raw/scaling.json", "wall_s": 120.0}
+            splits[cell].append(
+                {
+                    "compute_s": c,
+                    "transfer_s": transfer,
+                    "wait_s": samples[cell][r] - c - transfer,
+                    "exposed_s": samples[cell][r] - c,
+                    "phases": {},
+                }
+            )
+    meta = {
+        "dataset": "digits",
+        "model": "lenet",
+        "lr": 0.05,
+        "algorithms": list(bench_scaling.ALGORITHMS),
+        "workers": list(workers),
+        "batch": 64,
+        "global_batch": 128,
+        "warmup": 10,
+        "steps": 30,
+        "rounds": ROUNDS,
+        "rows": layout["rows"],
+        "cells": layout["cells"],
+        "aa": layout["aa"],
+        "order": [stats.rotate(list(layout["cells"]), r) for r in range(ROUNDS)],
+        "splits": splits,
+        "message_bytes": BYTES,
+        "marks": {str(p): "†" if p > MACHINE["cores"] else "" for p in workers},
+        "network": network,
+        "raw": "bench/raw/scaling.json",
+        "wall_s": 120.0,
+    }
     return {"bench": "scaling", "machine": MACHINE, "samples": samples, "meta": meta}
 
 
@@ -71,7 +105,7 @@ def test_plan_makes_strong_p2_the_twin_of_weak_p2():
     assert layout["aa"]["sync_sgd"] == [weak[2], stats.aa_cell(weak[2])]
     assert strong[2] == stats.aa_cell(weak[2])
     assert strong[4] == "sync_sgd P=4 batch=32"
-    assert len(layout["cells"]) == 6          # weak 1, 2, 4; strong 1, 4; the twin (= strong 2): no extra run
+    assert len(layout["cells"]) == 6  # weak 1, 2, 4; strong 1, 4; the twin (= strong 2): no extra run
 
 
 def test_plan_adds_an_aa_run_when_no_strong_row_repeats_a_weak_one():
@@ -91,7 +125,7 @@ def test_perfect_weak_scaling_is_no_difference_and_oversubscription_is_marked():
     assert row_of(steps, "sync_sgd", "strong (A/A twin)", "2").endswith("| no difference |")
     _, _, tables, notes = bench_scaling.render(rec)
     assert "† 4 workers exceed the 2 cores" in notes
-    assert "| sync_sgd P=2 batch=64 | s/step |" in tables     # the A/A table
+    assert "| sync_sgd P=2 batch=64 | s/step |" in tables  # the A/A table
 
 
 def test_a_slowdown_beyond_the_aa_floor_is_below_ideal_with_paired_spread():
@@ -110,10 +144,11 @@ def test_a_slowdown_inside_the_aa_floor_is_no_difference():
 
 
 def test_prediction_takes_t_c_from_the_compute_measured_at_that_p():
-    compute = lambda cfg, r: 0.002 * cfg["workers"] + 0.0001 * r   # contention: compute grows with P  # noqa: E731
+    compute = lambda cfg, r: 0.002 * cfg["workers"] + 0.0001 * r  # contention: compute grows with P  # noqa: E731
     rec = record(weak_perfect, compute=compute)
-    row = next(r for r in rec["meta"]["rows"] if r["algorithm"] == "sync_sgd" and r["scaling"] == "weak"
-               and r["workers"] == 2)
+    row = next(
+        r for r in rec["meta"]["rows"] if r["algorithm"] == "sync_sgd" and r["scaling"] == "weak" and r["workers"] == 2
+    )
     pred = bench_scaling.predictions(rec, row)
     net = Network(NET["alpha_s"], NET["beta_s_per_byte"], NET["gamma_s_per_byte"])
     comm = step_cost("sync_sgd", net, BYTES, 2, model="bandwidth_optimal", control=True).exposed_s

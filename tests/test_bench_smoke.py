@@ -7,14 +7,24 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-SCRIPTS = ["bench_allreduce.py", "bench_ddp.py", "bench_overhead.py", "bench_scaling.py", "bench_ladder.py",
-           "bench_gpu.py", "bench_hogwild.py", "run_all.py", "compare.py"]
+SCRIPTS = [
+    "bench_allreduce.py",
+    "bench_ddp.py",
+    "bench_overhead.py",
+    "bench_scaling.py",
+    "bench_ladder.py",
+    "bench_gpu.py",
+    "bench_hogwild.py",
+    "run_all.py",
+    "compare.py",
+]
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_help(script):
-    proc = subprocess.run([sys.executable, str(REPO / "bench" / script), "--help"], capture_output=True, text=True,
-                          timeout=120, cwd=REPO)
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "bench" / script), "--help"], capture_output=True, text=True, timeout=120, cwd=REPO
+    )
     assert proc.returncode == 0, proc.stderr
     assert "usage:" in proc.stdout
 
@@ -24,11 +34,17 @@ def test_gpu_bench_without_a_gpu_says_so_in_one_line():
 
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")
-    proc = subprocess.run([sys.executable, str(REPO / "bench" / "bench_gpu.py"), "--no-doc"], capture_output=True,
-                          text=True, timeout=120, cwd=REPO)
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "bench_gpu.py"), "--no-doc"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
     assert proc.returncode == 1
     assert proc.stderr.strip().splitlines() == [
-        "bench_gpu: no CUDA device visible; run it on a GPU node, or pass --device cpu to try it"]
+        "bench_gpu: no CUDA device visible; run it on a GPU node, or pass --device cpu to try it"
+    ]
 
 
 def test_update_section_replaces_only_its_own(tmp_path):

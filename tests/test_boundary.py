@@ -9,7 +9,12 @@ class Monitor:
     """A stand-in for the master's monitor: stops at `stop_at`, checkpoints at `checkpoint_at`."""
 
     def __init__(self, stop_at=None, checkpoint_at=(), evaluate_at=(), log=None):
-        self.stop_at, self.checkpoint_at, self.evaluate_at, self.log = stop_at, set(checkpoint_at), set(evaluate_at), log
+        self.stop_at, self.checkpoint_at, self.evaluate_at, self.log = (
+            stop_at,
+            set(checkpoint_at),
+            set(evaluate_at),
+            log,
+        )
         self.stop_reason = None
         self.step = 0
 
@@ -46,14 +51,21 @@ def boundary(log, monitor=None, interrupted=False, checkpoints=True, evaluation_
         log.append(("evaluation pause",))
         return evaluation_stops
 
-    return StepBoundary(monitor, interrupted=lambda: interrupted, checkpoints_enabled=checkpoints,
-                        save_checkpoint=lambda: log.append(("checkpoint",)), evaluate=evaluate, timer=Timer(log))
+    return StepBoundary(
+        monitor,
+        interrupted=lambda: interrupted,
+        checkpoints_enabled=checkpoints,
+        save_checkpoint=lambda: log.append(("checkpoint",)),
+        evaluate=evaluate,
+        timer=Timer(log),
+    )
 
 
 def agreeing(log, answer=None):
     def agree(request):
         log.append(("agree", request))
         return request if answer is None else answer
+
     return agree
 
 
@@ -101,8 +113,13 @@ def test_an_evaluation_pause_comes_after_the_step_mark_and_before_the_checkpoint
     log = []
     monitor = Monitor(checkpoint_at={4}, evaluate_at={4}, log=log)
     assert not boundary(log, monitor).cross(4, 0.1, agreeing(log))
-    assert log == [("rule", 4), ("agree", Request.EVALUATE | Request.CHECKPOINT), ("mark", None),
-                   ("evaluation pause",), ("checkpoint",)]
+    assert log == [
+        ("rule", 4),
+        ("agree", Request.EVALUATE | Request.CHECKPOINT),
+        ("mark", None),
+        ("evaluation pause",),
+        ("checkpoint",),
+    ]
 
 
 def test_an_evaluation_that_reaches_the_target_stops_the_run_and_the_agreed_checkpoint_is_still_written():

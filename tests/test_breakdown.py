@@ -17,10 +17,24 @@ pytestmark = pytest.mark.mpi
 
 
 def train(digits_h5, out, algorithm, *extra, workers=2, steps=40):
-    result = run_train(tasks_for(algorithm, workers), [
-        "--data", str(digits_h5), "--model", "lenet", "--algorithm", algorithm, "--out-dir", str(out),
-        "--max-steps", str(steps), "--eval-every", "20", *extra,
-    ])
+    result = run_train(
+        tasks_for(algorithm, workers),
+        [
+            "--data",
+            str(digits_h5),
+            "--model",
+            "lenet",
+            "--algorithm",
+            algorithm,
+            "--out-dir",
+            str(out),
+            "--max-steps",
+            str(steps),
+            "--eval-every",
+            "20",
+            *extra,
+        ],
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return json.loads((out / "run.json").read_text())
 
@@ -36,7 +50,9 @@ def test_phases_add_up_to_the_wall_time(digits_h5, tmp_path, algorithm):
     assert all(r["compute_s"] > 0 and r["comm_s"] + r["wait_s"] > 0 for r in workers)
     assert 0 < run["comm_share"] < 1
     metrics = pd.read_csv(tmp_path / "run" / "metrics.csv")
-    assert [f"{p}_s" for p in PHASES] == [c for c in metrics.columns if c.endswith("_s") and c not in ("wall_s", "train_s")]
+    assert [f"{p}_s" for p in PHASES] == [
+        c for c in metrics.columns if c.endswith("_s") and c not in ("wall_s", "train_s")
+    ]
     assert (metrics[[f"{p}_s" for p in PHASES]].diff().dropna() >= 0).all().all(), "cumulative columns never decrease"
 
 
@@ -81,8 +97,23 @@ def test_ladder_levels_give_bitwise_identical_models(digits_h5, tmp_path):
 
 
 def test_preset_contradiction_is_refused(digits_h5, tmp_path):
-    result = run_train(2, ["--data", str(digits_h5), "--model", "lenet", "--algorithm", "sync_easgd1",
-                           "--center-on", "device", "--out-dir", str(tmp_path / "run"), "--max-steps", "5"])
+    result = run_train(
+        2,
+        [
+            "--data",
+            str(digits_h5),
+            "--model",
+            "lenet",
+            "--algorithm",
+            "sync_easgd1",
+            "--center-on",
+            "device",
+            "--out-dir",
+            str(tmp_path / "run"),
+            "--max-steps",
+            "5",
+        ],
+    )
     assert result.returncode == 2 and "contradicts sync_easgd1" in result.stderr
 
 
@@ -92,7 +123,22 @@ def test_chip_partition_replicates_data_and_checks_memory(digits_h5, tmp_path):
     memory = run["replica_memory"]
     assert memory["replicas"] == 2 and memory["data_bytes"] == run["data"]["n_train"] * 28 * 28
     assert memory["needed_bytes"] == 2 * (memory["weights_bytes"] + memory["data_bytes"])
-    refused = run_train(2, ["--data", str(digits_h5), "--model", "lenet", "--algorithm", "chip_partition",
-                            "--out-dir", str(tmp_path / "small"), "--max-steps", "5", "--fast-memory-gb", "0.001"])
+    refused = run_train(
+        2,
+        [
+            "--data",
+            str(digits_h5),
+            "--model",
+            "lenet",
+            "--algorithm",
+            "chip_partition",
+            "--out-dir",
+            str(tmp_path / "small"),
+            "--max-steps",
+            "5",
+            "--fast-memory-gb",
+            "0.001",
+        ],
+    )
     assert refused.returncode == 2 and "2 replicas need" in refused.stderr and "use fewer partitions" in refused.stderr
     assert not (tmp_path / "small").exists()

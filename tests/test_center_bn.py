@@ -19,7 +19,7 @@ def bn_buffers(state: dict) -> dict[str, torch.Tensor]:
 
 def assert_not_initial(state: dict) -> None:
     buffers = bn_buffers(state)
-    assert len(buffers) == 4, sorted(state)      # lenet_bn: two BatchNorm2d layers
+    assert len(buffers) == 4, sorted(state)  # lenet_bn: two BatchNorm2d layers
     for name, t in buffers.items():
         initial = torch.zeros_like(t) if name.endswith("mean") else torch.ones_like(t)
         assert not torch.allclose(t, initial), f"{name} still has its initial value"
@@ -27,8 +27,9 @@ def assert_not_initial(state: dict) -> None:
 
 def evaluator(digits_h5, center, worker=None) -> CenterEvaluator:
     info = read_info(digits_h5)
-    return CenterEvaluator(digits_h5, center, worker, Normalizer(info.mean, info.std, "cpu"),
-                           eval_batch_size=1000, bn_batch_size=64)
+    return CenterEvaluator(
+        digits_h5, center, worker, Normalizer(info.mean, info.std, "cpu"), eval_batch_size=1000, bn_batch_size=64
+    )
 
 
 def snapshot(step: int) -> Snapshot:
@@ -46,9 +47,13 @@ def test_dedicated_master_reestimates_bn_and_keeps_the_evaluated_copy(digits_h5)
     assert_not_initial(evaluated)
     assert evaluated.keys() == center.state_dict().keys()
     # the center's weights were evaluated; the live center was not touched by the re-estimate
-    assert all(torch.equal(evaluated[k], before[k]) for k in before if not k.endswith(("running_mean", "running_var", "num_batches_tracked")))
+    assert all(
+        torch.equal(evaluated[k], before[k])
+        for k in before
+        if not k.endswith(("running_mean", "running_var", "num_batches_tracked"))
+    )
     assert all(torch.equal(before[k], v) for k, v in center.state_dict().items())
-    with torch.no_grad():                        # the center moves after the evaluation ...
+    with torch.no_grad():  # the center moves after the evaluation ...
         for p in center.parameters():
             p.add_(1.0)
     assert all(torch.equal(evaluated[k], v) for k, v in ev.evaluated_state.items())  # ... the evaluated copy does not
@@ -72,10 +77,25 @@ def test_model_without_bn_is_untouched(digits_h5):
 @pytest.mark.mpi
 def test_async_easgd_saves_the_evaluated_bn_center(digits_h5, tmp_path):
     out = tmp_path / "run"
-    result = run_train(3, [   # master + 2 workers
-        "--data", str(digits_h5), "--model", "lenet_bn", "--algorithm", "async_easgd", "--out-dir", str(out),
-        "--max-steps", "20", "--eval-every", "10", "--seed", "5",
-    ])
+    result = run_train(
+        3,
+        [  # master + 2 workers
+            "--data",
+            str(digits_h5),
+            "--model",
+            "lenet_bn",
+            "--algorithm",
+            "async_easgd",
+            "--out-dir",
+            str(out),
+            "--max-steps",
+            "20",
+            "--eval-every",
+            "10",
+            "--seed",
+            "5",
+        ],
+    )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     run = json.loads((out / "run.json").read_text())
     assert run["world"]["dedicated_master"] and run["world"]["workers"] == 2

@@ -15,24 +15,41 @@ import pytest
 import torch
 
 from mpi_run import run_train
-from scaledl.train import checkpoint
-from scaledl.train.checkpoint import CheckpointPolicy
 from scaledl.config import TrainConfig
 from scaledl.errors import UserError
+from scaledl.train import checkpoint
+from scaledl.train.checkpoint import CheckpointPolicy
 
 STEPS, EVERY, KILL_AT = 40, 10, 25
 
 
 def args(data, out, algorithm, *extra):
-    return ["--data", str(data), "--model", "lenet", "--algorithm", algorithm, "--out-dir", str(out),
-            "--max-steps", str(STEPS), "--eval-every", "10", "--batch-size", "32",
-            "--checkpoint-every", str(EVERY), *extra]
+    return [
+        "--data",
+        str(data),
+        "--model",
+        "lenet",
+        "--algorithm",
+        algorithm,
+        "--out-dir",
+        str(out),
+        "--max-steps",
+        str(STEPS),
+        "--eval-every",
+        "10",
+        "--batch-size",
+        "32",
+        "--checkpoint-every",
+        str(EVERY),
+        *extra,
+    ]
 
 
 def killed_then_rerun(digits_h5, out, algorithm, ranks, *extra):
     """The run killed on rank 1 at KILL_AT, then the same command again; returns the rerun's result."""
-    killed = run_train(ranks, args(digits_h5, out, algorithm, *extra), timeout=120,
-                       env={"SCALEDL_KILL_AT": f"1:{KILL_AT}"})
+    killed = run_train(
+        ranks, args(digits_h5, out, algorithm, *extra), timeout=120, env={"SCALEDL_KILL_AT": f"1:{KILL_AT}"}
+    )
     assert killed.returncode != 0, killed.stdout[-2000:]
     assert not (out / "run.json").exists(), "a killed run leaves no run.json to vouch for it"
     assert [step for step, _, _ in checkpoint.complete(out)], "the killed run left no complete checkpoint"
@@ -49,13 +66,19 @@ def resumed_step(stdout: str) -> int:
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("algorithm, extra", [
-    ("sync_easgd", ("--tau", "3")), ("sync_sgd", ()),
-    # DiLoCo's outer momentum, the inner momentum, and int8's shared center and error-feedback residuals
-    ("diloco", ("--tau", "3", "--inner", "momentum", "--lr", "0.01", "--compress", "int8")),
-], ids=["sync_easgd-tau3", "sync_sgd", "diloco-momentum-int8"])
-def test_a_synchronous_run_killed_and_rerun_ends_bitwise_like_an_uninterrupted_one(digits_h5, tmp_path, algorithm,
-                                                                                    extra):
+@pytest.mark.parametrize(
+    "algorithm, extra",
+    [
+        ("sync_easgd", ("--tau", "3")),
+        ("sync_sgd", ()),
+        # DiLoCo's outer momentum, the inner momentum, and int8's shared center and error-feedback residuals
+        ("diloco", ("--tau", "3", "--inner", "momentum", "--lr", "0.01", "--compress", "int8")),
+    ],
+    ids=["sync_easgd-tau3", "sync_sgd", "diloco-momentum-int8"],
+)
+def test_a_synchronous_run_killed_and_rerun_ends_bitwise_like_an_uninterrupted_one(
+    digits_h5, tmp_path, algorithm, extra
+):
     whole = run_train(2, args(digits_h5, tmp_path / "whole", algorithm, *extra), timeout=120)
     assert whole.returncode == 0, whole.stdout[-2000:] + whole.stderr[-2000:]
     out = tmp_path / "killed"
@@ -65,7 +88,7 @@ def test_a_synchronous_run_killed_and_rerun_ends_bitwise_like_an_uninterrupted_o
     assert (out / "model.pt").read_bytes() == (tmp_path / "whole/model.pt").read_bytes()
     ours, theirs = pd.read_csv(out / "metrics.csv"), pd.read_csv(tmp_path / "whole/metrics.csv")
     columns = ["step", "samples", "train_loss", "test_loss", "test_accuracy"]
-    pd.testing.assert_frame_equal(ours[columns], theirs[columns])   # the rows before the kill, then the same ones
+    pd.testing.assert_frame_equal(ours[columns], theirs[columns])  # the rows before the kill, then the same ones
     run = json.loads((out / "run.json").read_text())
     assert run["stop"]["steps"] == STEPS and [r["step"] for r in run["checkpoints"]["resumes"]] == [20]
     whole_run = json.loads((tmp_path / "whole/run.json").read_text())
@@ -81,7 +104,7 @@ def test_an_asynchronous_run_killed_and_rerun_resumes_and_finishes(digits_h5, tm
     start = resumed_step(rerun.stdout)
     assert EVERY <= start < STEPS
     run = json.loads((out / "run.json").read_text())
-    assert run["stop"]["reason"] == "max_steps" and run["stop"]["steps"] == STEPS   # the step counter continued
+    assert run["stop"]["reason"] == "max_steps" and run["stop"]["steps"] == STEPS  # the step counter continued
     workers = run["algorithm_report"][0]["workers"] if algorithm == "easgd" else run["algorithm_report"]
     exchanges = [w["exchanges"] for w in workers]
     # Staleness counters continue across the restart: the workers' exchanges cover every step, not only
@@ -101,8 +124,12 @@ def test_restart_starts_over_and_other_settings_are_refused_in_one_line(digits_h
     assert other.returncode == 2
     assert (out / "metrics.csv").read_bytes() == metrics_before, "a refused rerun leaves the run folder alone"
     lines = [line for line in other.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and "other settings" in lines[0] and "lr 0.05 there, 0.1 now" in lines[0] \
-        and "--restart" in lines[0], other.stderr
+    assert (
+        len(lines) == 1
+        and "other settings" in lines[0]
+        and "lr 0.05 there, 0.1 now" in lines[0]
+        and "--restart" in lines[0]
+    ), other.stderr
     fresh = run_train(1, args(digits_h5, out, "sync_sgd", "--lr", "0.1", "--restart"), timeout=120)
     assert fresh.returncode == 0 and "resuming" not in fresh.stdout, fresh.stdout[-2000:] + fresh.stderr[-2000:]
     assert json.loads((out / "run.json").read_text())["checkpoints"]["resumes"] == []
@@ -119,8 +146,9 @@ def test_a_damaged_checkpoint_is_refused_in_one_line(digits_h5, tmp_path):
     damaged.write_bytes(bytes(data))
     result = run_train(1, args(digits_h5, out, "sync_sgd"), timeout=120)
     lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert result.returncode == 2 and len(lines) == 1 and "checksum" in lines[0] and str(damaged) in lines[0], \
+    assert result.returncode == 2 and len(lines) == 1 and "checksum" in lines[0] and str(damaged) in lines[0], (
         result.stderr
+    )
 
 
 # ---- the pieces, in-process ------------------------------------------------------------------
@@ -131,19 +159,28 @@ def test_the_schedule_counts_steps_and_seconds(monkeypatch):
     assert not CheckpointPolicy(every=None, interval=0).enabled
     clock = iter([0.0, 1.0, 5.0, 6.0, 11.0])
     monkeypatch.setattr(checkpoint.time, "monotonic", lambda: next(clock))
-    timed = CheckpointPolicy(interval=5.0)                  # created at t = 0
-    assert [timed.due(step) for step in (1, 2, 3, 4)] == [False, True, False, True]   # t = 1, 5, 6, 11
+    timed = CheckpointPolicy(interval=5.0)  # created at t = 0
+    assert [timed.due(step) for step in (1, 2, 3, 4)] == [False, True, False, True]  # t = 1, 5, 6, 11
 
 
 def cfg(tmp_path, **changes):
-    return TrainConfig(**{"data": tmp_path / "d.h5", "model": "lenet", "algorithm": "sync_sgd",
-                          "out_dir": tmp_path / "run", "max_steps": 10, **changes})
+    return TrainConfig(
+        **{
+            "data": tmp_path / "d.h5",
+            "model": "lenet",
+            "algorithm": "sync_sgd",
+            "out_dir": tmp_path / "run",
+            "max_steps": 10,
+            **changes,
+        }
+    )
 
 
 def write_checkpoint(out, step, fingerprint, ranks=1, manifest=True):
     path = checkpoint.step_folder(out, step)
-    entries = [checkpoint.write_rank(path, r, {"rank": r, "weights": torch.full((3,), float(step))})
-               for r in range(ranks)]
+    entries = [
+        checkpoint.write_rank(path, r, {"rank": r, "weights": torch.full((3,), float(step))}) for r in range(ranks)
+    ]
     if manifest:
         checkpoint.write_manifest(path, step, fingerprint, entries, "test")
     return path
@@ -154,7 +191,7 @@ def test_the_newest_complete_checkpoint_is_chosen_and_older_ones_pruned(tmp_path
     fp = checkpoint.fingerprint(c, 1)
     for step in (10, 20, 30):
         write_checkpoint(c.out_dir, step, fp)
-    write_checkpoint(c.out_dir, 40, fp, manifest=False)         # cut short: no manifest
+    write_checkpoint(c.out_dir, 40, fp, manifest=False)  # cut short: no manifest
     step, path, manifest = checkpoint.newest(c.out_dir, fp)
     assert step == 30 and checkpoint.read_rank(path, 0, manifest)["weights"].tolist() == [30.0] * 3
     checkpoint.prune(c.out_dir)

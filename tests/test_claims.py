@@ -27,16 +27,28 @@ GPU = Context(devices={"gpu": "gpu"})
 KNL = Context(devices={"knl": "knl"})
 
 
-def runs(algorithm, times, *, workers=8, platform="gpu", dataset="cifar10", model="cifar_alexnet",
-         target=0.625, **columns):
+def runs(
+    algorithm, times, *, workers=8, platform="gpu", dataset="cifar10", model="cifar_alexnet", target=0.625, **columns
+):
     """One summary row per seed; a time of None is a run that never reached the target."""
     rows = []
     for seed, time in enumerate(times):
         row = dict.fromkeys(COLUMNS, math.nan)
-        row.update(dataset=dataset, model=model, algorithm=algorithm, platform=platform, workers=workers,
-                   ranks=workers, seed=seed, target_accuracy=target, run="",
-                   time_to_target_s=math.nan if time is None else time, seconds_per_step=0.1,
-                   comm_share=0.3, exposed_share=0.4)
+        row.update(
+            dataset=dataset,
+            model=model,
+            algorithm=algorithm,
+            platform=platform,
+            workers=workers,
+            ranks=workers,
+            seed=seed,
+            target_accuracy=target,
+            run="",
+            time_to_target_s=math.nan if time is None else time,
+            seconds_per_step=0.1,
+            comm_share=0.3,
+            exposed_share=0.4,
+        )
         for column, values in columns.items():
             row[column] = values[seed]
         rows.append(row)
@@ -61,9 +73,15 @@ def test_claims_file_loads_and_names_only_known_rules():
     assert {claim.rule for claim in CLAIMS.values()} <= set(RULES)
     figures = {claim.figure for claim in CLAIMS.values()}
     assert {"Fig. 6.1", "Fig. 6.2", "Fig. 6.3", "Fig. 6.4", "Fig. 8", "Table 3", "Fig. 11", "Fig. 12"} <= figures
-    ladder = {(c.compares["faster"], c.compares["than"], c.paper_value) for c in CLAIMS.values() if c.figure == "Table 3"}
-    assert ladder == {("sync_easgd1", "easgd", 3.7), ("sync_easgd2", "sync_easgd1", 1.3),
-                      ("sync_easgd3", "sync_easgd2", 1.1), ("sync_easgd3", "easgd", 5.3)}
+    ladder = {
+        (c.compares["faster"], c.compares["than"], c.paper_value) for c in CLAIMS.values() if c.figure == "Table 3"
+    }
+    assert ladder == {
+        ("sync_easgd1", "easgd", 3.7),
+        ("sync_easgd2", "sync_easgd1", 1.3),
+        ("sync_easgd3", "sync_easgd2", 1.1),
+        ("sync_easgd3", "easgd", 5.3),
+    }
     assert CLAIMS["weak_scaling"].paper_value == 0.915
     assert CLAIMS["comm_share_drop"].needs["device"] == "gpu"
     for claim in CLAIMS.values():
@@ -74,7 +92,9 @@ def test_claims_file_loads_and_names_only_known_rules():
 
 
 def test_faster_holds_when_every_seed_agrees_beyond_the_margin():
-    result = check("async_easgd_vs_async_sgd", table(runs("async_easgd", [10, 11, 12]), runs("async_sgd", [20, 21, 25])))
+    result = check(
+        "async_easgd_vs_async_sgd", table(runs("async_easgd", [10, 11, 12]), runs("async_sgd", [20, 21, 25]))
+    )
     assert result["verdict"] == HOLDS
     # paired by seed: 20/10, 21/11, 25/12
     assert result["ours_median"] == pytest.approx(2.0) and result["ours_n"] == 3
@@ -83,17 +103,22 @@ def test_faster_holds_when_every_seed_agrees_beyond_the_margin():
 
 
 def test_faster_does_not_hold_when_the_other_is_faster():
-    result = check("async_easgd_vs_async_sgd", table(runs("async_easgd", [20, 21, 22]), runs("async_sgd", [10, 11, 12])))
+    result = check(
+        "async_easgd_vs_async_sgd", table(runs("async_easgd", [20, 21, 22]), runs("async_sgd", [10, 11, 12]))
+    )
     assert result["verdict"] == DOES_NOT_HOLD
     assert result["reason"] == "async_sgd is faster in every seed"
 
 
 def test_a_difference_inside_the_margin_or_the_seed_spread_is_no_difference():
-    within = check("hogwild_easgd_vs_hogwild_sgd", table(runs("hogwild_easgd", [10, 10, 10]),
-                                                          runs("hogwild_sgd", [10.2, 10.3, 10.1])))
+    within = check(
+        "hogwild_easgd_vs_hogwild_sgd",
+        table(runs("hogwild_easgd", [10, 10, 10]), runs("hogwild_sgd", [10.2, 10.3, 10.1])),
+    )
     assert within["verdict"] == DOES_NOT_HOLD and within["reason"].startswith("no difference")
-    disagree = check("hogwild_easgd_vs_hogwild_sgd", table(runs("hogwild_easgd", [10, 10, 10]),
-                                                            runs("hogwild_sgd", [20, 30, 8])))
+    disagree = check(
+        "hogwild_easgd_vs_hogwild_sgd", table(runs("hogwild_easgd", [10, 10, 10]), runs("hogwild_sgd", [20, 30, 8]))
+    )
     assert disagree["verdict"] == DOES_NOT_HOLD and "seeds disagree" in disagree["reason"]
 
 
@@ -119,7 +144,9 @@ def test_a_run_that_never_reaches_the_target_counts_as_infinite_time():
 
 
 def test_neither_reaching_the_target():
-    some = check("async_easgd_vs_async_sgd", table(runs("async_easgd", [10, None, 12]), runs("async_sgd", [20, None, 25])))
+    some = check(
+        "async_easgd_vs_async_sgd", table(runs("async_easgd", [10, None, 12]), runs("async_sgd", [20, None, 25]))
+    )
     assert some["verdict"] == DOES_NOT_HOLD and "neither reached the target in 1 of 3 seeds" in some["reason"]
     none = check("async_easgd_vs_async_sgd", table(runs("async_easgd", [None] * 3), runs("async_sgd", [None] * 3)))
     assert none["verdict"] == NOT_COMPARABLE and "in any seed" in none["reason"]
@@ -133,15 +160,18 @@ def test_too_few_seeds_is_not_comparable_but_prints_the_numbers():
 
 
 def test_a_setting_lacking_a_side_adds_no_row_when_another_is_judged():
-    judged = table(runs("async_easgd", [10, 11, 12]), runs("async_sgd", [20, 21, 25]),
-                   runs("async_easgd", [5, 6, 7], workers=4))   # no async_sgd at P=4
+    judged = table(
+        runs("async_easgd", [10, 11, 12]), runs("async_sgd", [20, 21, 25]), runs("async_easgd", [5, 6, 7], workers=4)
+    )  # no async_sgd at P=4
     result = check("async_easgd_vs_async_sgd", judged)
     assert result["verdict"] == HOLDS and result["setting"].endswith("P=8")
 
 
 def test_the_algorithm_claims_hold_on_any_dataset():
-    digits = table(runs("hogwild_easgd", [10, 11, 12], dataset="digits", model="lenet"),
-                   runs("hogwild_sgd", [20, 21, 25], dataset="digits", model="lenet"))
+    digits = table(
+        runs("hogwild_easgd", [10, 11, 12], dataset="digits", model="lenet"),
+        runs("hogwild_sgd", [20, 21, 25], dataset="digits", model="lenet"),
+    )
     assert check("hogwild_easgd_vs_hogwild_sgd", digits)["verdict"] == HOLDS
 
 
@@ -156,7 +186,9 @@ def test_a_missing_algorithm_is_not_comparable_and_named():
 def test_different_or_missing_targets_are_not_comparable():
     results = table(runs("async_easgd", [10, 11, 12], target=0.6), runs("async_sgd", [20, 21, 25]))
     assert "target accuracies differ" in check("async_easgd_vs_async_sgd", results)["reason"]
-    results = table(runs("async_easgd", [10, 11, 12], target=math.nan), runs("async_sgd", [20, 21, 25], target=math.nan))
+    results = table(
+        runs("async_easgd", [10, 11, 12], target=math.nan), runs("async_sgd", [20, 21, 25], target=math.nan)
+    )
     assert "no target accuracy" in check("async_easgd_vs_async_sgd", results)["reason"]
 
 
@@ -189,8 +221,10 @@ def test_the_device_comes_from_the_mapping_or_a_device_column():
 
 
 def test_the_paper_dataset_is_needed():
-    results = table(runs("sync_easgd1", [10, 11, 12], dataset="digits", model="lenet"),
-                    runs("easgd", [37, 40, 44], dataset="digits", model="lenet"))
+    results = table(
+        runs("sync_easgd1", [10, 11, 12], dataset="digits", model="lenet"),
+        runs("easgd", [37, 40, 44], dataset="digits", model="lenet"),
+    )
     reason = check("ladder_sync_easgd1", results)["reason"]
     assert "the paper used dataset cifar10, these runs digits" in reason
     assert "the paper used model cifar_alexnet, these runs lenet" in reason
@@ -216,9 +250,14 @@ def test_faster_and_stable():
 
 def figure_8(hogwild_easgd=(10, 10.5, 11), async_easgd=(20, 21, 22), drop=None):
     groups = {
-        "sync_easgd3": [10.2, 10.4, 10.8], "hogwild_easgd": list(hogwild_easgd), "easgd": [60, 61, 62],
-        "async_sgd": [40, 41, 42], "async_msgd": [50, None, 52], "hogwild_sgd": [30, 31, 32],
-        "async_easgd": list(async_easgd), "async_measgd": [25, 26, 27],
+        "sync_easgd3": [10.2, 10.4, 10.8],
+        "hogwild_easgd": list(hogwild_easgd),
+        "easgd": [60, 61, 62],
+        "async_sgd": [40, 41, 42],
+        "async_msgd": [50, None, 52],
+        "hogwild_sgd": [30, 31, 32],
+        "async_easgd": list(async_easgd),
+        "async_measgd": [25, 26, 27],
     }
     return table(*(runs(name, times) for name, times in groups.items() if name != drop))
 
@@ -259,13 +298,17 @@ def test_share_lower():
 
 
 def test_chip_partition_compares_the_largest_part_count_with_one():
-    results = table(runs("chip_partition", [1605, 1600, 1610], workers=1, platform="knl"),
-                    runs("chip_partition", [1025, 1000, 1030], workers=4, platform="knl"),
-                    runs("chip_partition", [490, 495, 500], workers=16, platform="knl"))
+    results = table(
+        runs("chip_partition", [1605, 1600, 1610], workers=1, platform="knl"),
+        runs("chip_partition", [1025, 1000, 1030], workers=4, platform="knl"),
+        runs("chip_partition", [490, 495, 500], workers=16, platform="knl"),
+    )
     result = check("chip_partition", results, KNL)
     assert result["verdict"] == HOLDS and "chip_partition P=16" in result["ours"]
     assert result["ours_median"] == pytest.approx(1600 / 495)  # median of 1605/490, 1600/495, 1610/500
-    only_one = check("chip_partition", table(runs("chip_partition", [1605, 1600, 1610], workers=1, platform="knl")), KNL)
+    only_one = check(
+        "chip_partition", table(runs("chip_partition", [1605, 1600, 1610], workers=1, platform="knl")), KNL
+    )
     assert only_one["verdict"] == NOT_COMPARABLE and "a second worker count" in only_one["reason"]
 
 
@@ -273,10 +316,19 @@ def test_chip_partition_compares_the_largest_part_count_with_one():
 
 
 def sweep(step_at_largest, workers=(1, 64), platform="knl", run=("", "")):
-    return table(runs("sync_easgd", [1, 1, 1], workers=workers[0], platform=platform, seconds_per_step=[1.0] * 3,
-                      run=[run[0]] * 3),
-                 runs("sync_easgd", [1, 1, 1], workers=workers[1], platform=platform,
-                      seconds_per_step=list(step_at_largest), run=[run[1]] * 3))
+    return table(
+        runs(
+            "sync_easgd", [1, 1, 1], workers=workers[0], platform=platform, seconds_per_step=[1.0] * 3, run=[run[0]] * 3
+        ),
+        runs(
+            "sync_easgd",
+            [1, 1, 1],
+            workers=workers[1],
+            platform=platform,
+            seconds_per_step=list(step_at_largest),
+            run=[run[1]] * 3,
+        ),
+    )
 
 
 def test_weak_scaling_efficiency():
@@ -295,9 +347,12 @@ def test_weak_scaling_efficiency():
 
 def write_run_json(path, compute_s):
     path.mkdir(parents=True)
-    per_rank = [{"role": "worker", "transfer_per_step_s": 0.01, "wait_per_step_s": 0.0, "compute_per_step_s": compute_s}]
-    (path / "run.json").write_text(json.dumps({"model": {"bytes": 4_000_000}, "stop": {"steps": 100},
-                                               "phases": {"per_rank": per_rank}}))
+    per_rank = [
+        {"role": "worker", "transfer_per_step_s": 0.01, "wait_per_step_s": 0.0, "compute_per_step_s": compute_s}
+    ]
+    (path / "run.json").write_text(
+        json.dumps({"model": {"bytes": 4_000_000}, "stop": {"steps": 100}, "phases": {"per_rank": per_rank}})
+    )
     return path.as_posix()
 
 
@@ -309,8 +364,9 @@ def test_weak_scaling_prints_the_alpha_beta_extrapolation_with_a_network(tmp_pat
     expected = efficiency("sync_easgd", net, 4_000_000, 4253, 0.05, model="paper")
     assert "α-β model (paper / bandwidth_optimal)" in result["ours"]
     assert f"{fmt_share(expected)} / " in result["ours"] and "at P=4253" in result["ours"]
-    missing = check("weak_scaling", sweep([1.05, 1.06, 1.08], run=(str(tmp_path / "nowhere"), top)),
-                    Context({"knl": "knl"}, net))
+    missing = check(
+        "weak_scaling", sweep([1.05, 1.06, 1.08], run=(str(tmp_path / "nowhere"), top)), Context({"knl": "knl"}, net)
+    )
     assert "α-β model: n/a" in missing["ours"] and missing["verdict"] == HOLDS
 
 
@@ -323,11 +379,19 @@ def write_summary(path, results: pd.DataFrame):
 
 
 def test_claims_command_end_to_end(tmp_path, capsys):
-    summary = write_summary(tmp_path / "summary.csv", table(
-        runs("async_easgd", [10, 11, 12], platform="local"), runs("async_sgd", [20, None, 25], platform="local"),
-        runs("sync_easgd1", [10, 11, 12], platform="local"), runs("easgd", [37, 40, 44], platform="local")))
+    summary = write_summary(
+        tmp_path / "summary.csv",
+        table(
+            runs("async_easgd", [10, 11, 12], platform="local"),
+            runs("async_sgd", [20, None, 25], platform="local"),
+            runs("sync_easgd1", [10, 11, 12], platform="local"),
+            runs("easgd", [37, 40, 44], platform="local"),
+        ),
+    )
     md, csv = tmp_path / "out/claims.md", tmp_path / "out/claims.csv"
-    code = main(["claims", "--summary", summary, "--device-of", "local=cpu", "--out-md", str(md), "--out-csv", str(csv)])
+    code = main(
+        ["claims", "--summary", summary, "--device-of", "local=cpu", "--out-md", str(md), "--out-csv", str(csv)]
+    )
     assert code == 0 and "wrote" in capsys.readouterr().out
     out = pd.read_csv(csv).set_index("id")
     assert set(out.index) == set(CLAIMS)
@@ -353,8 +417,10 @@ def test_claims_command_bad_input_is_one_line(tmp_path, capsys):
     assert "lacks the columns algorithm, platform" in one_line_error(capsys, ["claims", "--summary", partial, *outs])
     good = write_summary(tmp_path / "summary.csv", table(runs("async_easgd", [10, 11, 12])))
     bad_claims = tmp_path / "claims.yaml"
-    bad_claims.write_text("claims:\n  - {id: x, figure: F, claim: c, compares: {faster: easgd, than: easgd},\n"
-                          "     paper: p, metric: time_to_target_s, rule: {name: quicker}}\n")
+    bad_claims.write_text(
+        "claims:\n  - {id: x, figure: F, claim: c, compares: {faster: easgd, than: easgd},\n"
+        "     paper: p, metric: time_to_target_s, rule: {name: quicker}}\n"
+    )
     err = one_line_error(capsys, ["claims", "--summary", good, "--claims", str(bad_claims), *outs])
     assert "unknown rule 'quicker'" in err
     assert "DEVICE one of" in one_line_error(capsys, ["claims", "--summary", good, "--device-of", "gpu", *outs])
@@ -366,22 +432,36 @@ def test_claims_command_bad_input_is_one_line(tmp_path, capsys):
 
 def bytes_runs(algorithm, megabytes):
     """Summary rows whose bytes to target are `megabytes` per seed (None: the target was not reached)."""
-    return runs(algorithm, [1.0 if mb is not None else None for mb in megabytes], platform="local",
-                dataset="digits", model="lenet", workers=2, target=0.9,
-                bytes_to_target=[math.inf if mb is None else mb * 1e6 for mb in megabytes])
+    return runs(
+        algorithm,
+        [1.0 if mb is not None else None for mb in megabytes],
+        platform="local",
+        dataset="digits",
+        model="lenet",
+        workers=2,
+        target=0.9,
+        bytes_to_target=[math.inf if mb is None else mb * 1e6 for mb in megabytes],
+    )
 
 
 def test_less_communication_holds_only_when_every_seed_saves_the_factor():
-    held = check("diloco_vs_sync_sgd", table(bytes_runs("diloco", [17, 17, 24]), bytes_runs("sync_sgd", [138, 138, 207])))
+    held = check(
+        "diloco_vs_sync_sgd", table(bytes_runs("diloco", [17, 17, 24]), bytes_runs("sync_sgd", [138, 138, 207]))
+    )
     assert held["verdict"] == HOLDS and "8.12× [8.12–8.62] n=3 less paired by seed" in held["ours"], held
-    short = check("diloco_vs_sync_sgd", table(bytes_runs("diloco", [17, 60, 24]), bytes_runs("sync_sgd", [138, 138, 207])))
+    short = check(
+        "diloco_vs_sync_sgd", table(bytes_runs("diloco", [17, 60, 24]), bytes_runs("sync_sgd", [138, 138, 207]))
+    )
     assert short["verdict"] == DOES_NOT_HOLD and "below 4×" in short["reason"], short
 
 
 def test_less_communication_fails_when_a_seed_never_reaches_the_target():
-    missed = check("local_sgd_vs_sync_sgd", table(bytes_runs("local_sgd", [17, None, 24]),
-                                                  bytes_runs("sync_sgd", [138, 138, 207])))
+    missed = check(
+        "local_sgd_vs_sync_sgd", table(bytes_runs("local_sgd", [17, None, 24]), bytes_runs("sync_sgd", [138, 138, 207]))
+    )
     assert missed["verdict"] == DOES_NOT_HOLD and "never reached the target in 1 of 3" in missed["reason"], missed
-    nothing = check("local_sgd_vs_sync_sgd", table(bytes_runs("local_sgd", [17, 17, 24]),
-                                                   bytes_runs("sync_sgd", [None, None, None])))
+    nothing = check(
+        "local_sgd_vs_sync_sgd",
+        table(bytes_runs("local_sgd", [17, 17, 24]), bytes_runs("sync_sgd", [None, None, None])),
+    )
     assert nothing["verdict"] == NOT_COMPARABLE, nothing

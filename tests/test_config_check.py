@@ -38,7 +38,7 @@ def test_a_misspelt_key_gets_did_you_mean(config):
 
 def test_a_number_yaml_reads_as_text_gets_the_fix(config):
     bad = copy.deepcopy(config)
-    bad["train"]["lr"] = yaml.safe_load("lr: 1e-3")["lr"]      # PyYAML: '1e-3' (a string)
+    bad["train"]["lr"] = yaml.safe_load("lr: 1e-3")["lr"]  # PyYAML: '1e-3' (a string)
     line = first_problem(bad, SCHEMA)
     assert line.startswith("config: train.lr: '1e-3' is a string, not a number") and "0.001" in line
     assert "\n" not in line

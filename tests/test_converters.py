@@ -16,8 +16,8 @@ import pytest
 from PIL import Image
 
 from scaledl.data.converters import CONVERTERS, cifar10, imagenet, mnist
-from scaledl.data.hdf5 import read_info
 from scaledl.data.converters.options import PrepareOptions
+from scaledl.data.hdf5 import read_info
 from scaledl.data.prepare import add_arguments as add_prepare_arguments
 from scaledl.data.prepare import run as run_prepare
 from scaledl.errors import DataError, UserError
@@ -144,7 +144,13 @@ def test_mnist_round_trip(tmp_path, out_dir, gz):
     files = write_mnist(raw, np.random.default_rng(0), gz=gz)
     prepare(["mnist", "--raw", str(raw), "--out", str(out_dir / "m.h5")])
     data, info = read_h5(out_dir / "m.h5"), read_info(out_dir / "m.h5")
-    assert (info.dataset, info.classes, info.image_shape, info.n_train, info.n_test) == ("mnist", 10, (1, 28, 28), 30, 10)
+    assert (info.dataset, info.classes, info.image_shape, info.n_train, info.n_test) == (
+        "mnist",
+        10,
+        (1, 28, 28),
+        30,
+        10,
+    )
     test_images = parse_plain(files["t10k-images-idx3-ubyte"], 3)
     np.testing.assert_array_equal(data["test/images"][:, 0], test_images)  # test keeps file order
     np.testing.assert_array_equal(data["test/labels"], parse_plain(files["t10k-labels-idx1-ubyte"], 1))
@@ -182,7 +188,10 @@ def mnist_error(tmp_path, out_dir, overrides=None, gz=True, remove=None, garble=
 def test_mnist_truncated_images(tmp_path, out_dir):
     full = idx_bytes(np.zeros((30, 28, 28)), 2051)
     message = mnist_error(tmp_path, out_dir, {"train-images-idx3-ubyte": full[:1250]})
-    assert "train-images-idx3-ubyte.gz: truncated: header says 30 images of 28x28 (23520 bytes) but 1234 bytes follow" in message
+    assert (
+        "train-images-idx3-ubyte.gz: truncated: header says 30 images of 28x28 (23520 bytes) but 1234 bytes follow"
+        in message
+    )
     assert "re-download" in message
 
 
@@ -215,8 +224,12 @@ def test_mnist_missing_and_broken_files(tmp_path, out_dir):
 
 def cifar_batch(rng, n):
     # what the real files hold: bytes keys, a uint8 array, a list of ints, protocol 2 (Python 2 era)
-    return {b"batch_label": b"batch", b"data": rng.integers(0, 256, (n, 3072), dtype=np.uint8),
-            b"labels": rng.integers(0, 10, n).tolist(), b"filenames": [b"x.png"] * n}
+    return {
+        b"batch_label": b"batch",
+        b"data": rng.integers(0, 256, (n, 3072), dtype=np.uint8),
+        b"labels": rng.integers(0, 10, n).tolist(),
+        b"filenames": [b"x.png"] * n,
+    }
 
 
 def write_cifar(folder: Path, rng, n=8, meta=True, overrides=None):
@@ -245,8 +258,12 @@ def test_cifar_round_trip_from_folder_and_archive(tmp_path, out_dir):
     archive_root = tmp_path / "archived"
     archive_root.mkdir()
     cifar_archive(archive_root, batches_dir)
-    for name, raw in (("nested", tmp_path / "raw"), ("folder", batches_dir), ("archive", archive_root),
-                      ("archive-file", archive_root / "cifar-10-python.tar.gz")):
+    for name, raw in (
+        ("nested", tmp_path / "raw"),
+        ("folder", batches_dir),
+        ("archive", archive_root),
+        ("archive-file", archive_root / "cifar-10-python.tar.gz"),
+    ):
         prepare(["cifar10", "--raw", str(raw), "--out", str(out_dir / f"{name}.h5")])
     data, info = read_h5(out_dir / "nested.h5"), read_info(out_dir / "nested.h5")
     assert (info.image_shape, info.n_train, info.n_test) == ((3, 32, 32), 40, 8)
@@ -295,11 +312,13 @@ def test_cifar_bad_batches(tmp_path, out_dir):
     short = cifar_batch(rng, 8)
     short[b"data"] = short[b"data"][:, :3000]
     assert "data_batch_2: `data` is uint8 (8, 3000)" in cifar_error(
-        tmp_path / "a", out_dir, {"data_batch_2": pickle.dumps(short, protocol=2)})
+        tmp_path / "a", out_dir, {"data_batch_2": pickle.dumps(short, protocol=2)}
+    )
     bad_labels = cifar_batch(rng, 8)
     bad_labels[b"labels"] = [10] + [0] * 7
     assert "test_batch: labels 0..10 outside 0..9" in cifar_error(
-        tmp_path / "b", out_dir, {"test_batch": pickle.dumps(bad_labels, protocol=2)})
+        tmp_path / "b", out_dir, {"test_batch": pickle.dumps(bad_labels, protocol=2)}
+    )
 
 
 def test_cifar_pickle_cannot_run_code(tmp_path, out_dir):
@@ -348,8 +367,9 @@ def write_imagenet(root: Path, rng, val_layout="sorted", per_class=4, per_val_cl
         folder = root / "val" / wnid if val_layout == "sorted" else root / "val"
         folder.mkdir(exist_ok=True)
         (folder / name).write_bytes(jpeg(rng))
-    (root / "labels.csv").write_text("ImageId,PredictionString\n" + "".join(
-        f"{Path(n).stem},{w} 1 2 3 4\n" for n, w in zip(names, truth)))
+    (root / "labels.csv").write_text(
+        "ImageId,PredictionString\n" + "".join(f"{Path(n).stem},{w} 1 2 3 4\n" for n, w in zip(names, truth))
+    )
     return names, truth
 
 
@@ -441,8 +461,12 @@ def test_load_image_matches_torchvision_resize_and_center_crop():
 
 def test_cli_prepare_digits(tmp_path):
     out = tmp_path / "digits.h5"
-    done = subprocess.run([sys.executable, "-m", "scaledl", "prepare", "digits", "--out", str(out)],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "scaledl", "prepare", "digits", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("prepared digits: 1437 train + 360 test images of 1x28x28")
     assert read_info(out).n_train == 1437

@@ -5,14 +5,13 @@ import json
 
 import pytest
 
-from scaledl.net import cost as cm
 from scaledl.algorithms import ALGORITHMS
-from scaledl.errors import UserError
+from scaledl.net import cost as cm
 
-NET = cm.Network(alpha=1e-6, beta=1e-9)              # 1 µs, 1 GB/s
+NET = cm.Network(alpha=1e-6, beta=1e-9)  # 1 µs, 1 GB/s
 NET_G = cm.Network(alpha=1e-6, beta=1e-9, gamma=1e-10)
-N = 1_000_000                                        # bytes
-T = 1e-6 + 1e-3                                      # one message of N bytes: α + nβ
+N = 1_000_000  # bytes
+T = 1e-6 + 1e-3  # one message of N bytes: α + nβ
 
 
 def close(a, b):
@@ -28,7 +27,7 @@ def test_ceil_log2():
 def test_message_and_per_layer():
     assert close(cm.message(NET, N), T)
     assert close(cm.message(NET, N, layers=1), T)
-    assert close(cm.message(NET, N, layers=8), 8e-6 + 1e-3)          # per layer: L·α + nβ
+    assert close(cm.message(NET, N, layers=8), 8e-6 + 1e-3)  # per layer: L·α + nβ
 
 
 def test_bcast_reduce_allreduce_by_hand():
@@ -63,32 +62,32 @@ def test_every_registered_algorithm_has_a_model():
 
 def test_sync_algorithms():
     sgd = cm.step_cost("sync_sgd", NET, N, 4, model="paper", compute_s=0.01)
-    assert close(sgd.exposed_s, 4 * T)                                  # tree Reduce + Bcast
+    assert close(sgd.exposed_s, 4 * T)  # tree Reduce + Bcast
     assert close(sgd.step_s, 0.01 + 4 * T)
     sgd_bw = cm.step_cost("sync_sgd", NET, N, 4, model="bandwidth_optimal")
-    assert close(sgd_bw.exposed_s, 4e-6 + 1.5e-3)                       # Rabenseifner
+    assert close(sgd_bw.exposed_s, 4e-6 + 1.5e-3)  # Rabenseifner
     easgd_bw = cm.step_cost("sync_easgd", NET, N, 8, model="bandwidth_optimal")
-    assert close(easgd_bw.exposed_s, 2 * (6e-6 + 1.75e-3))              # scatter-allgather Bcast + Rabenseifner Reduce
+    assert close(easgd_bw.exposed_s, 2 * (6e-6 + 1.75e-3))  # scatter-allgather Bcast + Rabenseifner Reduce
     easgd_paper = cm.step_cost("sync_easgd", NET, N, 8, model="paper")
-    assert close(easgd_paper.exposed_s, 2 * 3 * T)                      # the paper's 2·log P·(α + |W|β)
+    assert close(easgd_paper.exposed_s, 2 * 3 * T)  # the paper's 2·log P·(α + |W|β)
     with_control = cm.step_cost("sync_sgd", NET, N, 4, model="paper", control=True)
-    assert close(with_control.exposed_s, 4 * T + 2e-6)                  # + lg·α stop flag
+    assert close(with_control.exposed_s, 4 * T + 2e-6)  # + lg·α stop flag
 
 
 def test_sync_easgd_period_and_overlap():
     every_other = cm.step_cost("sync_easgd", NET, N, 2, tau=2)
-    assert close(every_other.exposed_s, T)                              # (Bcast + Reduce) / τ = 2T / 2
+    assert close(every_other.exposed_s, T)  # (Bcast + Reduce) / τ = 2T / 2
     hidden = cm.step_cost("sync_easgd", NET, N, 2, compute_s=0.01, overlap=True)
     assert hidden.exposed_s == 0.0 and close(hidden.step_s, 0.01)
     exposed = cm.step_cost("sync_easgd", NET, N, 2, compute_s=0.001, overlap=True)
     assert close(exposed.step_s, 2 * T)
-    if "sync_easgd3" in ALGORITHMS:                                  # the ladder preset overlaps by default
+    if "sync_easgd3" in ALGORITHMS:  # the ladder preset overlaps by default
         assert cm.step_cost("sync_easgd3", NET, N, 2, compute_s=0.01).exposed_s == 0.0
 
 
 def test_round_robin_serialises_everything():
     idle = cm.step_cost("easgd", NET, N, 4)
-    assert close(idle.exposed_s, 4 * 2 * T)                             # P·2(α + nβ) per round
+    assert close(idle.exposed_s, 4 * 2 * T)  # P·2(α + nβ) per round
     busy = cm.step_cost("easgd", NET, N, 4, compute_s=0.01)
     assert close(busy.step_s, 4 * (0.01 + 2 * T))
     assert close(busy.exposed_s, 4 * (0.01 + 2 * T) - 0.01)
@@ -97,9 +96,9 @@ def test_round_robin_serialises_everything():
 
 def test_locked_master_saturates():
     s = 2 * T
-    below = cm.step_cost("async_easgd", NET, N, 4, compute_s=0.01)   # P·S = 0.008 < T_c + S
+    below = cm.step_cost("async_easgd", NET, N, 4, compute_s=0.01)  # P·S = 0.008 < T_c + S
     assert close(below.step_s, 0.01 + s) and close(below.exposed_s, s)
-    above = cm.step_cost("async_easgd", NET, N, 8, compute_s=0.01)   # P·S = 0.016 > T_c + S
+    above = cm.step_cost("async_easgd", NET, N, 8, compute_s=0.01)  # P·S = 0.016 > T_c + S
     assert close(above.step_s, 8 * s) and close(above.exposed_s, 8 * s - 0.01)
     momentum = cm.step_cost("async_msgd", NET, N, 2, compute_s=0.01)  # V moves twice more
     assert close(momentum.exchange_s, 4 * T) and close(momentum.step_s, 0.01 + 4 * T)
@@ -109,7 +108,7 @@ def test_locked_master_saturates():
 
 def test_lock_free_serialises_only_bytes():
     hog = cm.step_cost("hogwild_easgd", NET, N, 8, compute_s=0.01)
-    assert close(hog.step_s, 8 * 2e-3)                               # P·2nβ: latencies overlap
+    assert close(hog.step_s, 8 * 2e-3)  # P·2nβ: latencies overlap
     locked = cm.step_cost("async_easgd", NET, N, 8, compute_s=0.01)
     assert hog.step_s < locked.step_s
 
@@ -119,7 +118,7 @@ def test_efficiency_and_weak_scaling():
     assert close(e, 0.01 / (0.01 + 4 * T))
     e_compute = cm.efficiency("easgd", NET, N, 2, 0.01, reference="compute")
     assert close(e_compute, 0.01 / (2 * (0.01 + 2 * T)))
-    assert close(cm.efficiency("easgd", NET, N, 4, 0.01), 0.25)      # round-robin: 1/P
+    assert close(cm.efficiency("easgd", NET, N, 4, 0.01), 0.25)  # round-robin: 1/P
     rows = cm.weak_scaling("sync_easgd", NET, N, 0.01, workers=(1, 2, 4253))
     assert [r["workers"] for r in rows] == [1, 2, 4253]
     assert rows[0]["efficiency"] == 1.0
@@ -142,10 +141,18 @@ def test_bad_arguments(kwargs):
 
 
 def fake_netbench(path, alpha=1e-6, beta=1e-9, gamma=0.0):
-    path.write_text(json.dumps({
-        "kind": "scaledl-netbench", "alpha_s": alpha, "beta_s_per_byte": beta, "gamma_s_per_byte": gamma,
-        "machine": {"ranks": 2, "nodes": 1, "mpi_library": "test MPI"}, "p2p": {"note": "test", "links": []},
-    }))
+    path.write_text(
+        json.dumps(
+            {
+                "kind": "scaledl-netbench",
+                "alpha_s": alpha,
+                "beta_s_per_byte": beta,
+                "gamma_s_per_byte": gamma,
+                "machine": {"ranks": 2, "nodes": 1, "mpi_library": "test MPI"},
+                "p2p": {"note": "test", "links": []},
+            }
+        )
+    )
     return path
 
 
@@ -155,16 +162,32 @@ def fake_run(run_dir, key="sync_sgd", workers=2, steps=100, comm=0.5, compute=1.
     if master:
         ranks.append({"rank": 0, "role": "master", "comm_s": 9.0, "wait_s": 9.0, "compute_s": 0.0})
     for w in range(workers):
-        phases = {"data_s": 0.0, "h2d_s": 0.0, "compute_s": compute, "update_s": 0.0, "comm_s": comm * (w + 1), "wait_s": 0.0}
-        steady = {"transfer_per_step_s": comm * (w + 1) / steps, "wait_per_step_s": 0.0,
-                  "compute_per_step_s": compute / steps}
+        phases = {
+            "data_s": 0.0,
+            "h2d_s": 0.0,
+            "compute_s": compute,
+            "update_s": 0.0,
+            "comm_s": comm * (w + 1),
+            "wait_s": 0.0,
+        }
+        steady = {
+            "transfer_per_step_s": comm * (w + 1) / steps,
+            "wait_per_step_s": 0.0,
+            "compute_per_step_s": compute / steps,
+        }
         role = "master+worker" if (w == 0 and not master) else "worker"
         ranks.append({"rank": len(ranks), "role": role, **steady, **({"phases": phases} if nested else phases)})
     run = {
-        "algorithm": {"key": key}, "platform": "local", "world": {"workers": workers, "size": len(ranks)},
-        "model": {"name": "lenet", "bytes": N}, "data": {"dataset": "digits", "image_shape": [1, 28, 28], "classes": 10},
-        "stop": {"steps": steps}, "phases": {"per_rank": ranks}, "seconds_per_step": 0.02,
-        "hyper": {"tau": 1, "momentum_at": "master"}, "codesign": {"message": "packed", "overlap": False},
+        "algorithm": {"key": key},
+        "platform": "local",
+        "world": {"workers": workers, "size": len(ranks)},
+        "model": {"name": "lenet", "bytes": N},
+        "data": {"dataset": "digits", "image_shape": [1, 28, 28], "classes": 10},
+        "stop": {"steps": steps},
+        "phases": {"per_rank": ranks},
+        "seconds_per_step": 0.02,
+        "hyper": {"tau": 1, "momentum_at": "master"},
+        "codesign": {"message": "packed", "overlap": False},
     }
     (run_dir / "run.json").write_text(json.dumps(run))
     return run_dir
@@ -193,8 +216,8 @@ def test_comm_model_predicted_beside_measured(tmp_path, nested, capsys):
     assert float(s["predicted_bandwidth_optimal_s"]) == pytest.approx(2e-6 + 1e-3 + 1e-6)
     assert float(s["ratio_paper"]) == pytest.approx(0.0075 / (2 * T + 1e-6))
     a = rows["async_easgd"]
-    assert float(a["measured_exposed_s"]) == pytest.approx(0.0075)    # the dedicated master is not averaged in
-    assert float(a["predicted_paper_s"]) == pytest.approx(2 * T + 4e-6)   # S + version count + board report
+    assert float(a["measured_exposed_s"]) == pytest.approx(0.0075)  # the dedicated master is not averaged in
+    assert float(a["predicted_paper_s"]) == pytest.approx(2 * T + 4e-6)  # S + version count + board report
     scaling = list(csv.DictReader((tmp_path / "tables" / "comm_model_scaling.csv").open()))
     assert {r["network"] for r in scaling} == {"measured", "fdr_ib", "10gbe"}
     assert {int(r["workers"]) for r in scaling} >= {1, 4096, 4253}
@@ -214,8 +237,9 @@ def test_comm_model_bad_inputs_name_the_file(tmp_path, capsys):
     assert comm_model(["--netbench", nb, tmp_path / "bad.json", "--out", out]) == 2
     assert "bad.json" in capsys.readouterr().err
     one_rank = tmp_path / "one.json"
-    one_rank.write_text(json.dumps({"kind": "scaledl-netbench", "alpha_s": None, "beta_s_per_byte": None,
-                                    "p2p": {"note": "one rank"}}))
+    one_rank.write_text(
+        json.dumps({"kind": "scaledl-netbench", "alpha_s": None, "beta_s_per_byte": None, "p2p": {"note": "one rank"}})
+    )
     assert comm_model(["--netbench", one_rank, run, "--out", out]) == 2
     assert "at least 2 ranks" in capsys.readouterr().err
     assert comm_model(["--netbench", nb, run, "--out", out, "--networks", "carrier_pigeon"]) == 2

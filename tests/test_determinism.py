@@ -12,10 +12,26 @@ pytestmark = pytest.mark.mpi
 
 
 def train_once(digits_h5, out, algorithm, seed, workers=2, extra=()):
-    result = run_train(tasks_for(algorithm, workers), [
-        "--data", str(digits_h5), "--model", "lenet", "--algorithm", algorithm, "--out-dir", str(out),
-        "--max-steps", "30", "--eval-every", "10", "--seed", str(seed), *extra,
-    ])
+    result = run_train(
+        tasks_for(algorithm, workers),
+        [
+            "--data",
+            str(digits_h5),
+            "--model",
+            "lenet",
+            "--algorithm",
+            algorithm,
+            "--out-dir",
+            str(out),
+            "--max-steps",
+            "30",
+            "--eval-every",
+            "10",
+            "--seed",
+            str(seed),
+            *extra,
+        ],
+    )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     return torch.load(out / "model.pt")
 
@@ -33,10 +49,13 @@ def test_same_seed_bitwise_identical_model(digits_h5, tmp_path, algorithm):
     assert not same(first, other), "a different seed must change the result (else the check proves nothing)"
 
 
-@pytest.mark.parametrize("algorithm, extra", [
-    ("sync_sgd", ["--message", "per_layer"]),
-    ("sync_easgd3", []),   # the exchange on the helper thread
-])
+@pytest.mark.parametrize(
+    "algorithm, extra",
+    [
+        ("sync_sgd", ["--message", "per_layer"]),
+        ("sync_easgd3", []),  # the exchange on the helper thread
+    ],
+)
 def test_gloo_backend_equals_mpi_bit_for_bit(digits_h5, tmp_path, algorithm, extra):
     """torch.distributed's code path (NCCL's on a GPU; Gloo here) against MPI's on the same run.
 
@@ -49,6 +68,6 @@ def test_gloo_backend_equals_mpi_bit_for_bit(digits_h5, tmp_path, algorithm, ext
     assert same(by_mpi, by_gloo), f"{algorithm}: gloo and mpi backends disagree"
     run = json.loads((tmp_path / "gloo" / "run.json").read_text())
     assert run["codesign"]["backend"] == "gloo"
-    layers = len(by_gloo) if "per_layer" in extra else 1   # LeNet's parameter tensors (no buffers)
+    layers = len(by_gloo) if "per_layer" in extra else 1  # LeNet's parameter tensors (no buffers)
     per_exchange = {"sync_sgd": 1, "sync_easgd3": 2}[algorithm] * layers
     assert {r["messages_per_exchange"] for r in run["algorithm_report"]} == {per_exchange}

@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from mpi_run import run_train
 
+from mpi_run import run_train
 from scaledl.algorithms import ALGORITHMS
 
 REPO = Path(__file__).resolve().parents[1]

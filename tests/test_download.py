@@ -154,9 +154,9 @@ def test_a_gzip_file_is_verified_by_its_content_whatever_gzip_wrote_it(server, t
     (tmp_path / "a.gz").write_bytes(packed)
     summary = fetch(RemoteFile("a.gz", (server.url("/a.gz"),), sha256(DATA)), tmp_path)
     assert "already present, sha256 of its gunzipped content verified" in summary
-    server.routes["/b.gz"] = Route(gzip.compress(DATA, mtime=1))           # a download, gzipped elsewhere
+    server.routes["/b.gz"] = Route(gzip.compress(DATA, mtime=1))  # a download, gzipped elsewhere
     assert "downloaded" in fetch(RemoteFile("b.gz", (server.url("/b.gz"),), sha256(DATA)), tmp_path)
-    (tmp_path / "c.gz").write_bytes(gzip.compress(DATA[:-1] + b"\x00"))     # the wrong content, gzipped
+    (tmp_path / "c.gz").write_bytes(gzip.compress(DATA[:-1] + b"\x00"))  # the wrong content, gzipped
     with pytest.raises(DataError) as exc:
         fetch(RemoteFile("c.gz", (server.url("/c.gz"),), sha256(DATA)), tmp_path)
     assert "nor does its content match" in one_line_error(exc) and server.hits["/c.gz"] == 0
@@ -225,10 +225,13 @@ def test_progress_lines_give_bytes_total_and_rate(server, tmp_path):
     big = os.urandom(3 * 2**20)
     server.routes["/big.bin"] = Route(big)
     stream = io.StringIO()
-    ensure_file(RemoteFile("big.bin", (server.url("/big.bin"),), sha256(big)), tmp_path, progress_every=0, stream=stream)
+    ensure_file(
+        RemoteFile("big.bin", (server.url("/big.bin"),), sha256(big)), tmp_path, progress_every=0, stream=stream
+    )
     lines = stream.getvalue().splitlines()
-    assert lines and all(re.fullmatch(r"scaledl download: big\.bin: [\d.]+ MB of 3\.1 MB \(\d+%\), [\d.]+ MB/s", line)
-                         for line in lines), lines
+    assert lines and all(
+        re.fullmatch(r"scaledl download: big\.bin: [\d.]+ MB of 3\.1 MB \(\d+%\), [\d.]+ MB/s", line) for line in lines
+    ), lines
     assert lines[-1].startswith("scaledl download: big.bin: 3.1 MB of 3.1 MB (100%)")
 
 
@@ -251,14 +254,24 @@ def run_cli(capsys, *argv) -> tuple[int, str, str]:
 
 def test_cli_downloads_then_skips(server, tmp_path, capsys):
     server.routes["/x.gz"] = Route(DATA)
-    argv = ["mnist", "--out-dir", str(tmp_path), "--url", f"x.gz={server.url('/x.gz')}", "--sha256", f"x.gz={sha256(DATA)}"]
+    argv = [
+        "mnist",
+        "--out-dir",
+        str(tmp_path),
+        "--url",
+        f"x.gz={server.url('/x.gz')}",
+        "--sha256",
+        f"x.gz={sha256(DATA)}",
+    ]
     status, out, _ = run_cli(capsys, *argv)
     assert status == 0 and "x.gz: downloaded" in out
     status, out, _ = run_cli(capsys, *argv)
     assert status == 0 and "x.gz: already present" in out and server.hits["/x.gz"] == 1
 
 
-@pytest.mark.parametrize("case", ["unreachable", "corrupt", "present_wrong", "missing_verify_only", "bad_sha256", "unknown_file"])
+@pytest.mark.parametrize(
+    "case", ["unreachable", "corrupt", "present_wrong", "missing_verify_only", "bad_sha256", "unknown_file"]
+)
 def test_cli_errors_are_one_line_and_non_zero(server, tmp_path, capsys, case):
     server.routes["/x.gz"] = Route(b"not the data")
     url = closed_port_url() if case == "unreachable" else server.url("/x.gz")
@@ -284,9 +297,22 @@ def test_cli_process_offline_exit_status_and_stderr(tmp_path):
     """The real process: non-zero status, one stderr line, no traceback."""
     env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
     result = subprocess.run(
-        [sys.executable, "-m", "scaledl", "download", "cifar10", "--out-dir", str(tmp_path),
-         "--url", f"cifar-10-python.tar.gz={closed_port_url()}"],
-        capture_output=True, text=True, env=env, timeout=120)
+        [
+            sys.executable,
+            "-m",
+            "scaledl",
+            "download",
+            "cifar10",
+            "--out-dir",
+            str(tmp_path),
+            "--url",
+            f"cifar-10-python.tar.gz={closed_port_url()}",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert result.returncode != 0 and result.stdout == ""
     assert len(result.stderr.splitlines()) == 1, result.stderr
     assert f"put cifar-10-python.tar.gz at {tmp_path / 'cifar-10-python.tar.gz'} (no sha256 given)" in result.stderr
@@ -304,7 +330,11 @@ def test_cli_list_prints_the_built_in_files(capsys):
 
 def test_built_in_lists_hold_what_the_converters_read():
     assert {f.name for f in BUILT_IN["mnist"]} == {
-        "train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"}
+        "train-images-idx3-ubyte.gz",
+        "train-labels-idx1-ubyte.gz",
+        "t10k-images-idx3-ubyte.gz",
+        "t10k-labels-idx1-ubyte.gz",
+    }
     assert [f.name for f in BUILT_IN["cifar10"]] == ["cifar-10-python.tar.gz"]
     for files in BUILT_IN.values():
         for f in files:
@@ -318,7 +348,9 @@ def test_config_download_lists_are_the_built_in_ones(config):
     assert any("download" in settings for settings in datasets.values())
     for dataset, settings in datasets.items():
         if "download" in settings:
-            assert settings["download"] == {f.name: {"urls": list(f.urls), "sha256": f.sha256} for f in BUILT_IN[dataset]}
+            assert settings["download"] == {
+                f.name: {"urls": list(f.urls), "sha256": f.sha256} for f in BUILT_IN[dataset]
+            }
 
 
 def test_raw_readme_lists_the_built_in_checksums():
@@ -335,11 +367,13 @@ SHA = "ab" * 32
 
 def datasets_config(mnist=None, cifar10=None, cifar10_raw=None):
     """A validated config's `datasets`: digits embedded, mnist and cifar10 with these download lists."""
-    return {"datasets": {
-        "digits": {"image_size": None, "test_fraction": 0.2, "seed": 0},
-        "mnist": {"raw": None, "download": mnist or {}, "seed": 0},
-        "cifar10": {"raw": cifar10_raw, "download": cifar10 or {}, "seed": 0},
-    }}
+    return {
+        "datasets": {
+            "digits": {"image_size": None, "test_fraction": 0.2, "seed": 0},
+            "mnist": {"raw": None, "download": mnist or {}, "seed": 0},
+            "cifar10": {"raw": cifar10_raw, "download": cifar10 or {}, "seed": 0},
+        }
+    }
 
 
 MNIST_LIST = {
@@ -353,7 +387,7 @@ def test_a_download_list_fills_its_datasets_raw_folder():
     config = datasets_config(mnist=MNIST_LIST, cifar10_raw="data/raw//c10/")
     assert not downloads.needs_raw(config, "digits") and downloads.needs_raw(config, "mnist")
     assert downloads.raw_dir(config, "mnist") == "data/raw/mnist"
-    assert downloads.download_folder(config, "cifar10") == "data/raw/c10"   # normalised: outputs match inputs
+    assert downloads.download_folder(config, "cifar10") == "data/raw/c10"  # normalised: outputs match inputs
     assert downloads.download_targets(config, "mnist") == [f"data/raw/mnist/{name}" for name in MNIST_LIST]
     assert downloads.download_targets(config, "cifar10") == []
     assert downloads.downloads_by_folder(config) == {"data/raw/mnist": "mnist"}
@@ -365,7 +399,7 @@ def test_the_download_rule_matches_the_listed_files_and_nothing_else():
     assert not re.fullmatch(constraints["rawdir"], "data/raw/mnistX")
     for name in MNIST_LIST:
         assert re.fullmatch(constraints["filename"], name)
-    assert not re.fullmatch(constraints["filename"], "extraXgz")   # the dot is escaped
+    assert not re.fullmatch(constraints["filename"], "extraXgz")  # the dot is escaped
     nothing = downloads.download_wildcard_constraints(datasets_config())
     assert nothing == {"rawdir": "(?!)", "filename": "(?!)"}
     assert not re.fullmatch(nothing["rawdir"], "") and not re.fullmatch(nothing["filename"], "data")
@@ -380,17 +414,22 @@ def test_a_listed_file_with_nowhere_to_come_from_is_refused_in_one_line():
 
 
 def test_two_lists_filling_one_folder_are_refused_naming_both():
-    config = datasets_config(mnist=MNIST_LIST, cifar10={"b.gz": {"urls": ["http://b/b.gz"], "sha256": None}},
-                             cifar10_raw="data/raw/mnist/")
-    with pytest.raises(downloads.DownloadError, match=r"^datasets mnist and cifar10 both download into "
-                                                       r"data/raw/mnist: give one of them its own `raw` folder$"):
+    config = datasets_config(
+        mnist=MNIST_LIST, cifar10={"b.gz": {"urls": ["http://b/b.gz"], "sha256": None}}, cifar10_raw="data/raw/mnist/"
+    )
+    with pytest.raises(
+        downloads.DownloadError,
+        match=r"^datasets mnist and cifar10 both download into "
+        r"data/raw/mnist: give one of them its own `raw` folder$",
+    ):
         downloads.downloads_by_folder(config)
 
 
 def test_a_download_job_gets_every_mirror_in_order_and_the_checksum():
     config = datasets_config(mnist=MNIST_LIST)
     assert downloads.source_flags(config, "mnist", "train images.gz") == (
-        f"--url 'train images.gz=http://a/x.gz' --url 'train images.gz=http://b/x.gz' --sha256 'train images.gz'={SHA}")
+        f"--url 'train images.gz=http://a/x.gz' --url 'train images.gz=http://b/x.gz' --sha256 'train images.gz'={SHA}"
+    )
     assert downloads.source_flags(config, "mnist", "extra.gz") == "--url extra.gz=file:///tmp/extra.gz"
 
 
@@ -400,7 +439,8 @@ def test_prepare_first_verifies_the_listed_files_that_have_a_checksum():
     assert downloads.verify_command(config, "mnist") == (
         "python -m scaledl download mnist 'train images.gz' t10k-labels-idx1-ubyte.gz extra.gz "
         f"--out-dir data/raw/mnist --verify-only --sha256 'train images.gz'={SHA} "
-        f"--sha256 t10k-labels-idx1-ubyte.gz={SHA} && ")
+        f"--sha256 t10k-labels-idx1-ubyte.gz={SHA} && "
+    )
 
 
 # ---- the workflow ----------------------------------------------------------------
@@ -424,8 +464,14 @@ def tiny_mnist() -> dict[str, bytes]:
 def snakemake(workdir: Path, *args):
     env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    return subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", *args],
-                          cwd=workdir, env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "snakemake", "--cores", "2", *args],
+        cwd=workdir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 @pytest.mark.workflow
@@ -437,9 +483,14 @@ def test_workflow_downloads_verifies_and_prepares(server, tmp_path):
         source = REPO / name
         (shutil.copytree if source.is_dir() else shutil.copy2)(source, tmp_path / name)
     # the first mirror is down, so every file comes from the second
-    download = {name: {"urls": [closed_port_url(f"/{name}"), server.url(f"/mnist/{name}")], "sha256": sha256(data)}
-                for name, data in files.items()}
-    config = {"experiments": [{"dataset": "mnist", "algorithms": ["sync_sgd"], "train": {"max_steps": 2}}], "datasets": {"mnist": {"download": download}}}
+    download = {
+        name: {"urls": [closed_port_url(f"/{name}"), server.url(f"/mnist/{name}")], "sha256": sha256(data)}
+        for name, data in files.items()
+    }
+    config = {
+        "experiments": [{"dataset": "mnist", "algorithms": ["sync_sgd"], "train": {"max_steps": 2}}],
+        "datasets": {"mnist": {"download": download}},
+    }
     (tmp_path / "config/custom.yaml").write_text(yaml.safe_dump(config))
     args = ("data/hdf5/mnist.h5", "--configfile", "config/custom.yaml")  # targets before the nargs option
 
@@ -459,5 +510,6 @@ def test_workflow_downloads_verifies_and_prepares(server, tmp_path):
     assert sum(server.hits.values()) == 4
     log = (tmp_path / "logs/prepare/mnist.log").read_text()
     assert "Traceback" not in log and "prepared mnist" not in log
-    assert log.splitlines()[-1].startswith("scaledl download: error: data/raw/mnist/t10k-labels-idx1-ubyte.gz is there "
-                                           "but its sha256 is"), log
+    assert log.splitlines()[-1].startswith(
+        "scaledl download: error: data/raw/mnist/t10k-labels-idx1-ubyte.gz is there but its sha256 is"
+    ), log

@@ -20,8 +20,21 @@ def error_lines(result):
 
 
 def test_master_based_algorithm_on_one_rank(digits_h5, tmp_path):
-    result = run_train(1, ["--data", str(digits_h5), "--model", "lenet", "--algorithm", "async_easgd",
-                           "--out-dir", str(tmp_path / "run"), "--max-steps", "5"])
+    result = run_train(
+        1,
+        [
+            "--data",
+            str(digits_h5),
+            "--model",
+            "lenet",
+            "--algorithm",
+            "async_easgd",
+            "--out-dir",
+            str(tmp_path / "run"),
+            "--max-steps",
+            "5",
+        ],
+    )
     assert result.returncode == 2
     assert error_lines(result) == [error_lines(result)[0]]
     assert "needs a master rank plus at least one worker" in result.stderr and "mpiexec -n P+1" in result.stderr
@@ -31,8 +44,21 @@ def test_master_based_algorithm_on_one_rank(digits_h5, tmp_path):
 def test_missing_and_corrupt_data(tmp_path):
     (tmp_path / "bad.h5").write_bytes(b"not hdf5 at all")
     for data, says in ((tmp_path / "missing.h5", "no such file"), (tmp_path / "bad.h5", "not an HDF5 file")):
-        result = run_train(2, ["--data", str(data), "--model", "lenet", "--algorithm", "sync_sgd",
-                               "--out-dir", str(tmp_path / "run"), "--max-steps", "5"])
+        result = run_train(
+            2,
+            [
+                "--data",
+                str(data),
+                "--model",
+                "lenet",
+                "--algorithm",
+                "sync_sgd",
+                "--out-dir",
+                str(tmp_path / "run"),
+                "--max-steps",
+                "5",
+            ],
+        )
         assert result.returncode == 2
         lines = error_lines(result)
         assert len(lines) == 1 and says in lines[0] and str(data) in lines[0], result.stderr
@@ -41,8 +67,21 @@ def test_missing_and_corrupt_data(tmp_path):
 
 
 def test_no_budget(digits_h5, tmp_path):
-    result = run_train(2, ["--data", str(digits_h5), "--model", "lenet", "--algorithm", "sync_sgd",
-                           "--out-dir", str(tmp_path / "run"), "--target-accuracy", "0.9"])
+    result = run_train(
+        2,
+        [
+            "--data",
+            str(digits_h5),
+            "--model",
+            "lenet",
+            "--algorithm",
+            "sync_sgd",
+            "--out-dir",
+            str(tmp_path / "run"),
+            "--target-accuracy",
+            "0.9",
+        ],
+    )
     assert result.returncode == 2 and "give at least one budget" in result.stderr
 
 
@@ -51,7 +90,9 @@ class Job:
 
     def __init__(self, ranks, args):
         cmd = [str(MPIEXEC), "-n", str(ranks), sys.executable, "-m", "mpi4py", "-m", "scaledl", "train", *args]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=mpi_env(ranks))
+        self.proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=mpi_env(ranks)
+        )
         self.lines: list[str] = []
         threading.Thread(target=self._read, daemon=True).start()
 
@@ -87,11 +128,27 @@ class Job:
 @pytest.mark.parametrize("algorithm", ["async_easgd", "hogwild_sgd", "easgd"])
 def test_lost_worker_ends_the_job_naming_the_rank(digits_h5, tmp_path, algorithm, how):
     timeout = 5
-    job = Job(3, ["--data", str(digits_h5), "--model", "lenet", "--algorithm", algorithm,
-                  "--out-dir", str(tmp_path / "run"), "--max-steps", "100000", "--eval-every", "100000",
-                  "--worker-timeout", str(timeout)])
+    job = Job(
+        3,
+        [
+            "--data",
+            str(digits_h5),
+            "--model",
+            "lenet",
+            "--algorithm",
+            algorithm,
+            "--out-dir",
+            str(tmp_path / "run"),
+            "--max-steps",
+            "100000",
+            "--eval-every",
+            "100000",
+            "--worker-timeout",
+            str(timeout),
+        ],
+    )
     pid = int(job.wait_for(r"rank 2/3 \(worker 1, pid (\d+) on").group(1))
-    job.wait_for(r"step\s+0[/ ]")                 # training has started
+    job.wait_for(r"step\s+0[/ ]")  # training has started
     time.sleep(2)
     os.kill(pid, signal.SIGKILL if how == "kill" else signal.SIGSTOP)
     started = time.monotonic()
@@ -102,22 +159,42 @@ def test_lost_worker_ends_the_job_naming_the_rank(digits_h5, tmp_path, algorithm
     elapsed = time.monotonic() - started
     assert returncode != 0
     ours = [line for line in job.output.splitlines() if "scaledl train: error:" in line]
-    assert len(ours) == 1, job.output[-3000:]          # one report, not one per killed rank
+    assert len(ours) == 1, job.output[-3000:]  # one report, not one per killed rank
     if how == "kill":
         assert f"rank 2/3 (worker 1, pid {pid} on" in ours[0] and "died without finishing" in ours[0], ours
         assert elapsed < timeout + 30
     else:
         assert "worker rank 2 " in ours[0], ours
         limit = float(re.search(r"limit ([\d.]+) s", ours[0]).group(1))
-        assert limit >= timeout and elapsed < limit + 30, (limit, elapsed, ours[0])   # it ended at its own limit
+        assert limit >= timeout and elapsed < limit + 30, (limit, elapsed, ours[0])  # it ended at its own limit
     assert not (tmp_path / "run" / "run.json").exists()
 
 
 def test_singletons_are_refused(digits_h5, tmp_path):
     """A launcher that starts two unconnected singletons instead of one 2-rank job must fail, not train twice."""
-    cmd = [sys.executable, "-m", "mpi4py", "-m", "scaledl", "train", "--data", str(digits_h5), "--model", "lenet",
-           "--algorithm", "sync_sgd", "--out-dir", str(tmp_path / "run"), "--max-steps", "5", "--expect-ranks", "2"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "mpi4py",
+        "-m",
+        "scaledl",
+        "train",
+        "--data",
+        str(digits_h5),
+        "--model",
+        "lenet",
+        "--algorithm",
+        "sync_sgd",
+        "--out-dir",
+        str(tmp_path / "run"),
+        "--max-steps",
+        "5",
+        "--expect-ranks",
+        "2",
+    ]
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=mpi_env(1))
     assert result.returncode == 2
-    assert error_lines(result) == [error_lines(result)[0]] and "world of 1 rank(s), but 2 were requested" in result.stderr
+    assert (
+        error_lines(result) == [error_lines(result)[0]] and "world of 1 rank(s), but 2 were requested" in result.stderr
+    )
     assert not (tmp_path / "run").exists()

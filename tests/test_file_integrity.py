@@ -33,8 +33,15 @@ def small_dataset(out, n_train=600, n_test=200, shape=(3, 32, 32)):
     """A prepared file of random images (several chunks per split)."""
     rng = np.random.default_rng(0)
     split = lambda n: (rng.integers(0, 256, (n, *shape), dtype=np.uint8), rng.integers(0, 4, n))  # noqa: E731
-    write_dataset(out, dataset="toy", train=split(n_train), test=split(n_test), classes=4, class_names=None,
-                  source_sha256="ab" * 32)
+    write_dataset(
+        out,
+        dataset="toy",
+        train=split(n_train),
+        test=split(n_test),
+        classes=4,
+        class_names=None,
+        source_sha256="ab" * 32,
+    )
     return out
 
 
@@ -149,8 +156,21 @@ def test_training_on_a_damaged_file_stops_with_one_line(tmp_path, digits_h5):
     path = tmp_path / "digits.h5"
     shutil.copyfile(digits_h5, path)
     damage(path)
-    result = run_train(1, ["--data", str(path), "--model", "lenet", "--algorithm", "sync_sgd",
-                           "--out-dir", str(tmp_path / "run"), "--max-steps", "5"])
+    result = run_train(
+        1,
+        [
+            "--data",
+            str(path),
+            "--model",
+            "lenet",
+            "--algorithm",
+            "sync_sgd",
+            "--out-dir",
+            str(tmp_path / "run"),
+            "--max-steps",
+            "5",
+        ],
+    )
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert result.returncode == 2, result.stderr
     assert len(lines) == 1 and str(path) in lines[0] and "checksum" in lines[0], result.stderr
@@ -169,8 +189,7 @@ def write_format_1(out, n_train=40, n_test=10, shape=(1, 8, 8)):
         for split, n in (("train", n_train), ("test", n_test)):
             f.create_dataset(f"{split}/images", data=rng.integers(0, 256, (n, *shape), dtype=np.uint8))
             f.create_dataset(f"{split}/labels", data=rng.integers(0, 4, n, dtype=np.int64))
-        f.attrs.update(dataset="toy", classes=4, mean=[0.5], std=[0.3], source_sha256="ab" * 32,
-                       scaledl_version="0.1")
+        f.attrs.update(dataset="toy", classes=4, mean=[0.5], std=[0.3], source_sha256="ab" * 32, scaledl_version="0.1")
     return out
 
 
@@ -202,8 +221,23 @@ def test_a_damaged_test_split_ends_a_two_rank_run_in_one_line(tmp_path, digits_h
     path = tmp_path / "digits.h5"
     shutil.copyfile(digits_h5, path)
     damage(path, "/test/images", nbytes=64 << 10)
-    result = run_train(2, ["--data", str(path), "--model", "lenet", "--algorithm", "sync_sgd",
-                           "--out-dir", str(tmp_path / "run"), "--max-steps", "40", "--eval-every", "5"])
+    result = run_train(
+        2,
+        [
+            "--data",
+            str(path),
+            "--model",
+            "lenet",
+            "--algorithm",
+            "sync_sgd",
+            "--out-dir",
+            str(tmp_path / "run"),
+            "--max-steps",
+            "40",
+            "--eval-every",
+            "5",
+        ],
+    )
     ours = [line for line in result.stderr.splitlines() if "scaledl train: error:" in line]
     assert result.returncode != 0, result.stderr
     assert len(ours) == 1 and str(path) in ours[0] and "/test/images" in ours[0], result.stderr

@@ -15,8 +15,15 @@ def make_split(rng, n, shape=(3, 8, 6), classes=4):
 
 
 def write_small(out, rng, chunked=False, **overrides):
-    kwargs = dict(dataset="toy", train=make_split(rng, 50), test=make_split(rng, 20), classes=4,
-                  class_names=["a", "b", "c", "d"], source_sha256="ab" * 32, chunked=chunked)
+    kwargs = dict(
+        dataset="toy",
+        train=make_split(rng, 50),
+        test=make_split(rng, 20),
+        classes=4,
+        class_names=["a", "b", "c", "d"],
+        source_sha256="ab" * 32,
+        chunked=chunked,
+    )
     kwargs.update(overrides)
     write_dataset(out, **kwargs)
     return kwargs
@@ -59,12 +66,13 @@ def test_chunks_hold_about_one_mebibyte():
 def test_streamed_writes_give_the_same_file_contents_and_stats(tmp_path):
     rng = np.random.default_rng(1)
     train, test = make_split(rng, 103), make_split(rng, 9)
-    write_dataset(tmp_path / "whole.h5", dataset="toy", train=train, test=test, classes=4, class_names=None,
-                  source_sha256="x")
+    write_dataset(
+        tmp_path / "whole.h5", dataset="toy", train=train, test=test, classes=4, class_names=None, source_sha256="x"
+    )
     with DatasetWriter(tmp_path / "streamed.h5", dataset="toy", classes=4, chunked=True) as w:
         split = w.create_split("train", 103, (3, 8, 6))
         for lo in range(0, 103, 10):
-            split.write(train[0][lo:lo + 10], train[1][lo:lo + 10])
+            split.write(train[0][lo : lo + 10], train[1][lo : lo + 10])
         w.create_split("test", 9, (3, 8, 6)).write(*test)
         w.source_sha256 = "x"
     whole, streamed = read_info(tmp_path / "whole.h5"), read_info(tmp_path / "streamed.h5")
@@ -131,15 +139,22 @@ def corrupt(path, edit):
         edit(f)
 
 
-@pytest.mark.parametrize("edit, message", [
-    (lambda f: f["test"].pop("labels"), "missing dataset /test/labels"),
-    (lambda f: f.attrs.pop("mean"), "missing root attribute.*mean"),
-    (lambda f: f.attrs.__setitem__("std", [0.1, 0.2]), "mean/std have 3/2 values for 3 channels"),
-    (lambda f: (f["train"].pop("labels"), f["train"].create_dataset("labels", data=np.zeros(50, np.int32))),
-     "/train/labels is int32"),
-    (lambda f: (f["test"].pop("labels"), f["test"].create_dataset("labels", data=np.zeros(19, np.int64))),
-     "/test has 20 images but 19 labels"),
-])
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda f: f["test"].pop("labels"), "missing dataset /test/labels"),
+        (lambda f: f.attrs.pop("mean"), "missing root attribute.*mean"),
+        (lambda f: f.attrs.__setitem__("std", [0.1, 0.2]), "mean/std have 3/2 values for 3 channels"),
+        (
+            lambda f: (f["train"].pop("labels"), f["train"].create_dataset("labels", data=np.zeros(50, np.int32))),
+            "/train/labels is int32",
+        ),
+        (
+            lambda f: (f["test"].pop("labels"), f["test"].create_dataset("labels", data=np.zeros(19, np.int64))),
+            "/test has 20 images but 19 labels",
+        ),
+    ],
+)
 def test_read_info_rejects_a_broken_layout(tmp_path, edit, message):
     out = tmp_path / "toy.h5"
     write_small(out, np.random.default_rng(0))

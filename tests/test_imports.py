@@ -63,7 +63,7 @@ def import_graph() -> dict[str, set[str]]:
 
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
-    state: dict[str, int] = {}   # 1: on the current path, 2: done
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
     path: list[str] = []
 
     def visit(node: str) -> list[str] | None:
@@ -71,7 +71,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
         path.append(node)
         for nxt in sorted(graph[node]):
             if state.get(nxt) == 1:
-                return path[path.index(nxt):] + [nxt]
+                return path[path.index(nxt) :] + [nxt]
             if nxt not in state and (cycle := visit(nxt)):
                 return cycle
         path.pop()
@@ -111,8 +111,12 @@ def is_lazy_target(name: str) -> bool:
 
 
 def test_imports_inside_functions_are_deliberately_lazy():
-    offenders = [f"{path.relative_to(SRC)}:{line} imports {name}"
-                 for path in MODULES.values() for line, name in function_imports(path) if not is_lazy_target(name)]
+    offenders = [
+        f"{path.relative_to(SRC)}:{line} imports {name}"
+        for path in MODULES.values()
+        for line, name in function_imports(path)
+        if not is_lazy_target(name)
+    ]
     assert not offenders, "\n".join(offenders)
 
 
@@ -121,8 +125,11 @@ def test_every_lazy_import_says_why():
     missing = []
     for path in MODULES.values():
         lines = path.read_text().splitlines()
-        missing += [f"{path.relative_to(SRC)}:{line}" for line, _ in function_imports(path)
-                    if not any("#" in text for text in lines[max(line - 4, 0):line])]
+        missing += [
+            f"{path.relative_to(SRC)}:{line}"
+            for line, _ in function_imports(path)
+            if not any("#" in text for text in lines[max(line - 4, 0) : line])
+        ]
     assert not missing, "lazy imports without a reason: " + ", ".join(missing)
 
 
@@ -146,7 +153,7 @@ def test_every_module_imports_alone_in_a_fresh_interpreter():
     assert not failed, "\n".join(failed)
 
 
-PARSE_TIME_PACKAGES = ("scaledl.grid",)   # what Snakemake imports while it parses the workflow
+PARSE_TIME_PACKAGES = ("scaledl.grid",)  # what Snakemake imports while it parses the workflow
 
 
 def test_the_grid_imports_neither_torch_nor_mpi():
@@ -154,8 +161,11 @@ def test_the_grid_imports_neither_torch_nor_mpi():
     initialising MPI inside Snakemake (or a Slurm job step) would start a PMI handshake."""
     grid_modules = [m for m in MODULES if any(m == p or m.startswith(p + ".") for p in PARSE_TIME_PACKAGES)]
     assert len(grid_modules) > 3
-    code = ("import sys\n" + "".join(f"import {m}\n" for m in grid_modules)
-            + "heavy = [m for m in ('torch', 'mpi4py.MPI', 'matplotlib') if m in sys.modules]\n"
-            + "assert not heavy, heavy\n")
+    code = (
+        "import sys\n"
+        + "".join(f"import {m}\n" for m in grid_modules)
+        + "heavy = [m for m in ('torch', 'mpi4py.MPI', 'matplotlib') if m in sys.modules]\n"
+        + "assert not heavy, heavy\n"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]

@@ -17,15 +17,15 @@ import time
 import pandas as pd
 import pytest
 import torch
+from test_aggregate import make_run
+from test_workflow import REPO, WORKFLOW_FILES, output_of, snakemake
 
 from mpi_run import MPIEXEC, mpi_env, run_train
 from scaledl.errors import UserError
 from scaledl.models import build_model
-from scaledl.train.monitor import StopSignals
 from scaledl.report.summary import summarize
+from scaledl.train.monitor import StopSignals
 from scaledl.train.outputs import MetricsLog, write_metrics, write_run_json
-from test_aggregate import make_run
-from test_workflow import REPO, WORKFLOW_FILES, output_of, snakemake
 
 BUDGET = 100_000
 
@@ -41,52 +41,63 @@ def test_one_ctrl_c_delivered_twice_is_one_request_and_a_later_one_aborts():
     aborted = []
     with StopSignals(on_second=lambda: aborted.append(True), same_press_s=0.5) as signals:
         assert not signals.requested
-        os.kill(os.getpid(), signal.SIGINT)   # the terminal's copy: no KeyboardInterrupt
-        os.kill(os.getpid(), signal.SIGINT)   # the launcher's forwarded copy of the same press
+        os.kill(os.getpid(), signal.SIGINT)  # the terminal's copy: no KeyboardInterrupt
+        os.kill(os.getpid(), signal.SIGINT)  # the launcher's forwarded copy of the same press
         assert signals.requested and aborted == []
         time.sleep(0.6)
         os.kill(os.getpid(), signal.SIGTERM)  # a second press, later
         assert aborted == [True]
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler   # handlers restored
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handlers restored
 
 
 def test_metrics_grow_row_by_row_and_end_as_the_atomic_file(tmp_path):
-    rows = [{"step": s, "epoch": s / 10, "train_loss": 1 / (s + 1), "test_loss": float("nan"), "test_accuracy": 0.5}
-            for s in (0, 5, 10)]
+    rows = [
+        {"step": s, "epoch": s / 10, "train_loss": 1 / (s + 1), "test_loss": float("nan"), "test_accuracy": 0.5}
+        for s in (0, 5, 10)
+    ]
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    (run_dir / "run.json").write_text("{}")                  # an earlier run's, now out of date
+    (run_dir / "run.json").write_text("{}")  # an earlier run's, now out of date
     log = MetricsLog(run_dir / "metrics.csv")
     assert not (run_dir / "run.json").exists()
     for count, row in enumerate(rows, start=1):
         log.append(row)
-        assert len(pd.read_csv(run_dir / "metrics.csv")) == count   # on disk before the run ends
+        assert len(pd.read_csv(run_dir / "metrics.csv")) == count  # on disk before the run ends
     log.close()
     write_metrics(tmp_path / "final.csv", rows)
     assert (run_dir / "metrics.csv").read_bytes() == (tmp_path / "final.csv").read_bytes()
 
 
 def test_run_json_is_strict_json(tmp_path):
-    write_run_json(tmp_path / "run.json", {"final": {"test_loss": float("nan"), "test_accuracy": 0.1},
-                                           "losses": [float("inf"), 1.5]})
+    write_run_json(
+        tmp_path / "run.json",
+        {"final": {"test_loss": float("nan"), "test_accuracy": 0.1}, "losses": [float("inf"), 1.5]},
+    )
     text = (tmp_path / "run.json").read_text()
     assert json.loads(text, parse_constant=lambda name: pytest.fail(f"{name} in run.json")) == {
-        "final": {"test_loss": None, "test_accuracy": 0.1}, "losses": [None, 1.5]}
+        "final": {"test_loss": None, "test_accuracy": 0.1},
+        "losses": [None, 1.5],
+    }
 
 
 # ---- the summary and the workflow --------------------------------------------------------------
 
 
 def test_summary_shows_runs_that_ended_early_as_such(tmp_path):
-    runs = {reason: make_run(tmp_path, algorithm) for reason, algorithm in
-            (("max_steps", "sync_sgd"), ("interrupted", "sync_easgd"), ("diverged", "async_sgd"))}
+    runs = {
+        reason: make_run(tmp_path, algorithm)
+        for reason, algorithm in (("max_steps", "sync_sgd"), ("interrupted", "sync_easgd"), ("diverged", "async_sgd"))
+    }
     for reason, run_dir in runs.items():
         record = json.loads((run_dir / "run.json").read_text())
         record["stop"]["reason"] = reason
         (run_dir / "run.json").write_text(json.dumps(record))
     table = summarize(list(runs.values()))
     assert dict(zip(table["algorithm"], table["stop_reason"])) == {
-        "sync_sgd": "max_steps", "sync_easgd": "interrupted", "async_sgd": "diverged"}
+        "sync_sgd": "max_steps",
+        "sync_easgd": "interrupted",
+        "async_sgd": "diverged",
+    }
 
 
 def test_summary_refuses_a_run_json_without_its_metrics(tmp_path):
@@ -112,12 +123,16 @@ def test_the_timeline_is_an_output_of_rule_train(tmp_path):
 
 # ---- MPI runs -------------------------------------------------------------------------------------
 
+
 @pytest.mark.mpi
 @pytest.mark.parametrize("algorithm, ranks", [("sync_sgd", 2), ("async_sgd", 3)])
 def test_a_diverging_run_stops_and_says_so(digits_h5, tmp_path, algorithm, ranks):
     out = tmp_path / "run"
-    result = run_train(ranks, train_args(digits_h5, out, algorithm, "--lr", "1e4", "--max-steps", str(BUDGET),
-                                         "--eval-every", "5"), timeout=240)
+    result = run_train(
+        ranks,
+        train_args(digits_h5, out, algorithm, "--lr", "1e4", "--max-steps", str(BUDGET), "--eval-every", "5"),
+        timeout=240,
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     run = json.loads((out / "run.json").read_text())
     assert run["stop"]["reason"] == "diverged"
@@ -135,12 +150,15 @@ class InterruptibleJob:
 
     def __init__(self, ranks, args):
         cmd = [str(MPIEXEC), "-n", str(ranks), sys.executable, "-m", "mpi4py", "-m", "scaledl", "train", *args]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                     env=mpi_env(ranks), start_new_session=True)
+        self.proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=mpi_env(ranks), start_new_session=True
+        )
         self.stdout: list[str] = []
         self.stderr: list[str] = []
-        self.readers = [threading.Thread(target=lambda s=stream, l=lines: l.extend(iter(s.readline, "")), daemon=True)
-                        for stream, lines in ((self.proc.stdout, self.stdout), (self.proc.stderr, self.stderr))]
+        self.readers = [
+            threading.Thread(target=lambda s=stream, l=lines: l.extend(iter(s.readline, "")), daemon=True)
+            for stream, lines in ((self.proc.stdout, self.stdout), (self.proc.stderr, self.stderr))
+        ]
         for reader in self.readers:
             reader.start()
 
@@ -154,17 +172,19 @@ class InterruptibleJob:
         raise AssertionError(f"never saw {pattern!r}:\n" + "".join(self.stdout[-40:] + self.stderr[-40:]))
 
     def signal_group(self, signum):
-        os.killpg(self.proc.pid, signum)   # what a terminal's Ctrl-C does: signal the whole foreground group
+        os.killpg(self.proc.pid, signum)  # what a terminal's Ctrl-C does: signal the whole foreground group
 
     def finish(self, timeout):
         try:
             status = self.proc.wait(timeout=timeout)
             for reader in self.readers:
-                reader.join(timeout=10)   # the last lines
+                reader.join(timeout=10)  # the last lines
             return status
         except subprocess.TimeoutExpired:
             self.kill()
-            raise AssertionError("the job did not end within the bound:\n" + "".join(self.stdout[-40:] + self.stderr[-40:]))
+            raise AssertionError(
+                "the job did not end within the bound:\n" + "".join(self.stdout[-40:] + self.stderr[-40:])
+            )
 
     def kill(self):
         os.killpg(self.proc.pid, signal.SIGKILL)
@@ -175,23 +195,33 @@ class InterruptibleJob:
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("algorithm, ranks, signum", [("sync_sgd", 2, signal.SIGINT), ("async_easgd", 3, signal.SIGINT),
-                                                      ("sync_sgd", 2, signal.SIGTERM), ("easgd", 3, signal.SIGUSR1)])
+@pytest.mark.parametrize(
+    "algorithm, ranks, signum",
+    [
+        ("sync_sgd", 2, signal.SIGINT),
+        ("async_easgd", 3, signal.SIGINT),
+        ("sync_sgd", 2, signal.SIGTERM),
+        ("easgd", 3, signal.SIGUSR1),
+    ],
+)
 def test_ctrl_c_stops_every_rank_keeps_partial_results_and_resumes(digits_h5, tmp_path, algorithm, ranks, signum):
     """SIGUSR1 is Slurm's warning before a time limit (--signal=USR1@120); all three end alike: a checkpoint at
     the step boundary, partial results, exit 130, and the same command continues from that step."""
     out = tmp_path / "run"
-    job = InterruptibleJob(ranks, train_args(digits_h5, out, algorithm, "--max-steps", str(BUDGET),
-                                             "--eval-every", "10"))
-    job.wait_for(r"step\s+[1-9]\d*/")            # the first progress line after W_0's
+    job = InterruptibleJob(
+        ranks, train_args(digits_h5, out, algorithm, "--max-steps", str(BUDGET), "--eval-every", "10")
+    )
+    job.wait_for(r"step\s+[1-9]\d*/")  # the first progress line after W_0's
     job.signal_group(signum)
     assert job.finish(timeout=60) == 130, job.output[-3000:]
     assert "Traceback" not in job.output and "KeyboardInterrupt" not in job.output, job.output[-3000:]
-    ours = [line for line in job.stderr if line.strip()]   # (mpiexec's own notice of a Ctrl-C is on stdout)
+    ours = [line for line in job.stderr if line.strip()]  # (mpiexec's own notice of a Ctrl-C is on stdout)
     assert len(ours) == 1, job.output[-3000:]
-    said = re.fullmatch(rf"scaledl train: interrupted at step (\d+); checkpoint saved in {re.escape(str(out))}/"
-                        rf"checkpoints: rerun the same command to resume; partial results in {re.escape(str(out))}\n",
-                        ours[0])
+    said = re.fullmatch(
+        rf"scaledl train: interrupted at step (\d+); checkpoint saved in {re.escape(str(out))}/"
+        rf"checkpoints: rerun the same command to resume; partial results in {re.escape(str(out))}\n",
+        ours[0],
+    )
     assert said, ours[0]
     step = int(said.group(1))
     run = json.loads((out / "run.json").read_text())
@@ -200,18 +230,20 @@ def test_ctrl_c_stops_every_rank_keeps_partial_results_and_resumes(digits_h5, tm
     assert metrics["step"].iloc[0] == 0 and len(metrics) >= 2
     assert run["final"]["test_accuracy"] == metrics["test_accuracy"].iloc[-1]
     build_model("lenet", run["data"]["image_shape"], run["data"]["classes"]).load_state_dict(
-        torch.load(out / "model.pt"))             # the last evaluated center, whole
+        torch.load(out / "model.pt")
+    )  # the last evaluated center, whole
     assert summarize([out])["stop_reason"].tolist() == ["interrupted"]
     assert run["checkpoints"]["kept"] and run["checkpoints"]["written"][-1]["step"] == step
 
     # The same command with a budget it can finish (budgets may change across a resume): it continues.
-    resumed = run_train(ranks, train_args(digits_h5, out, algorithm, "--max-steps", str(step + 12),
-                                          "--eval-every", "10"), timeout=120)
+    resumed = run_train(
+        ranks, train_args(digits_h5, out, algorithm, "--max-steps", str(step + 12), "--eval-every", "10"), timeout=120
+    )
     assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-2000:]
     assert f"at step {step} " in resumed.stdout, resumed.stdout[-2000:]
     run = json.loads((out / "run.json").read_text())
     assert run["stop"]["reason"] == "max_steps" and run["stop"]["steps"] == step + 12
     assert [r["step"] for r in run["checkpoints"]["resumes"]] == [step]
     metrics = pd.read_csv(out / "metrics.csv")
-    assert metrics["step"].iloc[0] == 0 and metrics["step"].is_monotonic_increasing   # the rows before, then after
+    assert metrics["step"].iloc[0] == 0 and metrics["step"].is_monotonic_increasing  # the rows before, then after
     assert not (out / "checkpoints").exists(), "a finished run keeps no checkpoints"

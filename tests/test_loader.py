@@ -30,8 +30,16 @@ def toy_h5(tmp_path_factory):
     path = tmp_path_factory.mktemp("data") / "toy.h5"
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(hdf5, "CHUNK_BYTES", 4 * int(np.prod(SHAPE)))
-        write_dataset(path, dataset="toy", train=splits["train"], test=splits["test"], classes=7,
-                      class_names=None, source_sha256="x", chunked=True)
+        write_dataset(
+            path,
+            dataset="toy",
+            train=splits["train"],
+            test=splits["test"],
+            classes=7,
+            class_names=None,
+            source_sha256="x",
+            chunked=True,
+        )
     return path
 
 

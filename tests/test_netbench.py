@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from mpi_run import run_mpi
-from scaledl.net import measure as nb
 from scaledl.errors import UserError
+from scaledl.net import measure as nb
 
 TINY = ["--sizes", "8,4K,256K", "--iters", "4", "--warmup", "1", "--repeats", "2", "--quiet"]
 
@@ -27,7 +27,7 @@ def test_fit_never_gives_a_negative_cost():
     sizes, times = [8, 64, 512, 4096], [3.0e-6, 2.9e-6, 2.95e-6, 2.8e-6]
     alpha, beta = nb.fit_alpha_beta(sizes, times)
     assert beta == 0.0 and min(times) <= alpha <= max(times)
-    alpha, beta = nb.fit_alpha_beta([1000, 2000, 4000], [0.5e-6, 1.5e-6, 3.6e-6])   # the free fit's α < 0
+    alpha, beta = nb.fit_alpha_beta([1000, 2000, 4000], [0.5e-6, 1.5e-6, 3.6e-6])  # the free fit's α < 0
     assert alpha == 0.0 and beta > 0
 
 
@@ -48,12 +48,15 @@ def _args(tmp_path, **overrides):
     return args
 
 
-@pytest.mark.parametrize("overrides, message", [
-    ({"sizes": "6"}, "multiples of 4"),
-    ({"sizes": "8,huge"}, "cannot read"),
-    ({"iters": 0}, "--iters"),
-    ({"warmup": -1}, "--warmup"),
-])
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"sizes": "6"}, "multiples of 4"),
+        ({"sizes": "8,huge"}, "cannot read"),
+        ({"iters": 0}, "--iters"),
+        ({"warmup": -1}, "--warmup"),
+    ],
+)
 def test_bad_arguments_are_user_errors(tmp_path, overrides, message):
     with pytest.raises(UserError, match=message):
         nb.check_arguments(_args(tmp_path, **overrides))
@@ -71,7 +74,7 @@ def test_two_ranks(tmp_path):
     link = result["p2p"]["links"][0]
     assert link["ranks"] == [0, 1] and [r["bytes"] for r in link["table"]] == [8, 4096, 262144]
     assert len(result["pairs"]["matrix_s"]) == 2
-    for op, factor in (("allreduce", 1.0), ("reduce", 1.0), ("bcast", 1.0)):   # 2(P−1)/P = 1 at P = 2
+    for op, factor in (("allreduce", 1.0), ("reduce", 1.0), ("bcast", 1.0)):  # 2(P−1)/P = 1 at P = 2
         info = result["collectives"][op]
         assert info["busbw_factor"] == factor
         for row in info["table"]:

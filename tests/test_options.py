@@ -10,22 +10,45 @@ mpi4py.rc.initialize = False  # the algorithm classes import mpi4py.MPI; these t
 
 from mpi_run import run_train  # noqa: E402
 from scaledl.algorithms import (  # noqa: E402
-    ALGORITHMS, BASE_ALGORITHMS, accepting, algorithm_options, check_options, flag,
+    ALGORITHMS,
+    BASE_ALGORITHMS,
+    accepting,
+    algorithm_options,
+    check_options,
+    flag,
 )
 from scaledl.algorithms.settings import resolve  # noqa: E402
 from scaledl.config import TrainConfig  # noqa: E402
 from scaledl.errors import UserError  # noqa: E402
 
 # A value other than TrainConfig's default for every algorithm-specific setting.
-SET = {"momentum": 0.5, "rho": 0.1, "beta": 0.5, "message": "per_layer", "backend": "gloo", "center_on": "host",
-       "overlap": True, "tau": 2, "nesterov": True, "momentum_at": "worker", "fast_memory_gb": 16.0,
-       "center_window": "shared", "wait_probe": "none", "inner": "momentum", "worker_rule": "reset",
-       "outer": "average", "outer_lr": 0.5, "outer_momentum": 0.5, "compress": "int8"}
+SET = {
+    "momentum": 0.5,
+    "rho": 0.1,
+    "beta": 0.5,
+    "message": "per_layer",
+    "backend": "gloo",
+    "center_on": "host",
+    "overlap": True,
+    "tau": 2,
+    "nesterov": True,
+    "momentum_at": "worker",
+    "fast_memory_gb": 16.0,
+    "center_window": "shared",
+    "wait_probe": "none",
+    "inner": "momentum",
+    "worker_rule": "reset",
+    "outer": "average",
+    "outer_lr": 0.5,
+    "outer_momentum": 0.5,
+    "compress": "int8",
+}
 
 
 def config(algorithm: str, **settings) -> TrainConfig:
-    return TrainConfig(data=Path("d.h5"), model="lenet", algorithm=algorithm, out_dir=Path("out"), max_steps=1,
-                       **settings)
+    return TrainConfig(
+        data=Path("d.h5"), model="lenet", algorithm=algorithm, out_dir=Path("out"), max_steps=1, **settings
+    )
 
 
 def refused() -> list[tuple[str, str]]:
@@ -62,7 +85,7 @@ def test_accepting_names_base_algorithms_and_a_preset_only_for_its_own_options()
     # not sync_easgd's presets sync_easgd1/2/3 again; the averaging engine's other settings do
     assert accepting("center_on") == ["sync_easgd", "local_sgd", "diloco", "slowmo"]
     assert accepting("message") == ["sync_easgd", "local_sgd", "diloco", "slowmo", "sync_sgd"]
-    assert accepting("fast_memory_gb") == ["chip_partition"]         # a preset's own option
+    assert accepting("fast_memory_gb") == ["chip_partition"]  # a preset's own option
     for option in algorithm_options():
         assert all(option in ALGORITHMS[key].options for key in accepting(option))
         assert set(accepting(option)) >= {key for key in BASE_ALGORITHMS if option in ALGORITHMS[key].options}
@@ -71,8 +94,11 @@ def test_accepting_names_base_algorithms_and_a_preset_only_for_its_own_options()
 def test_the_message_reads_well():
     with pytest.raises(UserError, match=r"^--nesterov does not apply to async_easgd: only async_measgd uses it$"):
         check_options(ALGORITHMS["async_easgd"], config("async_easgd", nesterov=True))
-    with pytest.raises(UserError, match=r"^--message per_layer does not apply to async_sgd: "
-                                        r"only sync_easgd, local_sgd, diloco, slowmo and sync_sgd use it$"):
+    with pytest.raises(
+        UserError,
+        match=r"^--message per_layer does not apply to async_sgd: "
+        r"only sync_easgd, local_sgd, diloco, slowmo and sync_sgd use it$",
+    ):
         check_options(ALGORITHMS["async_sgd"], config("async_sgd", message="per_layer"))
 
 
@@ -92,8 +118,23 @@ def test_every_algorithm_checks_its_options_before_anything_else(key):
 @pytest.mark.mpi
 def test_a_run_with_an_unused_option_stops_every_rank_with_one_line(digits_h5, tmp_path):
     """Master and worker raise alike; train._agree_on_setup turns that into one line from rank 0."""
-    result = run_train(2, ["--data", str(digits_h5), "--model", "lenet", "--algorithm", "async_sgd", "--nesterov",
-                           "--out-dir", str(tmp_path / "run"), "--max-steps", "5"], timeout=120)
+    result = run_train(
+        2,
+        [
+            "--data",
+            str(digits_h5),
+            "--model",
+            "lenet",
+            "--algorithm",
+            "async_sgd",
+            "--nesterov",
+            "--out-dir",
+            str(tmp_path / "run"),
+            "--max-steps",
+            "5",
+        ],
+        timeout=120,
+    )
     errors = [line for line in result.stderr.splitlines() if "error:" in line]
     assert result.returncode == 2, result.stdout[-2000:] + result.stderr[-2000:]
     assert errors == ["scaledl train: error: --nesterov does not apply to async_sgd: only async_measgd uses it"]

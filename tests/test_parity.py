@@ -20,10 +20,17 @@ def test_one_worker_rho_zero_is_local_sgd(digits_h5, tmp_path, algorithm):
 
 # The overlapped exchange (helper thread) and the unoverlapped one do the same arithmetic: both are
 # local SGD at one worker with ρ = 0, bit for bit (the async EASGD family overlaps by default).
-@pytest.mark.parametrize("algorithm, overlap", [
-    ("async_easgd", "no-overlap"), ("hogwild_easgd", "no-overlap"), ("async_measgd", "no-overlap"),
-    ("async_easgd", "overlap"), ("sync_easgd", "overlap"), ("sync_easgd3", "overlap"),
-])
+@pytest.mark.parametrize(
+    "algorithm, overlap",
+    [
+        ("async_easgd", "no-overlap"),
+        ("hogwild_easgd", "no-overlap"),
+        ("async_measgd", "no-overlap"),
+        ("async_easgd", "overlap"),
+        ("sync_easgd", "overlap"),
+        ("sync_easgd3", "overlap"),
+    ],
+)
 def test_one_worker_rho_zero_is_local_sgd_overlapped_or_not(digits_h5, tmp_path, algorithm, overlap):
     result = run_mpi(tasks_for(algorithm, 1), [str(CHECK), str(digits_h5), algorithm, str(tmp_path / "run"), overlap])
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]

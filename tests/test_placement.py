@@ -61,8 +61,9 @@ def test_knl_workers_get_the_same_cores_with_and_without_a_master():
 
 
 @pytest.mark.parametrize("workers", [1, 2, 3, 4, 5, 6, 8, 12, 32])
-@pytest.mark.parametrize("platform", [KNL, {**GPU, "threads": None}, {"kind": "cpu", "ranks_per_node": 8,
-                                                                       "cores_per_node": 48}])
+@pytest.mark.parametrize(
+    "platform", [KNL, {**GPU, "threads": None}, {"kind": "cpu", "ranks_per_node": 8, "cores_per_node": 48}]
+)
 def test_threads_never_depend_on_the_algorithm(platform, workers):
     sync = place("p", platform, workers, needs_master=False)
     master = place("p", platform, workers, needs_master=True)
@@ -72,7 +73,13 @@ def test_threads_never_depend_on_the_algorithm(platform, workers):
 
 def test_master_share_false_gives_the_workers_every_core_and_refuses_a_master():
     chip = {**KNL, "ranks_per_node": 16, "master_share": False}
-    assert [place("knl_chip", chip, p, needs_master=False).cpus_per_task for p in (1, 2, 4, 8, 16)] == [68, 34, 17, 8, 4]
+    assert [place("knl_chip", chip, p, needs_master=False).cpus_per_task for p in (1, 2, 4, 8, 16)] == [
+        68,
+        34,
+        17,
+        8,
+        4,
+    ]
     with pytest.raises(PlacementError, match=r"^platform 'knl_chip' has master_share: false.*set master_share: true"):
         place("knl_chip", chip, 4, needs_master=True)
     # an explicit threads is the same for every algorithm: the master only has to fit
@@ -85,15 +92,20 @@ def test_rank_count_below_a_node_uses_one_node():
 
 
 def test_more_shares_than_cores_names_the_fix():
-    with pytest.raises(PlacementError, match=r"5 shares of a node's cores \(4 workers and a master\) exceed "
-                                             r"cores_per_node 4; lower ranks_per_node"):
+    with pytest.raises(
+        PlacementError,
+        match=r"5 shares of a node's cores \(4 workers and a master\) exceed "
+        r"cores_per_node 4; lower ranks_per_node",
+    ):
         place("c", {"kind": "cpu", "ranks_per_node": 4, "cores_per_node": 4}, 4, needs_master=False)
 
 
 def test_exclusive_asks_for_whole_nodes():
     shape = place("knl", KNL, 8, needs_master=True)
     assert slurm_extra({**KNL, "exclusive": True}, shape) == "--ntasks-per-node=5 --exclusive"
-    assert slurm_extra({**KNL, "exclusive": False, "slurm_extra": "--qos=long"}, shape) == "--ntasks-per-node=5 --qos=long"
+    assert (
+        slurm_extra({**KNL, "exclusive": False, "slurm_extra": "--qos=long"}, shape) == "--ntasks-per-node=5 --qos=long"
+    )
     gpu = place("gpu", GPU, 8, needs_master=False)
     assert slurm_extra({**GPU, "exclusive": True}, gpu) == "--ntasks-per-node=4 --gpus-per-node=4 --exclusive"
     assert slurm_extra({**KNL, "warn_before_limit_s": 120}, shape) == "--ntasks-per-node=5 --signal=USR1@120"
@@ -104,14 +116,14 @@ def test_exclusive_asks_for_whole_nodes():
 
 
 def test_memory_per_node_does_not_grow_with_the_cores():
-    for cores in (68, 272):   # some sites count KNL hardware threads
+    for cores in (68, 272):  # some sites count KNL hardware threads
         platform = {**KNL, "cores_per_node": cores, "mem_mb_per_node": 86000}
         shape = place("knl", platform, 8, needs_master=True)
         assert memory(platform, shape) == (86000, None)
 
 
 def test_memory_per_cpu_only_when_given_else_the_default():
-    shape = place("knl", KNL, 8, needs_master=True)           # 5 ranks × 13 cores on the first node
+    shape = place("knl", KNL, 8, needs_master=True)  # 5 ranks × 13 cores on the first node
     assert memory({**KNL, "mem_mb_per_cpu": 1000}, shape) == (5 * 13 * 1000, 1000)
     assert memory(KNL, shape) == (5 * 13 * DEFAULT_MEM_MB_PER_CPU, DEFAULT_MEM_MB_PER_CPU)
     with pytest.raises(PlacementError, match="sets both mem_mb_per_node and mem_mb_per_cpu; keep one"):

@@ -3,9 +3,9 @@
 from pathlib import Path
 from types import SimpleNamespace
 
+from scaledl.progress import Progress, duration
 from scaledl.train.evaluation import Evaluation, Snapshot
 from scaledl.train.monitor import Monitor, StopRule
-from scaledl.progress import Progress, duration
 from scaledl.train.results import closing_line
 
 
@@ -15,7 +15,7 @@ def test_duration_reads_like_a_clock():
 
 def test_progress_is_the_nearest_budget():
     rule = StopRule(max_steps=600, time_budget=100.0)
-    assert rule.progress(60, 0.5, 50.0) == 0.5          # the time budget is nearer than the step budget
+    assert rule.progress(60, 0.5, 50.0) == 0.5  # the time budget is nearer than the step budget
     assert rule.progress(600, 5, 1.0) == 1.0
     assert StopRule(target_accuracy=0.9).progress(10, 1, 1.0) is None
 
@@ -36,9 +36,15 @@ def test_progress_line_shows_step_of_budget_and_time_left():
 
 
 def test_closing_line_names_the_stop_the_result_and_the_folder():
-    monitor = SimpleNamespace(rows=[{"test_accuracy": 0.93}, {"test_accuracy": 0.91}], stop_reason="max_steps",
-                              step=600, stop_train_s=12.345, last_accuracy=0.91, time_to_target=None,
-                              target_step=None)
+    monitor = SimpleNamespace(
+        rows=[{"test_accuracy": 0.93}, {"test_accuracy": 0.91}],
+        stop_reason="max_steps",
+        step=600,
+        stop_train_s=12.345,
+        last_accuracy=0.91,
+        time_to_target=None,
+        target_step=None,
+    )
     cfg = SimpleNamespace(target_accuracy=0.95)
     text = closing_line(monitor, cfg, Path("results/runs/x"))
     assert text.startswith("done: stopped by max_steps after 600 steps, 12.35 s of training")
@@ -54,7 +60,7 @@ def test_progress_prints_throttled_lines_and_a_final_one():
     bar = Progress("train", total=1000, every_s=10, stream=out, clock=lambda: now[0])
     for _ in range(10):
         now[0] += 2.0
-        bar.advance(50)                     # 100 images every 4 s... a line only every 10 s
+        bar.advance(50)  # 100 images every 4 s... a line only every 10 s
     bar.finish()
     lines = out.getvalue().splitlines()
     assert len(lines) == 3 and lines[-1].startswith("train: 500/1,000 images (50%) in 20s, 25 images/s")

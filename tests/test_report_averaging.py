@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 import math
 
-from scaledl.report.summary import summarize
-from scaledl.report.averaging import averaging_table
-from scaledl.report.communication import bytes_to_target, communication, rounds_by
 from test_aggregate import make_run
 from test_figures import engine_report
 
-PARAMETERS = 61706      # make_run's model: 246,824 bytes of float32
+from scaledl.report.averaging import averaging_table
+from scaledl.report.communication import bytes_to_target, communication, rounds_by
+from scaledl.report.summary import summarize
+
+PARAMETERS = 61706  # make_run's model: 246,824 bytes of float32
 
 
 def with_fields(run_dir, **fields):
@@ -33,24 +34,42 @@ def test_rounds_count_the_first_iteration():
 
 
 def test_bytes_per_round_and_to_target(tmp_path):
-    sync = with_fields(make_run(tmp_path, "sync_sgd"), algorithm_report=[{"rank": 0, "exchanges": 150}],
-                       **{"evaluation.target_step": 40})
-    diloco = with_fields(make_run(tmp_path, "diloco"), algorithm_report=[engine_report(8, exchanges=19)],
-                         **{"evaluation.target_step": 40})
-    int8 = with_fields(make_run(tmp_path, "diloco", platform="local_int8"),
-                       algorithm_report=[engine_report(8, "int8", exchanges=19)], **{"evaluation.target_step": 40})
-    missed = with_fields(make_run(tmp_path, "local_sgd", time_to_target=None),
-                         algorithm_report=[engine_report(8, exchanges=19)], **{"evaluation.target_step": None})
-    read = {name: json.loads((d / "run.json").read_text()) for name, d in
-            (("sync", sync), ("diloco", diloco), ("int8", int8), ("missed", missed))}
-    assert communication(read["sync"]) == {"bytes_per_exchange": 2 * 4 * PARAMETERS, "exchanges": 150, "tau": 1,
-                                           "bytes_exchanged": 150 * 2 * 4 * PARAMETERS}
-    assert bytes_to_target(read["sync"]) == 40 * 2 * 4 * PARAMETERS        # a round every step
-    assert bytes_to_target(read["diloco"]) == 5 * 2 * 4 * PARAMETERS       # rounds at steps 0, 8, ..., 32
+    sync = with_fields(
+        make_run(tmp_path, "sync_sgd"),
+        algorithm_report=[{"rank": 0, "exchanges": 150}],
+        **{"evaluation.target_step": 40},
+    )
+    diloco = with_fields(
+        make_run(tmp_path, "diloco"),
+        algorithm_report=[engine_report(8, exchanges=19)],
+        **{"evaluation.target_step": 40},
+    )
+    int8 = with_fields(
+        make_run(tmp_path, "diloco", platform="local_int8"),
+        algorithm_report=[engine_report(8, "int8", exchanges=19)],
+        **{"evaluation.target_step": 40},
+    )
+    missed = with_fields(
+        make_run(tmp_path, "local_sgd", time_to_target=None),
+        algorithm_report=[engine_report(8, exchanges=19)],
+        **{"evaluation.target_step": None},
+    )
+    read = {
+        name: json.loads((d / "run.json").read_text())
+        for name, d in (("sync", sync), ("diloco", diloco), ("int8", int8), ("missed", missed))
+    }
+    assert communication(read["sync"]) == {
+        "bytes_per_exchange": 2 * 4 * PARAMETERS,
+        "exchanges": 150,
+        "tau": 1,
+        "bytes_exchanged": 150 * 2 * 4 * PARAMETERS,
+    }
+    assert bytes_to_target(read["sync"]) == 40 * 2 * 4 * PARAMETERS  # a round every step
+    assert bytes_to_target(read["diloco"]) == 5 * 2 * 4 * PARAMETERS  # rounds at steps 0, 8, ..., 32
     assert bytes_to_target(read["int8"]) == 5 * 2 * (PARAMETERS + 4)
     assert math.isinf(bytes_to_target(read["missed"]))
     summary = summarize([sync, diloco])
-    assert list(summary["bytes_to_target"]) == [5 * 2 * 4 * PARAMETERS, 40 * 2 * 4 * PARAMETERS]   # diloco first
+    assert list(summary["bytes_to_target"]) == [5 * 2 * 4 * PARAMETERS, 40 * 2 * 4 * PARAMETERS]  # diloco first
 
 
 def test_the_averaging_table_pairs_a_straggler_with_its_uniform_twin(tmp_path):
@@ -67,5 +86,7 @@ def test_the_averaging_table_pairs_a_straggler_with_its_uniform_twin(tmp_path):
     assert table.set_index("straggler").loc["none", "slowdown_vs_uniform"] == "—"
     lonely, notes = averaging_table(runs[1::2])
     assert "no run without a straggler" in notes[0] and (lonely["slowdown_vs_uniform"] == "—").all()
-    assert row["MB_to_target"] == f"{50 * 2 * 4 * PARAMETERS / 1e6:.4g} MB [{50 * 2 * 4 * PARAMETERS / 1e6:.4g}–" \
+    assert (
+        row["MB_to_target"] == f"{50 * 2 * 4 * PARAMETERS / 1e6:.4g} MB [{50 * 2 * 4 * PARAMETERS / 1e6:.4g}–"
         f"{50 * 2 * 4 * PARAMETERS / 1e6:.4g}] n=2"
+    )

@@ -46,7 +46,7 @@ def test_weak_scaling_efficiency_is_base_time_over_time(tmp_path):
     assert list(table["workers"]) == [4, 8, 32]
     assert list(table["nodes"]) == [1, 2, 8]
     assert table["efficiency"].tolist() == pytest.approx([1.0, 0.8, 0.5])  # T(4)/T(P)
-    assert table["speedup"].tolist() == pytest.approx([1.0, 1.6, 4.0])    # efficiency × P/4
+    assert table["speedup"].tolist() == pytest.approx([1.0, 1.6, 4.0])  # efficiency × P/4
     assert table["samples_per_s"].tolist() == pytest.approx([2560, 4096, 10240])
     assert table["global_batch"].tolist() == [256, 512, 2048]
 
@@ -55,8 +55,8 @@ def test_strong_scaling_efficiency_accounts_for_the_smaller_batch(tmp_path):
     # global batch 2048: 512, 256, 64 per worker
     runs = [
         make_run(tmp_path, workers=4, batch=512, spp=0.40),
-        make_run(tmp_path, workers=8, batch=256, spp=0.25),   # ideal would be 0.20
-        make_run(tmp_path, workers=32, batch=64, spp=0.05),   # ideal
+        make_run(tmp_path, workers=8, batch=256, spp=0.25),  # ideal would be 0.20
+        make_run(tmp_path, workers=32, batch=64, spp=0.05),  # ideal
     ]
     table, _ = scaling_table(runs)
     assert list(table["scaling"]) == ["strong"] * 3
@@ -75,7 +75,12 @@ def test_sweeps_are_split_by_algorithm_platform_and_seed(tmp_path):
     ]
     table, notes = scaling_table(runs)
     assert notes == []
-    assert table[["seed", "workers", "efficiency"]].values.tolist() == [[0, 4, 1.0], [0, 8, 0.5], [1, 4, 1.0], [1, 8, 1.0]]
+    assert table[["seed", "workers", "efficiency"]].values.tolist() == [
+        [0, 4, 1.0],
+        [0, 8, 0.5],
+        [1, 4, 1.0],
+        [1, 8, 1.0],
+    ]
 
 
 def test_a_group_that_is_neither_weak_nor_strong_is_skipped_with_a_note(tmp_path):
@@ -89,12 +94,36 @@ def test_a_group_that_is_neither_weak_nor_strong_is_skipped_with_a_note(tmp_path
 
 
 def test_a_run_without_steps_has_no_efficiency(tmp_path):
-    table, _ = efficiency_table([
-        {"dataset": "d", "model": "m", "algorithm": "a", "platform": "p", "seed": 0, "nodes": 1,
-         "workers": 2, "ranks": 2, "batch_size": 8, "seconds_per_step": 0.1, "run": "x"},
-        {"dataset": "d", "model": "m", "algorithm": "a", "platform": "p", "seed": 0, "nodes": 1,
-         "workers": 4, "ranks": 4, "batch_size": 8, "seconds_per_step": None, "run": "y"},
-    ])
+    table, _ = efficiency_table(
+        [
+            {
+                "dataset": "d",
+                "model": "m",
+                "algorithm": "a",
+                "platform": "p",
+                "seed": 0,
+                "nodes": 1,
+                "workers": 2,
+                "ranks": 2,
+                "batch_size": 8,
+                "seconds_per_step": 0.1,
+                "run": "x",
+            },
+            {
+                "dataset": "d",
+                "model": "m",
+                "algorithm": "a",
+                "platform": "p",
+                "seed": 0,
+                "nodes": 1,
+                "workers": 4,
+                "ranks": 4,
+                "batch_size": 8,
+                "seconds_per_step": None,
+                "run": "y",
+            },
+        ]
+    )
     assert table["efficiency"].iloc[0] == 1.0 and math.isnan(table["efficiency"].iloc[1])
 
 

@@ -11,8 +11,9 @@ from scaledl.errors import UserError
 
 
 def config(algorithm: str, **settings) -> TrainConfig:
-    return TrainConfig(data=Path("d.h5"), model="lenet", algorithm=algorithm, out_dir=Path("out"), max_steps=1,
-                       **settings)
+    return TrainConfig(
+        data=Path("d.h5"), model="lenet", algorithm=algorithm, out_dir=Path("out"), max_steps=1, **settings
+    )
 
 
 def record(algorithm: str, workers: int = 2, **settings) -> dict:
@@ -31,15 +32,22 @@ def test_the_elastic_family_derives_rho_from_beta_over_p():
     assert hyper["alpha"] == pytest.approx(0.9 / 4) and hyper["rho"] == pytest.approx(0.9 / 4 / 0.05)
     assert hyper["beta"] == 0.9
     given = record("async_easgd", workers=4, rho=2.0)["hyper"]
-    assert given["rho"] == 2.0 and "beta" not in given       # β played no part
+    assert given["rho"] == 2.0 and "beta" not in given  # β played no part
 
 
 def test_averaging_settings_come_from_the_registry_and_are_recorded_once():
     diloco = record("diloco")
-    assert diloco["averaging"] == {"inner": "sgd", "worker_rule": "reset", "outer": "nesterov", "outer_lr": 0.7,
-                                   "outer_momentum": 0.9, "tau": 8, "compress": "fp32"}
-    assert "rho" not in diloco["hyper"] and "momentum" not in diloco["hyper"]   # no elastic term, no inner V
-    assert record("diloco", outer_lr=0.5)["averaging"]["outer_lr"] == 0.5       # the command line wins
+    assert diloco["averaging"] == {
+        "inner": "sgd",
+        "worker_rule": "reset",
+        "outer": "nesterov",
+        "outer_lr": 0.7,
+        "outer_momentum": 0.9,
+        "tau": 8,
+        "compress": "fp32",
+    }
+    assert "rho" not in diloco["hyper"] and "momentum" not in diloco["hyper"]  # no elastic term, no inner V
+    assert record("diloco", outer_lr=0.5)["averaging"]["outer_lr"] == 0.5  # the command line wins
     local = record("local_sgd", inner="momentum")
     assert local["hyper"]["momentum"] == 0.9 and "outer_lr" not in local["averaging"]
     assert record("sync_easgd")["hyper"]["tau"] == 1 and "rho" in record("sync_easgd")["hyper"]
@@ -54,10 +62,13 @@ def test_presets_fix_their_switches_and_refuse_a_contradiction():
         record("sync_easgd1", center_on="device")
 
 
-@pytest.mark.parametrize("settings, message", [
-    ({"outer": "nesterov"}, r"^--outer nesterov needs --outer-lr and --outer-momentum"),
-    ({"overlap": True, "compress": "int8"}, r"^--overlap needs --worker-rule elastic and --compress fp32"),
-])
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        ({"outer": "nesterov"}, r"^--outer nesterov needs --outer-lr and --outer-momentum"),
+        ({"overlap": True, "compress": "int8"}, r"^--overlap needs --worker-rule elastic and --compress fp32"),
+    ],
+)
 def test_combinations_the_engine_cannot_run_are_refused_in_one_line(settings, message):
     with pytest.raises(UserError, match=message):
         record("sync_easgd", **settings)
@@ -65,8 +76,12 @@ def test_combinations_the_engine_cannot_run_are_refused_in_one_line(settings, me
 
 def test_compressed_rounds_need_an_mpi_backend():
     with pytest.raises(UserError, match=r"^--compress int8 sends encoded bytes over MPI; backend gloo"):
-        resolve(config("local_sgd", compress="int8", backend="gloo"), ALGORITHMS["local_sgd"], workers=2,
-                choose_backend=lambda requested, host_buffers: requested)
+        resolve(
+            config("local_sgd", compress="int8", backend="gloo"),
+            ALGORITHMS["local_sgd"],
+            workers=2,
+            choose_backend=lambda requested, host_buffers: requested,
+        )
 
 
 @pytest.mark.parametrize("key", ALGORITHMS)

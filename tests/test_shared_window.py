@@ -44,8 +44,25 @@ def test_one_worker_rho_zero_is_local_sgd_on_the_shared_window(digits_h5, tmp_pa
 
 def test_hogwild_sgd_trains_on_the_shared_window_and_records_it(digits_h5, tmp_path):
     out = tmp_path / "run"
-    result = run_train(3, ["--data", str(digits_h5), "--model", "lenet", "--algorithm", "hogwild_sgd",
-                           "--out-dir", str(out), "--max-steps", "6", "--eval-every", "3", "--center-window", "shared"])
+    result = run_train(
+        3,
+        [
+            "--data",
+            str(digits_h5),
+            "--model",
+            "lenet",
+            "--algorithm",
+            "hogwild_sgd",
+            "--out-dir",
+            str(out),
+            "--max-steps",
+            "6",
+            "--eval-every",
+            "3",
+            "--center-window",
+            "shared",
+        ],
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     run = json.loads((out / "run.json").read_text())
     assert run["arguments"]["center_window"] == "shared"
@@ -54,16 +71,38 @@ def test_hogwild_sgd_trains_on_the_shared_window_and_records_it(digits_h5, tmp_p
 def test_shared_window_across_nodes_is_refused_in_one_line(digits_h5, tmp_path):
     """MPICH's MPIR_CVAR_NUM_CLIQUES=2 makes one machine look like two nodes to MPI_Comm_split_type."""
     env = dict(mpi_env(3), MPIR_CVAR_NUM_CLIQUES="2")
-    cmd = [str(MPIEXEC), "-n", "3", sys.executable, "-m", "mpi4py", "-m", "scaledl", "train", "--data", str(digits_h5),
-           "--model", "lenet", "--algorithm", "async_sgd", "--out-dir", str(tmp_path / "run"), "--max-steps", "2",
-           "--center-window", "shared"]
+    cmd = [
+        str(MPIEXEC),
+        "-n",
+        "3",
+        sys.executable,
+        "-m",
+        "mpi4py",
+        "-m",
+        "scaledl",
+        "train",
+        "--data",
+        str(digits_h5),
+        "--model",
+        "lenet",
+        "--algorithm",
+        "async_sgd",
+        "--out-dir",
+        str(tmp_path / "run"),
+        "--max-steps",
+        "2",
+        "--center-window",
+        "shared",
+    ]
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
     errors = [line for line in result.stderr.splitlines() if "error:" in line]
     if result.returncode == 0:
         pytest.skip("this MPI ignores MPIR_CVAR_NUM_CLIQUES (not MPICH): cannot fake two nodes")
     assert result.returncode == 2, result.stderr[-2000:]
-    assert errors == ["scaledl train: error: --center-window shared needs every rank on one node, but the 3 ranks "
-                      "span 2 nodes; use --center-window rma (RMA works across nodes)"]
+    assert errors == [
+        "scaledl train: error: --center-window shared needs every rank on one node, but the 3 ranks "
+        "span 2 nodes; use --center-window rma (RMA works across nodes)"
+    ]
 
 
 @pytest.mark.parametrize("algorithm", ["async_sgd", "async_msgd", "async_easgd"])
@@ -74,8 +113,25 @@ def test_one_worker_trains_bit_for_bit_alike_on_either_window(digits_h5, tmp_pat
     saved = {}
     for kind in ("rma", "shared"):
         out = tmp_path / kind
-        result = run_train(2, ["--data", str(digits_h5), "--model", "lenet", "--algorithm", algorithm, "--out-dir",
-                               str(out), "--max-steps", "8", "--eval-every", "4", "--center-window", kind])
+        result = run_train(
+            2,
+            [
+                "--data",
+                str(digits_h5),
+                "--model",
+                "lenet",
+                "--algorithm",
+                algorithm,
+                "--out-dir",
+                str(out),
+                "--max-steps",
+                "8",
+                "--eval-every",
+                "4",
+                "--center-window",
+                kind,
+            ],
+        )
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
         saved[kind] = torch.load(out / "model.pt", map_location="cpu")
     rma, shared = (saved[k]["state_dict"] if "state_dict" in saved[k] else saved[k] for k in ("rma", "shared"))

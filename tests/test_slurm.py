@@ -32,7 +32,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from test_workflow import REPO, output_of, snakemake, workdir  # noqa: F401  (workdir is a fixture)
 
 pytestmark = [pytest.mark.slurm, pytest.mark.workflow]
@@ -40,10 +39,13 @@ pytestmark = [pytest.mark.slurm, pytest.mark.workflow]
 CONFIG = "config/test_slurm.yaml"
 # What a cluster without slurmdbd needs (notes: snakemake-slurm-mpi-hdf5.md §3.3)
 CI_OVERRIDES = [
-    "--slurm-status-command", "squeue",
-    "--slurm-init-seconds-before-status-checks", "2",
+    "--slurm-status-command",
+    "squeue",
+    "--slurm-init-seconds-before-status-checks",
+    "2",
     "--slurm-keep-successful-logs",
-    "--latency-wait", "5",
+    "--latency-wait",
+    "5",
 ]
 SUBMITTED = re.compile(r"Job \d+ has been submitted with SLURM jobid (\d+) \(log: (\S+)\)")
 
@@ -95,8 +97,18 @@ def test_profile_submits_every_stage_and_wires_the_mpi_world(workdir, slurm_clus
     jobs = submissions(result)
     rules = {job_id: scontrol_job(job_id)["Comment"] for job_id in jobs}
     assert sorted(re.sub(r"_wildcards_.*", "", comment) for comment in rules.values()) == [
-        "rule_aggregate", "rule_averaging", "rule_claims", "rule_comm_model", "rule_figures", "rule_netbench",
-        "rule_plot_accuracy_vs_time", "rule_prepare", "rule_scaling", "rule_train", "rule_train", "rule_train_single",
+        "rule_aggregate",
+        "rule_averaging",
+        "rule_claims",
+        "rule_comm_model",
+        "rule_figures",
+        "rule_netbench",
+        "rule_plot_accuracy_vs_time",
+        "rule_prepare",
+        "rule_scaling",
+        "rule_train",
+        "rule_train",
+        "rule_train_single",
     ]
     for job_id, log in jobs.items():
         assert Path(log).name == f"{job_id}.log" and Path(log).exists(), log
@@ -106,18 +118,25 @@ def test_profile_submits_every_stage_and_wires_the_mpi_world(workdir, slurm_clus
     assert "Shell command: SRUN_CPUS_PER_TASK=1 srun --mpi=pmi2 -n 3 python -m mpi4py -m scaledl train" in train_logs
 
     summary = pd.read_csv(workdir / "results/test_slurm/tables/summary.csv")
-    assert sorted(zip(summary["algorithm"], summary["workers"])) == [("async_easgd", 2), ("sync_sgd", 1), ("sync_sgd", 2)]
+    assert sorted(zip(summary["algorithm"], summary["workers"])) == [
+        ("async_easgd", 2),
+        ("sync_sgd", 1),
+        ("sync_sgd", 2),
+    ]
     assert set(summary["platform"]) == {"ci"}
     scaling = pd.read_csv(workdir / "results/test_slurm/tables/scaling.csv")
     assert list(zip(scaling["algorithm"], scaling["workers"], scaling["scaling"])) == [
-        ("sync_sgd", 1, "weak"), ("sync_sgd", 2, "weak"),
+        ("sync_sgd", 1, "weak"),
+        ("sync_sgd", 2, "weak"),
     ]
 
     # netbench ran as an MPI job of the largest synchronous run's 2 tasks, under the training launcher
     netbench = json.loads((workdir / "results/test_slurm/netbench/ci.json").read_text())
     assert netbench["machine"]["ranks"] == 2 and netbench["alpha_s"] > 0, netbench["machine"]
     comm_model = pd.read_csv(workdir / "results/test_slurm/tables/comm_model/ci.csv")
-    assert sorted(zip(comm_model["algorithm"], comm_model["workers"])) == sorted(zip(summary["algorithm"], summary["workers"]))
+    assert sorted(zip(comm_model["algorithm"], comm_model["workers"])) == sorted(
+        zip(summary["algorithm"], summary["workers"])
+    )
 
     # inside each training job, the MPI world is exactly the tasks Slurm allocated
     for job_id, comment in rules.items():
@@ -126,7 +145,9 @@ def test_profile_submits_every_stage_and_wires_the_mpi_world(workdir, slurm_clus
         job = scontrol_job(job_id)
         workers = 1 if comment.startswith("rule_train_single_") else 2
         algorithm = "async_easgd" if "async_easgd" in comment else "sync_sgd"
-        run = json.loads((workdir / f"results/test_slurm/runs/synthetic/lenet/{algorithm}/ci/p{workers}/s0/run.json").read_text())
+        run = json.loads(
+            (workdir / f"results/test_slurm/runs/synthetic/lenet/{algorithm}/ci/p{workers}/s0/run.json").read_text()
+        )
         expected = workers + (algorithm == "async_easgd")  # the master is one more task
         assert int(job["NumTasks"]) == expected and int(job["NumNodes"]) == 1, job
         assert run["world"]["size"] == expected, (algorithm, run["world"])
@@ -143,7 +164,11 @@ def test_profile_submits_every_stage_and_wires_the_mpi_world(workdir, slurm_clus
     )
     started = time.monotonic()
     broken = subprocess.run(
-        ["bash", "-c", singletons], cwd=workdir, capture_output=True, text=True, timeout=120,
+        ["bash", "-c", singletons],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=120,
         env={**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"},
     )
     print(f"singleton launch by hand: {time.monotonic() - started:.0f} s")
@@ -160,17 +185,42 @@ RESUME_LOG = "logs/test_slurm_resume/train/synthetic/lenet/sync_sgd/ci/p2/s0.log
 def running_train_job() -> str | None:
     """The Slurm job id of the running training job, if there is one."""
     listing = subprocess.run(["squeue", "-h", "-t", "R", "-o", "%i %k"], capture_output=True, text=True).stdout
-    return next((job for job, comment in (line.split(maxsplit=1) for line in listing.splitlines() if " " in line)
-                 if comment.startswith("rule_train")), None)
+    return next(
+        (
+            job
+            for job, comment in (line.split(maxsplit=1) for line in listing.splitlines() if " " in line)
+            if comment.startswith("rule_train")
+        ),
+        None,
+    )
 
 
 @pytest.mark.timeout(480)
 def test_a_signalled_training_job_checkpoints_is_resubmitted_and_resumes(workdir, slurm_cluster):
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-           "OMP_NUM_THREADS": "1", "MPIR_CVAR_ENABLE_HEAVY_YIELD": "1"}
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        "OMP_NUM_THREADS": "1",
+        "MPIR_CVAR_ENABLE_HEAVY_YIELD": "1",
+    }
     workflow = subprocess.Popen(
-        [sys.executable, "-m", "snakemake", "--profile", "slurm", "--configfile", RESUME_CONFIG, *CI_OVERRIDES,
-         f"{RESUME_RUN}/run.json"], cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "--profile",
+            "slurm",
+            "--configfile",
+            RESUME_CONFIG,
+            *CI_OVERRIDES,
+            f"{RESUME_RUN}/run.json",
+        ],
+        cwd=workdir,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         signalled = None
         deadline = time.monotonic() + 300
@@ -189,7 +239,7 @@ def test_a_signalled_training_job_checkpoints_is_resubmitted_and_resumes(workdir
     assert signalled, "the training job never ran long enough to be signalled:\n" + (output or "")
     assert workflow.returncode == 0, output + logs_of(workdir)
     trains = [job for job, log in SUBMITTED.findall(output) if "rule_train" in scontrol_job(job).get("Comment", "")]
-    assert signalled in trains and len(trains) == 2, output      # the signalled attempt, then its retry
+    assert signalled in trains and len(trains) == 2, output  # the signalled attempt, then its retry
     run = json.loads((workdir / RESUME_RUN / "run.json").read_text())
     assert run["stop"]["reason"] == "max_steps" and run["stop"]["steps"] == 4000
     (resume,) = run["checkpoints"]["resumes"]

@@ -15,8 +15,8 @@ import pytest
 
 from mpi_run import run_train
 from scaledl.errors import UserError
-from scaledl.train.evaluation import EVAL_DELAY_VARIABLE
 from scaledl.timing import PHASES, steady_state, warmup_steps
+from scaledl.train.evaluation import EVAL_DELAY_VARIABLE
 from scaledl.train.setup import straggler_factor
 
 
@@ -61,8 +61,22 @@ def train(digits_h5, out, extra, env=None):
     old = os.environ.copy()
     os.environ.update(env or {})
     try:
-        result = run_train(2, ["--data", str(digits_h5), "--model", "lenet", "--algorithm", "sync_sgd",
-                               "--out-dir", str(out), "--seed", "3", *extra])
+        result = run_train(
+            2,
+            [
+                "--data",
+                str(digits_h5),
+                "--model",
+                "lenet",
+                "--algorithm",
+                "sync_sgd",
+                "--out-dir",
+                str(out),
+                "--seed",
+                "3",
+                *extra,
+            ],
+        )
     finally:
         os.environ.clear()
         os.environ.update(old)
@@ -93,7 +107,7 @@ def test_a_slow_evaluation_is_on_no_rank_clock(digits_h5, tmp_path):
     # sync_sgd is deterministic: the same snapshot reaches the target, at about the same training clock
     target_step = plain["evaluation"]["target_step"]
     assert target_step is not None and slow["evaluation"]["target_step"] == target_step
-    evaluations_before = target_step // every + 1           # step 0 included
+    evaluations_before = target_step // every + 1  # step 0 included
     assert slow["time_to_target_s"] < plain["time_to_target_s"] + evaluations_before * delay / 2
     # the stop comes at the step of the evaluation that reached the target, delayed or not
     assert slow["stop"]["steps"] == plain["stop"]["steps"] == target_step

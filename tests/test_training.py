@@ -11,7 +11,6 @@ from scaledl.algorithms import ALGORITHMS, BASE_ALGORITHMS, tasks_for
 pytestmark = pytest.mark.mpi
 
 
-
 def learning_rate(algorithm: str, workers: int) -> float:
     """As in config/config.yaml. Momentum variants step by about η/(1−μ), so they need a smaller η;
     Async MSGD's shared momentum also compounds every worker's stale gradient: η ∝ 1/P."""
@@ -23,11 +22,28 @@ def learning_rate(algorithm: str, workers: int) -> float:
 def test_reaches_90_percent_on_digits(digits_h5, tmp_path, algorithm, workers):
     ranks = tasks_for(algorithm, workers)
     out = tmp_path / "run"
-    result = run_train(ranks, [
-        "--data", str(digits_h5), "--model", "lenet", "--algorithm", algorithm, "--out-dir", str(out),
-        "--max-steps", "500", "--eval-every", "25", "--target-accuracy", "0.9",
-        "--lr", str(learning_rate(algorithm, workers)),
-    ], timeout=300)
+    result = run_train(
+        ranks,
+        [
+            "--data",
+            str(digits_h5),
+            "--model",
+            "lenet",
+            "--algorithm",
+            algorithm,
+            "--out-dir",
+            str(out),
+            "--max-steps",
+            "500",
+            "--eval-every",
+            "25",
+            "--target-accuracy",
+            "0.9",
+            "--lr",
+            str(learning_rate(algorithm, workers)),
+        ],
+        timeout=300,
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     run = json.loads((out / "run.json").read_text())
     assert run["world"] == {**run["world"], "size": ranks, "workers": workers}
@@ -40,5 +56,7 @@ def test_reaches_90_percent_on_digits(digits_h5, tmp_path, algorithm, workers):
     if ALGORITHMS[algorithm].needs_master:
         reports = run["algorithm_report"]
         assert reports, "master-based runs record exchanges and staleness"
-        exchanges = sum(r.get("exchanges", 0) for r in reports) or sum(w["exchanges"] for r in reports for w in r.get("workers", []))
+        exchanges = sum(r.get("exchanges", 0) for r in reports) or sum(
+            w["exchanges"] for r in reports for w in r.get("workers", [])
+        )
         assert exchanges >= run["stop"]["steps"] * workers * 0.9

@@ -7,7 +7,7 @@ no LeNet and no CIFAR-sized AlexNet.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -22,11 +22,15 @@ class LeNet(nn.Module):
         super().__init__()
         c, h, w = in_shape
         self.features = nn.Sequential(
-            nn.Conv2d(c, 20, 5), nn.MaxPool2d(2),
-            nn.Conv2d(20, 50, 5), nn.MaxPool2d(2),
+            nn.Conv2d(c, 20, 5),
+            nn.MaxPool2d(2),
+            nn.Conv2d(20, 50, 5),
+            nn.MaxPool2d(2),
         )
         flat = _flat_size(self.features, in_shape)
-        self.classifier = nn.Sequential(nn.Flatten(), nn.Linear(flat, 500), nn.ReLU(inplace=True), nn.Linear(500, classes))
+        self.classifier = nn.Sequential(
+            nn.Flatten(), nn.Linear(flat, 500), nn.ReLU(inplace=True), nn.Linear(500, classes)
+        )
 
     def forward(self, x):
         return self.classifier(self.features(x))
@@ -40,11 +44,17 @@ class LeNetBN(nn.Module):
         super().__init__()
         c, h, w = in_shape
         self.features = nn.Sequential(
-            nn.Conv2d(c, 20, 5), nn.BatchNorm2d(20), nn.MaxPool2d(2),
-            nn.Conv2d(20, 50, 5), nn.BatchNorm2d(50), nn.MaxPool2d(2),
+            nn.Conv2d(c, 20, 5),
+            nn.BatchNorm2d(20),
+            nn.MaxPool2d(2),
+            nn.Conv2d(20, 50, 5),
+            nn.BatchNorm2d(50),
+            nn.MaxPool2d(2),
         )
         flat = _flat_size(self.features, in_shape)
-        self.classifier = nn.Sequential(nn.Flatten(), nn.Linear(flat, 500), nn.ReLU(inplace=True), nn.Linear(500, classes))
+        self.classifier = nn.Sequential(
+            nn.Flatten(), nn.Linear(flat, 500), nn.ReLU(inplace=True), nn.Linear(500, classes)
+        )
 
     def forward(self, x):
         return self.classifier(self.features(x))
@@ -64,17 +74,29 @@ class CifarAlexNet(nn.Module):
         super().__init__()
         c = in_shape[0]
         self.features = nn.Sequential(
-            nn.Conv2d(c, 64, 3, padding=1), nn.ReLU(inplace=True), nn.MaxPool2d(2),
-            nn.Conv2d(64, 192, 3, padding=1), nn.ReLU(inplace=True), nn.MaxPool2d(2),
-            nn.Conv2d(192, 384, 3, padding=1), nn.ReLU(inplace=True),
-            nn.Conv2d(384, 256, 3, padding=1), nn.ReLU(inplace=True),
-            nn.Conv2d(256, 256, 3, padding=1), nn.ReLU(inplace=True), nn.MaxPool2d(2),
+            nn.Conv2d(c, 64, 3, padding=1),
+            nn.ReLU(inplace=True),
+            nn.MaxPool2d(2),
+            nn.Conv2d(64, 192, 3, padding=1),
+            nn.ReLU(inplace=True),
+            nn.MaxPool2d(2),
+            nn.Conv2d(192, 384, 3, padding=1),
+            nn.ReLU(inplace=True),
+            nn.Conv2d(384, 256, 3, padding=1),
+            nn.ReLU(inplace=True),
+            nn.Conv2d(256, 256, 3, padding=1),
+            nn.ReLU(inplace=True),
+            nn.MaxPool2d(2),
         )
         flat = _flat_size(self.features, in_shape)
         self.classifier = nn.Sequential(
             nn.Flatten(),
-            nn.Dropout(), nn.Linear(flat, width), nn.ReLU(inplace=True),
-            nn.Dropout(), nn.Linear(width, width), nn.ReLU(inplace=True),
+            nn.Dropout(),
+            nn.Linear(flat, width),
+            nn.ReLU(inplace=True),
+            nn.Dropout(),
+            nn.Linear(width, width),
+            nn.ReLU(inplace=True),
             nn.Linear(width, classes),
         )
 
@@ -89,9 +111,15 @@ class CifarNet(nn.Module):
         super().__init__()
         c = in_shape[0]
         self.features = nn.Sequential(
-            nn.Conv2d(c, 32, 5, padding=2), nn.MaxPool2d(2), nn.ReLU(inplace=True),
-            nn.Conv2d(32, 32, 5, padding=2), nn.ReLU(inplace=True), nn.AvgPool2d(2),
-            nn.Conv2d(32, 64, 5, padding=2), nn.ReLU(inplace=True), nn.AvgPool2d(2),
+            nn.Conv2d(c, 32, 5, padding=2),
+            nn.MaxPool2d(2),
+            nn.ReLU(inplace=True),
+            nn.Conv2d(32, 32, 5, padding=2),
+            nn.ReLU(inplace=True),
+            nn.AvgPool2d(2),
+            nn.Conv2d(32, 64, 5, padding=2),
+            nn.ReLU(inplace=True),
+            nn.AvgPool2d(2),
         )
         flat = _flat_size(self.features, in_shape)
         self.classifier = nn.Sequential(nn.Flatten(), nn.Linear(flat, 64), nn.Linear(64, classes))

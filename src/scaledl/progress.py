@@ -22,8 +22,9 @@ class Progress:
     The lines go to stderr so that a command's own output (and a workflow's log of it) stays parseable.
     """
 
-    def __init__(self, what: str, total: int, unit: str = "images", every_s: float = 10.0, stream=None,
-                 clock=time.monotonic):
+    def __init__(
+        self, what: str, total: int, unit: str = "images", every_s: float = 10.0, stream=None, clock=time.monotonic
+    ):
         self.what, self.total, self.unit, self.every_s = what, total, unit, every_s
         self.stream = stream or sys.stderr
         self.clock = clock

@@ -31,15 +31,21 @@ import numpy as np
 import torch
 
 PHASES = ("data", "h2d", "param_copy", "comm", "compute", "update", "center_update", "wait", "eval", "checkpoint")
-OFF_CLOCK = ("eval", "checkpoint")          # phases the training clock leaves out
+OFF_CLOCK = ("eval", "checkpoint")  # phases the training clock leaves out
 
 # The time vocabulary (docs/time.md defines each quantity; every table uses these, through `steady_state`).
-TRANSFER = ("h2d", "param_copy", "comm")    # moving parameters and data: the paper's communication (parts 3-5)
-WAIT = ("wait",)                            # blocked on peers
-COMPUTE = ("data", "compute", "update", "center_update")   # a rank's own work
-WARMUP_STEPS = 5                            # steps left out of the steady state (at most a quarter of a run)
-STEADY_KEYS = ("seconds_per_step", "transfer_per_step_s", "wait_per_step_s", "compute_per_step_s",
-               "comm_share", "exposed_share")
+TRANSFER = ("h2d", "param_copy", "comm")  # moving parameters and data: the paper's communication (parts 3-5)
+WAIT = ("wait",)  # blocked on peers
+COMPUTE = ("data", "compute", "update", "center_update")  # a rank's own work
+WARMUP_STEPS = 5  # steps left out of the steady state (at most a quarter of a run)
+STEADY_KEYS = (
+    "seconds_per_step",
+    "transfer_per_step_s",
+    "wait_per_step_s",
+    "compute_per_step_s",
+    "comm_share",
+    "exposed_share",
+)
 
 
 class PhaseTimer:
@@ -123,10 +129,14 @@ class PhaseTimer:
 
     def state_dict(self) -> dict:
         """The clock and every total so far, for a checkpoint: a resumed run's clock continues from here."""
-        return {"wall": self.wall(), "totals": dict(self.totals), "overlapped_comm": self.overlapped_comm,
-                "step_marks": list(self._step_marks),
-                "step_rows": torch.from_numpy(np.array(self._step_rows, dtype=np.float64).reshape(-1, len(PHASES))),
-                "last_totals": torch.from_numpy(self._last_totals.copy())}
+        return {
+            "wall": self.wall(),
+            "totals": dict(self.totals),
+            "overlapped_comm": self.overlapped_comm,
+            "step_marks": list(self._step_marks),
+            "step_rows": torch.from_numpy(np.array(self._step_rows, dtype=np.float64).reshape(-1, len(PHASES))),
+            "last_totals": torch.from_numpy(self._last_totals.copy()),
+        }
 
     def load_state_dict(self, state: dict) -> None:
         self.start = time.perf_counter() - state["wall"]
@@ -178,9 +188,16 @@ def steady_state(step_end_s, phase_s, warmup: int | None = None) -> dict:
     rows = np.asarray(phase_s, dtype=np.float64).reshape(len(ends), len(PHASES))
     warmup = warmup_steps(len(ends)) if warmup is None else warmup
     steps = len(ends) - warmup
-    empty = {"steady_steps": max(steps, 0), "warmup_steps": warmup, "seconds_per_step": None,
-             "transfer_per_step_s": None, "wait_per_step_s": None, "compute_per_step_s": None,
-             "comm_share": None, "exposed_share": None}
+    empty = {
+        "steady_steps": max(steps, 0),
+        "warmup_steps": warmup,
+        "seconds_per_step": None,
+        "transfer_per_step_s": None,
+        "wait_per_step_s": None,
+        "compute_per_step_s": None,
+        "comm_share": None,
+        "exposed_share": None,
+    }
     if steps <= 0:
         return empty
     off_clock = rows[warmup:][:, [PHASES.index(p) for p in OFF_CLOCK]].sum(axis=1)
@@ -194,6 +211,13 @@ def steady_state(step_end_s, phase_s, warmup: int | None = None) -> dict:
     transfer, wait = per_step(TRANSFER), per_step(WAIT)
     if step_s <= 0:
         return empty
-    return {"steady_steps": steps, "warmup_steps": warmup, "seconds_per_step": step_s,
-            "transfer_per_step_s": transfer, "wait_per_step_s": wait, "compute_per_step_s": per_step(COMPUTE),
-            "comm_share": transfer / step_s, "exposed_share": (transfer + wait) / step_s}
+    return {
+        "steady_steps": steps,
+        "warmup_steps": warmup,
+        "seconds_per_step": step_s,
+        "transfer_per_step_s": transfer,
+        "wait_per_step_s": wait,
+        "compute_per_step_s": per_step(COMPUTE),
+        "comm_share": transfer / step_s,
+        "exposed_share": (transfer + wait) / step_s,
+    }

@@ -31,7 +31,9 @@ from scaledl.timing import PhaseTimer
 algorithm = sys.argv[1]
 compress = sys.argv[2] if len(sys.argv) > 2 else "fp32"
 EXPECTED = {  # W after the rounds at iterations 0 and 2, and the outer buffer then
-    "local_sgd": (0.85, None), "diloco": (0.77215, 0.145), "slowmo": (0.825, 1.25),
+    "local_sgd": (0.85, None),
+    "diloco": (0.77215, 0.145),
+    "slowmo": (0.825, 1.25),
 }
 TOLERANCE = {"fp32": 1e-6, "fp16": 1e-3, "bf16": 2e-3, "int8": 1e-3}[compress]
 
@@ -49,11 +51,20 @@ def two_parameter_model() -> torch.nn.Module:
 
 params = FlatParams(two_parameter_model())
 center = FlatParams(two_parameter_model()) if roles.is_master else None
-cfg = TrainConfig(data=Path("unused.h5"), model="lenet", algorithm=algorithm, out_dir=Path("unused"), max_steps=3,
-                  lr=0.1, tau=2, compress=compress)
+cfg = TrainConfig(
+    data=Path("unused.h5"),
+    model="lenet",
+    algorithm=algorithm,
+    out_dir=Path("unused"),
+    max_steps=3,
+    lr=0.1,
+    tau=2,
+    compress=compress,
+)
 info = ALGORITHMS[algorithm]
-context = AlgorithmContext(info=info, settings=resolve(cfg, info, workers=2), roles=roles, params=params,
-                           center=center, timer=PhaseTimer())
+context = AlgorithmContext(
+    info=info, settings=resolve(cfg, info, workers=2), roles=roles, params=params, center=center, timer=PhaseTimer()
+)
 engine = engine_class(algorithm)(context)
 engine.start()
 for _ in range(3):
@@ -65,6 +76,7 @@ assert torch.allclose(params.data, torch.full((2,), w_expected), atol=TOLERANCE,
 if roles.is_master:
     assert torch.allclose(center.data, torch.full((2,), w_expected), atol=TOLERANCE, rtol=0), center.data
     if buffer_expected is not None:
-        assert torch.allclose(engine.outer_buffer, torch.full((2,), buffer_expected), atol=10 * TOLERANCE, rtol=0), \
+        assert torch.allclose(engine.outer_buffer, torch.full((2,), buffer_expected), atol=10 * TOLERANCE, rtol=0), (
             engine.outer_buffer
+        )
     print(f"{algorithm} ({compress}): W = {center.data.tolist()} after two rounds, as worked out by hand", flush=True)

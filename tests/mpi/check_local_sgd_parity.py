@@ -28,16 +28,26 @@ from scaledl.data.loader import Normalizer, ShardLoader
 from scaledl.models import build_model
 from scaledl.train.loop import TrainConfig, train
 
-TOLERANCE = 1e-5   # absolute, per weight: float32 rounding of the mean, compounded over a few rounds
+TOLERANCE = 1e-5  # absolute, per weight: float32 rounding of the mean, compounded over a few rounds
 
 data, out_dir, tau, steps = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 assert (steps - 1) % tau == 0, "end on a round"
 lr, batch, seed = 0.05, 32, 5
-cfg = TrainConfig(data=data, model="lenet", algorithm="local_sgd", out_dir=out_dir, max_steps=steps,
-                  eval_every=1000, lr=lr, batch_size=batch, seed=seed, tau=tau)
+cfg = TrainConfig(
+    data=data,
+    model="lenet",
+    algorithm="local_sgd",
+    out_dir=out_dir,
+    max_steps=steps,
+    eval_every=1000,
+    lr=lr,
+    batch_size=batch,
+    seed=seed,
+    tau=tau,
+)
 ours = train(cfg)
 assert ours.steps == steps
-center = ours.params.data.clone()          # after the last round, every worker holds the center
+center = ours.params.data.clone()  # after the last round, every worker holds the center
 
 world = MPI.COMM_WORLD
 rank, size = world.Get_rank(), world.Get_size()
@@ -48,8 +58,9 @@ model = build_model("lenet", info.image_shape, info.classes)
 initial = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
 loader = ShardLoader(data, shard=rank, num_shards=size, batch_size=batch, seed=seed)
 normalize = Normalizer(info.mean, info.std, "cpu")
-optimizer = PostLocalSGDOptimizer(optim=torch.optim.SGD(model.parameters(), lr=lr),
-                                  averager=PeriodicModelAverager(period=tau, warmup_steps=0))
+optimizer = PostLocalSGDOptimizer(
+    optim=torch.optim.SGD(model.parameters(), lr=lr), averager=PeriodicModelAverager(period=tau, warmup_steps=0)
+)
 for _ in range(steps):
     x, y = normalize(*loader.next_batch())
     optimizer.zero_grad()
@@ -63,5 +74,8 @@ difference = (reference - center).abs().max().item()
 spread = (reference - initial).abs().max().item()
 assert difference <= TOLERANCE, f"rank {rank}: max |ours − PyTorch| = {difference:.3g} > {TOLERANCE}"
 if rank == 0:
-    print(f"local_sgd τ={tau}, {steps} steps, P={size}: max |ours − PyTorch's PeriodicModelAverager| = "
-          f"{difference:.3g} (tolerance {TOLERANCE}; the weights moved by up to {spread:.3g})", flush=True)
+    print(
+        f"local_sgd τ={tau}, {steps} steps, P={size}: max |ours − PyTorch's PeriodicModelAverager| = "
+        f"{difference:.3g} (tolerance {TOLERANCE}; the weights moved by up to {spread:.3g})",
+        flush=True,
+    )

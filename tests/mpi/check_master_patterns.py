@@ -20,7 +20,7 @@ world = MPI.COMM_WORLD
 roles = make_roles(world, dedicated_master=True)
 P, N, K = roles.num_workers, 1000, 20
 w = roles.worker_index
-total = K * P * (P + 1) / 2          # Σ_w K·(w+1)
+total = K * P * (P + 1) / 2  # Σ_w K·(w+1)
 
 
 def check_window(locked: bool) -> None:
@@ -55,11 +55,13 @@ def check_master_momentum() -> None:
     if roles.is_worker:
         grad, velocity, out = np.ones(N, dtype=np.float32), np.empty(N, dtype=np.float32), np.empty(N, dtype=np.float32)
         for _ in range(K):
-            win.momentum_step(velocity, out, lambda v: rules.velocity_(torch.from_numpy(v), torch.from_numpy(grad), lr, mu))
+            win.momentum_step(
+                velocity, out, lambda v: rules.velocity_(torch.from_numpy(v), torch.from_numpy(grad), lr, mu)
+            )
     world.Barrier()
     if roles.is_master:
         v, wt = 0.0, 0.0
-        for _ in range(K * P):   # the order of workers does not matter: every gradient is the same
+        for _ in range(K * P):  # the order of workers does not matter: every gradient is the same
             v = mu * v - lr
             wt += v
         assert torch.allclose(win.center, torch.full((N,), wt)), (win.center[:3], wt)
@@ -81,7 +83,7 @@ def check_round_robin() -> None:
                 center = back.copy()
                 order.append(rank)
             if r == 0:
-                rr.pause_all()          # a checkpoint between rounds: every worker hears of it before its turn
+                rr.pause_all()  # a checkpoint between rounds: every worker hears of it before its turn
         rr.stop_all()
         assert order == list(roles.worker_ranks) * rounds
         assert np.all(center == rounds * sum(roles.worker_ranks))

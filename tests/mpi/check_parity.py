@@ -14,7 +14,6 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from mpi4py import MPI
 
 from scaledl.data.hdf5 import read_info
 from scaledl.data.loader import Normalizer, ShardLoader
@@ -24,11 +23,23 @@ from scaledl.train.loop import TrainConfig, train
 data, algorithm, out_dir = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
 extra = sys.argv[4:]
 overlap = next(({"overlap": True, "no-overlap": False}[a] for a in extra if a in ("overlap", "no-overlap")), None)
-window = {"center_window": a for a in extra if a in ("rma", "shared")}
+window = next(({"center_window": a} for a in extra if a in ("rma", "shared")), {})
 momentum = algorithm == "async_measgd"
-cfg = TrainConfig(data=data, model="lenet", algorithm=algorithm, out_dir=out_dir, max_steps=12,
-                  eval_every=1000, lr=0.05, rho=0.0, momentum=0.9, batch_size=32, seed=3, overlap=overlap,
-                  **window)
+cfg = TrainConfig(
+    data=data,
+    model="lenet",
+    algorithm=algorithm,
+    out_dir=out_dir,
+    max_steps=12,
+    eval_every=1000,
+    lr=0.05,
+    rho=0.0,
+    momentum=0.9,
+    batch_size=32,
+    seed=3,
+    overlap=overlap,
+    **window,
+)
 run = train(cfg)
 
 if run.roles.is_worker:
@@ -55,8 +66,11 @@ if run.roles.is_worker:
     assert not torch.equal(reference, initial), "the reference did not move: the comparison would prove nothing"
     diff = (reference - run.params.data).abs().max().item()
     assert torch.equal(reference, run.params.data), f"{algorithm}: max |W^1 - W_sgd| = {diff} after {run.steps} steps"
-    print(f"{algorithm}: identical to local {'momentum ' if momentum else ''}SGD after {run.steps} steps "
-          f"(overlap {bool(run.settings.overlap)})", flush=True)
+    print(
+        f"{algorithm}: identical to local {'momentum ' if momentum else ''}SGD after {run.steps} steps "
+        f"(overlap {bool(run.settings.overlap)})",
+        flush=True,
+    )
     print(f"center window: {cfg.center_window}", flush=True)
     digest = hashlib.sha256(run.params.data.numpy().tobytes()).hexdigest()
     print(f"final W^1 after {run.steps} steps: sha256 {digest}", flush=True)

@@ -53,7 +53,9 @@ for kind in ("rma", "shared"):
         for _ in range(5):
             win.push_then_pull(rng.standard_normal(NUMEL).astype(np.float32) * 1e-3, out)
             seen.append(out.copy())
-            win.pull_then_push(out, lambda w: (0.1 * (rng.standard_normal(NUMEL).astype(np.float32) - w)).astype(np.float32))
+            win.pull_then_push(
+                out, lambda w: (0.1 * (rng.standard_normal(NUMEL).astype(np.float32) - w)).astype(np.float32)
+            )
             seen.append(out.copy())
 
             def update_velocity(v):
@@ -98,13 +100,15 @@ for kind in ("rma", "shared"):
             win.snapshot(final)
             made = workers * K
             assert final.max().item() <= made and final.min().item() >= 1, (kind, locked, final.min(), final.max())
-            if locked or kind == "rma":   # an Accumulate is element-wise atomic: none lost even without the lock
+            if locked or kind == "rma":  # an Accumulate is element-wise atomic: none lost even without the lock
                 assert torch.equal(final, torch.full((NUMEL,), float(made))), (kind, locked, final.min().item())
             if locked:
                 assert overlaps(traces) == 0, f"{kind}: exclusive-lock epochs overlapped"
-            print(f"{kind} {'exclusive' if locked else 'shared'}: W in [{final.min().item():.0f}, "
-                  f"{final.max().item():.0f}] of {made}, {overlaps(traces)} of {made} epochs overlapped another",
-                  flush=True)
+            print(
+                f"{kind} {'exclusive' if locked else 'shared'}: W in [{final.min().item():.0f}, "
+                f"{final.max().item():.0f}] of {made}, {overlaps(traces)} of {made} epochs overlapped another",
+                flush=True,
+            )
         win.free()
 
 if rank == master:

@@ -69,9 +69,10 @@ class PeriodicAveraging(Algorithm):
         # W on this worker's device: W_t for Eq. 1, or the center a reset copies (compressed: S, on every rank).
         self.center_copy = self.center_wire if place == w.device and not self.compressed else torch.empty_like(w)
         self.control = self.collectives(self.center_wire)
-        self.velocity = torch.zeros_like(w) if s.inner == "momentum" else None      # the inner V^i
-        self.outer_buffer = (torch.zeros_like(self.center.data) if self.roles.is_master and s.outer in
-                             OUTER_WITH_STATE else None)                       # DiLoCo's B, SlowMo's U
+        self.velocity = torch.zeros_like(w) if s.inner == "momentum" else None  # the inner V^i
+        self.outer_buffer = (
+            torch.zeros_like(self.center.data) if self.roles.is_master and s.outer in OUTER_WITH_STATE else None
+        )  # DiLoCo's B, SlowMo's U
         if self.compressed:
             self.wire = EncodedRound(self.codec, self.params.numel, self.workers, self.roles.is_master)
         if self.settings.overlap:
@@ -98,8 +99,8 @@ class PeriodicAveraging(Algorithm):
         self.control.bcast_(self.center_wire, root=0)
         self.params.data.copy_(self.center_wire)
         if self.compressed:
-            self.wire.start(self.params.data)                            # S = W_0 on every rank
-        self.coll.messages = self.control.messages = 0   # count the exchanges' messages only
+            self.wire.start(self.params.data)  # S = W_0 on every rank
+        self.coll.messages = self.control.messages = 0  # count the exchanges' messages only
         self.exchanges = 0
 
     def exchanges_now(self) -> bool:
@@ -110,8 +111,8 @@ class PeriodicAveraging(Algorithm):
         if self.settings.overlap and self.exchanges_now():
             written = torch.cuda.Event() if self.exchange_stream else None
             if written:
-                written.record()                                        # W^i_t is final once this fires
-            self.pending = self.helper.submit(self.exchange_on_helper, written)   # steps 2-3 ∥ step 1
+                written.record()  # W^i_t is final once this fires
+            self.pending = self.helper.submit(self.exchange_on_helper, written)  # steps 2-3 ∥ step 1
         return True
 
     def exchange_on_helper(self, written) -> float:
@@ -131,9 +132,9 @@ class PeriodicAveraging(Algorithm):
             return time.perf_counter() - t0
         if self.on_host:
             with timer.phase("param_copy"):
-                self.w_wire.copy_(self.params.data)                     # W^i_t into host memory
-        self.coll.bcast_(self.center_wire, root=0)                      # W_t to every worker
-        self.coll.reduce_sum(self.w_wire, self.sum_workers, root=0)     # Σ_i W^i_t to the master
+                self.w_wire.copy_(self.params.data)  # W^i_t into host memory
+        self.coll.bcast_(self.center_wire, root=0)  # W_t to every worker
+        self.coll.reduce_sum(self.w_wire, self.sum_workers, root=0)  # Σ_i W^i_t to the master
         return time.perf_counter() - t0
 
     def worker_step(self) -> None:
@@ -142,7 +143,7 @@ class PeriodicAveraging(Algorithm):
         self.exchanges += exchanging
         if not exchanging:
             with self.timer.phase("update"):
-                self.inner_step()                                       # local step between rounds
+                self.inner_step()  # local step between rounds
         elif self.settings.worker_rule == "elastic":
             self.elastic_round()
         else:
@@ -159,7 +160,7 @@ class PeriodicAveraging(Algorithm):
         w, grad, lr, rho = self.params.data, self.params.grad, self.settings.lr, self.settings.rho
         if self.settings.overlap:
             t0 = time.perf_counter()
-            with self.timer.phase("wait"):                              # the exposed part of the exchange
+            with self.timer.phase("wait"):  # the exposed part of the exchange
                 seconds = self.pending.result()
             self.timer.add_overlapped(seconds)
             self.overlap_log["exchange_s"].append(round(seconds, 7))
@@ -167,13 +168,15 @@ class PeriodicAveraging(Algorithm):
         else:
             self.exchange(self.timer)
         self.copy_center_in()
-        with self.timer.phase("update"):                                # Eq. 1 (Eqs. 5–6 with momentum)
+        with self.timer.phase("update"):  # Eq. 1 (Eqs. 5–6 with momentum)
             if self.velocity is None:
                 rules.elastic_worker_(w, grad, self.center_copy, lr, rho)
             else:
-                rules.momentum_elastic_worker_(w, self.velocity, grad, self.center_copy, lr, rho, self.settings.momentum)
+                rules.momentum_elastic_worker_(
+                    w, self.velocity, grad, self.center_copy, lr, rho, self.settings.momentum
+                )
         if self.roles.is_master:
-            with self.timer.phase("center_update"):                     # Eq. 2
+            with self.timer.phase("center_update"):  # Eq. 2
                 rules.elastic_center_(self.center.data, self.sum_workers, self.workers, lr, rho)
 
     def reset_round(self) -> None:
@@ -196,7 +199,7 @@ class PeriodicAveraging(Algorithm):
             self.coll.bcast_(self.center_wire, root=0)
         self.copy_center_in()
         with self.timer.phase("update"):
-            self.params.data.copy_(self.center_copy)                    # the reset
+            self.params.data.copy_(self.center_copy)  # the reset
             # (an inner momentum V^i carries over, as DiLoCo's inner optimizer state does)
 
     def outer_step(self) -> None:
@@ -250,13 +253,18 @@ class PeriodicAveraging(Algorithm):
             self.wire.load_state_dict(state["wire"])
 
     def report(self) -> dict:
-        report = {"rank": self.roles.rank, "exchanges": self.exchanges, "messages": self.coll.messages,
-                  "messages_per_exchange": self.coll.messages / self.exchanges if self.exchanges else None,
-                  "averaging": self.settings.record()["averaging"], "bytes_per_exchange": self.round_bytes(),
-                  "bytes_exchanged": self.round_bytes() * self.exchanges}
+        report = {
+            "rank": self.roles.rank,
+            "exchanges": self.exchanges,
+            "messages": self.coll.messages,
+            "messages_per_exchange": self.coll.messages / self.exchanges if self.exchanges else None,
+            "averaging": self.settings.record()["averaging"],
+            "bytes_per_exchange": self.round_bytes(),
+            "bytes_exchanged": self.round_bytes() * self.exchanges,
+        }
         if self.settings.overlap:
             report["helper_thread_phases"] = self.helper_timer.snapshot()
-            report["overlap_per_exchange"] = self.overlap_log   # exchange k ran in iteration k·τ
+            report["overlap_per_exchange"] = self.overlap_log  # exchange k ran in iteration k·τ
         return report
 
 
@@ -271,7 +279,7 @@ class EncodedRound:
 
     def __init__(self, codec_, numel: int, workers: int, is_master: bool):
         self.codec, self.workers, self.is_master = codec_, workers, is_master
-        self.shared = torch.zeros(numel)                                  # S
+        self.shared = torch.zeros(numel)  # S
         self.scratch = torch.zeros(numel)
         self.decoded = torch.zeros(numel)
         nbytes = codec_.nbytes(numel)
@@ -306,7 +314,7 @@ class EncodedRound:
 
     def _encode(self, difference: torch.Tensor, residual: torch.Tensor | None) -> None:
         if residual is not None:
-            difference.add_(residual)                                    # what earlier messages lost
+            difference.add_(residual)  # what earlier messages lost
         self.codec.encode(difference, self.payload)
         if residual is not None:
             torch.sub(difference, self.codec.decode(self.payload, self.decoded), out=residual)

@@ -23,8 +23,8 @@ messages between turns), it calls `pause_for_evaluation()` or `save_checkpoint()
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 
@@ -50,17 +50,17 @@ def _no_evaluation() -> bool:
 class AlgorithmContext:
     """What an engine is built from: its description and settings, its ranks and tensors."""
 
-    info: AlgorithmInfo         # the registry's description of the algorithm run (a preset's, for a preset)
-    settings: Settings          # resolved for this run (algorithms/settings.py)
+    info: AlgorithmInfo  # the registry's description of the algorithm run (a preset's, for a preset)
+    settings: Settings  # resolved for this run (algorithms/settings.py)
     roles: Roles
-    params: FlatParams | None   # this worker's W^i (None on a dedicated master)
-    center: FlatParams | None   # the center W (master only)
+    params: FlatParams | None  # this worker's W^i (None on a dedicated master)
+    center: FlatParams | None  # the center W (master only)
     timer: PhaseTimer
-    n_train: int = 0            # training-set size, to turn samples into epochs
-    dist_group: object = None   # torch.distributed group of the workers (backends nccl, gloo)
-    worker_timeout: float = 30.0   # the floor (s) of how long a silent worker is waited for (comm/liveness.py)
-    save_checkpoint: Callable[[], None] = _no_checkpoint   # collective: a checkpoint of the whole run
-    pause_for_evaluation: Callable[[], bool] = _no_evaluation   # collective: every rank waits while W is evaluated
+    n_train: int = 0  # training-set size, to turn samples into epochs
+    dist_group: object = None  # torch.distributed group of the workers (backends nccl, gloo)
+    worker_timeout: float = 30.0  # the floor (s) of how long a silent worker is waited for (comm/liveness.py)
+    save_checkpoint: Callable[[], None] = _no_checkpoint  # collective: a checkpoint of the whole run
+    pause_for_evaluation: Callable[[], bool] = _no_evaluation  # collective: every rank waits while W is evaluated
 
 
 class Algorithm(ABC):
@@ -119,5 +119,12 @@ class Algorithm(ABC):
         """The collective patterns on tensors like `like`, with this run's codesign switches."""
         s = self.settings
         layers = self.params.numels if s.message == "per_layer" else None
-        return Collectives(comm or self.roles.worker_comm, like, timer or self.timer, layers=layers,
-                           backend=s.backend, dist_group=self.dist_group, wait_probe=s.wait_probe == "barrier")
+        return Collectives(
+            comm or self.roles.worker_comm,
+            like,
+            timer or self.timer,
+            layers=layers,
+            backend=s.backend,
+            dist_group=self.dist_group,
+            wait_probe=s.wait_probe == "barrier",
+        )

@@ -24,33 +24,33 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import IntFlag
-from typing import Callable
 
-KILL_AT_VARIABLE = "SCALEDL_KILL_AT"   # tests' fault injection: RANK:STEP, that rank dies at that step
+KILL_AT_VARIABLE = "SCALEDL_KILL_AT"  # tests' fault injection: RANK:STEP, that rank dies at that step
 
 
 class Request(IntFlag):
     """What a rank asks for at a step boundary; the pattern's agreement returns what all agreed on."""
 
     NONE = 0
-    STOP = 1          # the master's stop rule, or an interrupt
-    CHECKPOINT = 2    # the master's checkpoint schedule, or an interrupt (then with STOP)
-    EVALUATE = 4      # the master's evaluation schedule: every rank pauses while W is evaluated
+    STOP = 1  # the master's stop rule, or an interrupt
+    CHECKPOINT = 2  # the master's checkpoint schedule, or an interrupt (then with STOP)
+    EVALUATE = 4  # the master's evaluation schedule: every rank pauses while W is evaluated
 
 
 @dataclass
 class StepBoundary:
     """One rank's side of the step boundary."""
 
-    monitor: object | None                 # the master's scaledl.train.monitor.Monitor (None elsewhere)
-    interrupted: Callable[[], bool]        # this rank got SIGINT, SIGTERM or SIGUSR1
+    monitor: object | None  # the master's scaledl.train.monitor.Monitor (None elsewhere)
+    interrupted: Callable[[], bool]  # this rank got SIGINT, SIGTERM or SIGUSR1
     checkpoints_enabled: bool
-    save_checkpoint: Callable[[], None]    # collective over every rank of the job
-    evaluate: Callable[[], bool]           # collective: the evaluation pause; True when it ends the run
-    timer: object                          # this rank's scaledl.timing.PhaseTimer
-    kill_at: int | None = None             # fault injection (tests): SIGKILL this rank at this step
+    save_checkpoint: Callable[[], None]  # collective over every rank of the job
+    evaluate: Callable[[], bool]  # collective: the evaluation pause; True when it ends the run
+    timer: object  # this rank's scaledl.timing.PhaseTimer
+    kill_at: int | None = None  # fault injection (tests): SIGKILL this rank at this step
 
     def decide(self, step: int, epoch: float) -> Request:
         """Steps 1-2: the request this rank brings to the agreement."""
@@ -68,8 +68,15 @@ class StepBoundary:
             request |= Request.STOP | (Request.CHECKPOINT if self.checkpoints_enabled else Request.NONE)
         return request
 
-    def cross(self, step: int, epoch: float, agree: Callable[[Request], Request], *, idle: str | None = None,
-              paused=contextlib.nullcontext) -> bool:
+    def cross(
+        self,
+        step: int,
+        epoch: float,
+        agree: Callable[[Request], Request],
+        *,
+        idle: str | None = None,
+        paused=contextlib.nullcontext,
+    ) -> bool:
         """The whole boundary at `step`; True when the run stops here.
 
         agree:  the pattern's agreement (it sends this rank's request and returns the agreed one)
@@ -84,7 +91,7 @@ class StepBoundary:
         self.timer.mark_step(idle=idle)
         if agreed & Request.EVALUATE and not agreed & Request.STOP:
             with paused():
-                if self.evaluate():                    # the target, or divergence: the run ends here
+                if self.evaluate():  # the target, or divergence: the run ends here
                     agreed |= Request.STOP
         if agreed & Request.CHECKPOINT:
             with paused():

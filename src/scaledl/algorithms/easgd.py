@@ -33,10 +33,10 @@ class RoundRobinEASGD(MasterBased):
         r = self.roles
         if r.is_master:
             self.rr = RoundRobinMaster(r.world, r.worker_ranks, self.center.numel, self.worker_timeout)
-            self.order_head: list[int] = []       # the first rounds' service order, for inspection
+            self.order_head: list[int] = []  # the first rounds' service order, for inspection
             self.in_rank_order = True
             self.turns = 0
-            self.lags = [Staleness() for _ in r.worker_ranks]   # measured at the master
+            self.lags = [Staleness() for _ in r.worker_ranks]  # measured at the master
         else:
             self.rr = RoundRobinWorker(r.world, r.master)
             self.center_host = np.empty(self.params.numel, dtype=np.float32)
@@ -44,10 +44,10 @@ class RoundRobinEASGD(MasterBased):
 
     # ---- worker: wait for the turn, compute, hand back, update
     def begin_iteration(self) -> bool:
-        message = self.rr.await_turn(self.center_host, self.timer)   # wait for the turn, then receive W
-        while message in (Tag.EVALUATE, Tag.PAUSE):                  # between rounds: the master's pauses first
+        message = self.rr.await_turn(self.center_host, self.timer)  # wait for the turn, then receive W
+        while message in (Tag.EVALUATE, Tag.PAUSE):  # between rounds: the master's pauses first
             if message == Tag.EVALUATE:
-                self.pause_for_evaluation()                          # the stop, if it says so, follows as a message
+                self.pause_for_evaluation()  # the stop, if it says so, follows as a message
             else:
                 self.save_checkpoint()
             message = self.rr.await_turn(self.center_host, self.timer)
@@ -59,25 +59,25 @@ class RoundRobinEASGD(MasterBased):
     def worker_step(self) -> None:
         weights = self.stage.send_view(self.params.data)
         with self.timer.phase("comm"):
-            self.rr.hand_back(weights)                                          # W^i_t to the master
+            self.rr.hand_back(weights)  # W^i_t to the master
         with self.timer.phase("update"):
             s = self.settings
             rules.elastic_worker_(self.params.data, self.params.grad, self.center_copy, s.lr, s.rho)
 
     def end_iteration(self, loss, batch: int, request: Request) -> Request:
         super().end_iteration(loss, batch, request)
-        return Request.NONE   # a stop or a pause arrives instead of the next turn (begin_iteration)
+        return Request.NONE  # a stop or a pause arrives instead of the next turn (begin_iteration)
 
     # ---- master: serve workers 1..P in order, one at a time; a step is a round
     def await_step(self) -> tuple[int, float]:
         center, s = self.center.data, self.settings
         # each turn is waited for as long as that worker's own pace allows (RoundRobinMaster)
         for w, rank in enumerate(self.roles.worker_ranks):
-            w_i = self.rr.serve(rank, center.numpy(), self.timer)   # W out; wait while it computes; W^i in
+            w_i = self.rr.serve(rank, center.numpy(), self.timer)  # W out; wait while it computes; W^i in
             with self.timer.phase("center_update"):
                 rules.elastic_center_one_(center, torch.from_numpy(w_i), s.lr, s.rho)
             self._note_service(w, rank)
-        with self.timer.phase("comm"):                 # the round's count and the workers' losses, on the board
+        with self.timer.phase("comm"):  # the round's count and the workers' losses, on the board
             self.board.add_updates(self.roles.num_workers)
             words = self.board.read()
         self.stats.advance(words, self.monitor)
@@ -89,7 +89,7 @@ class RoundRobinEASGD(MasterBased):
             self.rr.evaluate_all()
         if request & Request.CHECKPOINT:
             self.rr.pause_all()
-        return request                                 # the stop goes out with `release`
+        return request  # the stop goes out with `release`
 
     def release(self) -> None:
         self.rr.stop_all()
@@ -105,8 +105,12 @@ class RoundRobinEASGD(MasterBased):
     def state_dict(self) -> dict:
         state = super().state_dict()
         if self.roles.is_master:
-            state["service"] = {"turns": self.turns, "order_head": self.order_head, "in_rank_order": self.in_rank_order,
-                                "lags": [lag.state_dict() for lag in self.lags]}
+            state["service"] = {
+                "turns": self.turns,
+                "order_head": self.order_head,
+                "in_rank_order": self.in_rank_order,
+                "lags": [lag.state_dict() for lag in self.lags],
+            }
         return state
 
     def load_state_dict(self, state: dict) -> None:

@@ -93,8 +93,8 @@ class MasterBased(Algorithm):
         self.world = r.world
         self.board = Board(r.world, r.master, r.num_workers)
         self.staleness = Staleness()
-        self.pauses_seen = 0         # worker: checkpoints joined so far (the board counts those asked)
-        self.evaluations_seen = 0    # worker: evaluation pauses joined so far
+        self.pauses_seen = 0  # worker: checkpoints joined so far (the board counts those asked)
+        self.evaluations_seen = 0  # worker: evaluation pauses joined so far
         if r.is_worker:
             self.stage = HostStage(self.params.data, self.timer)
         else:

@@ -105,8 +105,9 @@ def outer_difference(center: torch.Tensor, sum_workers: torch.Tensor, num_worker
     return torch.sub(center, sum_workers, alpha=1.0 / num_workers)
 
 
-def outer_nesterov_(center: torch.Tensor, sum_workers: torch.Tensor, num_workers: int, buf: torch.Tensor,
-                    lr: float, mu: float) -> None:
+def outer_nesterov_(
+    center: torch.Tensor, sum_workers: torch.Tensor, num_workers: int, buf: torch.Tensor, lr: float, mu: float
+) -> None:
     """DiLoCo's outer step, SGD with Nesterov momentum on Δ = W − x̄ (as torch.optim.SGD, nesterov=True,
     with B starting at zero): B ← μ·B + Δ ; W ← W − lr·(Δ + μ·B)."""
     delta = outer_difference(center, sum_workers, num_workers)
@@ -114,8 +115,15 @@ def outer_nesterov_(center: torch.Tensor, sum_workers: torch.Tensor, num_workers
     center.sub_(delta.add_(buf, alpha=mu), alpha=lr)
 
 
-def outer_slowmo_(center: torch.Tensor, sum_workers: torch.Tensor, num_workers: int, buf: torch.Tensor,
-                  inner_lr: float, slow_lr: float, beta: float) -> None:
+def outer_slowmo_(
+    center: torch.Tensor,
+    sum_workers: torch.Tensor,
+    num_workers: int,
+    buf: torch.Tensor,
+    inner_lr: float,
+    slow_lr: float,
+    beta: float,
+) -> None:
     """SlowMo's outer step with the inner learning rate γ: U ← β·U + Δ/γ ; W ← W − α·γ·U (α the slow
     learning rate, β the slow momentum; α = 1, β = 0 is local SGD's average)."""
     delta = outer_difference(center, sum_workers, num_workers)

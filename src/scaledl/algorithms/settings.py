@@ -22,37 +22,37 @@ from scaledl.errors import UserError
 HYPER = ("lr", "batch_size", "weight_decay", "rho", "alpha", "beta", "momentum", "nesterov", "momentum_at", "tau")
 CODESIGN = ("message", "center_on", "overlap", "backend", "data")
 AVERAGING = ("inner", "worker_rule", "outer", "outer_lr", "outer_momentum", "tau", "compress")
-ENCODED_BACKENDS = ("mpi", "cuda_aware_mpi")   # compressed rounds send bytes: MPI only
-OUTER_WITH_STATE = ("nesterov", "slowmo")      # outer steps with a learning rate and a momentum
+ENCODED_BACKENDS = ("mpi", "cuda_aware_mpi")  # compressed rounds send bytes: MPI only
+OUTER_WITH_STATE = ("nesterov", "slowmo")  # outer steps with a learning rate and a momentum
 
 
 @dataclass(frozen=True)
 class Settings:
     """What the algorithm of this run uses; None where it uses no such setting."""
 
-    lr: float                            # η
-    batch_size: int                      # per worker
+    lr: float  # η
+    batch_size: int  # per worker
     weight_decay: float
-    backend: str                         # resolved: mpi, cuda_aware_mpi, nccl or gloo
-    data: str = "sharded"                # "replicated": every worker holds all the data (chip partitioning)
-    rho: float | None = None             # ρ, the elasticity; α = ηρ
-    beta: float | None = None            # β of α = β/P, where ρ came from it
-    momentum: float | None = None        # μ
-    nesterov: bool | None = None         # async_measgd: ΔW^i at the look-ahead W^i + μV^i
-    momentum_at: str | None = None       # async_msgd: where V lives
-    tau: int | None = None               # the averaging engine's period
-    inner: str | None = None             # the averaging engine's settings (module averaging)
+    backend: str  # resolved: mpi, cuda_aware_mpi, nccl or gloo
+    data: str = "sharded"  # "replicated": every worker holds all the data (chip partitioning)
+    rho: float | None = None  # ρ, the elasticity; α = ηρ
+    beta: float | None = None  # β of α = β/P, where ρ came from it
+    momentum: float | None = None  # μ
+    nesterov: bool | None = None  # async_measgd: ΔW^i at the look-ahead W^i + μV^i
+    momentum_at: str | None = None  # async_msgd: where V lives
+    tau: int | None = None  # the averaging engine's period
+    inner: str | None = None  # the averaging engine's settings (module averaging)
     worker_rule: str | None = None
     outer: str | None = None
     outer_lr: float | None = None
     outer_momentum: float | None = None
     compress: str | None = None
-    message: str | None = None           # collectives: packed or per_layer
-    center_on: str | None = None         # the averaging engine: where the center lives
-    overlap: bool | None = None          # the exchange on a helper thread
-    wait_probe: str | None = None        # collectives: a timed barrier before each one
-    center_window: str | None = None     # the window engine: rma or shared
-    gradients: str | None = None         # sync_sgd: the allreduced gradients' mean, or their sum (chip_partition)
+    message: str | None = None  # collectives: packed or per_layer
+    center_on: str | None = None  # the averaging engine: where the center lives
+    overlap: bool | None = None  # the exchange on a helper thread
+    wait_probe: str | None = None  # collectives: a timed barrier before each one
+    center_window: str | None = None  # the window engine: rma or shared
+    gradients: str | None = None  # sync_sgd: the allreduced gradients' mean, or their sum (chip_partition)
     fast_memory_gb: float | None = None  # chip_partition: what every replica on a node must fit in
 
     @property
@@ -67,8 +67,11 @@ class Settings:
         def block(keys):
             return {key: values[key] for key in keys if values[key] is not None}
 
-        return {"hyper": block(HYPER), "codesign": block(CODESIGN),
-                "averaging": block(AVERAGING) if self.worker_rule is not None else None}
+        return {
+            "hyper": block(HYPER),
+            "codesign": block(CODESIGN),
+            "averaging": block(AVERAGING) if self.worker_rule is not None else None,
+        }
 
 
 def resolve(cfg, info: AlgorithmInfo, *, workers: int, choose_backend=None) -> Settings:
@@ -91,13 +94,19 @@ def resolve(cfg, info: AlgorithmInfo, *, workers: int, choose_backend=None) -> S
     averaging = "worker_rule" in options
     values = {}
     if averaging:
-        values.update(tau=value("tau", 1), inner=value("inner", "sgd"), worker_rule=value("worker_rule", "elastic"),
-                      outer=value("outer", "elastic"), compress=value("compress"))
+        values.update(
+            tau=value("tau", 1),
+            inner=value("inner", "sgd"),
+            worker_rule=value("worker_rule", "elastic"),
+            outer=value("outer", "elastic"),
+            compress=value("compress"),
+        )
         if values["outer"] in OUTER_WITH_STATE:
             values.update(outer_lr=value("outer_lr"), outer_momentum=value("outer_momentum"))
             if None in (values["outer_lr"], values["outer_momentum"]):
-                raise UserError(f"--outer {values['outer']} needs --outer-lr and --outer-momentum "
-                                "(diloco and slowmo have defaults)")
+                raise UserError(
+                    f"--outer {values['outer']} needs --outer-lr and --outer-momentum (diloco and slowmo have defaults)"
+                )
     elastic = "rho" in options and (not averaging or "elastic" in (values["worker_rule"], values["outer"]))
     if elastic:
         values["rho"] = cfg.rho if cfg.rho is not None else default_rho(cfg.lr, workers, cfg.beta)
@@ -116,8 +125,14 @@ def resolve(cfg, info: AlgorithmInfo, *, workers: int, choose_backend=None) -> S
     backend = "mpi"
     if "backend" in options and choose_backend is not None:
         backend = choose_backend(cfg.backend, host_buffers=values.get("center_on") == "host")
-    settings = Settings(lr=cfg.lr, batch_size=cfg.batch_size, weight_decay=cfg.weight_decay, backend=backend,
-                        data=info.preset.get("data", "sharded"), **values)
+    settings = Settings(
+        lr=cfg.lr,
+        batch_size=cfg.batch_size,
+        weight_decay=cfg.weight_decay,
+        backend=backend,
+        data=info.preset.get("data", "sharded"),
+        **values,
+    )
     _check_combination(settings, info)
     return settings
 
@@ -130,8 +145,10 @@ def _check_preset(cfg, info: AlgorithmInfo) -> None:
             continue
         flag = "--" + key.replace("_", "-")
         switch = (flag if given else f"--no-{flag[2:]}") if isinstance(given, bool) else f"{flag} {given}"
-        raise UserError(f"{switch} contradicts {info.key}, which fixes {key} = {fixed}; "
-                        f"use --algorithm {info.preset_of} to choose it freely")
+        raise UserError(
+            f"{switch} contradicts {info.key}, which fixes {key} = {fixed}; "
+            f"use --algorithm {info.preset_of} to choose it freely"
+        )
 
 
 def _check_combination(s: Settings, info: AlgorithmInfo) -> None:
@@ -139,8 +156,12 @@ def _check_combination(s: Settings, info: AlgorithmInfo) -> None:
     if s.worker_rule is None:
         return
     if s.overlap and (s.worker_rule != "elastic" or s.compress != "fp32"):
-        raise UserError(f"--overlap needs --worker-rule elastic and --compress fp32: {info.key} with "
-                        f"{s.worker_rule} and {s.compress} sends a round's messages only after its inner step")
+        raise UserError(
+            f"--overlap needs --worker-rule elastic and --compress fp32: {info.key} with "
+            f"{s.worker_rule} and {s.compress} sends a round's messages only after its inner step"
+        )
     if s.compress != "fp32" and s.backend not in ENCODED_BACKENDS:
-        raise UserError(f"--compress {s.compress} sends encoded bytes over MPI; backend {s.backend} "
-                        "cannot carry them: use --backend mpi")
+        raise UserError(
+            f"--compress {s.compress} sends encoded bytes over MPI; backend {s.backend} "
+            "cannot carry them: use --backend mpi"
+        )

@@ -41,7 +41,7 @@ class SyncSGD(Algorithm):
         self.coll.bcast_(self.params.data, root=0)
         if self.roles.is_master:
             self.center.data.copy_(self.params.data)
-        self.coll.messages, self.exchanges = 0, 0        # count the exchanges' messages only
+        self.coll.messages, self.exchanges = 0, 0  # count the exchanges' messages only
 
     def worker_step(self) -> None:
         grad = self.params.grad
@@ -49,7 +49,7 @@ class SyncSGD(Algorithm):
         self.exchanges += 1
         with self.timer.phase("update"):
             if self.combine == "sum":
-                rules.sgd_(self.params.data, grad, self.settings.lr)        # W ← W − η·Σ_j ΔW^j
+                rules.sgd_(self.params.data, grad, self.settings.lr)  # W ← W − η·Σ_j ΔW^j
             else:
                 rules.mean_sgd_(self.params.data, grad, self.workers, self.settings.lr)
 
@@ -67,8 +67,12 @@ class SyncSGD(Algorithm):
         self.exchanges, self.coll.messages = state["exchanges"], state["messages"]
 
     def report(self) -> dict:
-        return {"rank": self.roles.rank, "exchanges": self.exchanges, "messages": self.coll.messages,
-                "messages_per_exchange": self.coll.messages / self.exchanges if self.exchanges else None}
+        return {
+            "rank": self.roles.rank,
+            "exchanges": self.exchanges,
+            "messages": self.coll.messages,
+            "messages_per_exchange": self.coll.messages / self.exchanges if self.exchanges else None,
+        }
 
 
 ENGINE = SyncSGD

@@ -73,21 +73,24 @@ class WindowEngine(MasterBased):
         numel = (self.center if r.is_master else self.params).numel
         # Async MSGD's default: one momentum buffer V beside W in the master's window.
         self.master_momentum = s.momentum_at == "master"
-        self.window = open_center_window(s.center_window, r.world, r.master, numel, locked=self.info.locked,
-                                         with_momentum=self.master_momentum)
+        self.window = open_center_window(
+            s.center_window, r.world, r.master, numel, locked=self.info.locked, with_momentum=self.master_momentum
+        )
         self.overlap = bool(s.overlap)
-        if self.overlap and MPI.Query_thread() < MPI.THREAD_SERIALIZED:   # alike on every rank
-            raise UserError(f"{self.info.key} overlaps its exchange on a helper thread, which needs "
-                            f"MPI_THREAD_SERIALIZED or better; this MPI gives level {MPI.Query_thread()}: "
-                            "use --no-overlap")
+        if self.overlap and MPI.Query_thread() < MPI.THREAD_SERIALIZED:  # alike on every rank
+            raise UserError(
+                f"{self.info.key} overlaps its exchange on a helper thread, which needs "
+                f"MPI_THREAD_SERIALIZED or better; this MPI gives level {MPI.Query_thread()}: "
+                "use --no-overlap"
+            )
         self.overlap = self.overlap and r.is_worker
         if r.is_worker:
-            self.center_host = np.empty(numel, dtype=np.float32)     # W_t as read from the window
-            self.center_copy = torch.empty_like(self.params.data)    # W_t on this worker's device
+            self.center_host = np.empty(numel, dtype=np.float32)  # W_t as read from the window
+            self.center_copy = torch.empty_like(self.params.data)  # W_t on this worker's device
             self.rule = RULES[self.info.rule](self)
-        self.exposed_s = 0.0          # overlap: seconds the main thread waited for the helper
+        self.exposed_s = 0.0  # overlap: seconds the main thread waited for the helper
         if self.overlap:
-            self.helper_timer = PhaseTimer()      # the helper's own: two threads must not share a timer
+            self.helper_timer = PhaseTimer()  # the helper's own: two threads must not share a timer
             self.helper = ThreadPoolExecutor(max_workers=1, thread_name_prefix="scaledl-exchange")
             self.pending = None
 
@@ -104,8 +107,8 @@ class WindowEngine(MasterBased):
     def begin_iteration(self) -> bool:
         self.rule.before_snapshot()
         if self.overlap:
-            self.rule.snapshot()                                                 # W^i_t, before ΔW^i_t
-            self.pending = self.helper.submit(self.timed_exchange, self.helper_timer)   # ∥ data, h2d, fwd/bwd
+            self.rule.snapshot()  # W^i_t, before ΔW^i_t
+            self.pending = self.helper.submit(self.timed_exchange, self.helper_timer)  # ∥ data, h2d, fwd/bwd
         self.rule.before_gradient()
         return True
 
@@ -113,7 +116,7 @@ class WindowEngine(MasterBased):
         self.rule.after_gradient()
         if self.overlap:
             t0 = time.perf_counter()
-            with self.timer.phase("wait"):                                       # the exposed part
+            with self.timer.phase("wait"):  # the exposed part
                 self.timer.add_overlapped(self.pending.result())
             self.exposed_s += time.perf_counter() - t0
             self.pending = None
@@ -121,7 +124,7 @@ class WindowEngine(MasterBased):
             self.rule.snapshot()
             self.rule.exchange(self.timer)
         with self.timer.phase("param_copy"):
-            self.center_copy.copy_(torch.from_numpy(self.center_host))           # W into this worker's memory
+            self.center_copy.copy_(torch.from_numpy(self.center_host))  # W into this worker's memory
         with self.timer.phase("update"):
             self.rule.update(self.center_copy)
 
@@ -148,7 +151,7 @@ class WindowEngine(MasterBased):
         manager per spin would cost more than the spin."""
         now = time.perf_counter()
         if self._step_ended is not None:
-            self.heartbeats.excuse(now - self._step_ended)   # the master was busy: workers may have stalled
+            self.heartbeats.excuse(now - self._step_ended)  # the master was busy: workers may have stalled
         waiting_since = now
         while True:
             self.world.Iprobe()
@@ -164,8 +167,11 @@ class WindowEngine(MasterBased):
         # One epoch: a worker that reads the stop has read the pauses too, so every worker joins this
         # checkpoint (a stop read alone would send it to finish()'s barrier), and no worker reads the
         # checkpoint's pause without the evaluation's before it.
-        self.board.announce(evaluation=bool(request & Request.EVALUATE), pause=bool(request & Request.CHECKPOINT),
-                            stop=bool(request & Request.STOP))
+        self.board.announce(
+            evaluation=bool(request & Request.EVALUATE),
+            pause=bool(request & Request.CHECKPOINT),
+            stop=bool(request & Request.STOP),
+        )
         return request
 
     def release(self) -> None:
@@ -173,13 +179,13 @@ class WindowEngine(MasterBased):
 
     # ---- both sides
     def refresh_center(self) -> None:
-        if self.window is not None:   # after finish() the center holds the final snapshot
+        if self.window is not None:  # after finish() the center holds the final snapshot
             self.window.snapshot(self.center.data)
 
     def finish(self) -> None:
         if self.overlap:
-            self.helper.shutdown(wait=True)   # an exchange left in flight (an error mid-iteration) settles first
-        super().finish()                      # all exchanges settled, final snapshot taken
+            self.helper.shutdown(wait=True)  # an exchange left in flight (an error mid-iteration) settles first
+        super().finish()  # all exchanges settled, final snapshot taken
         self.window.free()
         self.window = None
 
@@ -206,9 +212,9 @@ class WindowEngine(MasterBased):
             if self.overlap:
                 helper = self.helper_timer.snapshot()
                 report["helper_thread_phases"] = helper
-                exchange = helper["comm_s"] + helper["wait_s"]   # the helper's epochs: lock queue (wait) + operations
+                exchange = helper["comm_s"] + helper["wait_s"]  # the helper's epochs: lock queue (wait) + operations
                 report["exchange_s"] = exchange
-                report["exposed_wait_s"] = self.exposed_s        # of which the main thread waited
+                report["exposed_wait_s"] = self.exposed_s  # of which the main thread waited
                 report["hidden_s"] = max(exchange - self.exposed_s, 0.0)
         return report
 
@@ -232,7 +238,7 @@ class _Watching:
 class WorkerRule:
     """One worker's side of the window engine. Hooks around the gradient, then one epoch and an update."""
 
-    overlappable = False   # the epoch needs only W^i_t, so it may run beside the gradient
+    overlappable = False  # the epoch needs only W^i_t, so it may run beside the gradient
 
     def __init__(self, engine: WindowEngine):
         self.engine = engine
@@ -257,7 +263,7 @@ class WorkerRule:
 
     def update(self, center: torch.Tensor) -> None:
         """This worker's own rule, with `center` on its device."""
-        self.params.data.copy_(center)                                           # W^i ← W
+        self.params.data.copy_(center)  # W^i ← W
 
     def state_dict(self) -> dict:
         return {}
@@ -273,8 +279,8 @@ class Elastic(WorkerRule):
 
     def __init__(self, engine: WindowEngine):
         super().__init__(engine)
-        self.delta_host = np.empty(self.params.numel, dtype=np.float32)   # what this worker adds to W
-        self.delta = torch.from_numpy(self.delta_host)                     # ... as a tensor, for the rules
+        self.delta_host = np.empty(self.params.numel, dtype=np.float32)  # what this worker adds to W
+        self.delta = torch.from_numpy(self.delta_host)  # ... as a tensor, for the rules
 
     def exchanged_weights(self) -> torch.Tensor:
         """The tensor holding W^i_t when the epoch is prepared."""
@@ -289,8 +295,9 @@ class Elastic(WorkerRule):
 
     def elastic_difference(self, center: np.ndarray) -> np.ndarray:
         """η·ρ·(W^i_t − W_t): what Eq. 2 adds to the center for this worker (inside the lock epoch)."""
-        rules.elastic_difference_(self.delta, torch.from_numpy(self.w_host), torch.from_numpy(center),
-                                  self.settings.alpha)
+        rules.elastic_difference_(
+            self.delta, torch.from_numpy(self.w_host), torch.from_numpy(center), self.settings.alpha
+        )
         return self.delta_host
 
     def update(self, center: torch.Tensor) -> None:
@@ -312,7 +319,7 @@ class MomentumElastic(Elastic):
     def before_snapshot(self) -> None:
         if self.w_saved is not None:
             with self.engine.timer.phase("update"):
-                self.w_saved.copy_(self.params.data)                                    # W^i_t, kept aside
+                self.w_saved.copy_(self.params.data)  # W^i_t, kept aside
 
     def before_gradient(self) -> None:
         if self.w_saved is not None:
@@ -322,16 +329,17 @@ class MomentumElastic(Elastic):
     def after_gradient(self) -> None:
         if self.w_saved is not None:
             with self.engine.timer.phase("update"):
-                self.params.data.copy_(self.w_saved)                                    # back to W^i_t, exactly
+                self.params.data.copy_(self.w_saved)  # back to W^i_t, exactly
 
     def update(self, center: torch.Tensor) -> None:
         """Eqs. 5-6."""
         s = self.settings
-        rules.momentum_elastic_worker_(self.params.data, self.velocity, self.params.grad, center, s.lr, s.rho,
-                                       s.momentum)
+        rules.momentum_elastic_worker_(
+            self.params.data, self.velocity, self.params.grad, center, s.lr, s.rho, s.momentum
+        )
 
     def state_dict(self) -> dict:
-        return {"velocity": self.velocity.cpu()}                                 # V^i
+        return {"velocity": self.velocity.cpu()}  # V^i
 
     def load_state_dict(self, state: dict) -> None:
         self.velocity.copy_(state["velocity"])
@@ -363,7 +371,7 @@ class WorkerMomentum(WorkerRule):
         e.window.push_then_pull(delta, e.center_host, on_update=e.count_update, timer=timer)
 
     def state_dict(self) -> dict:
-        return {"velocity": self.velocity.cpu()}                                 # V^i
+        return {"velocity": self.velocity.cpu()}  # V^i
 
     def load_state_dict(self, state: dict) -> None:
         self.velocity.copy_(state["velocity"])
@@ -374,13 +382,14 @@ class MasterMomentum(WorkerRule):
 
     def __init__(self, engine: WindowEngine):
         super().__init__(engine)
-        self.velocity_host = np.empty(self.params.numel, dtype=np.float32)   # V, read from the window
+        self.velocity_host = np.empty(self.params.numel, dtype=np.float32)  # V, read from the window
 
     def exchange(self, timer: PhaseTimer) -> None:
         e = self.engine
         self.grad_host = torch.from_numpy(e.stage.send_view(self.params.grad))
-        e.window.momentum_step(self.velocity_host, e.center_host, self.master_velocity, on_update=e.count_update,
-                               timer=timer)   # (V stays in the master's window: checkpointed with it)
+        e.window.momentum_step(
+            self.velocity_host, e.center_host, self.master_velocity, on_update=e.count_update, timer=timer
+        )  # (V stays in the master's window: checkpointed with it)
 
     def master_velocity(self, velocity: np.ndarray) -> None:
         """Eq. 3 on the master's V, read into `velocity` inside this worker's exclusive-lock epoch."""

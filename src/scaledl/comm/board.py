@@ -23,7 +23,7 @@ import numpy as np
 from mpi4py import MPI
 
 UPDATES, STOP, PAUSES, EVALS, LOSS_SUM, SAMPLES, HEARTBEATS = 0, 1, 2, 3, 4, 5, 6
-KEPT = (UPDATES, LOSS_SUM, SAMPLES)   # the words a checkpoint keeps (the rest restart at zero)
+KEPT = (UPDATES, LOSS_SUM, SAMPLES)  # the words a checkpoint keeps (the rest restart at zero)
 
 
 class Board:
@@ -41,8 +41,8 @@ class Board:
         self._zero = np.zeros(1, dtype=np.float64)
         self._version = np.zeros(1, dtype=np.float64)
         self._stats = np.zeros(2, dtype=np.float64)
-        self._control = np.zeros(3, dtype=np.float64)   # STOP, PAUSES, EVALS as read (one read: consistent)
-        self._ignored = np.zeros(3, dtype=np.float64)   # NO_OP's origin (MPI wants it apart from the result)
+        self._control = np.zeros(3, dtype=np.float64)  # STOP, PAUSES, EVALS as read (one read: consistent)
+        self._ignored = np.zeros(3, dtype=np.float64)  # NO_OP's origin (MPI wants it apart from the result)
         world.Barrier()  # the master's zeros are in place before anyone accumulates
 
     # ---- worker side

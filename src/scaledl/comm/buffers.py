@@ -22,7 +22,9 @@ class HostStage:
         self.device = like.device
         self.on_host = like.device.type == "cpu"
         self.timer = timer
-        self._host = None if self.on_host else torch.empty(like.shape, dtype=like.dtype, pin_memory=torch.cuda.is_available())
+        self._host = (
+            None if self.on_host else torch.empty(like.shape, dtype=like.dtype, pin_memory=torch.cuda.is_available())
+        )
         self._views: dict[tuple, np.ndarray] = {}
 
     def view(self, t: torch.Tensor) -> np.ndarray:

@@ -82,8 +82,8 @@ class _Center:
     def _map(self, memory: np.ndarray, with_momentum: bool) -> None:
         """W (and V) as float32 views of the window's memory (the master's, or the mapped segment)."""
         self.memory = memory
-        self.w = memory[:self.numel]
-        self.v = memory[self.numel:] if with_momentum else None
+        self.w = memory[: self.numel]
+        self.v = memory[self.numel :] if with_momentum else None
         if self.is_master:
             memory[:] = 0.0
             self.center = torch.from_numpy(self.w)
@@ -159,8 +159,9 @@ class CenterWindow(_Center):
             on_update()
             self._unlock(held)
 
-    def momentum_step(self, velocity: np.ndarray, out: np.ndarray, update_velocity, on_update=_nothing,
-                      timer=None) -> None:
+    def momentum_step(
+        self, velocity: np.ndarray, out: np.ndarray, update_velocity, on_update=_nothing, timer=None
+    ) -> None:
         """Master-side momentum (Eqs. 3-4 at the master): V ← V' ; W ← W + V' ; out ← W.
 
         velocity ← V; `update_velocity(velocity)` turns it into V' in place (the
@@ -189,7 +190,7 @@ class CenterWindow(_Center):
 
     def _unlock(self, held: float) -> None:
         if self.trace is not None:
-            self.win.Flush(self.master)      # this epoch's operations are done: the stamp closes the epoch
+            self.win.Flush(self.master)  # this epoch's operations are done: the stamp closes the epoch
             self.trace.append((held, MPI.Wtime()))
         self.win.Unlock(self.master)
 
@@ -203,11 +204,13 @@ class SharedCenterWindow(_Center):
     def __init__(self, world: MPI.Comm, master: int, numel: int, *, locked: bool, with_momentum: bool = False):
         super().__init__(world, master, numel, locked)
         node = world.Split_type(MPI.COMM_TYPE_SHARED)
-        nodes = world.allreduce(1 if node.Get_rank() == 0 else 0)   # the same count on every rank
+        nodes = world.allreduce(1 if node.Get_rank() == 0 else 0)  # the same count on every rank
         node.Free()
-        if nodes != 1:            # every rank refuses alike, in one line
-            raise UserError(f"--center-window shared needs every rank on one node, but the {world.Get_size()} ranks "
-                            f"span {nodes} nodes; use --center-window rma (RMA works across nodes)")
+        if nodes != 1:  # every rank refuses alike, in one line
+            raise UserError(
+                f"--center-window shared needs every rank on one node, but the {world.Get_size()} ranks "
+                f"span {nodes} nodes; use --center-window rma (RMA works across nodes)"
+            )
         words = numel * (2 if with_momentum else 1)
         self.win = MPI.Win.Allocate_shared(words * 4 if self.is_master else 0, disp_unit=4, comm=world)
         segment, _ = self.win.Shared_query(master)
@@ -216,11 +219,11 @@ class SharedCenterWindow(_Center):
     def _lock(self, timer) -> float:
         with _phase(timer, "wait"):
             self.win.Lock(self.master, self.lock_type)
-        self.win.Sync()                  # see the stores of the epochs before this one
+        self.win.Sync()  # see the stores of the epochs before this one
         return MPI.Wtime() if self.trace is not None else 0.0
 
     def _unlock(self, held: float) -> None:
-        self.win.Sync()                  # this epoch's stores are visible before the lock is released
+        self.win.Sync()  # this epoch's stores are visible before the lock is released
         if self.trace is not None:
             self.trace.append((held, MPI.Wtime()))
         self.win.Unlock(self.master)
@@ -244,8 +247,9 @@ class SharedCenterWindow(_Center):
             on_update()
             self._unlock(held)
 
-    def momentum_step(self, velocity: np.ndarray, out: np.ndarray, update_velocity, on_update=_nothing,
-                      timer=None) -> None:
+    def momentum_step(
+        self, velocity: np.ndarray, out: np.ndarray, update_velocity, on_update=_nothing, timer=None
+    ) -> None:
         """V ← V' ; W ← W + V' ; out ← W. See CenterWindow.momentum_step."""
         held = self._lock(timer)
         with _phase(timer, "comm"):
@@ -262,7 +266,8 @@ WINDOWS = {"rma": CenterWindow, "shared": SharedCenterWindow}
 assert tuple(WINDOWS) == CENTER_WINDOWS
 
 
-def open_center_window(kind: str, world: MPI.Comm, master: int, numel: int, *, locked: bool,
-                       with_momentum: bool = False) -> _Center:
+def open_center_window(
+    kind: str, world: MPI.Comm, master: int, numel: int, *, locked: bool, with_momentum: bool = False
+) -> _Center:
     """The center window of `kind` ("rma" or "shared"; TrainConfig.center_window), collectively on `world`."""
     return WINDOWS[kind](world, master, numel, locked=locked, with_momentum=with_momentum)

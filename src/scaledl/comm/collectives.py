@@ -71,12 +71,19 @@ def choose_backend(requested: str, device: torch.device, gpu_per_rank: bool, *, 
     if requested == "gloo" and device.type != "cpu":
         raise UserError("--backend gloo works on host tensors, but this run is on a GPU; use --backend nccl or auto")
     if requested in ("cuda_aware_mpi", "nccl") and device.type != "cuda":
-        raise UserError(f"--backend {requested} needs CUDA devices, but this run is on {device.type}; use --backend mpi or auto")
+        raise UserError(
+            f"--backend {requested} needs CUDA devices, but this run is on {device.type}; use --backend mpi or auto"
+        )
     if requested == "cuda_aware_mpi" and not mpi_is_cuda_aware():
-        raise UserError("--backend cuda_aware_mpi: the MPI library reports no CUDA support; use --backend mpi (host staging) or nccl")
+        raise UserError(
+            "--backend cuda_aware_mpi: the MPI library reports no CUDA support; "
+            "use --backend mpi (host staging) or nccl"
+        )
     if requested == "nccl" and host_buffers:
-        raise UserError("--backend nccl takes device tensors only, but this run keeps the center in host memory "
-                        "(--center-on host, sync_easgd1); use --backend mpi or auto, or --center-on device")
+        raise UserError(
+            "--backend nccl takes device tensors only, but this run keeps the center in host memory "
+            "(--center-on host, sync_easgd1); use --backend mpi or auto, or --center-on device"
+        )
     if requested == "nccl" and not gpu_per_rank:
         raise UserError("--backend nccl needs one GPU per rank; this node has more ranks than GPUs, use --backend mpi")
     return requested
@@ -88,8 +95,17 @@ class Collectives:
     `layers`: the parameter sizes, for per-layer messages; None sends one packed message.
     """
 
-    def __init__(self, comm: MPI.Comm, like: torch.Tensor, timer: PhaseTimer, *,
-                 layers: list[int] | None = None, backend: str = "mpi", dist_group=None, wait_probe: bool = False):
+    def __init__(
+        self,
+        comm: MPI.Comm,
+        like: torch.Tensor,
+        timer: PhaseTimer,
+        *,
+        layers: list[int] | None = None,
+        backend: str = "mpi",
+        dist_group=None,
+        wait_probe: bool = False,
+    ):
         self.comm = comm
         self.wait_probe = wait_probe
         self.size = comm.Get_size()
@@ -105,7 +121,7 @@ class Collectives:
             self._a = HostStage(like, timer)
             self._b = HostStage(like, timer)
         self._flag = np.zeros(1, dtype=np.int32)
-        self._piece_cache: dict[tuple, list] = {}   # (address, length) -> pieces (views that keep it alive)
+        self._piece_cache: dict[tuple, list] = {}  # (address, length) -> pieces (views that keep it alive)
 
     def _pieces(self, buf):
         """The message pieces of `buf` (one, or one per layer), sliced once per buffer."""
@@ -202,7 +218,7 @@ class Collectives:
 
     # ---- torch.distributed (NCCL, Gloo)
     def _dist(self, op, t: torch.Tensor) -> None:
-        self._ready(t)   # one clock: the queued forward/backward finishes outside the comm phase
+        self._ready(t)  # one clock: the queued forward/backward finishes outside the comm phase
         with self.timer.phase("comm"):
             for piece in self._pieces(t):
                 op(piece)
@@ -234,8 +250,13 @@ def init_torch_dist(backend: str, world: MPI.Comm, worker_ranks: tuple[int, ...]
             s.bind(("", 0))
             address = (socket.gethostbyname(socket.gethostname()), s.getsockname()[1])
     host, port = world.bcast(address, root=0)
-    dist.init_process_group(backend, init_method=f"tcp://{host}:{port}", rank=world.Get_rank(),
-                            world_size=world.Get_size(), device_id=device if backend == "nccl" else None)
+    dist.init_process_group(
+        backend,
+        init_method=f"tcp://{host}:{port}",
+        rank=world.Get_rank(),
+        world_size=world.Get_size(),
+        device_id=device if backend == "nccl" else None,
+    )
     if len(worker_ranks) == world.Get_size():
         return None
     return dist.new_group(ranks=list(worker_ranks))

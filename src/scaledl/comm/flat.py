@@ -60,7 +60,11 @@ class FlatParams:
         size = self.data.element_size()
         offset = 0
         for p, n in zip(self.params, self.numels):
-            if p.data_ptr() != flat_data + offset * size or p.grad is None or p.grad.data_ptr() != flat_grad + offset * size:
+            if (
+                p.data_ptr() != flat_data + offset * size
+                or p.grad is None
+                or p.grad.data_ptr() != flat_grad + offset * size
+            ):
                 return False
             offset += n
         return True

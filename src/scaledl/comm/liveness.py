@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -44,17 +44,24 @@ RECENT = 101
 class Liveness:
     """Per-worker silence limits, on an injectable clock (seconds, monotonic)."""
 
-    def __init__(self, worker_ranks: Sequence[int], floor: float, *, event: str = "exchange",
-                 interval: str = "exchange interval", clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        worker_ranks: Sequence[int],
+        floor: float,
+        *,
+        event: str = "exchange",
+        interval: str = "exchange interval",
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.worker_ranks = tuple(worker_ranks)
         self.floor = float(floor)
         self.event, self.interval = event, interval
         self.clock = clock
         n = len(self.worker_ranks)
-        self.since = np.full(n, clock())               # each worker's silence counts from here
+        self.since = np.full(n, clock())  # each worker's silence counts from here
         self.events = np.zeros(n, dtype=np.int64)
         self.longest = np.zeros(n)
-        self.measured = np.zeros(n, dtype=np.int64)    # intervals seen; 0: pace unknown
+        self.measured = np.zeros(n, dtype=np.int64)  # intervals seen; 0: pace unknown
         self._recent = [deque(maxlen=RECENT) for _ in range(n)]
 
     # ---- what happened
@@ -65,7 +72,7 @@ class Liveness:
     def progressed(self, w: int, count: int = 1, now: float | None = None) -> None:
         """Worker `w` completed `count` more events; the silence before them is one interval."""
         now = self.clock() if now is None else now
-        if self.events[w] > 0:                         # the silence before the first event is warm-up
+        if self.events[w] > 0:  # the silence before the first event is warm-up
             gap = now - self.since[w]
             self.longest[w] = max(self.longest[w], gap)
             self.measured[w] += 1
@@ -93,7 +100,7 @@ class Liveness:
     def overdue(self, now: float | None = None) -> np.ndarray:
         """Which workers have been silent longer than their limit."""
         silence = (self.clock() if now is None else now) - self.since
-        if silence.max(initial=0.0) <= self.floor:     # no limit is below the floor: the common, cheap case
+        if silence.max(initial=0.0) <= self.floor:  # no limit is below the floor: the common, cheap case
             return np.zeros(len(silence), dtype=bool)
         return silence > self.limits()
 
@@ -131,13 +138,19 @@ class Liveness:
         if self.measured[w]:
             usual = self.usual(w)
             times = f"{silence / usual:.0f}× " if usual > 0 else ""
-            pace = (f", {times}its usual {self.interval} of {usual:.3g} s (longest {self.longest[w]:.3g} s; limit "
-                    f"{self.limit(w):.3g} s, the larger of --worker-timeout and {PATIENCE:g}× the longest)")
+            pace = (
+                f", {times}its usual {self.interval} of {usual:.3g} s (longest {self.longest[w]:.3g} s; limit "
+                f"{self.limit(w):.3g} s, the larger of --worker-timeout and {PATIENCE:g}× the longest)"
+            )
             floor_needed = silence
         else:
-            pace = (f", before its pace was known (limit {self.limit(w):.3g} s: --worker-timeout plus "
-                    f"{START_UP:g}× that for warm-up)")
+            pace = (
+                f", before its pace was known (limit {self.limit(w):.3g} s: --worker-timeout plus "
+                f"{START_UP:g}× that for warm-up)"
+            )
             floor_needed = silence / (1.0 + START_UP)
-        return (f"{who}{pace}: slow or hung; if it is only slow (a straggler, a shared node), raise --worker-timeout "
-                f"(config train.worker_timeout, now {self.floor:g} s) above {floor_needed:.1f} s, the least that "
-                f"outwaits this silence")
+        return (
+            f"{who}{pace}: slow or hung; if it is only slow (a straggler, a shared node), raise --worker-timeout "
+            f"(config train.worker_timeout, now {self.floor:g} s) above {floor_needed:.1f} s, the least that "
+            f"outwaits this silence"
+        )

@@ -24,10 +24,10 @@ class Roles:
     rank: int
     size: int
     dedicated_master: bool
-    master: int                     # world rank holding the center W
-    worker_ranks: tuple[int, ...]   # world ranks computing gradients, in worker order
-    worker_comm: MPI.Comm | None    # communicator of the workers only (None on a dedicated master)
-    local_rank: int                 # rank among the processes of this node (picks the GPU)
+    master: int  # world rank holding the center W
+    worker_ranks: tuple[int, ...]  # world ranks computing gradients, in worker order
+    worker_comm: MPI.Comm | None  # communicator of the workers only (None on a dedicated master)
+    local_rank: int  # rank among the processes of this node (picks the GPU)
     local_size: int
 
     @property
@@ -44,7 +44,7 @@ class Roles:
 
     @property
     def role(self) -> str:
-        """"master+worker" (collective algorithms' rank 0), "master" or "worker"."""
+        """ "master+worker" (collective algorithms' rank 0), "master" or "worker"."""
         if self.is_master:
             return "master+worker" if self.is_worker else "master"
         return "worker"

@@ -48,14 +48,19 @@ class RoundRobinMaster:
 
     def _turn(self, worker: int, center: np.ndarray, timer: PhaseTimer) -> np.ndarray:
         w = self._index[worker]
-        self.liveness.expect(w)                    # the time before its turn is the other workers'
+        self.liveness.expect(w)  # the time before its turn is the other workers'
         deadline = self.liveness.deadline(w)
         with timer.phase("comm"):
             send = self.world.Isend(center, dest=worker, tag=Tag.WEIGHTS)
             wait_or_abort(send, deadline, lambda: self.liveness.verdict(w, doing="it did not take its turn"))
-        with timer.phase("wait"):                  # the worker fetches its batch and computes ΔW^i
-            arrival_or_abort(self.world, worker, Tag.WEIGHTS, deadline,
-                             lambda: self.liveness.verdict(w, doing="it did not send back its weights"))
+        with timer.phase("wait"):  # the worker fetches its batch and computes ΔW^i
+            arrival_or_abort(
+                self.world,
+                worker,
+                Tag.WEIGHTS,
+                deadline,
+                lambda: self.liveness.verdict(w, doing="it did not send back its weights"),
+            )
         with timer.phase("comm"):
             self.world.Recv(self.from_worker, source=worker, tag=Tag.WEIGHTS)
         self.liveness.progressed(w)
@@ -77,8 +82,11 @@ class RoundRobinMaster:
         requests = [self.world.Isend(self._empty, dest=w, tag=tag) for w in self.worker_ranks]
         for w, request in enumerate(requests):
             self.liveness.expect(w)
-            wait_or_abort(request, self.liveness.deadline(w),
-                          lambda w=w: self.liveness.verdict(w, doing=f"it did not take {what}"))
+            wait_or_abort(
+                request,
+                self.liveness.deadline(w),
+                lambda w=w: self.liveness.verdict(w, doing=f"it did not take {what}"),
+            )
 
 
 class RoundRobinWorker:
@@ -91,7 +99,7 @@ class RoundRobinWorker:
         """Block until the master's next message: WEIGHTS (this worker's turn: W lands in center_out),
         PAUSE (join a checkpoint, then wait again), EVALUATE (pause for an evaluation, then
         wait again) or STOP."""
-        with timer.phase("wait"):                  # the other workers' turns
+        with timer.phase("wait"):  # the other workers' turns
             self.world.Probe(source=self.master, tag=MPI.ANY_TAG, status=self._status)
         tag = self._status.Get_tag()
         with timer.phase("comm"):

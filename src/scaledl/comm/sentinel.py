@@ -30,7 +30,8 @@ class Sentinel:
         self.claim_file = claim_path(job_token)
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "scaledl.comm.sentinel", str(self.claim_file), message],
-            stdin=subprocess.PIPE, start_new_session=True,  # outlives a launcher's process-group kill
+            stdin=subprocess.PIPE,
+            start_new_session=True,  # outlives a launcher's process-group kill
         )
         atexit.register(self.release)
 
@@ -65,7 +66,11 @@ def _watch(claim_file: Path, message: str) -> None:
         os.close(os.open(claim_file, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
     except FileExistsError:
         return
-    print(f"scaledl train: error: {message} died without finishing (killed or crashed); the job ends", file=sys.stderr, flush=True)
+    print(
+        f"scaledl train: error: {message} died without finishing (killed or crashed); the job ends",
+        file=sys.stderr,
+        flush=True,
+    )
     for fd in (0, 1, 2):
         os.close(fd)  # the launcher waits for every writer of the job's output before it exits
     time.sleep(30)  # keep the claim while the launcher kills the other ranks, then tidy up

@@ -4,7 +4,7 @@ from enum import IntEnum
 
 
 class Tag(IntEnum):
-    WEIGHTS = 1     # a flat weight buffer (W to a worker, W^i to the master)
-    STOP = 2        # the master ends the run
-    PAUSE = 3       # the master asks for a checkpoint between turns
-    EVALUATE = 4    # the master asks every worker to pause while it evaluates the center
+    WEIGHTS = 1  # a flat weight buffer (W to a worker, W^i to the master)
+    STOP = 2  # the master ends the run
+    PAUSE = 3  # the master asks for a checkpoint between turns
+    EVALUATE = 4  # the master asks every worker to pause while it evaluates the center

@@ -14,14 +14,13 @@ import os
 import sys
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 from mpi4py import MPI
 
 from scaledl.comm.liveness import Liveness
 from scaledl.comm.sentinel import claim
-
 
 _job_token: str | None = None
 
@@ -55,8 +54,9 @@ def wait_or_abort(request: MPI.Request, deadline: float, why: Callable[[], str],
         time.sleep(poll)
 
 
-def arrival_or_abort(comm: MPI.Comm, source: int, tag: int, deadline: float, why: Callable[[], str],
-                     poll: float = 2e-4) -> None:
+def arrival_or_abort(
+    comm: MPI.Comm, source: int, tag: int, deadline: float, why: Callable[[], str], poll: float = 2e-4
+) -> None:
     """Return once a message from `source` with `tag` has arrived (not received); abort past `deadline`."""
     if comm.Iprobe(source=source, tag=tag):
         return
@@ -104,8 +104,10 @@ class Watchdog:
         while not self._done.wait(min(1.0, self.limit() / 4)):
             stuck = time.monotonic() - self._last
             if not self._paused and stuck > self.limit():
-                abort_job(f"the master has been stuck in an MPI call for {stuck:.1f} s; the likely cause: "
-                          f"{self.describe()}; aborting the job")
+                abort_job(
+                    f"the master has been stuck in an MPI call for {stuck:.1f} s; the likely cause: "
+                    f"{self.describe()}; aborting the job"
+                )
 
 
 class Heartbeats:

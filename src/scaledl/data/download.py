@@ -96,16 +96,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("dataset", choices=[n for n, c in CONVERTERS.items() if c.needs_raw])
     parser.add_argument("files", nargs="*", metavar="FILE", help="only these files of the list (default: all)")
     parser.add_argument("--out-dir", type=Path, help="raw folder to fill (default data/raw/DATASET)")
-    parser.add_argument("--url", type=_pair, action="append", default=[], metavar="NAME=URL",
-                        help="a URL of file NAME; repeat for mirrors, tried in order. With --url or --sha256 "
-                             "the files are the names they give, instead of the built-in list")
-    parser.add_argument("--sha256", type=_pair, action="append", default=[], metavar="NAME=HEX",
-                        help="expected sha256 of file NAME (a file without one is not verified)")
-    parser.add_argument("--verify-only", action="store_true",
-                        help="download nothing: check that every file is present with its sha256")
+    parser.add_argument(
+        "--url",
+        type=_pair,
+        action="append",
+        default=[],
+        metavar="NAME=URL",
+        help="a URL of file NAME; repeat for mirrors, tried in order. With --url or --sha256 "
+        "the files are the names they give, instead of the built-in list",
+    )
+    parser.add_argument(
+        "--sha256",
+        type=_pair,
+        action="append",
+        default=[],
+        metavar="NAME=HEX",
+        help="expected sha256 of file NAME (a file without one is not verified)",
+    )
+    parser.add_argument(
+        "--verify-only", action="store_true", help="download nothing: check that every file is present with its sha256"
+    )
     parser.add_argument("--list", action="store_true", help="print each file's path, sha256 and URLs, and exit")
-    parser.add_argument("--timeout", type=float, default=60.0,
-                        help="seconds without an answer before a URL is given up (default %(default)s)")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=60.0,
+        help="seconds without an answer before a URL is given up (default %(default)s)",
+    )
 
 
 def files_from_args(args: argparse.Namespace) -> tuple[RemoteFile, ...]:
@@ -115,8 +132,10 @@ def files_from_args(args: argparse.Namespace) -> tuple[RemoteFile, ...]:
     elif args.dataset in BUILT_IN:
         listed, source = {f.name: f for f in BUILT_IN[args.dataset]}, f"{args.dataset}'s built-in list"
     else:
-        raise UserError(f"no built-in download list for {args.dataset}: give --url NAME=URL (and --sha256 NAME=HEX), "
-                        f"or put its files in data/raw/{args.dataset} by hand (see data/raw/README.md)")
+        raise UserError(
+            f"no built-in download list for {args.dataset}: give --url NAME=URL (and --sha256 NAME=HEX), "
+            f"or put its files in data/raw/{args.dataset} by hand (see data/raw/README.md)"
+        )
     unknown = [name for name in args.files if name not in listed]
     if unknown:
         raise UserError(f"{unknown[0]!r} is not in {source}, which holds {', '.join(listed)}")
@@ -128,8 +147,9 @@ def _files_from_flags(urls: list[tuple[str, str]], sha256s: list[tuple[str, str]
     for name, value in sha256s:
         checksums[name] = _checked_sha256(name, value, checksums.get(name))
     names = dict.fromkeys(name for name, _ in [*urls, *sha256s])
-    return {name: RemoteFile(_plain(name), tuple(u for n, u in urls if n == name), checksums.get(name))
-            for name in names}
+    return {
+        name: RemoteFile(_plain(name), tuple(u for n, u in urls if n == name), checksums.get(name)) for name in names
+    }
 
 
 def _plain(name: str) -> str:
@@ -174,8 +194,15 @@ def put_by_hand(f: RemoteFile, target: Path) -> str:
     return f"put {f.name} at {target} ({_expected(f)}) and rerun"
 
 
-def ensure_file(f: RemoteFile, out_dir: Path, *, verify_only: bool = False, timeout: float = 60.0,
-                progress_every: float = PROGRESS_EVERY_S, stream: TextIO | None = None) -> str:
+def ensure_file(
+    f: RemoteFile,
+    out_dir: Path,
+    *,
+    verify_only: bool = False,
+    timeout: float = 60.0,
+    progress_every: float = PROGRESS_EVERY_S,
+    stream: TextIO | None = None,
+) -> str:
     """Make `out_dir / f.name` hold the right bytes, downloading it unless present; return a summary line.
 
     Raises DataError, in one line, when the file present has the wrong checksum, when it is
@@ -190,20 +217,25 @@ def ensure_file(f: RemoteFile, out_dir: Path, *, verify_only: bool = False, time
     if target.exists():
         raise DataError(f"{target} is not a regular file; move it away, then {put_by_hand(f, target)}")
     if verify_only:
-        raise DataError(f"{target} is missing: {put_by_hand(f, target)}, or run `scaledl download` where the network is reachable")
+        raise DataError(
+            f"{target} is missing: {put_by_hand(f, target)}, or run `scaledl download` where the network is reachable"
+        )
     if not f.urls:
         raise DataError(f"no URL given for {f.name}: {put_by_hand(f, target)}")
     reasons = []
     for url in f.urls:
         try:
-            size, seconds = download(url, target, f.sha256, timeout=timeout,
-                                     progress_every=progress_every, stream=stream or sys.stderr)
+            size, seconds = download(
+                url, target, f.sha256, timeout=timeout, progress_every=progress_every, stream=stream or sys.stderr
+            )
         except _MirrorFailed as exc:
             reasons.append(str(exc))
             continue
         verified = "sha256 verified" if f.sha256 else "no sha256 given, not verified"
-        return (f"{f.name}: downloaded {_megabytes(size)} from {url} in {seconds:.1f} s "
-                f"({_megabytes(size / max(seconds, 1e-9))}/s), {verified} -> {target}")
+        return (
+            f"{f.name}: downloaded {_megabytes(size)} from {url} in {seconds:.1f} s "
+            f"({_megabytes(size / max(seconds, 1e-9))}/s), {verified} -> {target}"
+        )
     raise DataError(f"could not download {f.name} ({'; '.join(reasons)}): {put_by_hand(f, target)}")
 
 
@@ -212,9 +244,11 @@ def _check_present(f: RemoteFile, target: Path) -> str:
         return f"{f.name}: already present, no sha256 given, not verified -> {target}"
     how = verified(target, f.sha256)
     if how is None:
-        raise DataError(f"{target} is there but its sha256 is {sha256_file(target)}, expected {f.sha256} (nor does "
-                        "its content match, gunzipped; incomplete, corrupt or another version): delete it to "
-                        "download it again, or replace it with the right file")
+        raise DataError(
+            f"{target} is there but its sha256 is {sha256_file(target)}, expected {f.sha256} (nor does "
+            "its content match, gunzipped; incomplete, corrupt or another version): delete it to "
+            "download it again, or replace it with the right file"
+        )
     return f"{f.name}: already present, {how} -> {target}"
 
 
@@ -247,16 +281,19 @@ def _gunzipped_sha256(path: Path) -> str | None:
 def _pack_unpacked(f: RemoteFile, unpacked: Path, target: Path) -> str:
     """A gunzipped copy put by hand: verified by its content, then gzipped into the file the pipeline reads."""
     if f.sha256 is not None and sha256_file(unpacked) != f.sha256:
-        raise DataError(f"{unpacked} is there but its sha256 is {sha256_file(unpacked)}, expected {f.sha256} for "
-                        f"the content of {f.name}: replace it with the right file, or {put_by_hand(f, target)}")
+        raise DataError(
+            f"{unpacked} is there but its sha256 is {sha256_file(unpacked)}, expected {f.sha256} for "
+            f"the content of {f.name}: replace it with the right file, or {put_by_hand(f, target)}"
+        )
     with atomic_path(target) as tmp, open(unpacked, "rb") as source, gzip.open(tmp, "wb") as out:
         shutil.copyfileobj(source, out, CHUNK)
     verdict = "its content's sha256 verified" if f.sha256 else "no sha256 given, not verified"
     return f"{f.name}: found the gunzipped copy {unpacked}, {verdict}, gzipped -> {target}"
 
 
-def download(url: str, target: Path, sha256: str | None, *, timeout: float, progress_every: float,
-             stream: TextIO) -> tuple[int, float]:
+def download(
+    url: str, target: Path, sha256: str | None, *, timeout: float, progress_every: float, stream: TextIO
+) -> tuple[int, float]:
     """Fetch `url` into `target` atomically; return (bytes, seconds). Raises _MirrorFailed, leaving no `target`."""
     start = time.monotonic()
     request = urllib.request.Request(url, headers={"User-Agent": f"scaledl/{__version__}"})
@@ -316,8 +353,11 @@ class _Progress:
         self.last = now
         of_total = f" of {_megabytes(self.total)} ({100 * done / self.total:.0f}%)" if self.total else ""
         rate = done / max(now - self.start, 1e-9)
-        print(f"scaledl download: {self.name}: {_megabytes(done)}{of_total}, {_megabytes(rate)}/s",
-              file=self.stream, flush=True)
+        print(
+            f"scaledl download: {self.name}: {_megabytes(done)}{of_total}, {_megabytes(rate)}/s",
+            file=self.stream,
+            flush=True,
+        )
 
 
 def _megabytes(n: float) -> str:

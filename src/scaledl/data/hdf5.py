@@ -67,7 +67,7 @@ ATTR_STD = "std"
 ATTR_SOURCE_SHA256 = "source_sha256"
 ATTR_VERSION = "scaledl_version"
 ATTR_FORMAT = "format_version"
-FORMAT_VERSION = 2    # 2: every dataset chunked with Fletcher-32 checksums; 1 (attribute absent): none
+FORMAT_VERSION = 2  # 2: every dataset chunked with Fletcher-32 checksums; 1 (attribute absent): none
 REQUIRED_ATTRS = (ATTR_DATASET, ATTR_CLASSES, ATTR_MEAN, ATTR_STD, ATTR_SOURCE_SHA256, ATTR_VERSION)
 
 CHUNK_BYTES = 1 << 20  # h5py advice: 10 KiB-1 MiB per chunk; one chunk ≈ a few ImageNet images
@@ -83,9 +83,11 @@ def open_h5(path: str | os.PathLike) -> h5py.File:
     return h5py.File(path, "r", locking=False)
 
 
-def read_rows(path: str | os.PathLike, dataset: h5py.Dataset,
-              lo: int | None = None, hi: int | None = None) -> np.ndarray:
-    """`dataset[lo:hi]`; a chunk that fails its checksum (or cannot be read) becomes one DataError line naming `path`."""
+def read_rows(
+    path: str | os.PathLike, dataset: h5py.Dataset, lo: int | None = None, hi: int | None = None
+) -> np.ndarray:
+    """`dataset[lo:hi]`; a chunk that fails its checksum (or cannot be read) becomes one DataError line
+    naming `path`."""
     try:
         return dataset[lo:hi]
     except OSError as err:  # h5py's error for a filter failure: "Can't read data (filter returned failure ...)"
@@ -100,8 +102,10 @@ def _damaged(path, dataset: h5py.Dataset, lo: int | None, hi: int | None, err: O
         name = "DATASET"
     why = " ".join(str(err).split())  # HDF5 messages are one line, but make sure
     check = "fails its checksum or cannot be read" if dataset.fletcher32 else "cannot be read"
-    return (f"{path}: damaged file: a chunk of {dataset.name} within rows {rows} {check} (HDF5: {why}); "
-            f"delete it and re-run `scaledl prepare {name} --out {path}`")
+    return (
+        f"{path}: damaged file: a chunk of {dataset.name} within rows {rows} {check} (HDF5: {why}); "
+        f"delete it and re-run `scaledl prepare {name} --out {path}`"
+    )
 
 
 # --- source hashes -----------------------------------------------------------------
@@ -131,7 +135,8 @@ def sha256_file(path: str | os.PathLike) -> str:
 
 
 def sha256_files(paths: Iterable[str | os.PathLike], root: str | os.PathLike | None = None) -> str:
-    """Combined sha256 of raw input files (`manifest_sha256`, sorted by name; names relative to `root`, else base names)."""
+    """Combined sha256 of raw input files (`manifest_sha256`, sorted by name; names relative to `root`,
+    else base names)."""
     named = sorted((Path(p).relative_to(root).as_posix() if root is not None else Path(p).name, Path(p)) for p in paths)
     return manifest_sha256((name, sha256_file(p)) for name, p in named)
 
@@ -167,8 +172,15 @@ class SplitWriter:
     cut a split short (`shrink_to_written`).
     """
 
-    def __init__(self, group: h5py.Group, n: int, image_shape: tuple[int, int, int], classes: int,
-                 chunked: bool, stats: _ChannelStats | None):
+    def __init__(
+        self,
+        group: h5py.Group,
+        n: int,
+        image_shape: tuple[int, int, int],
+        classes: int,
+        chunked: bool,
+        stats: _ChannelStats | None,
+    ):
         self.n, self.image_shape, self.classes = n, image_shape, classes
         self.written = 0
         self._stats = stats
@@ -188,14 +200,16 @@ class SplitWriter:
         labels = np.asarray(labels, dtype=LABEL_DTYPE)
         b = len(images)
         if images.dtype != IMAGE_DTYPE or images.shape[1:] != self.image_shape or labels.shape != (b,):
-            raise ValueError(f"expected uint8 images (B, {self.image_shape}) and B labels, "
-                             f"got {images.dtype} {images.shape} and {labels.shape}")
+            raise ValueError(
+                f"expected uint8 images (B, {self.image_shape}) and B labels, "
+                f"got {images.dtype} {images.shape} and {labels.shape}"
+            )
         if self.written + b > self.n:
             raise ValueError(f"split holds {self.n} images; cannot write {b} more after {self.written}")
         if b and (labels.min() < 0 or labels.max() >= self.classes):
             raise ValueError(f"labels must lie in [0, {self.classes}); got {labels.min()}..{labels.max()}")
-        self.images[self.written:self.written + b] = images
-        self.labels[self.written:self.written + b] = labels
+        self.images[self.written : self.written + b] = images
+        self.labels[self.written : self.written + b] = labels
         if self._stats is not None:
             self._stats.add(images)
         self.written += b
@@ -219,9 +233,17 @@ class DatasetWriter:
     `source_sha256` and `attrs` may be filled in while writing.
     """
 
-    def __init__(self, out: str | os.PathLike, *, dataset: str, classes: int,
-                 class_names: Sequence[str] | None = None, source_sha256: str = "",
-                 chunked: bool = False, attrs: Mapping[str, object] | None = None):
+    def __init__(
+        self,
+        out: str | os.PathLike,
+        *,
+        dataset: str,
+        classes: int,
+        class_names: Sequence[str] | None = None,
+        source_sha256: str = "",
+        chunked: bool = False,
+        attrs: Mapping[str, object] | None = None,
+    ):
         self.out = Path(out)
         self.dataset, self.classes, self.chunked = dataset, int(classes), chunked
         self.class_names = list(class_names) if class_names is not None else None
@@ -250,8 +272,14 @@ class DatasetWriter:
         image_shape = tuple(int(s) for s in image_shape)
         if split == TRAIN:
             self._stats = _ChannelStats(image_shape[0])
-        writer = SplitWriter(self._file.create_group(split), n, image_shape, self.classes,
-                             self.chunked, self._stats if split == TRAIN else None)
+        writer = SplitWriter(
+            self._file.create_group(split),
+            n,
+            image_shape,
+            self.classes,
+            self.chunked,
+            self._stats if split == TRAIN else None,
+        )
         self.splits[split] = writer
         return writer
 
@@ -289,12 +317,28 @@ class DatasetWriter:
             self._file.create_dataset(CLASS_NAMES, data=self.class_names, dtype=h5py.string_dtype())
 
 
-def write_dataset(out: str | os.PathLike, *, dataset: str, train: tuple[np.ndarray, np.ndarray],
-                  test: tuple[np.ndarray, np.ndarray], classes: int, class_names: Sequence[str] | None,
-                  source_sha256: str, chunked: bool = False, attrs: Mapping[str, object] | None = None) -> None:
+def write_dataset(
+    out: str | os.PathLike,
+    *,
+    dataset: str,
+    train: tuple[np.ndarray, np.ndarray],
+    test: tuple[np.ndarray, np.ndarray],
+    classes: int,
+    class_names: Sequence[str] | None,
+    source_sha256: str,
+    chunked: bool = False,
+    attrs: Mapping[str, object] | None = None,
+) -> None:
     """Write in-memory splits `(images uint8 NCHW, labels)` as a prepared file, atomically."""
-    with DatasetWriter(out, dataset=dataset, classes=classes, class_names=class_names,
-                       source_sha256=source_sha256, chunked=chunked, attrs=attrs) as w:
+    with DatasetWriter(
+        out,
+        dataset=dataset,
+        classes=classes,
+        class_names=class_names,
+        source_sha256=source_sha256,
+        chunked=chunked,
+        attrs=attrs,
+    ) as w:
         for name, (images, labels) in ((TRAIN, train), (TEST, test)):
             w.create_split(name, len(images), images.shape[1:]).write(images, labels)
 
@@ -319,7 +363,7 @@ class DatasetInfo:
     scaledl_version: str
     chunked: bool
     format_version: int
-    checksummed: bool   # Fletcher-32 on every chunk, verified by HDF5 on read (format_version >= 2)
+    checksummed: bool  # Fletcher-32 on every chunk, verified by HDF5 on read (format_version >= 2)
 
     def count(self, split: str) -> int:
         """Number of images in `split`."""
@@ -342,7 +386,9 @@ def read_info(path: str | os.PathLike) -> DatasetInfo:
         with open_h5(path) as f:
             return _read_info(path, f)
     except OSError as err:  # damaged after the header (e.g. a truncated copy)
-        raise DataError(f"{path}: unreadable HDF5 file ({err}); re-run `scaledl prepare DATASET --out {path}`") from None
+        raise DataError(
+            f"{path}: unreadable HDF5 file ({err}); re-run `scaledl prepare DATASET --out {path}`"
+        ) from None
 
 
 def _read_info(path: Path, f: h5py.File) -> DatasetInfo:
@@ -356,8 +402,10 @@ def _read_info(path: Path, f: h5py.File) -> DatasetInfo:
         raise bad(f"missing root attribute(s) {', '.join(missing)}")
     fmt = int(f.attrs.get(ATTR_FORMAT, 1))
     if fmt > FORMAT_VERSION:
-        raise DataError(f"{path}: format_version {fmt} is newer than this scaledl reads ({FORMAT_VERSION}); "
-                        f"upgrade scaledl or re-run `scaledl prepare {name} --out {path}`")
+        raise DataError(
+            f"{path}: format_version {fmt} is newer than this scaledl reads ({FORMAT_VERSION}); "
+            f"upgrade scaledl or re-run `scaledl prepare {name} --out {path}`"
+        )
     shapes, counts = {}, {}
     for split in SPLITS:
         for key, dtype, ndim in ((IMAGES, IMAGE_DTYPE, 4), (LABELS, LABEL_DTYPE, 1)):
@@ -388,9 +436,18 @@ def _read_info(path: Path, f: h5py.File) -> DatasetInfo:
         if len(class_names) != classes:
             raise bad(f"{len(class_names)} class names for {classes} classes")
     return DatasetInfo(
-        path=path, dataset=str(name), classes=classes, class_names=class_names,
-        image_shape=tuple(int(s) for s in shapes[TRAIN]), n_train=counts[TRAIN], n_test=counts[TEST],
-        mean=mean, std=std, source_sha256=str(f.attrs[ATTR_SOURCE_SHA256]),
-        scaledl_version=str(f.attrs[ATTR_VERSION]), chunked=f[TRAIN][IMAGES].chunks is not None,
-        format_version=fmt, checksummed=fmt >= 2,
+        path=path,
+        dataset=str(name),
+        classes=classes,
+        class_names=class_names,
+        image_shape=tuple(int(s) for s in shapes[TRAIN]),
+        n_train=counts[TRAIN],
+        n_test=counts[TEST],
+        mean=mean,
+        std=std,
+        source_sha256=str(f.attrs[ATTR_SOURCE_SHA256]),
+        scaledl_version=str(f.attrs[ATTR_VERSION]),
+        chunked=f[TRAIN][IMAGES].chunks is not None,
+        format_version=fmt,
+        checksummed=fmt >= 2,
     )

@@ -19,9 +19,17 @@ HELP = "convert a raw dataset into scaledl's HDF5 layout"
 def options_from_args(args: argparse.Namespace) -> PrepareOptions:
     """Converter options from parsed `prepare` arguments."""
     return PrepareOptions(
-        image_size=args.image_size, seed=args.seed, test_fraction=args.test_fraction,
-        train_count=args.train_count, test_count=args.test_count, shape=args.shape, classes=args.classes,
-        val_labels=args.val_labels, devkit=args.devkit, skip_corrupt=args.skip_corrupt, workers=args.workers,
+        image_size=args.image_size,
+        seed=args.seed,
+        test_fraction=args.test_fraction,
+        train_count=args.train_count,
+        test_count=args.test_count,
+        shape=args.shape,
+        classes=args.classes,
+        val_labels=args.val_labels,
+        devkit=args.devkit,
+        skip_corrupt=args.skip_corrupt,
+        workers=args.workers,
     )
 
 
@@ -42,20 +50,38 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, required=True, help="output HDF5 file, e.g. data/hdf5/DATASET.h5")
     parser.add_argument("--raw", type=Path, help="folder holding the raw files (mnist, cifar10, imagenet)")
     parser.add_argument("--image-size", type=int, help="output height = width (digits: 28, imagenet: 224)")
-    parser.add_argument("--seed", type=int, default=d.seed, help="seed of splits, pre-shuffle and generated data (default %(default)s)")
-    parser.add_argument("--test-fraction", type=float, default=d.test_fraction, help="digits: share held out for test (default %(default)s)")
+    parser.add_argument(
+        "--seed", type=int, default=d.seed, help="seed of splits, pre-shuffle and generated data (default %(default)s)"
+    )
+    parser.add_argument(
+        "--test-fraction",
+        type=float,
+        default=d.test_fraction,
+        help="digits: share held out for test (default %(default)s)",
+    )
     syn = parser.add_argument_group("synthetic")
     syn.add_argument("--train-count", type=int, default=d.train_count, help="(default %(default)s)")
     syn.add_argument("--test-count", type=int, default=d.test_count, help="(default %(default)s)")
     syn.add_argument("--shape", type=_shape, default=d.shape, metavar="C,H,W", help="image shape (default 1,28,28)")
     syn.add_argument("--classes", type=int, default=d.classes, help="(default %(default)s)")
     inet = parser.add_argument_group("imagenet (see data/raw/README.md)")
-    inet.add_argument("--val-labels", type=Path, metavar="FILE",
-                      help="flat val/: lines `FILENAME,WNID` (Kaggle's LOC_val_solution.csv works as is)")
-    inet.add_argument("--devkit", type=Path, metavar="DIR",
-                      help="flat val/: ILSVRC2012_devkit_t12 folder (ground truth + meta.mat; needs scipy)")
-    inet.add_argument("--skip-corrupt", action="store_true",
-                      help="skip images that do not decode (count kept in the file's `skipped_corrupt` attribute)")
+    inet.add_argument(
+        "--val-labels",
+        type=Path,
+        metavar="FILE",
+        help="flat val/: lines `FILENAME,WNID` (Kaggle's LOC_val_solution.csv works as is)",
+    )
+    inet.add_argument(
+        "--devkit",
+        type=Path,
+        metavar="DIR",
+        help="flat val/: ILSVRC2012_devkit_t12 folder (ground truth + meta.mat; needs scipy)",
+    )
+    inet.add_argument(
+        "--skip-corrupt",
+        action="store_true",
+        help="skip images that do not decode (count kept in the file's `skipped_corrupt` attribute)",
+    )
     inet.add_argument("--workers", type=int, default=d.workers, help="decoding processes (default %(default)s)")
 
 
@@ -75,13 +101,17 @@ def run(args: argparse.Namespace) -> int:
     if args.out.is_dir():
         raise UserError(f"--out {args.out} is a folder; give a file name such as {args.out / (converter.name + '.h5')}")
     if opts.image_size is not None and converter.default_image_size is None:
-        raise UserError(f"{converter.name} images keep their native size; --image-size applies to "
-                        + ", ".join(n for n, c in CONVERTERS.items() if c.default_image_size is not None))
+        raise UserError(
+            f"{converter.name} images keep their native size; --image-size applies to "
+            + ", ".join(n for n, c in CONVERTERS.items() if c.default_image_size is not None)
+        )
     start = time.perf_counter()
     converter.convert(raw, args.out, opts)
     seconds = time.perf_counter() - start
     info = read_info(args.out)
     c, h, w = info.image_shape
-    print(f"prepared {info.dataset}: {info.n_train} train + {info.n_test} test images of {c}x{h}x{w}, "
-          f"{info.classes} classes in {seconds:.1f} s -> {os.fspath(args.out)}")
+    print(
+        f"prepared {info.dataset}: {info.n_train} train + {info.n_test} test images of {c}x{h}x{w}, "
+        f"{info.classes} classes in {seconds:.1f} s -> {os.fspath(args.out)}"
+    )
     return 0

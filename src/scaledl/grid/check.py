@@ -48,8 +48,10 @@ def explain(error) -> str:
             also = f" (also unknown here: {', '.join(map(str, unknown[1:]))})" if len(unknown) > 1 else ""
             return f"config: {where([*error.absolute_path, key])}: unknown key{hint}{also}"
     if error.validator == "type" and isinstance(value, str) and NUMBER_LIKE.match(value.strip()):
-        return (f"config: {at}: {value!r} is a string, not a number: YAML reads a number like 1e-3 as text; "
-                f"write it with a decimal point and a signed exponent (1.0e-3) or as 0.001")
+        return (
+            f"config: {at}: {value!r} is a string, not a number: YAML reads a number like 1e-3 as text; "
+            f"write it with a decimal point and a signed exponent (1.0e-3) or as 0.001"
+        )
     if error.validator == "enum":
         choices = [str(c) for c in error.validator_value]
         near = difflib.get_close_matches(str(value), choices, n=1, cutoff=0.6)
@@ -70,7 +72,7 @@ def problems(config: dict, schema: dict) -> list[str]:
     lines = []
     for error in sorted(validator.iter_errors(config), key=lambda e: (-len(e.absolute_path), str(e.absolute_path))):
         leaf = error
-        while leaf.context:   # oneOf/anyOf: explain the branch that got furthest
+        while leaf.context:  # oneOf/anyOf: explain the branch that got furthest
             leaf = max(leaf.context, key=lambda e: len(e.absolute_path))
         line = explain(leaf)
         if line not in lines:

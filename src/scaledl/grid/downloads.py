@@ -64,8 +64,10 @@ def downloads_by_folder(config: Mapping) -> dict[str, str]:
             continue
         folder = download_folder(config, dataset)
         if folder in folders:
-            raise DownloadError(f"datasets {folders[folder]} and {dataset} both download into {folder}: "
-                                f"give one of them its own `raw` folder")
+            raise DownloadError(
+                f"datasets {folders[folder]} and {dataset} both download into {folder}: "
+                f"give one of them its own `raw` folder"
+            )
         folders[folder] = dataset
     return folders
 
@@ -101,5 +103,4 @@ def verify_command(config: Mapping, dataset: str) -> str:
     checksums = [_sha256_flag(name, spec["sha256"]) for name, spec in files.items() if spec["sha256"]]
     names = " ".join(shlex.quote(name) for name in files)
     folder = shlex.quote(download_folder(config, dataset))
-    return (f"python -m scaledl download {dataset} {names} --out-dir {folder} --verify-only "
-            f"{' '.join(checksums)} && ")
+    return f"python -m scaledl download {dataset} {names} --out-dir {folder} --verify-only {' '.join(checksums)} && "

@@ -57,12 +57,12 @@ request grows with cores_per_node, which some sites count in hardware threads
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 KINDS = ("local", "cpu", "knl", "gpu")
 CLUSTER_KINDS = ("cpu", "knl", "gpu")
-DEFAULT_MEM_MB_PER_CPU = 2000   # MB per allocated core when a platform sets no memory
+DEFAULT_MEM_MB_PER_CPU = 2000  # MB per allocated core when a platform sets no memory
 
 # keys that only make sense for some kinds; a non-null value elsewhere is an error
 _ONLY_FOR = {
@@ -84,12 +84,12 @@ class Placement:
 
     kind: str
     workers: int
-    ranks: int               # MPI ranks = Slurm tasks: workers, plus 1 for a dedicated master
-    nodes: int | None        # None on `local`: one machine, no Slurm node count
-    tasks_per_node: int      # ranks on the fullest node (the first: it holds the master)
-    cpus_per_task: int       # CPU cores per rank = torch threads per rank (Slurm --cpus-per-task)
-    gpus_per_node: int       # 0 unless kind is gpu
-    device: str              # scaledl train --device
+    ranks: int  # MPI ranks = Slurm tasks: workers, plus 1 for a dedicated master
+    nodes: int | None  # None on `local`: one machine, no Slurm node count
+    tasks_per_node: int  # ranks on the fullest node (the first: it holds the master)
+    cpus_per_task: int  # CPU cores per rank = torch threads per rank (Slurm --cpus-per-task)
+    gpus_per_node: int  # 0 unless kind is gpu
+    device: str  # scaledl train --device
 
     @property
     def cluster(self) -> bool:
@@ -125,8 +125,10 @@ def check_platform(name: str, platform: Mapping) -> None:
         raise PlacementError(f"platform {name!r}: use `exclusive: true` instead of --exclusive in slurm_extra")
     warn, runtime_s = platform.get("warn_before_limit_s") or 0, 60 * (platform.get("runtime") or 60)
     if warn and 2 * warn > runtime_s:
-        raise PlacementError(f"platform {name!r}: warn_before_limit_s {warn} would signal its jobs in the first half "
-                             f"of their {runtime_s} s runtime, so every attempt would stop early; lower it (or 0)")
+        raise PlacementError(
+            f"platform {name!r}: warn_before_limit_s {warn} would signal its jobs in the first half "
+            f"of their {runtime_s} s runtime, so every attempt would stop early; lower it (or 0)"
+        )
     if "--signal" in (platform.get("slurm_extra") or ""):
         raise PlacementError(f"platform {name!r}: use `warn_before_limit_s` instead of --signal in slurm_extra")
 
@@ -195,7 +197,7 @@ def place(name: str, platform: Mapping, workers: int, *, needs_master: bool) -> 
         return Placement(kind, workers, ranks, None, ranks, threads or 1, 0, device_of(platform))
 
     nodes = math.ceil(workers / ranks_per_node(platform))
-    tasks_per_node = math.ceil(ranks / nodes)   # Slurm spreads tasks evenly; the first node is the fullest
+    tasks_per_node = math.ceil(ranks / nodes)  # Slurm spreads tasks evenly; the first node is the fullest
     if threads is None:
         threads = shared_threads(name, platform, math.ceil(workers / nodes), needs_master)
     cores = platform.get("cores_per_node")

@@ -274,9 +274,20 @@ class StepCost:
     formula: str
 
 
-def step_cost(key: str, net: Network, n: float, p: int, *, model: str = "paper", compute_s: float = 0.0,
-              layers: int = 1, control: bool = False, master_momentum: bool = True, overlap: bool | None = None,
-              tau: int = 1) -> StepCost:
+def step_cost(
+    key: str,
+    net: Network,
+    n: float,
+    p: int,
+    *,
+    model: str = "paper",
+    compute_s: float = 0.0,
+    layers: int = 1,
+    control: bool = False,
+    master_momentum: bool = True,
+    overlap: bool | None = None,
+    tau: int = 1,
+) -> StepCost:
     """Per-iteration cost of algorithm `key` with P = p workers exchanging n bytes (see module docstring).
 
     master_momentum: the run's --momentum-at is master; for an algorithm with that option (async_msgd)
@@ -323,8 +334,8 @@ def step_cost(key: str, net: Network, n: float, p: int, *, model: str = "paper",
     moves_velocity = "momentum_at" in ALGORITHMS[key].options and master_momentum
     exchanges = 4 if moves_velocity else 2
     exchange = exchanges * t
-    ctl_free = 2 * net.alpha if control else 0.0                              # board report: outside any lock
-    ctl_locked = 2 * net.alpha if control and fam != "round_robin" else 0.0   # version count, inside the epoch
+    ctl_free = 2 * net.alpha if control else 0.0  # board report: outside any lock
+    ctl_locked = 2 * net.alpha if control and fam != "round_robin" else 0.0  # version count, inside the epoch
     if fam == "round_robin":
         step = p * (compute_s + exchange) + ctl_free
         formula = "P·(T_c + 2(Lα + nβ))"
@@ -345,8 +356,18 @@ def step_cost(key: str, net: Network, n: float, p: int, *, model: str = "paper",
 SCALINGS = ("weak", "strong")
 
 
-def efficiency(key: str, net: Network, n: float, p: int, compute_s: float, *, reference: str = "one_worker",
-               base_workers: int = 1, scaling: str = "weak", **kwargs) -> float:
+def efficiency(
+    key: str,
+    net: Network,
+    n: float,
+    p: int,
+    compute_s: float,
+    *,
+    reference: str = "one_worker",
+    base_workers: int = 1,
+    scaling: str = "weak",
+    **kwargs,
+) -> float:
     """Scaling efficiency at p workers; compute_s is a worker's T_c at the base.
 
     reference="one_worker": step(P0)/step(P) with P0 = base_workers (1: throughput(P) / (P · throughput(1)),
@@ -376,16 +397,19 @@ def efficiency(key: str, net: Network, n: float, p: int, compute_s: float, *, re
 DEFAULT_WORKERS = tuple(2**k for k in range(13)) + (PAPER_WEAK_SCALING["cores"],)  # 1 … 4096, and 4253
 
 
-def weak_scaling(key: str, net: Network, n: float, compute_s: float, workers=DEFAULT_WORKERS,
-                 **kwargs) -> list[dict]:
+def weak_scaling(key: str, net: Network, n: float, compute_s: float, workers=DEFAULT_WORKERS, **kwargs) -> list[dict]:
     """One row per worker count: predicted exposed and step seconds and the efficiency (relative to P = 1)."""
     rows = []
     for p in workers:
         cost = step_cost(key, net, n, p, compute_s=compute_s, **kwargs)
-        rows.append({
-            "workers": p, "exposed_s": cost.exposed_s, "step_s": cost.step_s,
-            "efficiency": efficiency(key, net, n, p, compute_s, **kwargs),
-        })
+        rows.append(
+            {
+                "workers": p,
+                "exposed_s": cost.exposed_s,
+                "step_s": cost.step_s,
+                "efficiency": efficiency(key, net, n, p, compute_s, **kwargs),
+            }
+        )
     return rows
 
 

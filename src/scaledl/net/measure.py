@@ -48,18 +48,31 @@ import numpy as np
 
 import scaledl
 from scaledl.atomic import write_text
-from scaledl.net.cost import busbw_factor
 from scaledl.errors import UserError, run_command
+from scaledl.net.cost import busbw_factor
 
 DEFAULT_MAX_SIZE = 64 << 20
 DEFAULT_MIN_SIZE = 8
 ITER_BYTES = 256 << 20  # bytes per repeat at most, for large messages
 OPS = ("allreduce", "reduce", "bcast")
 KIND = "scaledl-netbench"
-HELP = ("measure latency α, inverse bandwidth β and collective times under MPI: "
-        "mpiexec -n N python -m mpi4py -m scaledl netbench ...")
-_UNITS = {"": 1, "B": 1, "K": 1 << 10, "KB": 1 << 10, "KIB": 1 << 10, "M": 1 << 20, "MB": 1 << 20, "MIB": 1 << 20,
-          "G": 1 << 30, "GB": 1 << 30, "GIB": 1 << 30}
+HELP = (
+    "measure latency α, inverse bandwidth β and collective times under MPI: "
+    "mpiexec -n N python -m mpi4py -m scaledl netbench ..."
+)
+_UNITS = {
+    "": 1,
+    "B": 1,
+    "K": 1 << 10,
+    "KB": 1 << 10,
+    "KIB": 1 << 10,
+    "M": 1 << 20,
+    "MB": 1 << 20,
+    "MIB": 1 << 20,
+    "G": 1 << 30,
+    "GB": 1 << 30,
+    "GIB": 1 << 30,
+}
 
 
 # ------------------------------------------------------------- arguments
@@ -69,7 +82,9 @@ def parse_size(text: str) -> int:
     """'8', '4K', '64MiB' → bytes (binary units)."""
     m = re.fullmatch(r"\s*(\d+)\s*([A-Za-z]*)\s*", text)
     if not m or m.group(2).upper() not in _UNITS:
-        raise UserError(f"cannot read message size {text!r}: use bytes with an optional K, M or G suffix, e.g. 8, 4K, 64M")
+        raise UserError(
+            f"cannot read message size {text!r}: use bytes with an optional K, M or G suffix, e.g. 8, 4K, 64M"
+        )
     return int(m.group(1)) * _UNITS[m.group(2).upper()]
 
 
@@ -84,17 +99,34 @@ def default_sizes(max_size: int = DEFAULT_MAX_SIZE, min_size: int = DEFAULT_MIN_
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The `netbench` options (no MPI import: building the parser stays cheap)."""
-    parser.add_argument("--out", type=Path, required=True, metavar="JSON",
-                        help="where to write the measurements (e.g. results/NAME/netbench/local.json)")
-    parser.add_argument("--sizes", metavar="LIST",
-                        help="comma-separated message sizes in bytes, multiples of 4, K/M/G suffixes allowed "
-                             "(default: 8 B ×4 … up to --max-size)")
-    parser.add_argument("--max-size", default="64M", metavar="SIZE",
-                        help="largest size of the default ladder (default %(default)s)")
-    parser.add_argument("--iters", type=int, default=50, help="timed operations per repeat, small messages (default %(default)s)")
-    parser.add_argument("--warmup", type=int, default=5, help="untimed operations per size before timing (default %(default)s)")
-    parser.add_argument("--repeats", type=int, default=5, help="timings per size; the median is kept (default %(default)s)")
-    parser.add_argument("--pairs", action="store_true", help="also measure the small-message latency of every rank pair")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        required=True,
+        metavar="JSON",
+        help="where to write the measurements (e.g. results/NAME/netbench/local.json)",
+    )
+    parser.add_argument(
+        "--sizes",
+        metavar="LIST",
+        help="comma-separated message sizes in bytes, multiples of 4, K/M/G suffixes allowed "
+        "(default: 8 B ×4 … up to --max-size)",
+    )
+    parser.add_argument(
+        "--max-size", default="64M", metavar="SIZE", help="largest size of the default ladder (default %(default)s)"
+    )
+    parser.add_argument(
+        "--iters", type=int, default=50, help="timed operations per repeat, small messages (default %(default)s)"
+    )
+    parser.add_argument(
+        "--warmup", type=int, default=5, help="untimed operations per size before timing (default %(default)s)"
+    )
+    parser.add_argument(
+        "--repeats", type=int, default=5, help="timings per size; the median is kept (default %(default)s)"
+    )
+    parser.add_argument(
+        "--pairs", action="store_true", help="also measure the small-message latency of every rank pair"
+    )
     parser.add_argument("--no-collectives", action="store_true", help="point to point only")
     parser.add_argument("--quiet", action="store_true", help="do not print the tables")
 
@@ -205,8 +237,10 @@ def link_summary(rows: list[dict], a: int, b: int, same_node: bool) -> dict:
     for r in rows:
         r["fit_time_s"] = alpha + beta * r["bytes"]
     return {
-        "ranks": [a, b], "same_node": same_node,
-        "alpha_s": alpha, "beta_s_per_byte": beta,
+        "ranks": [a, b],
+        "same_node": same_node,
+        "alpha_s": alpha,
+        "beta_s_per_byte": beta,
         "bandwidth_Bps": 1.0 / beta if beta > 0 else None,
         "fit": "t(n) = alpha + beta*n, least squares weighted by 1/t (relative residuals)",
         "table": rows,
@@ -308,7 +342,7 @@ def describe_world(comm) -> dict:
         "ranks": comm.Get_size(),
         "ranks_per_node": max(per_node),
         "mpi_library": MPI.Get_library_version().strip().splitlines()[0].strip(),
-        "mpi_standard": "%d.%d" % MPI.Get_version(),
+        "mpi_standard": "{}.{}".format(*MPI.Get_version()),
         "mpi4py": mpi4py.__version__,
         "numpy": np.__version__,
         "python": sys.version.split()[0],
@@ -320,8 +354,16 @@ def describe_world(comm) -> dict:
 # --------------------------------------------------------------------- run
 
 
-def netbench(comm, sizes: list[int], *, iters: int = 50, warmup: int = 5, repeats: int = 5, pairs: bool = False,
-             collectives: bool = True) -> dict | None:
+def netbench(
+    comm,
+    sizes: list[int],
+    *,
+    iters: int = 50,
+    warmup: int = 5,
+    repeats: int = 5,
+    pairs: bool = False,
+    collectives: bool = True,
+) -> dict | None:
     """All measurements as one JSON-ready dict (on rank 0; None on the other ranks)."""
     rank, nranks = comm.Get_rank(), comm.Get_size()
     machine = describe_world(comm)
@@ -346,49 +388,67 @@ def netbench(comm, sizes: list[int], *, iters: int = 50, warmup: int = 5, repeat
     if chosen is None:
         p2p_note = "one rank: no point-to-point pair to measure; run with at least 2 ranks for alpha and beta"
     else:
-        p2p_note = (f"alpha, beta from ranks {chosen['ranks'][0]}-{chosen['ranks'][1]} "
-                    f"({'same node' if chosen['same_node'] else 'different nodes'})")
+        p2p_note = (
+            f"alpha, beta from ranks {chosen['ranks'][0]}-{chosen['ranks'][1]} "
+            f"({'same node' if chosen['same_node'] else 'different nodes'})"
+        )
     return {
         "kind": KIND,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "machine": {k: v for k, v in machine.items() if k != "rank_hosts"},
-        "settings": {"sizes": sizes, "iters": iters, "warmup": warmup, "repeats": repeats, "iter_bytes_cap": ITER_BYTES},
+        "settings": {
+            "sizes": sizes,
+            "iters": iters,
+            "warmup": warmup,
+            "repeats": repeats,
+            "iter_bytes_cap": ITER_BYTES,
+        },
         "alpha_s": chosen["alpha_s"] if chosen else None,
         "beta_s_per_byte": chosen["beta_s_per_byte"] if chosen else None,
         "gamma_s_per_byte": gamma,
         "p2p": {"note": p2p_note, "links": links},
         "pairs": pair_info,
-        "collectives": {
-            op: {"busbw_factor": busbw_factor(op, nranks), "table": rows} for op, rows in tables.items()
-        },
+        "collectives": {op: {"busbw_factor": busbw_factor(op, nranks), "table": rows} for op, rows in tables.items()},
     }
 
 
 def format_report(result: dict) -> str:
     """The measurements as readable text tables."""
     m = result["machine"]
-    lines = [f"netbench: {m['ranks']} rank(s) on {m['nodes']} node(s) ({', '.join(m['hosts'])}), "
-             f"{m['ranks_per_node']} per node; {m['mpi_library']}"]
+    lines = [
+        f"netbench: {m['ranks']} rank(s) on {m['nodes']} node(s) ({', '.join(m['hosts'])}), "
+        f"{m['ranks_per_node']} per node; {m['mpi_library']}"
+    ]
     lines.append(f"p2p: {result['p2p']['note']}")
     for link in result["p2p"]["links"]:
         a, b = link["ranks"]
-        lines.append(f"\nping-pong ranks {a}-{b} ({'same node' if link['same_node'] else 'different nodes'}): "
-                     f"alpha = {_us(link['alpha_s'])}, beta = {link['beta_s_per_byte']:.4g} s/B "
-                     f"(1/beta = {_gbs(link['bandwidth_Bps'])})")
+        lines.append(
+            f"\nping-pong ranks {a}-{b} ({'same node' if link['same_node'] else 'different nodes'}): "
+            f"alpha = {_us(link['alpha_s'])}, beta = {link['beta_s_per_byte']:.4g} s/B "
+            f"(1/beta = {_gbs(link['bandwidth_Bps'])})"
+        )
         lines.append(f"{'bytes':>12} {'one-way':>12} {'GB/s':>9} {'fit':>12}")
         for r in link["table"]:
-            lines.append(f"{r['bytes']:>12} {_us(r['time_s']):>12} {r['bandwidth_Bps'] / 1e9:>9.3f} {_us(r['fit_time_s']):>12}")
+            lines.append(
+                f"{r['bytes']:>12} {_us(r['time_s']):>12} {r['bandwidth_Bps'] / 1e9:>9.3f} {_us(r['fit_time_s']):>12}"
+            )
     if result.get("pairs"):
         p = result["pairs"]
-        lines.append(f"\nall pairs, {p['bytes']} B: one-way min {_us(p['min_s'])}, median {_us(p['median_s'])}, max {_us(p['max_s'])}")
+        lines.append(
+            f"\nall pairs, {p['bytes']} B: one-way min {_us(p['min_s'])}, median {_us(p['median_s'])}, "
+            f"max {_us(p['max_s'])}"
+        )
     if result.get("gamma_s_per_byte"):
-        lines.append(f"gamma (float32 add, local): {result['gamma_s_per_byte']:.4g} s/B "
-                     f"({_gbs(1 / result['gamma_s_per_byte'])})")
+        lines.append(
+            f"gamma (float32 add, local): {result['gamma_s_per_byte']:.4g} s/B ({_gbs(1 / result['gamma_s_per_byte'])})"
+        )
     for op, info in result["collectives"].items():
         lines.append(f"\n{op} (busbw = algbw x {info['busbw_factor']:.3g})")
         lines.append(f"{'bytes':>12} {'time':>12} {'algbw GB/s':>11} {'busbw GB/s':>11}")
         for r in info["table"]:
-            lines.append(f"{r['bytes']:>12} {_us(r['time_s']):>12} {r['algbw_Bps'] / 1e9:>11.3f} {r['busbw_Bps'] / 1e9:>11.3f}")
+            lines.append(
+                f"{r['bytes']:>12} {_us(r['time_s']):>12} {r['algbw_Bps'] / 1e9:>11.3f} {r['busbw_Bps'] / 1e9:>11.3f}"
+            )
     return "\n".join(lines)
 
 
@@ -428,8 +488,15 @@ def run(args: argparse.Namespace) -> int:
         if rank == 0:
             raise
         return 2
-    result = netbench(comm, sizes, iters=args.iters, warmup=args.warmup, repeats=args.repeats,
-                      pairs=args.pairs, collectives=not args.no_collectives)
+    result = netbench(
+        comm,
+        sizes,
+        iters=args.iters,
+        warmup=args.warmup,
+        repeats=args.repeats,
+        pairs=args.pairs,
+        collectives=not args.no_collectives,
+    )
     if result is not None:
         write_text(args.out, json.dumps(result, indent=2) + "\n")
         if not args.quiet:
@@ -438,7 +505,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-if __name__ == "__main__":   # `python -m mpi4py -m scaledl.net.measure ...`: the same command as `scaledl netbench`
+if __name__ == "__main__":  # `python -m mpi4py -m scaledl.net.measure ...`: the same command as `scaledl netbench`
     from scaledl.cli import CommandParser
 
     _parser = CommandParser(prog="scaledl netbench", description=HELP)

@@ -37,11 +37,14 @@ def averaging_row(run: Run) -> dict:
     reached = record.get("time_to_target_s") is not None
     return {
         **run.fields(["dataset", "model", "platform", "workers", "algorithm", "seed"]),
-        "tau": comm["tau"], "compress": report["averaging"]["compress"] if report else "fp32",
+        "tau": comm["tau"],
+        "compress": report["averaging"]["compress"] if report else "fp32",
         "straggler": run.get("arguments").get("straggler") or "none",
         "bytes_per_step": comm["bytes_per_exchange"] / comm["tau"],
-        "final_test_accuracy": run.get("final.test_accuracy"), "reached": reached,
-        "steps_to_target": target_step if reached else math.inf, "bytes_to_target": bytes_to_target(record),
+        "final_test_accuracy": run.get("final.test_accuracy"),
+        "reached": reached,
+        "steps_to_target": target_step if reached else math.inf,
+        "bytes_to_target": bytes_to_target(record),
         "time_to_target_s": record["time_to_target_s"] if reached else math.inf,
         "seconds_per_step": record.get("seconds_per_step"),
     }
@@ -79,13 +82,18 @@ def averaging_table(paths: list[str | Path]) -> tuple[pd.DataFrame, list[str]]:
             uniform = match[match["straggler"] == "none"]
             if uniform.empty:
                 notes.append(f"{'/'.join(str(v) for v in key)}: no run without a straggler to compare with")
-        out.append({
-            **variant, "seeds": len(group), "MB_per_step": float(group["bytes_per_step"].iloc[0]) / 1e6,
-            "final_test_accuracy": spread(group["final_test_accuracy"]),
-            "reached": f"{int(group['reached'].sum())}/{len(group)}",
-            "steps_to_target": spread(group["steps_to_target"]),
-            "MB_to_target": spread(group["bytes_to_target"], MEGABYTES),
-            "time_to_target_s": spread(group["time_to_target_s"]), "slowdown_vs_uniform": slowdown(group, uniform),
-            "seconds_per_step": spread(group["seconds_per_step"]),
-        })
+        out.append(
+            {
+                **variant,
+                "seeds": len(group),
+                "MB_per_step": float(group["bytes_per_step"].iloc[0]) / 1e6,
+                "final_test_accuracy": spread(group["final_test_accuracy"]),
+                "reached": f"{int(group['reached'].sum())}/{len(group)}",
+                "steps_to_target": spread(group["steps_to_target"]),
+                "MB_to_target": spread(group["bytes_to_target"], MEGABYTES),
+                "time_to_target_s": spread(group["time_to_target_s"]),
+                "slowdown_vs_uniform": slowdown(group, uniform),
+                "seconds_per_step": spread(group["seconds_per_step"]),
+            }
+        )
     return pd.DataFrame(out, columns=AVERAGING_COLUMNS), notes

@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 class FigureEntry(NamedTuple):
     name: str
-    subcategory: str   # its group under "Figures" in `snakemake --report`
+    subcategory: str  # its group under "Figures" in `snakemake --report`
 
     @property
     def caption(self) -> str:

@@ -69,10 +69,10 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Callable
 
 import pandas as pd
 import yaml
@@ -100,8 +100,8 @@ HOLDS, DOES_NOT_HOLD, NOT_COMPARABLE = "holds", "does not hold", "not comparable
 VERDICTS = (HOLDS, DOES_NOT_HOLD, NOT_COMPARABLE)
 
 TIME_METRIC = "time_to_target_s"
-TO_TARGET_METRICS = (TIME_METRIC, "bytes_to_target")   # a missing value means "not reached"
-DEVICE_KINDS = ("cpu", "gpu", "knl")   # the hardware a claim may need (--device-of)
+TO_TARGET_METRICS = (TIME_METRIC, "bytes_to_target")  # a missing value means "not reached"
+DEVICE_KINDS = ("cpu", "gpu", "knl")  # the hardware a claim may need (--device-of)
 CLAIM_KEYS = {"id", "figure", "claim", "compares", "paper", "metric", "rule", "per", "needs", "note", "stable"}
 NEEDS_KEYS = {"device", "dataset", "model", "target_accuracy", "min_workers"}
 
@@ -126,8 +126,10 @@ class Claim:
 
     def param(self, name: str):
         if name not in self.params:
-            raise UserError(f"claim {self.id}: rule {self.rule} needs the parameter {name!r}; "
-                            "give it under the claim's rule or the file's defaults")
+            raise UserError(
+                f"claim {self.id}: rule {self.rule} needs the parameter {name!r}; "
+                "give it under the claim's rule or the file's defaults"
+            )
         return self.params[name]
 
 
@@ -137,7 +139,7 @@ class Verdict:
     ours: str = ""
     reason: str = ""
     numbers: Spread | None = None
-    missing: tuple[str, ...] = ()   # sides with no runs in the setting (collapsed over settings by `evaluate`)
+    missing: tuple[str, ...] = ()  # sides with no runs in the setting (collapsed over settings by `evaluate`)
 
 
 @dataclass
@@ -249,8 +251,10 @@ def compare(a: Side, b: Side, metric: str, margin: float, min_seeds: int) -> Com
     a_samples, b_samples = samples(a, metric), samples(b, metric)
     a_values, b_values = [v for _, v in a_samples], [v for _, v in b_samples]
     speedup, paired = paired_ratio(b_samples, a_samples)
-    ours = (f"{speedup.text(fmt_ratio)}{' paired by seed' if paired else ''}; "
-            f"{describe(a, a_values, metric)}; {describe(b, b_values, metric)}")
+    ours = (
+        f"{speedup.text(fmt_ratio)}{' paired by seed' if paired else ''}; "
+        f"{describe(a, a_values, metric)}; {describe(b, b_values, metric)}"
+    )
     notes = "; ".join(n for n in (not_reached_note(a, a_values), not_reached_note(b, b_values)) if n)
 
     def result(verdict: str, reason: str) -> Comparison:
@@ -271,8 +275,10 @@ def compare(a: Side, b: Side, metric: str, margin: float, min_seeds: int) -> Com
         return result(DOES_NOT_HOLD, f"{b.label} is faster in every seed")
     if 1 / (1 + margin) <= speedup.median <= 1 + margin:
         return result(DOES_NOT_HOLD, f"no difference: median speedup {fmt_ratio(speedup.median)} is within {beyond}")
-    return result(DOES_NOT_HOLD, f"no difference: the seeds disagree, speedups {fmt_ratio(speedup.low)}{DASH}"
-                                 f"{fmt_ratio(speedup.high)}")
+    return result(
+        DOES_NOT_HOLD,
+        f"no difference: the seeds disagree, speedups {fmt_ratio(speedup.low)}{DASH}{fmt_ratio(speedup.high)}",
+    )
 
 
 def sides_or_missing(frame: pd.DataFrame, specs: list) -> tuple[list[Side], Verdict | None]:
@@ -312,8 +318,10 @@ def more_stable(a: Side, a_values: list[float], b: Side, b_values: list[float], 
     """Whether a is more stable than b (module docstring), and the numbers that decided it."""
     share_a = sum(not math.isinf(v) for v in a_values) / len(a_values)
     share_b = sum(not math.isinf(v) for v in b_values) / len(b_values)
-    reached = (f"reached in {sum(not math.isinf(v) for v in a_values)} of {len(a_values)} seeds vs "
-               f"{sum(not math.isinf(v) for v in b_values)} of {len(b_values)}")
+    reached = (
+        f"reached in {sum(not math.isinf(v) for v in a_values)} of {len(a_values)} seeds vs "
+        f"{sum(not math.isinf(v) for v in b_values)} of {len(b_values)}"
+    )
     if share_a != share_b or share_a < 1:
         return share_a > share_b, reached
     spread_a, spread_b = relative_spread(a_values), relative_spread(b_values)
@@ -350,21 +358,27 @@ def rule_fastest_tied(frame: pd.DataFrame, claim: Claim, ctx: Context) -> Verdic
     wins = [compare(f, o, claim.metric, margin, min_seeds) for f in sides[:2] for o in sides[2:]]
     labels = [(f.label, o.label) for f in sides[:2] for o in sides[2:]]
     closest = min(range(len(wins)), key=lambda i: nan_last(wins[i].speedup.median))
-    ours = (f"{first.label} over {second.label}: {pair.ours}; smallest lead: {labels[closest][0]} over "
-            f"{labels[closest][1]} {wins[closest].speedup.text(fmt_ratio)}")
+    ours = (
+        f"{first.label} over {second.label}: {pair.ours}; smallest lead: {labels[closest][0]} over "
+        f"{labels[closest][1]} {wins[closest].speedup.text(fmt_ratio)}"
+    )
     unusable = [(lab, c) for lab, c in zip(labels, wins) if c.verdict == NOT_COMPARABLE]
     if pair.verdict == NOT_COMPARABLE:
         return Verdict(NOT_COMPARABLE, ours, pair.reason, pair.speedup)
     if unusable:
         (f, o), comparison = unusable[0]
         return Verdict(NOT_COMPARABLE, ours, f"{f} vs {o}: {comparison.reason}", pair.speedup)
-    tied = (pair.verdict != HOLDS and reverse.verdict != HOLDS
-            and 1 / (1 + tie) <= pair.speedup.median <= 1 + tie)
+    tied = pair.verdict != HOLDS and reverse.verdict != HOLDS and 1 / (1 + tie) <= pair.speedup.median <= 1 + tie
     losses = [f"{f} not faster than {o} ({c.reason})" for (f, o), c in zip(labels, wins) if c.verdict != HOLDS]
     if tied and not losses:
-        return Verdict(HOLDS, ours, f"both faster than all {len(sides) - 2} others in every seed, and tied with "
-                                    f"each other within ±{100 * tie:g} %", pair.speedup)
-    reasons = ([] if tied else [f"not tied: {first.label} over {second.label} is {fmt_ratio(pair.speedup.median)}"])
+        return Verdict(
+            HOLDS,
+            ours,
+            f"both faster than all {len(sides) - 2} others in every seed, and tied with "
+            f"each other within ±{100 * tie:g} %",
+            pair.speedup,
+        )
+    reasons = [] if tied else [f"not tied: {first.label} over {second.label} is {fmt_ratio(pair.speedup.median)}"]
     reasons += losses[:2] + ([f"and {len(losses) - 2} more"] if len(losses) > 2 else [])
     return Verdict(DOES_NOT_HOLD, ours, "; ".join(reasons), pair.speedup)
 
@@ -387,12 +401,20 @@ def rule_share_lower(frame: pd.DataFrame, claim: Claim, ctx: Context) -> Verdict
         return Verdict(NOT_COMPARABLE, ours, f"{problem} with a measured {claim.metric}", numbers)
     h, lo = spread_of(high_values), spread_of(low_values)
     if lo.median < h.median - margin and lo.high < h.low:
-        return Verdict(HOLDS, ours, f"{low.label}'s share is lower in every run, by more than "
-                                    f"{100 * margin:g} points at the median", numbers)
+        return Verdict(
+            HOLDS,
+            ours,
+            f"{low.label}'s share is lower in every run, by more than {100 * margin:g} points at the median",
+            numbers,
+        )
     if lo.median < h.median - margin:
         return Verdict(DOES_NOT_HOLD, ours, "the ranges overlap", numbers)
-    return Verdict(DOES_NOT_HOLD, ours, f"no drop beyond {100 * margin:g} points: median {fmt_share(h.median)} → "
-                                        f"{fmt_share(lo.median)}", numbers)
+    return Verdict(
+        DOES_NOT_HOLD,
+        ours,
+        f"no drop beyond {100 * margin:g} points: median {fmt_share(h.median)} → {fmt_share(lo.median)}",
+        numbers,
+    )
 
 
 def rule_less_communication(frame: pd.DataFrame, claim: Claim, ctx: Context) -> Verdict:
@@ -406,8 +428,10 @@ def rule_less_communication(frame: pd.DataFrame, claim: Claim, ctx: Context) -> 
     a_samples, b_samples = samples(a, claim.metric), samples(b, claim.metric)
     a_values, b_values = [v for _, v in a_samples], [v for _, v in b_samples]
     saving, paired = paired_ratio(b_samples, a_samples)
-    ours = (f"{saving.text(fmt_ratio)} less{' paired by seed' if paired else ''}; "
-            f"{describe(a, a_values, claim.metric)}; {describe(b, b_values, claim.metric)}")
+    ours = (
+        f"{saving.text(fmt_ratio)} less{' paired by seed' if paired else ''}; "
+        f"{describe(a, a_values, claim.metric)}; {describe(b, b_values, claim.metric)}"
+    )
     problem = target_problem(a, b, claim.metric) or seeds_problem([a, b], [len(a_values), len(b_values)], min_seeds)
     if problem:
         return Verdict(NOT_COMPARABLE, ours, problem, saving)
@@ -417,18 +441,27 @@ def rule_less_communication(frame: pd.DataFrame, claim: Claim, ctx: Context) -> 
     if missed:
         return Verdict(DOES_NOT_HOLD, ours, missed, saving)
     if saving.low >= factor:
-        return Verdict(HOLDS, ours, f"{a.label} reached the same target with at least {factor:g}× fewer bytes "
-                                    "in every seed", saving)
-    return Verdict(DOES_NOT_HOLD, ours, f"the saving is below {factor:g}× in some seed "
-                                        f"({fmt_ratio(saving.low)} at the least)", saving)
+        return Verdict(
+            HOLDS,
+            ours,
+            f"{a.label} reached the same target with at least {factor:g}× fewer bytes in every seed",
+            saving,
+        )
+    return Verdict(
+        DOES_NOT_HOLD,
+        ours,
+        f"the saving is below {factor:g}× in some seed ({fmt_ratio(saving.low)} at the least)",
+        saving,
+    )
 
 
 def rule_weak_scaling_efficiency(frame: pd.DataFrame, claim: Claim, ctx: Context) -> Verdict:
     counts = sorted(frame["workers"].unique())
     algorithm = frame["algorithm"].iloc[0]
     if len(counts) < 2:
-        return Verdict(NOT_COMPARABLE, reason=f"one worker count (P={counts[0]}): no sweep",
-                       missing=("a second worker count",))
+        return Verdict(
+            NOT_COMPARABLE, reason=f"one worker count (P={counts[0]}): no sweep", missing=("a second worker count",)
+        )
     smallest = Side(f"P={counts[0]}", frame[frame["workers"] == counts[0]])
     largest = Side(f"P={counts[-1]}", frame[frame["workers"] == counts[-1]])
     base, top = samples(smallest, claim.metric), samples(largest, claim.metric)
@@ -441,8 +474,12 @@ def rule_weak_scaling_efficiency(frame: pd.DataFrame, claim: Claim, ctx: Context
         return Verdict(NOT_COMPARABLE, ours, problem, eff)
     target, margin = float(claim.paper_value), claim.param("margin")
     if eff.median >= target and eff.low >= target - margin:
-        return Verdict(HOLDS, ours, f"median at least {fmt_share(target)} and no seed below it by more than "
-                                    f"{100 * margin:g} points", eff)
+        return Verdict(
+            HOLDS,
+            ours,
+            f"median at least {fmt_share(target)} and no seed below it by more than {100 * margin:g} points",
+            eff,
+        )
     if eff.median >= target:
         return Verdict(DOES_NOT_HOLD, ours, f"the seeds disagree: lowest {fmt_share(eff.low)}", eff)
     return Verdict(DOES_NOT_HOLD, ours, f"median {fmt_share(eff.median)} is below {fmt_share(target)}", eff)
@@ -478,7 +515,7 @@ def alpha_beta_efficiency(frame: pd.DataFrame, algorithm: str, counts: list, ext
 @dataclass(frozen=True)
 class Rule:
     evaluate: Callable[[pd.DataFrame, Claim, Context], Verdict]
-    sides: tuple[str, ...]      # the keys its claim's `compares` must have
+    sides: tuple[str, ...]  # the keys its claim's `compares` must have
 
 
 RULES: dict[str, Rule] = {
@@ -502,8 +539,10 @@ def unmet_needs(group: pd.DataFrame, claim: Claim, ctx: Context) -> list[str]:
         for platform, rows in group.groupby("platform"):
             device = ctx.device_of(str(platform), rows)
             if device is None:
-                reasons.append(f"the device of platform {platform} is unknown (pass --device-of "
-                               f"{platform}={needs['device']} if it is one)")
+                reasons.append(
+                    f"the device of platform {platform} is unknown (pass --device-of "
+                    f"{platform}={needs['device']} if it is one)"
+                )
             elif device != needs["device"] and needs["device"] == "gpu":
                 reasons.append(f"no GPU: platform {platform} ran on {device}, where CPU–GPU copies do not exist")
             elif device != needs["device"]:
@@ -519,8 +558,9 @@ def unmet_needs(group: pd.DataFrame, claim: Claim, ctx: Context) -> list[str]:
             shown = ", ".join("none" if math.isnan(t) else f"{t:g}" for t in sorted(targets))
             reasons.append(f"the paper's target is {needs['target_accuracy']:g}, these runs' {shown}")
     if "min_workers" in needs and group["workers"].max() < needs["min_workers"]:
-        reasons.append(f"our largest P is {group['workers'].max()}; "
-                       f"the paper's number needs P ≥ {needs['min_workers']}")
+        reasons.append(
+            f"our largest P is {group['workers'].max()}; the paper's number needs P ≥ {needs['min_workers']}"
+        )
     return reasons
 
 
@@ -546,8 +586,14 @@ def setting_label(per: tuple[str, ...], key: tuple) -> str:
 def row(claim: Claim, setting: str, verdict: Verdict) -> dict:
     numbers = verdict.numbers
     return {
-        "id": claim.id, "figure": claim.figure, "claim": claim.text, "setting": setting,
-        "paper": claim.paper_text, "ours": verdict.ours or "—", "verdict": verdict.verdict, "reason": verdict.reason,
+        "id": claim.id,
+        "figure": claim.figure,
+        "claim": claim.text,
+        "setting": setting,
+        "paper": claim.paper_text,
+        "ours": verdict.ours or "—",
+        "verdict": verdict.verdict,
+        "reason": verdict.reason,
         "paper_value": claim.paper_value,
         "ours_median": numbers.median if numbers else math.nan,
         "ours_min": numbers.low if numbers else math.nan,
@@ -594,13 +640,27 @@ def evaluate_claim(results: pd.DataFrame, claim: Claim, ctx: Context) -> list[di
     return rows
 
 
-CLAIM_COLUMNS = ["id", "figure", "claim", "setting", "paper", "ours", "verdict", "reason",
-                 "paper_value", "ours_median", "ours_min", "ours_max", "ours_n"]
+CLAIM_COLUMNS = [
+    "id",
+    "figure",
+    "claim",
+    "setting",
+    "paper",
+    "ours",
+    "verdict",
+    "reason",
+    "paper_value",
+    "ours_median",
+    "ours_min",
+    "ours_max",
+    "ours_n",
+]
 CLAIM_MARKDOWN_COLUMNS = ["figure", "claim", "setting", "paper", "ours", "verdict", "reason"]
 
 
-def evaluate(results: pd.DataFrame, claims: list[Claim], ctx: Context | None = None,
-             where: str = "results") -> pd.DataFrame:
+def evaluate(
+    results: pd.DataFrame, claims: list[Claim], ctx: Context | None = None, where: str = "results"
+) -> pd.DataFrame:
     """The claims table: one row per claim and setting (CLAIM_COLUMNS); `where` names the results in errors."""
     ctx = ctx or Context()
     check_columns(results, claims, where)
@@ -619,8 +679,10 @@ def required_columns(claims: list[Claim]) -> list[str]:
 def check_columns(results: pd.DataFrame, claims: list[Claim], where: str) -> None:
     missing = [c for c in required_columns(claims) if c not in results.columns]
     if missing:
-        raise UserError(f"{where}: lacks the column{'s' * (len(missing) > 1)} {', '.join(missing)} "
-                        "(not a scaledl summary table? write one with scaledl aggregate)")
+        raise UserError(
+            f"{where}: lacks the column{'s' * (len(missing) > 1)} {', '.join(missing)} "
+            "(not a scaledl summary table? write one with scaledl aggregate)"
+        )
 
 
 def read_summary(path: Path) -> pd.DataFrame:
@@ -638,9 +700,11 @@ def read_summary(path: Path) -> pd.DataFrame:
 def claims_markdown(table: pd.DataFrame, summary: Path) -> str:
     """The claims table as a markdown page: the count of rows per verdict, then the table."""
     counts = ", ".join(f"{v}: {int((table['verdict'] == v).sum())}" for v in VERDICTS)
-    return (f"# The paper's claims against {summary}\n\nRows by verdict: {counts}. Ours is median [min–max] "
-            "over seeds and n; the verdict rules are in scaledl.report.claims.\n\n"
-            + markdown_table(table[CLAIM_MARKDOWN_COLUMNS]))
+    return (
+        f"# The paper's claims against {summary}\n\nRows by verdict: {counts}. Ours is median [min–max] "
+        "over seeds and n; the verdict rules are in scaledl.report.claims.\n\n"
+        + markdown_table(table[CLAIM_MARKDOWN_COLUMNS])
+    )
 
 
 # ------------------------------------------------------------- loading
@@ -705,16 +769,25 @@ def parse_claim(entry, defaults: dict, where: str, index: int) -> Claim:
         raise fail(f"needs.device must be one of {', '.join(DEVICE_KINDS)}")
     per = tuple(entry.get("per") or SETTING)
     claim = Claim(
-        id=str(entry["id"]), figure=str(entry["figure"]), text=" ".join(str(entry["claim"]).split()),
-        compares=compares, paper_text=str(paper.get("text", "")), paper_value=paper.get("value"),
-        metric=str(entry["metric"]), rule=rule["name"],
+        id=str(entry["id"]),
+        figure=str(entry["figure"]),
+        text=" ".join(str(entry["claim"]).split()),
+        compares=compares,
+        paper_text=str(paper.get("text", "")),
+        paper_value=paper.get("value"),
+        metric=str(entry["metric"]),
+        rule=rule["name"],
         params={**defaults, **{k: v for k, v in rule.items() if k != "name"}},
-        per=per, needs=needs, note=" ".join(str(entry.get("note", "")).split()),
+        per=per,
+        needs=needs,
+        note=" ".join(str(entry.get("note", "")).split()),
     )
     unknown_algorithms = [a for a in algorithms_of(claim) if a not in ALGORITHMS]
     if unknown_algorithms:
-        raise fail(f"unknown algorithm{'s' * (len(unknown_algorithms) > 1)} {', '.join(unknown_algorithms)}; "
-                   f"known: {', '.join(ALGORITHMS)}")
+        raise fail(
+            f"unknown algorithm{'s' * (len(unknown_algorithms) > 1)} {', '.join(unknown_algorithms)}; "
+            f"known: {', '.join(ALGORITHMS)}"
+        )
     if rule["name"] == "weak_scaling_efficiency" and claim.paper_value is None:
         raise fail("weak_scaling_efficiency compares with the paper's value; give paper.value")
     return claim

@@ -69,12 +69,15 @@ def read_netbench(path: str | Path) -> tuple[Network, dict]:
     path = Path(path)
     record = read_json_object(path, "netbench JSON")
     if record.get("kind") != KIND:
-        raise UserError(f"{path}: not a scaledl netbench file (kind is {record.get('kind')!r}); "
-                        "write one with scaledl netbench")
+        raise UserError(
+            f"{path}: not a scaledl netbench file (kind is {record.get('kind')!r}); write one with scaledl netbench"
+        )
     alpha, beta, gamma = record.get("alpha_s"), record.get("beta_s_per_byte"), record.get("gamma_s_per_byte") or 0.0
     if alpha is None or beta is None:
-        raise UserError(f"{path}: has no alpha/beta ({record.get('p2p', {}).get('note', 'no point-to-point data')}); "
-                        "rerun scaledl netbench with at least 2 ranks")
+        raise UserError(
+            f"{path}: has no alpha/beta ({record.get('p2p', {}).get('note', 'no point-to-point data')}); "
+            "rerun scaledl netbench with at least 2 ranks"
+        )
     try:
         net = Network(float(alpha), float(beta), float(gamma), name="measured")
     except (TypeError, ValueError) as error:
@@ -94,11 +97,13 @@ def measured_per_step(run: Run) -> dict:
         values = []
         for r in workers:
             if key not in r:
-                raise UserError(f"{run.path}: phases.per_rank lacks {key} (a run.json older than the time "
-                                "vocabulary of docs/time.md; rerun that training)")
+                raise UserError(
+                    f"{run.path}: phases.per_rank lacks {key} (a run.json older than the time "
+                    "vocabulary of docs/time.md; rerun that training)"
+                )
             values.append(r[key])
         if any(v is None for v in values):
-            return None     # too few steps for a steady state
+            return None  # too few steps for a steady state
         try:
             return statistics.fmean(float(v) for v in values)
         except (TypeError, ValueError):
@@ -122,11 +127,14 @@ def message_count(run: Run) -> int:
     tensors = (run.record.get("model") or {}).get("tensors")
     if tensors is not None:
         return int(tensors)
-    counted = [r["messages_per_exchange"] for r in run.record.get("algorithm_report") or []
-               if r.get("messages_per_exchange")]
+    counted = [
+        r["messages_per_exchange"] for r in run.record.get("algorithm_report") or [] if r.get("messages_per_exchange")
+    ]
     if not counted:
-        raise UserError(f"{run.path}: run.json lacks model.tensors, the message count of its per-layer "
-                        "exchanges; rerun that training")
+        raise UserError(
+            f"{run.path}: run.json lacks model.tensors, the message count of its per-layer "
+            "exchanges; rerun that training"
+        )
     # an exchange of the Sync EASGD family is a Bcast and a Reduce of every tensor, sync_sgd's one Allreduce
     collectives = 2 if family(run.get("algorithm.key")) == "bcast_reduce" else 1
     return round(counted[0] / collectives)
@@ -147,8 +155,14 @@ def cost_options(run: Run) -> dict:
 def message_bytes(run: Run) -> float:
     """n: the model's bytes, or a compressed averaging round's encoded message (report.communication)."""
     n = run.get("model.bytes")
-    encoded = next((r for r in run.record.get("algorithm_report") or []
-                    if r.get("averaging", {}).get("compress", "fp32") != "fp32"), None)
+    encoded = next(
+        (
+            r
+            for r in run.record.get("algorithm_report") or []
+            if r.get("averaging", {}).get("compress", "fp32") != "fp32"
+        ),
+        None,
+    )
     return encoded["bytes_per_exchange"] // 2 if encoded is not None else n
 
 
@@ -214,13 +228,23 @@ def extrapolation_rows(rows: list[dict], networks: dict, workers) -> list[dict]:
         compute = statistics.median(computes) if computes else 0.0
         for net_name, net in networks.items():
             for key in ALGORITHMS:
-                for cost_model in COST_MODELS:   # identical for the point-to-point algorithms
+                for cost_model in COST_MODELS:  # identical for the point-to-point algorithms
                     for point in weak_scaling(key, net, n, compute, workers, model=cost_model):
-                        out.append({
-                            "dataset": dataset, "model": model, "bytes": n, "compute_s": compute,
-                            "network": net_name, "alpha_s": net.alpha, "beta_s_per_byte": net.beta,
-                            "gamma_s_per_byte": net.gamma, "algorithm": key, "cost_model": cost_model, **point,
-                        })
+                        out.append(
+                            {
+                                "dataset": dataset,
+                                "model": model,
+                                "bytes": n,
+                                "compute_s": compute,
+                                "network": net_name,
+                                "alpha_s": net.alpha,
+                                "beta_s_per_byte": net.beta,
+                                "gamma_s_per_byte": net.gamma,
+                                "algorithm": key,
+                                "cost_model": cost_model,
+                                **point,
+                            }
+                        )
     return out
 
 
@@ -244,21 +268,21 @@ def extrapolation_markdown(extrapolation: list[dict]) -> str:
         table: dict[str, dict] = {}
         for r in members:
             if r["cost_model"] != "paper" and not is_collective(r["algorithm"]):
-                continue   # point-to-point algorithms: both models agree
+                continue  # point-to-point algorithms: both models agree
             label = r["algorithm"] + (f" ({r['cost_model']})" if is_collective(r["algorithm"]) else "")
             table.setdefault(label, {"algorithm": label})[f"P={r['workers']}"] = r["efficiency"]
         columns = ["algorithm", *(f"P={p}" for p in shown)]
         blocks.append(
             f"**{dataset} / {model}** on {network} (α = {first['alpha_s']:.3g} s, "
             f"β = {first['beta_s_per_byte']:.3g} s/B, n = {first['bytes']} B, T_c = {first['compute_s']:.4g} s): "
-            "predicted weak-scaling efficiency\n\n"
-            + markdown_table(as_frame(list(table.values()), columns))
+            "predicted weak-scaling efficiency\n\n" + markdown_table(as_frame(list(table.values()), columns))
         )
     return "\n".join(blocks)
 
 
-def comm_model_markdown(rows: list[dict], extrapolation: list[dict], net: Network, netbench_path: Path,
-                        record: dict) -> str:
+def comm_model_markdown(
+    rows: list[dict], extrapolation: list[dict], net: Network, netbench_path: Path, record: dict
+) -> str:
     m = record.get("machine", {})
     shown = [c for c in COMM_MODEL_COLUMNS if c not in ("run", "platform", "ranks")]
     return (
@@ -270,6 +294,5 @@ def comm_model_markdown(rows: list[dict], extrapolation: list[dict], net: Networ
         "ratio = measured / predicted.\n\n"
         + markdown_table(as_frame(rows, shown))
         + "\n## Weak-scaling extrapolation\n\n"
-        f"Paper: {PAPER_WEAK_SCALING['source']}.\n\n"
-        + extrapolation_markdown(extrapolation)
+        f"Paper: {PAPER_WEAK_SCALING['source']}.\n\n" + extrapolation_markdown(extrapolation)
     )

@@ -24,13 +24,19 @@ def communication(run: dict) -> dict:
         tau = engine["averaging"]["tau"]
     else:
         per_exchange = 2 * model_bytes
-        counts = [r["exchanges"] for r in reports if "exchanges" in r and "worker" in r] or \
-                 [w["exchanges"] for r in reports for w in r.get("workers", [])] or \
-                 [r["exchanges"] for r in reports if "exchanges" in r]
+        counts = (
+            [r["exchanges"] for r in reports if "exchanges" in r and "worker" in r]
+            or [w["exchanges"] for r in reports for w in r.get("workers", [])]
+            or [r["exchanges"] for r in reports if "exchanges" in r]
+        )
         exchanges = statistics.mean(counts) if counts else None
         tau = 1
-    return {"bytes_per_exchange": per_exchange, "exchanges": exchanges, "tau": tau,
-            "bytes_exchanged": None if exchanges is None else per_exchange * exchanges}
+    return {
+        "bytes_per_exchange": per_exchange,
+        "exchanges": exchanges,
+        "tau": tau,
+        "bytes_exchanged": None if exchanges is None else per_exchange * exchanges,
+    }
 
 
 def rounds_by(step: int, tau: int) -> int:

@@ -26,9 +26,10 @@ from __future__ import annotations
 import math
 import statistics
 import textwrap
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -49,17 +50,25 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-SYNC_EASGD = "sync_easgd3|sync_easgd"   # the paper's Sync EASGD: the overlapped variant where it ran
-PAIRS = {   # name → (title, faster side, slower side)
+SYNC_EASGD = "sync_easgd3|sync_easgd"  # the paper's Sync EASGD: the overlapped variant where it ran
+PAIRS = {  # name → (title, faster side, slower side)
     "fig6_1": ("Async EASGD vs Async SGD", "async_easgd", "async_sgd"),
     "fig6_2": ("Async MEASGD vs Async MSGD", "async_measgd", "async_msgd"),
     "fig6_3": ("Hogwild EASGD vs Hogwild SGD", "hogwild_easgd", "hogwild_sgd"),
     "fig6_4": ("Sync EASGD vs original EASGD", SYNC_EASGD, "easgd"),
 }
-ALL_METHODS = (SYNC_EASGD, "hogwild_easgd", "easgd", "async_sgd", "async_msgd", "hogwild_sgd",
-               "async_easgd", "async_measgd")
+ALL_METHODS = (
+    SYNC_EASGD,
+    "hogwild_easgd",
+    "easgd",
+    "async_sgd",
+    "async_msgd",
+    "hogwild_sgd",
+    "async_easgd",
+    "async_measgd",
+)
 LADDER = ("easgd", "sync_easgd1", "sync_easgd2", "sync_easgd3")
-AVERAGING = ("sync_easgd", "local_sgd", "diloco", "slowmo", "sync_sgd")   # the averaging family, and its baseline
+AVERAGING = ("sync_easgd", "local_sgd", "diloco", "slowmo", "sync_sgd")  # the averaging family, and its baseline
 CHIP_PARTITION = "chip_partition"
 
 # Stacking order of the time breakdown; `other` is the step's time outside every phase (loop overhead).
@@ -76,8 +85,8 @@ class NotDrawn(Exception):
 @dataclass
 class Inputs:
     runs: list[Run]
-    networks: dict[str, Network] = field(default_factory=dict)   # platform → measured network; "*": any
-    notes: list[str] = field(default_factory=list)               # what a drawn figure had to leave out
+    networks: dict[str, Network] = field(default_factory=dict)  # platform → measured network; "*": any
+    notes: list[str] = field(default_factory=list)  # what a drawn figure had to leave out
 
     def network_for(self, platform: str) -> Network | None:
         return self.networks.get(platform, self.networks.get("*"))
@@ -88,7 +97,7 @@ class Inputs:
 
 def checked(run: Run) -> Run:
     """A run whose key and metrics.csv the figures can use; UserError naming the file if not."""
-    _ = run.key   # its key now: a run.json without one is refused before any figure is drawn
+    _ = run.key  # its key now: a run.json without one is refused before any figure is drawn
     run.require_metrics(("train_s", "test_accuracy"))
     return run
 
@@ -141,8 +150,9 @@ def seed_band(curves: list[tuple[np.ndarray, np.ndarray]]) -> pd.DataFrame:
     grid = np.unique(np.concatenate([t for t, _ in curves]))
     grid = grid[grid >= start]
     values = np.vstack([held_values(t, v, grid) for t, v in curves])
-    return pd.DataFrame({"time": grid, "median": np.median(values, axis=0),
-                         "low": values.min(axis=0), "high": values.max(axis=0)})
+    return pd.DataFrame(
+        {"time": grid, "median": np.median(values, axis=0), "low": values.min(axis=0), "high": values.max(axis=0)}
+    )
 
 
 def phase_seconds_per_step(run: Run) -> dict[str, float] | None:
@@ -174,7 +184,7 @@ def reached_seconds(run: Run) -> float:
 
 
 def bar_label(values: list[float], unit: str = "s") -> str:
-    """"median unit", then "[min–max] n=…" on a second line (it labels a bar)."""
+    """ "median unit", then "[min–max] n=…" on a second line (it labels a bar)."""
     return spread_of(values).text(fixed(".3g", f" {unit}"), sep="\n")
 
 
@@ -235,8 +245,11 @@ def accuracy_figure(inputs: Inputs, sides: tuple[str, ...], title: str, *, min_s
         if len(chosen) >= needed:
             panels.append((setting, chosen))
     if not panels:
-        which = f"both {side_names(sides[:1])} and {side_names(sides[1:])}" if needed == len(sides) == 2 \
+        which = (
+            f"both {side_names(sides[:1])} and {side_names(sides[1:])}"
+            if needed == len(sides) == 2
             else f"at least {needed} of {side_names(sides)}"
+        )
         raise NotDrawn(f"no dataset/model/platform/workers setting has runs of {which}")
     figure, axes = new_figure(len(panels))
     for ax, (setting, chosen) in zip(axes, panels):
@@ -280,29 +293,34 @@ def averaging(inputs: Inputs) -> Figure:
     """Test accuracy against the bytes a worker has exchanged, one curve per algorithm variant (median over
     seeds, min–max band): read at one abscissa, the curves compare at an equal communication budget."""
     panels = []
-    for setting, runs in by_setting([r for r in inputs.runs if r.algorithm in AVERAGING
-                                     and not r.record["arguments"].get("straggler")]).items():
+    for setting, runs in by_setting(
+        [r for r in inputs.runs if r.algorithm in AVERAGING and not r.record["arguments"].get("straggler")]
+    ).items():
         variants: dict[str, list[Run]] = {}
         for run in runs:
             variants.setdefault(variant_label(run), []).append(run)
         if len({run.algorithm for run in runs}) >= 2:
             panels.append((setting, variants))
     if not panels:
-        raise NotDrawn(f"no dataset/model/platform/workers setting has runs of at least 2 of {side_names(AVERAGING)} "
-                       "(without a straggler)")
+        raise NotDrawn(
+            f"no dataset/model/platform/workers setting has runs of at least 2 of {side_names(AVERAGING)} "
+            "(without a straggler)"
+        )
     figure, axes = new_figure(len(panels))
     for ax, (setting, variants) in zip(axes, panels):
         for index, (label, runs) in enumerate(sorted(variants.items())):
             curves = [curve for curve in (bytes_curve(run) for run in runs) if len(curve[0])]
-            band = seed_band([(np.maximum(x, 1.0), y) for x, y in curves])   # W_0's evaluation: 0 bytes, drawn at 1
+            band = seed_band([(np.maximum(x, 1.0), y) for x, y in curves])  # W_0's evaluation: 0 bytes, drawn at 1
             draw_band(ax, band, f"{label} (n={len(curves)})", f"C{index % 10}")
         draw_targets(ax, [run for runs in variants.values() for run in runs])
         ax.set_xscale("log")
         ax.set(title=setting_title(setting), xlabel="bytes a worker exchanged (up + down)", ylabel="test accuracy")
         ax.grid(alpha=0.3)
         ax.legend(fontsize="small")
-    figure.suptitle("Accuracy at equal communication: the averaging family and synchronous SGD\n"
-                    "median over seeds, band: min–max", fontsize="medium")
+    figure.suptitle(
+        "Accuracy at equal communication: the averaging family and synchronous SGD\nmedian over seeds, band: min–max",
+        fontsize="medium",
+    )
     return figure
 
 
@@ -334,7 +352,7 @@ def ladder_panel(ax: Axes, setting: tuple, bars) -> None:
     ax.set_ylim(0, 1.25 * max(bottom.max(), 1e-12))
     ax.set(title=setting_title(setting), ylabel="seconds per step (steady state)")
     ax.grid(axis="y", alpha=0.3)
-    handles, labels = ax.get_legend_handles_labels()   # top of the stack first, as the bars read
+    handles, labels = ax.get_legend_handles_labels()  # top of the stack first, as the bars read
     ax.legend(handles[::-1], labels[::-1], fontsize="x-small", loc="upper left", bbox_to_anchor=(1.0, 1.0))
 
 
@@ -349,8 +367,11 @@ def ladder_breakdown(inputs: Inputs) -> Figure:
     figure, axes = new_figure(len(panels), columns=2, width=6.5)
     for ax, (setting, bars) in zip(axes, panels):
         ladder_panel(ax, setting, bars)
-    figure.suptitle("Codesign ladder: time per step by phase\n"
-                    "segments: medians over seeds; label: total s/step, median [min–max] n", fontsize="medium")
+    figure.suptitle(
+        "Codesign ladder: time per step by phase\n"
+        "segments: medians over seeds; label: total s/step, median [min–max] n",
+        fontsize="medium",
+    )
     return figure
 
 
@@ -363,8 +384,9 @@ def sweep_table(runs: list[Run]) -> pd.DataFrame:
     return table
 
 
-def predicted_efficiency(base: list[Run], workers: list[int], kind: str, net: Network,
-                         cost_model: str) -> list[float] | None:
+def predicted_efficiency(
+    base: list[Run], workers: list[int], kind: str, net: Network, cost_model: str
+) -> list[float] | None:
     """The α-β model's efficiency at each P (scaledl.net.cost.efficiency), from the smallest sweep point's
     runs: their message size, options and median compute per step (per worker: fixed in weak scaling,
     ∝ 1/P in strong)."""
@@ -374,18 +396,28 @@ def predicted_efficiency(base: list[Run], workers: list[int], kind: str, net: Ne
     first = base[0]
     n, p0 = first.get("model.bytes"), min(workers)
     options, compute = cost_options(first), statistics.median(computes)
-    return [efficiency(first.algorithm, net, n, p, compute, base_workers=p0, scaling=kind, model=cost_model,
-                       **options) for p in workers]
+    return [
+        efficiency(first.algorithm, net, n, p, compute, base_workers=p0, scaling=kind, model=cost_model, **options)
+        for p in workers
+    ]
 
 
-def scaling_panel(ax: Axes, rows: pd.DataFrame, runs: list[Run], kind: str, net: Network | None,
-                  notes: list[str]) -> None:
+def scaling_panel(
+    ax: Axes, rows: pd.DataFrame, runs: list[Run], kind: str, net: Network | None, notes: list[str]
+) -> None:
     for index, (algorithm, group) in enumerate(rows.groupby("algorithm", sort=True)):
         color = f"C{index % 10}"
         stats = group.groupby("workers")["efficiency"].agg(["median", "min", "max", "count"]).reset_index()
         whiskers = [stats["median"] - stats["min"], stats["max"] - stats["median"]]
-        ax.errorbar(stats["workers"], stats["median"], yerr=whiskers, marker="o", capsize=3, color=color,
-                    label=f"{algorithm} measured (n={stats['count'].max()})")
+        ax.errorbar(
+            stats["workers"],
+            stats["median"],
+            yerr=whiskers,
+            marker="o",
+            capsize=3,
+            color=color,
+            label=f"{algorithm} measured (n={stats['count'].max()})",
+        )
         if net is None:
             continue
         workers = stats["workers"].tolist()
@@ -412,8 +444,10 @@ def scaling_panel(ax: Axes, rows: pd.DataFrame, runs: list[Run], kind: str, net:
 def scaling(inputs: Inputs) -> Figure:
     table = sweep_table(inputs.runs)
     if table.empty:
-        raise NotDrawn("no sweep over the worker count (each algorithm ran at one worker count, "
-                       "or neither the per-worker nor the global batch was fixed)")
+        raise NotDrawn(
+            "no sweep over the worker count (each algorithm ran at one worker count, "
+            "or neither the per-worker nor the global batch was fixed)"
+        )
     panels = list(table.groupby(["dataset", "model", "platform", "scaling"], sort=True))
     figure, axes = new_figure(len(panels), columns=2)
     for ax, ((dataset, model, platform, kind), rows) in zip(axes, panels):
@@ -460,8 +494,11 @@ def chip_partition(inputs: Inputs) -> Figure:
     for ax, (key, members) in zip(axes, sorted(groups.items())):
         chip_panel(ax, members)
         ax.set_title(" / ".join(map(str, key[:2])) + f", {key[2]}")
-    figure.suptitle("Chip partitioning: time to target per part count\nbars: median over seeds, whiskers: min–max\n"
-                    "label: speedup over the fewest parts, median [min–max] n", fontsize="medium")
+    figure.suptitle(
+        "Chip partitioning: time to target per part count\nbars: median over seeds, whiskers: min–max\n"
+        "label: speedup over the fewest parts, median [min–max] n",
+        fontsize="medium",
+    )
     return figure
 
 

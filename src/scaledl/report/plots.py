@@ -29,9 +29,9 @@ Y_COLUMNS = {"test_accuracy": "test accuracy", "test_loss": "test loss", "train_
 
 @dataclass
 class Curve:
-    panel: str                  # "dataset / model"
+    panel: str  # "dataset / model"
     algorithm: str
-    variant: tuple[str, ...]    # workers, platform, seed: what else tells runs apart
+    variant: tuple[str, ...]  # workers, platform, seed: what else tells runs apart
     target: float | None
     frame: pd.DataFrame
 
@@ -57,8 +57,9 @@ def labels(curves: list[Curve]) -> list[str]:
     return [" ".join(filter(None, [c.algorithm, *(c.variant[i] for i in varying)])) for c in curves]
 
 
-def plot_curves(curves: list[Curve], out: str | Path, x: str = "wall_s", y: str = "test_accuracy",
-                title: str | None = None) -> None:
+def plot_curves(
+    curves: list[Curve], out: str | Path, x: str = "wall_s", y: str = "test_accuracy", title: str | None = None
+) -> None:
     """Draw `y` against `x` for every curve and write the figure to `out` atomically."""
     from matplotlib.figure import Figure  # no pyplot: no global state, no display needed
 
@@ -73,9 +74,14 @@ def plot_curves(curves: list[Curve], out: str | Path, x: str = "wall_s", y: str 
             if curve.panel != panel:
                 continue
             data = curve.frame[[x, y]].dropna()
-            ax.plot(data[x], data[y], marker=".", label=label,
-                    color=f"C{algorithms.index(curve.algorithm) % 10}",
-                    linestyle=("-", "--", ":", "-.")[variants.index(curve.variant) % 4])
+            ax.plot(
+                data[x],
+                data[y],
+                marker=".",
+                label=label,
+                color=f"C{algorithms.index(curve.algorithm) % 10}",
+                linestyle=("-", "--", ":", "-.")[variants.index(curve.variant) % 4],
+            )
             if curve.target is not None:
                 targets.add(curve.target)
         if y == "test_accuracy":
@@ -91,8 +97,9 @@ def plot_curves(curves: list[Curve], out: str | Path, x: str = "wall_s", y: str 
         figure.savefig(tmp, format=out.suffix.lstrip(".") or "png", dpi=120)
 
 
-def plot_runs(paths: list[str | Path], out: str | Path, x: str = "wall_s", y: str = "test_accuracy",
-              title: str | None = None) -> None:
+def plot_runs(
+    paths: list[str | Path], out: str | Path, x: str = "wall_s", y: str = "test_accuracy", title: str | None = None
+) -> None:
     """The figure of the runs at `paths` (metrics.csv files or run directories)."""
     curves = [load_curve(path, x, y) for path in dict.fromkeys(str(p) for p in paths)]
     plot_curves(curves, out, x=x, y=y, title=title)

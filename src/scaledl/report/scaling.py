@@ -34,8 +34,18 @@ import pandas as pd
 from scaledl.report.runs import Run, read_runs
 
 # The run.json columns a sweep's row reads (scaledl.report.runs.RUN_FIELDS), in the order they are read.
-SWEEP_FIELDS = ["dataset", "model", "algorithm", "platform", "seed", "nodes", "workers", "ranks", "batch_size",
-                "seconds_per_step"]
+SWEEP_FIELDS = [
+    "dataset",
+    "model",
+    "algorithm",
+    "platform",
+    "seed",
+    "nodes",
+    "workers",
+    "ranks",
+    "batch_size",
+    "seconds_per_step",
+]
 
 SWEEP = ["dataset", "model", "algorithm", "platform", "seed"]
 
@@ -89,14 +99,16 @@ def efficiency_table(rows: list[dict]) -> tuple[pd.DataFrame, list[str]]:
         for record in group.to_dict("records"):
             rate = _per_second(record["workers"] * record["batch_size"], record["seconds_per_step"])
             speedup = rate / base_rate if base_rate and not math.isnan(base_rate) else math.nan
-            out.append({
-                **record,
-                "scaling": kind,
-                "global_batch": record["workers"] * record["batch_size"],
-                "samples_per_s": rate,
-                "speedup": speedup,
-                "efficiency": speedup / (record["workers"] / base["workers"]),
-            })
+            out.append(
+                {
+                    **record,
+                    "scaling": kind,
+                    "global_batch": record["workers"] * record["batch_size"],
+                    "samples_per_s": rate,
+                    "speedup": speedup,
+                    "efficiency": speedup / (record["workers"] / base["workers"]),
+                }
+            )
     return pd.DataFrame(out, columns=SCALING_COLUMNS), notes
 
 

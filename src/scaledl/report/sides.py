@@ -8,7 +8,7 @@ smallest}, which picks one worker count of that algorithm's runs.
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 
 def side_spec(spec) -> tuple[list[str], object]:

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
-from typing import Callable, Hashable, Iterable
 
-DASH = "–"   # en dash between the bounds of a range
+DASH = "–"  # en dash between the bounds of a range
 
 
 @dataclass(frozen=True)
@@ -34,10 +34,12 @@ class Spread:
     undefined: int = 0
 
     def text(self, fmt: Callable[..., str], *, sep: str = " ", bounds_label: str = "") -> str:
-        """"median [low–high] n=…": `fmt(x)` prints the median with its unit, `fmt(x, unit=False)` a bound;
+        """ "median [low–high] n=…": `fmt(x)` prints the median with its unit, `fmt(x, unit=False)` a bound;
         `sep` goes between the median and the bounds, `bounds_label` before the bounds (e.g. "IQR ")."""
-        body = (f"{fmt(self.median)}{sep}[{bounds_label}{fmt(self.low, unit=False)}{DASH}"
-                f"{fmt(self.high, unit=False)}] n={self.n}")
+        body = (
+            f"{fmt(self.median)}{sep}[{bounds_label}{fmt(self.low, unit=False)}{DASH}"
+            f"{fmt(self.high, unit=False)}] n={self.n}"
+        )
         return body + (f", neither reached in {self.undefined}" if self.undefined else "")
 
 
@@ -79,8 +81,13 @@ def unpaired_ratio(over: list[float], under: list[float]) -> Spread:
     if not over or not under:
         return Spread(math.nan, math.nan, math.nan, 0)
     median = divide(statistics.median(over), statistics.median(under))
-    return Spread(median, divide(min(over), max(under)), divide(max(over), min(under)), min(len(over), len(under)),
-                  int(math.isnan(median)))
+    return Spread(
+        median,
+        divide(min(over), max(under)),
+        divide(max(over), min(under)),
+        min(len(over), len(under)),
+        int(math.isnan(median)),
+    )
 
 
 def paired_ratio(over: list[tuple[Hashable, float]], under: list[tuple[Hashable, float]]) -> tuple[Spread, bool]:
@@ -143,5 +150,5 @@ def fixed(spec: str, suffix: str = "", scale: float = 1.0) -> Callable[..., str]
 
 
 def plural(count: int, noun: str) -> str:
-    """"1 run", "3 runs"."""
+    """ "1 run", "3 runs"."""
     return f"{count} {noun}" + ("" if count == 1 else "s")

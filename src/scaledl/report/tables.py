@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import pandas as pd
 
@@ -43,13 +43,16 @@ def markdown_table(frame: pd.DataFrame, headers: list[str] | None = None) -> str
     """`frame` as a GitHub-flavoured markdown table (no tabulate dependency); `headers` replace the column names."""
     header = "| " + " | ".join(headers or [str(column) for column in frame.columns]) + " |"
     rule = "|" + "|".join("---:" if right_aligned(frame[column]) else "---" for column in frame.columns) + "|"
-    rows = ["| " + " | ".join(format_cell(value) for value in record) + " |"
-            for record in frame.astype(object).itertuples(index=False, name=None)]
+    rows = [
+        "| " + " | ".join(format_cell(value) for value in record) + " |"
+        for record in frame.astype(object).itertuples(index=False, name=None)
+    ]
     return "\n".join([header, rule, *rows]) + "\n"
 
 
-def write_table(frame: pd.DataFrame, csv_path: str | Path, markdown_path: str | Path | None = None, *,
-                markdown: str | None = None) -> None:
+def write_table(
+    frame: pd.DataFrame, csv_path: str | Path, markdown_path: str | Path | None = None, *, markdown: str | None = None
+) -> None:
     """The CSV at full precision and, when `markdown_path` is given, `markdown` (default: the table without
     its run column) beside it."""
     with atomic_path(csv_path) as tmp:
@@ -70,15 +73,20 @@ def summary_table(paths: list) -> tuple[pd.DataFrame, list[str]]:
 
 @dataclass(frozen=True)
 class Table:
-    build: Callable[[list], tuple[pd.DataFrame, list[str]]]   # run paths → (table, notes on what it left out)
-    what: str                                                  # for --help
+    build: Callable[[list], tuple[pd.DataFrame, list[str]]]  # run paths → (table, notes on what it left out)
+    what: str  # for --help
     row_per_run: bool = False
 
 
 TABLES: dict[str, Table] = {
     "summary": Table(summary_table, "one row per run (default)", row_per_run=True),
-    "scaling": Table(scaling_table, "weak and strong scaling efficiency of every sweep over the worker count "
-                                    "(scaledl.report.scaling)"),
-    "averaging": Table(averaging_table, "one row per variant with bytes exchanged, accuracy, time to target and "
-                                        "the slowdown a straggler causes (scaledl.report.averaging)"),
+    "scaling": Table(
+        scaling_table,
+        "weak and strong scaling efficiency of every sweep over the worker count (scaledl.report.scaling)",
+    ),
+    "averaging": Table(
+        averaging_table,
+        "one row per variant with bytes exchanged, accuracy, time to target and "
+        "the slowdown a straggler causes (scaledl.report.averaging)",
+    ),
 }

@@ -12,16 +12,16 @@ import math
 import signal
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 
+from scaledl.progress import duration
+from scaledl.timing import PhaseTimer
 from scaledl.train.checkpoint import CheckpointPolicy
 from scaledl.train.evaluation import CenterEvaluator, Evaluation, Snapshot
-from scaledl.progress import duration
 from scaledl.train.outputs import MetricsLog
-from scaledl.timing import PhaseTimer
 
 INTERRUPTED, DIVERGED = "interrupted", "diverged"
 
@@ -75,7 +75,7 @@ class StopRule:
 
     max_steps: int | None = None
     epochs: float | None = None
-    time_budget: float | None = None      # seconds of training (evaluation excluded)
+    time_budget: float | None = None  # seconds of training (evaluation excluded)
     target_accuracy: float | None = None
 
     def reason(self, step: int, epoch: float, train_seconds: float, accuracy: float | None) -> str | None:
@@ -91,10 +91,12 @@ class StopRule:
 
     def progress(self, step: int, epoch: float, train_seconds: float) -> float | None:
         """How far the run is towards its nearest budget (0–1); None when only a target accuracy bounds it."""
-        done = [count / limit for count, limit in ((step, self.max_steps), (epoch, self.epochs),
-                                                   (train_seconds, self.time_budget)) if limit]
+        done = [
+            count / limit
+            for count, limit in ((step, self.max_steps), (epoch, self.epochs), (train_seconds, self.time_budget))
+            if limit
+        ]
         return min(1.0, max(done)) if done else None
-
 
 
 class Monitor:
@@ -123,7 +125,7 @@ class Monitor:
         self.evaluator = evaluator
         self.samples_per_step = samples_per_step
         self.refresh_center = refresh_center
-        self.metrics_log = metrics_log            # rows appended as they come, so progress survives a crash
+        self.metrics_log = metrics_log  # rows appended as they come, so progress survives a crash
         self.checkpoints = checkpoints or CheckpointPolicy()
         self.rows: list[dict] = []
         self.step = 0
@@ -135,8 +137,8 @@ class Monitor:
         self.target_step: int | None = None
         self.final_wall: float | None = None
         self.stop_train_s: float | None = None
-        self.diverged_at: int | None = None      # step of the first non-finite loss seen
-        self._target_state: dict[str, torch.Tensor] | None = None   # the center that reached the target
+        self.diverged_at: int | None = None  # step of the first non-finite loss seen
+        self._target_state: dict[str, torch.Tensor] | None = None  # the center that reached the target
         self._result_state: dict[str, torch.Tensor] = {}
         self._loss_sum = None
         self._loss_count = 0
@@ -194,8 +196,7 @@ class Monitor:
         self._loss_sum, self._loss_count = None, 0
         self._evaluated_step = step
         self._next_eval = (step // self.eval_every + 1) * self.eval_every
-        taken = Snapshot(step=step, epoch=epoch, wall_s=wall_s, train_s=train_s, train_loss=train_loss,
-                         phases=phases)
+        taken = Snapshot(step=step, epoch=epoch, wall_s=wall_s, train_s=train_s, train_loss=train_loss, phases=phases)
         self._record(self.evaluator.evaluate(taken))
         if self.stop_reason is None and self.diverged_at is not None:
             self.stop_reason = DIVERGED
@@ -210,9 +211,15 @@ class Monitor:
     def _record(self, ev: Evaluation) -> None:
         snap = ev.snapshot
         row = {
-            "step": snap.step, "epoch": round(snap.epoch, 6), "wall_s": snap.wall_s, "train_s": snap.train_s,
-            "samples": snap.step * self.samples_per_step, "train_loss": snap.train_loss,
-            "test_loss": ev.test_loss, "test_accuracy": ev.test_accuracy, **snap.phases,
+            "step": snap.step,
+            "epoch": round(snap.epoch, 6),
+            "wall_s": snap.wall_s,
+            "train_s": snap.train_s,
+            "samples": snap.step * self.samples_per_step,
+            "train_loss": snap.train_loss,
+            "test_loss": ev.test_loss,
+            "test_accuracy": ev.test_accuracy,
+            **snap.phases,
         }
         self.rows.append(row)
         if self.metrics_log is not None:
@@ -223,32 +230,44 @@ class Monitor:
         if target is not None and self.time_to_target is None and ev.test_accuracy >= target:
             self.time_to_target, self.target_step = snap.train_s, snap.step
             self._target_state = self.evaluator.evaluated_state
-        print(self.progress_line(snap, ev), end="", file=sys.stdout, flush=True)   # one write: ranks share it
+        print(self.progress_line(snap, ev), end="", file=sys.stdout, flush=True)  # one write: ranks share it
 
     def progress_line(self, snap: Snapshot, ev: Evaluation) -> str:
         """One line per evaluation: step (of the step budget), epoch, training clock, losses, accuracy, time left."""
         rule = self.stop_rule
         of = f"/{rule.max_steps}" if rule.max_steps else ""
         done = rule.progress(snap.step, snap.epoch, snap.train_s)
-        left = (f"  {done:4.0%}  ~{duration(snap.train_s * (1 - done) / done)} left"
-                if done and snap.step else "")
+        left = f"  {done:4.0%}  ~{duration(snap.train_s * (1 - done) / done)} left" if done and snap.step else ""
         if rule.target_accuracy is not None:
-            left += "  (or until test_acc ≥ {:g})".format(rule.target_accuracy) if self.time_to_target is None \
+            left += (
+                f"  (or until test_acc ≥ {rule.target_accuracy:g})"
+                if self.time_to_target is None
                 else "  target reached"
+            )
         loss_text = "-" if snap.train_loss is None else f"{snap.train_loss:.4f}"
-        return (f"step {snap.step:6d}{of}  epoch {snap.epoch:7.3f}  train {snap.train_s:8.2f}s  "
-                f"loss {loss_text}  test_loss {ev.test_loss:.4f}  test_acc {ev.test_accuracy:.4f}{left}\n")
+        return (
+            f"step {snap.step:6d}{of}  epoch {snap.epoch:7.3f}  train {snap.train_s:8.2f}s  "
+            f"loss {loss_text}  test_loss {ev.test_loss:.4f}  test_acc {ev.test_accuracy:.4f}{left}\n"
+        )
 
     # ---- checkpoints (scaledl.train.checkpoint)
 
     def state_dict(self) -> dict:
         """What the run has learnt so far."""
         return {
-            "rows": self.rows, "step": self.step, "epoch": self.epoch, "last_accuracy": self.last_accuracy,
-            "last_loss": self.last_loss, "time_to_target": self.time_to_target, "target_step": self.target_step,
-            "diverged_at": self.diverged_at, "target_state": self._target_state,
-            "loss_sum": None if self._loss_sum is None else float(self._loss_sum), "loss_count": self._loss_count,
-            "evaluated_step": self._evaluated_step, "next_eval": self._next_eval,
+            "rows": self.rows,
+            "step": self.step,
+            "epoch": self.epoch,
+            "last_accuracy": self.last_accuracy,
+            "last_loss": self.last_loss,
+            "time_to_target": self.time_to_target,
+            "target_step": self.target_step,
+            "diverged_at": self.diverged_at,
+            "target_state": self._target_state,
+            "loss_sum": None if self._loss_sum is None else float(self._loss_sum),
+            "loss_count": self._loss_count,
+            "evaluated_step": self._evaluated_step,
+            "next_eval": self._next_eval,
             "evaluated_state": self.evaluator.evaluated_state,
         }
 
@@ -295,6 +314,6 @@ def evaluation_pause(run) -> bool:
     master evaluates W at its monitor's step; returns, on every rank, whether that evaluation ends the run."""
     roles = run.roles
     with run.timer.phase("eval"):
-        roles.world.Barrier()      # every rank at its step boundary: no exchange is in flight
+        roles.world.Barrier()  # every rank at its step boundary: no exchange is in flight
         stop = run.monitor.evaluate(run.monitor.step, run.monitor.epoch) if roles.is_master else None
         return roles.world.bcast(stop, root=roles.master)

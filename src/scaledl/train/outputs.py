@@ -29,7 +29,14 @@ from scaledl.atomic import atomic_path, write_text
 from scaledl.timing import PHASES
 
 METRICS_COLUMNS = (
-    "step", "epoch", "wall_s", "train_s", "samples", "train_loss", "test_loss", "test_accuracy",
+    "step",
+    "epoch",
+    "wall_s",
+    "train_s",
+    "samples",
+    "train_loss",
+    "test_loss",
+    "test_accuracy",
     *(f"{phase}_s" for phase in PHASES),
 )
 
@@ -112,7 +119,7 @@ def versions() -> dict[str, str]:
         "torchvision": version("torchvision"),
         "mpi4py": mpi4py.__version__,
         "mpi_library": MPI.Get_library_version().strip().splitlines()[0],
-        "mpi_standard": "%d.%d" % MPI.Get_version(),
+        "mpi_standard": "{}.{}".format(*MPI.Get_version()),
         "h5py": h5py.__version__,
         "numpy": numpy.__version__,
         "platform": platform.platform(),

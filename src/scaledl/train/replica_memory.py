@@ -18,11 +18,11 @@ GIB = 1 << 30
 
 @dataclass(frozen=True)
 class ReplicaBudget:
-    replicas: int            # ranks sharing this node
-    weights_bytes: int       # per replica: weights and gradients
-    data_bytes: int          # per replica: the whole training split
-    available_bytes: int     # fast memory if given, else the node's available memory
-    source: str              # where available_bytes came from
+    replicas: int  # ranks sharing this node
+    weights_bytes: int  # per replica: weights and gradients
+    data_bytes: int  # per replica: the whole training split
+    available_bytes: int  # fast memory if given, else the node's available memory
+    source: str  # where available_bytes came from
 
     @property
     def needed_bytes(self) -> int:

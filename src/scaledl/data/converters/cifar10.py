@@ -19,10 +19,9 @@ from typing import IO
 
 import numpy as np
 
+from scaledl.data.converters.options import PrepareOptions
 from scaledl.data.hdf5 import sha256_file, sha256_files, write_dataset
 from scaledl.errors import DataError
-
-from scaledl.data.converters.options import PrepareOptions
 
 DESCRIPTION = "CIFAR-10 python batches under --raw (cifar-10-python.tar.gz or extracted)"
 RAW_HELP = "cifar-10-python.tar.gz or the extracted cifar-10-batches-py/ (data_batch_1..5, test_batch)"
@@ -39,10 +38,14 @@ REDOWNLOAD = f"re-download {ARCHIVE}"
 
 # What a CIFAR batch pickle may refer to: numpy's array reconstruction, nothing else.
 _ALLOWED_GLOBALS = {
-    ("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
-    ("numpy.core.multiarray", "scalar"), ("numpy._core.multiarray", "scalar"),
-    ("numpy.core.numeric", "_frombuffer"), ("numpy._core.numeric", "_frombuffer"),
-    ("numpy", "ndarray"), ("numpy", "dtype"),
+    ("numpy.core.multiarray", "_reconstruct"),
+    ("numpy._core.multiarray", "_reconstruct"),
+    ("numpy.core.multiarray", "scalar"),
+    ("numpy._core.multiarray", "scalar"),
+    ("numpy.core.numeric", "_frombuffer"),
+    ("numpy._core.numeric", "_frombuffer"),
+    ("numpy", "ndarray"),
+    ("numpy", "dtype"),
     ("_codecs", "encode"),  # how Python 3 writes bytes at protocol 2 (re-pickled copies)
 }
 
@@ -102,8 +105,10 @@ def locate(raw: Path) -> tuple[Path, bool]:
     for archive in (raw, raw / ARCHIVE):
         if archive.is_file():
             return archive, True
-    raise DataError(f"{raw}: found neither {ARCHIVE} nor {FOLDER}/{TRAIN_BATCHES[0]}; "
-                    f"download {ARCHIVE} (python version) into this folder")
+    raise DataError(
+        f"{raw}: found neither {ARCHIVE} nor {FOLDER}/{TRAIN_BATCHES[0]}; "
+        f"download {ARCHIVE} (python version) into this folder"
+    )
 
 
 def read_folder(folder: Path) -> tuple[Callable[[str], dict | None], str]:
@@ -167,5 +172,13 @@ def convert(raw: Path, out: Path, opts: PrepareOptions) -> None:
             tar.close()
     images, labels = splits["train"]
     order = np.random.default_rng(opts.seed).permutation(len(labels))
-    write_dataset(out, dataset="cifar10", train=(images[order], labels[order]), test=splits["test"],
-                  classes=CLASSES, class_names=names, source_sha256=digest, attrs={"seed": opts.seed})
+    write_dataset(
+        out,
+        dataset="cifar10",
+        train=(images[order], labels[order]),
+        test=splits["test"],
+        classes=CLASSES,
+        class_names=names,
+        source_sha256=digest,
+        attrs={"seed": opts.seed},
+    )

@@ -12,9 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from scaledl.data.hdf5 import write_dataset
-
 from scaledl.data.converters.options import PrepareOptions
+from scaledl.data.hdf5 import write_dataset
 
 DESCRIPTION = "scikit-learn's 1797 handwritten 8x8 digits, resized (embedded, no --raw)"
 RAW_HELP = ""
@@ -45,6 +44,15 @@ def convert(raw: Path | None, out: Path, opts: PrepareOptions) -> None:
     images = resize_bilinear(pixels[:, None] / MAX_PIXEL, opts.image_size or DEFAULT_IMAGE_SIZE)
     # train_test_split shuffles both parts, so the train split is pre-shuffled as well
     x_train, x_test, y_train, y_test = train_test_split(
-        images, labels, test_size=opts.test_fraction, stratify=labels, random_state=opts.seed)
-    write_dataset(out, dataset="digits", train=(x_train, y_train), test=(x_test, y_test), classes=10,
-                  class_names=[str(d) for d in range(10)], source_sha256=source, attrs={"seed": opts.seed})
+        images, labels, test_size=opts.test_fraction, stratify=labels, random_state=opts.seed
+    )
+    write_dataset(
+        out,
+        dataset="digits",
+        train=(x_train, y_train),
+        test=(x_test, y_test),
+        classes=10,
+        class_names=[str(d) for d in range(10)],
+        source_sha256=source,
+        attrs={"seed": opts.seed},
+    )

@@ -44,15 +44,16 @@ from pathlib import Path
 
 import numpy as np
 
+from scaledl.data.converters.options import PrepareOptions
 from scaledl.data.hdf5 import TEST, TRAIN, DatasetWriter, SplitWriter, manifest_sha256, sha256_file
 from scaledl.errors import DataError, UserError
 from scaledl.progress import Progress
 
-from scaledl.data.converters.options import PrepareOptions
-
 DESCRIPTION = "ILSVRC-2012 JPEG folders under --raw (train/<wnid>/, val/ sorted or flat + labels)"
-RAW_HELP = ("train/<wnid>/*.JPEG and val/ (val/<wnid>/*.JPEG, or flat val/*.JPEG with --val-labels FILE "
-            "or --devkit DIR); see data/raw/README.md")
+RAW_HELP = (
+    "train/<wnid>/*.JPEG and val/ (val/<wnid>/*.JPEG, or flat val/*.JPEG with --val-labels FILE "
+    "or --devkit DIR); see data/raw/README.md"
+)
 DEFAULT_IMAGE_SIZE = 224
 IMAGE_SUFFIXES = {".jpeg", ".jpg", ".png"}
 BLOCK_IMAGES = 512  # decoded per round: bounds memory (512 x 147 KiB = 75 MiB at 224)
@@ -68,8 +69,11 @@ def list_images(folder: Path) -> list[str]:
     """Image file names in `folder`, sorted; hidden and non-image files are ignored."""
     # scandir knows file types without one stat per file: 1.3M stats are slow on parallel file systems
     with os.scandir(folder) as entries:
-        return sorted(e.name for e in entries if Path(e.name).suffix.lower() in IMAGE_SUFFIXES
-                      and not e.name.startswith(".") and e.is_file())
+        return sorted(
+            e.name
+            for e in entries
+            if Path(e.name).suffix.lower() in IMAGE_SUFFIXES and not e.name.startswith(".") and e.is_file()
+        )
 
 
 def scan_classes(root: Path, wnids: Sequence[str] | None = None) -> tuple[list[str], list[str], np.ndarray]:
@@ -83,8 +87,9 @@ def scan_classes(root: Path, wnids: Sequence[str] | None = None) -> tuple[list[s
     files, labels = [], []
     for folder in folders:
         if folder not in index:
-            raise DataError(f"{root / folder}: class not among the {len(classes)} in train/; "
-                            "val must use the train class folders")
+            raise DataError(
+                f"{root / folder}: class not among the {len(classes)} in train/; val must use the train class folders"
+            )
         names = list_images(root / folder)
         if not names and wnids is None:
             raise DataError(f"{root / folder}: no images (.JPEG/.jpg/.png); remove the folder or re-extract it")
@@ -112,8 +117,10 @@ def read_val_labels(path: Path, wnids: Sequence[str]) -> dict[str, str]:
         if wnid not in known:
             if number == 1:  # a header such as Kaggle's `ImageId,PredictionString`
                 continue
-            raise DataError(f"{path}:{number}: {wnid or 'no wnid'!r} is not a train class; "
-                            "expected lines `FILENAME,WNID` with WNIDs from train/")
+            raise DataError(
+                f"{path}:{number}: {wnid or 'no wnid'!r} is not a train class; "
+                "expected lines `FILENAME,WNID` with WNIDs from train/"
+            )
         mapping[Path(name.strip()).stem] = wnid
     return mapping
 
@@ -133,13 +140,17 @@ def read_devkit(devkit: Path, n_val: int) -> tuple[list[str], list[Path]]:
         synsets = loadmat(meta, squeeze_me=True)["synsets"]
         id_to_wnid = {int(s["ILSVRC2012_ID"]): str(s["WNID"]) for s in synsets if int(s["num_children"]) == 0}
     except Exception as err:  # scipy raises many kinds on a damaged .mat
-        raise DataError(f"{meta}: not a readable devkit meta.mat ({type(err).__name__}: {err}); re-extract the devkit") from None
+        raise DataError(
+            f"{meta}: not a readable devkit meta.mat ({type(err).__name__}: {err}); re-extract the devkit"
+        ) from None
     try:
         ids = [int(line) for line in truth.read_text().split()]
     except ValueError:
         raise DataError(f"{truth}: expected one integer class id per line; re-extract the devkit") from None
     if len(ids) != n_val:
-        raise DataError(f"{truth}: {len(ids)} labels for {n_val} images in val/; the folder is incomplete or not ILSVRC-2012")
+        raise DataError(
+            f"{truth}: {len(ids)} labels for {n_val} images in val/; the folder is incomplete or not ILSVRC-2012"
+        )
     unknown = sorted(set(ids) - set(id_to_wnid))
     if unknown:
         raise DataError(f"{truth}: class id {unknown[0]} is not in {meta}; re-extract the devkit")
@@ -171,8 +182,10 @@ def scan_val(raw: Path, wnids: list[str], opts: PrepareOptions) -> tuple[list[st
     elif devkit is not None:
         found, used = read_devkit(devkit, len(names))
     else:
-        raise UserError(f"{val}: flat val/ needs labels: pass --val-labels FILE (lines FILENAME,WNID) or "
-                        f"--devkit {DEVKIT}/, or sort val/ into class folders")
+        raise UserError(
+            f"{val}: flat val/ needs labels: pass --val-labels FILE (lines FILENAME,WNID) or "
+            f"--devkit {DEVKIT}/, or sort val/ into class folders"
+        )
     not_in_train = sorted(set(found) - set(index))
     if not_in_train:
         raise DataError(f"{used[0]}: val class {not_in_train[0]} has no train/ folder; train/ is incomplete")
@@ -223,20 +236,31 @@ def decode_all(tasks: list[tuple[str, int]], pool: Executor | None) -> list:
     return list(pool.map(decode_file, tasks, chunksize=8) if pool is not None else map(decode_file, tasks))
 
 
-def write_split(writer: SplitWriter, raw: Path, files: list[str], labels: np.ndarray, order: np.ndarray,
-                size: int, pool: Executor | None, digests: np.ndarray, skip_corrupt: bool,
-                split: str = "images") -> list[str]:
+def write_split(
+    writer: SplitWriter,
+    raw: Path,
+    files: list[str],
+    labels: np.ndarray,
+    order: np.ndarray,
+    size: int,
+    pool: Executor | None,
+    digests: np.ndarray,
+    skip_corrupt: bool,
+    split: str = "images",
+) -> list[str]:
     """Decode files in `order`, block by block, into `writer`; fills `digests` (N, 32); returns the skipped files."""
     skipped = []
     progress = Progress(f"scaledl prepare: {split}", total=len(order))
     for lo in range(0, len(order), BLOCK_IMAGES):
-        block = order[lo:lo + BLOCK_IMAGES]
+        block = order[lo : lo + BLOCK_IMAGES]
         images, kept = [], []
         for i, (image, digest, error) in zip(block, decode_all([(str(raw / files[i]), size) for i in block], pool)):
             digests[i] = np.frombuffer(bytes.fromhex(digest), np.uint8)
             if error is not None:
                 if not skip_corrupt:
-                    raise DataError(f"{raw / files[i]}: {error}; re-extract the file, or pass --skip-corrupt to leave it out")
+                    raise DataError(
+                        f"{raw / files[i]}: {error}; re-extract the file, or pass --skip-corrupt to leave it out"
+                    )
                 print(f"scaledl prepare: skipping {raw / files[i]}: {error}", file=sys.stderr)
                 skipped.append(files[i])
                 continue
@@ -268,18 +292,32 @@ def convert(raw: Path, out: Path, opts: PrepareOptions) -> None:
     pool = ProcessPoolExecutor(opts.workers) if opts.workers > 1 else None
     skipped = 0
     try:
-        with DatasetWriter(out, dataset="imagenet", classes=len(wnids), class_names=wnids, chunked=True,
-                           attrs={"seed": opts.seed, "resize": round(size * 256 / 224), "crop": size}) as w:
+        with DatasetWriter(
+            out,
+            dataset="imagenet",
+            classes=len(wnids),
+            class_names=wnids,
+            chunked=True,
+            attrs={"seed": opts.seed, "resize": round(size * 256 / 224), "crop": size},
+        ) as w:
             digests = {}  # raw sha256 per file, in listing order (32 bytes each: ImageNet has 1.3M files)
             for split, (files, labels, order) in splits.items():
                 digests[split] = np.zeros((len(files), 32), np.uint8)
                 writer = w.create_split(split, len(files), (3, size, size))
-                skipped += len(write_split(writer, raw, files, labels, order, size, pool,
-                                           digests[split], opts.skip_corrupt, split))
+                skipped += len(
+                    write_split(writer, raw, files, labels, order, size, pool, digests[split], opts.skip_corrupt, split)
+                )
             w.attrs["skipped_corrupt"] = skipped
-            w.source_sha256 = manifest_sha256(chain(
-                ((f, d.tobytes().hex()) for split in (TRAIN, TEST) for f, d in zip(splits[split][0], digests[split])),
-                ((p.name, sha256_file(p)) for p in label_files)))
+            w.source_sha256 = manifest_sha256(
+                chain(
+                    (
+                        (f, d.tobytes().hex())
+                        for split in (TRAIN, TEST)
+                        for f, d in zip(splits[split][0], digests[split])
+                    ),
+                    ((p.name, sha256_file(p)) for p in label_files),
+                )
+            )
     finally:
         if pool is not None:
             pool.shutdown(cancel_futures=True)

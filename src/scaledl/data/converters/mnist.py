@@ -14,14 +14,15 @@ from pathlib import Path
 
 import numpy as np
 
+from scaledl.data.converters.options import PrepareOptions
 from scaledl.data.hdf5 import sha256_files, write_dataset
 from scaledl.errors import DataError
 
-from scaledl.data.converters.options import PrepareOptions
-
 DESCRIPTION = "MNIST from the four IDX files under --raw (.gz or not)"
-RAW_HELP = ("the four MNIST IDX files train-images-idx3-ubyte, train-labels-idx1-ubyte, "
-            "t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte (each .gz or not)")
+RAW_HELP = (
+    "the four MNIST IDX files train-images-idx3-ubyte, train-labels-idx1-ubyte, "
+    "t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte (each .gz or not)"
+)
 DEFAULT_IMAGE_SIZE = None
 CLASSES = 10
 IMAGES_MAGIC, LABELS_MAGIC = 2051, 2049
@@ -64,15 +65,19 @@ def parse_idx(path: Path, magic: int) -> np.ndarray:
     found, *dims = np.frombuffer(data, dtype=">i4", count=1 + ndim).tolist()
     if found != magic:
         what = "images" if magic == IMAGES_MAGIC else "labels"
-        raise DataError(f"{path}: magic number {found}, expected {magic} for IDX {what}; "
-                        "is this the right file? otherwise " + REDOWNLOAD)
+        raise DataError(
+            f"{path}: magic number {found}, expected {magic} for IDX {what}; "
+            "is this the right file? otherwise " + REDOWNLOAD
+        )
     if min(dims) < 1:
         raise DataError(f"{path}: header gives dimensions {dims}; {REDOWNLOAD}")
     expected, got = int(np.prod(dims)), len(data) - header
     if got != expected:
         problem = "truncated" if got < expected else "too long"
         shape = f"{dims[0]} images of {dims[1]}x{dims[2]}" if ndim == 3 else f"{dims[0]} labels"
-        raise DataError(f"{path}: {problem}: header says {shape} ({expected} bytes) but {got} bytes follow; {REDOWNLOAD}")
+        raise DataError(
+            f"{path}: {problem}: header says {shape} ({expected} bytes) but {got} bytes follow; {REDOWNLOAD}"
+        )
     return np.frombuffer(data, dtype=np.uint8, offset=header).reshape(dims)
 
 
@@ -81,8 +86,10 @@ def read_split(images_path: Path, labels_path: Path) -> tuple[np.ndarray, np.nda
     images = parse_idx(images_path, IMAGES_MAGIC)
     labels = parse_idx(labels_path, LABELS_MAGIC).astype(np.int64)
     if len(images) != len(labels):
-        raise DataError(f"{labels_path}: {len(labels)} labels but {images_path.name} holds {len(images)} images; "
-                        "the two files do not belong together, re-download them")
+        raise DataError(
+            f"{labels_path}: {len(labels)} labels but {images_path.name} holds {len(images)} images; "
+            "the two files do not belong together, re-download them"
+        )
     if labels.max() >= CLASSES:
         bad = int(np.argmax(labels >= CLASSES))
         raise DataError(f"{labels_path}: label {labels[bad]} at index {bad} is outside 0..{CLASSES - 1}; {REDOWNLOAD}")
@@ -98,9 +105,18 @@ def convert(raw: Path, out: Path, opts: PrepareOptions) -> None:
     train = read_split(paths["train", "images"], paths["train", "labels"])
     test = read_split(paths["test", "images"], paths["test", "labels"])
     if train[0].shape[1:] != test[0].shape[1:]:
-        raise DataError(f"{paths['test', 'images']}: images are {test[0].shape[2:]} but train images are "
-                        f"{train[0].shape[2:]}; the files come from different datasets")
+        raise DataError(
+            f"{paths['test', 'images']}: images are {test[0].shape[2:]} but train images are "
+            f"{train[0].shape[2:]}; the files come from different datasets"
+        )
     order = np.random.default_rng(opts.seed).permutation(len(train[1]))
-    write_dataset(out, dataset="mnist", train=(train[0][order], train[1][order]), test=test, classes=CLASSES,
-                  class_names=[str(d) for d in range(CLASSES)], source_sha256=sha256_files(paths.values(), raw),
-                  attrs={"seed": opts.seed})
+    write_dataset(
+        out,
+        dataset="mnist",
+        train=(train[0][order], train[1][order]),
+        test=test,
+        classes=CLASSES,
+        class_names=[str(d) for d in range(CLASSES)],
+        source_sha256=sha256_files(paths.values(), raw),
+        attrs={"seed": opts.seed},
+    )

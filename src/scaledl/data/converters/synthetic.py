@@ -14,9 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from scaledl.data.hdf5 import TEST, TRAIN, DatasetWriter, rows_per_chunk
-
 from scaledl.data.converters.options import PrepareOptions
+from scaledl.data.hdf5 import TEST, TRAIN, DatasetWriter, rows_per_chunk
 
 DESCRIPTION = "seeded generated images: --train-count, --test-count, --shape C,H,W, --classes (no --raw)"
 RAW_HELP = ""
@@ -34,15 +33,21 @@ def convert(raw: Path | None, out: Path, opts: PrepareOptions) -> None:
     total_bytes = sum(counts.values()) * int(np.prod(shape))
     block = rows_per_chunk(shape) * max(1, BLOCK_BYTES // (rows_per_chunk(shape) * int(np.prod(shape))))
     digest = hashlib.sha256()  # of the generated arrays, in write order: per block, images then labels
-    with DatasetWriter(out, dataset="synthetic", classes=k, class_names=[f"class{c}" for c in range(k)],
-                       chunked=total_bytes > CHUNKED_ABOVE_BYTES, attrs={"seed": opts.seed}) as w:
+    with DatasetWriter(
+        out,
+        dataset="synthetic",
+        classes=k,
+        class_names=[f"class{c}" for c in range(k)],
+        chunked=total_bytes > CHUNKED_ABOVE_BYTES,
+        attrs={"seed": opts.seed},
+    ) as w:
         for split_index, (split, n) in enumerate(counts.items(), start=1):
             labels = np.random.default_rng([opts.seed, split_index]).permutation(np.arange(n) % k)
             writer = w.create_split(split, n, shape)
             for b, lo in enumerate(range(0, n, block)):
                 # one generator per (seed, split, block): the data does not depend on how it is consumed
                 rng = np.random.default_rng([opts.seed, split_index, b + 1])
-                y = labels[lo:lo + block]
+                y = labels[lo : lo + block]
                 noise = rng.standard_normal(size=(len(y), *shape), dtype=np.float32) * NOISE_STD
                 x = np.clip(prototypes[y] + noise, 0, 255).round().astype(np.uint8)
                 writer.write(x, y)
