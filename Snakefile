@@ -1,6 +1,8 @@
 # scaledl: the EASGD family of You, Buluç & Demmel (SC'17) as a pipeline.
 #
 #   urls --download--> data/raw/{dataset}/ --prepare--> data/hdf5/{dataset}.h5                     data.smk
+#     --train (MPI, a job per tune trial on a validation split)--> results/NAME/tune/.../run.json  train.smk
+#     --tune (each algorithm's best trial)--> results/NAME/tune/chosen.{csv,md}                   tune.smk
 #     --train (MPI, a job per grid point x seed)--> results/NAME/runs/.../{metrics.csv,run.json}   train.smk
 #     --aggregate, scaling, averaging--> results/NAME/tables/{summary,scaling,averaging}.{csv,md}  report.smk
 #     --plot_accuracy_vs_time--> results/NAME/plots/accuracy_vs_time.png                           report.smk
@@ -33,6 +35,7 @@ report: "workflow/report/workflow.rst"
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"
+include: "workflow/rules/tune.smk"
 include: "workflow/rules/net.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/figures.smk"

@@ -39,7 +39,8 @@ def test_committed_schema_is_what_the_generator_writes():
     text = SCHEMA_PATH.read_text()
     assert schema_generator.rendered(text) == text, (
         f"workflow/schemas/config.schema.yaml's train blocks differ from TrainConfig: run "
-        f"{schema_generator.WRITE_COMMAND}")
+        f"{schema_generator.WRITE_COMMAND}"
+    )
 
 
 @pytest.mark.parametrize("key", SETTINGS)
@@ -123,7 +124,8 @@ def test_schema_train_keys_are_the_trainconfig_settings():
 @pytest.mark.parametrize("key", SETTINGS)
 def test_schema_train_default_is_null_meaning_the_cli_default(key):
     assert TRAIN[key]["default"] is None
-    assert OVERRIDE[key] == {"$ref": f"#/$defs/train/properties/{key}"}
+    value = {"$ref": f"#/$defs/train/properties/{key}"}  # a block's value, or a list of them (a sweep)
+    assert OVERRIDE[key] == {"anyOf": [value, {"type": "array", "minItems": 1, "uniqueItems": True, "items": value}]}
 
 
 @pytest.mark.parametrize("key", [f.name for f in fields(TrainConfig) if f.metadata["choices"] and f.name in SETTINGS])
@@ -144,14 +146,15 @@ def test_cli_defaults_are_trainconfig_defaults():
     args = parser.parse_args(["--data", "d.h5", "--model", "lenet", "--algorithm", "sync_sgd", "--out-dir", "o"])
     required = {"data", "model", "algorithm", "out_dir"}
     assert {k: v for k, v in vars(args).items() if k not in required} == {
-        k: v for k, v in defaults().items() if k not in required}
+        k: v for k, v in defaults().items() if k not in required
+    }
 
 
 def documented_train_defaults() -> dict[str, str]:
     """The `train` table of config/README.md: key → the default as written there."""
     text = (ROOT / "config/README.md").read_text()
-    section = text[text.index("## `train`"):]
-    section = section[:section.index("\n## ", 1)]
+    section = text[text.index("## `train`") :]
+    section = section[: section.index("\n## ", 1)]
     return dict(re.findall(r"^\| `(\w+)` \| `([^`]*)` \|", section, flags=re.M))
 
 

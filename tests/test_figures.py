@@ -33,26 +33,51 @@ PHASES = ["data", "h2d", "param_copy", "comm", "compute", "update", "center_upda
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
-def make_run(root, algorithm, *, workers=2, seed=0, platform="local", batch_size=64, accuracies=(0.5, 0.8, 0.95),
-             times=(1.0, 2.0, 3.0), time_to_target=2.5, spp=0.02, transfer=0.005, wait=0.002, compute=0.012,
-             algorithm_report=()):
+def make_run(
+    root,
+    algorithm,
+    *,
+    workers=2,
+    seed=0,
+    platform="local",
+    batch_size=64,
+    accuracies=(0.5, 0.8, 0.95),
+    times=(1.0, 2.0, 3.0),
+    time_to_target=2.5,
+    spp=0.02,
+    transfer=0.005,
+    wait=0.002,
+    compute=0.012,
+    algorithm_report=(),
+):
     """A run directory laid out as the workflow writes it, with the run.json fields the figures read."""
     run_dir = root / "results/runs/digits/lenet" / algorithm / platform / f"p{workers}" / f"s{seed}"
     run_dir.mkdir(parents=True)
     steps = [50 * (i + 1) for i in range(len(accuracies))]
-    pd.DataFrame({
-        "step": steps,
-        "epoch": [s / 10 for s in steps],
-        "wall_s": [t + 0.5 for t in times],
-        "train_s": list(times),
-        "samples": [s * batch_size * workers for s in steps],
-        "train_loss": [1.0 / (i + 1) for i in range(len(steps))],
-        "test_loss": [1.2 / (i + 1) for i in range(len(steps))],
-        "test_accuracy": list(accuracies),
-        **{f"{phase}_s": [0.1 * (i + 1) for i in range(len(steps))] for phase in PHASES},
-    }).to_csv(run_dir / "metrics.csv", index=False)
-    totals = {"data_s": 1.0, "h2d_s": 1.0, "param_copy_s": 0.0, "comm_s": 3.0, "compute_s": 2.0,
-              "update_s": 1.0, "center_update_s": 0.0, "wait_s": 0.5, "eval_s": 0.1}
+    pd.DataFrame(
+        {
+            "step": steps,
+            "epoch": [s / 10 for s in steps],
+            "wall_s": [t + 0.5 for t in times],
+            "train_s": list(times),
+            "samples": [s * batch_size * workers for s in steps],
+            "train_loss": [1.0 / (i + 1) for i in range(len(steps))],
+            "test_loss": [1.2 / (i + 1) for i in range(len(steps))],
+            "test_accuracy": list(accuracies),
+            **{f"{phase}_s": [0.1 * (i + 1) for i in range(len(steps))] for phase in PHASES},
+        }
+    ).to_csv(run_dir / "metrics.csv", index=False)
+    totals = {
+        "data_s": 1.0,
+        "h2d_s": 1.0,
+        "param_copy_s": 0.0,
+        "comm_s": 3.0,
+        "compute_s": 2.0,
+        "update_s": 1.0,
+        "center_update_s": 0.0,
+        "wait_s": 0.5,
+        "eval_s": 0.1,
+    }
     run = {
         "arguments": {"seed": seed},
         "platform": platform,
@@ -63,8 +88,13 @@ def make_run(root, algorithm, *, workers=2, seed=0, platform="local", batch_size
         "model": {"name": "lenet", "bytes": 246824},
         "data": {"dataset": "digits"},
         "phases": {"workers_mean": totals},
-        "time": {"warmup_steps": 5, "seconds_per_step": spp, "transfer_per_step_s": transfer,
-                 "wait_per_step_s": wait, "compute_per_step_s": compute},
+        "time": {
+            "warmup_steps": 5,
+            "seconds_per_step": spp,
+            "transfer_per_step_s": transfer,
+            "wait_per_step_s": wait,
+            "compute_per_step_s": compute,
+        },
         "seconds_per_step": spp,
         "target_accuracy": 0.9,
         "time_to_target_s": time_to_target,
@@ -96,24 +126,60 @@ def png_size(path) -> tuple[int, int]:
 def full_set(root) -> list[Path]:
     """Runs for every figure: each pair (2 seeds), the ladder, a weak sweep, chip partitioning."""
     runs = []
-    for algorithm in ("async_easgd", "async_sgd", "async_measgd", "async_msgd", "hogwild_easgd", "hogwild_sgd",
-                      "sync_easgd3", "easgd", "sync_easgd1", "sync_easgd2"):
+    for algorithm in (
+        "async_easgd",
+        "async_sgd",
+        "async_measgd",
+        "async_msgd",
+        "hogwild_easgd",
+        "hogwild_sgd",
+        "sync_easgd3",
+        "easgd",
+        "sync_easgd1",
+        "sync_easgd2",
+    ):
         runs += [make_run(root, algorithm, seed=seed, accuracies=(0.4 + 0.1 * seed, 0.7, 0.92)) for seed in (0, 1)]
-    runs += [make_run(root, "sync_sgd", workers=p, seed=seed, spp=0.02 * (1 + 0.1 * p)) for p in (1, 4) for seed in (0, 1)]
-    runs += [make_run(root, "chip_partition", workers=p, seed=seed, platform="knl_chip",
-                      time_to_target=None if p == 4 else 10.0 / p + seed) for p in (1, 2, 4) for seed in (0, 1)]
-    runs += [make_run(root, algorithm, seed=seed, algorithm_report=[engine_report(tau=8)])
-             for algorithm in ("diloco", "local_sgd") for seed in (0, 1)]
+    runs += [
+        make_run(root, "sync_sgd", workers=p, seed=seed, spp=0.02 * (1 + 0.1 * p)) for p in (1, 4) for seed in (0, 1)
+    ]
+    runs += [
+        make_run(
+            root,
+            "chip_partition",
+            workers=p,
+            seed=seed,
+            platform="knl_chip",
+            time_to_target=None if p == 4 else 10.0 / p + seed,
+        )
+        for p in (1, 2, 4)
+        for seed in (0, 1)
+    ]
+    runs += [
+        make_run(root, algorithm, seed=seed, algorithm_report=[engine_report(tau=8)])
+        for algorithm in ("diloco", "local_sgd")
+        for seed in (0, 1)
+    ]
     return runs
 
 
 def engine_report(tau: int, compress: str = "fp32", parameters: int = 61706, exchanges: int = 19) -> dict:
     """An averaging-engine rank's algorithm_report (scaledl.algorithms.averaging)."""
     per_exchange = 2 * {"fp32": 4 * parameters, "int8": parameters + 4}[compress]
-    return {"rank": 0, "exchanges": exchanges, "bytes_per_exchange": per_exchange,
-            "bytes_exchanged": per_exchange * exchanges,
-            "averaging": {"inner": "sgd", "worker_rule": "reset", "outer": "nesterov", "outer_lr": 0.7,
-                          "outer_momentum": 0.9, "tau": tau, "compress": compress}}
+    return {
+        "rank": 0,
+        "exchanges": exchanges,
+        "bytes_per_exchange": per_exchange,
+        "bytes_exchanged": per_exchange * exchanges,
+        "averaging": {
+            "inner": "sgd",
+            "worker_rule": "reset",
+            "outer": "nesterov",
+            "outer_lr": 0.7,
+            "outer_momentum": 0.9,
+            "tau": tau,
+            "compress": compress,
+        },
+    }
 
 
 def test_every_figure_is_drawn_from_a_full_set(tmp_path, capsys):
@@ -210,16 +276,20 @@ def test_predicted_efficiency_is_one_at_the_base_and_falls_with_communication(tm
 
 
 def test_long_table_has_one_row_per_metrics_row_with_the_keys(tmp_path, capsys):
-    runs = [make_run(tmp_path, "async_easgd", seed=0), make_run(tmp_path, "async_sgd", seed=1, workers=4,
-                                                                accuracies=(0.3, 0.6), times=(1.5, 2.5))]
+    runs = [
+        make_run(tmp_path, "async_easgd", seed=0),
+        make_run(tmp_path, "async_sgd", seed=1, workers=4, accuracies=(0.3, 0.6), times=(1.5, 2.5)),
+    ]
     out = tmp_path / "long.csv"
 
-    assert main(["figures", "--runs", *map(str, runs), "--out-dir", str(tmp_path / "f"), "--metrics-out", str(out)]) == 0
+    assert (
+        main(["figures", "--runs", *map(str, runs), "--out-dir", str(tmp_path / "f"), "--metrics-out", str(out)]) == 0
+    )
 
     assert f"{out} (5 rows)" in capsys.readouterr().out
     table = pd.read_csv(out)
     assert len(table) == 3 + 2
-    assert table.columns[:6].tolist() == ["dataset", "model", "algorithm", "platform", "workers", "seed"]
+    assert table.columns[:7].tolist() == ["dataset", "model", "algorithm", "platform", "workers", "setting", "seed"]
     second = table[table["algorithm"] == "async_sgd"]
     assert second[["workers", "seed"]].drop_duplicates().values.tolist() == [[4, 1]]
     assert second["test_accuracy"].tolist() == [0.3, 0.6]
@@ -228,13 +298,16 @@ def test_long_table_has_one_row_per_metrics_row_with_the_keys(tmp_path, capsys):
     assert metrics_long([]).empty
 
 
-@pytest.mark.parametrize("problem, expected", [
-    ("no_run", "no such run.json"),
-    ("no_metrics", "no such metrics.csv"),
-    ("bad_netbench", "not a scaledl netbench file"),
-    ("two_networks", "a second network for every platform"),
-    ("metrics_not_csv", "must be a .csv file"),
-])
+@pytest.mark.parametrize(
+    "problem, expected",
+    [
+        ("no_run", "no such run.json"),
+        ("no_metrics", "no such metrics.csv"),
+        ("bad_netbench", "not a scaledl netbench file"),
+        ("two_networks", "a second network for every platform"),
+        ("metrics_not_csv", "must be a .csv file"),
+    ],
+)
 def test_bad_input_is_one_line(tmp_path, capsys, problem, expected):
     run = make_run(tmp_path, "async_sgd")
     args = ["figures", "--runs", str(run), "--out-dir", str(tmp_path / "f")]

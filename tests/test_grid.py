@@ -19,25 +19,55 @@ from scaledl.grid.runs import GridError, RunKey
 
 REPO = Path(__file__).resolve().parents[1]
 
-KNL = {"kind": "knl", "cores_per_node": 68, "ranks_per_node": 4, "threads": None, "mem_mb_per_cpu": 1400,
-       "partition": "knl", "constraint": "knl", "runtime": 120}
+KNL = {
+    "kind": "knl",
+    "cores_per_node": 68,
+    "ranks_per_node": 4,
+    "threads": None,
+    "mem_mb_per_cpu": 1400,
+    "partition": "knl",
+    "constraint": "knl",
+    "runtime": 120,
+}
 
 
 def platform(**keys):
     """A platform with the schema's defaults."""
     return {
-        "kind": "local", "partition": None, "device": None, "threads": None, "cores_per_node": None,
-        "ranks_per_node": None, "gpus_per_node": None, "ranks_per_gpu": 1, "gpu_type": None, "master_share": True,
-        "mem_mb_per_node": None, "mem_mb_per_cpu": None, "constraint": None, "exclusive": False, "slurm_extra": None,
-        "runtime": 60, **keys,
+        "kind": "local",
+        "partition": None,
+        "device": None,
+        "threads": None,
+        "cores_per_node": None,
+        "ranks_per_node": None,
+        "gpus_per_node": None,
+        "ranks_per_gpu": 1,
+        "gpu_type": None,
+        "master_share": True,
+        "mem_mb_per_node": None,
+        "mem_mb_per_cpu": None,
+        "constraint": None,
+        "exclusive": False,
+        "slurm_extra": None,
+        "runtime": 60,
+        **keys,
     }
 
 
 def block(**keys):
     """An experiment block with the schema's defaults."""
     return {
-        "dataset": "digits", "models": ["lenet"], "algorithms": ["sync_sgd", "sync_easgd"], "platforms": ["local"],
-        "workers": None, "nodes": None, "scaling": "weak", "global_batch": None, "seeds": [0], "train": {}, **keys,
+        "dataset": "digits",
+        "models": ["lenet"],
+        "algorithms": ["sync_sgd", "sync_easgd"],
+        "platforms": ["local"],
+        "workers": None,
+        "nodes": None,
+        "scaling": "weak",
+        "global_batch": None,
+        "seeds": [0],
+        "train": {},
+        **keys,
     }
 
 
@@ -64,14 +94,26 @@ def refused(cfg) -> str:
 
 
 def test_a_block_is_the_product_of_its_lists_in_order():
-    runs = grid.expand(config(block(
-        dataset="synthetic", models=["lenet", "cifar_net"], algorithms=["sync_sgd", "easgd"],
-        platforms=["local", "other"], workers=[1, 4], seeds=[0, 7],
-    ), platforms={"local": platform(), "other": platform(threads=2)}))
+    runs = grid.expand(
+        config(
+            block(
+                dataset="synthetic",
+                models=["lenet", "cifar_net"],
+                algorithms=["sync_sgd", "easgd"],
+                platforms=["local", "other"],
+                workers=[1, 4],
+                seeds=[0, 7],
+            ),
+            platforms={"local": platform(), "other": platform(threads=2)},
+        )
+    )
     expected = [
         RunKey("synthetic", model, algorithm, name, workers, seed)
-        for model in ("lenet", "cifar_net") for algorithm in ("sync_sgd", "easgd")
-        for name in ("local", "other") for seed in (0, 7) for workers in (1, 4)
+        for model in ("lenet", "cifar_net")
+        for algorithm in ("sync_sgd", "easgd")
+        for name in ("local", "other")
+        for seed in (0, 7)
+        for workers in (1, 4)
     ]
     assert list(runs) == expected
     assert len(runs) == 2 * 2 * 2 * 2 * 2
@@ -97,10 +139,13 @@ def test_worker_counts_from_workers_and_from_nodes():
 
 
 def test_workers_and_nodes_together_are_refused():
-    message = refused(config(
-        block(), block(platforms=["c"], workers=[2], nodes=[1]),
-        platforms={"local": platform(), "c": platform(kind="cpu", ranks_per_node=2)},
-    ))
+    message = refused(
+        config(
+            block(),
+            block(platforms=["c"], workers=[2], nodes=[1]),
+            platforms={"local": platform(), "c": platform(kind="cpu", ranks_per_node=2)},
+        )
+    )
     assert message.startswith("experiments[1] gives both `workers` and `nodes`; keep one")
 
 
@@ -114,10 +159,13 @@ def test_nodes_on_a_local_platform_are_refused_naming_the_block():
 
 
 def test_weak_scaling_keeps_the_merged_train_settings():
-    runs = grid.expand(config(
-        block(algorithms=["sync_sgd"], workers=[2, 4], train={"lr": 0.5, "epochs": 3}),
-        batch_size=32, lr=0.1,
-    ))
+    runs = grid.expand(
+        config(
+            block(algorithms=["sync_sgd"], workers=[2, 4], train={"lr": 0.5, "epochs": 3}),
+            batch_size=32,
+            lr=0.1,
+        )
+    )
     for key in runs:
         assert runs[key] == {**config()["train"], "batch_size": 32, "lr": 0.5, "epochs": 3}
 
@@ -132,8 +180,10 @@ def test_strong_scaling_splits_the_global_batch():
     "keys, start",
     [
         ({"scaling": "strong"}, "experiments[1] has scaling strong but no global_batch; set it"),
-        ({"scaling": "strong", "global_batch": 100, "workers": [2, 3]},
-         "experiments[1]: global_batch 100 does not split evenly over 3 workers;"),
+        (
+            {"scaling": "strong", "global_batch": 100, "workers": [2, 3]},
+            "experiments[1]: global_batch 100 does not split evenly over 3 workers;",
+        ),
         ({"global_batch": 64}, "experiments[1] sets global_batch but scaling is weak;"),
     ],
 )
@@ -161,9 +211,7 @@ def test_a_run_given_twice_with_different_settings_is_refused():
 
 def test_an_undefined_platform_is_refused_naming_the_defined_ones():
     message = refused(config(block(), block(platforms=["local", "gpu"])))
-    assert message == (
-        "experiments[1] uses platform 'gpu', which is not defined under `platforms` (defined: local)"
-    )
+    assert message == ("experiments[1] uses platform 'gpu', which is not defined under `platforms` (defined: local)")
 
 
 def test_a_block_without_a_budget_is_refused():
@@ -215,13 +263,14 @@ def test_a_top_level_setting_counts_for_every_block():
 
 
 def test_algorithm_settings_in_a_block_of_their_own_are_accepted():
-    runs = grid.expand(config(
-        block(algorithms=["sync_sgd", "sync_easgd"]),
-        block(algorithms=["async_msgd", "async_measgd"], train={"momentum": 0.5}),
-        block(algorithms=["sync_easgd", "sync_easgd1", "sync_easgd3"], train={"tau": 4, "rho": 0.1},
-              seeds=[1]),
-        block(algorithms=["chip_partition"], train={"fast_memory_gb": 16}),
-    ))
+    runs = grid.expand(
+        config(
+            block(algorithms=["sync_sgd", "sync_easgd"]),
+            block(algorithms=["async_msgd", "async_measgd"], train={"momentum": 0.5}),
+            block(algorithms=["sync_easgd", "sync_easgd1", "sync_easgd3"], train={"tau": 4, "rho": 0.1}, seeds=[1]),
+            block(algorithms=["chip_partition"], train={"fast_memory_gb": 16}),
+        )
+    )
     assert runs[RunKey("digits", "lenet", "async_measgd", "local", 2, 0)]["momentum"] == 0.5
     assert runs[RunKey("digits", "lenet", "sync_easgd1", "local", 2, 1)]["tau"] == 4
     assert runs[RunKey("digits", "lenet", "chip_partition", "local", 2, 0)]["fast_memory_gb"] == 16
@@ -229,11 +278,13 @@ def test_algorithm_settings_in_a_block_of_their_own_are_accepted():
 
 
 def test_null_is_not_set_even_over_a_top_level_value():
-    runs = grid.expand(config(
-        block(algorithms=["sync_sgd"], train={"momentum": None}),
-        block(algorithms=["async_msgd"], seeds=[1]),
-        momentum=0.5,
-    ))
+    runs = grid.expand(
+        config(
+            block(algorithms=["sync_sgd"], train={"momentum": None}),
+            block(algorithms=["async_msgd"], seeds=[1]),
+            momentum=0.5,
+        )
+    )
     assert [settings["momentum"] for settings in runs.values()] == [None, 0.5]
 
 
@@ -248,11 +299,12 @@ def test_every_algorithm_option_is_checked(option):
 
 
 def test_run_key_parses_wildcards_and_names_its_directory():
-    key = RunKey.parse({"dataset": "mnist", "model": "lenet", "algorithm": "sync_sgd", "platform": "gpu",
-                        "workers": "8", "seed": "1"})
+    key = RunKey.parse(
+        {"dataset": "mnist", "model": "lenet", "algorithm": "sync_sgd", "platform": "gpu", "workers": "8", "seed": "1"}
+    )
     assert key == RunKey("mnist", "lenet", "sync_sgd", "gpu", 8, 1)
     assert grid.run_dir(key, "paper") == "results/paper/runs/mnist/lenet/sync_sgd/gpu/p8/s1"
-    assert grid.run_dir(key) == "results/{name}/runs/mnist/lenet/sync_sgd/gpu/p8/s1"   # the rule's wildcard
+    assert grid.run_dir(key) == "results/{name}/runs/mnist/lenet/sync_sgd/gpu/p8/s1"  # the rule's wildcard
 
 
 def test_each_config_has_its_own_results_namespace():
@@ -278,16 +330,24 @@ def test_settings_of_a_run_outside_the_grid_names_it():
 
 
 def test_placement_and_resources_of_a_run():
-    cfg = config(block(algorithms=["async_easgd", "sync_sgd"], platforms=["knl"], nodes=[2]),
-                 platforms={"knl": platform(**KNL)})
+    cfg = config(
+        block(algorithms=["async_easgd", "sync_sgd"], platforms=["knl"], nodes=[2]), platforms={"knl": platform(**KNL)}
+    )
     runs = grid.expand(cfg)
     master = grid.placement_of(RunKey("digits", "lenet", "async_easgd", "knl", 8, 0), cfg)
     assert (master.ranks, master.nodes, master.tasks_per_node, master.cpus_per_task) == (9, 2, 5, 13)
     assert grid.cores_of(master) == 9 * 13
     # KNL asks by CPU here (mem_mb_per_cpu 1400): mem_mb is the first node's 5 × 13 CPUs of it
     assert grid.job_resources(master, cfg["platforms"]["knl"]) == {
-        "mem_mb": 5 * 13 * 1400, "mem_mb_per_cpu": 1400, "runtime": 120, "tasks": 9, "nodes": 2,
-        "cpus_per_task": 13, "slurm_partition": "knl", "constraint": "knl", "slurm_extra": "--ntasks-per-node=5",
+        "mem_mb": 5 * 13 * 1400,
+        "mem_mb_per_cpu": 1400,
+        "runtime": 120,
+        "tasks": 9,
+        "nodes": 2,
+        "cpus_per_task": 13,
+        "slurm_partition": "knl",
+        "constraint": "knl",
+        "slurm_extra": "--ntasks-per-node=5",
     }
     assert tuple(grid.job_resources(master, cfg["platforms"]["knl"])) == grid.RESOURCES
     # the workers of a master-less run get the same 13 cores (one share of 68 // 5 kept for a master)
@@ -300,7 +360,7 @@ def test_memory_per_node_and_exclusive_nodes():
     cfg = config(block(algorithms=["async_easgd"], platforms=["knl"], nodes=[2]), platforms={"knl": knl})
     placement = grid.placement_of(RunKey("digits", "lenet", "async_easgd", "knl", 8, 0), cfg)
     resources = grid.job_resources(placement, knl)
-    assert (resources["mem_mb"], resources["mem_mb_per_cpu"]) == (86000, None)   # --mem 86000, per node
+    assert (resources["mem_mb"], resources["mem_mb_per_cpu"]) == (86000, None)  # --mem 86000, per node
     assert resources["slurm_extra"] == "--ntasks-per-node=5 --exclusive"
 
 
@@ -309,14 +369,24 @@ def test_local_resources_leave_the_cluster_ones_out():
     placement = grid.placement_of(RunKey("digits", "lenet", "sync_sgd", "local", 2, 0), cfg)
     # under --profile slurm a local platform is one node of its ranks, at the default 2000 MB per CPU
     assert grid.job_resources(placement, cfg["platforms"]["local"]) == {
-        "mem_mb": 2 * 2000, "mem_mb_per_cpu": 2000, "runtime": 60, "tasks": 2, "nodes": 1, "cpus_per_task": 1,
-        "slurm_partition": None, "constraint": None, "slurm_extra": None,
+        "mem_mb": 2 * 2000,
+        "mem_mb_per_cpu": 2000,
+        "runtime": 60,
+        "tasks": 2,
+        "nodes": 1,
+        "cpus_per_task": 1,
+        "slurm_partition": None,
+        "constraint": None,
+        "slurm_extra": None,
     }
 
 
 def test_netbench_runs_on_the_largest_run_without_a_master_and_at_least_two_ranks():
-    cfg = config(block(algorithms=["easgd"], workers=[1]), block(algorithms=["easgd"], platforms=["knl"], nodes=[1, 4]),
-                 platforms={"local": platform(), "knl": platform(**KNL)})
+    cfg = config(
+        block(algorithms=["easgd"], workers=[1]),
+        block(algorithms=["easgd"], platforms=["knl"], nodes=[1, 4]),
+        platforms={"local": platform(), "knl": platform(**KNL)},
+    )
     runs = grid.expand(cfg)
     assert grid.netbench_placement("local", runs, cfg).ranks == 2
     knl = grid.netbench_placement("knl", runs, cfg)
@@ -328,13 +398,16 @@ def test_platforms_of_one_machine_share_one_network_measurement():
     cfg = config(
         block(algorithms=["sync_sgd"], platforms=["knl", "knl_quad"], nodes=[1, 2]),
         block(algorithms=["sync_easgd"], platforms=["knl_strong"], nodes=[1, 8], scaling="strong", global_batch=64),
-        platforms={"knl": platform(**KNL), "knl_strong": platform(**{**KNL, "runtime": 600, "mem_mb_per_cpu": 900}),
-                   "knl_quad": platform(**{**KNL, "ranks_per_node": 2})},
+        platforms={
+            "knl": platform(**KNL),
+            "knl_strong": platform(**{**KNL, "runtime": 600, "mem_mb_per_cpu": 900}),
+            "knl_quad": platform(**{**KNL, "ranks_per_node": 2}),
+        },
     )
     runs = grid.expand(cfg)
     assert grid.netbench_groups(runs, cfg) == {"knl": ["knl", "knl_strong"], "knl_quad": ["knl_quad"]}
     shared = grid.netbench_placement("knl", runs, cfg)
-    assert (shared.nodes, shared.ranks) == (8, 32)   # the largest run of either platform: knl_strong's 8 nodes
+    assert (shared.nodes, shared.ranks) == (8, 32)  # the largest run of either platform: knl_strong's 8 nodes
     assert grid.netbench_members("knl", runs, cfg) == ["knl", "knl_strong"]
     with pytest.raises(GridError, match="^platform 'knl_strong' is measured as 'knl' .*files of knl$"):
         grid.netbench_members("knl_strong", runs, cfg)
@@ -343,13 +416,16 @@ def test_platforms_of_one_machine_share_one_network_measurement():
 
 
 def test_netbench_threads_need_no_core_count_under_a_cluster_executor():
-    cfg = config(block(algorithms=["easgd"], workers=[2]), block(algorithms=["easgd"], platforms=["knl"], nodes=[1]),
-                 platforms={"local": platform(), "knl": platform(**KNL)})
+    cfg = config(
+        block(algorithms=["easgd"], workers=[2]),
+        block(algorithms=["easgd"], platforms=["knl"], nodes=[1]),
+        platforms={"local": platform(), "knl": platform(**KNL)},
+    )
     runs = grid.expand(cfg)
     local = grid.netbench_placement("local", runs, cfg)
-    assert grid.netbench_threads(local, 8) == 8          # run here with --cores 8: the whole machine
-    assert grid.netbench_threads(local, 1) == 2          # never fewer than its ranks' cores
-    assert grid.netbench_threads(local, None) == 2       # --profile slurm: no --cores, its own allocation
+    assert grid.netbench_threads(local, 8) == 8  # run here with --cores 8: the whole machine
+    assert grid.netbench_threads(local, 1) == 2  # never fewer than its ranks' cores
+    assert grid.netbench_threads(local, None) == 2  # --profile slurm: no --cores, its own allocation
     knl = grid.netbench_placement("knl", runs, cfg)
     assert grid.netbench_threads(knl, 8) == grid.netbench_threads(knl, None) == 4 * 13
 
@@ -368,13 +444,21 @@ def test_prepare_resources_follow_the_dataset():
 
 
 def test_wildcard_constraints_are_the_grids_names():
-    runs = grid.expand(config(
-        block(dataset="synthetic", algorithms=["sync_sgd", "easgd"], workers=[1, 2]),
-        block(algorithms=["sync_easgd"]),
-    ))
+    runs = grid.expand(
+        config(
+            block(dataset="synthetic", algorithms=["sync_sgd", "easgd"], workers=[1, 2]),
+            block(algorithms=["sync_easgd"]),
+        )
+    )
     assert grid.wildcard_constraints(runs) == {
-        "dataset": "digits|synthetic", "model": "lenet", "algorithm": "easgd|sync_easgd|sync_sgd",
-        "platform": "local", "workers": r"\d+", "seed": r"\d+",
+        "dataset": "digits|synthetic",
+        "model": "lenet",
+        "algorithm": "easgd|sync_easgd|sync_sgd",
+        "platform": "local",
+        "workers": r"\d+",
+        "seed": r"\d+",
+        "stage": "runs",
+        "setting": "(?:)",
     }
     assert grid.masterless_algorithms(runs) == "sync_easgd|sync_sgd"
     assert grid.masterless_algorithms(grid.expand(config(block(algorithms=["easgd"])))) == "(?!)"
@@ -387,15 +471,28 @@ def test_launcher_prefix_and_none_for_a_singleton():
 
 
 def test_as_flags_skips_null_and_false_and_sorts():
-    assert grid.as_flags({"lr": 0.1, "momentum": None, "overlap": False, "nesterov": True, "shape": [1, 28, 28],
-                          "raw": "my data", "batch_size": 8}) == (
-        "--batch-size 8 --lr 0.1 --nesterov --raw 'my data' --shape 1,28,28"
-    )
+    assert grid.as_flags(
+        {
+            "lr": 0.1,
+            "momentum": None,
+            "overlap": False,
+            "nesterov": True,
+            "shape": [1, 28, 28],
+            "raw": "my data",
+            "batch_size": 8,
+        }
+    ) == ("--batch-size 8 --lr 0.1 --nesterov --raw 'my data' --shape 1,28,28")
 
 
 # What the workflow imports while Snakemake parses it (common.smk).
-PARSE_TIME_MODULES = ("scaledl.grid.runs", "scaledl.grid.placement", "scaledl.grid.check", "scaledl.grid.downloads",
-                      "scaledl.grid.schema", "scaledl.report.catalogue")
+PARSE_TIME_MODULES = (
+    "scaledl.grid.runs",
+    "scaledl.grid.placement",
+    "scaledl.grid.check",
+    "scaledl.grid.downloads",
+    "scaledl.grid.schema",
+    "scaledl.report.catalogue",
+)
 
 
 @pytest.mark.parametrize("module", PARSE_TIME_MODULES)
@@ -408,7 +505,7 @@ def test_the_module_imports_neither_torch_nor_mpi(module):
 
 def test_one_of_matches_exactly_one_of_its_words():
     pattern = grid.one_of(["b.c", "a", "a", 3])
-    assert pattern == r"3|a|b\.c"   # sorted, deduplicated, escaped
+    assert pattern == r"3|a|b\.c"  # sorted, deduplicated, escaped
     assert all(re.fullmatch(pattern, word) for word in ("a", "b.c", "3"))
     assert not any(re.fullmatch(pattern, word) for word in ("bxc", "ab", ""))
     assert grid.one_of([]) == "(?!)" and not re.fullmatch("(?!)", "")
@@ -420,12 +517,13 @@ def test_train_flags_negate_a_false_switch_that_defaults_to_the_algorithm():
     assert grid.as_flags({"overlap": True}, grid.NEGATABLE_SETTINGS) == "--overlap"
 
 
-
 def test_an_optional_block_runs_only_when_its_path_exists(tmp_path):
     present, absent = tmp_path / "here", tmp_path / "missing"
     present.mkdir()
-    cfg = config(block(algorithms=["sync_sgd"], if_present=str(present)),
-                 block(algorithms=["sync_easgd"], if_present=str(absent)))
+    cfg = config(
+        block(algorithms=["sync_sgd"], if_present=str(present)),
+        block(algorithms=["sync_easgd"], if_present=str(absent)),
+    )
     assert {key.algorithm for key in grid.expand(cfg)} == {"sync_sgd"}
 
 
@@ -433,8 +531,10 @@ def test_a_batch_larger_than_a_shard_fails_while_the_grid_parses():
     # digits: 1797 images, 360 held out for testing (test_fraction 0.2), 1437 to train on
     assert grid.train_images("digits", {"datasets": {"digits": {"test_fraction": 0.2}}}) == 1437
     cfg = config(block(algorithms=["sync_sgd"], workers=[4], train={"batch_size": 400}))
-    assert refused(cfg) == ("experiments[0]: digits/lenet/sync_sgd/local/p4/s0: batch 400 is larger than a worker's "
-                            "shard of 359 images (1437 digits training images over 4 workers); use fewer workers "
-                            "or a smaller batch_size")
+    assert refused(cfg) == (
+        "experiments[0]: digits/lenet/sync_sgd/local/p4/s0: batch 400 is larger than a worker's "
+        "shard of 359 images (1437 digits training images over 4 workers); use fewer workers "
+        "or a smaller batch_size"
+    )
     # chip partitioning replicates the data: every part holds all 1437 images
     assert grid.expand(config(block(algorithms=["chip_partition"], workers=[4], train={"batch_size": 400})))

@@ -50,7 +50,11 @@ def snakemake(workdir, *args, timeout=120):
     }
     return subprocess.run(
         [sys.executable, "-m", "snakemake", *args],
-        cwd=workdir, env=env, capture_output=True, text=True, timeout=timeout,
+        cwd=workdir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
 
 
@@ -114,6 +118,8 @@ def test_schema_is_closed_and_documented():
         for key, prop in node["properties"].items():
             if set(prop) == {"$ref"}:  # an override pointing at a documented key
                 continue
+            if set(prop) == {"anyOf"} and all("$ref" in str(option) for option in prop["anyOf"]):
+                continue               # an override: a documented key's value, or a list of them (a sweep)
             assert "description" in prop, f"{path}.{key} has no description"
             assert "default" in prop, f"{path}.{key} has no default"
 
@@ -137,7 +143,7 @@ def test_lint(workdir):
 def test_rule_list_is_the_snakefile_diagram(workdir):
     result = snakemake(workdir, "--list-rules")
     assert result.returncode == 0, output_of(result)
-    rules = set(result.stdout.split()) - {"all", "train_single"}   # the target, and train's one-rank twin
+    rules = set(result.stdout.split()) - {"all", "train_single"}  # the target, and train's one-rank twin
     diagram = (REPO / "Snakefile").read_text().split("# Run:", 1)[0]
     # each arrow is `--rule-->` or `--rule (a note)-->` or `--rule, rule, rule-->`
     arrows = [re.sub(r"\(.*\)", "", arrow) for arrow in re.findall(r"--([^->]+)-->", diagram)]
@@ -150,16 +156,31 @@ def test_dry_run_default_config(workdir):
     result = snakemake(workdir, "-n", "-p")
     assert result.returncode == 0, output_of(result)
     assert job_counts(result) == {
-        "prepare": 1, "train": len(BASE_ALGORITHMS), "aggregate": 1, "scaling": 1, "plot_accuracy_vs_time": 1,
-        "netbench": 1, "comm_model": 1, "claims": 1, "figures": 1, "averaging": 1, "all": 1,
+        "prepare": 1,
+        "train": len(BASE_ALGORITHMS),
+        "aggregate": 1,
+        "scaling": 1,
+        "plot_accuracy_vs_time": 1,
+        "netbench": 1,
+        "comm_model": 1,
+        "claims": 1,
+        "figures": 1,
+        "averaging": 1,
+        "all": 1,
     }
     text = output_of(result)
     # the network is measured on 2 ranks even though the master-based runs take 3 (no oversubscription)
-    assert "mpiexec -n 2 python -m mpi4py -m scaledl netbench --out results/default/netbench/local.json --max-size 16M --repeats 5" in text
+    assert (
+        "mpiexec -n 2 python -m mpi4py -m scaledl netbench --out results/default/netbench/local.json --max-size 16M --repeats 5"
+        in text
+    )
     for algorithm in BASE_ALGORITHMS:
         assert f"results/default/runs/digits/lenet/{algorithm}/local/p2/s0/run.json" in text
         ranks = 3 if ALGORITHMS[algorithm].needs_master else 2
-        assert f"mpiexec -n {ranks} python -m mpi4py -m scaledl train --data data/hdf5/digits.h5 --model lenet --algorithm {algorithm}" in text
+        assert (
+            f"mpiexec -n {ranks} python -m mpi4py -m scaledl train --data data/hdf5/digits.h5 --model lenet --algorithm {algorithm}"
+            in text
+        )
     assert "python -m scaledl prepare digits --out data/hdf5/digits.h5" in text
     # the figures job writes, and `all` asks for, every figure of the catalogue (and no other)
     assert set(re.findall(r"results/default/report/figures/(\w+)\.png", text)) == set(FIGURE_NAMES)
@@ -167,14 +188,17 @@ def test_dry_run_default_config(workdir):
 
 @pytest.mark.workflow
 def test_dry_run_grid(workdir):
-    config = write_config(workdir, """
+    config = write_config(
+        workdir,
+        """
 experiments:
   - dataset: synthetic
     algorithms: [sync_sgd, sync_easgd]
     workers: [1, 2, 4]
     seeds: [0, 1]
     train: {lr: 0.1, max_steps: 10}
-""")
+""",
+    )
     result = snakemake(workdir, "-n", "-p", "--configfile", config)
     assert result.returncode == 0, output_of(result)
     counts = job_counts(result)
@@ -182,13 +206,18 @@ experiments:
     assert (counts["train"], counts["train_single"]) == (2 * 2 * 2, 2 * 1 * 2)
     text = output_of(result)
     assert "mpiexec -n 4 python -m mpi4py" in text
-    assert "\npython -m mpi4py -m scaledl train --data data/hdf5/synthetic.h5 --model lenet --algorithm sync_sgd --seed 0 --platform local --expect-ranks 1 --out-dir results/custom/runs/synthetic/lenet/sync_sgd/local/p1/s0" in text.replace("Shell command: ", "\n")
+    assert (
+        "\npython -m mpi4py -m scaledl train --data data/hdf5/synthetic.h5 --model lenet --algorithm sync_sgd --seed 0 --platform local --expect-ranks 1 --out-dir results/custom/runs/synthetic/lenet/sync_sgd/local/p1/s0"
+        in text.replace("Shell command: ", "\n")
+    )
     assert "--lr 0.1" in text
 
 
 @pytest.mark.workflow
 def test_dry_run_strong_scaling_splits_the_global_batch(workdir):
-    config = write_config(workdir, """
+    config = write_config(
+        workdir,
+        """
 experiments:
   - dataset: synthetic
     algorithms: [sync_easgd, easgd]
@@ -196,14 +225,16 @@ experiments:
     scaling: strong
     global_batch: 64
     train: {max_steps: 10}
-""")
+""",
+    )
     result = snakemake(workdir, "-n", "-p", "--configfile", config)
     assert result.returncode == 0, output_of(result)
     text = output_of(result)
     for algorithm, ranks in (("sync_easgd", 0), ("easgd", 1)):
         for workers, batch in ((2, 32), (4, 16)):
             assert re.search(
-                rf"mpiexec -n {workers + ranks} .* --algorithm {algorithm} .*/p{workers}/s0 .*--batch-size {batch} ", text
+                rf"mpiexec -n {workers + ranks} .* --algorithm {algorithm} .*/p{workers}/s0 .*--batch-size {batch} ",
+                text,
             ), (algorithm, workers)
 
 
@@ -219,29 +250,40 @@ experiments:
         ("experiments:\n  - {}\ntrain:\n  max_steps: null\n", "no budget"),
         ("experiments:\n  - {}\n  - train: {lr: 0.5}\n", "different `train` settings"),
         ("experiments:\n  - nodes: [2]\n", "list `workers` instead of `nodes`"),
-        ("experiments:\n  - {nodes: [1], workers: [2], platforms: [c]}\n"
-         "platforms:\n  c: {kind: cpu, ranks_per_node: 2}\n", "both `workers` and `nodes`"),
+        (
+            "experiments:\n  - {nodes: [1], workers: [2], platforms: [c]}\n"
+            "platforms:\n  c: {kind: cpu, ranks_per_node: 2}\n",
+            "both `workers` and `nodes`",
+        ),
         ("experiments:\n  - scaling: strong\n", "no global_batch"),
         ("experiments:\n  - {scaling: strong, global_batch: 100, workers: [3]}\n", "does not split evenly over 3"),
         ("experiments:\n  - global_batch: 64\n", "scaling is weak"),
         ("experiments:\n  - platforms: [g]\nplatforms:\n  g: {kind: gpu}\n", "needs gpus_per_node"),
-        ("experiments:\n  - platforms: [g]\nplatforms:\n  g: {kind: gpu, gpus_per_node: 4}\n",
-         "kind gpu needs cores_per_node"),
-        ("experiments:\n  - {platforms: [k], algorithms: [easgd]}\n"
-         "platforms:\n  k: {kind: knl, ranks_per_node: 4, cores_per_node: 68, master_share: false}\n",
-         "has master_share: false"),
-        ("experiments:\n  - platforms: [k]\n"
-         "platforms:\n  k: {kind: knl, ranks_per_node: 4, mem_mb_per_node: 86000, mem_mb_per_cpu: 1400}\n",
-         "sets both mem_mb_per_node and mem_mb_per_cpu"),
+        (
+            "experiments:\n  - platforms: [g]\nplatforms:\n  g: {kind: gpu, gpus_per_node: 4}\n",
+            "kind gpu needs cores_per_node",
+        ),
+        (
+            "experiments:\n  - {platforms: [k], algorithms: [easgd]}\n"
+            "platforms:\n  k: {kind: knl, ranks_per_node: 4, cores_per_node: 68, master_share: false}\n",
+            "has master_share: false",
+        ),
+        (
+            "experiments:\n  - platforms: [k]\n"
+            "platforms:\n  k: {kind: knl, ranks_per_node: 4, mem_mb_per_node: 86000, mem_mb_per_cpu: 1400}\n",
+            "sets both mem_mb_per_node and mem_mb_per_cpu",
+        ),
         ("platforms:\n  local: {kind: cluster}\n", "cluster"),
-        ("experiments:\n  - {platforms: [k], nodes: [1], algorithms: [easgd]}\n"
-         "platforms:\n  k: {kind: knl, ranks_per_node: 4, threads: 17, cores_per_node: 68}\n",
-         "5 × 17 threads exceed cores_per_node 68"),
+        (
+            "experiments:\n  - {platforms: [k], nodes: [1], algorithms: [easgd]}\n"
+            "platforms:\n  k: {kind: knl, ranks_per_node: 4, threads: 17, cores_per_node: 68}\n",
+            "5 × 17 threads exceed cores_per_node 68",
+        ),
     ],
 )
 def test_invalid_config_fails_naming_the_value(workdir, text, named):
     if not re.search(r"^train:", text, re.M):
-        text += "train:\n  max_steps: 10\n"   # a budget, so that the mistake named is the first one found
+        text += "train:\n  max_steps: 10\n"  # a budget, so that the mistake named is the first one found
     result = snakemake(workdir, "-n", "--configfile", write_config(workdir, text))
     assert result.returncode != 0
     assert named in output_of(result)
@@ -276,16 +318,20 @@ def test_slurm_profile_submits_the_default_config_without_cores(workdir):
     env_path = f"{fake}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
     result = subprocess.run(
         [sys.executable, "-m", "snakemake", "--profile", "slurm", "--slurm-init-seconds-before-status-checks", "1"],
-        cwd=workdir, capture_output=True, text=True, timeout=120,
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=120,
         env={**os.environ, "PATH": env_path, "SBATCH_RECORD": str(record)},
     )
     text = output_of(result)
     assert "cores to be defined" not in text and "InputFunctionException" not in text, text
-    assert result.returncode != 0 and "no cluster in this test" in text   # every submission was refused
+    assert result.returncode != 0 and "no cluster in this test" in text  # every submission was refused
     calls = {re.search(r"--comment (\S+)", line).group(1): line for line in record.read_text().splitlines()}
     # netbench and prepare need nothing upstream: both were submitted, sized from the platform and dataset
-    assert re.search(r" --mem-per-cpu 2000 --nodes=1 --ntasks=2 --cpus-per-task=1 ",
-                     calls["rule_netbench_wildcards_default_local"]), calls
+    assert re.search(
+        r" --mem-per-cpu 2000 --nodes=1 --ntasks=2 --cpus-per-task=1 ", calls["rule_netbench_wildcards_default_local"]
+    ), calls
     assert " --mem 4000 --ntasks=1 --cpus-per-task=1 " in calls["rule_prepare_wildcards_digits"], calls
 
 
@@ -294,12 +340,15 @@ def test_slurm_profile_submits_the_default_config_without_cores(workdir):
 def test_prepare_asks_for_the_cores_and_time_of_its_dataset(workdir, decoders, minutes, mem_mb):
     """ImageNet's decoding processes are the prepare job's cores; one process needs hours, not the default two."""
     (workdir / "data/raw/imagenet").mkdir(parents=True)
-    config = write_config(workdir, f"""
+    config = write_config(
+        workdir,
+        f"""
 experiments:
   - {{dataset: imagenet, models: [alexnet], algorithms: [sync_sgd], workers: [2], train: {{max_steps: 5}}}}
 datasets:
   imagenet: {{workers: {decoders}}}
-""")
+""",
+    )
     result = snakemake(workdir, "-n", "-p", "--profile", "slurm", "--configfile", config)
     assert result.returncode == 0, output_of(result)
     from slurm_requests import requests
@@ -307,7 +356,12 @@ datasets:
     prepare = [line for job, line in requests(output_of(result)) if job.name == "prepare"]
     assert len(prepare) == 1
     assert prepare[0].split(" --comment rule_prepare ")[1].split() == [
-        "-t", str(minutes), "--mem", str(mem_mb), "--ntasks=1", f"--cpus-per-task={decoders}",
+        "-t",
+        str(minutes),
+        "--mem",
+        str(mem_mb),
+        "--ntasks=1",
+        f"--cpus-per-task={decoders}",
     ]
     assert f"--workers {decoders}" in output_of(result)
 
@@ -342,28 +396,50 @@ def test_slurm_requests_for_gpu_and_knl_node_sweeps(workdir):
     def flags(algorithm, platform, workers):
         return requests[algorithm, platform, workers].split(" --comment rule_train ")[1].split()
 
-    gpu_node = ["-p", "gpu", "-t", "120", "--mem", "64000"]                 # memory per node, not per CPU
-    WARNING = "--signal=USR1@120"   # SIGUSR1 two minutes before the limit: checkpoint, exit 130, resubmitted
-    knl_node = ["-p", "knl", "-t", "120", "-C", "knl", "--mem", "86000"]    # under the 96 GB of a KNL node
+    gpu_node = ["-p", "gpu", "-t", "120", "--mem", "64000"]  # memory per node, not per CPU
+    WARNING = "--signal=USR1@120"  # SIGUSR1 two minutes before the limit: checkpoint, exit 130, resubmitted
+    knl_node = ["-p", "knl", "-t", "120", "-C", "knl", "--mem", "86000"]  # under the 96 GB of a KNL node
     for nodes in (1, 2, 4, 8):
         # GPU: 4 GPUs and 4 ranks of 8 cores a node; the master is a 5th task on the first node
         assert flags("sync_easgd", "gpu", 4 * nodes) == [
-            *gpu_node, f"--nodes={nodes}", f"--ntasks={4 * nodes}",
-            "--cpus-per-task=8", "--ntasks-per-node=4", "--gpus-per-node=4", "--exclusive", WARNING,
+            *gpu_node,
+            f"--nodes={nodes}",
+            f"--ntasks={4 * nodes}",
+            "--cpus-per-task=8",
+            "--ntasks-per-node=4",
+            "--gpus-per-node=4",
+            "--exclusive",
+            WARNING,
         ]
         assert flags("async_easgd", "gpu", 4 * nodes) == [
-            *gpu_node, f"--nodes={nodes}", f"--ntasks={4 * nodes + 1}",
-            "--cpus-per-task=8", "--ntasks-per-node=5", "--gpus-per-node=4", "--exclusive", WARNING,
+            *gpu_node,
+            f"--nodes={nodes}",
+            f"--ntasks={4 * nodes + 1}",
+            "--cpus-per-task=8",
+            "--ntasks-per-node=5",
+            "--gpus-per-node=4",
+            "--exclusive",
+            WARNING,
         ]
         # KNL: 68 cores shared by 4 workers and a master's share, 13 each with or without a master
         for algorithm in ("sync_sgd", "sync_easgd"):
             assert flags(algorithm, "knl", 4 * nodes) == [
-                *knl_node, f"--nodes={nodes}", f"--ntasks={4 * nodes}", "--cpus-per-task=13",
-                "--ntasks-per-node=4", "--exclusive", WARNING,
+                *knl_node,
+                f"--nodes={nodes}",
+                f"--ntasks={4 * nodes}",
+                "--cpus-per-task=13",
+                "--ntasks-per-node=4",
+                "--exclusive",
+                WARNING,
             ]
         assert flags("async_easgd", "knl", 4 * nodes) == [
-            *knl_node, f"--nodes={nodes}", f"--ntasks={4 * nodes + 1}", "--cpus-per-task=13",
-            "--ntasks-per-node=5", "--exclusive", WARNING,
+            *knl_node,
+            f"--nodes={nodes}",
+            f"--ntasks={4 * nodes + 1}",
+            "--cpus-per-task=13",
+            "--ntasks-per-node=5",
+            "--exclusive",
+            WARNING,
         ]
     # netbench measures each machine once, on the allocation of its largest synchronous run (8 nodes):
     # the strong-scaling aliases are the same machines, so they add no job; each platform keeps its own
@@ -378,14 +454,22 @@ def test_slurm_requests_for_gpu_and_knl_node_sweeps(workdir):
     assert knl.split(" --comment rule_netbench ")[1].split() == flags("sync_sgd", "knl", 32)
     text = output_of(result)
     models = re.findall(r"scaledl comm-model (.*) --netbench results/cluster/netbench/gpu.json", text)
-    assert len(models) == 2                       # gpu and gpu_strong: one machine, one table per sweep
+    assert len(models) == 2  # gpu and gpu_strong: one machine, one table per sweep
     assert {("/gpu/p32/" in m, "/gpu_strong/p32/" in m) for m in models} == {(True, False), (False, True)}
 
     # the ranks' threads follow the allocation; strong scaling splits the global batch of 2048
-    assert re.search(r"srun --mpi=pmi2 -n 17 .* --algorithm async_easgd .*/knl/p16/s0 .*--batch-size 64 .*--threads 13 ", text)
-    assert re.search(r"srun --mpi=pmi2 -n 16 .* --algorithm sync_sgd .*/knl/p16/s0 .*--batch-size 64 .*--threads 13 ", text)
-    assert re.search(r"srun --mpi=pmi2 -n 4 .*/gpu_strong/p4/s0 .*--batch-size 512 .*--device cuda .*--threads 8 ", text)
-    assert re.search(r"srun --mpi=pmi2 -n 32 .*/knl_strong/p32/s0 .*--batch-size 64 .*--device cpu .*--threads 13 ", text)
+    assert re.search(
+        r"srun --mpi=pmi2 -n 17 .* --algorithm async_easgd .*/knl/p16/s0 .*--batch-size 64 .*--threads 13 ", text
+    )
+    assert re.search(
+        r"srun --mpi=pmi2 -n 16 .* --algorithm sync_sgd .*/knl/p16/s0 .*--batch-size 64 .*--threads 13 ", text
+    )
+    assert re.search(
+        r"srun --mpi=pmi2 -n 4 .*/gpu_strong/p4/s0 .*--batch-size 512 .*--device cuda .*--threads 8 ", text
+    )
+    assert re.search(
+        r"srun --mpi=pmi2 -n 32 .*/knl_strong/p32/s0 .*--batch-size 64 .*--device cpu .*--threads 13 ", text
+    )
     assert "SRUN_CPUS_PER_TASK=13 srun --mpi=pmi2 -n 17 " in text
 
 
@@ -400,18 +484,46 @@ def test_paper_config_partitions_one_knl_chip(workdir):
     # chip_partition has no master and knl_chip keeps no core for one (master_share: false)
     for parts, cores in ((1, 68), (2, 34), (4, 17), (8, 8), (16, 4)):
         flags = requests["chip_partition", "knl_chip", parts].split(" --comment ")[1].split()[1:]
-        assert flags == ["-t", "120", "--mem", "86000", "--nodes=1", f"--ntasks={parts}",
-                         f"--cpus-per-task={cores}", f"--ntasks-per-node={parts}", "--exclusive",
-                         "--signal=USR1@120"], (parts, flags)
+        assert flags == [
+            "-t",
+            "120",
+            "--mem",
+            "86000",
+            "--nodes=1",
+            f"--ntasks={parts}",
+            f"--cpus-per-task={cores}",
+            f"--ntasks-per-node={parts}",
+            "--exclusive",
+            "--signal=USR1@120",
+        ], (parts, flags)
     # the figures' pairs compare algorithms at equal cores per worker, master or not (one request per figure)
-    gpu_requests = {tuple(line.split(" --comment ")[1].split()[1:]) for (_, platform, _), line in requests.items()
-                    if platform == "gpu"}
-    assert gpu_requests == {
-        ("-t", "120", "--mem", "128000", "--nodes=1", f"--ntasks={ranks}", "--cpus-per-task=4",
-         f"--ntasks-per-node={ranks}", "--gpus-per-node=8", "--exclusive", "--signal=USR1@120") for ranks in (8, 9)
+    gpu_requests = {
+        tuple(line.split(" --comment ")[1].split()[1:])
+        for (_, platform, _), line in requests.items()
+        if platform == "gpu"
     }
-    assert requests["sync_easgd3", "gpu", 8].count("--ntasks=8 ") == requests["async_easgd", "gpu", 8].count("--ntasks=9 ") == 1
-    assert output_of(result).count("--algorithm chip_partition") == 5 * 3   # 5 part counts × 3 seeds
+    assert gpu_requests == {
+        (
+            "-t",
+            "120",
+            "--mem",
+            "128000",
+            "--nodes=1",
+            f"--ntasks={ranks}",
+            "--cpus-per-task=4",
+            f"--ntasks-per-node={ranks}",
+            "--gpus-per-node=8",
+            "--exclusive",
+            "--signal=USR1@120",
+        )
+        for ranks in (8, 9)
+    }
+    assert (
+        requests["sync_easgd3", "gpu", 8].count("--ntasks=8 ")
+        == requests["async_easgd", "gpu", 8].count("--ntasks=9 ")
+        == 1
+    )
+    assert output_of(result).count("--algorithm chip_partition") == 5 * 3  # 5 part counts × 3 seeds
     assert output_of(result).count("--fast-memory-gb 16") == 5 * 3
 
 
@@ -450,8 +562,16 @@ def test_tiny_run_end_to_end(workdir):
     # --forcerun cascades: re-preparing the data reruns every training and table
     cascade = snakemake(workdir, "-n", "--configfile", "config/test.yaml", "--forcerun", "prepare")
     assert job_counts(cascade) == {
-        "prepare": 1, "train": 2, "aggregate": 1, "scaling": 1, "plot_accuracy_vs_time": 1, "comm_model": 1, "claims": 1,
-        "figures": 1, "averaging": 1, "all": 1,
+        "prepare": 1,
+        "train": 2,
+        "aggregate": 1,
+        "scaling": 1,
+        "plot_accuracy_vs_time": 1,
+        "comm_model": 1,
+        "claims": 1,
+        "figures": 1,
+        "averaging": 1,
+        "all": 1,
     }
 
     # rerunning one training target re-executes that job and the tables downstream, nothing else
@@ -461,8 +581,15 @@ def test_tiny_run_end_to_end(workdir):
     rerun = snakemake(workdir, "--cores", "2", "--configfile", "config/test.yaml", "--forcerun", target, timeout=300)
     assert rerun.returncode == 0, output_of(rerun)
     assert job_counts(rerun) == {
-        "train": 1, "aggregate": 1, "scaling": 1, "plot_accuracy_vs_time": 1, "comm_model": 1, "claims": 1,
-        "figures": 1, "averaging": 1, "all": 1,
+        "train": 1,
+        "aggregate": 1,
+        "scaling": 1,
+        "plot_accuracy_vs_time": 1,
+        "comm_model": 1,
+        "claims": 1,
+        "figures": 1,
+        "averaging": 1,
+        "all": 1,
     }
     assert f"output: results/test/runs/synthetic/lenet/sync_sgd/local/p2/s0/metrics.csv, {target}" in output_of(rerun)
     assert other.stat().st_mtime_ns == before

@@ -1,4 +1,4 @@
-"""`scaledl` command line: download, prepare, train, aggregate, plot, netbench, comm-model, claims, figures.
+"""`scaledl` command line: download, prepare, train, aggregate, plot, netbench, comm-model, claims, figures, tune.
 
 Each subcommand is one module exporting HELP, `add_arguments(parser)` and
 `run(args)`; this file only lists them. A UserError, like a parser error,
@@ -29,6 +29,7 @@ SUBCOMMANDS = {
     "comm-model": "scaledl.report.commands:comm_model",
     "claims": "scaledl.report.commands:claims",
     "figures": "scaledl.report.commands:figures",
+    "tune": "scaledl.report.commands:tune",
 }
 
 # How argparse's message for missing required arguments begins.
@@ -119,7 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"scaledl {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=CommandParser)
     for name, target in SUBCOMMANDS.items():
-        module_name, _, attribute = target.partition(":")   # "module" or "module:object" with the same names
+        module_name, _, attribute = target.partition(":")  # "module" or "module:object" with the same names
         module = importlib.import_module(module_name)
         module = getattr(module, attribute) if attribute else module
         p = sub.add_parser(name, help=module.HELP, description=module.HELP)

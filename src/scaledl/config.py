@@ -31,7 +31,7 @@ CENTER_WINDOWS = ("rma", "shared")
 INNER_OPTIMIZERS = ("sgd", "momentum")
 WORKER_RULES = ("elastic", "reset")
 OUTER_OPTIMIZERS = ("elastic", "average", "nesterov", "slowmo")
-COMPRESSIONS = ("fp32", "fp16", "bf16", "int8")   # scaledl.comm.codecs
+COMPRESSIONS = ("fp32", "fp16", "bf16", "int8")  # scaledl.comm.codecs
 
 # Argument groups of `scaledl train --help`, in order.
 GROUPS = {
@@ -40,8 +40,9 @@ GROUPS = {
     "hyperparameters": "hyperparameters",
     "codesign": "codesign (the paper's §3; presets sync_easgd1/2/3 fix center-on and overlap)",
     "averaging": "periodic averaging (sync_easgd, local_sgd, diloco, slowmo: one engine; None: the algorithm's "
-                 "default, listed in docs/algorithms.md)",
+    "default, listed in docs/algorithms.md)",
     "execution": "execution",
+    "grid": "the run's place in the workflow's grid (set by the workflow)",
 }
 
 
@@ -66,6 +67,13 @@ def nonnegative_float(text: str) -> float:
     return value
 
 
+def open_fraction(text: str) -> float:
+    value = float(text)
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1 (both excluded), got {text}")
+    return value
+
+
 def fraction(text: str) -> float:
     value = float(text)
     if not 0 <= value <= 1:
@@ -73,8 +81,18 @@ def fraction(text: str) -> float:
     return value
 
 
-def _setting(default, help: str, *, group: str, type=None, choices=None, metavar=None, switch: bool = False,
-             required: bool = False, pattern: str | None = None):
+def _setting(
+    default,
+    help: str,
+    *,
+    group: str,
+    type=None,
+    choices=None,
+    metavar=None,
+    switch: bool = False,
+    required: bool = False,
+    pattern: str | None = None,
+):
     """A TrainConfig field with what its command-line option and its workflow schema key need.
 
     switch: a flag without a value that sets True (the default stays as given,
@@ -82,8 +100,16 @@ def _setting(default, help: str, *, group: str, type=None, choices=None, metavar
     pattern: a regex the whole value must match, checked by the workflow schema
     before any job starts (the run parses the value itself).
     """
-    meta = {"help": help, "group": group, "type": type, "choices": choices, "metavar": metavar,
-            "switch": switch, "required": required, "pattern": pattern}
+    meta = {
+        "help": help,
+        "group": group,
+        "type": type,
+        "choices": choices,
+        "metavar": metavar,
+        "switch": switch,
+        "required": required,
+        "pattern": pattern,
+    }
     return field(default=default, metadata=meta)
 
 
@@ -91,113 +117,271 @@ def _setting(default, help: str, *, group: str, type=None, choices=None, metavar
 class TrainConfig:
     # ---- what to run, where (set by the workflow from the grid, not from the config's `train`)
     data: Path = _setting(None, "prepared HDF5 file (scaledl prepare)", group="run", type=Path, required=True)
-    model: str = _setting(None, "network to train", group="run", required=True)   # choices: scaledl.models.MODELS
-    algorithm: str = _setting(None, "distributed algorithm (see README's table)", group="run", required=True)
-    out_dir: Path = _setting(None, "run directory for metrics.csv, run.json, model.pt", group="run", type=Path,
-                             required=True)
+    model: str = _setting(None, "network to train", group="run", required=True)  # choices: scaledl.models.MODELS
+    algorithm: str = _setting(None, "distributed algorithm (docs/algorithms.md)", group="run", required=True)
+    out_dir: Path = _setting(
+        None, "run directory for metrics.csv, run.json, model.pt", group="run", type=Path, required=True
+    )
     # ---- budgets
-    max_steps: int | None = _setting(None, "iterations per worker, counted in steps (collectives: one iteration "
-                                     "of every worker; window algorithms: P center updates; round-robin: one "
-                                     "round)", group="budgets", type=positive_int)
+    max_steps: int | None = _setting(
+        None,
+        "iterations per worker, counted in steps (collectives: one iteration "
+        "of every worker; window algorithms: P center updates; round-robin: one "
+        "round)",
+        group="budgets",
+        type=positive_int,
+    )
     epochs: float | None = _setting(None, "passes over each worker's shard", group="budgets", type=positive_float)
-    time_budget: float | None = _setting(None, "training seconds (evaluation excluded)", group="budgets",
-                                         type=positive_float, metavar="SECONDS")
-    target_accuracy: float | None = _setting(None, "stop once the center's test accuracy reaches this",
-                                             group="budgets", type=fraction)
+    time_budget: float | None = _setting(
+        None, "training seconds (evaluation excluded)", group="budgets", type=positive_float, metavar="SECONDS"
+    )
+    target_accuracy: float | None = _setting(
+        None, "stop once the center's test accuracy reaches this", group="budgets", type=fraction
+    )
     # ---- hyperparameters
     batch_size: int = _setting(64, "mini-batch per worker", group="hyperparameters", type=positive_int)
     lr: float = _setting(0.05, "learning rate η", group="hyperparameters", type=positive_float)
     momentum: float = _setting(0.9, "μ of the momentum variants", group="hyperparameters", type=fraction)
-    rho: float | None = _setting(None, "elasticity ρ of the EASGD family (None: α = ηρ = BETA/P)",
-                                 group="hyperparameters", type=nonnegative_float)
-    beta: float = _setting(0.9, "β in α = β/P when --rho is not given (Zhang et al.)", group="hyperparameters",
-                           type=positive_float)
-    weight_decay: float = _setting(0.0, "L2 coefficient added to ΔW", group="hyperparameters",
-                                   type=nonnegative_float)
-    momentum_at: str = _setting("master", "async_msgd: where the momentum buffer V lives", group="hyperparameters",
-                                choices=MOMENTUM_PLACES)
-    nesterov: bool = _setting(False, "async_measgd: take ΔW^i at the look-ahead W^i + μV^i",
-                              group="hyperparameters", switch=True)
+    rho: float | None = _setting(
+        None,
+        "elasticity ρ of the EASGD family (None: α = ηρ = BETA/P)",
+        group="hyperparameters",
+        type=nonnegative_float,
+    )
+    beta: float = _setting(
+        0.9, "β in α = β/P when --rho is not given (Zhang et al.)", group="hyperparameters", type=positive_float
+    )
+    weight_decay: float = _setting(0.0, "L2 coefficient added to ΔW", group="hyperparameters", type=nonnegative_float)
+    momentum_at: str = _setting(
+        "master", "async_msgd: where the momentum buffer V lives", group="hyperparameters", choices=MOMENTUM_PLACES
+    )
+    nesterov: bool = _setting(
+        False, "async_measgd: take ΔW^i at the look-ahead W^i + μV^i", group="hyperparameters", switch=True
+    )
     seed: int = _setting(0, "base seed; data order uses seed and worker index", group="hyperparameters", type=int)
     # ---- codesign
-    message: str = _setting("packed", "collectives: one packed message per exchange, or one per parameter tensor",
-                            group="codesign", choices=MESSAGES)
-    center_on: str | None = _setting(None, "sync_easgd: where the center W lives (None: the preset's, else the "
-                                     "algorithm's default)", group="codesign", choices=PLACES)
-    overlap: bool | None = _setting(None, "sync_easgd, async_easgd, async_measgd, hogwild_easgd: exchange weights on "
-                                    "a helper thread during data fetch and fwd/bwd (None: the preset's, else the "
-                                    "algorithm's default; --no-overlap turns it off)", group="codesign", switch=True)
-    tau: int | None = _setting(None, "averaging family: average every TAU iterations, local steps between (None: "
-                               "the algorithm's default)", group="averaging", type=positive_int)
-    inner: str | None = _setting(None, "averaging family: each worker's optimizer between averagings; momentum is "
-                                 "heavy-ball with --momentum (None: the algorithm's default)", group="averaging",
-                                 choices=INNER_OPTIMIZERS)
-    worker_rule: str | None = _setting(None, "averaging family: after a round each worker is pulled elastically "
-                                       "towards the center (EASGD's Eq. 1) or reset to it (None: the algorithm's "
-                                       "default)", group="averaging", choices=WORKER_RULES)
-    outer: str | None = _setting(None, "averaging family: the center's step towards the workers' mean: elastic "
-                                 "(EASGD's Eq. 2, rate Pα), average (take the mean), nesterov (SGD with Nesterov "
-                                 "momentum on W − mean, as in DiLoCo) or slowmo (slow momentum) (None: the "
-                                 "algorithm's default)", group="averaging", choices=OUTER_OPTIMIZERS)
-    outer_lr: float | None = _setting(None, "averaging family: the outer step's learning rate (None: the "
-                                      "algorithm's default)", group="averaging", type=positive_float)
-    outer_momentum: float | None = _setting(None, "averaging family: the outer step's momentum (None: the "
-                                            "algorithm's default)", group="averaging", type=fraction)
-    compress: str = _setting("fp32", "averaging family: what a round's messages carry; fp16/bf16/int8 send the "
-                             "difference from the center both sides hold in 2 or 1 byte per value (int8 with "
-                             "error feedback); the averaging stays in float32", group="averaging",
-                             choices=COMPRESSIONS)
-    backend: str = _setting("auto", "collectives: auto picks nccl with a GPU per rank, else CUDA-aware MPI, else "
-                            "MPI on host buffers (always MPI with the center on the host: NCCL takes device tensors "
-                            "only); gloo (host tensors) is torch.distributed's CPU backend, by request only",
-                            group="codesign", choices=BACKENDS)
-    fast_memory_gb: float | None = _setting(None, "chip_partition: memory all replicas on a node must fit in, e.g. 16 "
-                                            "for KNL's MCDRAM (None: MemAvailable)", group="codesign",
-                                            type=positive_float, metavar="GB")
-    center_window: str = _setting("rma", "async_*/hogwild_*: the master's center window; rma: Get/Accumulate on "
-                                  "an MPI RMA window (any placement), shared: an MPI shared-memory window that the "
-                                  "workers read and add to directly (every rank on one node, else refused)",
-                                  group="codesign", choices=CENTER_WINDOWS)
-    wait_probe: str = _setting("barrier", "collectives: a barrier before each collective, timed as wait, so that "
-                               "a slower peer's lateness is wait and the collective's time is transfer; none folds "
-                               "the skew into transfer (one latency less per collective, for head-to-head runs)",
-                               group="codesign", choices=WAIT_PROBES)
+    message: str = _setting(
+        "packed",
+        "collectives: one packed message per exchange, or one per parameter tensor",
+        group="codesign",
+        choices=MESSAGES,
+    )
+    center_on: str | None = _setting(
+        None,
+        "sync_easgd: where the center W lives (None: the preset's, else the algorithm's default)",
+        group="codesign",
+        choices=PLACES,
+    )
+    overlap: bool | None = _setting(
+        None,
+        "sync_easgd, async_easgd, async_measgd, hogwild_easgd: exchange weights on "
+        "a helper thread during data fetch and fwd/bwd (None: the preset's, else the "
+        "algorithm's default; --no-overlap turns it off)",
+        group="codesign",
+        switch=True,
+    )
+    tau: int | None = _setting(
+        None,
+        "averaging family: average every TAU iterations, local steps between (None: the algorithm's default)",
+        group="averaging",
+        type=positive_int,
+    )
+    inner: str | None = _setting(
+        None,
+        "averaging family: each worker's optimizer between averagings; momentum is "
+        "heavy-ball with --momentum (None: the algorithm's default)",
+        group="averaging",
+        choices=INNER_OPTIMIZERS,
+    )
+    worker_rule: str | None = _setting(
+        None,
+        "averaging family: after a round each worker is pulled elastically "
+        "towards the center (EASGD's Eq. 1) or reset to it (None: the algorithm's "
+        "default)",
+        group="averaging",
+        choices=WORKER_RULES,
+    )
+    outer: str | None = _setting(
+        None,
+        "averaging family: the center's step towards the workers' mean: elastic "
+        "(EASGD's Eq. 2, rate Pα), average (take the mean), nesterov (SGD with Nesterov "
+        "momentum on W − mean, as in DiLoCo) or slowmo (slow momentum) (None: the "
+        "algorithm's default)",
+        group="averaging",
+        choices=OUTER_OPTIMIZERS,
+    )
+    outer_lr: float | None = _setting(
+        None,
+        "averaging family: the outer step's learning rate (None: the algorithm's default)",
+        group="averaging",
+        type=positive_float,
+    )
+    outer_momentum: float | None = _setting(
+        None,
+        "averaging family: the outer step's momentum (None: the algorithm's default)",
+        group="averaging",
+        type=fraction,
+    )
+    compress: str = _setting(
+        "fp32",
+        "averaging family: what a round's messages carry; fp16/bf16/int8 send the "
+        "difference from the center both sides hold in 2 or 1 byte per value (int8 with "
+        "error feedback); the averaging stays in float32",
+        group="averaging",
+        choices=COMPRESSIONS,
+    )
+    backend: str = _setting(
+        "auto",
+        "collectives: auto picks nccl with a GPU per rank, else CUDA-aware MPI, else "
+        "MPI on host buffers (always MPI with the center on the host: NCCL takes device tensors "
+        "only); gloo (host tensors) is torch.distributed's CPU backend, by request only",
+        group="codesign",
+        choices=BACKENDS,
+    )
+    fast_memory_gb: float | None = _setting(
+        None,
+        "chip_partition: memory all replicas on a node must fit in, e.g. 16 for KNL's MCDRAM (None: MemAvailable)",
+        group="codesign",
+        type=positive_float,
+        metavar="GB",
+    )
+    center_window: str = _setting(
+        "rma",
+        "async_*/hogwild_*: the master's center window; rma: Get/Accumulate on "
+        "an MPI RMA window (any placement), shared: an MPI shared-memory window that the "
+        "workers read and add to directly (every rank on one node, else refused)",
+        group="codesign",
+        choices=CENTER_WINDOWS,
+    )
+    wait_probe: str = _setting(
+        "barrier",
+        "collectives: a barrier before each collective, timed as wait, so that "
+        "a slower peer's lateness is wait and the collective's time is transfer; none folds "
+        "the skew into transfer (one latency less per collective, for head-to-head runs)",
+        group="codesign",
+        choices=WAIT_PROBES,
+    )
     # ---- execution
-    straggler: str | None = _setting(None, "RANK:FACTOR[,RANK:FACTOR...]: stretch those ranks' forward/backward by "
-                                     "FACTOR (a sleep of FACTOR-1 times its duration), to study heterogeneous "
-                                     "machines", group="execution", metavar="RANK:FACTOR",
-                                     pattern=r"^[0-9]+:[0-9]*[.]?[0-9]+(,[0-9]+:[0-9]*[.]?[0-9]+)*$")
-    device_sync: str = _setting("phase", "CUDA: synchronise the stream at every phase boundary so each phase holds "
-                                "its own device work; none for head-to-head throughput (device phases then "
-                                "hold launches only)", group="execution", choices=DEVICE_SYNCS)
-    eval_every: int = _setting(50, "evaluate the center every this many steps (steps as --max-steps counts "
-                               "them)", group="execution", type=positive_int)
+    straggler: str | None = _setting(
+        None,
+        "RANK:FACTOR[,RANK:FACTOR...]: stretch those ranks' forward/backward by "
+        "FACTOR (a sleep of FACTOR-1 times its duration), to study heterogeneous "
+        "machines",
+        group="execution",
+        metavar="RANK:FACTOR",
+        pattern=r"^[0-9]+:[0-9]*[.]?[0-9]+(,[0-9]+:[0-9]*[.]?[0-9]+)*$",
+    )
+    device_sync: str = _setting(
+        "phase",
+        "CUDA: synchronise the stream at every phase boundary so each phase holds "
+        "its own device work; none for head-to-head throughput (device phases then "
+        "hold launches only)",
+        group="execution",
+        choices=DEVICE_SYNCS,
+    )
+    eval_every: int = _setting(
+        50,
+        "evaluate the center every this many steps (steps as --max-steps counts them)",
+        group="execution",
+        type=positive_int,
+    )
     eval_batch_size: int = _setting(1000, "images per evaluation batch", group="execution", type=positive_int)
-    worker_timeout: float = _setting(30.0, "the floor of the no-progress limit: a worker silent longer than the "
-                                     "larger of this and 10x its longest interval so far (3x this before its pace "
-                                     "is known) ends the job, naming the rank", group="execution",
-                                     type=positive_float, metavar="SECONDS")
-    checkpoint_every: int | None = _setting(None, "write a checkpoint every this many steps (with or without "
-                                            "--checkpoint-interval)", group="execution", type=positive_int,
-                                            metavar="STEPS")
-    checkpoint_interval: float | None = _setting(300.0, "write a checkpoint when this many seconds have passed "
-                                                 "since the last one; 0 with no --checkpoint-every: none, not "
-                                                 "even on a signal", group="execution", type=nonnegative_float,
-                                                 metavar="SECONDS")
-    restart: bool = _setting(False, "start over: delete the run folder's checkpoints instead of resuming from "
-                             "the newest", group="execution", switch=True)
+    validation_fraction: float | None = _setting(
+        None,
+        "evaluate on this share of the training split, held out of "
+        "training (the tune stage), instead of the test split",
+        group="execution",
+        type=open_fraction,
+    )
+    worker_timeout: float = _setting(
+        30.0,
+        "the floor of the no-progress limit: a worker silent longer than the "
+        "larger of this and 10x its longest interval so far (3x this before its pace "
+        "is known) ends the job, naming the rank",
+        group="execution",
+        type=positive_float,
+        metavar="SECONDS",
+    )
+    checkpoint_every: int | None = _setting(
+        None,
+        "write a checkpoint every this many steps (with or without --checkpoint-interval)",
+        group="execution",
+        type=positive_int,
+        metavar="STEPS",
+    )
+    checkpoint_interval: float | None = _setting(
+        300.0,
+        "write a checkpoint when this many seconds have passed "
+        "since the last one; 0 with no --checkpoint-every: none, not "
+        "even on a signal",
+        group="execution",
+        type=nonnegative_float,
+        metavar="SECONDS",
+    )
+    restart: bool = _setting(
+        False,
+        "start over: delete the run folder's checkpoints instead of resuming from the newest",
+        group="execution",
+        switch=True,
+    )
     platform: str = _setting("local", "name of the machine/partition, recorded in run.json", group="execution")
-    expect_ranks: int | None = _setting(None, "fail unless MPI started exactly N ranks (catches a launcher that "
-                                        "starts N singletons)", group="execution", type=positive_int, metavar="N")
+    expect_ranks: int | None = _setting(
+        None,
+        "fail unless MPI started exactly N ranks (catches a launcher that starts N singletons)",
+        group="execution",
+        type=positive_int,
+        metavar="N",
+    )
     device: str = _setting("auto", "auto: this rank's GPU if any, else CPU", group="execution", choices=DEVICES)
-    threads: int | None = _setting(None, "torch threads per rank (None: SLURM_CPUS_PER_TASK, OMP_NUM_THREADS or 1)",
-                                   group="execution", type=positive_int)
+    threads: int | None = _setting(
+        None,
+        "torch threads per rank (None: SLURM_CPUS_PER_TASK, OMP_NUM_THREADS or 1)",
+        group="execution",
+        type=positive_int,
+    )
+    # ---- the run's place in the grid (set by the workflow, recorded in run.json)
+    setting: str | None = _setting(
+        None,
+        "the run's setting in the workflow's grid (its folder component: swept values, a tune trial, or tuned)",
+        group="grid",
+    )
+    sweep: str | None = _setting(
+        None, "comma list of the settings the grid varies for this run (the tables' columns)", group="grid"
+    )
+    tuned_from: Path | None = _setting(
+        None,
+        "a tune stage's chosen.csv: this run's tuned settings are its row for "
+        "the run's dataset, model, algorithm, platform and workers",
+        group="grid",
+        type=Path,
+        metavar="CSV",
+    )
+    tuned_scale: str | None = _setting(
+        None,
+        "KEY=FACTOR[,KEY=FACTOR...]: multiply these tuned settings (a control, e.g. lr=0.1)",
+        group="grid",
+        metavar="KEY=FACTOR",
+    )
 
 
 # Fields the workflow sets for each run from the grid and the platform; the
 # rest are the training settings of the config's `train` block.
-SET_BY_WORKFLOW = ("data", "model", "algorithm", "out_dir", "seed", "platform", "expect_ranks", "device", "threads")
-COMMAND_LINE_ONLY = ("restart",)   # a decision about one run folder, never a setting of a grid
+SET_BY_WORKFLOW = (
+    "data",
+    "model",
+    "algorithm",
+    "out_dir",
+    "seed",
+    "platform",
+    "expect_ranks",
+    "device",
+    "threads",
+    "setting",
+    "sweep",
+    "tuned_from",
+    "tuned_scale",
+)
+COMMAND_LINE_ONLY = ("restart",)  # a decision about one run folder, never a setting of a grid
 SETTINGS = tuple(f.name for f in fields(TrainConfig) if f.name not in SET_BY_WORKFLOW + COMMAND_LINE_ONLY)
 
 

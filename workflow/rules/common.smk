@@ -10,7 +10,7 @@ import shlex
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
-from scaledl.grid import downloads
+from scaledl.grid import downloads, tune
 from scaledl.grid import runs as grid
 from scaledl.grid.check import first_problem
 from scaledl.report.catalogue import CATALOGUE, FIGURE_NAMES
@@ -75,12 +75,18 @@ def final_outputs():
         f"{RESULTS}/report/claims.md",
         *(f"{RESULTS}/report/figures/{figure}.png" for figure in FIGURE_NAMES),
         f"{RESULTS}/report/metrics_long.csv",
+        *([f"{RESULTS}/{tune.CHOSEN}", f"{RESULTS}/{tune.CHOSEN_MD}"] if trial_files() else []),
     ]
 
 
 def run_files(name):
-    """`name` (metrics.csv, run.json, ...) of every run, in grid order."""
-    return [f"{grid.run_dir(run, NAME)}/{name}" for run in RUNS]
+    """`name` (metrics.csv, run.json, ...) of every run of the blocks (not the tune stage's trials), in grid order."""
+    return [f"{grid.run_dir(run, NAME)}/{name}" for run in RUNS if run.stage == grid.RUNS_STAGE]
+
+
+def trial_files():
+    """run.json of every trial of the tune stage."""
+    return [f"{grid.run_dir(run, NAME)}/run.json" for run in RUNS if run.stage == tune.STAGE]
 
 
 # ---- download and prepare --------------------------------------------------
@@ -157,9 +163,25 @@ def train_flags(wildcards):
 
 
 def mpi_launcher(wildcards, resources):
-    """The training command's launcher prefix, nothing for train_single (`mpi` empty).
-    A param computed from resources is no rerun trigger: a new launcher reruns nothing."""
-    return grid.launcher(resources.mpi, resources.tasks, resources.cpus_per_task)
+    """The training command's launcher prefix, nothing for train_single (`mpi` empty); with more ranks than
+    this machine's cores on a local platform, MPICH's yield mode. A param computed from resources is no
+    rerun trigger: a new launcher reruns nothing."""
+    oversubscribed = platform_of(wildcards)["kind"] == "local" and resources.tasks > (os.cpu_count() or 1)
+    return grid.launcher(resources.mpi, resources.tasks, resources.cpus_per_task, oversubscribed=oversubscribed)
+
+
+def tuned_choice(wildcards):
+    """A tuned run's input: the tune stage's choice, which it reads its settings from; none for the others."""
+    return [f"{RESULTS}/{tune.CHOSEN}"] if wildcards.setting.lstrip("/").startswith(tune.TUNED) else []
+
+
+def tuned_flags(wildcards, input):
+    return f"--tuned-from {input.chosen}" if input.chosen else ""
+
+
+def tune_protocol(wildcards):
+    """What the choice's report prints: the search spaces, the trials per algorithm, their budget and target."""
+    return shlex.quote(tune.protocol(RUNS, config))
 
 
 # Resources: computed from the platform (scaledl.grid.runs.job_resources) and
@@ -257,7 +279,8 @@ def netbench_flags(wildcards):
 
 def platform_run_files(wildcards):
     """run.json of every run on the platform these wildcards name."""
-    return [f"{grid.run_dir(run, NAME)}/run.json" for run in RUNS if run.platform == wildcards.platform]
+    return [f"{grid.run_dir(run, NAME)}/run.json" for run in RUNS
+            if run.platform == wildcards.platform and run.stage == grid.RUNS_STAGE]
 
 
 def comm_model_networks(wildcards):

@@ -17,15 +17,16 @@
 rule train:
     input:
         data="data/hdf5/{dataset}.h5",
+        chosen=tuned_choice,  # a tuned run reads its settings from the tune stage's choice
     output:
-        metrics="results/{name}/runs/{dataset}/{model}/{algorithm}/{platform}/p{workers}/s{seed}/metrics.csv",
-        run="results/{name}/runs/{dataset}/{model}/{algorithm}/{platform}/p{workers}/s{seed}/run.json",
-        model="results/{name}/runs/{dataset}/{model}/{algorithm}/{platform}/p{workers}/s{seed}/model.pt",
-        timeline="results/{name}/runs/{dataset}/{model}/{algorithm}/{platform}/p{workers}/s{seed}/timeline.h5",
+        metrics="results/{name}/{stage}/{dataset}/{model}/{algorithm}/{platform}/p{workers}{setting}/s{seed}/metrics.csv",
+        run="results/{name}/{stage}/{dataset}/{model}/{algorithm}/{platform}/p{workers}{setting}/s{seed}/run.json",
+        model="results/{name}/{stage}/{dataset}/{model}/{algorithm}/{platform}/p{workers}{setting}/s{seed}/model.pt",
+        timeline="results/{name}/{stage}/{dataset}/{model}/{algorithm}/{platform}/p{workers}{setting}/s{seed}/timeline.h5",
     log:
-        "logs/{name}/train/{dataset}/{model}/{algorithm}/{platform}/p{workers}/s{seed}.log",
+        "logs/{name}/{stage}/{dataset}/{model}/{algorithm}/{platform}/p{workers}{setting}/s{seed}.log",
     benchmark:
-        "benchmarks/{name}/train/{dataset}/{model}/{algorithm}/{platform}/p{workers}/s{seed}.tsv"
+        "benchmarks/{name}/{stage}/{dataset}/{model}/{algorithm}/{platform}/p{workers}{setting}/s{seed}.tsv"
     conda:
         "../envs/scaledl.yaml"
     threads: placed_threads(train_placement)
@@ -36,12 +37,13 @@ rule train:
         launcher=mpi_launcher,
         out_dir=subpath(output.run, parent=True),
         flags=train_flags,
+        tuned=tuned_flags,
     shell:
         "{params.launcher}python -m mpi4py -m scaledl train"
         " --data {input.data} --model {wildcards.model} --algorithm {wildcards.algorithm}"
         " --seed {wildcards.seed} --platform {wildcards.platform} --expect-ranks {resources.tasks}"
         " --out-dir {params.out_dir}"
-        " {params.flags} > {log} 2>&1"
+        " {params.flags} {params.tuned} > {log} 2>&1"
 
 
 # Runs of one rank (one worker, no master) start without a launcher, and MPI

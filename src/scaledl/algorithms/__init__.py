@@ -17,9 +17,9 @@ algorithm's engine on demand.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from types import MappingProxyType
-from typing import Mapping
 
 from scaledl.errors import UserError
 
@@ -27,7 +27,7 @@ from scaledl.errors import UserError
 PATTERNS = {
     "round_robin": "a dedicated master serves the workers one at a time, in rank order (two-sided messages)",
     "fcfs_window": "the center in an RMA window on a dedicated master; each exchange is one exclusive-lock "
-                   "epoch, so updates are applied one at a time, first come first served",
+    "epoch, so updates are applied one at a time, first come first served",
     "lock_free_window": "as fcfs_window, but each epoch takes a shared lock: concurrent, unordered updates (Hogwild)",
     "collectives": "no dedicated master: collectives over the workers (worker 0 keeps the center)",
 }
@@ -44,13 +44,13 @@ WINDOW_RULES = ("elastic", "momentum_elastic", "sgd", "momentum")
 # Training settings (scaledl.config.TrainConfig fields) that only some algorithms use.
 # A setting missing here applies to every algorithm.
 OPTION_GROUPS = {
-    "momentum": ("momentum",),                              # μ of the momentum variants
-    "elastic": ("rho", "beta"),                             # ρ, or α = ηρ = β/P, of the EASGD family
-    "collectives": ("message", "backend", "wait_probe"),    # how collectives travel and are timed
-    "codesign": ("center_on", "overlap"),                   # the Sync EASGD ladder's switches
+    "momentum": ("momentum",),  # μ of the momentum variants
+    "elastic": ("rho", "beta"),  # ρ, or α = ηρ = β/P, of the EASGD family
+    "collectives": ("message", "backend", "wait_probe"),  # how collectives travel and are timed
+    "codesign": ("center_on", "overlap"),  # the Sync EASGD ladder's switches
     "averaging": ("tau", "inner", "worker_rule", "outer", "outer_lr", "outer_momentum", "compress"),  # the engine
-    "overlap": ("overlap",),                                # async EASGD family: exchange beside data and fwd/bwd
-    "window": ("center_window",),                           # the center window of the window algorithms (rma, shared)
+    "overlap": ("overlap",),  # async EASGD family: exchange beside data and fwd/bwd
+    "window": ("center_window",),  # the center window of the window algorithms (rma, shared)
 }
 
 
@@ -67,18 +67,18 @@ def algorithm_options() -> frozenset[str]:
 class AlgorithmInfo:
     key: str
     paper_name: str
-    engine: str                  # scaledl.algorithms.<engine> defines ENGINE: easgd, window, averaging, sync_sgd
-    pattern: str                 # a key of PATTERNS
-    payload: str                 # what one exchange moves: one of PAYLOADS
-    deterministic: bool          # claim: bitwise repeatable for a given seed and world size on CPU
-                                 # with MPI (a run's own conditions: deterministic_in)
-    options: frozenset[str] = frozenset()   # algorithm-specific settings it accepts (OPTION_GROUPS)
-    preset_of: str | None = None            # a named setting of this base algorithm ...
-    preset: Mapping = field(default_factory=dict)   # ... that fixes these settings (algorithms/settings.py;
-                                                    # "gradients": sum or mean, read by sync_sgd)
+    engine: str  # scaledl.algorithms.<engine> defines ENGINE: easgd, window, averaging, sync_sgd
+    pattern: str  # a key of PATTERNS
+    payload: str  # what one exchange moves: one of PAYLOADS
+    deterministic: bool  # claim: bitwise repeatable for a given seed and world size on CPU
+    # with MPI (a run's own conditions: deterministic_in)
+    options: frozenset[str] = frozenset()  # algorithm-specific settings it accepts (OPTION_GROUPS)
+    preset_of: str | None = None  # a named setting of this base algorithm ...
+    preset: Mapping = field(default_factory=dict)  # ... that fixes these settings (algorithms/settings.py;
+    # "gradients": sum or mean, read by sync_sgd)
     defaults: Mapping = field(default_factory=dict)  # settings' values where the run leaves them unset and
-                                                     # no preset fixes them (algorithms/settings.py)
-    rule: str | None = None                  # the window engine's worker rule (WINDOW_RULES)
+    # no preset fixes them (algorithms/settings.py)
+    rule: str | None = None  # the window engine's worker rule (WINDOW_RULES)
 
     def __post_init__(self):
         if self.pattern not in PATTERNS:
@@ -88,8 +88,9 @@ class AlgorithmInfo:
         if self.pattern in ENGINES and self.engine != ENGINES[self.pattern]:
             raise ValueError(f"{self.key}: pattern {self.pattern} runs on the {ENGINES[self.pattern]} engine")
         if (self.engine == "window") != (self.rule in WINDOW_RULES):
-            raise ValueError(f"{self.key}: a window algorithm names its worker rule ({', '.join(WINDOW_RULES)}), "
-                             "no other has one")
+            raise ValueError(
+                f"{self.key}: a window algorithm names its worker rule ({', '.join(WINDOW_RULES)}), no other has one"
+            )
         object.__setattr__(self, "preset", MappingProxyType(dict(self.preset)))
         object.__setattr__(self, "defaults", MappingProxyType(dict(self.defaults)))
 
@@ -127,10 +128,14 @@ class AlgorithmInfo:
         if backend not in FIXED_ORDER_BACKENDS:
             return False, f"backend {backend}: the order of its reductions is not guaranteed"
         if on_cuda and not deterministic_kernels:
-            return False, ("CUDA devices without torch.use_deterministic_algorithms(True): "
-                           "cuDNN and pooling backward kernels may differ run to run")
-        return True, (f"no arrival order in {self.key}, backend {backend} reduces in a fixed order, "
-                      + ("deterministic kernels enforced" if on_cuda else "CPU kernels"))
+            return False, (
+                "CUDA devices without torch.use_deterministic_algorithms(True): "
+                "cuDNN and pooling backward kernels may differ run to run"
+            )
+        return True, (
+            f"no arrival order in {self.key}, backend {backend} reduces in a fixed order, "
+            + ("deterministic kernels enforced" if on_cuda else "CPU kernels")
+        )
 
 
 _EASGD_FAMILY = _options("elastic")
@@ -138,7 +143,7 @@ _EASGD_FAMILY = _options("elastic")
 # runs beside data fetch and fwd/bwd, as the paper's §4 says (--no-overlap for the ablation).
 _WINDOW_EASGD = _options("elastic", "window", "overlap")
 _OVERLAPPED = {"overlap": True}
-_ELASTIC = {"worker_rule": "elastic", "outer": "elastic", "tau": 1}   # Sync EASGD as the engine's setting
+_ELASTIC = {"worker_rule": "elastic", "outer": "elastic", "tau": 1}  # Sync EASGD as the engine's setting
 # The periodic-averaging engine (module averaging): Sync EASGD and the hard-averaging family are its settings.
 _AVERAGING = _options("elastic", "collectives", "codesign", "averaging", "momentum")
 _SYNC_EASGD = _AVERAGING
@@ -148,51 +153,191 @@ ALGORITHMS: dict[str, AlgorithmInfo] = {
     info.key: info
     for info in (
         AlgorithmInfo("easgd", "original EASGD (round-robin)", "easgd", "round_robin", "weights", True, _EASGD_FAMILY),
-        AlgorithmInfo("async_easgd", "Async EASGD", "window", "fcfs_window", "weights", False, _WINDOW_EASGD,
-                      defaults=_OVERLAPPED, rule="elastic"),
-        AlgorithmInfo("async_measgd", "Async MEASGD", "window", "fcfs_window", "weights", False,
-                      _options("elastic", "momentum", "window", "overlap", extra=("nesterov",)),
-                      defaults=_OVERLAPPED, rule="momentum_elastic"),
-        AlgorithmInfo("hogwild_easgd", "Hogwild EASGD", "window", "lock_free_window", "weights", False,
-                      _WINDOW_EASGD, defaults=_OVERLAPPED, rule="elastic"),
-        AlgorithmInfo("sync_easgd", "Sync EASGD", "averaging", "collectives", "weights", True, _SYNC_EASGD,
-                      defaults=_ELASTIC),
+        AlgorithmInfo(
+            "async_easgd",
+            "Async EASGD",
+            "window",
+            "fcfs_window",
+            "weights",
+            False,
+            _WINDOW_EASGD,
+            defaults=_OVERLAPPED,
+            rule="elastic",
+        ),
+        AlgorithmInfo(
+            "async_measgd",
+            "Async MEASGD",
+            "window",
+            "fcfs_window",
+            "weights",
+            False,
+            _options("elastic", "momentum", "window", "overlap", extra=("nesterov",)),
+            defaults=_OVERLAPPED,
+            rule="momentum_elastic",
+        ),
+        AlgorithmInfo(
+            "hogwild_easgd",
+            "Hogwild EASGD",
+            "window",
+            "lock_free_window",
+            "weights",
+            False,
+            _WINDOW_EASGD,
+            defaults=_OVERLAPPED,
+            rule="elastic",
+        ),
+        AlgorithmInfo(
+            "sync_easgd", "Sync EASGD", "averaging", "collectives", "weights", True, _SYNC_EASGD, defaults=_ELASTIC
+        ),
         # The paper's engineering ladder (§3, Table 3): original EASGD → 1 → 2 → 3.
-        AlgorithmInfo("sync_easgd1", "Sync EASGD1 (tree collectives, center on the host)", "averaging",
-                      "collectives", "weights", True, _SYNC_EASGD,
-                      preset_of="sync_easgd", preset={"center_on": "host", "overlap": False}, defaults=_ELASTIC),
-        AlgorithmInfo("sync_easgd2", "Sync EASGD2 (weights on the devices)", "averaging",
-                      "collectives", "weights", True, _SYNC_EASGD,
-                      preset_of="sync_easgd", preset={"center_on": "device", "overlap": False}, defaults=_ELASTIC),
-        AlgorithmInfo("sync_easgd3", "Sync EASGD3 (exchange overlapped with data and fwd/bwd)", "averaging",
-                      "collectives", "weights", True, _SYNC_EASGD,
-                      preset_of="sync_easgd", preset={"center_on": "device", "overlap": True}, defaults=_ELASTIC),
+        AlgorithmInfo(
+            "sync_easgd1",
+            "Sync EASGD1 (tree collectives, center on the host)",
+            "averaging",
+            "collectives",
+            "weights",
+            True,
+            _SYNC_EASGD,
+            preset_of="sync_easgd",
+            preset={"center_on": "host", "overlap": False},
+            defaults=_ELASTIC,
+        ),
+        AlgorithmInfo(
+            "sync_easgd2",
+            "Sync EASGD2 (weights on the devices)",
+            "averaging",
+            "collectives",
+            "weights",
+            True,
+            _SYNC_EASGD,
+            preset_of="sync_easgd",
+            preset={"center_on": "device", "overlap": False},
+            defaults=_ELASTIC,
+        ),
+        AlgorithmInfo(
+            "sync_easgd3",
+            "Sync EASGD3 (exchange overlapped with data and fwd/bwd)",
+            "averaging",
+            "collectives",
+            "weights",
+            True,
+            _SYNC_EASGD,
+            preset_of="sync_easgd",
+            preset={"center_on": "device", "overlap": True},
+            defaults=_ELASTIC,
+        ),
         # Hard averaging with an outer step, the same engine (beyond the paper): the workers reset to the center.
-        AlgorithmInfo("local_sgd", "local SGD (periodic model averaging)", "averaging", "collectives", "weights", True,
-                      _AVERAGING, defaults={"worker_rule": "reset", "outer": "average", "tau": 8}),
-        AlgorithmInfo("diloco", "DiLoCo (outer Nesterov SGD on the averaged change)", "averaging", "collectives",
-                      "weights", True, _AVERAGING, defaults={"worker_rule": "reset", "outer": "nesterov", "tau": 8,
-                                                             "outer_lr": 0.7, "outer_momentum": 0.9}),
-        AlgorithmInfo("slowmo", "SlowMo (slow momentum on the averaged change)", "averaging", "collectives", "weights",
-                      True, _AVERAGING, defaults={"worker_rule": "reset", "outer": "slowmo", "tau": 8,
-                                                  "outer_lr": 1.0, "outer_momentum": 0.5}),
-        AlgorithmInfo("async_sgd", "Async SGD", "window", "fcfs_window", "gradients", False, _options("window"),
-                      rule="sgd"),
-        AlgorithmInfo("async_msgd", "Async MSGD", "window", "fcfs_window", "gradients", False,
-                      _options("momentum", "window", extra=("momentum_at",)), rule="momentum"),
-        AlgorithmInfo("hogwild_sgd", "Hogwild SGD", "window", "lock_free_window", "gradients", False,
-                      _options("window"), rule="sgd"),
-        AlgorithmInfo("sync_sgd", "synchronous SGD (allreduce of gradients)", "sync_sgd", "collectives",
-                      "gradients", True, _SYNC_SGD),
+        AlgorithmInfo(
+            "local_sgd",
+            "local SGD (periodic model averaging)",
+            "averaging",
+            "collectives",
+            "weights",
+            True,
+            _AVERAGING,
+            defaults={"worker_rule": "reset", "outer": "average", "tau": 8},
+        ),
+        AlgorithmInfo(
+            "diloco",
+            "DiLoCo (outer Nesterov SGD on the averaged change)",
+            "averaging",
+            "collectives",
+            "weights",
+            True,
+            _AVERAGING,
+            defaults={"worker_rule": "reset", "outer": "nesterov", "tau": 8, "outer_lr": 0.7, "outer_momentum": 0.9},
+        ),
+        AlgorithmInfo(
+            "slowmo",
+            "SlowMo (slow momentum on the averaged change)",
+            "averaging",
+            "collectives",
+            "weights",
+            True,
+            _AVERAGING,
+            defaults={"worker_rule": "reset", "outer": "slowmo", "tau": 8, "outer_lr": 1.0, "outer_momentum": 0.5},
+        ),
+        AlgorithmInfo(
+            "async_sgd", "Async SGD", "window", "fcfs_window", "gradients", False, _options("window"), rule="sgd"
+        ),
+        AlgorithmInfo(
+            "async_msgd",
+            "Async MSGD",
+            "window",
+            "fcfs_window",
+            "gradients",
+            False,
+            _options("momentum", "window", extra=("momentum_at",)),
+            rule="momentum",
+        ),
+        AlgorithmInfo(
+            "hogwild_sgd",
+            "Hogwild SGD",
+            "window",
+            "lock_free_window",
+            "gradients",
+            False,
+            _options("window"),
+            rule="sgd",
+        ),
+        AlgorithmInfo(
+            "sync_sgd",
+            "synchronous SGD (allreduce of gradients)",
+            "sync_sgd",
+            "collectives",
+            "gradients",
+            True,
+            _SYNC_SGD,
+        ),
         # KNL chip partitioning (§3, Fig. 12): every partition holds all the data and its own weights,
         # and updates with the tree-summed gradients Σ_j ΔW^j (sync_sgd divides the sum by P).
-        AlgorithmInfo("chip_partition", "KNL chip partitioning (replicated data and weights, tree-summed gradients)",
-                      "sync_sgd", "collectives", "gradients", True, _SYNC_SGD | {"fast_memory_gb"},
-                      preset_of="sync_sgd", preset={"data": "replicated", "gradients": "sum"}),
+        AlgorithmInfo(
+            "chip_partition",
+            "KNL chip partitioning (replicated data and weights, tree-summed gradients)",
+            "sync_sgd",
+            "collectives",
+            "gradients",
+            True,
+            _SYNC_SGD | {"fast_memory_gb"},
+            preset_of="sync_sgd",
+            preset={"data": "replicated", "gradients": "sum"},
+        ),
     )
 }
 
 BASE_ALGORITHMS = tuple(key for key, info in ALGORITHMS.items() if not info.is_preset)
+
+
+# The tune stage's default range of each setting (scaledl.grid.tune): (low, high), drawn log-uniformly for η and τ,
+# uniformly for the rest. An algorithm searches the settings it uses (`search_space`). The ranges are wide and the
+# same for every algorithm, and they hold each general method's special case (μ = 0, outer step 1 with no
+# momentum), so a general method tuned can be checked against its special case tuned.
+SEARCH_SPACE = {
+    "lr": (0.001, 0.3),
+    "beta": (0.1, 0.99),  # α = β/P: the elastic family's moving rate, independent of P
+    "momentum": (0.0, 0.95),
+    "tau": (1, 16),
+    "outer_lr": (0.25, 1.5),
+    "outer_momentum": (0.0, 0.95),
+}
+LOG_SCALED = ("lr", "tau")
+INTEGER = ("tau",)
+
+
+def search_space(key: str) -> dict[str, tuple[float, float]]:
+    """The settings the tune stage draws for algorithm `key`, with their default ranges: η for all, β for
+    the elastic family, μ where momentum is the algorithm's own, τ and the outer step where it has them."""
+    info = ALGORITHMS[key]
+    names = ["lr"]
+    if "beta" in info.options and info.defaults.get("outer", "elastic") == "elastic":
+        names.append("beta")
+    if "momentum" in info.options and info.engine != "averaging":  # the averaging engine's inner SGD has none
+        names.append("momentum")
+    if info.defaults.get("tau", 1) > 1:
+        names.append("tau")
+    if info.defaults.get("outer") in ("nesterov", "slowmo"):
+        names += ["outer_lr", "outer_momentum"]
+    return {name: SEARCH_SPACE[name] for name in names}
 
 
 def engine_class(key: str):
@@ -208,8 +353,11 @@ def tasks_for(key: str, workers: int) -> int:
 def accepting(option: str) -> list[str]:
     """The algorithms that accept `option` (for error messages): base algorithms, and a preset
     only where its base does not (chip_partition's --fast-memory-gb)."""
-    return [key for key, info in ALGORITHMS.items() if option in info.options
-            and not (info.is_preset and option in ALGORITHMS[info.preset_of].options)]
+    return [
+        key
+        for key, info in ALGORITHMS.items()
+        if option in info.options and not (info.is_preset and option in ALGORITHMS[info.preset_of].options)
+    ]
 
 
 def flag(option: str) -> str:
@@ -230,8 +378,11 @@ def check_options(info: AlgorithmInfo, cfg) -> None:
         value = getattr(cfg, option)
         if value == defaults[option]:
             continue
-        given = (flag(option) if value else "--no-" + flag(option)[2:]) if isinstance(value, bool) \
+        given = (
+            (flag(option) if value else "--no-" + flag(option)[2:])
+            if isinstance(value, bool)
             else f"{flag(option)} {value}"
+        )
         users = accepting(option)
         who = f"{users[0]} uses" if len(users) == 1 else f"{', '.join(users[:-1])} and {users[-1]} use"
         raise UserError(f"{given} does not apply to {info.key}: only {who} it")

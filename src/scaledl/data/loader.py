@@ -37,7 +37,13 @@ from scaledl.data.hdf5 import IMAGES, LABELS, TRAIN, open_h5, read_info, read_ro
 from scaledl.errors import UserError
 
 IN_MEMORY_MAX_BYTES = 1 << 30  # a shard up to this size is read once and kept as a tensor
-BLOCK_BYTES = 64 << 20         # streamed shards: bytes read per contiguous block
+BLOCK_BYTES = 64 << 20  # streamed shards: bytes read per contiguous block
+
+
+def held_out(n: int, fraction: float | None) -> int:
+    """Rows of an n-row train split held out for validation: its last ceil(fraction · n) (the split is
+    pre-shuffled, so they are a random sample); 0 without a fraction."""
+    return math.ceil(fraction * n) if fraction else 0
 
 
 def shard_bounds(n: int, shard: int, num_shards: int) -> tuple[int, int]:
@@ -54,8 +60,19 @@ class ShardLoader:
     process that reads it (never inherited across fork).
     """
 
-    def __init__(self, path: str | os.PathLike, *, shard: int, num_shards: int, batch_size: int, seed: int,
-                 split: str = TRAIN, pin_memory: bool = False, in_memory_max_bytes: int = IN_MEMORY_MAX_BYTES):
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        *,
+        shard: int,
+        num_shards: int,
+        batch_size: int,
+        seed: int,
+        split: str = TRAIN,
+        held_out_rows: int = 0,
+        pin_memory: bool = False,
+        in_memory_max_bytes: int = IN_MEMORY_MAX_BYTES,
+    ):
         if not 0 <= shard < num_shards:
             raise ValueError(f"shard {shard} is not in 0..{num_shards - 1}")
         if batch_size < 1:
@@ -66,13 +83,15 @@ class ShardLoader:
         self.path, self.split = Path(path), split
         self.shard, self.num_shards, self.batch_size, self.seed = shard, num_shards, batch_size, seed
         self.image_shape = info.image_shape
-        n = info.count(split)
+        n = info.count(split) - held_out_rows  # the held-out tail (validation) is never trained on
         self.lo, self.hi = shard_bounds(n, shard, num_shards)
         self.shard_size = self.hi - self.lo
         smallest = n // num_shards
         if batch_size > smallest:
-            raise UserError(f"batch size {batch_size} is larger than a worker's shard of {smallest} images "
-                            f"({n} {split} images over {num_shards} workers); use fewer workers or a smaller --batch-size")
+            raise UserError(
+                f"batch size {batch_size} is larger than a worker's shard of {smallest} images "
+                f"({n} {split} images over {num_shards} workers); use fewer workers or a smaller --batch-size"
+            )
         self.steps_per_epoch = smallest // batch_size
         self.epoch = self.step_in_epoch = self.samples_seen = 0
         self.pin_memory = pin_memory and torch.cuda.is_available()
@@ -95,7 +114,7 @@ class ShardLoader:
         if self._order_epoch != self.epoch:
             self._order, self._order_epoch = self.epoch_order(self.epoch), self.epoch
         start = self.step_in_epoch * self.batch_size
-        idx = self._order[start:start + self.batch_size]
+        idx = self._order[start : start + self.batch_size]
         images = self._gather(idx)
         labels = self._labels[torch.from_numpy(idx)]
         if self.pin_memory:
@@ -121,7 +140,11 @@ class ShardLoader:
 
     def load_state_dict(self, state: dict[str, int]) -> None:
         """Resume at a position from `state_dict()`; the following batches are those the saved loader would give."""
-        self.epoch, self.step_in_epoch, self.samples_seen = state["epoch"], state["step_in_epoch"], state["samples_seen"]
+        self.epoch, self.step_in_epoch, self.samples_seen = (
+            state["epoch"],
+            state["step_in_epoch"],
+            state["samples_seen"],
+        )
 
     def close(self) -> None:
         """Drop the open file and cached blocks (streamed shards); the loader reopens on demand."""
@@ -180,12 +203,19 @@ class Normalizer:
         return x.mul_(self.scale).sub_(self.shift), y
 
 
-_SPLIT_CACHE: dict[tuple[str, str], tuple[tuple[int, int], torch.Tensor, torch.Tensor]] = {}
+_SPLIT_CACHE: dict[tuple[str, str, int], tuple[tuple[int, int], torch.Tensor, torch.Tensor]] = {}
 
 
-def iter_split(path: str | os.PathLike, split: str = "test", batch_size: int = 1000, *,
-               in_memory_max_bytes: int = IN_MEMORY_MAX_BYTES) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-    """All of `split` in file order, as (uint8 images, int64 labels) batches, for evaluation.
+def iter_split(
+    path: str | os.PathLike,
+    split: str = "test",
+    batch_size: int = 1000,
+    *,
+    first: int = 0,
+    in_memory_max_bytes: int = IN_MEMORY_MAX_BYTES,
+) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """All of `split` from row `first` on, in file order, as (uint8 images, int64 labels) batches, for
+    evaluation (`first`: where a held-out validation tail of the train split starts).
 
     A split of at most `in_memory_max_bytes` is read once per process and kept
     (until the file changes); the yielded batches are views of it, not to be
@@ -193,20 +223,23 @@ def iter_split(path: str | os.PathLike, split: str = "test", batch_size: int = 1
     """
     info = read_info(path)
     n = info.count(split)
-    if n * info.image_nbytes > in_memory_max_bytes:
+    if (n - first) * info.image_nbytes > in_memory_max_bytes:
         with open_h5(path) as f:
             images, labels = f[split][IMAGES], f[split][LABELS]
-            for lo in range(0, n, batch_size):
-                hi = lo + batch_size
-                yield torch.from_numpy(read_rows(path, images, lo, hi)), torch.from_numpy(read_rows(path, labels, lo, hi))
+            for lo in range(first, n, batch_size):
+                hi = min(lo + batch_size, n)
+                yield (
+                    torch.from_numpy(read_rows(path, images, lo, hi)),
+                    torch.from_numpy(read_rows(path, labels, lo, hi)),
+                )
         return
-    key = (str(Path(path).resolve()), split)
+    key = (str(Path(path).resolve()), split, first)
     stat = os.stat(path)
     stamp = (stat.st_mtime_ns, stat.st_size)
     if key not in _SPLIT_CACHE or _SPLIT_CACHE[key][0] != stamp:
         with open_h5(path) as f:
-            images, labels = read_rows(path, f[split][IMAGES]), read_rows(path, f[split][LABELS])
+            images, labels = read_rows(path, f[split][IMAGES], first, n), read_rows(path, f[split][LABELS], first, n)
             _SPLIT_CACHE[key] = (stamp, torch.from_numpy(images), torch.from_numpy(labels))
     _, images, labels = _SPLIT_CACHE[key]
-    for lo in range(0, n, batch_size):
-        yield images[lo:lo + batch_size], labels[lo:lo + batch_size]
+    for lo in range(0, n - first, batch_size):
+        yield images[lo : lo + batch_size], labels[lo : lo + batch_size]

@@ -30,19 +30,24 @@ import itertools
 import math
 import re
 import shlex
+from collections.abc import Mapping
 from dataclasses import fields
 from pathlib import Path
-from typing import Any, Mapping, NamedTuple
+from typing import Any, NamedTuple
 
 from scaledl.algorithms import ALGORITHMS, accepting, algorithm_options
 from scaledl.config import TrainConfig, defaults
+from scaledl.grid import tune
 from scaledl.grid.placement import Placement, PlacementError, device_of, memory, place, slurm_extra, workers_for_nodes
 
 # Every output of a config goes under its own folder, results/<name>/, so that two configs never
 # overwrite each other's runs or tables; logs and benchmarks likewise under logs/<name>/, benchmarks/<name>/.
 RESULTS = "results/{name}"
-# The train rule's output folder (workflow/rules/train.smk), with the fields of a RunKey.
-RUN_DIR = RESULTS + "/runs/{dataset}/{model}/{algorithm}/{platform}/p{workers}/s{seed}"
+# The train rule's output folder (workflow/rules/train.smk), with the fields of a RunKey: the stage (`runs`, or
+# `tune` for the tune stage's trials) and, after the worker count, the run's setting when it has one (swept
+# values, a trial, `tuned`), so that a config without sweeps keeps its folders.
+RUN_DIR = RESULTS + "/{stage}/{dataset}/{model}/{algorithm}/{platform}/p{workers}{setting}/s{seed}"
+RUNS_STAGE = "runs"
 DEFAULT_NAME = "default"
 NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.-]*"
 
@@ -52,7 +57,14 @@ NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.-]*"
 # slurm_partition -> -p, constraint -> -C, slurm_extra appended as is. None leaves a resource out,
 # the profile's default-resources included.
 RESOURCES = (
-    "mem_mb", "mem_mb_per_cpu", "runtime", "tasks", "nodes", "cpus_per_task", "slurm_partition", "constraint",
+    "mem_mb",
+    "mem_mb_per_cpu",
+    "runtime",
+    "tasks",
+    "nodes",
+    "cpus_per_task",
+    "slurm_partition",
+    "constraint",
     "slurm_extra",
 )
 
@@ -72,19 +84,32 @@ class RunKey(NamedTuple):
     platform: str
     workers: int
     seed: int
+    setting: str = ""  # swept values (lr0.05-tau8), a tune trial (t03), tuned; "" for none
+    stage: str = RUNS_STAGE  # runs, or tune (the tune stage's trials)
 
     @classmethod
     def parse(cls, fields: Mapping[str, Any]) -> RunKey:
-        """The key named by string fields, such as a job's wildcards."""
+        """The key named by string fields, such as a job's wildcards (whose setting has its leading /)."""
         return cls(
-            str(fields["dataset"]), str(fields["model"]), str(fields["algorithm"]), str(fields["platform"]),
-            int(fields["workers"]), int(fields["seed"]),
+            str(fields["dataset"]),
+            str(fields["model"]),
+            str(fields["algorithm"]),
+            str(fields["platform"]),
+            int(fields["workers"]),
+            int(fields["seed"]),
+            str(fields.get("setting", "")).lstrip("/"),
+            str(fields.get("stage", RUNS_STAGE)),
         )
+
+    @property
+    def cell(self) -> tuple:
+        """What a tuned setting is chosen for: dataset, model, algorithm, platform, workers."""
+        return self.dataset, self.model, self.algorithm, self.platform, self.workers
 
 
 def run_dir(key: RunKey, name: str = "{name}") -> str:
     """The run's folder in the results of config `name` (left as the `{name}` wildcard if not given)."""
-    return RUN_DIR.format(name=name, **key._asdict())
+    return RUN_DIR.format(name=name, **{**key._asdict(), "setting": f"/{key.setting}" if key.setting else ""})
 
 
 def hardware_of(platform: Mapping) -> str:
@@ -95,8 +120,10 @@ def hardware_of(platform: Mapping) -> str:
 
 
 def run_label(key: RunKey) -> str:
-    """dataset/model/algorithm/platform/pP/sS: a run as messages name it (its folder under runs/)."""
-    return f"{key.dataset}/{key.model}/{key.algorithm}/{key.platform}/p{key.workers}/s{key.seed}"
+    """dataset/model/algorithm/platform/pP[/SETTING]/sS: a run as messages name it (its folder under its stage)."""
+    setting = f"/{key.setting}" if key.setting else ""
+    stage = "" if key.stage == RUNS_STAGE else f"{key.stage}: "
+    return f"{stage}{key.dataset}/{key.model}/{key.algorithm}/{key.platform}/p{key.workers}{setting}/s{key.seed}"
 
 
 def results_name(config: Mapping, configfiles=()) -> str:
@@ -107,8 +134,10 @@ def results_name(config: Mapping, configfiles=()) -> str:
         name = Path(str(list(configfiles)[-1])).stem
     name = name or DEFAULT_NAME
     if not re.fullmatch(NAME_PATTERN, name):
-        raise GridError(f"name {name!r}: a results folder name takes letters, digits, '_', '.' and '-' only; "
-                        "set `name:` in the config")
+        raise GridError(
+            f"name {name!r}: a results folder name takes letters, digits, '_', '.' and '-' only; "
+            "set `name:` in the config"
+        )
     return name
 
 
@@ -175,7 +204,7 @@ def check_block(number: int, config: Mapping, block: Mapping, settings: Mapping)
 
 # Training images of the datasets whose size the config does not set (ImageNet's depends on the copy).
 TRAIN_IMAGES = {"mnist": 60_000, "cifar10": 50_000}
-DIGITS_IMAGES = 1797   # scikit-learn's digits; the test split takes ceil(test_fraction × 1797) of them
+DIGITS_IMAGES = 1797  # scikit-learn's digits; the test split takes ceil(test_fraction × 1797) of them
 
 
 def train_images(dataset: str, config: Mapping) -> int | None:
@@ -194,13 +223,16 @@ def check_shard(number: int, key: RunKey, settings: Mapping, config: Mapping) ->
     if n is None:
         return
     batch = settings.get("batch_size") or defaults()["batch_size"]
-    replicated = ALGORITHMS[key.algorithm].preset.get("data") == "replicated"   # every part holds all the data
+    if settings.get("validation_fraction"):
+        n -= math.ceil(settings["validation_fraction"] * n)  # held out of training
+    replicated = ALGORITHMS[key.algorithm].preset.get("data") == "replicated"  # every part holds all the data
     shard = n if replicated else n // key.workers
     if batch > shard:
         raise GridError(
             f"experiments[{number}]: {run_label(key)}: batch {batch} is larger than a worker's shard of {shard} "
             f"images ({n} {key.dataset} training images over {key.workers} workers); "
-            "use fewer workers or a smaller batch_size")
+            "use fewer workers or a smaller batch_size"
+        )
 
 
 def check_options(number: int, block: Mapping, settings: Mapping) -> None:
@@ -225,39 +257,140 @@ def check_options(number: int, block: Mapping, settings: Mapping) -> None:
 
 
 def expand(config: Mapping) -> dict[RunKey, Settings]:
-    """Every run of the grid, in block order, mapped to its resolved `train` settings.
+    """Every run of the grid, in block order, mapped to its resolved `train` settings: the blocks' runs
+    (one per swept value), then the tune stage's trials for the blocks marked `tuned`.
 
     Raises GridError on the first block that cannot run (see the module docstring).
     """
     runs: dict[RunKey, Settings] = {}
     for number, block in enumerate(config["experiments"]):
         if block.get("if_present") and not Path(block["if_present"]).exists():
-            continue   # an optional block: its data (a real dataset, say) is not on this machine
-        common = block_settings(config, block)
-        check_block(number, config, block, common)
-        for model, algorithm, platform, seed in itertools.product(
-            block["models"], block["algorithms"], block["platforms"], block["seeds"]
-        ):
-            platform_settings = config["platforms"][platform]
-            try:
-                counts = worker_counts(number, block, platform, platform_settings)
-            except PlacementError as error:
-                raise GridError(f"experiments[{number}]: {error}") from None
-            for workers in counts:
-                key = RunKey(block["dataset"], model, algorithm, platform, workers, seed)
-                settings = {**common, **batch_settings(number, block, workers)}
-                check_shard(number, key, settings, config)
-                try:
-                    placement_of(key, config)  # a run that cannot be laid out fails here, before anything runs
-                except PlacementError as error:
-                    raise GridError(f"experiments[{number}]: {error}") from None
-                if runs.setdefault(key, settings) != settings:
-                    raise GridError(
-                        f"experiments[{number}] repeats the run {run_label(key)} "
-                        "with different `train` settings; make the blocks disjoint "
-                        "(a weak and a strong sweep of the same runs need different platform names)"
-                    )
+            continue  # an optional block: its data (a real dataset, say) is not on this machine
+        for setting, point in block_points(number, config, block):
+            check_block(number, config, block, point)
+            for key, settings in block_runs(number, config, block, point, setting):
+                if block.get("tuned"):  # the tables' columns: the settings tuned for this run's algorithm
+                    settings["sweep"] = ",".join(tune.space_of(key.algorithm, config)) or None
+                add_run(runs, number, key, settings, config)
+    for number, block in enumerate(config["experiments"]):
+        if block.get("tuned") and not (block.get("if_present") and not Path(block["if_present"]).exists()):
+            for key, settings in trials_of(number, config, block):
+                add_run(runs, number, key, settings, config)
     return runs
+
+
+def block_points(number: int, config: Mapping, block: Mapping) -> list[tuple[str, Settings]]:
+    """(setting, train settings) of each point of a block: one, or one per combination of swept values."""
+    common = block_settings(config, block)
+    swept = [name for name in SWEEP_ORDER if isinstance(block["train"].get(name), list)]
+    if block.get("tuned"):
+        if swept:
+            raise GridError(
+                f"experiments[{number}] is tuned and also sweeps {', '.join(swept)}: a tuned block "
+                "takes its settings from the tune stage; sweep in a block of its own"
+            )
+        scale = ",".join(f"{name}={factor:g}" for name, factor in sorted((block.get("scale") or {}).items()))
+        setting = tune.scaled_setting(block.get("scale") or {})
+        return [(setting, {**common, "setting": setting, "tuned_scale": scale or None})]
+    if block.get("scale") or {}:
+        raise GridError(
+            f"experiments[{number}] sets `scale` but is not tuned: scale multiplies tuned settings; "
+            "set `tuned: true` or give the values themselves"
+        )
+    points = []
+    for values in itertools.product(*(block["train"][name] for name in swept)):
+        point = dict(zip(swept, values))
+        setting = sweep_setting(number, point)
+        labels = {"setting": setting, "sweep": ",".join(swept)} if swept else {}  # unswept runs: as before
+        points.append((setting, {**common, **point, **labels}))
+    return points
+
+
+# A setting's place in a sweep's folder name: TrainConfig's order, so the name never depends on the config's.
+SWEEP_ORDER = tuple(f.name for f in fields(TrainConfig))
+SETTING_VALUE = re.compile(r"[A-Za-z0-9_.+-]+")
+
+
+def sweep_setting(number: int, point: Mapping[str, Any]) -> str:
+    """The folder of a sweep's point: lr0.05-tau8 (readable and stable); "" for a block without sweeps."""
+    parts = []
+    for name, value in point.items():
+        text = (
+            ("on" if value else "off")
+            if isinstance(value, bool)
+            else f"{value:g}"
+            if isinstance(value, float)
+            else str(value)
+        )
+        if not SETTING_VALUE.fullmatch(text):
+            raise GridError(
+                f"experiments[{number}] sweeps {name} over {value!r}, which cannot name a folder; "
+                "sweep plain numbers or names"
+            )
+        parts.append(f"{name}{text}")
+    return "-".join(parts)
+
+
+def block_runs(number: int, config: Mapping, block: Mapping, common: Settings, setting: str):
+    """(key, settings) of every run of one point of a block."""
+    for model, algorithm, platform, seed in itertools.product(
+        block["models"], block["algorithms"], block["platforms"], block["seeds"]
+    ):
+        platform_settings = config["platforms"][platform]
+        try:
+            counts = worker_counts(number, block, platform, platform_settings)
+        except PlacementError as error:
+            raise GridError(f"experiments[{number}]: {error}") from None
+        for workers in counts:
+            key = RunKey(block["dataset"], model, algorithm, platform, workers, seed, setting)
+            yield key, {**common, **batch_settings(number, block, workers)}
+
+
+def trials_of(number: int, config: Mapping, block: Mapping):
+    """(key, settings) of the tune stage's trials for a tuned block: `tune.trials` per algorithm and cell,
+    on the validation split, with the trials' own `train` settings and each trial's drawn values."""
+    settings = config["tune"]
+    trial_train = {name: value for name, value in settings["train"].items() if value is not None}
+    cells = {
+        key._replace(seed=settings["seed"], setting=""): values
+        for key, values in block_runs(number, config, block, block_settings(config, block), "")
+    }
+    for cell, common in cells.items():
+        try:
+            space = tune.space_of(cell.algorithm, config)
+        except tune.TuneError as error:
+            raise GridError(f"experiments[{number}]: {error}") from None
+        drawn_rho = {"rho": None} if "beta" in space else {}  # β drawn: ρ follows from it
+        for index, drawn in enumerate(tune.draws(cell.algorithm, space, settings["trials"], settings["seed"])):
+            key = cell._replace(setting=tune.trial_setting(index), stage=tune.STAGE)
+            yield (
+                key,
+                {
+                    **common,
+                    **trial_train,
+                    **drawn_rho,
+                    **drawn,
+                    "setting": key.setting,
+                    "sweep": ",".join(space) or None,
+                    "tuned_scale": None,
+                    "validation_fraction": settings["validation_fraction"],
+                },
+            )
+
+
+def add_run(runs: dict[RunKey, Settings], number: int, key: RunKey, settings: Settings, config: Mapping) -> None:
+    """One run into the grid, checked: its shard, its placement, and agreement with a block that gave it too."""
+    check_shard(number, key, settings, config)
+    try:
+        placement_of(key, config)  # a run that cannot be laid out fails here, before anything runs
+    except PlacementError as error:
+        raise GridError(f"experiments[{number}]: {error}") from None
+    if runs.setdefault(key, settings) != settings:
+        raise GridError(
+            f"experiments[{number}] repeats the run {run_label(key)} "
+            "with different `train` settings; make the blocks disjoint "
+            "(a weak and a strong sweep of the same runs need different platform names)"
+        )
 
 
 def settings_of(runs: Mapping[RunKey, Settings], key: RunKey) -> Settings:
@@ -314,8 +447,10 @@ def netbench_members(platform: str, runs: Mapping[RunKey, Settings], config: Map
         return groups[platform]
     for measured, members in groups.items():
         if platform in members:
-            raise GridError(f"platform {platform!r} is measured as {measured!r} (the same machine): "
-                            f"ask for the netbench and comm_model files of {measured}")
+            raise GridError(
+                f"platform {platform!r} is measured as {measured!r} (the same machine): "
+                f"ask for the netbench and comm_model files of {measured}"
+            )
     raise GridError(f"platform {platform!r} has no runs in this config: nothing to measure")
 
 
@@ -363,7 +498,7 @@ def job_resources(placement: Placement, platform: Mapping) -> dict[str, Any]:
     }
 
 
-def launcher(mpi: str, tasks: int, cpus_per_task: int) -> str:
+def launcher(mpi: str, tasks: int, cpus_per_task: int, *, oversubscribed: bool = False) -> str:
     """The prefix that starts a command as an MPI job of `tasks` ranks, as netbench's rule writes it.
 
     `mpi` is the launcher (the rule's `mpi` resource: mpiexec, or the profile's
@@ -371,11 +506,14 @@ def launcher(mpi: str, tasks: int, cpus_per_task: int) -> str:
     singleton (a one-rank run: the Slurm plugin refuses an MPI job of one task).
     SRUN_CPUS_PER_TASK gives each rank its cores under srun (srun no longer
     inherits --cpus-per-task, and the plugin's job step drops SLURM_* variables);
-    other launchers ignore it.
+    other launchers ignore it. `oversubscribed` (a local job of more ranks than cores) sets MPICH's
+    yield mode, so that waiting ranks give their core to the ones computing.
     """
     if not mpi:
         return ""
-    return f"SRUN_CPUS_PER_TASK={cpus_per_task} {mpi} -n {tasks} "
+    # More ranks than cores: MPICH's busy-polling ranks would take the cores from the ones computing.
+    yield_mode = "MPIR_CVAR_ENABLE_HEAVY_YIELD=1 " if oversubscribed else ""
+    return f"{yield_mode}SRUN_CPUS_PER_TASK={cpus_per_task} {mpi} -n {tasks} "
 
 
 # `scaledl train` switches whose default (None) lets the algorithm decide: false is written --no-KEY.
@@ -398,14 +536,14 @@ def train_options(key: RunKey, runs: Mapping[RunKey, Settings], config: Mapping)
 # The `prepare` job (workflow/rules/data.smk): one task of `workers` cores (ImageNet's decoding processes,
 # one elsewhere), memory per job, and a time limit that grows with the images to decode.
 PREPARE_RESOURCES = ("cpus_per_task", "mem_mb", "mem_mb_per_cpu", "runtime")
-PREPARE_RUNTIME = 120          # minutes: the small datasets take seconds to minutes
-PREPARE_MEM_MB = 4000          # the converter streams blocks of images (bounded memory) ...
-PREPARE_MEM_MB_PER_DECODER = 500   # ... and each extra decoding process holds its own block and libraries
-IMAGENET_IMAGES = 1_331_167    # ILSVRC-2012: 1,281,167 train + 50,000 val JPEGs
+PREPARE_RUNTIME = 120  # minutes: the small datasets take seconds to minutes
+PREPARE_MEM_MB = 4000  # the converter streams blocks of images (bounded memory) ...
+PREPARE_MEM_MB_PER_DECODER = 500  # ... and each extra decoding process holds its own block and libraries
+IMAGENET_IMAGES = 1_331_167  # ILSVRC-2012: 1,281,167 train + 50,000 val JPEGs
 # Decoded, resized and written per second by one process: a pessimistic rate (Pillow's draft mode does
 # several times more on a local disk), since a job that hits its time limit loses all its work.
 IMAGES_PER_SECOND = 50
-PREPARE_OVERHEAD_MIN = 60      # listing and hashing the files, writing the HDF5 file
+PREPARE_OVERHEAD_MIN = 60  # listing and hashing the files, writing the HDF5 file
 
 
 def prepare_threads(settings: Mapping) -> int:
@@ -450,6 +588,9 @@ def wildcard_constraints(runs: Mapping[RunKey, Settings]) -> dict[str, str]:
         "platform": one_of(key.platform for key in runs),
         "workers": r"\d+",
         "seed": r"\d+",
+        "stage": one_of(key.stage for key in runs),
+        # empty for a run without a setting, else /SETTING (the folder after p{workers})
+        "setting": "(?:" + "".join(f"|/{re.escape(s)}" for s in sorted({key.setting for key in runs} - {""})) + ")",
     }
 
 

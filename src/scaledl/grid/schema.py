@@ -22,7 +22,15 @@ from pathlib import Path
 
 import yaml
 
-from scaledl.config import SETTINGS, TrainConfig, fraction, nonnegative_float, positive_float, positive_int
+from scaledl.config import (
+    SETTINGS,
+    TrainConfig,
+    fraction,
+    nonnegative_float,
+    open_fraction,
+    positive_float,
+    positive_int,
+)
 
 SCHEMA_PATH = Path("workflow/schemas/config.schema.yaml")
 WRITE_COMMAND = "python -m scaledl.grid.schema --write"
@@ -39,6 +47,7 @@ TYPES = {
     positive_float: ("number", {"exclusiveMinimum": 0}),
     nonnegative_float: ("number", {"minimum": 0}),
     fraction: ("number", {"minimum": 0, "maximum": 1}),
+    open_fraction: ("number", {"exclusiveMinimum": 0, "exclusiveMaximum": 1}),
 }
 
 HEADER = """\
@@ -46,7 +55,10 @@ HEADER = """\
 # own default applies (scaledl.config.TrainConfig, the single source of
 # training defaults; config/README.md lists them).
 """
-OVERRIDE_HEADER = "# The same keys without defaults: an absent key inherits the top-level value.\n"
+OVERRIDE_HEADER = (
+    "# The same keys without defaults: an absent key inherits the top-level value; a list of values\n"
+    "# sweeps the key (one run per value, the product of every swept key).\n"
+)
 
 
 class Description(str):
@@ -54,7 +66,8 @@ class Description(str):
 
 
 class _Dumper(yaml.SafeDumper):
-    pass
+    def ignore_aliases(self, data) -> bool:  # each $ref spelt out, no &anchors
+        return True
 
 
 def _represent_description(dumper: yaml.SafeDumper, text: Description):
@@ -79,8 +92,10 @@ def setting_schema(setting: Field) -> dict:
         schema["type"] = ["boolean", "null"]
     else:
         if meta["type"] not in TYPES:
-            raise SchemaError(f"TrainConfig.{setting.name}: its type {meta['type'].__name__} has no JSON-schema "
-                              f"type; add it to scaledl.grid.schema.TYPES")
+            raise SchemaError(
+                f"TrainConfig.{setting.name}: its type {meta['type'].__name__} has no JSON-schema "
+                f"type; add it to scaledl.grid.schema.TYPES"
+            )
         json_type, bounds = TYPES[meta["type"]]
         schema["type"] = [json_type, "null"]
         schema.update(bounds)
@@ -97,20 +112,32 @@ def train_block() -> dict:
 
 
 def train_override_block() -> dict:
-    properties = {name: {"$ref": f"#/$defs/train/properties/{name}"} for name in SETTINGS}
+    """A block's keys: a value, or a list of values (an axis of the block's grid: one run per value)."""
+
+    def value_or_sweep(name: str) -> dict:
+        value = {"$ref": f"#/$defs/train/properties/{name}"}
+        return {"anyOf": [value, {"type": "array", "minItems": 1, "uniqueItems": True, "items": dict(value)}]}
+
+    properties = {name: value_or_sweep(name) for name in SETTINGS}
     return {"type": "object", "additionalProperties": False, "properties": properties}
 
 
 def _dump(name: str, block: dict) -> str:
-    text = yaml.dump({name: block}, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100,
-                     default_flow_style=None)
-    return text.replace("'null'", '"null"')   # the hand-written part's spelling of the type name
+    text = yaml.dump(
+        {name: block}, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100, default_flow_style=None
+    )
+    return text.replace("'null'", '"null"')  # the hand-written part's spelling of the type name
 
 
 def generated_blocks() -> str:
     """The text between the markers, indented to sit under `$defs`."""
-    text = HEADER + _dump("train", train_block()) + "\n" + OVERRIDE_HEADER + _dump("train_override",
-                                                                                    train_override_block())
+    text = (
+        HEADER
+        + _dump("train", train_block())
+        + "\n"
+        + OVERRIDE_HEADER
+        + _dump("train_override", train_override_block())
+    )
     return textwrap.indent(text, "  ")
 
 
@@ -119,10 +146,12 @@ def rendered(schema_text: str) -> str:
     lines = schema_text.splitlines(keepends=True)
     stripped = [line.rstrip("\n") for line in lines]
     if BEGIN not in stripped or END not in stripped or stripped.index(BEGIN) > stripped.index(END):
-        raise SchemaError(f"the schema has no generated-blocks markers: put the line {BEGIN.strip()!r} before "
-                          f"its `train` block under $defs and {END.strip()!r} after `train_override`")
+        raise SchemaError(
+            f"the schema has no generated-blocks markers: put the line {BEGIN.strip()!r} before "
+            f"its `train` block under $defs and {END.strip()!r} after `train_override`"
+        )
     begin, end = stripped.index(BEGIN), stripped.index(END)
-    return "".join(lines[:begin + 1]) + generated_blocks() + "".join(lines[end:])
+    return "".join(lines[: begin + 1]) + generated_blocks() + "".join(lines[end:])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -144,8 +173,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{args.schema}: train blocks {'rewritten' if text != current else 'already current'}")
     elif args.check:
         if text != current:
-            print(f"{args.schema}: the train blocks differ from scaledl.config.TrainConfig; run {WRITE_COMMAND}",
-                  file=sys.stderr)
+            print(
+                f"{args.schema}: the train blocks differ from scaledl.config.TrainConfig; run {WRITE_COMMAND}",
+                file=sys.stderr,
+            )
             return 1
     else:
         sys.stdout.write(text)

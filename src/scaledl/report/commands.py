@@ -1,4 +1,4 @@
-"""The report's subcommands: aggregate, plot, comm-model, claims, figures.
+"""The report's subcommands: aggregate, plot, comm-model, claims, figures, tune.
 
 Each is a `Subcommand` with what scaledl.cli needs of one: its one-line
 `HELP`, `add_arguments(parser)` and `run(args)`. Here are the arguments,
@@ -11,6 +11,7 @@ in each help text, which hold no argparse.
     scaledl claims --summary results/NAME/tables/summary.csv --device-of gpu=gpu --device-of knl_chip=knl \\
         --out-md results/NAME/tables/claims.md --out-csv results/NAME/tables/claims.csv
     scaledl figures --runs RUN_JSON... [--netbench [PLATFORM=]JSON] --out-dir DIR [--metrics-out CSV]
+    scaledl tune TRIAL_RUN_JSON... --out-csv results/NAME/tune/chosen.csv --out-md results/NAME/tune/chosen.md
 """
 
 from __future__ import annotations
@@ -18,12 +19,13 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from scaledl.errors import UserError
 from scaledl.net.cost import NETWORKS, PAPER_WEAK_SCALING
+from scaledl.report import tuning
 from scaledl.report.catalogue import FIGURE_NAMES
 from scaledl.report.claims import (
     CLAIM_COLUMNS,
@@ -66,8 +68,9 @@ def markdown_beside(csv: Path, given: Path | None) -> Path | None:
 
 
 def add_markdown_argument(parser: argparse.ArgumentParser, what: str) -> None:
-    parser.add_argument("--markdown", type=Path, metavar="MD",
-                        help=f"{what} (default: CSV with the suffix .md; 'none' to skip)")
+    parser.add_argument(
+        "--markdown", type=Path, metavar="MD", help=f"{what} (default: CSV with the suffix .md; 'none' to skip)"
+    )
 
 
 # ---------------------------------------------------------------- aggregate
@@ -75,15 +78,22 @@ def add_markdown_argument(parser: argparse.ArgumentParser, what: str) -> None:
 
 def aggregate_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "runs", nargs="+", metavar="RUN",
+        "runs",
+        nargs="+",
+        metavar="RUN",
         help="run.json files or run directories (results/NAME/runs/.../s0)",
     )
     parser.add_argument(
-        "--out", required=True, type=Path, metavar="CSV",
+        "--out",
+        required=True,
+        type=Path,
+        metavar="CSV",
         help="table to write (e.g. results/NAME/tables/summary.csv)",
     )
     parser.add_argument(
-        "--table", choices=tuple(TABLES), default="summary",
+        "--table",
+        choices=tuple(TABLES),
+        default="summary",
         help="; ".join(f"{name}: {table.what}" for name, table in TABLES.items()),
     )
     add_markdown_argument(parser, "markdown copy of the table")
@@ -97,8 +107,11 @@ def aggregate_run(args: argparse.Namespace) -> int:
     frame, notes = table.build(args.runs)
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
-    rows = plural(len(frame), "run") if table.row_per_run else \
-        plural(len(frame), "row") + f" from {plural(len(args.runs), 'run')}"
+    rows = (
+        plural(len(frame), "run")
+        if table.row_per_run
+        else plural(len(frame), "row") + f" from {plural(len(args.runs), 'run')}"
+    )
     write_table(frame, args.out, markdown)
     print(f"wrote {args.out}" + (f" and {markdown}" if markdown else "") + f" ({rows})")
     return 0
@@ -112,18 +125,27 @@ aggregate = Subcommand("collect run.json files into a summary table", aggregate_
 
 def plot_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "runs", nargs="+", metavar="RUN",
+        "runs",
+        nargs="+",
+        metavar="RUN",
         help="metrics.csv files or run directories; labels come from the run.json beside each",
     )
     parser.add_argument(
-        "--out", required=True, type=Path, metavar="FIGURE",
+        "--out",
+        required=True,
+        type=Path,
+        metavar="FIGURE",
         help=f"figure to write ({', '.join(FIGURE_FORMATS)}), e.g. results/NAME/plots/accuracy_vs_time.png",
     )
-    parser.add_argument("--x", default="wall_s", choices=list(X_COLUMNS),
-                        help="horizontal axis (default: wall_s, wall-clock seconds since training began; "
-                             "train_s excludes evaluation)")
-    parser.add_argument("--y", default="test_accuracy", choices=list(Y_COLUMNS),
-                        help="vertical axis (default: test_accuracy)")
+    parser.add_argument(
+        "--x",
+        default="wall_s",
+        choices=list(X_COLUMNS),
+        help="horizontal axis (default: wall_s, wall-clock seconds since training began; train_s excludes evaluation)",
+    )
+    parser.add_argument(
+        "--y", default="test_accuracy", choices=list(Y_COLUMNS), help="vertical axis (default: test_accuracy)"
+    )
     parser.add_argument("--title", help="figure title (default: none)")
 
 
@@ -144,16 +166,30 @@ plot = Subcommand("plot test accuracy (or another --y) against wall time (or ano
 def comm_model_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("runs", nargs="+", metavar="RUN", help="run.json files or run directories")
     parser.add_argument("--netbench", required=True, type=Path, metavar="JSON", help="α, β, γ from scaledl netbench")
-    parser.add_argument("--out", required=True, type=Path, metavar="CSV",
-                        help="per-run table to write (e.g. results/NAME/tables/comm_model.csv)")
+    parser.add_argument(
+        "--out",
+        required=True,
+        type=Path,
+        metavar="CSV",
+        help="per-run table to write (e.g. results/NAME/tables/comm_model.csv)",
+    )
     add_markdown_argument(parser, "markdown report")
-    parser.add_argument("--scaling-out", type=Path, metavar="CSV",
-                        help="weak-scaling extrapolation table (default: <out>_scaling.csv beside --out)")
-    parser.add_argument("--networks", default="fdr_ib", metavar="LIST",
-                        help=f"networks besides the measured one for the extrapolation: comma list of "
-                             f"{', '.join(NETWORKS)}, or 'none' (default %(default)s; values from the paper's Table 2)")
-    parser.add_argument("--max-workers", type=int, default=4096,
-                        help="largest power of two to extrapolate to (default %(default)s)")
+    parser.add_argument(
+        "--scaling-out",
+        type=Path,
+        metavar="CSV",
+        help="weak-scaling extrapolation table (default: <out>_scaling.csv beside --out)",
+    )
+    parser.add_argument(
+        "--networks",
+        default="fdr_ib",
+        metavar="LIST",
+        help=f"networks besides the measured one for the extrapolation: comma list of "
+        f"{', '.join(NETWORKS)}, or 'none' (default %(default)s; values from the paper's Table 2)",
+    )
+    parser.add_argument(
+        "--max-workers", type=int, default=4096, help="largest power of two to extrapolate to (default %(default)s)"
+    )
 
 
 def comm_model_run(args: argparse.Namespace) -> int:
@@ -161,8 +197,11 @@ def comm_model_run(args: argparse.Namespace) -> int:
         raise UserError(f"--out {args.out}: the table must be a .csv file")
     if args.max_workers < 1:
         raise UserError(f"--max-workers must be >= 1, got {args.max_workers}")
-    names = [] if args.networks.strip().lower() == "none" else \
-        [name.strip() for name in args.networks.split(",") if name.strip()]
+    names = (
+        []
+        if args.networks.strip().lower() == "none"
+        else [name.strip() for name in args.networks.split(",") if name.strip()]
+    )
     unknown = [s for s in names if s not in NETWORKS]
     if unknown:
         raise UserError(f"--networks: unknown network {unknown[0]!r}; choose from {', '.join(NETWORKS)} or 'none'")
@@ -177,29 +216,49 @@ def comm_model_run(args: argparse.Namespace) -> int:
     markdown = markdown_beside(args.out, args.markdown)
     scaling_out = args.scaling_out or args.out.with_name(args.out.stem + "_scaling.csv")
     write_table(as_frame(rows, COMM_MODEL_COLUMNS), args.out)
-    write_table(as_frame(extrapolation, EXTRAPOLATION_COLUMNS), scaling_out, markdown,
-                markdown=comm_model_markdown(rows, extrapolation, net, args.netbench, record) if markdown else None)
+    write_table(
+        as_frame(extrapolation, EXTRAPOLATION_COLUMNS),
+        scaling_out,
+        markdown,
+        markdown=comm_model_markdown(rows, extrapolation, net, args.netbench, record) if markdown else None,
+    )
     print(f"wrote {args.out}, {scaling_out}" + (f" and {markdown}" if markdown else "") + f" ({len(rows)} run(s))")
     return 0
 
 
-comm_model = Subcommand("α-β predictions of each run's communication beside the measured times",
-                        comm_model_arguments, comm_model_run)
+comm_model = Subcommand(
+    "α-β predictions of each run's communication beside the measured times", comm_model_arguments, comm_model_run
+)
 
 
 # ------------------------------------------------------------------- claims
 
 
 def claims_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--summary", required=True, type=Path, metavar="CSV",
-                        help="the summary table of scaledl aggregate (results/NAME/tables/summary.csv)")
-    parser.add_argument("--netbench", type=Path, metavar="JSON",
-                        help="a scaledl netbench file: adds the α-β model's weak-scaling efficiency")
-    parser.add_argument("--device-of", action="append", default=[], metavar="PLATFORM=DEVICE",
-                        help=f"the hardware a platform ran on ({', '.join(DEVICE_KINDS)}); repeat per platform. "
-                             "Claims that need a GPU or a KNL are not comparable on platforms not named here")
-    parser.add_argument("--claims", type=Path, metavar="YAML",
-                        help="claims file to check instead of the packaged claims.yaml")
+    parser.add_argument(
+        "--summary",
+        required=True,
+        type=Path,
+        metavar="CSV",
+        help="the summary table of scaledl aggregate (results/NAME/tables/summary.csv)",
+    )
+    parser.add_argument(
+        "--netbench",
+        type=Path,
+        metavar="JSON",
+        help="a scaledl netbench file: adds the α-β model's weak-scaling efficiency",
+    )
+    parser.add_argument(
+        "--device-of",
+        action="append",
+        default=[],
+        metavar="PLATFORM=DEVICE",
+        help=f"the hardware a platform ran on ({', '.join(DEVICE_KINDS)}); repeat per platform. "
+        "Claims that need a GPU or a KNL are not comparable on platforms not named here",
+    )
+    parser.add_argument(
+        "--claims", type=Path, metavar="YAML", help="claims file to check instead of the packaged claims.yaml"
+    )
     parser.add_argument("--out-md", required=True, type=Path, metavar="MD", help="markdown table to write")
     parser.add_argument("--out-csv", required=True, type=Path, metavar="CSV", help="CSV table to write")
 
@@ -211,8 +270,9 @@ def parse_devices(pairs: list[str]) -> dict[str, str]:
         platform, sep, device = pair.partition("=")
         normal = normalise_device(device) if sep and platform else None
         if normal is None:
-            raise UserError(f"--device-of {pair}: expected PLATFORM=DEVICE with DEVICE one of "
-                            f"{', '.join(DEVICE_KINDS)}")
+            raise UserError(
+                f"--device-of {pair}: expected PLATFORM=DEVICE with DEVICE one of {', '.join(DEVICE_KINDS)}"
+            )
         devices[platform] = normal
     return devices
 
@@ -231,24 +291,46 @@ def claims_run(args: argparse.Namespace) -> int:
     return 0
 
 
-claims = Subcommand("check the paper's claims against the summary table: our numbers and a verdict per claim",
-                    claims_arguments, claims_run)
+claims = Subcommand(
+    "check the paper's claims against the summary table: our numbers and a verdict per claim",
+    claims_arguments,
+    claims_run,
+)
 
 
 # ------------------------------------------------------------------ figures
 
 
 def figures_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--runs", nargs="+", required=True, metavar="RUN",
-                        help="run.json files or run directories; the metrics.csv beside each is read too")
-    parser.add_argument("--out-dir", required=True, type=Path, metavar="DIR",
-                        help=f"folder for {', '.join(f'{name}.png' for name in FIGURE_NAMES)}")
-    parser.add_argument("--netbench", action="append", default=[], metavar="[PLATFORM=]JSON",
-                        help="a scaledl netbench file: adds the α-β model's efficiency to the scaling figure, "
-                             "for runs on PLATFORM (every platform without PLATFORM=); repeat per platform")
-    parser.add_argument("--metrics-out", type=Path, metavar="CSV",
-                        help="also write every metrics.csv row with its run's dataset, model, algorithm, "
-                             "platform, workers and seed (one long table)")
+    parser.add_argument(
+        "--runs",
+        nargs="+",
+        required=True,
+        metavar="RUN",
+        help="run.json files or run directories; the metrics.csv beside each is read too",
+    )
+    parser.add_argument(
+        "--out-dir",
+        required=True,
+        type=Path,
+        metavar="DIR",
+        help=f"folder for {', '.join(f'{name}.png' for name in FIGURE_NAMES)}",
+    )
+    parser.add_argument(
+        "--netbench",
+        action="append",
+        default=[],
+        metavar="[PLATFORM=]JSON",
+        help="a scaledl netbench file: adds the α-β model's efficiency to the scaling figure, "
+        "for runs on PLATFORM (every platform without PLATFORM=); repeat per platform",
+    )
+    parser.add_argument(
+        "--metrics-out",
+        type=Path,
+        metavar="CSV",
+        help="also write every metrics.csv row with its run's dataset, model, algorithm, "
+        "platform, workers and seed (one long table)",
+    )
 
 
 def parse_netbench(values: list[str]) -> dict:
@@ -258,8 +340,10 @@ def parse_netbench(values: list[str]) -> dict:
         platform, sep, path = value.partition("=")
         key, path = (platform, path) if sep else ("*", value)
         if key in networks:
-            raise UserError(f"--netbench {value}: a second network for {'every platform' if key == '*' else key}; "
-                            "give one file per platform")
+            raise UserError(
+                f"--netbench {value}: a second network for {'every platform' if key == '*' else key}; "
+                "give one file per platform"
+            )
         networks[key] = read_netbench(path)[0]
     return networks
 
@@ -283,5 +367,39 @@ def figures_run(args: argparse.Namespace) -> int:
     return 0
 
 
-figures = Subcommand("draw the report's figures (accuracy vs time, time breakdown, scaling, chip partitioning)",
-                     figures_arguments, figures_run)
+figures = Subcommand(
+    "draw the report's figures (accuracy vs time, time breakdown, scaling, chip partitioning)",
+    figures_arguments,
+    figures_run,
+)
+
+
+# ---------------------------------------------------------------- tune
+
+
+def tune_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("trials", nargs="+", type=Path, metavar="RUN_JSON", help="every trial's run.json")
+    parser.add_argument("--protocol", help="the tune stage as JSON (scaledl.grid.tune.protocol), for the report")
+    parser.add_argument("--out-csv", type=Path, required=True, help="chosen.csv: one row per algorithm and setting")
+    parser.add_argument("--out-md", type=Path, required=True, help="chosen.md: the protocol, the choices, every trial")
+
+
+def tune_run(args: argparse.Namespace) -> int:
+    protocol = tuning.read_protocol(args.protocol)
+    trials = tuning.trial_rows(args.trials)
+    chosen = tuning.choose(trials)
+    write_table(
+        chosen[tuning.CHOSEN_COLUMNS],
+        args.out_csv,
+        args.out_md,
+        markdown=tuning.chosen_markdown(chosen, trials, protocol),
+    )
+    missed = int((chosen["reached"] == 0).sum())
+    print(
+        f"wrote {args.out_csv} and {args.out_md}: {plural(len(chosen), 'choice')} from "
+        f"{plural(len(trials), 'trial')}" + (f"; {missed} with no trial at the target" if missed else "")
+    )
+    return 0
+
+
+tune = Subcommand("choose each algorithm's best tune trial (time to the validation target)", tune_arguments, tune_run)

@@ -10,17 +10,17 @@ problem is a UserError naming the file and what to do.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Iterator
 
 import pandas as pd
 
 from scaledl.errors import UserError
 
 # A run's key: what tells one run from another in every table and figure.
-RUN_KEY = ["dataset", "model", "algorithm", "platform", "workers", "seed"]
+RUN_KEY = ["dataset", "model", "algorithm", "platform", "workers", "setting", "seed"]
 # What a comparison holds fixed (a claim's default `per`, a figure's panel): the key without algorithm and seed.
 SETTING = ("dataset", "model", "platform", "workers")
 
@@ -31,6 +31,7 @@ RUN_FIELDS: dict[str, str] = {
     "algorithm": "algorithm.key",
     "platform": "platform",
     "workers": "world.workers",
+    "setting": "arguments.setting",
     "ranks": "world.size",
     "nodes": "world.nodes",
     "seed": "arguments.seed",
@@ -38,6 +39,7 @@ RUN_FIELDS: dict[str, str] = {
     "final_test_accuracy": "final.test_accuracy",
     "target_accuracy": "target_accuracy",
     "time_to_target_s": "time_to_target_s",
+    "target_step": "evaluation.target_step",
     "eval_every": "evaluation.every_steps",
     "seconds_per_step": "seconds_per_step",
     "transfer_per_step_s": "time.transfer_per_step_s",
@@ -49,6 +51,9 @@ RUN_FIELDS: dict[str, str] = {
     "wall_s": "stop.wall_s",
     "stop_reason": "stop.reason",
 }
+
+# Columns a run.json of an older version may lack, and the value they then mean.
+FIELD_DEFAULTS = {"setting": "", "target_step": None}
 
 # Files a run writes before its run.json (scaledl.train.outputs); metrics.csv is the one the tables read.
 COMPANIONS = ("metrics.csv",)
@@ -85,8 +90,7 @@ def lookup(record: dict, dotted: str, path: Path):
     for key in dotted.split("."):
         if not isinstance(value, dict) or key not in value:
             raise UserError(
-                f"{path}: run.json lacks {dotted!r} "
-                "(not a scaledl run.json, or written by an incompatible version)"
+                f"{path}: run.json lacks {dotted!r} (not a scaledl run.json, or written by an incompatible version)"
             )
         value = value[key]
     return value
@@ -117,7 +121,23 @@ class Run:
 
     def fields(self, columns) -> dict:
         """{column: value} of RUN_FIELDS columns, read in the order given."""
-        return {column: self.get(RUN_FIELDS[column]) for column in columns}
+        return {column: self.field(column) for column in columns}
+
+    def field(self, column: str):
+        """One RUN_FIELDS column (FIELD_DEFAULTS' value where this run.json has none)."""
+        if column in FIELD_DEFAULTS:
+            try:
+                value = self.get(RUN_FIELDS[column])
+            except UserError:
+                return FIELD_DEFAULTS[column]
+            return FIELD_DEFAULTS[column] if value is None else value
+        return self.get(RUN_FIELDS[column])
+
+    @property
+    def swept(self) -> dict:
+        """The settings the grid varied for this run (swept or tuned), with this run's values."""
+        arguments = self.get("arguments")
+        return {name: arguments.get(name) for name in (arguments.get("sweep") or "").split(",") if name}
 
     @cached_property
     def key(self) -> dict:
@@ -145,23 +165,28 @@ class Run:
         """metrics.csv, refused unless it has every one of `columns`."""
         for column in columns:
             if column not in self.metrics.columns:
-                raise UserError(f"{self.path.with_name('metrics.csv')}: metrics.csv has no column {column!r} "
-                                "(written by an incompatible version; rerun that training)")
+                raise UserError(
+                    f"{self.path.with_name('metrics.csv')}: metrics.csv has no column {column!r} "
+                    "(written by an incompatible version; rerun that training)"
+                )
         return self.metrics
 
     def check_companions(self) -> None:
         """A run.json vouches for the files written before it; without them the directory is not a run."""
         missing = [name for name in COMPANIONS if not (self.path.parent / name).exists()]
         if missing:
-            raise UserError(f"{self.path}: {' and '.join(missing)} missing beside it, so this run is incomplete; "
-                            "rerun that training")
+            raise UserError(
+                f"{self.path}: {' and '.join(missing)} missing beside it, so this run is incomplete; "
+                "rerun that training"
+            )
 
 
 def read_run(path: str | Path) -> Run:
     """The run at `path` (its run.json or its directory); UserError naming the file if run.json is unusable."""
     path = run_json_path(path)
-    record = read_json_object(path, "run.json", if_missing=" (did the training run finish?)",
-                              if_unreadable="; rerun that training")
+    record = read_json_object(
+        path, "run.json", if_missing=" (did the training run finish?)", if_unreadable="; rerun that training"
+    )
     return Run(path, record)
 
 

@@ -17,15 +17,15 @@ from scaledl.report.runs import RUN_KEY, Run, read_run
 
 # The columns read as run.json records them, in the order they are read.
 RECORDED = [
-    "dataset", "model", "algorithm", "platform", "workers", "ranks", "seed",
-    "final_test_accuracy", "target_accuracy", "time_to_target_s", "eval_every",
+    "dataset", "model", "algorithm", "platform", "workers", "setting", "ranks", "seed",
+    "final_test_accuracy", "target_accuracy", "time_to_target_s", "target_step", "eval_every",
     "seconds_per_step", "transfer_per_step_s", "wait_per_step_s", "comm_share", "exposed_share",
     "steps", "epochs", "wall_s", "stop_reason",
 ]  # fmt: skip
 
 SUMMARY_COLUMNS = [
-    "dataset", "model", "algorithm", "platform", "workers", "ranks", "seed",
-    "final_test_accuracy", "best_test_accuracy", "target_accuracy", "time_to_target_s", "eval_every",
+    "dataset", "model", "algorithm", "platform", "workers", "setting", "ranks", "seed",
+    "final_test_accuracy", "best_test_accuracy", "target_accuracy", "time_to_target_s", "target_step", "eval_every",
     "seconds_per_step", "transfer_per_step_s", "wait_per_step_s", "comm_share", "exposed_share",
     "steps", "epochs", "wall_s", "stop_reason", "bytes_exchanged", "bytes_to_target", "run",
 ]  # fmt: skip
@@ -45,14 +45,18 @@ def summary_row(path: str | Path) -> dict:
     run.check_companions()
     row = run.fields(RECORDED)
     row["best_test_accuracy"] = best_accuracy(run, row["final_test_accuracy"])
-    row["bytes_exchanged"] = communication(run.record)["bytes_exchanged"]   # per worker (report.communication)
+    row["bytes_exchanged"] = communication(run.record)["bytes_exchanged"]  # per worker (report.communication)
     row["bytes_to_target"] = bytes_to_target(run.record)
     row["run"] = run.folder
+    row.update(run.swept)
     return row
 
 
 def summarize(paths: list[str | Path]) -> pd.DataFrame:
-    """The summary table of the runs at `paths` (run.json files or run directories)."""
+    """The summary table of the runs at `paths` (run.json files or run directories): SUMMARY_COLUMNS, with a
+    column for every setting a run's grid point varied (swept or tuned) after `setting`."""
     rows = [summary_row(path) for path in dict.fromkeys(str(path) for path in paths)]
-    table = pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
+    swept = list(dict.fromkeys(name for row in rows for name in row if name not in SUMMARY_COLUMNS))
+    at = SUMMARY_COLUMNS.index("setting") + 1
+    table = pd.DataFrame(rows, columns=[*SUMMARY_COLUMNS[:at], *swept, *SUMMARY_COLUMNS[at:]])
     return table.sort_values(RUN_KEY, kind="stable").reset_index(drop=True)

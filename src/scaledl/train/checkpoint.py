@@ -39,20 +39,38 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from scaledl.atomic import atomic_path, write_text
+from scaledl.atomic import write_text
 from scaledl.errors import UserError
 from scaledl.train.outputs import save_tensors, versions
 
 FORMAT = 1
-KEEP = 2                       # complete checkpoints kept; older ones are pruned
+KEEP = 2  # complete checkpoints kept; older ones are pruned
 FOLDER = "checkpoints"
 MANIFEST = "manifest.json"
 # Settings that do not change the arithmetic of the steps already taken: a resumed run may differ in them.
-RESUMABLE_CHANGES = frozenset({
-    "out_dir", "max_steps", "epochs", "time_budget", "target_accuracy", "checkpoint_every",
-    "checkpoint_interval", "restart", "worker_timeout", "expect_ranks", "threads", "eval_every",
-    "eval_batch_size", "device_sync", "platform",
-})
+RESUMABLE_CHANGES = frozenset(
+    {
+        "out_dir",
+        "max_steps",
+        "epochs",
+        "time_budget",
+        "target_accuracy",
+        "checkpoint_every",
+        "checkpoint_interval",
+        "restart",
+        "worker_timeout",
+        "expect_ranks",
+        "threads",
+        "eval_every",
+        "eval_batch_size",
+        "device_sync",
+        "platform",
+        "setting",
+        "sweep",
+        "tuned_from",
+        "tuned_scale",
+    }
+)
 
 
 @dataclass
@@ -72,7 +90,9 @@ class CheckpointPolicy:
     def due(self, step: int) -> bool:
         """True at a step the schedule names; the clock restarts then."""
         now = time.monotonic()
-        due = bool(self.every) and step % self.every == 0 or bool(self.interval) and now - self._last_at >= self.interval
+        due = (
+            bool(self.every) and step % self.every == 0 or bool(self.interval) and now - self._last_at >= self.interval
+        )
         if due:
             self._last_at = now
         return due
@@ -104,7 +124,7 @@ def complete(out_dir: Path) -> list[tuple[int, Path, dict]]:
         try:
             manifest = json.loads((path / MANIFEST).read_text())
         except (OSError, ValueError):
-            continue                               # a checkpoint cut short: no manifest yet
+            continue  # a checkpoint cut short: no manifest yet
         if manifest.get("format") == FORMAT:
             found.append((int(manifest["step"]), path, manifest))
     return sorted(found, key=lambda item: item[0])
@@ -120,8 +140,10 @@ def newest(out_dir: Path, expected: dict) -> tuple[int, Path, dict] | None:
     differ = sorted(k for k in set(written) | set(expected) if written.get(k) != expected.get(k))
     if differ:
         shown = ", ".join(f"{k} {written.get(k)!r} there, {expected.get(k)!r} now" for k in differ[:3])
-        raise UserError(f"the checkpoint {path} was written with other settings ({shown}); rerun with --restart "
-                        "to start over, or use another --out-dir")
+        raise UserError(
+            f"the checkpoint {path} was written with other settings ({shown}); rerun with --restart "
+            "to start over, or use another --out-dir"
+        )
     return step, path, manifest
 
 
@@ -152,8 +174,14 @@ def write_rank(path: Path, rank: int, state: dict) -> dict:
 
 
 def write_manifest(path: Path, step: int, fingerprint_: dict, entries: list[dict], version: str) -> None:
-    manifest = {"format": FORMAT, "step": step, "written_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                "scaledl_version": version, "fingerprint": fingerprint_, "ranks": entries}
+    manifest = {
+        "format": FORMAT,
+        "step": step,
+        "written_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "scaledl_version": version,
+        "fingerprint": fingerprint_,
+        "ranks": entries,
+    }
     write_text(path / MANIFEST, json.dumps(manifest, indent=1) + "\n")
 
 
@@ -164,13 +192,17 @@ def read_rank(path: Path, rank: int, manifest: dict) -> dict:
     if entry is None or not target.exists():
         raise UserError(f"the checkpoint {path} has no file for rank {rank}; rerun with --restart to start over")
     if sha256(target) != entry["sha256"]:
-        raise UserError(f"{target} does not match its manifest's checksum (damaged); delete {path} to resume "
-                        "from an older checkpoint, or rerun with --restart")
+        raise UserError(
+            f"{target} does not match its manifest's checksum (damaged); delete {path} to resume "
+            "from an older checkpoint, or rerun with --restart"
+        )
     try:
         return torch.load(target, map_location="cpu", weights_only=True)
-    except Exception as error:   # a file cut short or not a checkpoint: whatever torch's unpickler says
-        raise UserError(f"{target} cannot be read as a checkpoint ({str(error).splitlines()[0]}); delete {path} "
-                        "to resume from an older one, or rerun with --restart") from None
+    except Exception as error:  # a file cut short or not a checkpoint: whatever torch's unpickler says
+        raise UserError(
+            f"{target} cannot be read as a checkpoint ({str(error).splitlines()[0]}); delete {path} "
+            "to resume from an older one, or rerun with --restart"
+        ) from None
 
 
 def plain(value):
@@ -199,8 +231,11 @@ def sha256(path: Path) -> str:
 
 def rng_state(device: torch.device) -> dict:
     kind, keys, pos, has_gauss, gauss = np.random.get_state()
-    state = {"torch": torch.get_rng_state(), "python": _listed(random.getstate()),
-             "numpy": [kind, torch.from_numpy(keys.astype(np.int64)), pos, has_gauss, gauss]}
+    state = {
+        "torch": torch.get_rng_state(),
+        "python": _listed(random.getstate()),
+        "numpy": [kind, torch.from_numpy(keys.astype(np.int64)), pos, has_gauss, gauss],
+    }
     if device.type == "cuda":
         state["cuda"] = torch.cuda.get_rng_state(device)
     return state
@@ -240,11 +275,11 @@ def save(run) -> None:
     """Write this rank's part of a checkpoint of the run as it stands now; collective."""
     roles, timer = run.roles, run.timer
     with timer.phase("checkpoint"):
-        roles.world.Barrier()                              # every rank at the boundary: nothing in flight
+        roles.world.Barrier()  # every rank at the boundary: nothing in flight
         step = roles.world.bcast(run.monitor.step if roles.is_master else None, root=roles.master)
         path = step_folder(run.cfg.out_dir, step)
         if roles.is_master:
-            (path / MANIFEST).unlink(missing_ok=True)   # rewritten below, after every rank's file
+            (path / MANIFEST).unlink(missing_ok=True)  # rewritten below, after every rank's file
         roles.world.Barrier()
         t0 = time.perf_counter()
         entry = write_rank(path, roles.rank, rank_state(run))
@@ -252,16 +287,26 @@ def save(run) -> None:
         if roles.is_master:
             write_manifest(path, step, run.fingerprint, entries, versions()["scaledl"])
             prune(run.cfg.out_dir)
-            run.checkpoints_written.append({"step": step, "bytes": sum(e["bytes"] for e in entries),
-                                            "slowest_rank_s": max(e["seconds"] for e in entries)})
+            run.checkpoints_written.append(
+                {
+                    "step": step,
+                    "bytes": sum(e["bytes"] for e in entries),
+                    "slowest_rank_s": max(e["seconds"] for e in entries),
+                }
+            )
 
 
 def rank_state(run) -> dict:
     """This rank's part: its weights, buffers, data position, randomness, counters, clock and algorithm."""
     roles = run.roles
-    state = {"format": FORMAT, "rank": roles.rank, "steps": run.steps,
-             "rng": rng_state(run.device), "timer": run.timer.state_dict(),
-             "algorithm": run.algo.state_dict()}
+    state = {
+        "format": FORMAT,
+        "rank": roles.rank,
+        "steps": run.steps,
+        "rng": rng_state(run.device),
+        "timer": run.timer.state_dict(),
+        "algorithm": run.algo.state_dict(),
+    }
     if roles.is_worker:
         state["weights"] = run.params.data.detach().cpu().clone()
         state["buffers"] = {n: b.detach().cpu().clone() for n, b in run.model.named_buffers()}
@@ -325,7 +370,11 @@ def restore(run, state: dict) -> None:
     if roles.is_master:
         resumed = {**state["resumed_from"], "resumed_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
         run.resumes = [*state["resumes"], resumed]
-        print(f"resuming from {resumed['checkpoint']} at step {resumed['step']} (written {resumed['written_at']}); "
-              "--restart starts over\n", end="", flush=True)
-    run.checkpoint_state = None    # free it
-    roles.world.Barrier()          # the master's window and board hold the checkpoint before any exchange
+        print(
+            f"resuming from {resumed['checkpoint']} at step {resumed['step']} (written {resumed['written_at']}); "
+            "--restart starts over\n",
+            end="",
+            flush=True,
+        )
+    run.checkpoint_state = None  # free it
+    roles.world.Barrier()  # the master's window and board hold the checkpoint before any exchange

@@ -13,6 +13,7 @@ from scaledl.algorithms import ALGORITHMS
 from scaledl.config import GROUPS, TrainConfig
 from scaledl.errors import UserError
 from scaledl.models import MODELS
+from scaledl.train.tuned import with_tuned
 
 HELP = "train under MPI: mpiexec -n N python -m mpi4py -m scaledl train ..."
 
@@ -34,8 +35,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             groups[meta["group"]].add_argument(flag, action=action, default=f.default, help=help_text, **extra)
             continue
         groups[meta["group"]].add_argument(
-            flag, type=meta["type"], choices=_CHOICES.get(f.name, meta["choices"]), metavar=meta["metavar"],
-            required=meta["required"], default=None if meta["required"] else f.default, help=help_text,
+            flag,
+            type=meta["type"],
+            choices=_CHOICES.get(f.name, meta["choices"]),
+            metavar=meta["metavar"],
+            required=meta["required"],
+            default=None if meta["required"] else f.default,
+            help=help_text,
         )
 
 
@@ -48,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
 
     cfg = TrainConfig(**{f.name: getattr(args, f.name) for f in fields(TrainConfig)})
     try:
-        train(cfg)
+        train(with_tuned(cfg, MPI.COMM_WORLD.Get_size()))
     except UserError as exc:
         # Every rank agreed on the error (scaledl.train.setup.agree_on_setup): one line, from rank 0.
         if MPI.COMM_WORLD.Get_rank() == 0:

@@ -49,10 +49,10 @@ class Snapshot:
 
     step: int
     epoch: float
-    wall_s: float          # the master's wall clock since training began
-    train_s: float         # the master's training clock (wall minus its eval phase)
+    wall_s: float  # the master's wall clock since training began
+    train_s: float  # the master's training clock (wall minus its eval phase)
     train_loss: float | None
-    phases: dict           # the master's cumulative phase seconds (PhaseTimer.snapshot)
+    phases: dict  # the master's cumulative phase seconds (PhaseTimer.snapshot)
 
 
 @dataclass(frozen=True)
@@ -65,21 +65,33 @@ class Evaluation:
 class CenterEvaluator:
     """Evaluates the center on the test split, synchronously, on a model of its own."""
 
-    def __init__(self, data_path, center_model: torch.nn.Module, worker_model: torch.nn.Module | None,
-                 normalize: Normalizer, *, eval_batch_size: int, bn_batch_size: int):
+    def __init__(
+        self,
+        data_path,
+        center_model: torch.nn.Module,
+        worker_model: torch.nn.Module | None,
+        normalize: Normalizer,
+        *,
+        eval_batch_size: int,
+        bn_batch_size: int,
+        split: str = "test",
+        first: int = 0,
+    ):
         self.data_path = data_path
+        self.split, self.first = split, first  # the test split, or the train split's held-out tail
         self.center_model = center_model
         self.worker_buffers = dict(worker_model.named_buffers()) if worker_model is not None else None
-        self.model = copy.deepcopy(center_model)       # the center's copy that is evaluated (and saved)
+        self.model = copy.deepcopy(center_model)  # the center's copy that is evaluated (and saved)
         self.normalize = normalize
         self.eval_batch_size = eval_batch_size
         self.bn_batch_size = bn_batch_size
         self.re_estimate_bn = worker_model is None and any(
             isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and m.track_running_stats
-            for m in center_model.modules())
+            for m in center_model.modules()
+        )
         self.delay = float(os.environ.get(EVAL_DELAY_VARIABLE) or 0.0)
-        self.threads = len(os.sched_getaffinity(0))     # training is paused: every core this rank may use
-        self.evaluated_state: dict[str, torch.Tensor] = {}   # of the latest evaluation
+        self.threads = len(os.sched_getaffinity(0))  # training is paused: every core this rank may use
+        self.evaluated_state: dict[str, torch.Tensor] = {}  # of the latest evaluation
         self.count, self.seconds = 0, 0.0
 
     def evaluate(self, snapshot: Snapshot) -> Evaluation:
@@ -103,9 +115,15 @@ class CenterEvaluator:
         return Evaluation(snapshot, test_loss, accuracy)
 
     def report(self) -> dict:
-        return {"evaluations": self.count, "seconds": self.seconds, "threads": max(self.threads, 1),
-                "where": "the master rank, every rank paused off the clock", "bn_re_estimated": self.re_estimate_bn,
-                "delay_s": self.delay or None}
+        return {
+            "evaluations": self.count,
+            "seconds": self.seconds,
+            "threads": max(self.threads, 1),
+            "where": "the master rank, every rank paused off the clock",
+            "bn_re_estimated": self.re_estimate_bn,
+            "split": "validation" if self.split == "train" else self.split,
+            "delay_s": self.delay or None,
+        }
 
     def _evaluate(self, state: dict[str, torch.Tensor]) -> tuple[float, float]:
         with torch.no_grad():
@@ -114,7 +132,7 @@ class CenterEvaluator:
                 update_bn(self._train_batches(), self.model)
             self.model.eval()
             loss_sum, correct, count = 0.0, 0, 0
-            for images, labels in iter_split(self.data_path, "test", self.eval_batch_size):
+            for images, labels in iter_split(self.data_path, self.split, self.eval_batch_size, first=self.first):
                 x, y = self.normalize(images, labels)
                 logits = self.model(x)
                 loss_sum += F.cross_entropy(logits, y, reduction="sum").item()

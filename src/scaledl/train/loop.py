@@ -44,26 +44,30 @@ from scaledl.train.setup import TrainingRun, agree_on_setup, announce
 
 def train(cfg: TrainConfig) -> TrainingRun:
     world = MPI.COMM_WORLD
-    with StopSignals(on_second=_abort_now) as signals:   # Ctrl-C: stop at the next step boundary
+    with StopSignals(on_second=_abort_now) as signals:  # Ctrl-C: stop at the next step boundary
         run = agree_on_setup(world, cfg)
         token = announce(run)
-        boundary = StepBoundary(run.monitor, interrupted=lambda: signals.requested,
-                                checkpoints_enabled=checkpoint.policy(cfg).enabled,
-                                save_checkpoint=partial(checkpoint.save, run),
-                                evaluate=partial(evaluation_pause, run), timer=run.timer,
-                                kill_at=fault_step(run.roles.rank))
-        run.setup_s = run.timer.restart()                # the clock covers training only
+        boundary = StepBoundary(
+            run.monitor,
+            interrupted=lambda: signals.requested,
+            checkpoints_enabled=checkpoint.policy(cfg).enabled,
+            save_checkpoint=partial(checkpoint.save, run),
+            evaluate=partial(evaluation_pause, run),
+            timer=run.timer,
+            kill_at=fault_step(run.roles.rank),
+        )
+        run.setup_s = run.timer.restart()  # the clock covers training only
         try:
-            run.algo.start()                             # W^i_0 = W_0 on every worker
+            run.algo.start()  # W^i_0 = W_0 on every worker
             if run.checkpoint_state is not None:
-                checkpoint.restore(run, run.checkpoint_state)   # or where the newest checkpoint left off
+                checkpoint.restore(run, run.checkpoint_state)  # or where the newest checkpoint left off
             else:
-                evaluation_pause(run)                    # W_0, evaluated off every clock
+                evaluation_pause(run)  # W_0, evaluated off every clock
             if run.roles.is_worker:
                 run_worker(run, boundary)
             else:
                 run.algo.serve(boundary)
-            with run.timer.phase("wait"):                # in-flight exchanges settle, MPI objects are freed
+            with run.timer.phase("wait"):  # in-flight exchanges settle, MPI objects are freed
                 run.algo.finish()
                 close_torch_dist()
             results.finish(run)
@@ -91,8 +95,8 @@ def run_worker(run: TrainingRun, boundary: StepBoundary) -> None:
     """The paper's worker iteration, until the ranks agree to stop; counts steps in `run.steps`."""
     algo, loader, timer, monitor = run.algo, run.loader, run.timer, run.monitor
     samples_per_step = run.cfg.batch_size * run.roles.num_workers
-    step, stop = run.steps, False                    # a resumed run continues its count
-    while not stop and algo.begin_iteration():       # round-robin: wait for this worker's turn
+    step, stop = run.steps, False  # a resumed run continues its count
+    while not stop and algo.begin_iteration():  # round-robin: wait for this worker's turn
         # fetch this worker's next mini-batch and copy it to the device
         with timer.phase("data"):
             images, labels = loader.next_batch()
@@ -108,8 +112,9 @@ def run_worker(run: TrainingRun, boundary: StepBoundary) -> None:
         # the master evaluates W on schedule; the ranks agree whether to checkpoint or stop
         if monitor is not None:
             monitor.record_loss(loss, len(labels))
-        stop = boundary.cross(step, step * samples_per_step / run.info.n_train,
-                              agree=partial(algo.end_iteration, loss, len(labels)))
+        stop = boundary.cross(
+            step, step * samples_per_step / run.n_train, agree=partial(algo.end_iteration, loss, len(labels))
+        )
 
 
 def forward_backward(model, params: FlatParams, x, y, weight_decay: float, slowdown: float = 1.0) -> torch.Tensor:

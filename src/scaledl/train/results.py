@@ -18,6 +18,7 @@ from scaledl.train import checkpoint
 from scaledl.train.monitor import DIVERGED, INTERRUPTED
 from scaledl.train.outputs import host, save_model, versions, write_metrics, write_run_json, write_timeline
 
+
 def finish(run) -> None:
     """Final evaluation, then gather per-rank facts and write the outputs (master only)."""
     roles, timer = run.roles, run.timer
@@ -25,8 +26,15 @@ def finish(run) -> None:
         run.monitor.finish()
     role = roles.role
     # This rank's clock stops here: the wait for the master's final evaluation (the bcast below) is not its time.
-    rank_facts = {"rank": roles.rank, "host": host(), "device": str(run.device), "role": role,
-                  "setup_s": run.setup_s, "slowdown": run.slowdown, **timer.breakdown()}
+    rank_facts = {
+        "rank": roles.rank,
+        "host": host(),
+        "device": str(run.device),
+        "role": role,
+        "setup_s": run.setup_s,
+        "slowdown": run.slowdown,
+        **timer.breakdown(),
+    }
     run.stop_reason = roles.world.bcast(run.monitor.stop_reason if roles.is_master else None, root=roles.master)
     gathered = roles.world.gather(rank_facts, root=roles.master)
     timelines = roles.world.gather({"rank": roles.rank, "role": role, **timer.timeline()}, root=roles.master)
@@ -38,17 +46,23 @@ def finish(run) -> None:
 def write_outputs(run, per_rank: list[dict], timelines: list[dict], algo_reports: list[dict]) -> None:
     out, monitor = run.cfg.out_dir, run.monitor
     out.mkdir(parents=True, exist_ok=True)
-    save_model(out / "model.pt", monitor.evaluated_state())   # the center of the final reported accuracy
+    save_model(out / "model.pt", monitor.evaluated_state())  # the center of the final reported accuracy
     write_metrics(out / "metrics.csv", monitor.rows)
     write_timeline(out / "timeline.h5", timelines, PHASES)
     write_run_json(out / "run.json", run_record(run, per_rank, algo_reports))
     if monitor.stop_reason == INTERRUPTED:
-        saved = (f"checkpoint saved in {checkpoint.folder(out)}: rerun the same command to resume; "
-                 if run.checkpoints_written else "")
-        print(f"scaledl train: interrupted at step {monitor.step}; {saved}partial results in {out}",
-              file=sys.stderr, flush=True)
+        saved = (
+            f"checkpoint saved in {checkpoint.folder(out)}: rerun the same command to resume; "
+            if run.checkpoints_written
+            else ""
+        )
+        print(
+            f"scaledl train: interrupted at step {monitor.step}; {saved}partial results in {out}",
+            file=sys.stderr,
+            flush=True,
+        )
     else:
-        checkpoint.remove_all(out)   # a finished run needs none (a forced rerun then starts over)
+        checkpoint.remove_all(out)  # a finished run needs none (a forced rerun then starts over)
         print(closing_line(monitor, run.cfg, out), end="", flush=True)
 
 
@@ -63,37 +77,72 @@ def run_record(run, per_rank: list[dict], algo_reports: list[dict]) -> dict:
     # The registry's claim holds for this run only on CPU, or on CUDA with deterministic
     # kernels enforced, and over a backend that reduces in a fixed order (MPI's).
     deterministic, deterministic_reason = info.deterministic_in(
-        [r["device"] for r in per_rank], run.settings.backend, torch.are_deterministic_algorithms_enabled())
+        [r["device"] for r in per_rank], run.settings.backend, torch.are_deterministic_algorithms_enabled()
+    )
     settings = run.settings.record()
     return {
         "scaledl_version": versions()["scaledl"],
         "arguments": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(cfg).items()},
         "platform": cfg.platform,
-        "algorithm": {"key": info.key, "paper_name": info.paper_name, "engine": info.engine, "rule": info.rule,
-                      "needs_master": info.needs_master, "deterministic": deterministic,
-                      "deterministic_reason": deterministic_reason, "preset": dict(info.preset)},
+        "algorithm": {
+            "key": info.key,
+            "paper_name": info.paper_name,
+            "engine": info.engine,
+            "rule": info.rule,
+            "needs_master": info.needs_master,
+            "deterministic": deterministic,
+            "deterministic_reason": deterministic_reason,
+            "preset": dict(info.preset),
+        },
         "hyper": settings["hyper"],
         "codesign": settings["codesign"],
         "replica_memory": run.replica_budget.as_dict() if run.replica_budget else None,
-        "world": {"size": roles.size, "workers": roles.num_workers, "dedicated_master": roles.dedicated_master,
-                  "ranks_per_node": roles.local_size, "nodes": len(hosts), "hosts": hosts,
-                  "threads_per_rank": torch.get_num_threads()},
+        "world": {
+            "size": roles.size,
+            "workers": roles.num_workers,
+            "dedicated_master": roles.dedicated_master,
+            "ranks_per_node": roles.local_size,
+            "nodes": len(hosts),
+            "hosts": hosts,
+            "threads_per_rank": torch.get_num_threads(),
+        },
         "devices": [r["device"] for r in per_rank],
-        "model": {"name": cfg.model, "parameters": parameters, "tensors": len(list(run.center_model.parameters())),
-                  "bytes": parameters * center.element_size()},
-        "data": {"path": str(cfg.data), "dataset": run.info.dataset, "classes": run.info.classes,
-                 "n_train": run.info.n_train, "n_test": run.info.n_test, "image_shape": list(run.info.image_shape),
-                 "source_sha256": run.info.source_sha256},
-        "stop": {"reason": monitor.stop_reason, "steps": monitor.step, "epochs": monitor.epoch,
-                 "wall_s": monitor.final_wall, "train_s": monitor.stop_train_s,
-                 "nonfinite_loss_step": monitor.diverged_at},
+        "model": {
+            "name": cfg.model,
+            "parameters": parameters,
+            "tensors": len(list(run.center_model.parameters())),
+            "bytes": parameters * center.element_size(),
+        },
+        "data": {
+            "path": str(cfg.data),
+            "dataset": run.info.dataset,
+            "classes": run.info.classes,
+            "n_train": run.n_train,
+            "validation_rows": run.validation_rows,
+            "n_test": run.info.n_test,
+            "image_shape": list(run.info.image_shape),
+            "source_sha256": run.info.source_sha256,
+        },
+        "stop": {
+            "reason": monitor.stop_reason,
+            "steps": monitor.step,
+            "epochs": monitor.epoch,
+            "wall_s": monitor.final_wall,
+            "train_s": monitor.stop_train_s,
+            "nonfinite_loss_step": monitor.diverged_at,
+        },
         # The master rank's seconds per phase at top level; every rank's, and the workers' mean, below.
-        "phases": {**{k: v for k, v in master.items() if k.endswith("_s") or k == "comm_share"},
-                   "workers_mean": workers_mean, "per_rank": per_rank},
+        "phases": {
+            **{k: v for k, v in master.items() if k.endswith("_s") or k == "comm_share"},
+            "workers_mean": workers_mean,
+            "per_rank": per_rank,
+        },
         # One vocabulary of time (docs/time.md, timing.steady_state): per-step means over each worker's
         # steps after the warm-up, averaged over the workers. comm_share = transfer / step, the paper's.
-        "time": {"warmup_steps": min(r["warmup_steps"] for r in per_rank if "worker" in r["role"]),
-                 **{k: workers_mean.get(k) for k in STEADY_KEYS}},
+        "time": {
+            "warmup_steps": min(r["warmup_steps"] for r in per_rank if "worker" in r["role"]),
+            **{k: workers_mean.get(k) for k in STEADY_KEYS},
+        },
         "seconds_per_step": workers_mean.get("seconds_per_step"),
         "comm_share": workers_mean.get("comm_share"),
         "exposed_share": workers_mean.get("exposed_share"),
@@ -101,14 +150,17 @@ def run_record(run, per_rank: list[dict], algo_reports: list[dict]) -> dict:
         "target_accuracy": cfg.target_accuracy,
         # The training clock of the first snapshot at or above the target; snapshots every eval_every steps.
         "time_to_target_s": monitor.time_to_target,
-        "evaluation": {"every_steps": cfg.eval_every, "target_step": monitor.target_step,
-                       **monitor.evaluator.report()},
+        "evaluation": {"every_steps": cfg.eval_every, "target_step": monitor.target_step, **monitor.evaluator.report()},
         "algorithm_report": [r for r in algo_reports if r],
         # Checkpoints of this attempt, and every resume of the run (clocks continue across them:
         # the steps lost between a checkpoint and a kill are redone, not counted).
-        "checkpoints": {"every_steps": cfg.checkpoint_every, "interval_s": cfg.checkpoint_interval,
-                        "written": run.checkpoints_written, "resumes": run.resumes,
-                        "kept": monitor.stop_reason == INTERRUPTED and bool(run.checkpoints_written)},
+        "checkpoints": {
+            "every_steps": cfg.checkpoint_every,
+            "interval_s": cfg.checkpoint_interval,
+            "written": run.checkpoints_written,
+            "resumes": run.resumes,
+            "kept": monitor.stop_reason == INTERRUPTED and bool(run.checkpoints_written),
+        },
         "versions": versions(),
         "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
@@ -126,11 +178,16 @@ def closing_line(monitor, cfg, out: Path) -> str:
     best = max((row["test_accuracy"] for row in monitor.rows), default=None)
     target = ""
     if cfg.target_accuracy is not None:
-        target = (f"; target {cfg.target_accuracy:g} reached at {monitor.time_to_target:.2f} s of training "
-                  f"(step {monitor.target_step})" if monitor.time_to_target is not None
-                  else f"; target {cfg.target_accuracy:g} not reached")
+        target = (
+            f"; target {cfg.target_accuracy:g} reached at {monitor.time_to_target:.2f} s of training "
+            f"(step {monitor.target_step})"
+            if monitor.time_to_target is not None
+            else f"; target {cfg.target_accuracy:g} not reached"
+        )
     accuracy = "" if best is None else f"; test accuracy {monitor.last_accuracy:.4f} (best {best:.4f})"
     if monitor.stop_reason == DIVERGED:
         target += f"; the loss was not finite at step {monitor.diverged_at}: try a smaller --lr"
-    return (f"done: stopped by {monitor.stop_reason} after {monitor.step} steps, {monitor.stop_train_s:.2f} s of "
-            f"training{accuracy}{target}; run.json, metrics.csv, timeline.h5 and model.pt in {out}\n")
+    return (
+        f"done: stopped by {monitor.stop_reason} after {monitor.step} steps, {monitor.stop_train_s:.2f} s of "
+        f"training{accuracy}{target}; run.json, metrics.csv, timeline.h5 and model.pt in {out}\n"
+    )

@@ -29,7 +29,7 @@ from scaledl.comm.sentinel import Sentinel
 from scaledl.comm.watchdog import set_job_token
 from scaledl.config import TrainConfig
 from scaledl.data.hdf5 import DatasetInfo, read_info
-from scaledl.data.loader import Normalizer, ShardLoader
+from scaledl.data.loader import Normalizer, ShardLoader, held_out
 from scaledl.errors import UserError
 from scaledl.models import build_model
 from scaledl.timing import PhaseTimer
@@ -57,17 +57,27 @@ class TrainingRun:
     normalize: Normalizer
     timer: PhaseTimer
     replica_budget: ReplicaBudget | None = None
-    slowdown: float = 1.0               # --straggler: this rank's forward/backward is stretched by it
-    algo: Algorithm | None = None       # set by `connect`
-    monitor: Monitor | None = None      # set by `connect`, on the master
-    steps: int = 0                      # iterations this worker completed
+    slowdown: float = 1.0  # --straggler: this rank's forward/backward is stretched by it
+    algo: Algorithm | None = None  # set by `connect`
+    monitor: Monitor | None = None  # set by `connect`, on the master
+    steps: int = 0  # iterations this worker completed
     setup_s: float = 0.0
     sentinel: Sentinel | None = None
-    stop_reason: str | None = None      # every rank's copy of the master's, when the run ends
-    fingerprint: dict = field(default_factory=dict)         # the settings a checkpoint must share
-    checkpoint_state: dict | None = None                    # this rank's state to resume from (`connect`)
-    resumes: list = field(default_factory=list)             # master: every resume of this run, oldest first
+    stop_reason: str | None = None  # every rank's copy of the master's, when the run ends
+    fingerprint: dict = field(default_factory=dict)  # the settings a checkpoint must share
+    checkpoint_state: dict | None = None  # this rank's state to resume from (`connect`)
+    resumes: list = field(default_factory=list)  # master: every resume of this run, oldest first
     checkpoints_written: list = field(default_factory=list)  # master: this attempt's checkpoints
+
+    @property
+    def validation_rows(self) -> int:
+        """The train split's tail held out for validation (--validation-fraction), never trained on."""
+        return held_out(self.info.n_train, self.cfg.validation_fraction)
+
+    @property
+    def n_train(self) -> int:
+        """The images trained on."""
+        return self.info.n_train - self.validation_rows
 
 
 def agree_on_setup(world: MPI.Comm, cfg: TrainConfig) -> TrainingRun:
@@ -104,7 +114,9 @@ def build_local(world: MPI.Comm, cfg: TrainConfig) -> TrainingRun:
     check_world(world, cfg.expect_ranks)
     roles = make_roles(world, dedicated_master=info_alg.needs_master, algorithm=cfg.algorithm)
     # The paper's master is a CPU: a dedicated master keeps W in host memory.
-    device = torch.device("cpu") if roles.is_master and not roles.is_worker else pick_device(cfg.device, roles.local_rank)
+    device = (
+        torch.device("cpu") if roles.is_master and not roles.is_worker else pick_device(cfg.device, roles.local_rank)
+    )
     gpu_per_rank = device.type == "cuda" and roles.local_size <= torch.cuda.device_count()
 
     def backend_for(requested: str, host_buffers: bool) -> str:
@@ -137,18 +149,36 @@ def build_local(world: MPI.Comm, cfg: TrainConfig) -> TrainingRun:
     if replicated:
         # Chip partitioning: check that this node holds its replicas before anyone allocates them.
         parameters = sum(p.numel() for p in (model or center_model).parameters())
-        replica_budget = check_replicas(roles.local_size, parameters, info.n_train * info.image_nbytes,
-                                        settings.fast_memory_gb)
+        replica_budget = check_replicas(
+            roles.local_size, parameters, info.n_train * info.image_nbytes, settings.fast_memory_gb
+        )
     loader = None
     if roles.is_worker:
         loader = ShardLoader(
-            cfg.data, shard=0 if replicated else roles.worker_index, num_shards=1 if replicated else roles.num_workers,
-            batch_size=cfg.batch_size, seed=cfg.seed + (roles.worker_index if replicated else 0),
+            cfg.data,
+            shard=0 if replicated else roles.worker_index,
+            num_shards=1 if replicated else roles.num_workers,
+            batch_size=cfg.batch_size,
+            seed=cfg.seed + (roles.worker_index if replicated else 0),
+            held_out_rows=held_out(info.n_train, cfg.validation_fraction),
             pin_memory=device.type == "cuda",
         )
-    return TrainingRun(cfg, roles, device, info, settings, model, params, center_model, center, loader,
-                       Normalizer(info.mean, info.std, device), timer, replica_budget=replica_budget,
-                       slowdown=slowdown)
+    return TrainingRun(
+        cfg,
+        roles,
+        device,
+        info,
+        settings,
+        model,
+        params,
+        center_model,
+        center,
+        loader,
+        Normalizer(info.mean, info.std, device),
+        timer,
+        replica_budget=replica_budget,
+        slowdown=slowdown,
+    )
 
 
 def connect(run: TrainingRun) -> TrainingRun:
@@ -157,11 +187,19 @@ def connect(run: TrainingRun) -> TrainingRun:
     dist_group = None
     if run.settings.backend in TORCH_DIST_BACKENDS:
         dist_group = init_torch_dist(run.settings.backend, roles.world, roles.worker_ranks, run.device)
-    context = AlgorithmContext(info=ALGORITHMS[cfg.algorithm], settings=run.settings, roles=roles,
-                               params=run.params, center=run.center, timer=run.timer, n_train=info.n_train,
-                               dist_group=dist_group, worker_timeout=cfg.worker_timeout,
-                               save_checkpoint=lambda: checkpoint.save(run),
-                               pause_for_evaluation=lambda: evaluation_pause(run))
+    context = AlgorithmContext(
+        info=ALGORITHMS[cfg.algorithm],
+        settings=run.settings,
+        roles=roles,
+        params=run.params,
+        center=run.center,
+        timer=run.timer,
+        n_train=run.n_train,
+        dist_group=dist_group,
+        worker_timeout=cfg.worker_timeout,
+        save_checkpoint=lambda: checkpoint.save(run),
+        pause_for_evaluation=lambda: evaluation_pause(run),
+    )
     run.algo = engine_class(cfg.algorithm)(context)
     # After the setup's last collective, before anything is written: a checkpoint that cannot be used
     # (other settings, a damaged file) stops the job here, its run folder untouched.
@@ -171,13 +209,28 @@ def connect(run: TrainingRun) -> TrainingRun:
         stop_rule = StopRule(cfg.max_steps, cfg.epochs, cfg.time_budget, cfg.target_accuracy)
         # Evaluated where the center lives (host memory for sync_easgd1 and dedicated masters).
         center_device = next(run.center_model.parameters()).device
-        evaluator = CenterEvaluator(cfg.data, run.center_model, run.model,
-                                    Normalizer(info.mean, info.std, center_device),
-                                    eval_batch_size=cfg.eval_batch_size, bn_batch_size=cfg.batch_size)
-        run.monitor = Monitor(stop_rule, cfg.eval_every, run.timer, evaluator,
-                              samples_per_step=cfg.batch_size * roles.num_workers,
-                              refresh_center=run.algo.refresh_center, metrics_log=metrics_log(cfg.out_dir),
-                              checkpoints=checkpoint.policy(cfg))
+        # The test split, or with --validation-fraction the train split's held-out tail (the test split unread).
+        held = run.validation_rows
+        evaluator = CenterEvaluator(
+            cfg.data,
+            run.center_model,
+            run.model,
+            Normalizer(info.mean, info.std, center_device),
+            eval_batch_size=cfg.eval_batch_size,
+            bn_batch_size=cfg.batch_size,
+            split="train" if held else "test",
+            first=info.n_train - held if held else 0,
+        )
+        run.monitor = Monitor(
+            stop_rule,
+            cfg.eval_every,
+            run.timer,
+            evaluator,
+            samples_per_step=cfg.batch_size * roles.num_workers,
+            refresh_center=run.algo.refresh_center,
+            metrics_log=metrics_log(cfg.out_dir),
+            checkpoints=checkpoint.policy(cfg),
+        )
     return run
 
 
@@ -186,14 +239,17 @@ def metrics_log(out_dir: Path) -> MetricsLog:
     try:
         return MetricsLog(out_dir / "metrics.csv")
     except OSError as error:
-        raise UserError(f"--out-dir {out_dir}: cannot write there ({error.strerror or error}); "
-                        "choose a writable directory") from None
+        raise UserError(
+            f"--out-dir {out_dir}: cannot write there ({error.strerror or error}); choose a writable directory"
+        ) from None
 
 
 def check_budgets(cfg: TrainConfig) -> None:
     if cfg.max_steps is None and cfg.epochs is None and cfg.time_budget is None:
-        raise UserError("give at least one budget: --max-steps, --epochs or --time-budget "
-                        "(a target accuracy alone may never be reached)")
+        raise UserError(
+            "give at least one budget: --max-steps, --epochs or --time-budget "
+            "(a target accuracy alone may never be reached)"
+        )
     if cfg.out_dir.exists() and not cfg.out_dir.is_dir():
         raise UserError(f"--out-dir {cfg.out_dir} exists and is not a directory")
 
@@ -212,8 +268,9 @@ def pick_device(choice: str, local_rank: int) -> torch.device:
     """`auto`: this rank's GPU (local rank modulo GPUs, so ranks may share one) or the CPU."""
     has_cuda = torch.cuda.is_available()
     if choice == "cuda" and not has_cuda:
-        raise UserError("--device cuda was asked for but no CUDA device is visible on this node; "
-                        "use --device cpu or auto")
+        raise UserError(
+            "--device cuda was asked for but no CUDA device is visible on this node; use --device cpu or auto"
+        )
     if choice == "cpu" or (choice == "auto" and not has_cuda):
         return torch.device("cpu")
     device = torch.device("cuda", local_rank % torch.cuda.device_count())
@@ -245,8 +302,7 @@ def straggler_factor(spec: str | None, rank: int, size: int) -> float:
         if not 0 <= who < size:
             raise UserError(f"--straggler {spec}: rank {who} is not in this job of {size} ranks (0..{size - 1})")
         if not factor >= 1.0:
-            raise UserError(f"--straggler {spec}: a factor must be >= 1 (a rank cannot be made faster), "
-                            f"got {factor:g}")
+            raise UserError(f"--straggler {spec}: a factor must be >= 1 (a rank cannot be made faster), got {factor:g}")
     return factors.get(rank, 1.0)
 
 
