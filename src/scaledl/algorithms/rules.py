@@ -83,13 +83,9 @@ def momentum_elastic_worker_(
 
 
 def look_ahead_(w: torch.Tensor, v: torch.Tensor, mu: float) -> None:
-    """Nesterov (Zhang et al.'s EAMSGD): W ← W + μ·V, where ΔW is then taken; `look_back_` returns."""
+    """Nesterov (Zhang et al.'s EAMSGD): W ← W + μ·V, where ΔW is then taken (the worker restores W^i
+    from a copy afterwards, exactly: subtracting μ·V back would round)."""
     w.add_(v, alpha=mu)
-
-
-def look_back_(w: torch.Tensor, v: torch.Tensor, mu: float) -> None:
-    """W ← W − μ·V: back from `look_ahead_` (to within rounding) before the exchange."""
-    w.sub_(v, alpha=mu)
 
 
 # ---- the averaging family's outer steps: the center W towards the workers' mean x̄ = (1/P)·Σ_i W^i
