@@ -119,7 +119,7 @@ def test_schema_is_closed_and_documented():
             if set(prop) == {"$ref"}:  # an override pointing at a documented key
                 continue
             if set(prop) == {"anyOf"} and all("$ref" in str(option) for option in prop["anyOf"]):
-                continue               # an override: a documented key's value, or a list of them (a sweep)
+                continue  # an override: a documented key's value, or a list of them (a sweep)
             assert "description" in prop, f"{path}.{key} has no description"
             assert "default" in prop, f"{path}.{key} has no default"
 
