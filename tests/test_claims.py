@@ -1,9 +1,15 @@
-"""The paper's claims and their verdict rules, on hand-made result tables with known answers."""
+"""The paper's claims and their verdict rules, on hand-made result tables with known answers.
+
+Every comparison is paired by seed and decided by the exact one-sided sign test at α = 0.05: with 5 seeds all
+5 must agree, with 3 nothing can be decided, and fewer than 3 seeds on a side is not comparable. So the tables
+that need a decision have 5 seeds.
+"""
 
 from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -11,11 +17,18 @@ import pytest
 from scaledl.cli import main
 from scaledl.net.cost import Network, efficiency
 from scaledl.report.claims import (
-    DOES_NOT_HOLD,
+    CONTROL,
     HOLDS,
+    INCONCLUSIVE,
     NOT_COMPARABLE,
+    REVERSED,
     RULES,
+    SHARED,
+    TUNED,
     Context,
+    blob_hash,
+    claims_markdown,
+    default_claims_text,
     evaluate,
     load_claims,
 )
@@ -25,14 +38,28 @@ from scaledl.report.summary import SUMMARY_COLUMNS as COLUMNS
 CLAIMS = {claim.id: claim for claim in load_claims()}
 GPU = Context(devices={"gpu": "gpu"})
 KNL = Context(devices={"knl": "knl"})
+FAST = [10, 11, 12, 13, 14]
+SLOW = [20, 21, 25, 26, 27]  # twice FAST's times, seed by seed: ratios 2, 1.91, 2.08, 2, 1.93
+ONE_SIDED_P = "sign test p = 0.0312; n = 5 decides when 5 of 5 agree"  # 1/32: all 5 seeds one way
 
 
 def runs(
-    algorithm, times, *, workers=8, platform="gpu", dataset="cifar10", model="cifar_alexnet", target=0.625, **columns
+    algorithm,
+    times,
+    *,
+    workers=8,
+    platform="gpu",
+    dataset="cifar10",
+    model="cifar_alexnet",
+    target=0.625,
+    setting="",
+    seeds=None,
+    **columns,
 ):
-    """One summary row per seed; a time of None is a run that never reached the target."""
+    """One summary row per seed (0, 1, ... unless `seeds` names them); a time of None never reached the target.
+    `columns` gives other columns one value per seed."""
     rows = []
-    for seed, time in enumerate(times):
+    for i, time in enumerate(times):
         row = dict.fromkeys(COLUMNS, math.nan)
         row.update(
             dataset=dataset,
@@ -41,7 +68,8 @@ def runs(
             platform=platform,
             workers=workers,
             ranks=workers,
-            seed=seed,
+            setting=setting,
+            seed=i if seeds is None else seeds[i],
             target_accuracy=target,
             run="",
             time_to_target_s=math.nan if time is None else time,
@@ -50,7 +78,7 @@ def runs(
             exposed_share=0.4,
         )
         for column, values in columns.items():
-            row[column] = values[seed]
+            row[column] = values[i]
         rows.append(row)
     return rows
 
@@ -85,83 +113,125 @@ def test_claims_file_loads_and_names_only_known_rules():
     assert CLAIMS["weak_scaling"].paper_value == 0.915
     assert CLAIMS["comm_share_drop"].needs["device"] == "gpu"
     for claim in CLAIMS.values():
-        assert claim.params["min_seeds"] == 3 and claim.params["margin"] > 0
+        assert claim.params["min_seeds"] == 3 and claim.params["margin"] > 0 and claim.params["alpha"] == 0.05
+    # the positive control names the settings of its runs; the inclusion checks are the not_slower claims
+    control = CLAIMS["control_tuned_vs_tenth"]
+    assert control.names_settings and control.compares == {"faster": "sync_sgd@tuned", "than": "sync_sgd@tuned-lr0.1x"}
+    inclusion = {claim.id for claim in CLAIMS.values() if claim.rule == "not_slower"}
+    assert "includes_diloco_local_sgd" in inclusion and all(i.startswith("includes_") for i in inclusion)
 
 
-# ------------------------------------------------------------------ faster
+def test_the_claims_version_is_the_git_blob_hash():
+    # what `git hash-object` prints for an empty file and for "hello\n"
+    assert blob_hash("") == "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391"
+    assert blob_hash("hello\n") == "ce013625030ba8dba906f756967f9e9ca394464a"
 
 
-def test_faster_holds_when_every_seed_agrees_beyond_the_margin():
-    result = check(
-        "async_easgd_vs_async_sgd", table(runs("async_easgd", [10, 11, 12]), runs("async_sgd", [20, 21, 25]))
-    )
-    assert result["verdict"] == HOLDS
-    # paired by seed: 20/10, 21/11, 25/12
-    assert result["ours_median"] == pytest.approx(2.0) and result["ours_n"] == 3
+# ------------------------------------------------------------------ the four verdicts
+
+
+def test_holds_when_all_five_seeds_agree_beyond_the_margin():
+    result = check("async_easgd_vs_async_sgd", table(runs("async_easgd", FAST), runs("async_sgd", SLOW)))
+    assert result["verdict"] == HOLDS and result["protocol"] == SHARED
+    assert result["reason"] == f"async_easgd faster: 5 of 5 seeds for, 0 against, {ONE_SIDED_P}"
+    # paired by seed: 20/10, 21/11, 25/12, 26/13, 27/14
+    assert result["ours_median"] == pytest.approx(2.0) and result["ours_n"] == 5
     assert result["ours_min"] == pytest.approx(21 / 11) and result["ours_max"] == pytest.approx(25 / 12)
-    assert "paired by seed" in result["ours"] and "n=3" in result["ours"]
+    assert result["ours"].startswith("speedup median 2.00× [95 % CI 1.91–2.08], n=5; async_easgd 12 s")
 
 
-def test_faster_does_not_hold_when_the_other_is_faster():
+def test_reversed_when_the_other_is_faster_in_all_five_seeds():
+    result = check("async_easgd_vs_async_sgd", table(runs("async_easgd", SLOW), runs("async_sgd", FAST)))
+    assert result["verdict"] == REVERSED
+    assert (
+        result["reason"] == f"async_sgd faster, the opposite of the claim: 0 of 5 seeds for, 5 against, {ONE_SIDED_P}"
+    )
+    assert result["ours_median"] == pytest.approx(0.5)
+
+
+def test_inconclusive_with_five_seeds_of_mixed_signs():
     result = check(
-        "async_easgd_vs_async_sgd", table(runs("async_easgd", [20, 21, 22]), runs("async_sgd", [10, 11, 12]))
+        "async_easgd_vs_async_sgd", table(runs("async_easgd", [10] * 5), runs("async_sgd", [20, 5, 20, 5, 20]))
     )
-    assert result["verdict"] == DOES_NOT_HOLD
-    assert result["reason"] == "async_sgd is faster in every seed"
+    assert result["verdict"] == INCONCLUSIVE
+    assert result["reason"].startswith("no significant difference: 3 of 5 seeds for, 2 against, sign test p = 0.5")
 
 
-def test_a_difference_inside_the_margin_or_the_seed_spread_is_no_difference():
-    within = check(
-        "hogwild_easgd_vs_hogwild_sgd",
-        table(runs("hogwild_easgd", [10, 10, 10]), runs("hogwild_sgd", [10.2, 10.3, 10.1])),
-    )
-    assert within["verdict"] == DOES_NOT_HOLD and within["reason"].startswith("no difference")
-    disagree = check(
-        "hogwild_easgd_vs_hogwild_sgd", table(runs("hogwild_easgd", [10, 10, 10]), runs("hogwild_sgd", [20, 30, 8]))
-    )
-    assert disagree["verdict"] == DOES_NOT_HOLD and "seeds disagree" in disagree["reason"]
-
-
-def test_unpaired_seeds_use_the_extreme_ratios_of_the_ranges():
-    a = runs("async_easgd", [10, 11, 12])
-    b = runs("async_sgd", [20, 21, 25, 30])
-    result = check("async_easgd_vs_async_sgd", table(a, b))
-    assert result["verdict"] == HOLDS and "paired" not in result["ours"]
-    assert result["ours_median"] == pytest.approx(23 / 11)
-    assert (result["ours_min"], result["ours_max"]) == (pytest.approx(20 / 12), pytest.approx(30 / 10))
-    assert result["ours_n"] == 3
-
-
-def test_a_run_that_never_reaches_the_target_counts_as_infinite_time():
-    # Dropping async_sgd's two misses would leave its 5 s, faster than every async_easgd run.
-    results = table(runs("async_easgd", [10, 11, 12]), runs("async_sgd", [5, None, None]))
-    result = check("async_easgd_vs_async_sgd", results)
-    assert math.isinf(result["ours_median"]) and result["ours_min"] == pytest.approx(0.5)
-    assert "async_sgd never reached the target in 2 of 3 seeds" in result["reason"]
-    assert "async_sgd not reached [5–not reached] n=3" in result["ours"]
-    all_reach_late = table(runs("async_easgd", [10, 11, 12]), runs("async_sgd", [50, None, None]))
-    assert check("async_easgd_vs_async_sgd", all_reach_late)["verdict"] == HOLDS
-
-
-def test_neither_reaching_the_target():
-    some = check(
-        "async_easgd_vs_async_sgd", table(runs("async_easgd", [10, None, 12]), runs("async_sgd", [20, None, 25]))
-    )
-    assert some["verdict"] == DOES_NOT_HOLD and "neither reached the target in 1 of 3 seeds" in some["reason"]
-    none = check("async_easgd_vs_async_sgd", table(runs("async_easgd", [None] * 3), runs("async_sgd", [None] * 3)))
-    assert none["verdict"] == NOT_COMPARABLE and "in any seed" in none["reason"]
+def test_inconclusive_with_three_seeds_that_all_agree():
+    # 3 of 3 is p = 1/8: three seeds cannot decide anything at α = 0.05, however clear
+    result = check("async_easgd_vs_async_sgd", table(runs("async_easgd", FAST[:3]), runs("async_sgd", SLOW[:3])))
+    assert result["verdict"] == INCONCLUSIVE
+    assert "3 of 3 seeds for, 0 against, sign test p = 0.125" in result["reason"]
+    assert "n = 3 cannot decide at α = 0.05 (5 seeds at least)" in result["reason"]
 
 
 def test_too_few_seeds_is_not_comparable_but_prints_the_numbers():
-    result = check("async_easgd_vs_async_sgd", table(runs("async_easgd", [10, 11]), runs("async_sgd", [20, 21, 25])))
+    result = check("async_easgd_vs_async_sgd", table(runs("async_easgd", [10, 11]), runs("async_sgd", SLOW)))
     assert result["verdict"] == NOT_COMPARABLE
     assert result["reason"] == "fewer than 3 seeds (async_easgd has 2)"
     assert result["ours_n"] == 2 and result["ours_median"] > 1
 
 
+def test_a_seed_within_the_margin_is_tied_and_left_out_of_n():
+    within = check(
+        "hogwild_easgd_vs_hogwild_sgd",
+        table(runs("hogwild_easgd", [10] * 5), runs("hogwild_sgd", [10.2, 10.3, 10.1, 10.4, 10.0])),
+    )
+    assert within["verdict"] == INCONCLUSIVE
+    assert "0 of 0 seeds for, 0 against (5 tied)" in within["reason"]
+    # a sixth seed inside the margin neither helps nor hurts five clear ones
+    one_tied = check(
+        "hogwild_easgd_vs_hogwild_sgd",
+        table(runs("hogwild_easgd", [*FAST, 10]), runs("hogwild_sgd", [*SLOW, 10.3])),
+    )
+    assert one_tied["verdict"] == HOLDS and "5 of 5 seeds for, 0 against (1 tied)" in one_tied["reason"]
+
+
+# ------------------------------------------------------------------ pairing, misses, missing sides
+
+
+def test_only_the_seeds_both_sides_have_are_paired():
+    extra = check("async_easgd_vs_async_sgd", table(runs("async_easgd", FAST), runs("async_sgd", [*SLOW, 100])))
+    assert extra["verdict"] == HOLDS and extra["ours_n"] == 5  # async_sgd's seed 5 has no partner
+    assert extra["ours_median"] == pytest.approx(2.0) and extra["ours_max"] == pytest.approx(25 / 12)
+    assert "async_sgd 25.5 s [20–100] n=6" in extra["ours"]  # each side's own numbers keep all its seeds
+    shifted = check(
+        "async_easgd_vs_async_sgd", table(runs("async_easgd", FAST), runs("async_sgd", SLOW, seeds=[1, 2, 3, 4, 5]))
+    )
+    assert shifted["verdict"] == INCONCLUSIVE and shifted["ours_n"] == 4 and "4 of 4 seeds for" in shifted["reason"]
+    apart = check(
+        "async_easgd_vs_async_sgd",
+        table(runs("async_easgd", FAST[:3]), runs("async_sgd", SLOW[:3], seeds=[3, 4, 5])),
+    )
+    assert apart["verdict"] == NOT_COMPARABLE and apart["reason"] == "only 0 seeds in common"
+
+
+def test_a_run_that_never_reaches_the_target_counts_as_infinite_time():
+    # Dropping async_sgd's four misses would leave its 5 s, faster than every async_easgd run: reversed.
+    results = table(runs("async_easgd", FAST), runs("async_sgd", [5, None, None, None, None]))
+    result = check("async_easgd_vs_async_sgd", results)
+    assert result["verdict"] == INCONCLUSIVE and "4 of 5 seeds for, 1 against" in result["reason"]
+    assert math.isinf(result["ours_median"]) and result["ours_min"] == pytest.approx(0.5)
+    assert "async_sgd never reached the target in 4 of 5 seeds" in result["reason"]
+    assert "async_sgd not reached [5–not reached] n=5" in result["ours"]
+    all_reach_late = table(runs("async_easgd", FAST), runs("async_sgd", [50, None, None, None, None]))
+    assert check("async_easgd_vs_async_sgd", all_reach_late)["verdict"] == HOLDS
+
+
+def test_neither_reaching_the_target():
+    some = check(
+        "async_easgd_vs_async_sgd",
+        table(runs("async_easgd", [10, None, 12, 13, 14, 15]), runs("async_sgd", [20, None, 25, 26, 27, 30])),
+    )
+    assert some["verdict"] == HOLDS and "5 of 5 seeds for, 0 against (1 undefined)" in some["reason"]
+    assert "async_easgd never reached the target in 1 of 6 seeds" in some["reason"]
+    none = check("async_easgd_vs_async_sgd", table(runs("async_easgd", [None] * 5), runs("async_sgd", [None] * 5)))
+    assert none["verdict"] == NOT_COMPARABLE and "in any seed" in none["reason"]
+
+
 def test_a_setting_lacking_a_side_adds_no_row_when_another_is_judged():
     judged = table(
-        runs("async_easgd", [10, 11, 12]), runs("async_sgd", [20, 21, 25]), runs("async_easgd", [5, 6, 7], workers=4)
+        runs("async_easgd", FAST), runs("async_sgd", SLOW), runs("async_easgd", [5, 6, 7, 8, 9], workers=4)
     )  # no async_sgd at P=4
     result = check("async_easgd_vs_async_sgd", judged)
     assert result["verdict"] == HOLDS and result["setting"].endswith("P=8")
@@ -169,47 +239,89 @@ def test_a_setting_lacking_a_side_adds_no_row_when_another_is_judged():
 
 def test_the_algorithm_claims_hold_on_any_dataset():
     digits = table(
-        runs("hogwild_easgd", [10, 11, 12], dataset="digits", model="lenet"),
-        runs("hogwild_sgd", [20, 21, 25], dataset="digits", model="lenet"),
+        runs("hogwild_easgd", FAST, dataset="digits", model="lenet"),
+        runs("hogwild_sgd", SLOW, dataset="digits", model="lenet"),
     )
     assert check("hogwild_easgd_vs_hogwild_sgd", digits)["verdict"] == HOLDS
 
 
 def test_a_missing_algorithm_is_not_comparable_and_named():
-    result = check("async_easgd_vs_async_sgd", table(runs("async_easgd", [10, 11, 12])))
+    result = check("async_easgd_vs_async_sgd", table(runs("async_easgd", FAST)))
     assert result["verdict"] == NOT_COMPARABLE
     assert result["reason"] == "missing runs of async_sgd in 1 setting: cifar10/cifar_alexnet, gpu, P=8"
-    nothing = check("async_easgd_vs_async_sgd", table(runs("sync_sgd", [10, 11, 12])))
+    nothing = check("async_easgd_vs_async_sgd", table(runs("sync_sgd", FAST)))
     assert nothing["reason"] == "no runs of async_easgd, async_sgd in the summary"
 
 
 def test_different_or_missing_targets_are_not_comparable():
-    results = table(runs("async_easgd", [10, 11, 12], target=0.6), runs("async_sgd", [20, 21, 25]))
-    assert "target accuracies differ" in check("async_easgd_vs_async_sgd", results)["reason"]
-    results = table(
-        runs("async_easgd", [10, 11, 12], target=math.nan), runs("async_sgd", [20, 21, 25], target=math.nan)
-    )
-    assert "no target accuracy" in check("async_easgd_vs_async_sgd", results)["reason"]
+    results = table(runs("async_easgd", FAST, target=0.6), runs("async_sgd", SLOW))
+    result = check("async_easgd_vs_async_sgd", results)
+    assert result["verdict"] == NOT_COMPARABLE and result["reason"] == "the target accuracies differ (0.6, 0.625)"
+    results = table(runs("async_easgd", FAST, target=math.nan), runs("async_sgd", SLOW, target=math.nan))
+    result = check("async_easgd_vs_async_sgd", results)
+    assert result["verdict"] == NOT_COMPARABLE and "no target accuracy" in result["reason"]
 
 
 def test_an_alternative_side_stands_in():
-    result = check("sync_easgd_vs_easgd", table(runs("sync_easgd", [5, 6, 7]), runs("easgd", [20, 21, 25])))
-    assert result["verdict"] == HOLDS and "sync_easgd 6 s" in result["ours"]
+    result = check("sync_easgd_vs_easgd", table(runs("sync_easgd", [5, 6, 7, 8, 9]), runs("easgd", SLOW)))
+    assert result["verdict"] == HOLDS and "sync_easgd 7 s" in result["ours"]
+    both = check(
+        "sync_easgd_vs_easgd",
+        table(runs("sync_easgd3", FAST), runs("sync_easgd", [5, 6, 7, 8, 9]), runs("easgd", SLOW)),
+    )
+    assert "sync_easgd3 12 s" in both["ours"]  # the first alternative with runs
+
+
+# ------------------------------------------------------------------ the decomposition
+
+
+def test_the_decomposition_splits_the_speedup_into_fewer_and_cheaper_steps():
+    # async_sgd needs twice the steps at the same seconds per step
+    steps = table(
+        runs("async_easgd", FAST, target_step=[100] * 5, seconds_per_step=[0.12] * 5),
+        runs("async_sgd", SLOW, target_step=[200] * 5, seconds_per_step=[0.12] * 5),
+    )
+    result = check("async_easgd_vs_async_sgd", steps)
+    assert result["decomposition"] == (
+        "async_easgd: 100 steps × 120 ms/step · async_sgd: 200 steps × 120 ms/step · "
+        "speedup = 2.00× fewer steps × 1.00× cheaper steps"
+    )
+    # the same steps, each twice as dear
+    cost = table(
+        runs("async_easgd", FAST, target_step=[100] * 5, seconds_per_step=[0.1] * 5),
+        runs("async_sgd", SLOW, target_step=[100] * 5, seconds_per_step=[0.2] * 5),
+    )
+    assert check("async_easgd_vs_async_sgd", cost)["decomposition"].endswith(
+        "speedup = 1.00× fewer steps × 2.00× cheaper steps"
+    )
+    # medians over the seeds that reached the target; a side that never did says so
+    missed = table(
+        runs("async_easgd", FAST, target_step=[100, 110, 120, 130, 140]),
+        runs("async_sgd", [None] * 5, target_step=[math.nan] * 5),
+    )
+    assert check("async_easgd_vs_async_sgd", missed)["decomposition"] == (
+        "async_easgd: 120 steps × 100 ms/step · async_sgd: not reached"
+    )
+    # a summary that did not record the steps to target has no decomposition, not "nan steps"
+    assert (
+        check("async_easgd_vs_async_sgd", table(runs("async_easgd", FAST), runs("async_sgd", SLOW)))["decomposition"]
+        == ""
+    )
 
 
 # ------------------------------------------------------------------ needs
 
 
 def ladder_step():
-    return table(runs("sync_easgd1", [10, 11, 12], platform="local"), runs("easgd", [37, 40, 44], platform="local"))
+    return table(runs("sync_easgd1", FAST, platform="local"), runs("easgd", [37, 40, 44, 48, 52], platform="local"))
 
 
 def test_a_gpu_claim_on_cpu_runs_is_not_comparable_but_says_what_the_numbers_show():
     result = check("ladder_sync_easgd1", ladder_step(), Context(devices={"local": "cpu"}))
     assert result["verdict"] == NOT_COMPARABLE
     assert result["reason"].startswith("no GPU: platform local ran on cpu, where CPU–GPU copies do not exist")
-    assert "here it holds: sync_easgd1 faster in every seed" in result["reason"]
-    assert result["ours_median"] == pytest.approx(44 / 12)  # median of 37/10, 40/11, 44/12
+    assert f"here it holds: sync_easgd1 faster: 5 of 5 seeds for, 0 against, {ONE_SIDED_P}" in result["reason"]
+    assert result["ours_median"] == pytest.approx(48 / 13)  # median of 37/10, 40/11, 44/12, 48/13, 52/14
 
 
 def test_the_device_comes_from_the_mapping_or_a_device_column():
@@ -222,25 +334,38 @@ def test_the_device_comes_from_the_mapping_or_a_device_column():
 
 def test_the_paper_dataset_is_needed():
     results = table(
-        runs("sync_easgd1", [10, 11, 12], dataset="digits", model="lenet"),
-        runs("easgd", [37, 40, 44], dataset="digits", model="lenet"),
+        runs("sync_easgd1", FAST, dataset="digits", model="lenet"),
+        runs("easgd", [37, 40, 44, 48, 52], dataset="digits", model="lenet"),
     )
-    reason = check("ladder_sync_easgd1", results)["reason"]
-    assert "the paper used dataset cifar10, these runs digits" in reason
-    assert "the paper used model cifar_alexnet, these runs lenet" in reason
+    result = check("ladder_sync_easgd1", results)
+    assert result["verdict"] == NOT_COMPARABLE
+    assert "the paper used dataset cifar10, these runs digits" in result["reason"]
+    assert "the paper used model cifar_alexnet, these runs lenet" in result["reason"]
 
 
 # ------------------------------------------------------------------ faster and stable
 
 
 def test_faster_and_stable():
-    stable = table(runs("async_measgd", [10, 11, 12]), runs("async_msgd", [30, None, None]))
-    result = check("async_measgd_vs_async_msgd", stable)
-    assert result["verdict"] == HOLDS and "reached in 3 of 3 seeds vs 1 of 3" in result["ours"]
-    # Faster in every seed, but its times spread more: (20 - 10) / 12 against (40 - 38) / 39.
-    spread = table(runs("async_measgd", [10, 12, 20]), runs("async_msgd", [38, 39, 40]))
+    reliable = table(runs("async_measgd", FAST), runs("async_msgd", [30, None, None, None, None]))
+    result = check("async_measgd_vs_async_msgd", reliable)
+    assert result["verdict"] == HOLDS
+    assert "reached in 5 of 5 seeds vs 1 of 5 (Fisher's exact test p = 0.0238)" in result["ours"]
+    one_more = table(runs("async_measgd", FAST), runs("async_msgd", [30, 31, None, 33, 34]))
+    result = check("async_measgd_vs_async_msgd", one_more)
+    assert result["verdict"] == INCONCLUSIVE and "more stable: inconclusive" in result["reason"]
+    # both reach the target in every seed: the spread of log times decides (Brown–Forsythe)
+    steady = table(runs("async_measgd", [10, 10.1, 10.2, 10.1, 10.0]), runs("async_msgd", [20, 40, 80, 30, 60]))
+    result = check("async_measgd_vs_async_msgd", steady)
+    assert result["verdict"] == HOLDS and "more stable: holds" in result["reason"]
+    assert "Brown–Forsythe p = 0.00702" in result["ours"]
+    # faster in every seed, but its times spread far more
+    spread = table(runs("async_measgd", [10, 14, 20, 12, 28]), runs("async_msgd", [40, 40.4, 40.8, 40.2, 40.6]))
     result = check("async_measgd_vs_async_msgd", spread)
-    assert result["verdict"] == DOES_NOT_HOLD and result["reason"].startswith("not more stable")
+    assert result["verdict"] == REVERSED
+    assert result["reason"].startswith("faster: holds") and "more stable: reversed" in result["reason"]
+    slower = table(runs("async_measgd", SLOW), runs("async_msgd", FAST))
+    assert check("async_measgd_vs_async_msgd", slower)["verdict"] == REVERSED
     few = table(runs("async_measgd", [10]), runs("async_msgd", [30, 31, 32]))
     assert check("async_measgd_vs_async_msgd", few)["verdict"] == NOT_COMPARABLE
 
@@ -248,29 +373,43 @@ def test_faster_and_stable():
 # ------------------------------------------------------------------ fastest and tied
 
 
-def figure_8(hogwild_easgd=(10, 10.5, 11), async_easgd=(20, 21, 22), drop=None):
+def figure_8(hogwild_easgd=(10, 10.5, 11, 10.2, 10.6), async_easgd=(20, 21, 22, 20.5, 21.5), drop=None):
     groups = {
-        "sync_easgd3": [10.2, 10.4, 10.8],
+        "sync_easgd3": [10.2, 10.4, 10.8, 10.3, 10.5],
         "hogwild_easgd": list(hogwild_easgd),
-        "easgd": [60, 61, 62],
-        "async_sgd": [40, 41, 42],
-        "async_msgd": [50, None, 52],
-        "hogwild_sgd": [30, 31, 32],
+        "easgd": [60, 61, 62, 63, 64],
+        "async_sgd": [40, 41, 42, 43, 44],
+        "async_msgd": [50, None, 52, 53, 54],
+        "hogwild_sgd": [30, 31, 32, 33, 34],
         "async_easgd": list(async_easgd),
-        "async_measgd": [25, 26, 27],
+        "async_measgd": [25, 26, 27, 28, 29],
     }
     return table(*(runs(name, times) for name, times in groups.items() if name != drop))
 
 
-def test_fastest_tied():
+def test_fastest_and_tied_holds_when_both_lead_and_the_interval_lies_in_the_tie_band():
     result = check("fastest_sync_and_hogwild_easgd", figure_8())
     assert result["verdict"] == HOLDS
     assert "sync_easgd3 over hogwild_easgd" in result["ours"] and "smallest lead" in result["ours"]
-    assert result["ours_median"] == pytest.approx(10.5 / 10.4)
-    not_tied = check("fastest_sync_and_hogwild_easgd", figure_8(hogwild_easgd=(14, 15, 16)))
-    assert not_tied["verdict"] == DOES_NOT_HOLD and not_tied["reason"].startswith("not tied")
-    beaten = check("fastest_sync_and_hogwild_easgd", figure_8(async_easgd=(10.4, 10.6, 10.9)))
-    assert beaten["verdict"] == DOES_NOT_HOLD and "not faster than async_easgd" in beaten["reason"]
+    assert result["reason"].startswith("tied: 90 % CI of the speedup 0.98–1.02× against the tie band 0.91–1.10×")
+    assert "leads 12 of 12 hold" in result["reason"]
+    assert result["ours_median"] == pytest.approx(10.6 / 10.5)  # median of the paired hogwild/sync ratios
+
+
+def test_fastest_and_tied_equivalence():
+    clearly_apart = check("fastest_sync_and_hogwild_easgd", figure_8(hogwild_easgd=(14, 15, 16, 14.5, 15.5)))
+    assert clearly_apart["verdict"] == REVERSED and clearly_apart["reason"].startswith("not tied")
+    # the median is tied but the seeds scatter ±30 %: the interval reaches out of the band
+    noisy = check("fastest_sync_and_hogwild_easgd", figure_8(hogwild_easgd=(7, 10.5, 14, 9, 12.5)))
+    assert noisy["verdict"] == INCONCLUSIVE and noisy["reason"].startswith("tie not shown")
+    assert noisy["ours_median"] == pytest.approx(10.6 / 10.5, rel=0.01)
+
+
+def test_fastest_and_tied_needs_every_lead_and_every_side():
+    beaten = check("fastest_sync_and_hogwild_easgd", figure_8(async_easgd=(9, 9.2, 9.5, 9.1, 9.3)))
+    assert beaten["verdict"] == REVERSED and "sync_easgd3 vs async_easgd: reversed" in beaten["reason"]
+    close = check("fastest_sync_and_hogwild_easgd", figure_8(async_easgd=(10.4, 10.6, 10.9, 10.5, 10.7)))
+    assert close["verdict"] == INCONCLUSIVE and "hogwild_easgd vs async_easgd: inconclusive" in close["reason"]
     missing = check("fastest_sync_and_hogwild_easgd", figure_8(drop="async_msgd"))
     assert missing["verdict"] == NOT_COMPARABLE and "missing runs of async_msgd" in missing["reason"]
 
@@ -279,17 +418,20 @@ def test_fastest_tied():
 
 
 def shares(easgd, sync):
-    return table(runs("easgd", [1, 1, 1], comm_share=easgd), runs("sync_easgd3", [1, 1, 1], comm_share=sync))
+    ones = [1] * len(easgd)
+    return table(runs("easgd", ones, comm_share=easgd), runs("sync_easgd3", ones, comm_share=sync))
 
 
 def test_share_lower():
-    result = check("comm_share_drop", shares([0.85, 0.87, 0.9], [0.1, 0.14, 0.2]))
+    result = check("comm_share_drop", shares([0.85, 0.87, 0.9, 0.86, 0.88], [0.1, 0.14, 0.2, 0.12, 0.16]))
     assert result["verdict"] == HOLDS and result["ours_median"] == pytest.approx(0.14)
-    assert "easgd 87.0 % [85.0–90.0] n=3 → sync_easgd3 14.0 % [10.0–20.0] n=3" in result["ours"]
-    overlap = check("comm_share_drop", shares([0.5, 0.6, 0.7], [0.3, 0.4, 0.55]))
-    assert overlap["verdict"] == DOES_NOT_HOLD and overlap["reason"] == "the ranges overlap"
-    same = check("comm_share_drop", shares([0.5, 0.5, 0.5], [0.48, 0.49, 0.5]))
-    assert same["verdict"] == DOES_NOT_HOLD and same["reason"].startswith("no drop")
+    assert "easgd 87.0 % [85.0–90.0] n=5 → sync_easgd3 14.0 % [10.0–20.0] n=5" in result["ours"]
+    higher = check("comm_share_drop", shares([0.1] * 5, [0.48, 0.49, 0.5, 0.52, 0.47]))
+    assert higher["verdict"] == REVERSED and higher["reason"].startswith("sync_easgd3's share is higher")
+    mixed = check("comm_share_drop", shares([0.5, 0.6, 0.7, 0.5, 0.6], [0.3, 0.4, 0.75, 0.55, 0.62]))
+    assert mixed["verdict"] == INCONCLUSIVE and "2 of 4 seeds for, 2 against (1 tied)" in mixed["reason"]
+    same = check("comm_share_drop", shares([0.5] * 5, [0.48, 0.49, 0.5, 0.52, 0.47]))
+    assert same["verdict"] == INCONCLUSIVE and same["reason"].startswith("no significant drop: 0 of 0")
     unmeasured = check("comm_share_drop", shares([0.85, 0.87, 0.9], [0.1, math.nan, 0.2]))
     assert unmeasured["verdict"] == NOT_COMPARABLE and "sync_easgd3 has 2" in unmeasured["reason"]
 
@@ -299,13 +441,13 @@ def test_share_lower():
 
 def test_chip_partition_compares_the_largest_part_count_with_one():
     results = table(
-        runs("chip_partition", [1605, 1600, 1610], workers=1, platform="knl"),
-        runs("chip_partition", [1025, 1000, 1030], workers=4, platform="knl"),
-        runs("chip_partition", [490, 495, 500], workers=16, platform="knl"),
+        runs("chip_partition", [1605, 1600, 1610, 1590, 1620], workers=1, platform="knl"),
+        runs("chip_partition", [1025, 1000, 1030, 1010, 1020], workers=4, platform="knl"),
+        runs("chip_partition", [490, 495, 500, 485, 505], workers=16, platform="knl"),
     )
     result = check("chip_partition", results, KNL)
     assert result["verdict"] == HOLDS and "chip_partition P=16" in result["ours"]
-    assert result["ours_median"] == pytest.approx(1600 / 495)  # median of 1605/490, 1600/495, 1610/500
+    assert result["ours_median"] == pytest.approx(1600 / 495)  # paired by seed, P=1 over P=16
     only_one = check(
         "chip_partition", table(runs("chip_partition", [1605, 1600, 1610], workers=1, platform="knl")), KNL
     )
@@ -316,33 +458,37 @@ def test_chip_partition_compares_the_largest_part_count_with_one():
 
 
 def sweep(step_at_largest, workers=(1, 64), platform="knl", run=("", "")):
-    return table(
-        runs(
-            "sync_easgd", [1, 1, 1], workers=workers[0], platform=platform, seconds_per_step=[1.0] * 3, run=[run[0]] * 3
-        ),
-        runs(
-            "sync_easgd",
-            [1, 1, 1],
-            workers=workers[1],
-            platform=platform,
-            seconds_per_step=list(step_at_largest),
-            run=[run[1]] * 3,
-        ),
-    )
+    """sync_easgd at 1 s per step at the smallest worker count, at `step_at_largest` at the largest."""
+    n = len(step_at_largest)
+
+    def at(count, seconds_per_step, folder):
+        return runs(
+            "sync_easgd", [1] * n, workers=count, platform=platform, seconds_per_step=seconds_per_step, run=[folder] * n
+        )
+
+    return table(at(workers[0], [1.0] * n, run[0]), at(workers[1], list(step_at_largest), run[1]))
+
+
+EFFICIENT = [1.05, 1.06, 1.08, 1.04, 1.07]  # E = 1/1.06 = 94.3 % median, above 91.5 % − 2 points in every seed
 
 
 def test_weak_scaling_efficiency():
-    result = check("weak_scaling", sweep([1.05, 1.06, 1.08]), KNL)
+    result = check("weak_scaling", sweep(EFFICIENT), KNL)
     assert result["verdict"] == HOLDS and result["ours_median"] == pytest.approx(1 / 1.06)
-    assert "E(P=64 vs 1) = 94.3 % [92.6–95.2] n=3" in result["ours"]
-    low = check("weak_scaling", sweep([1.2, 1.25, 1.3]), KNL)
-    assert low["verdict"] == DOES_NOT_HOLD and low["reason"].startswith("median 80.0 % is below 91.5 %")
-    on_cpu = check("weak_scaling", sweep([1.05, 1.06, 1.08], platform="cpu"), Context(devices={"cpu": "cpu"}))
+    assert "E(P=64 vs 1) = 94.3 % [92.6–96.2] n=5" in result["ours"]
+    assert result["reason"] == f"at least 89.5 %: 5 of 5 seeds for, 0 against, {ONE_SIDED_P}"
+    low = check("weak_scaling", sweep([1.2, 1.25, 1.3, 1.22, 1.28]), KNL)
+    assert low["verdict"] == REVERSED and low["reason"].startswith("below 89.5 %")
+    mixed = check("weak_scaling", sweep([1.05, 1.2, 1.08, 1.3, 1.07]), KNL)
+    assert mixed["verdict"] == INCONCLUSIVE and mixed["reason"].startswith("89.5 % not shown: 3 of 5 seeds for")
+    on_cpu = check("weak_scaling", sweep(EFFICIENT, platform="cpu"), Context(devices={"cpu": "cpu"}))
     assert on_cpu["verdict"] == NOT_COMPARABLE and on_cpu["reason"].startswith("not a KNL: platform cpu ran on cpu")
-    small = check("weak_scaling", sweep([1.05, 1.06, 1.08], workers=(1, 8)), KNL)
+    small = check("weak_scaling", sweep(EFFICIENT, workers=(1, 8)), KNL)
     assert small["verdict"] == NOT_COMPARABLE and "our largest P is 8" in small["reason"]
     no_sweep = check("weak_scaling", table(runs("sync_easgd", [1, 1, 1], platform="knl")), KNL)
     assert no_sweep["verdict"] == NOT_COMPARABLE and "a second worker count" in no_sweep["reason"]
+    few = check("weak_scaling", sweep(EFFICIENT[:2]), KNL)
+    assert few["verdict"] == NOT_COMPARABLE and few["reason"] == "fewer than 3 seeds (P=1 has 2, P=64 has 2)"
 
 
 def write_run_json(path, compute_s):
@@ -360,71 +506,14 @@ def test_weak_scaling_prints_the_alpha_beta_extrapolation_with_a_network(tmp_pat
     net = Network(1e-5, 1e-9)
     base = write_run_json(tmp_path / "p1", compute_s=0.05)
     top = write_run_json(tmp_path / "p64", compute_s=0.05)
-    result = check("weak_scaling", sweep([1.05, 1.06, 1.08], run=(base, top)), Context({"knl": "knl"}, net))
+    result = check("weak_scaling", sweep(EFFICIENT, run=(base, top)), Context({"knl": "knl"}, net))
     expected = efficiency("sync_easgd", net, 4_000_000, 4253, 0.05, model="paper")
     assert "α-β model (paper / bandwidth_optimal)" in result["ours"]
     assert f"{fmt_share(expected)} / " in result["ours"] and "at P=4253" in result["ours"]
     missing = check(
-        "weak_scaling", sweep([1.05, 1.06, 1.08], run=(str(tmp_path / "nowhere"), top)), Context({"knl": "knl"}, net)
+        "weak_scaling", sweep(EFFICIENT, run=(str(tmp_path / "nowhere"), top)), Context({"knl": "knl"}, net)
     )
     assert "α-β model: n/a" in missing["ours"] and missing["verdict"] == HOLDS
-
-
-# ------------------------------------------------------------------ the command
-
-
-def write_summary(path, results: pd.DataFrame):
-    results.to_csv(path, index=False)
-    return str(path)
-
-
-def test_claims_command_end_to_end(tmp_path, capsys):
-    summary = write_summary(
-        tmp_path / "summary.csv",
-        table(
-            runs("async_easgd", [10, 11, 12], platform="local"),
-            runs("async_sgd", [20, None, 25], platform="local"),
-            runs("sync_easgd1", [10, 11, 12], platform="local"),
-            runs("easgd", [37, 40, 44], platform="local"),
-        ),
-    )
-    md, csv = tmp_path / "out/claims.md", tmp_path / "out/claims.csv"
-    code = main(
-        ["claims", "--summary", summary, "--device-of", "local=cpu", "--out-md", str(md), "--out-csv", str(csv)]
-    )
-    assert code == 0 and "wrote" in capsys.readouterr().out
-    out = pd.read_csv(csv).set_index("id")
-    assert set(out.index) == set(CLAIMS)
-    assert out.loc["async_easgd_vs_async_sgd", "verdict"] == HOLDS
-    assert out.loc["ladder_sync_easgd1", "verdict"] == NOT_COMPARABLE
-    assert out.loc["ladder_sync_easgd1", "reason"].startswith("no GPU")
-    text = md.read_text()
-    assert "| Fig. 6.1 |" in text and "| holds |" in text
-    assert not list(tmp_path.glob("out/.*.tmp"))
-
-
-def one_line_error(capsys, argv) -> str:
-    code = main(argv)
-    err = capsys.readouterr().err.strip()
-    assert code != 0 and len(err.splitlines()) == 1, err
-    return err
-
-
-def test_claims_command_bad_input_is_one_line(tmp_path, capsys):
-    outs = ["--out-md", str(tmp_path / "c.md"), "--out-csv", str(tmp_path / "c.csv")]
-    assert "no such summary table" in one_line_error(capsys, ["claims", "--summary", str(tmp_path / "none.csv"), *outs])
-    partial = write_summary(tmp_path / "partial.csv", pd.DataFrame({"dataset": ["digits"], "model": ["lenet"]}))
-    assert "lacks the columns algorithm, platform" in one_line_error(capsys, ["claims", "--summary", partial, *outs])
-    good = write_summary(tmp_path / "summary.csv", table(runs("async_easgd", [10, 11, 12])))
-    bad_claims = tmp_path / "claims.yaml"
-    bad_claims.write_text(
-        "claims:\n  - {id: x, figure: F, claim: c, compares: {faster: easgd, than: easgd},\n"
-        "     paper: p, metric: time_to_target_s, rule: {name: quicker}}\n"
-    )
-    err = one_line_error(capsys, ["claims", "--summary", good, "--claims", str(bad_claims), *outs])
-    assert "unknown rule 'quicker'" in err
-    assert "DEVICE one of" in one_line_error(capsys, ["claims", "--summary", good, "--device-of", "gpu", *outs])
-    assert not (tmp_path / "c.md").exists() and not (tmp_path / "c.csv").exists()
 
 
 # ---------------------------------------------------------------- beyond the paper: communication
@@ -444,24 +533,257 @@ def bytes_runs(algorithm, megabytes):
     )
 
 
+SYNC_BYTES = [138, 138, 207, 160, 150]
+
+
 def test_less_communication_holds_only_when_every_seed_saves_the_factor():
     held = check(
-        "diloco_vs_sync_sgd", table(bytes_runs("diloco", [17, 17, 24]), bytes_runs("sync_sgd", [138, 138, 207]))
+        "diloco_vs_sync_sgd", table(bytes_runs("diloco", [17, 17, 24, 20, 18]), bytes_runs("sync_sgd", SYNC_BYTES))
     )
-    assert held["verdict"] == HOLDS and "8.12× [8.12–8.62] n=3 less paired by seed" in held["ours"], held
+    assert held["verdict"] == HOLDS and "median 8.12× [95 % CI 8.00–8.62], n=5 less" in held["ours"], held
     short = check(
-        "diloco_vs_sync_sgd", table(bytes_runs("diloco", [17, 60, 24]), bytes_runs("sync_sgd", [138, 138, 207]))
+        "diloco_vs_sync_sgd", table(bytes_runs("diloco", [17, 60, 24, 20, 18]), bytes_runs("sync_sgd", SYNC_BYTES))
     )
-    assert short["verdict"] == DOES_NOT_HOLD and "below 4×" in short["reason"], short
+    assert short["verdict"] == INCONCLUSIVE and "4 of 5 seeds for, 1 against" in short["reason"], short
+    below = check(
+        "diloco_vs_sync_sgd", table(bytes_runs("diloco", [60, 60, 80, 70, 65]), bytes_runs("sync_sgd", SYNC_BYTES))
+    )
+    assert below["verdict"] == REVERSED and below["reason"].startswith("the saving is below 4×"), below
 
 
-def test_less_communication_fails_when_a_seed_never_reaches_the_target():
+def test_less_communication_counts_a_seed_that_never_reaches_the_target_against():
     missed = check(
-        "local_sgd_vs_sync_sgd", table(bytes_runs("local_sgd", [17, None, 24]), bytes_runs("sync_sgd", [138, 138, 207]))
+        "local_sgd_vs_sync_sgd",
+        table(bytes_runs("local_sgd", [17, None, 24, 20, 18]), bytes_runs("sync_sgd", SYNC_BYTES)),
     )
-    assert missed["verdict"] == DOES_NOT_HOLD and "never reached the target in 1 of 3" in missed["reason"], missed
+    assert missed["verdict"] == INCONCLUSIVE and "4 of 5 seeds for, 1 against" in missed["reason"], missed
+    assert "never reached the target in 1 of 5" in missed["reason"]
+    never = check(
+        "local_sgd_vs_sync_sgd", table(bytes_runs("local_sgd", [None] * 5), bytes_runs("sync_sgd", SYNC_BYTES))
+    )
+    assert never["verdict"] == REVERSED, never
     nothing = check(
         "local_sgd_vs_sync_sgd",
-        table(bytes_runs("local_sgd", [17, 17, 24]), bytes_runs("sync_sgd", [None, None, None])),
+        table(bytes_runs("local_sgd", [17, 17, 24, 20, 18]), bytes_runs("sync_sgd", [None] * 5)),
     )
-    assert nothing["verdict"] == NOT_COMPARABLE, nothing
+    assert nothing["verdict"] == NOT_COMPARABLE and "nothing to match" in nothing["reason"], nothing
+
+
+# ---------------------------------------------------------------- the positive control
+
+
+def digits(algorithm, times, setting="", **columns):
+    """A laptop-scale setting's runs, one per seed."""
+    return runs(
+        algorithm, times, platform="local", dataset="digits", model="lenet", workers=2, target=0.9, setting=setting,
+        **columns,
+    )  # fmt: skip
+
+
+def control_runs(tenth_times, tenth_steps):
+    """sync_sgd at its tuned η (100–140 steps of 0.1 s) and at a tenth of it; shared-η runs beside them."""
+    return table(
+        digits("sync_sgd", FAST, "tuned", target_step=[100, 110, 120, 130, 140]),
+        digits("sync_sgd", tenth_times, "tuned-lr0.1x", target_step=tenth_steps),
+        digits("sync_sgd", [30, 31, 32, 33, 34]),
+    )
+
+
+def markdown(results: pd.DataFrame, claims) -> str:
+    return claims_markdown(evaluate(results, claims, GPU), Path("summary.csv"), "claims: []\n", "claims.yaml")
+
+
+def test_the_positive_control_holds_on_a_clear_case_and_is_judged_once():
+    clear = control_runs([60, 66, 72, 78, 84], [600, 660, 720, 780, 840])  # a tenth of η: 6× the steps
+    result = check("control_tuned_vs_tenth", clear)
+    assert result["verdict"] == HOLDS and result["protocol"] == CONTROL  # one row: the shared-η runs play no part
+    assert "sync_sgd@tuned 12 s" in result["ours"] and "sync_sgd@tuned-lr0.1x 72 s" in result["ours"]
+    assert result["decomposition"].endswith("speedup = 6.00× fewer steps × 1.00× cheaper steps")
+    text = markdown(clear, [CLAIMS["control_tuned_vs_tenth"]])
+    assert "## Controls" in text and "harness failed" not in text
+
+
+def test_a_broken_harness_fails_the_control_and_the_page_says_so():
+    # the scaled runs as fast as the tuned ones: η/10 took the same steps, as if the scale never reached training
+    broken = control_runs([10, 11.1, 11.9, 13.2, 14], [100, 110, 120, 130, 140])
+    assert check("control_tuned_vs_tenth", broken)["verdict"] == INCONCLUSIVE
+    text = markdown(broken, [CLAIMS["control_tuned_vs_tenth"]])
+    assert "**The harness failed a control** (control_tuned_vs_tenth)" in text
+    reversed_ = control_runs([5, 5.5, 6, 6.5, 7], [50, 55, 60, 65, 70])
+    assert check("control_tuned_vs_tenth", reversed_)["verdict"] == REVERSED
+    assert "The harness failed a control" in markdown(reversed_, [CLAIMS["control_tuned_vs_tenth"]])
+
+
+def test_a_control_that_did_not_run_is_not_comparable_and_no_failure():
+    shared_only = table(digits("sync_sgd", FAST))
+    result = check("control_tuned_vs_tenth", shared_only)
+    assert result["verdict"] == NOT_COMPARABLE and "missing runs of sync_sgd" in result["reason"]
+    assert "harness failed" not in markdown(shared_only, [CLAIMS["control_tuned_vs_tenth"]])
+    # a summary without a setting column: every run is shared-η, and the control finds none of its runs
+    no_column = check("control_tuned_vs_tenth", shared_only.drop(columns=["setting"]))
+    assert no_column["verdict"] == NOT_COMPARABLE
+
+
+# ---------------------------------------------------------------- the inclusion check
+
+
+def test_the_inclusion_check_holds_when_the_general_method_is_as_fast():
+    tied = table(digits("diloco", FAST, "tuned"), digits("local_sgd", [10.2, 10.8, 12.3, 12.9, 14.1], "tuned"))
+    result = check("includes_diloco_local_sgd", tied)
+    assert result["verdict"] == HOLDS and result["protocol"] == TUNED
+    assert result["reason"].startswith("diloco is not slower than local_sgd")
+    faster = table(digits("diloco", [8, 9, 10, 11, 12], "tuned"), digits("local_sgd", FAST, "tuned"))
+    assert check("includes_diloco_local_sgd", faster)["verdict"] == HOLDS
+    # three seeds cannot show that the special case is faster
+    three = table(digits("diloco", SLOW[:3], "tuned"), digits("local_sgd", FAST[:3], "tuned"))
+    assert check("includes_diloco_local_sgd", three)["verdict"] == HOLDS
+
+
+def test_the_inclusion_check_reports_a_tuning_budget_too_small():
+    lost = table(digits("diloco", SLOW, "tuned"), digits("local_sgd", FAST, "tuned"))
+    result = check("includes_diloco_local_sgd", lost)
+    assert result["verdict"] == REVERSED
+    assert result["reason"].startswith("tuning budget too small for diloco: its special case local_sgd is faster")
+    assert "5 of 5 seeds for" in result["reason"]
+    text = markdown(lost, [CLAIMS["includes_diloco_local_sgd"]])
+    assert "## Inclusion checks" in text and "tuning budget too small for diloco" in text
+
+
+def test_the_inclusion_check_reads_only_the_tuned_runs():
+    shared = table(digits("diloco", SLOW), digits("local_sgd", FAST))
+    assert evaluate(shared, [CLAIMS["includes_diloco_local_sgd"]], GPU).empty
+    both = pd.concat([shared, table(digits("diloco", FAST, "tuned"), digits("local_sgd", FAST, "tuned"))])
+    assert check("includes_diloco_local_sgd", both)["verdict"] == HOLDS
+
+
+# ---------------------------------------------------------------- protocols
+
+
+def tuned_and_shared():
+    """Tuned, Async EASGD wins by cheaper steps; at one shared η Async SGD needs a quarter of its steps and wins."""
+    return table(
+        digits("async_easgd", FAST, "tuned", target_step=[100, 110, 120, 130, 140]),
+        digits("async_sgd", [20, 22, 24, 26, 28], "tuned", target_step=[100, 110, 120, 130, 140],
+               seconds_per_step=[0.2] * 5),
+        digits("async_easgd", [20, 22, 24, 26, 28], target_step=[200, 220, 240, 260, 280]),
+        digits("async_sgd", FAST, target_step=[50, 55, 60, 65, 70], seconds_per_step=[0.2] * 5),
+        digits("hogwild_easgd", FAST, "tuned"), digits("hogwild_sgd", SLOW, "tuned"),
+        digits("hogwild_easgd", FAST), digits("hogwild_sgd", SLOW),
+    )  # fmt: skip
+
+
+def test_tuned_and_shared_runs_are_judged_apart():
+    claims = [CLAIMS["async_easgd_vs_async_sgd"], CLAIMS["hogwild_easgd_vs_hogwild_sgd"]]
+    out = evaluate(tuned_and_shared(), claims, GPU).set_index(["id", "protocol"])
+    assert len(out) == 4 and set(out["setting"]) == {"digits/lenet, local, P=2"}  # two rows per claim and setting
+    tuned, shared = out.loc[("async_easgd_vs_async_sgd", TUNED)], out.loc[("async_easgd_vs_async_sgd", SHARED)]
+    assert tuned["verdict"] == HOLDS and shared["verdict"] == REVERSED
+    assert tuned["decomposition"].endswith("speedup = 1.00× fewer steps × 2.00× cheaper steps")
+    assert shared["decomposition"].endswith("speedup = 0.25× fewer steps × 2.00× cheaper steps")
+    assert out.loc[("hogwild_easgd_vs_hogwild_sgd", TUNED), "verdict"] == HOLDS
+    assert out.loc[("hogwild_easgd_vs_hogwild_sgd", SHARED), "verdict"] == HOLDS
+
+
+def test_the_page_sets_the_protocols_side_by_side_and_marks_a_changed_verdict():
+    claims = [CLAIMS["async_easgd_vs_async_sgd"], CLAIMS["hogwild_easgd_vs_hogwild_sgd"]]
+    text = markdown(tuned_and_shared(), claims)
+    assert "Claims: claims.yaml, git blob " + blob_hash("claims: []\n")[:12] in text
+    lines = text.splitlines()
+    header = next(line for line in lines if line.startswith("| figure |"))
+    columns = [c.strip() for c in header.strip("|").split("|")]
+    assert columns[-1] == "changed" and "tuned: verdict" in columns and "shared η: verdict" in columns
+    rows = {line.split("|")[1].strip(): [c.strip() for c in line.strip("|").split("|")] for line in lines
+            if line.startswith("| Fig.")}  # fmt: skip
+    fig_61, fig_63 = rows["Fig. 6.1"], rows["Fig. 6.3"]
+    assert fig_61[columns.index("tuned: verdict")] == HOLDS and fig_61[columns.index("shared η: verdict")] == REVERSED
+    assert fig_61[-1] == "yes" and fig_63[-1] == ""
+    assert "1.00× fewer steps × 2.00× cheaper steps" in fig_61[columns.index("tuned: ours")]
+
+
+def test_a_setting_judged_under_one_protocol_only_is_not_marked_changed():
+    results = pd.concat(
+        [
+            tuned_and_shared(),
+            table(runs("async_easgd", FAST, setting="tuned"), runs("async_sgd", SLOW, setting="tuned")),
+        ]
+    )  # P=8 ran tuned only
+    text = markdown(results, [CLAIMS["async_easgd_vs_async_sgd"]])
+    row = next(line for line in text.splitlines() if "P=8" in line)
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[-2] == "—" and cells[-1] == ""  # no shared-η reason, and not "changed"
+
+
+def test_a_summary_without_settings_is_all_shared_eta():
+    out = evaluate(tuned_and_shared().query("setting == ''").drop(columns=["setting"]),
+                   [CLAIMS["async_easgd_vs_async_sgd"]], GPU)  # fmt: skip
+    assert list(out["protocol"]) == [SHARED] and list(out["verdict"]) == [REVERSED]
+
+
+# ------------------------------------------------------------------ the command
+
+
+def write_summary(path, results: pd.DataFrame):
+    results.to_csv(path, index=False)
+    return str(path)
+
+
+def test_claims_command_end_to_end(tmp_path, capsys):
+    shared = [
+        runs("async_easgd", FAST, platform="local"),
+        runs("async_sgd", [20, None, 25, 26, 27], platform="local"),
+        runs("sync_easgd1", FAST, platform="local"),
+        runs("easgd", [37, 40, 44, 48, 52], platform="local"),
+    ]
+    tuned = [
+        runs("async_easgd", FAST, platform="local", setting="tuned"),
+        runs("async_sgd", SLOW, platform="local", setting="tuned"),
+        runs("diloco", FAST, platform="local", setting="tuned"),
+        runs("local_sgd", FAST, platform="local", setting="tuned"),
+        runs("sync_sgd", FAST, platform="local", setting="tuned"),
+        runs("sync_sgd", [60, 66, 72, 78, 84], platform="local", setting="tuned-lr0.1x"),
+    ]
+    summary = write_summary(tmp_path / "summary.csv", table(*shared, *tuned))
+    md, csv = tmp_path / "out/claims.md", tmp_path / "out/claims.csv"
+    code = main(
+        ["claims", "--summary", summary, "--device-of", "local=cpu", "--out-md", str(md), "--out-csv", str(csv)]
+    )
+    assert code == 0 and "wrote" in capsys.readouterr().out
+    out = pd.read_csv(csv, keep_default_na=False)
+    assert {"protocol", "decomposition"} <= set(out.columns)
+    assert set(out["id"]) == set(CLAIMS)
+    verdict = out.set_index(["id", "protocol"])["verdict"]
+    assert verdict[("async_easgd_vs_async_sgd", SHARED)] == HOLDS  # async_sgd's miss counts as ∞
+    assert verdict[("async_easgd_vs_async_sgd", TUNED)] == HOLDS
+    assert verdict[("control_tuned_vs_tenth", CONTROL)] == HOLDS
+    assert verdict[("includes_diloco_local_sgd", TUNED)] == HOLDS
+    ladder = out[(out["id"] == "ladder_sync_easgd1") & (out["protocol"] == SHARED)].iloc[0]
+    assert ladder["verdict"] == NOT_COMPARABLE and ladder["reason"].startswith("no GPU")
+    text = md.read_text()
+    assert f"git blob {blob_hash(default_claims_text())[:12]}" in text
+    assert "| Fig. 6.1 |" in text and "| holds |" in text and "## Controls" in text and "## Inclusion checks" in text
+    assert "harness failed" not in text
+    assert not list(tmp_path.glob("out/.*.tmp"))
+
+
+def one_line_error(capsys, argv) -> str:
+    code = main(argv)
+    err = capsys.readouterr().err.strip()
+    assert code != 0 and len(err.splitlines()) == 1, err
+    return err
+
+
+def test_claims_command_bad_input_is_one_line(tmp_path, capsys):
+    outs = ["--out-md", str(tmp_path / "c.md"), "--out-csv", str(tmp_path / "c.csv")]
+    assert "no such summary table" in one_line_error(capsys, ["claims", "--summary", str(tmp_path / "none.csv"), *outs])
+    partial = write_summary(tmp_path / "partial.csv", pd.DataFrame({"dataset": ["digits"], "model": ["lenet"]}))
+    assert "lacks the columns algorithm, platform" in one_line_error(capsys, ["claims", "--summary", partial, *outs])
+    good = write_summary(tmp_path / "summary.csv", table(runs("async_easgd", FAST)))
+    bad_claims = tmp_path / "claims.yaml"
+    bad_claims.write_text(
+        "claims:\n  - {id: x, figure: F, claim: c, compares: {faster: easgd, than: easgd},\n"
+        "     paper: p, metric: time_to_target_s, rule: {name: quicker}}\n"
+    )
+    err = one_line_error(capsys, ["claims", "--summary", good, "--claims", str(bad_claims), *outs])
+    assert "unknown rule 'quicker'" in err
+    assert "DEVICE one of" in one_line_error(capsys, ["claims", "--summary", good, "--device-of", "gpu", *outs])
+    assert not (tmp_path / "c.md").exists() and not (tmp_path / "c.csv").exists()

@@ -1,72 +1,79 @@
 """The paper's claims, checked against the summary table with named verdict rules.
 
 The claims are data (claims.yaml beside this module, or a file of the same
-shape); each names a rule from `RULES` and gives its parameters. A rule reads
-the long-format results (one row per run, the columns of
-scaledl.report.summary.SUMMARY_COLUMNS) of one *setting* (the claim's `per`
-columns, by default scaledl.report.runs.SETTING: dataset, model, platform
-and workers) and returns a `Verdict`: "holds", "does not hold" or "not
-comparable here", our numbers as "median [min–max] n=…", and a one-sentence
-reason.
+shape), fixed before any run: the report prints the file's git blob hash.
+Each names a rule from `RULES` and gives its parameters. A rule reads the
+runs of one *setting* (the claim's `per` columns, by default
+scaledl.report.runs.SETTING: dataset, model, platform and workers) under one
+*protocol* and returns a `Verdict`: **holds**, **reversed** (the opposite is
+shown), **inconclusive** (neither is shown at the claims' level) or **not
+comparable here** (the runs cannot say), with our numbers and a reason.
 
-Protocol, common to every rule:
+Protocols. A claim is judged twice where the config ran both: on the
+**tuned** runs (setting `tuned`: each algorithm at its own best settings from
+the tune stage, an equal budget of trials per method) and on the
+**shared-η** runs (no setting: one step size for every method, the ablation),
+so a reader sees how much of a verdict the protocol decides. A claim whose
+sides name a setting (`sync_sgd@tuned-lr0.1x`) is judged once, on those runs
+(the controls).
 
-- **Samples.** A side of a comparison is the runs of one algorithm (and
-  worker count) in the setting; its samples are the metric's values, one
-  per run. For time to target, a run that never reached the target counts
-  as not reached (+∞): it is never dropped, so a median may read "not
-  reached". For any other metric, a missing value is a measurement that
-  does not exist (too few steps for a steady state) and is left out, which
-  lowers n.
-- **Seeds.** A side with fewer than `min_seeds` samples (default 3) makes
-  the setting "not comparable here"; its numbers are still printed.
-- **Speedup** of A over B is t_B / t_A (> 1: A is faster). When both sides
-  have the same seeds, once each, they are paired: one speedup per seed, of
-  which the median and min–max are printed, n = the number of seeds.
-  Otherwise they are unpaired: median(t_B) / median(t_A), bounds
-  min(t_B) / max(t_A) and max(t_B) / min(t_A), n = the smaller side. With
-  "not reached": t / ∞ = 0, ∞ / t = ∞, ∞ / ∞ is undefined (neither reached).
-  (scaledl.report.stats.paired_ratio computes it.)
+Protocol of a comparison, common to every rule:
+
+- **Samples.** A side is the runs of one algorithm (and worker count) in the
+  setting; its samples are the metric's values, one per seed. A time to target
+  never reached is +∞, never dropped. Another missing value (no steady state)
+  is left out, which lowers n.
+- **Pairing and the test.** The sides are paired by seed; each seed is *for*
+  the claim (beyond the margin), *against* it (beyond the margin the other
+  way), *tied* (within it) or *undefined* (neither reached the target). The
+  exact one-sided sign test over the seeds for and against decides at
+  α = 0.05 (`alpha`): holds when the seeds for are significant, reversed when
+  those against are, inconclusive otherwise. With n seeds the test can decide
+  only when enough of them agree (all 5 of 5, 6 of 6, 7 of 8, ...): the row
+  says how many, the smallest effect n could detect. A side with fewer than
+  `min_seeds` samples makes the setting not comparable.
+- **Numbers.** The median speedup over the seeds with a 95 % percentile
+  bootstrap interval, n, and, for times to target, the decomposition
+  *time = steps to target × seconds per step* of each side, and of the
+  speedup into its two factors: does a method win by needing fewer steps or
+  by cheaper steps.
 
 Rules (parameter defaults in the claims file's `defaults`):
 
-- ``faster`` (A faster than B): **holds** when the median speedup exceeds
-  1 + margin, its lower bound exceeds 1 (every seed, or the whole unpaired
-  ranges, agree that A was faster) and no seed is undefined. Otherwise it
-  **does not hold**, and the reason says why: B is faster (median below
-  1 / (1 + margin) and upper bound below 1), no difference (median within
-  the margin), no difference because the seeds disagree (bounds on both
-  sides of 1: the difference is inside the spread over seeds), or neither
-  reached the target in some seed. **Not comparable here**: a side has no
-  runs, too few seeds, the sides' target accuracies differ or are unset, or
-  no run of either side reached the target.
-- ``faster_and_stable``: ``faster``, and A more stable than B. More stable:
-  A reaches the target in a larger share of its seeds than B, or both reach
-  it in every seed and A's relative spread of time to target,
-  (max − min) / median, satisfies spread_A · (1 + margin) < spread_B.
-- ``fastest_tied`` (fastest F1, F2 of others O): holds when each F is
-  ``faster`` than every O, and F1 and F2 are tied: neither is ``faster``
-  than the other and the median speedup of F1 over F2 lies within
-  [1 / (1 + tie), 1 + tie].
-- ``share_lower`` (a share falls from A to B): holds when median_B <
-  median_A − margin (margin in share points) and max_B < min_A (the ranges
-  do not overlap). Otherwise does not hold.
-- ``weak_scaling_efficiency``: per sweep over the worker count, E =
-  seconds per step at the smallest P over that at the largest P (per seed,
-  paired as above). Holds when median E ≥ the paper's value and min E ≥
-  the paper's value − margin. With a netbench file, the α-β model's
-  efficiency at our largest P and at `extrapolate_to` workers is printed
-  beside ours (scaledl.net.cost.efficiency, compute time from the runs).
+- ``faster`` (A reaches the target sooner than B): a seed is for when
+  t_B / t_A > 1 + margin.
+- ``faster_and_stable``: ``faster``, and A more stable than B: A reaches the
+  target in more seeds (Fisher's exact test, one-sided), or, both in every
+  seed, A's times vary less (the Brown–Forsythe test on log times, one-sided
+  by the sign of the spread difference). Holds when both hold; reversed when
+  either is reversed; inconclusive otherwise.
+- ``fastest_tied`` (F1, F2 fastest of others O, and tied): each F ``faster``
+  than every O, and F1, F2 *equivalent*: the 90 % bootstrap interval of the
+  median log speedup of F1 over F2 within ±log(1 + tie) (two one-sided
+  tests). Holds when all of it holds; reversed when some O is faster than an
+  F, or the interval lies wholly outside the equivalence band; else inconclusive.
+- ``share_lower`` (a share falls from A to B): a seed is for when the drop
+  exceeds the margin (share points).
+- ``less_communication`` (A reaches the target exchanging at most 1/factor of
+  B's bytes): a seed is for when B's bytes over A's is at least `factor`.
+- ``weak_scaling_efficiency``: per sweep over the worker count and per seed,
+  E = seconds per step at the smallest P over that at the largest; a seed is
+  for when E ≥ the paper's value − margin. With a netbench file the α-β
+  model's efficiency at our largest P and at `extrapolate_to` is printed.
+- ``not_slower`` (the inclusion check: a general method tuned must not lose
+  to its own special case tuned, e.g. DiLoCo with outer lr 1 and momentum 0
+  is local SGD): holds unless the special case is significantly faster;
+  then it is reversed and the reason reads "tuning budget too small for" the
+  general method.
 
 **Needs.** A setting that misses a claim's `needs` (the device, dataset,
-model, target or scale the paper's number belongs to) is "not comparable
-here" whatever the rule found; the rule's numbers are still printed and its
-finding is kept in the reason, so a hardware-dependent number measured on
-the wrong hardware says what it shows and why it is not the paper's.
+model, target or scale the paper's number belongs to) is not comparable here
+whatever the rule found; the rule's numbers and finding stay in the reason.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import statistics
 from collections.abc import Callable
@@ -76,6 +83,7 @@ from pathlib import Path
 
 import pandas as pd
 import yaml
+from scipy import stats as scipy_stats
 
 from scaledl.algorithms import ALGORITHMS
 from scaledl.errors import UserError
@@ -84,20 +92,27 @@ from scaledl.report.comm_model import measured_per_step
 from scaledl.report.runs import RUN_KEY, SETTING, read_run
 from scaledl.report.sides import first_present, side_name, side_spec
 from scaledl.report.stats import (
+    ALPHA,
     DASH,
+    SignTest,
     Spread,
+    bootstrap_interval,
+    divide,
     fmt_ratio,
     fmt_share,
     fmt_value,
     nan_last,
-    paired_ratio,
     plural,
+    seeds_to_decide,
+    sign_test,
     spread_of,
 )
 from scaledl.report.tables import markdown_table
 
-HOLDS, DOES_NOT_HOLD, NOT_COMPARABLE = "holds", "does not hold", "not comparable here"
-VERDICTS = (HOLDS, DOES_NOT_HOLD, NOT_COMPARABLE)
+HOLDS, REVERSED, INCONCLUSIVE, NOT_COMPARABLE = "holds", "reversed", "inconclusive", "not comparable here"
+VERDICTS = (HOLDS, REVERSED, INCONCLUSIVE, NOT_COMPARABLE)
+TUNED, SHARED, CONTROL = "tuned", "shared η", "control"  # the protocols a claim is judged under
+PROTOCOL_SETTINGS = {TUNED: ("tuned",), SHARED: ("",)}  # the summary's `setting` of each protocol's runs
 
 TIME_METRIC = "time_to_target_s"
 TO_TARGET_METRICS = (TIME_METRIC, "bytes_to_target")  # a missing value means "not reached"
@@ -132,6 +147,11 @@ class Claim:
             )
         return self.params[name]
 
+    @property
+    def names_settings(self) -> bool:
+        """Its sides name their runs' settings (a control, judged once on those runs)."""
+        return any("@" in spec for spec in sides_of(self))
+
 
 @dataclass(frozen=True)
 class Verdict:
@@ -140,6 +160,7 @@ class Verdict:
     reason: str = ""
     numbers: Spread | None = None
     missing: tuple[str, ...] = ()  # sides with no runs in the setting (collapsed over settings by `evaluate`)
+    decomposition: str = ""  # time to target = steps × seconds per step, per side and for the speedup
 
 
 @dataclass
@@ -177,18 +198,32 @@ class Side:
     rows: pd.DataFrame
 
 
+def split_setting(spec):
+    """A side and the setting it names ("sync_sgd@tuned-lr0.1x"), or None when it names none."""
+    if isinstance(spec, dict):
+        algorithm, _, setting = str(spec["algorithm"]).partition("@")
+        return {**spec, "algorithm": algorithm}, (setting if "@" in str(spec["algorithm"]) else None)
+    algorithm, sep, setting = str(spec).partition("@")
+    return algorithm, (setting if sep else None)
+
+
 def pick_side(frame: pd.DataFrame, spec) -> Side | None:
-    """The runs of the side's first alternative with runs in `frame`, at its selected worker count (sides.py);
-    None if there are none."""
+    """The runs of the side's first alternative with runs in `frame` (at its setting, if it names one, and its
+    selected worker count: sides.py); None if there are none."""
+    spec, setting = split_setting(spec)
+    if setting is not None:
+        settings = frame["setting"] if "setting" in frame else pd.Series("", index=frame.index)  # none: shared η
+        frame = frame[settings.fillna("").astype(str) == setting]
     algorithm = first_present(spec, frame["algorithm"])
     if algorithm is None:
         return None
     rows, workers = frame[frame["algorithm"] == algorithm], side_spec(spec)[1]
+    label = algorithm + (f"@{setting}" if setting else "")
     if workers is None:
-        return Side(algorithm, rows)
+        return Side(label, rows)
     count = {"largest": rows["workers"].max(), "smallest": rows["workers"].min()}.get(workers, workers)
     rows = rows[rows["workers"] == count]
-    return Side(f"{algorithm} P={count}", rows) if not rows.empty else None
+    return Side(f"{label} P={count}", rows) if not rows.empty else None
 
 
 def samples(side: Side, metric: str) -> list[tuple[object, float]]:
@@ -214,19 +249,73 @@ def not_reached_note(side: Side, values: list[float]) -> str:
     return f"{side.label} never reached the target in {missed} of {len(values)} seeds" if missed else ""
 
 
-# ------------------------------------------------------ the faster test
+def decomposition(side: Side) -> str:
+    """A side's time to target as median steps to target × median seconds per step (its reached seeds)."""
+    rows = side.rows
+    if "target_step" not in rows or "seconds_per_step" not in rows:
+        return ""
+    if not reached_rows(side).shape[0]:
+        return f"{side.label}: not reached"
+    steps, per_step = reached_median(side, "target_step"), reached_median(side, "seconds_per_step")
+    if math.isnan(steps) or math.isnan(per_step):  # not recorded (a summary from before target_step)
+        return ""
+    return f"{side.label}: {steps:.0f} steps × {1e3 * per_step:.3g} ms/step"
+
+
+def reached_rows(side: Side) -> pd.DataFrame:
+    return side.rows[pd.to_numeric(side.rows[TIME_METRIC], errors="coerce").notna()]
+
+
+def reached_median(side: Side, column: str) -> float:
+    """The median of a column over the side's seeds that reached the target (NaN if none)."""
+    values = pd.to_numeric(reached_rows(side).get(column, pd.Series(dtype=float)), errors="coerce").dropna()
+    return float(statistics.median(values)) if len(values) else math.nan
+
+
+def factors(a: Side, b: Side) -> str:
+    """The speedup of a over b split into its factors: b's steps to target over a's, b's s/step over a's."""
+    steps = divide(reached_median(b, "target_step"), reached_median(a, "target_step"))
+    per_step = divide(reached_median(b, "seconds_per_step"), reached_median(a, "seconds_per_step"))
+    if math.isnan(steps) or math.isnan(per_step):
+        return ""
+    return f"speedup = {fmt_ratio(steps)} fewer steps × {fmt_ratio(per_step)} cheaper steps"
+
+
+# ---------------------------------------------------------------- tests
 
 
 @dataclass(frozen=True)
 class Comparison:
-    """A speedup of side a over side b, judged by the `faster` rule."""
+    """A paired comparison of side a with side b over seeds, with the verdict of its sign test."""
 
     verdict: str
     reason: str
-    speedup: Spread
+    ratio: Spread
+    test: SignTest | None
     ours: str
     a_values: list[float]
     b_values: list[float]
+    decomposition: str = ""
+
+
+def decided(test: SignTest, alpha: float) -> str:
+    if test.p_for <= alpha:
+        return HOLDS
+    if test.p_against <= alpha:
+        return REVERSED
+    return INCONCLUSIVE
+
+
+def test_text(test: SignTest, alpha: float) -> str:
+    """The sign test's outcome and what its n could decide."""
+    needed = seeds_to_decide(test.n, alpha)
+    can = (
+        f"n = {test.n} decides when {needed} of {test.n} agree"
+        if needed is not None
+        else f"n = {test.n} cannot decide at α = {alpha:g} (5 seeds at least)"
+    )
+    p = min(test.p_for, test.p_against)
+    return f"{test.text()}, sign test p = {p:.3g}; {can}"
 
 
 def target_problem(a: Side, b: Side, metric: str) -> str:
@@ -246,45 +335,67 @@ def seeds_problem(sides: list[Side], counts: list[int], min_seeds: int) -> str:
     return f"fewer than {min_seeds} seeds ({', '.join(short)})" if short else ""
 
 
-def compare(a: Side, b: Side, metric: str, margin: float, min_seeds: int) -> Comparison:
-    """Speedup of a over b (t_b / t_a) and the `faster` rule's verdict on it."""
+def paired(a_samples, b_samples) -> list[tuple[float, float]]:
+    """(a, b) values of the seeds both sides have."""
+    b_by_seed = dict(b_samples)
+    return [(value, b_by_seed[seed]) for seed, value in a_samples if seed in b_by_seed]
+
+
+def outcome(ratio: float, threshold: float) -> int | None:
+    """+1 when the ratio (larger: the claim's way) is beyond `threshold`, −1 beyond 1/threshold, 0 between,
+    None when undefined."""
+    if math.isnan(ratio):
+        return None
+    if ratio > threshold:
+        return 1
+    if ratio < 1 / threshold:
+        return -1
+    return 0
+
+
+def ratio_numbers(ratios: list[float]) -> tuple[Spread, str]:
+    """The median ratio over seeds with its 95 % bootstrap interval, as a Spread and as text."""
+    spread = spread_of(ratios)
+    low, high = bootstrap_interval([r for r in ratios if not math.isnan(r)])
+    interval = f"95 % CI {fmt_ratio(low, unit=False)}{DASH}{fmt_ratio(high, unit=False)}" if not math.isnan(low) else ""
+    return spread, f"median {fmt_ratio(spread.median)}" + (f" [{interval}]" if interval else "") + f", n={spread.n}"
+
+
+def compare(a: Side, b: Side, metric: str, margin: float, min_seeds: int, alpha: float = ALPHA) -> Comparison:
+    """Whether a reaches the target sooner than b (speedup t_b / t_a beyond 1 + margin), seed by seed."""
     a_samples, b_samples = samples(a, metric), samples(b, metric)
     a_values, b_values = [v for _, v in a_samples], [v for _, v in b_samples]
-    speedup, paired = paired_ratio(b_samples, a_samples)
-    ours = (
-        f"{speedup.text(fmt_ratio)}{' paired by seed' if paired else ''}; "
-        f"{describe(a, a_values, metric)}; {describe(b, b_values, metric)}"
-    )
-    notes = "; ".join(n for n in (not_reached_note(a, a_values), not_reached_note(b, b_values)) if n)
+    pairs = paired(a_samples, b_samples)
+    ratios = [divide(tb, ta) for ta, tb in pairs]
+    spread, numbers = ratio_numbers(ratios)
+    ours = f"speedup {numbers}; {describe(a, a_values, metric)}; {describe(b, b_values, metric)}"
+    parts = " · ".join(filter(None, (decomposition(a), decomposition(b), factors(a, b))))
 
-    def result(verdict: str, reason: str) -> Comparison:
-        reason = f"{reason} ({notes})" if notes and verdict != NOT_COMPARABLE else reason
-        return Comparison(verdict, reason, speedup, ours, a_values, b_values)
+    def result(verdict: str, reason: str, test: SignTest | None = None) -> Comparison:
+        return Comparison(verdict, reason, spread, test, ours, a_values, b_values, parts)
 
     problem = target_problem(a, b, metric) or seeds_problem([a, b], [len(a_values), len(b_values)], min_seeds)
+    if not problem and len(pairs) < min_seeds:
+        problem = f"only {len(pairs)} seeds in common"
     if problem:
         return result(NOT_COMPARABLE, problem)
     if all(math.isinf(v) for v in a_values + b_values):
         return result(NOT_COMPARABLE, f"neither {a.label} nor {b.label} reached the target in any seed")
-    beyond = f"the {100 * margin:g} % margin"
-    if speedup.undefined:
-        return result(DOES_NOT_HOLD, f"neither reached the target in {speedup.undefined} of {speedup.n} seeds")
-    if speedup.median > 1 + margin and speedup.low > 1:
-        return result(HOLDS, f"{a.label} faster in every seed, median speedup beyond {beyond}")
-    if speedup.median < 1 / (1 + margin) and speedup.high < 1:
-        return result(DOES_NOT_HOLD, f"{b.label} is faster in every seed")
-    if 1 / (1 + margin) <= speedup.median <= 1 + margin:
-        return result(DOES_NOT_HOLD, f"no difference: median speedup {fmt_ratio(speedup.median)} is within {beyond}")
-    return result(
-        DOES_NOT_HOLD,
-        f"no difference: the seeds disagree, speedups {fmt_ratio(speedup.low)}{DASH}{fmt_ratio(speedup.high)}",
-    )
+    test = sign_test(outcome(r, 1 + margin) for r in ratios)
+    verdict = decided(test, alpha)
+    who = {
+        HOLDS: f"{a.label} faster",
+        REVERSED: f"{b.label} faster, the opposite of the claim",
+        INCONCLUSIVE: "no significant difference",
+    }[verdict]
+    notes = "; ".join(n for n in (not_reached_note(a, a_values), not_reached_note(b, b_values)) if n)
+    return result(verdict, f"{who}: {test_text(test, alpha)}" + (f" ({notes})" if notes else ""), test)
 
 
 def sides_or_missing(frame: pd.DataFrame, specs: list) -> tuple[list[Side], Verdict | None]:
     """The sides of `specs` in `frame`, or a not-comparable Verdict naming those without runs."""
     picked = [pick_side(frame, spec) for spec in specs]
-    missing = tuple(f"runs of {side_name(spec)}" for spec, side in zip(specs, picked) if side is None)
+    missing = tuple(f"runs of {side_name(split_setting(spec)[0])}" for spec, side in zip(specs, picked) if side is None)
     if missing:
         return [], Verdict(NOT_COMPARABLE, reason=f"missing {', '.join(missing)}", missing=missing)
     labels = [(side.label, tuple(side.rows.index)) for side in picked]
@@ -292,6 +403,10 @@ def sides_or_missing(frame: pd.DataFrame, specs: list) -> tuple[list[Side], Verd
         # e.g. chip_partition "largest" and "1" when only P = 1 ran: one set of runs, nothing to compare
         return [], Verdict(NOT_COMPARABLE, reason="both sides are the same runs", missing=("a second worker count",))
     return picked, None
+
+
+def as_verdict(c: Comparison) -> Verdict:
+    return Verdict(c.verdict, c.ours, c.reason, c.ratio, decomposition=c.decomposition)
 
 
 # ---------------------------------------------------------------- rules
@@ -302,31 +417,40 @@ def rule_faster(frame: pd.DataFrame, claim: Claim, ctx: Context) -> Verdict:
     if missing:
         return missing
     a, b = sides
-    result = compare(a, b, claim.metric, claim.param("margin"), claim.param("min_seeds"))
-    return Verdict(result.verdict, result.ours, result.reason, result.speedup)
-
-
-def relative_spread(values: list[float]) -> float:
-    """(max − min) / median over the seeds; ∞ when a seed never reached the target."""
-    if any(math.isinf(v) for v in values):
-        return math.inf
-    median = statistics.median(values)
-    return (max(values) - min(values)) / median if median > 0 else math.inf
-
-
-def more_stable(a: Side, a_values: list[float], b: Side, b_values: list[float], margin: float) -> tuple[bool, str]:
-    """Whether a is more stable than b (module docstring), and the numbers that decided it."""
-    share_a = sum(not math.isinf(v) for v in a_values) / len(a_values)
-    share_b = sum(not math.isinf(v) for v in b_values) / len(b_values)
-    reached = (
-        f"reached in {sum(not math.isinf(v) for v in a_values)} of {len(a_values)} seeds vs "
-        f"{sum(not math.isinf(v) for v in b_values)} of {len(b_values)}"
+    return as_verdict(
+        compare(a, b, claim.metric, claim.param("margin"), claim.param("min_seeds"), claim.param("alpha"))
     )
-    if share_a != share_b or share_a < 1:
-        return share_a > share_b, reached
-    spread_a, spread_b = relative_spread(a_values), relative_spread(b_values)
-    spreads = f"relative spread of time to target {spread_a:.2f} vs {spread_b:.2f}"
-    return spread_a * (1 + margin) < spread_b, spreads
+
+
+def more_stable(a_values: list[float], b_values: list[float], alpha: float) -> tuple[str, str]:
+    """Whether a is more stable than b (holds / reversed / inconclusive) and the numbers that decided it."""
+    reached_a, reached_b = (sum(not math.isinf(v) for v in values) for values in (a_values, b_values))
+    n_a, n_b = len(a_values), len(b_values)
+    reached = f"reached in {reached_a} of {n_a} seeds vs {reached_b} of {n_b}"
+    if reached_a < n_a or reached_b < n_b:
+        table = [[reached_a, n_a - reached_a], [reached_b, n_b - reached_b]]
+        p_for = scipy_stats.fisher_exact(table, alternative="greater").pvalue
+        p_against = scipy_stats.fisher_exact(table, alternative="less").pvalue
+        verdict = HOLDS if p_for <= alpha else REVERSED if p_against <= alpha else INCONCLUSIVE
+        return verdict, f"{reached} (Fisher's exact test p = {min(p_for, p_against):.3g})"
+    log_a, log_b = [math.log(v) for v in a_values], [math.log(v) for v in b_values]
+    p = scipy_stats.levene(log_a, log_b, center="median").pvalue / 2  # one-sided, by the spreads' order
+    a_less = statistics.stdev(log_a) < statistics.stdev(log_b)
+    verdict = INCONCLUSIVE if p > alpha else HOLDS if a_less else REVERSED
+    spreads = (
+        f"relative spread of time to target {statistics.stdev(log_a):.2f} vs {statistics.stdev(log_b):.2f} "
+        f"(sd of log time; Brown–Forsythe p = {p:.3g})"
+    )
+    return verdict, f"{reached}; {spreads}"
+
+
+def combined(verdicts: list[str]) -> str:
+    """Holds when every part holds; reversed when one is reversed; not comparable or inconclusive otherwise."""
+    if NOT_COMPARABLE in verdicts:
+        return NOT_COMPARABLE
+    if REVERSED in verdicts:
+        return REVERSED
+    return HOLDS if all(v == HOLDS for v in verdicts) else INCONCLUSIVE
 
 
 def rule_faster_and_stable(frame: pd.DataFrame, claim: Claim, ctx: Context) -> Verdict:
@@ -334,16 +458,35 @@ def rule_faster_and_stable(frame: pd.DataFrame, claim: Claim, ctx: Context) -> V
     if missing:
         return missing
     a, b = sides
-    result = compare(a, b, claim.metric, claim.param("margin"), claim.param("min_seeds"))
+    alpha = claim.param("alpha")
+    result = compare(a, b, claim.metric, claim.param("margin"), claim.param("min_seeds"), alpha)
     if result.verdict == NOT_COMPARABLE:
-        return Verdict(result.verdict, result.ours, result.reason, result.speedup)
-    stable, numbers = more_stable(a, result.a_values, b, result.b_values, claim.param("margin"))
-    ours = f"{result.ours}; {numbers}"
-    if result.verdict == HOLDS and stable:
-        return Verdict(HOLDS, ours, f"{result.reason}, and more stable", result.speedup)
-    parts = [] if result.verdict == HOLDS else [f"not faster: {result.reason}"]
-    parts += [] if stable else [f"not more stable ({numbers})"]
-    return Verdict(DOES_NOT_HOLD, ours, "; ".join(parts), result.speedup)
+        return as_verdict(result)
+    stable, numbers = more_stable(result.a_values, result.b_values, alpha)
+    verdict = combined([result.verdict, stable])
+    reason = f"faster: {result.verdict} ({result.reason}); more stable: {stable} ({numbers})"
+    return Verdict(verdict, f"{result.ours}; {numbers}", reason, result.ratio, decomposition=result.decomposition)
+
+
+def equivalence(a: Side, b: Side, metric: str, tie: float, min_seeds: int) -> tuple[str, str, Spread]:
+    """Whether a and b are tied: the 90 % interval of the median log speedup within ±log(1 + tie) (holds),
+    wholly outside it (reversed), or neither (inconclusive)."""
+    ratios = [divide(tb, ta) for ta, tb in paired(samples(a, metric), samples(b, metric))]
+    spread = spread_of(ratios)
+    logs = [math.log(r) if r > 0 else -math.inf for r in ratios if not math.isnan(r)]
+    if len(logs) < min_seeds:
+        return NOT_COMPARABLE, f"only {len(logs)} seeds where both reached the target", spread
+    low, high = bootstrap_interval(logs, level=0.90)
+    band = math.log(1 + tie)
+    text = (
+        f"90 % CI of the speedup {fmt_ratio(math.exp(low), unit=False)}{DASH}{fmt_ratio(math.exp(high))} "
+        f"against the tie band {fmt_ratio(1 / (1 + tie), unit=False)}{DASH}{fmt_ratio(1 + tie)}"
+    )
+    if -band <= low and high <= band:
+        return HOLDS, f"tied: {text}", spread
+    if high < -band or low > band:
+        return REVERSED, f"not tied: {text}", spread
+    return INCONCLUSIVE, f"tie not shown: {text}", spread
 
 
 def rule_fastest_tied(frame: pd.DataFrame, claim: Claim, ctx: Context) -> Verdict:
@@ -351,36 +494,29 @@ def rule_fastest_tied(frame: pd.DataFrame, claim: Claim, ctx: Context) -> Verdic
     sides, missing = sides_or_missing(frame, fastest_specs + other_specs)
     if missing:
         return missing
-    margin, min_seeds, tie = claim.param("margin"), claim.param("min_seeds"), claim.param("tie")
+    margin, min_seeds, tie, alpha = (claim.param(k) for k in ("margin", "min_seeds", "tie", "alpha"))
     first, second = sides[0], sides[1]
-    pair = compare(first, second, claim.metric, margin, min_seeds)
-    reverse = compare(second, first, claim.metric, margin, min_seeds)
-    wins = [compare(f, o, claim.metric, margin, min_seeds) for f in sides[:2] for o in sides[2:]]
+    tied, tie_text, pair = equivalence(first, second, claim.metric, tie, min_seeds)
+    wins = [compare(f, o, claim.metric, margin, min_seeds, alpha) for f in sides[:2] for o in sides[2:]]
     labels = [(f.label, o.label) for f in sides[:2] for o in sides[2:]]
-    closest = min(range(len(wins)), key=lambda i: nan_last(wins[i].speedup.median))
+    closest = min(range(len(wins)), key=lambda i: nan_last(wins[i].ratio.median))
     ours = (
-        f"{first.label} over {second.label}: {pair.ours}; smallest lead: {labels[closest][0]} over "
-        f"{labels[closest][1]} {wins[closest].speedup.text(fmt_ratio)}"
+        f"{first.label} over {second.label}: {pair.text(fmt_ratio)}; smallest lead: {labels[closest][0]} over "
+        f"{labels[closest][1]} {wins[closest].ratio.text(fmt_ratio)}"
     )
-    unusable = [(lab, c) for lab, c in zip(labels, wins) if c.verdict == NOT_COMPARABLE]
-    if pair.verdict == NOT_COMPARABLE:
-        return Verdict(NOT_COMPARABLE, ours, pair.reason, pair.speedup)
-    if unusable:
-        (f, o), comparison = unusable[0]
-        return Verdict(NOT_COMPARABLE, ours, f"{f} vs {o}: {comparison.reason}", pair.speedup)
-    tied = pair.verdict != HOLDS and reverse.verdict != HOLDS and 1 / (1 + tie) <= pair.speedup.median <= 1 + tie
-    losses = [f"{f} not faster than {o} ({c.reason})" for (f, o), c in zip(labels, wins) if c.verdict != HOLDS]
-    if tied and not losses:
-        return Verdict(
-            HOLDS,
-            ours,
-            f"both faster than all {len(sides) - 2} others in every seed, and tied with "
-            f"each other within ±{100 * tie:g} %",
-            pair.speedup,
-        )
-    reasons = [] if tied else [f"not tied: {first.label} over {second.label} is {fmt_ratio(pair.speedup.median)}"]
-    reasons += losses[:2] + ([f"and {len(losses) - 2} more"] if len(losses) > 2 else [])
-    return Verdict(DOES_NOT_HOLD, ours, "; ".join(reasons), pair.speedup)
+    verdict = combined([tied, *(c.verdict for c in wins)])
+    not_won = [f"{f} vs {o}: {c.verdict}" for (f, o), c in zip(labels, wins) if c.verdict != HOLDS]
+    reason = tie_text + (f"; leads {len(wins) - len(not_won)} of {len(wins)} hold" if wins else "")
+    reason += (
+        "; " + "; ".join(not_won[:3]) + (f" and {len(not_won) - 3} more" if len(not_won) > 3 else "") if not_won else ""
+    )
+    return Verdict(
+        verdict,
+        ours,
+        reason,
+        pair,
+        decomposition=" · ".join(filter(None, (decomposition(first), decomposition(second)))),
+    )
 
 
 def rule_share_lower(frame: pd.DataFrame, claim: Claim, ctx: Context) -> Verdict:
@@ -388,70 +524,57 @@ def rule_share_lower(frame: pd.DataFrame, claim: Claim, ctx: Context) -> Verdict
     if missing:
         return missing
     high, low = sides
-    margin, min_seeds = claim.param("margin"), claim.param("min_seeds")
-    high_values = [v for _, v in samples(high, claim.metric)]
-    low_values = [v for _, v in samples(low, claim.metric)]
+    margin, min_seeds, alpha = claim.param("margin"), claim.param("min_seeds"), claim.param("alpha")
+    high_samples, low_samples = samples(high, claim.metric), samples(low, claim.metric)
+    high_values, low_values = [v for _, v in high_samples], [v for _, v in low_samples]
     ours = f"{describe(high, high_values, claim.metric)} → {describe(low, low_values, claim.metric)}"
     if "exposed_share" in frame and claim.metric != "exposed_share":
         exposed = [spread_of([v for _, v in samples(s, "exposed_share")]).median for s in (high, low)]
         ours += f"; with wait (exposed_share): {fmt_share(exposed[0])} → {fmt_share(exposed[1])}"
     numbers = spread_of(low_values) if low_values else None
+    pairs = paired(high_samples, low_samples)
     problem = seeds_problem([high, low], [len(high_values), len(low_values)], min_seeds)
-    if problem:
-        return Verdict(NOT_COMPARABLE, ours, f"{problem} with a measured {claim.metric}", numbers)
-    h, lo = spread_of(high_values), spread_of(low_values)
-    if lo.median < h.median - margin and lo.high < h.low:
-        return Verdict(
-            HOLDS,
-            ours,
-            f"{low.label}'s share is lower in every run, by more than {100 * margin:g} points at the median",
-            numbers,
-        )
-    if lo.median < h.median - margin:
-        return Verdict(DOES_NOT_HOLD, ours, "the ranges overlap", numbers)
-    return Verdict(
-        DOES_NOT_HOLD,
-        ours,
-        f"no drop beyond {100 * margin:g} points: median {fmt_share(h.median)} → {fmt_share(lo.median)}",
-        numbers,
-    )
+    if problem or len(pairs) < min_seeds:
+        return Verdict(NOT_COMPARABLE, ours, problem or f"only {len(pairs)} seeds in common", numbers)
+    drops = [h - lo for h, lo in pairs]
+    test = sign_test(1 if d > margin else -1 if d < -margin else 0 for d in drops)
+    verdict = decided(test, alpha)
+    reason = {
+        HOLDS: f"{low.label}'s share is lower by more than {100 * margin:g} points",
+        REVERSED: f"{low.label}'s share is higher",
+        INCONCLUSIVE: "no significant drop",
+    }[verdict]
+    return Verdict(verdict, ours, f"{reason}: {test_text(test, alpha)}", numbers)
 
 
 def rule_less_communication(frame: pd.DataFrame, claim: Claim, ctx: Context) -> Verdict:
-    """`less` reaches the target exchanging at most 1/factor of what `than` exchanges, in every seed
-    (bytes to target per worker, paired by seed; not reaching the target is ∞ and fails the claim)."""
+    """`less` reaches the target exchanging at most 1/factor of what `than` exchanges (bytes to target per
+    worker, paired by seed; not reaching the target is ∞ and counts against)."""
     sides, missing = sides_or_missing(frame, [claim.compares["less"], claim.compares["than"]])
     if missing:
         return missing
     a, b = sides
-    factor, min_seeds = claim.param("factor"), claim.param("min_seeds")
+    factor, min_seeds, alpha = claim.param("factor"), claim.param("min_seeds"), claim.param("alpha")
     a_samples, b_samples = samples(a, claim.metric), samples(b, claim.metric)
     a_values, b_values = [v for _, v in a_samples], [v for _, v in b_samples]
-    saving, paired = paired_ratio(b_samples, a_samples)
-    ours = (
-        f"{saving.text(fmt_ratio)} less{' paired by seed' if paired else ''}; "
-        f"{describe(a, a_values, claim.metric)}; {describe(b, b_values, claim.metric)}"
-    )
+    savings = [divide(vb, va) for va, vb in paired(a_samples, b_samples)]
+    spread, numbers = ratio_numbers(savings)
+    ours = f"{numbers} less; {describe(a, a_values, claim.metric)}; {describe(b, b_values, claim.metric)}"
     problem = target_problem(a, b, claim.metric) or seeds_problem([a, b], [len(a_values), len(b_values)], min_seeds)
     if problem:
-        return Verdict(NOT_COMPARABLE, ours, problem, saving)
+        return Verdict(NOT_COMPARABLE, ours, problem, spread)
     if all(math.isinf(v) for v in b_values):
-        return Verdict(NOT_COMPARABLE, ours, f"{b.label} never reached the target: nothing to match", saving)
-    missed = not_reached_note(a, a_values)
-    if missed:
-        return Verdict(DOES_NOT_HOLD, ours, missed, saving)
-    if saving.low >= factor:
-        return Verdict(
-            HOLDS,
-            ours,
-            f"{a.label} reached the same target with at least {factor:g}× fewer bytes in every seed",
-            saving,
-        )
+        return Verdict(NOT_COMPARABLE, ours, f"{b.label} never reached the target: nothing to match", spread)
+    test = sign_test(None if math.isnan(s) else 1 if s >= factor else -1 for s in savings)
+    verdict = decided(test, alpha)
+    reason = {
+        HOLDS: f"{a.label} reached the same target with at least {factor:g}× fewer bytes",
+        REVERSED: f"the saving is below {factor:g}×",
+        INCONCLUSIVE: f"a {factor:g}× saving is not shown",
+    }
+    notes = not_reached_note(a, a_values)
     return Verdict(
-        DOES_NOT_HOLD,
-        ours,
-        f"the saving is below {factor:g}× in some seed ({fmt_ratio(saving.low)} at the least)",
-        saving,
+        verdict, ours, f"{reason[verdict]}: {test_text(test, alpha)}" + (f" ({notes})" if notes else ""), spread
     )
 
 
@@ -465,24 +588,23 @@ def rule_weak_scaling_efficiency(frame: pd.DataFrame, claim: Claim, ctx: Context
     smallest = Side(f"P={counts[0]}", frame[frame["workers"] == counts[0]])
     largest = Side(f"P={counts[-1]}", frame[frame["workers"] == counts[-1]])
     base, top = samples(smallest, claim.metric), samples(largest, claim.metric)
-    eff, paired = paired_ratio(base, top)
-    ours = f"E(P={counts[-1]} vs {counts[0]}) = {eff.text(fmt_share)}{' paired by seed' if paired else ''}"
+    pairs = paired(base, top)
+    eff = spread_of([divide(b, t) for b, t in pairs])
+    ours = f"E(P={counts[-1]} vs {counts[0]}) = {eff.text(fmt_share)} paired by seed"
     if ctx.network is not None:
         ours += "; " + alpha_beta_efficiency(frame, algorithm, counts, int(claim.param("extrapolate_to")), ctx.network)
     problem = seeds_problem([smallest, largest], [len(base), len(top)], claim.param("min_seeds"))
     if problem:
         return Verdict(NOT_COMPARABLE, ours, problem, eff)
-    target, margin = float(claim.paper_value), claim.param("margin")
-    if eff.median >= target and eff.low >= target - margin:
-        return Verdict(
-            HOLDS,
-            ours,
-            f"median at least {fmt_share(target)} and no seed below it by more than {100 * margin:g} points",
-            eff,
-        )
-    if eff.median >= target:
-        return Verdict(DOES_NOT_HOLD, ours, f"the seeds disagree: lowest {fmt_share(eff.low)}", eff)
-    return Verdict(DOES_NOT_HOLD, ours, f"median {fmt_share(eff.median)} is below {fmt_share(target)}", eff)
+    target, margin, alpha = float(claim.paper_value), claim.param("margin"), claim.param("alpha")
+    test = sign_test(1 if divide(b, t) >= target - margin else -1 for b, t in pairs)
+    verdict = decided(test, alpha)
+    reason = {
+        HOLDS: f"at least {fmt_share(target - margin)}",
+        REVERSED: f"below {fmt_share(target - margin)}",
+        INCONCLUSIVE: f"{fmt_share(target - margin)} not shown",
+    }[verdict]
+    return Verdict(verdict, ours, f"{reason}: {test_text(test, alpha)}", eff)
 
 
 def alpha_beta_efficiency(frame: pd.DataFrame, algorithm: str, counts: list, extrapolate_to: int, net: Network) -> str:
@@ -512,6 +634,35 @@ def alpha_beta_efficiency(frame: pd.DataFrame, algorithm: str, counts: list, ext
     return f"α-β model ({' / '.join(COST_MODELS)}): {at(int(counts[-1]))}, {at(extrapolate_to)}"
 
 
+def rule_not_slower(frame: pd.DataFrame, claim: Claim, ctx: Context) -> Verdict:
+    """The inclusion check: the general method tuned is not slower than its special case tuned."""
+    sides, missing = sides_or_missing(frame, [claim.compares["general"], claim.compares["special"]])
+    if missing:
+        return missing
+    general, special = sides
+    result = compare(
+        special, general, claim.metric, claim.param("margin"), claim.param("min_seeds"), claim.param("alpha")
+    )
+    if result.verdict == HOLDS:  # the special case is significantly faster: the general one was under-tuned
+        return Verdict(
+            REVERSED,
+            result.ours,
+            f"tuning budget too small for {general.label}: its special case "
+            f"{special.label} is faster ({result.reason})",
+            result.ratio,
+            decomposition=result.decomposition,
+        )
+    if result.verdict == NOT_COMPARABLE:
+        return as_verdict(result)
+    return Verdict(
+        HOLDS,
+        result.ours,
+        f"{general.label} is not slower than {special.label} ({result.reason})",
+        result.ratio,
+        decomposition=result.decomposition,
+    )
+
+
 @dataclass(frozen=True)
 class Rule:
     evaluate: Callable[[pd.DataFrame, Claim, Context], Verdict]
@@ -525,7 +676,9 @@ RULES: dict[str, Rule] = {
     "share_lower": Rule(rule_share_lower, ("from", "to")),
     "weak_scaling_efficiency": Rule(rule_weak_scaling_efficiency, ("algorithms",)),
     "less_communication": Rule(rule_less_communication, ("less", "than")),
+    "not_slower": Rule(rule_not_slower, ("general", "special")),
 }
+INCLUSION_RULES = ("not_slower",)  # judged on the tuned runs only: a check of the tuning, not of the paper
 
 
 # ---------------------------------------------------------------- needs
@@ -567,13 +720,17 @@ def unmet_needs(group: pd.DataFrame, claim: Claim, ctx: Context) -> list[str]:
 # ------------------------------------------------------------- evaluate
 
 
-def algorithms_of(claim: Claim) -> list[str]:
-    """Every algorithm key a claim's `compares` mentions (alternatives included)."""
+def sides_of(claim: Claim) -> list:
+    """Every side a claim's `compares` names."""
     found = []
     for value in claim.compares.values():
-        for spec in value if isinstance(value, list) else [value]:
-            found += side_spec(spec)[0]
-    return list(dict.fromkeys(found))
+        found += value if isinstance(value, list) else [value]
+    return found
+
+
+def algorithms_of(claim: Claim) -> list[str]:
+    """Every algorithm key a claim's `compares` mentions (alternatives included)."""
+    return list(dict.fromkeys(a for spec in sides_of(claim) for a in side_spec(split_setting(spec)[0])[0]))
 
 
 def setting_label(per: tuple[str, ...], key: tuple) -> str:
@@ -583,17 +740,19 @@ def setting_label(per: tuple[str, ...], key: tuple) -> str:
     return ", ".join([label, *rest] if label else rest)
 
 
-def row(claim: Claim, setting: str, verdict: Verdict) -> dict:
+def row(claim: Claim, protocol: str, setting: str, verdict: Verdict) -> dict:
     numbers = verdict.numbers
     return {
         "id": claim.id,
         "figure": claim.figure,
         "claim": claim.text,
+        "protocol": protocol,
         "setting": setting,
         "paper": claim.paper_text,
         "ours": verdict.ours or "—",
         "verdict": verdict.verdict,
         "reason": verdict.reason,
+        "decomposition": verdict.decomposition,
         "paper_value": claim.paper_value,
         "ours_median": numbers.median if numbers else math.nan,
         "ours_min": numbers.low if numbers else math.nan,
@@ -611,17 +770,20 @@ def judge(group: pd.DataFrame, claim: Claim, ctx: Context) -> Verdict:
     if not unmet:
         return verdict
     finding = f"here it {verdict.verdict}: {verdict.reason}" if verdict.verdict != NOT_COMPARABLE else verdict.reason
-    return Verdict(NOT_COMPARABLE, verdict.ours, "; ".join([*unmet, finding]), verdict.numbers)
+    return Verdict(
+        NOT_COMPARABLE, verdict.ours, "; ".join([*unmet, finding]), verdict.numbers, decomposition=verdict.decomposition
+    )
 
 
-def evaluate_claim(results: pd.DataFrame, claim: Claim, ctx: Context) -> list[dict]:
+def evaluate_claim(results: pd.DataFrame, claim: Claim, ctx: Context, protocol: str) -> list[dict]:
     """One row per setting with runs of the claim's algorithms. Settings lacking a side collapse into one
     "not comparable here" row, shown only when no setting could be judged (a config that runs some of a
     claim's algorithms elsewhere, e.g. sync_easgd in a scaling sweep, does not add a row to that claim)."""
     wanted = algorithms_of(claim)
     runs = results[results["algorithm"].isin(wanted)]
     if runs.empty:
-        return [row(claim, "—", Verdict(NOT_COMPARABLE, reason=f"no runs of {', '.join(wanted)} in the summary"))]
+        reason = f"no runs of {', '.join(wanted)} in the summary"
+        return [row(claim, protocol, "—", Verdict(NOT_COMPARABLE, reason=reason))]
     rows, incomplete, missing = [], [], {}
     for key, group in runs.groupby(list(claim.per), sort=True, dropna=False):
         key = key if isinstance(key, tuple) else (key,)
@@ -631,45 +793,49 @@ def evaluate_claim(results: pd.DataFrame, claim: Claim, ctx: Context) -> list[di
             incomplete.append(label)
             missing.update(dict.fromkeys(verdict.missing))
             continue
-        rows.append(row(claim, label, verdict))
+        rows.append(row(claim, protocol, label, verdict))
     if incomplete and not rows:
         settings = plural(len(incomplete), "setting")
         shown = "; ".join(incomplete[:3]) + (f" and {len(incomplete) - 3} more" if len(incomplete) > 3 else "")
         reason = f"missing {', '.join(missing)} in {settings}: {shown}"
-        rows.append(row(claim, settings, Verdict(NOT_COMPARABLE, reason=reason)))
+        rows.append(row(claim, protocol, settings, Verdict(NOT_COMPARABLE, reason=reason)))
     return rows
 
 
 CLAIM_COLUMNS = [
-    "id",
-    "figure",
-    "claim",
-    "setting",
-    "paper",
-    "ours",
-    "verdict",
-    "reason",
-    "paper_value",
-    "ours_median",
-    "ours_min",
-    "ours_max",
-    "ours_n",
-]
-CLAIM_MARKDOWN_COLUMNS = ["figure", "claim", "setting", "paper", "ours", "verdict", "reason"]
+    "id", "figure", "claim", "protocol", "setting", "paper", "ours", "verdict", "reason", "decomposition",
+    "paper_value", "ours_median", "ours_min", "ours_max", "ours_n",
+]  # fmt: skip
+
+
+def protocols_of(results: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """The protocols the results hold runs of: {tuned, shared η: their runs}, tuned first."""
+    settings = results["setting"].fillna("").astype(str) if "setting" in results else pd.Series("", results.index)
+    found = {name: results[settings.isin(values)] for name, values in PROTOCOL_SETTINGS.items()}
+    return {name: runs for name, runs in found.items() if not runs.empty} or {SHARED: results.iloc[0:0]}
 
 
 def evaluate(
     results: pd.DataFrame, claims: list[Claim], ctx: Context | None = None, where: str = "results"
 ) -> pd.DataFrame:
-    """The claims table: one row per claim and setting (CLAIM_COLUMNS); `where` names the results in errors."""
+    """The claims table: one row per claim, protocol and setting (CLAIM_COLUMNS); `where` names the results
+    in errors. A control is judged once, on the runs its sides name; an inclusion check on the tuned runs."""
     ctx = ctx or Context()
     check_columns(results, claims, where)
-    rows = [r for claim in claims for r in evaluate_claim(results, claim, ctx)]
+    protocols = protocols_of(results)
+    rows = []
+    for claim in claims:
+        if claim.names_settings:
+            rows += evaluate_claim(results, claim, ctx, CONTROL)
+        elif claim.rule in INCLUSION_RULES:
+            rows += evaluate_claim(protocols[TUNED], claim, ctx, TUNED) if TUNED in protocols else []
+        else:
+            rows += [r for name, runs in protocols.items() for r in evaluate_claim(runs, claim, ctx, name)]
     return pd.DataFrame(rows, columns=CLAIM_COLUMNS)
 
 
 def required_columns(claims: list[Claim]) -> list[str]:
-    columns = list(RUN_KEY)
+    columns = [c for c in RUN_KEY if c != "setting"]  # a summary without settings: every run shared-η
     for claim in claims:
         columns += [*claim.per, claim.metric] + (["target_accuracy"] if claim.metric in TO_TARGET_METRICS else [])
         columns += ["target_accuracy"] if "target_accuracy" in claim.needs else []
@@ -688,7 +854,7 @@ def check_columns(results: pd.DataFrame, claims: list[Claim], where: str) -> Non
 def read_summary(path: Path) -> pd.DataFrame:
     """The summary table the claims are judged on (scaledl aggregate's CSV)."""
     try:
-        return pd.read_csv(path)
+        return pd.read_csv(path, keep_default_na=False, na_values=[""])
     except FileNotFoundError:
         raise UserError(f"{path}: no such summary table (write it with scaledl aggregate)") from None
     except (OSError, UnicodeDecodeError, ValueError) as error:
@@ -697,14 +863,70 @@ def read_summary(path: Path) -> pd.DataFrame:
         raise UserError(f"{path}: not a readable summary table ({first_line})") from None
 
 
-def claims_markdown(table: pd.DataFrame, summary: Path) -> str:
-    """The claims table as a markdown page: the count of rows per verdict, then the table."""
+def blob_hash(text: str) -> str:
+    """The git blob hash of a file with this text (what `git hash-object` prints): the claims' fixed version."""
+    data = text.encode("utf-8")
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def claims_markdown(table: pd.DataFrame, summary: Path, claims_text: str, claims_where: str) -> str:
+    """The claims page: the protocol, the paper's claims under each protocol side by side, the controls and
+    the inclusion checks, each row with its decomposition."""
     counts = ", ".join(f"{v}: {int((table['verdict'] == v).sum())}" for v in VERDICTS)
-    return (
-        f"# The paper's claims against {summary}\n\nRows by verdict: {counts}. Ours is median [min–max] "
-        "over seeds and n; the verdict rules are in scaledl.report.claims.\n\n"
-        + markdown_table(table[CLAIM_MARKDOWN_COLUMNS])
-    )
+    lines = [
+        f"# The paper's claims against {summary}",
+        "",
+        f"Claims: {claims_where}, git blob {blob_hash(claims_text)[:12]}, fixed before the runs. Rows by "
+        f"verdict: {counts}. Each comparison is paired by seed and decided by the exact sign test at "
+        f"α = {ALPHA:g} (holds, reversed, or inconclusive); ours is the median over seeds with its 95 % "
+        "bootstrap interval; time to target = steps to target × seconds per step for each side. The rules "
+        "are in scaledl.report.claims.",
+        "",
+    ]
+    paper = table[~table["protocol"].isin([CONTROL]) & ~table["id"].isin(inclusion_ids(table))]
+    wide = side_by_side(paper)
+    lines += ["## The paper's claims, tuned and at one shared η", "", markdown_table(wide), ""]
+    for title, part in (
+        ("Controls (the harness must call these holds)", table[table["protocol"] == CONTROL]),
+        (
+            "Inclusion checks (a general method tuned never loses to its special case tuned)",
+            table[table["id"].isin(inclusion_ids(table))],
+        ),
+    ):
+        if not part.empty:
+            lines += [f"## {title}", "", markdown_table(part[["claim", "setting", "ours", "verdict", "reason"]]), ""]
+            # a control that could not be judged (not run, too few seeds) says so in its row; it is no failure
+            failed = part[part["verdict"].isin([REVERSED, INCONCLUSIVE])]
+            if title.startswith("Controls") and not failed.empty:
+                lines += [
+                    f"**The harness failed a control** ({', '.join(failed['id'])}): its other verdicts "
+                    "are not to be trusted.",
+                    "",
+                ]
+    return "\n".join(lines)
+
+
+def inclusion_ids(table: pd.DataFrame) -> list[str]:
+    return [str(i) for i in table["id"].unique() if str(i).startswith("includes_")]
+
+
+def side_by_side(paper: pd.DataFrame) -> pd.DataFrame:
+    """One row per claim and setting, each protocol's verdict and numbers beside the other's."""
+    columns = ["figure", "claim", "setting", "paper"]
+    out = paper[["id", *columns]].drop_duplicates(["id", "setting"]).set_index(["id", "setting"])
+    for protocol in (TUNED, SHARED):
+        part = paper[paper["protocol"] == protocol].set_index(["id", "setting"])
+        if part.empty:
+            continue
+        out[f"{protocol}: verdict"] = part["verdict"]
+        out[f"{protocol}: ours"] = part["ours"] + part["decomposition"].map(lambda d: f" ({d})" if d else "")
+        out[f"{protocol}: reason"] = part["reason"]
+    if {f"{TUNED}: verdict", f"{SHARED}: verdict"} <= set(out.columns):
+        tuned, shared = out[f"{TUNED}: verdict"], out[f"{SHARED}: verdict"]
+        # a setting judged under one protocol only has no verdict to change
+        out["changed"] = (tuned.notna() & shared.notna() & (tuned != shared)).map({True: "yes", False: ""})
+    out = out.reset_index().drop(columns=["id"]).fillna("—")
+    return out[[*columns, *[c for c in out.columns if c not in columns]]]
 
 
 # ------------------------------------------------------------- loading

@@ -32,6 +32,7 @@ from scaledl.report.claims import (
     DEVICE_KINDS,
     Context,
     claims_markdown,
+    default_claims_text,
     evaluate,
     load_claims,
     normalise_device,
@@ -286,7 +287,10 @@ def claims_run(args: argparse.Namespace) -> int:
     network = read_netbench(args.netbench)[0] if args.netbench is not None else None
     results = read_summary(args.summary)
     table = evaluate(results, claims, Context(devices=devices, network=network), where=str(args.summary))
-    write_table(table[CLAIM_COLUMNS], args.out_csv, args.out_md, markdown=claims_markdown(table, args.summary))
+    text, where = (args.claims.read_text(), str(args.claims)) if args.claims else (default_claims_text(), "claims.yaml")
+    write_table(
+        table[CLAIM_COLUMNS], args.out_csv, args.out_md, markdown=claims_markdown(table, args.summary, text, where)
+    )
     print(f"wrote {args.out_md} and {args.out_csv} ({plural(len(claims), 'claim')}, {plural(len(table), 'row')})")
     return 0
 

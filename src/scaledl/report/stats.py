@@ -20,6 +20,8 @@ import statistics
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 
+import numpy as np
+
 DASH = "–"  # en dash between the bounds of a range
 
 
@@ -152,3 +154,72 @@ def fixed(spec: str, suffix: str = "", scale: float = 1.0) -> Callable[..., str]
 def plural(count: int, noun: str) -> str:
     """ "1 run", "3 runs"."""
     return f"{count} {noun}" + ("" if count == 1 else "s")
+
+
+# ------------------------------------------------------ tests over seeds
+
+
+ALPHA = 0.05  # the claims' significance level (one-sided)
+RESAMPLES = 4000  # bootstrap resamples of an interval
+
+
+@dataclass(frozen=True)
+class SignTest:
+    """The exact sign test of paired outcomes: each seed +1 (for the claim), −1 (against), 0 (a tie within the
+    margin) or None (undefined: neither side reached the target). Ties and undefined seeds are left out of n."""
+
+    wins: int
+    losses: int
+    ties: int
+    undefined: int
+
+    @property
+    def n(self) -> int:
+        return self.wins + self.losses
+
+    @property
+    def p_for(self) -> float:
+        """One-sided p of `wins` or more out of n under no difference (1 with n = 0)."""
+        return _binomial_tail(self.wins, self.n)
+
+    @property
+    def p_against(self) -> float:
+        return _binomial_tail(self.losses, self.n)
+
+    def text(self) -> str:
+        left = ", ".join(f"{k} {name}" for k, name in ((self.ties, "tied"), (self.undefined, "undefined")) if k)
+        return f"{self.wins} of {self.n} seeds for, {self.losses} against" + (f" ({left})" if left else "")
+
+
+def sign_test(outcomes: Iterable[int | None]) -> SignTest:
+    outcomes = list(outcomes)
+    return SignTest(
+        wins=outcomes.count(1),
+        losses=outcomes.count(-1),
+        ties=outcomes.count(0),
+        undefined=sum(o is None for o in outcomes),
+    )
+
+
+def _binomial_tail(k: int, n: int) -> float:
+    """P(X ≥ k) for X ~ Binomial(n, 1/2)."""
+    return sum(math.comb(n, i) for i in range(k, n + 1)) / 2**n if n else 1.0
+
+
+def seeds_to_decide(n: int, alpha: float = ALPHA) -> int | None:
+    """How many of n seeds must agree for the sign test to decide at `alpha`; None if n cannot decide."""
+    return next((k for k in range(n + 1) if _binomial_tail(k, n) <= alpha), None)
+
+
+def bootstrap_interval(values: list[float], level: float = 0.95, statistic=statistics.median) -> tuple[float, float]:
+    """Percentile bootstrap interval of `statistic` over `values` (±∞ allowed), resampled with a fixed seed so
+    the same values always give the same interval; (nan, nan) without values."""
+    values = [v for v in values if not math.isnan(v)]
+    if not values:
+        return math.nan, math.nan
+    rng = np.random.default_rng(0)
+    data = np.asarray(values, dtype=float)
+    draws = data[rng.integers(0, len(data), size=(RESAMPLES, len(data)))]
+    stats = np.sort([statistic(row) for row in draws.tolist()])
+    tail = (1 - level) / 2
+    return float(stats[int(tail * (RESAMPLES - 1))]), float(stats[int((1 - tail) * (RESAMPLES - 1))])
