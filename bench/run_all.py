@@ -6,7 +6,7 @@
 Order: netbench (α, β, γ and collective bandwidths of this machine; the
 benches that print the α-β model's predictions get its file), then
 bench_allreduce, bench_ddp, bench_overhead, bench_scaling, bench_ladder,
-bench_hogwild, bench_checkpoint and bench_averaging, each as its own process; the first failure stops the run.
+bench_hogwild, bench_checkpoint, bench_averaging and bench_evaluation, each as its own process; the first failure stops the run.
 Each bench writes its raw record to bench/raw/NAME.json (every sample, the
 commit, the command, the launch environment, the machine, the load) and its
 section of docs/benchmarks.md rendered from that record alone, so the doc can
@@ -50,8 +50,9 @@ QUICK = {
     "bench_hogwild.py": ["--workers", "2", "--updates", "40", "--rounds", "1", "--steps", "30"],
     "bench_checkpoint.py": ["--rounds", "1", "--cases", "lenet:digits:10:30:10"],
     "bench_averaging.py": ["--rounds", "1", "--steps", "30", "--target", "0.8"],
+    "bench_evaluation.py": ["--rounds", "1", "--steps", "30", "--factor", "10"],
 }
-BENCHES = ("allreduce", "ddp", "overhead", "scaling", "ladder", "hogwild", "checkpoint", "averaging")
+BENCHES = ("allreduce", "ddp", "overhead", "scaling", "ladder", "hogwild", "checkpoint", "averaging", "evaluation")
 # They print the α-β model's prediction beside measurements, from this run's netbench (measured in the same
 # launch environment as theirs); the ladder measures its own, in its table's environment (MPICH yielding).
 USES_NETBENCH = ("allreduce", "scaling")

@@ -210,3 +210,21 @@ def test_plot_rejects_unknown_format_and_column(tmp_path):
     pd.read_csv(run / "metrics.csv").drop(columns=["wall_s"]).to_csv(run / "metrics.csv", index=False)
     with pytest.raises(UserError, match="wall_s"):
         run_plot(parse(add_plot_arguments, [str(run), "--out", str(tmp_path / "x.png")]))
+
+
+def test_a_sweep_gives_the_summary_a_column_per_swept_key_and_target_step(tmp_path):
+    folders = []
+    for index, lr in enumerate((0.01, 0.05, 0.1)):
+        folder = make_run(tmp_path / f"lr{index}", "sync_sgd")
+        record = json.loads((folder / "run.json").read_text())
+        record["arguments"].update(lr=lr, setting=f"lr{lr:g}", sweep="lr")
+        record["evaluation"]["target_step"] = 100 + index
+        (folder / "run.json").write_text(json.dumps(record))
+        folders.append(folder)
+    plain = make_run(tmp_path / "plain", "sync_easgd")
+    table = summarize([*folders, plain])
+    columns = list(table.columns)
+    assert columns.index("lr") == columns.index("setting") + 1  # the swept key beside the setting
+    assert sorted(table["lr"].dropna()) == [0.01, 0.05, 0.1] and table["lr"].isna().sum() == 1
+    assert set(table["setting"]) == {"lr0.01", "lr0.05", "lr0.1", ""}  # an unswept run's setting is empty
+    assert sorted(table["target_step"].dropna()) == [100, 101, 102] and "seconds_per_step" in columns

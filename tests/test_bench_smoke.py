@@ -15,6 +15,7 @@ SCRIPTS = [
     "bench_ladder.py",
     "bench_gpu.py",
     "bench_hogwild.py",
+    "bench_evaluation.py",
     "run_all.py",
     "compare.py",
 ]

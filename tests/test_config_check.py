@@ -49,3 +49,18 @@ def test_an_unknown_algorithm_is_named_with_the_nearest(config):
     bad["experiments"][0]["algorithms"] = ["sync_easdg"]
     found = problems(bad, yaml.safe_load(SCHEMA.read_text()))
     assert any("experiments[0].algorithms[0]" in line and "did you mean 'sync_easgd'" in line for line in found)
+
+
+def test_a_swept_key_with_a_typo_or_a_bad_value_is_one_line(config):
+    bad = copy.deepcopy(config)
+    bad["experiments"][0]["train"] = {"lrr": [0.01, 0.05]}
+    assert first_problem(bad, SCHEMA) == "config: experiments[0].train.lrr: unknown key (did you mean 'lr'?)"
+    bad["experiments"][0]["train"] = {"lr": [0.01, -1]}
+    line = first_problem(bad, SCHEMA)
+    assert line.startswith("config: experiments[0].train.lr") and "\n" not in line
+    good = copy.deepcopy(config)
+    good["experiments"][0]["train"] = {**good["experiments"][0]["train"], "lr": [0.01, 0.05, 0.1]}
+    assert first_problem(good, SCHEMA) is None
+    top = copy.deepcopy(config)
+    top["train"]["lr"] = [0.01, 0.05]  # a sweep is a block's: the top-level train takes one value
+    assert first_problem(top, SCHEMA).startswith("config: train.lr")

@@ -538,3 +538,86 @@ def test_a_batch_larger_than_a_shard_fails_while_the_grid_parses():
     )
     # chip partitioning replicates the data: every part holds all 1437 images
     assert grid.expand(config(block(algorithms=["chip_partition"], workers=[4], train={"batch_size": 400})))
+
+
+# ---- sweeps and the tune stage -------------------------------------------------
+
+TUNE = {
+    "trials": 3,
+    "seed": 0,
+    "validation_fraction": 0.1,
+    "space": {},
+    "train": {"max_steps": 40, "target_accuracy": 0.8, "eval_every": None},
+}
+
+
+def test_a_swept_key_gives_one_run_and_one_folder_per_value():
+    runs = grid.expand(config(block(algorithms=["sync_sgd"], train={"lr": [0.01, 0.05, 0.1]})))
+    assert [key.setting for key in runs] == ["lr0.01", "lr0.05", "lr0.1"]
+    assert [settings["lr"] for settings in runs.values()] == [0.01, 0.05, 0.1]
+    assert all(settings["sweep"] == "lr" and settings["setting"] == key.setting for key, settings in runs.items())
+    folders = [grid.run_dir(key, "n") for key in runs]
+    assert folders[1] == "results/n/runs/digits/lenet/sync_sgd/local/p2/lr0.05/s0"
+    assert len(set(folders)) == 3
+    # two swept keys: their product, named in TrainConfig's order whatever the config's
+    two = grid.expand(config(block(algorithms=["sync_easgd"], train={"tau": [1, 4], "lr": [0.01, 0.05]})))
+    assert [key.setting for key in two] == ["lr0.01-tau1", "lr0.01-tau4", "lr0.05-tau1", "lr0.05-tau4"]
+
+
+def test_an_unswept_config_keeps_its_folders_and_settings():
+    runs = grid.expand(config(block(algorithms=["sync_sgd"], train={"lr": 0.05})))
+    [(key, settings)] = runs.items()
+    assert key.setting == "" and key.stage == "runs" and "setting" not in settings
+    assert grid.run_dir(key, "n") == "results/n/runs/digits/lenet/sync_sgd/local/p2/s0"
+
+
+def test_the_wildcards_know_every_setting_and_stage():
+    runs = grid.expand(config(block(algorithms=["sync_sgd"], train={"lr": [0.01, 0.1]})))
+    constraints = grid.wildcard_constraints(runs)
+    assert re.fullmatch(constraints["setting"], "/lr0.01") and re.fullmatch(constraints["setting"], "")
+    assert not re.fullmatch(constraints["setting"], "/lr0.5")
+    assert grid.RunKey.parse({**runs.__iter__().__next__()._asdict(), "setting": "/lr0.01"}).setting == "lr0.01"
+
+
+def test_a_tuned_block_gets_the_same_number_of_trials_for_every_algorithm_on_a_validation_split():
+    tuned = block(algorithms=["sync_sgd", "async_easgd", "async_msgd"], tuned=True, scale={}, seeds=[0, 1])
+    runs = grid.expand({**config(tuned), "tune": TUNE})
+    trials = [key for key in runs if key.stage == "tune"]
+    finals = [key for key in runs if key.stage == "runs"]
+    per_algorithm = {a: sum(k.algorithm == a for k in trials) for a in tuned["algorithms"]}
+    assert per_algorithm == {"sync_sgd": 3, "async_easgd": 3, "async_msgd": 3}
+    assert {k.setting for k in finals} == {"tuned"} and len(finals) == 3 * 2
+    for key in trials:
+        settings = runs[key]
+        assert settings["validation_fraction"] == 0.1  # never the test split
+        assert settings["max_steps"] == 40 and settings["target_accuracy"] == 0.8
+        assert (
+            set(settings["sweep"].split(",")) == set(ALGORITHMS[key.algorithm].options & {"beta", "momentum"}) | {"lr"}
+            or key.algorithm == "sync_sgd"
+        )
+    assert {runs[k]["sweep"] for k in finals if k.algorithm == "async_easgd"} == {"lr,beta"}
+    # quasi-random and seeded: the same draws at every parse, different ones per algorithm
+    again = grid.expand({**config(tuned), "tune": TUNE})
+    assert [runs[k]["lr"] for k in trials] == [again[k]["lr"] for k in trials]
+    lrs = [runs[k]["lr"] for k in trials if k.algorithm == "sync_sgd"]
+    assert len(set(lrs)) == 3 and all(0.001 <= lr <= 0.3 for lr in lrs)
+
+
+def test_a_search_space_can_be_narrowed_or_cut_per_algorithm():
+    tuned = block(algorithms=["async_easgd"], tuned=True, scale={})
+    space = {"async_easgd": {"lr": [0.01, 0.02], "beta": None}}
+    runs = grid.expand({**config(tuned), "tune": {**TUNE, "space": space}})
+    trials = [runs[k] for k in runs if k.stage == "tune"]
+    assert all(0.01 <= t["lr"] <= 0.02 and t["sweep"] == "lr" and t["beta"] is None for t in trials)
+    bad = {**TUNE, "space": {"async_easgd": {"lr": [0.0, 0.1]}}}
+    assert "drawn log-uniformly" in refused({**config(tuned), "tune": bad})
+
+
+def test_a_tuned_block_cannot_sweep_and_a_scale_needs_a_tuned_block():
+    assert "tuned and also sweeps lr" in refused(
+        {**config(block(tuned=True, scale={}, train={"lr": [0.1, 0.2]})), "tune": TUNE}
+    )
+    assert "sets `scale` but is not tuned" in refused(config(block(scale={"lr": 0.1})))
+    control = grid.expand({**config(block(algorithms=["sync_sgd"], tuned=True, scale={"lr": 0.1})), "tune": TUNE})
+    [final] = [k for k in control if k.stage == "runs"]
+    assert final.setting == "tuned-lr0.1x" and control[final]["tuned_scale"] == "lr=0.1"

@@ -179,7 +179,7 @@ def test_profile_submits_every_stage_and_wires_the_mpi_world(workdir, slurm_clus
 
 RESUME_CONFIG = "config/test_slurm_resume.yaml"
 RESUME_RUN = "results/test_slurm_resume/runs/synthetic/lenet/sync_sgd/ci/p2/s0"
-RESUME_LOG = "logs/test_slurm_resume/train/synthetic/lenet/sync_sgd/ci/p2/s0.log"
+RESUME_LOG = "logs/test_slurm_resume/runs/synthetic/lenet/sync_sgd/ci/p2/s0.log"
 
 
 def running_train_job() -> str | None:

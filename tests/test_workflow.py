@@ -542,7 +542,7 @@ def test_tiny_run_end_to_end(workdir):
     assert (workdir / "results/test/tables/summary.md").read_text().count("\n") == 2 + len(summary)
     assert (workdir / "results/test/plots/accuracy_vs_time.png").read_bytes()[:4] == b"\x89PNG"
     for algorithm in ("sync_sgd", "sync_easgd"):
-        assert (workdir / f"benchmarks/test/train/synthetic/lenet/{algorithm}/local/p2/s0.tsv").exists()
+        assert (workdir / f"benchmarks/test/runs/synthetic/lenet/{algorithm}/local/p2/s0.tsv").exists()
 
     assert (workdir / "results/test/tables/scaling.csv").exists()  # no sweep here: a header only
 

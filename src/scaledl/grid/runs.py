@@ -262,6 +262,13 @@ def expand(config: Mapping) -> dict[RunKey, Settings]:
 
     Raises GridError on the first block that cannot run (see the module docstring).
     """
+    try:
+        return _expand(config)
+    except tune.TuneError as error:
+        raise GridError(str(error)) from None
+
+
+def _expand(config: Mapping) -> dict[RunKey, Settings]:
     runs: dict[RunKey, Settings] = {}
     for number, block in enumerate(config["experiments"]):
         if block.get("if_present") and not Path(block["if_present"]).exists():
@@ -356,10 +363,7 @@ def trials_of(number: int, config: Mapping, block: Mapping):
         for key, values in block_runs(number, config, block, block_settings(config, block), "")
     }
     for cell, common in cells.items():
-        try:
-            space = tune.space_of(cell.algorithm, config)
-        except tune.TuneError as error:
-            raise GridError(f"experiments[{number}]: {error}") from None
+        space = tune.space_of(cell.algorithm, config)
         drawn_rho = {"rho": None} if "beta" in space else {}  # β drawn: ρ follows from it
         for index, drawn in enumerate(tune.draws(cell.algorithm, space, settings["trials"], settings["seed"])):
             key = cell._replace(setting=tune.trial_setting(index), stage=tune.STAGE)
