@@ -155,7 +155,8 @@ def test_profile_submits_every_stage_and_wires_the_mpi_world(workdir, slurm_clus
 
     # By hand, as the README says: the command from the job's Slurm log, under srun.
     # With a launcher that starts singletons the run fails instead of passing silently.
-    log = next(Path(jobs[job_id]).read_text() for job_id in rules if rules[job_id].endswith("sync_sgd_ci_2_0"))
+    # (the job's comment holds its wildcards: ..._sync_sgd_ci_2_{setting}_0, the setting empty here)
+    log = next(Path(jobs[job_id]).read_text() for job_id in rules if re.search(r"sync_sgd_ci_2_+0$", rules[job_id]))
     command = re.search(r"^Shell command: (.*) > logs/.*$", log, re.M).group(1)
     assert command.startswith("SRUN_CPUS_PER_TASK=1 srun --mpi=pmi2 -n 2 python -m mpi4py -m scaledl train ")
     out_dir = workdir / "by_hand"
