@@ -4,7 +4,6 @@ registry, docs/outputs.md names every column and run.json block, and every relat
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -12,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from workflow_env import snakemake_env
 
 from mpi_run import run_train
 from scaledl.algorithms import ALGORITHMS
@@ -65,7 +65,7 @@ def workflow_rules(tmp_path: Path) -> set[str]:
             shutil.copytree(source, tmp_path / name)
         else:
             shutil.copy2(source, tmp_path / name)
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    env = snakemake_env()
     result = subprocess.run(
         [sys.executable, "-m", "snakemake", "--list-rules", "--configfile", "config/test.yaml"],
         cwd=tmp_path,

@@ -26,6 +26,7 @@ import h5py
 import numpy as np
 import pytest
 import yaml
+from workflow_env import snakemake_env
 
 from scaledl.cli import main
 from scaledl.data.download import BUILT_IN, RemoteFile, ensure_file
@@ -462,8 +463,7 @@ def tiny_mnist() -> dict[str, bytes]:
 
 
 def snakemake(workdir: Path, *args):
-    env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env = {k: v for k, v in snakemake_env().items() if "proxy" not in k.lower()}
     return subprocess.run(
         [sys.executable, "-m", "snakemake", "--cores", "2", *args],
         cwd=workdir,

@@ -89,7 +89,7 @@ def logs_of(workdir):
 @pytest.mark.timeout(480)
 def test_profile_submits_every_stage_and_wires_the_mpi_world(workdir, slurm_cluster):
     started = time.monotonic()
-    result = snakemake(workdir, "--profile", "slurm", "--configfile", CONFIG, *CI_OVERRIDES, timeout=300)
+    result = snakemake(workdir, "--profile", "slurm", "--configfile", CONFIG, *CI_OVERRIDES, timeout=300, slurm=True)
     print(f"workflow through Slurm: {time.monotonic() - started:.0f} s")
     assert result.returncode == 0, output_of(result) + logs_of(workdir)
 

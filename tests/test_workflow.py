@@ -2,8 +2,9 @@
 
 Each test works in a fresh copy of the workflow files under tmp_path, so the
 checkout never gets a .snakemake/, results/ or logs/ from the tests. Snakemake
-runs as a subprocess with the interpreter's bin/ first on PATH, so that the
-rules' `python` and `mpiexec` are the ones of this environment.
+runs as a subprocess in `workflow_env.snakemake_env()`: the interpreter's bin/
+first on PATH, so that the rules' `python` and `mpiexec` are the ones of this
+environment, and no wait on a Slurm client with no cluster behind it.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from workflow_env import snakemake_env
 
 from scaledl.algorithms import ALGORITHMS, BASE_ALGORITHMS
 from scaledl.report.catalogue import FIGURE_NAMES
@@ -41,13 +43,12 @@ def workdir(tmp_path):
     return tmp_path
 
 
-def snakemake(workdir, *args, timeout=120):
-    env = {
-        **os.environ,
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-        "OMP_NUM_THREADS": "1",
-        "MPIR_CVAR_ENABLE_HEAVY_YIELD": "1",  # MPICH busy-polls; yield when ranks share cores
-    }
+def snakemake(workdir, *args, timeout=120, slurm=False):
+    env = snakemake_env(
+        slurm=slurm,
+        OMP_NUM_THREADS="1",
+        MPIR_CVAR_ENABLE_HEAVY_YIELD="1",  # MPICH busy-polls; yield when ranks share cores
+    )
     return subprocess.run(
         [sys.executable, "-m", "snakemake", *args],
         cwd=workdir,
