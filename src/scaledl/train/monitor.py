@@ -309,6 +309,9 @@ class Monitor:
         self.final_wall = self.timer.wall()
 
 
+PAUSE_POLL_S = 1e-3  # how often a paused rank looks whether the evaluation is over
+
+
 def evaluation_pause(run) -> bool:
     """Collective over every rank of the job: all wait, in their `eval` phase (off the clock), while the
     master evaluates W at its monitor's step; returns, on every rank, whether that evaluation ends the run."""
@@ -316,4 +319,9 @@ def evaluation_pause(run) -> bool:
     with run.timer.phase("eval"):
         roles.world.Barrier()  # every rank at its step boundary: no exchange is in flight
         stop = run.monitor.evaluate(run.monitor.step, run.monitor.epoch) if roles.is_master else None
+        # The others wait asleep: a rank blocked in MPI polls (MPICH spins or yields), and where ranks
+        # share cores that polling takes CPU from the evaluation.
+        evaluated = roles.world.Ibarrier()
+        while not evaluated.Test():
+            time.sleep(PAUSE_POLL_S)
         return roles.world.bcast(stop, root=roles.master)
