@@ -24,8 +24,9 @@ Method. A sample is the slowest rank's mean seconds per call over ITERS
 back-to-back calls (ITERS chosen once per model so that a sample lasts about
 --sample-ms). Every round measures every variant once, in the order
 bench.stats.rotate gives for that round; cells print median [min–max] n over
-the rounds, ratios are paired per round, and a ratio inside the A/A noise
-floor prints "no difference". Buffers hold zeros while timed, so the in-place
+the rounds, ratios are paired per round, and a ratio's verdict
+reads the bootstrap interval of its median against the A/A floor (bench.stats.verdict:
+slower, faster, no difference within ±x %, not resolved at ±x %). Buffers hold zeros while timed, so the in-place
 sums stay finite (before timing, every variant is checked once to return the
 true sum of the ranks' values).
 
@@ -339,8 +340,8 @@ def extra_per_message(packed: list[float], per_layer: list[float], messages: int
     if messages < 2:
         return "— (one tensor: nothing to split)"
     v = stats.verdict(stats.ratio(per_layer, packed), noise)
-    if v == "no difference":
-        return "no difference (per-layer ÷ packed inside the A/A noise floor or the rounds disagree)"
+    if v in ("no difference", "not resolved"):
+        return f"{v} (per-layer ÷ packed at the ±{noise:.1%} A/A floor: no per-message cost to estimate)"
     if v == "faster":
         return "— (per-layer was faster: no per-message cost to estimate)"
     extra = [(b - a) / (messages - 1) for a, b in zip(packed, per_layer)]
@@ -631,7 +632,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)  # internal: run under mpiexec, write JSON here
     common.common_arguments(parser, NAME)
-    args = parser.parse_args(argv)
+    args = common.parse_bench_args(parser, argv)
     if args.rounds < 1:
         parser.error("--rounds must be >= 1")
     if args.ranks < 2:

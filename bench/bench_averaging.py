@@ -17,8 +17,9 @@ Stragglers: sync_sgd, sync_easgd and diloco (collectives over 2 workers) and asy
     time to the target. The slowdown a straggler causes is paired per round.
 
 Every round measures every variant of a table once, in the order bench.stats.rotate gives for
-that round. Cells print median [min–max] n; a ratio inside the table's A/A noise floor prints
-"no difference".
+that round. Cells print median [min–max] n; a ratio's verdict
+reads the bootstrap interval of its median against the A/A floor (bench.stats.verdict:
+slower, faster, no difference within ±x %, not resolved at ±x %).
 """
 
 from __future__ import annotations
@@ -259,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
         "--target", type=float, default=0.9, help="test accuracy of the straggler runs (default %(default)s)"
     )
     common.common_arguments(parser, NAME)
-    args = parser.parse_args(argv)
+    args = common.parse_bench_args(parser, argv)
     if args.rounds < 1 or args.steps < 10 or args.steps % 10:
         parser.error("--rounds must be >= 1 and --steps a multiple of 10 (a tenth is the warm-up)")
     if not args.straggler.startswith("1:"):

@@ -23,8 +23,9 @@ alone would give, 1 + c / (EVERY·t), is printed beside the measured one.
 
 Every round measures every variant of every case once, in the order
 bench.stats.rotate gives for that round; cells print median [min–max] n;
-ratios are paired per round, and a ratio inside the A/A noise floor prints
-"no difference".
+ratios are paired per round, and a ratio's verdict
+reads the bootstrap interval of its median against the A/A floor (bench.stats.verdict:
+slower, faster, no difference within ±x %, not resolved at ±x %).
 """
 
 from __future__ import annotations
@@ -239,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ranks", type=int, default=2, help="ranks of every run (default %(default)s)")
     parser.add_argument("--rounds", type=int, default=5, help="rounds; ≥ 5 for headline ratios (default %(default)s)")
     common.common_arguments(parser, NAME)
-    args = parser.parse_args(argv)
+    args = common.parse_bench_args(parser, argv)
     try:
         cases = parse_cases(args.cases)
     except ValueError as exc:

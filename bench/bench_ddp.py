@@ -25,9 +25,9 @@ two cannot be separated) and the optimizer update.
 
 Every round measures every variant once, in the order bench.stats.rotate
 gives for that round (the first variant changes each round). Cells print
-median [min–max] n over the rounds; ratios are paired per round; a ratio
-whose verdict (bench.stats.verdict) falls inside the A/A noise floor prints
-"no difference". Every raw sample and its metadata go to --raw
+median [min–max] n over the rounds; ratios are paired per round; a ratio's verdict
+reads the bootstrap interval of its median against the A/A floor (bench.stats.verdict:
+slower, faster, no difference within ±x %, not resolved at ±x %). Every raw sample and its metadata go to --raw
 (bench.common.write_raw; bench/compare.py compares two such files).
 """
 
@@ -437,7 +437,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)  # internal: the DDP side under mpiexec
     parser.add_argument("--ddp-tuned", action="store_true", help=argparse.SUPPRESS)  # internal, worker only
     common.common_arguments(parser, "ddp")
-    args = parser.parse_args(argv)
+    args = common.parse_bench_args(parser, argv)
     if args.worker:
         ddp_worker(args)
         return 0

@@ -208,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--factor", type=int, default=100, help="how much larger the test set (default %(default)s)")
     parser.add_argument("--rounds", type=int, default=5, help="rounds; ≥ 5 for headline ratios (default %(default)s)")
     common.common_arguments(parser, NAME)
-    args = parser.parse_args(argv)
+    args = common.parse_bench_args(parser, argv)
     if min(args.steps, args.every, args.factor, args.rounds) < 1:
         parser.error("--steps, --every, --factor and --rounds must be >= 1")
     raw = args.raw if args.render else measure_record(args)

@@ -25,7 +25,9 @@ Training: async_sgd against hogwild_sgd (and, with --train-pairs sgd,easgd,
 Every round measures every variant of a table once, in the order
 bench.stats.rotate gives for that round (the contention rounds run inside
 one mpiexec per N). Cells print median [min–max] n; ratios are paired per
-round; a ratio inside the table's A/A noise floor prints "no difference";
+round; a ratio's verdict
+reads the bootstrap interval of its median against the A/A floor (bench.stats.verdict:
+slower, faster, no difference within ±x %, not resolved at ±x %);
 cells with more ranks than cores are marked †.
 """
 
@@ -525,7 +527,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)  # internal: under mpiexec, JSON here
     common.common_arguments(parser, NAME)
-    args = parser.parse_args(argv)
+    args = common.parse_bench_args(parser, argv)
     if args.worker:
         contention_worker(args.worker, args.updates, args.rounds)
         return 0

@@ -45,7 +45,9 @@ this script runs first in the table's launch environment (10–20 s).
 Statistics: every round measures every variant once in the order
 bench.stats.rotate gives, including an A/A twin (sync_easgd2 measured twice
 per round); cells are median [min–max] n over rounds, ratios are paired per
-round, and a ratio inside the A/A noise floor prints "no difference". One
+round, and a ratio's verdict
+reads the bootstrap interval of its median against the A/A floor (bench.stats.verdict:
+slower, faster, no difference within ±x %, not resolved at ±x %). One
 launch environment for the whole run (bench.common.Launch.for_table with
 the largest rank count); a cell with more ranks than cores is marked †.
 --fair adds easgd with one worker (worker + master: 2 ranks) against
@@ -809,7 +811,7 @@ def main(argv: list[str] | None = None) -> int:
         help="α, β, γ from this `scaledl netbench` JSON (default: measure one first, 10–20 s)",
     )
     common.common_arguments(parser, NAME)
-    args = parser.parse_args(argv)
+    args = common.parse_bench_args(parser, argv)
     if args.workers < 1:
         parser.error("--workers must be >= 1")
     if args.rounds < 1 or args.heavy_rounds < 0:

@@ -20,8 +20,9 @@ and at batch 4 (a few ms per step), where a fixed per-step cost of ours (the
 flat buffer, phase timers, one-rank Allreduce and barrier, bookkeeping) is a
 visible share. Every round measures every variant of every case once, in the
 order bench.stats.rotate gives for that round. Cells print median [min–max] n;
-ratios are paired per round; a ratio inside the A/A noise floor prints
-"no difference". The limits table holds each step's achieved FLOP/s against
+ratios are paired per round; a ratio's verdict
+reads the bootstrap interval of its median against the A/A floor (bench.stats.verdict:
+slower, faster, no difference within ±x %, not resolved at ±x %). The limits table holds each step's achieved FLOP/s against
 the float32 GEMM rate measured in the same run at the same thread count.
 """
 
@@ -233,8 +234,8 @@ def format_us(values: list[float]) -> str:
 
 def verdict_text(r: dict, noise: float) -> str:
     """The verdict of ours ÷ plain against the A/A noise floor, in words with the floor."""
-    v = stats.verdict(r, noise)
-    return f"no difference within ±{noise:.1%}" if v == "no difference" else f"ours {v} (beyond ±{noise:.1%})"
+    text = stats.verdict_text(r, noise)
+    return text if stats.verdict(r, noise) in ("no difference", "not resolved") else f"ours {text}"
 
 
 def rest(row: dict) -> float:
@@ -431,7 +432,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lr", type=float, default=0.05, help="learning rate (default %(default)s)")
     parser.add_argument("--model", default="lenet", help="model of both loops (default %(default)s)")
     common.common_arguments(parser, NAME)
-    args = parser.parse_args(argv)
+    args = common.parse_bench_args(parser, argv)
     try:
         cases = parse_cases(args.cases)
     except ValueError as exc:

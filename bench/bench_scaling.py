@@ -18,7 +18,7 @@ two rows differ only by noise, which gives each algorithm's noise floor
 (where no strong row coincides with a weak one, an extra A/A run is added).
 Cells print median [min–max] n over the rounds; efficiencies and speedups are
 ratios paired per round; a verdict is "below/above ideal" only beyond the
-A/A noise floor, else "no difference".
+A/A noise floor, else "no difference" or "not resolved" (bench.stats.verdict).
 
 Beside each measured row: compute per step (data, forward/backward, update:
 contention between ranks shows up as compute growing with P), the exposed
@@ -217,7 +217,8 @@ def predictions(record: dict, row: dict) -> dict | None:
 
 def ideal_verdict(r: dict, noise: float) -> str:
     """A paired ratio (time at P, scaled to the ideal) over t(1), as words against the ideal."""
-    return {"slower": "below ideal", "faster": "above ideal"}.get(stats.verdict(r, noise), "no difference")
+    v = stats.verdict(r, noise)
+    return {"slower": "below ideal", "faster": "above ideal"}.get(v, v)
 
 
 def _p_label(record: dict, row: dict) -> str:
@@ -289,9 +290,8 @@ def time_table(record: dict, floors: dict) -> str:
             ref_per_sample = [c / ref["batch"] for c in _quantity(record, ref["cell"], "compute_s")]
             r = stats.ratio(per_sample, ref_per_sample)
             entry["compute/sample ÷ P=1"] = stats.format_ratio(r)
-            entry["contention"] = {"slower": "compute grows", "faster": "compute shrinks"}.get(
-                stats.verdict(r, floors["compute_s"]), "no difference"
-            )
+            v = stats.verdict(r, floors["compute_s"])
+            entry["contention"] = {"slower": "compute grows", "faster": "compute shrinks"}.get(v, v)
         entry.update(
             {
                 "exposed s/step": _cell(q["exposed_s"]),
@@ -526,7 +526,7 @@ def main(argv: list[str] | None = None) -> int:
         help="scaledl netbench JSON with α, β, γ for the predictions (default: measure one first)",
     )
     common.common_arguments(parser, NAME)
-    args = parser.parse_args(argv)
+    args = common.parse_bench_args(parser, argv)
     try:
         if not args.render:
             run_measurement(args, check_arguments(args))

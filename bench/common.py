@@ -30,7 +30,8 @@ DOC = REPO / "docs" / "benchmarks.md"
 DOC_HEADER = """# Benchmarks
 
 Measured by the scripts in `bench/`: `python bench/run_all.py` runs them all
-(≤ 15 minutes on 2 cores) and rewrites the sections below; each script can
+(≤ 30 minutes on 2 cores, from a clean commit: bench/raw keeps records of
+committed code only) and rewrites the sections below; each script can
 also run alone and rewrite only its own section. Every bench keeps every raw
 sample with its metadata (commit, command, environment, machine, load) in
 `bench/raw/NAME.json`, and each section is rendered from that record alone
@@ -41,13 +42,18 @@ changed beyond the measured noise.
 How to read the tables. Every round measures every variant once, in an order
 that rotates from round to round, so drift in the machine's load hits every
 variant alike; each table also measures one configuration twice per round
-(its A/A row): how far those two differ is the table's noise floor. Cells
-print median [min–max] n over the rounds; ratios are paired per round; a
-difference inside the noise floor, or one the rounds disagree on, is printed
-as "no difference". The machine line of each section gives the load average
-at its start and end, the commit, and the one launch environment all its
-variants ran in (threads, huge pages, MPI progress mode, core binding); †
-marks a cell with more ranks than cores.
+(its A/A row): how far the bootstrap interval of their median per-round
+ratio reaches from 1 is the table's noise floor. Cells print median
+[min–max] n over the rounds; ratios are paired per round, and their verdict
+reads the bootstrap interval of the median ratio: "slower" / "faster" when it
+lies beyond 1 and the median beyond the floor, "no difference within ±x %"
+when it lies inside the floor, "not resolved at ±x %" otherwise (the rounds
+allow a difference larger than the floor without showing one). The machine
+line of each section gives the load average at its start and end, the
+commit, and the one launch environment all its variants ran in (threads,
+huge pages, MPI progress mode, core binding); † marks a cell with more ranks
+than cores. The provenance line below names the commit of the page and any
+section measured at another.
 
 The predicted columns come from the α-β(-γ) cost model in `scaledl.net.cost`
 (its docstring states every formula and assumption); `scaledl netbench`
@@ -454,8 +460,29 @@ def update_section(name: str, body: str, doc: Path = DOC) -> Path:
         text = pattern.sub(lambda _: block, text, count=1)
     else:
         text = text.rstrip() + "\n\n" + block + "\n"
+    first = text.find("<!-- bench:")
+    text = DOC_HEADER.rstrip() + "\n\n" + provenance(text[first:]) + "\n\n" + text[first:]
     write_text(doc, text if text.endswith("\n") else text + "\n")
     return doc
+
+
+SECTION = re.compile(r"<!-- bench:(\S+) -->(.*?)<!-- /bench:\1 -->", re.S)
+COMMIT = re.compile(r"; commit ([0-9a-f]{7,40})( \(with uncommitted changes\))?")
+
+
+def provenance(sections: str) -> str:
+    """The page's one commit (the one most sections were measured at), and every section that was not."""
+    commits = {}
+    for name, body in SECTION.findall(sections):
+        found = COMMIT.search(body)
+        commits[name] = (found.group(1) + (" with uncommitted changes" if found.group(2) else "")) if found else None
+    measured = [c for c in commits.values() if c and "uncommitted" not in c]
+    if not measured:
+        return "Provenance: no section was measured at a clean commit."
+    page = max(dict.fromkeys(measured), key=measured.count)  # the most frequent, the first on a tie
+    others = [f"{name} ({commit or 'no commit recorded'})" for name, commit in commits.items() if commit != page]
+    line = f"Provenance: measured at commit {page}"
+    return line + (f"; from another state: {', '.join(others)}." if others else ", every section.")
 
 
 def report(name: str, title: str, m: dict, intro: str, tables: str, notes: str = "", write: bool = True) -> str:
@@ -484,6 +511,34 @@ def common_arguments(parser, name: str | None = None) -> None:
             "--render",
             action="store_true",
             help="measure nothing: rebuild the section of docs/benchmarks.md from --raw",
+        )
+
+
+def parse_bench_args(parser, argv=None):
+    """`parser.parse_args(argv)`, refusing at once (before anything is measured) a run whose record could not
+    be kept: one that would write bench/raw from a tree with uncommitted changes."""
+    args = parser.parse_args(argv)
+    measuring = not getattr(args, "render", False) and not getattr(args, "worker", None)
+    if measuring and getattr(args, "raw", None) is not None:
+        try:
+            check_raw_destination(args.raw)
+        except RawError as error:
+            parser.error(str(error))
+    return args
+
+
+def check_raw_destination(path) -> None:
+    """Raise RawError where `path` is in bench/raw and the tree is not a clean commit: the published
+    records must belong to one commit of the code (anywhere else, any tree may write)."""
+    path = Path(path).resolve()
+    if not path.is_relative_to(RAW_DIR.resolve()):
+        return
+    git = git_state()
+    if git["commit"] is None or git["dirty"] is not False:
+        state = "has uncommitted changes" if git["dirty"] else "is not a git checkout"
+        raise RawError(
+            f"{shown_path(path)}: bench/raw keeps records of committed code only, and this tree {state}; "
+            "commit first, or pass --raw with a path outside bench/raw"
         )
 
 
@@ -519,8 +574,16 @@ class RawError(ValueError):
     """A raw record that cannot be read; its message is one line."""
 
 
+BENCH_OUTPUTS = ("bench/raw", "docs/benchmarks.md")  # what the benches write: not part of the measured code
+
+
 def git_state(repo: Path = REPO) -> dict:
-    """{"commit": sha or None, "dirty": bool or None}; None where git or the repository is missing."""
+    """{"commit": sha or None, "dirty": bool or None}; None where git or the repository is missing.
+
+    Dirty means uncommitted changes outside the benches' own outputs (BENCH_OUTPUTS), so that the
+    records of one `run_all` all say the code was clean, though each bench rewrites its record and
+    its section of the page as it goes.
+    """
 
     def git(*args: str) -> str | None:
         try:
@@ -530,7 +593,8 @@ def git_state(repo: Path = REPO) -> dict:
         return proc.stdout if proc.returncode == 0 else None
 
     commit = git("rev-parse", "HEAD")
-    status = git("status", "--porcelain") if commit is not None else None
+    outside = [f":(exclude){path}" for path in BENCH_OUTPUTS]
+    status = git("status", "--porcelain", "--", ".", *outside) if commit is not None else None
     return {"commit": commit.strip() if commit else None, "dirty": bool(status.strip()) if status is not None else None}
 
 
@@ -593,6 +657,7 @@ def write_raw(path, bench: str, samples: dict[str, list[float]], meta: dict | No
     import tempfile
 
     path = Path(path)
+    check_raw_destination(path)
     meta = dict(meta or {})
     samples = _check_samples(samples, str(path))
     m = dict(meta.pop("machine", None) or machine_fingerprint())

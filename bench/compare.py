@@ -8,14 +8,17 @@ machine and load). For every cell present in both files the sample
 distributions are compared; cells in only one file are listed as added or
 removed and not compared.
 
-The rule. The noise is the largest of: --threshold (default 2 %), the
-"noise_floor" either file recorded, and the A/A noise floor of either file
-(max over rounds of |x/y − 1| for every cell "NAME" and its twin
-"NAME [A/A]", bench.stats.noise_floor). A cell has changed when BOTH
+The rule. Every cell has its own noise, the largest of: --threshold
+(default 2 %), the "noise_floor" either file recorded, the A/A floor of the
+cell and its twin where the files have one ("NAME" and "NAME [A/A]",
+bench.stats.noise_floor), and the cell's own spread (how far the bootstrap
+interval of its median reaches from that median, in either file). A noisy
+cell thus cannot blind the comparison of a quiet one. A cell has changed
+when BOTH
 
   1. range: the new median lies outside the old run's [min, max] widened by
      the noise, i.e. above old max × (1 + noise) or below old min × (1 − noise);
-  2. rank test (only where scipy is installed and the sample sizes can reach
+  2. rank test (only where the sample sizes can reach
      p < alpha at all, e.g. 5 + 5 samples for alpha 0.01): the two-sided
      Mann–Whitney U test of old against new gives p < --alpha (default 0.01).
 
@@ -38,30 +41,43 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import RawError, read_raw  # noqa: E402
-from bench.stats import AA_SUFFIX, format_cell, noise_floor, ratio, summary  # noqa: E402
+from bench.stats import AA_SUFFIX, aa_cell, format_cell, median_interval, noise_floor, ratio, summary  # noqa: E402
 
 DEFAULT_THRESHOLD = 0.02
 DEFAULT_ALPHA = 0.01
 
 
-def file_noise(record: dict) -> float:
-    """The noise floor a record carries: its own "noise_floor" and the A/A floor of its cell pairs (max)."""
-    floors = [record.get("noise_floor") or 0.0]
+def aa_floor(record: dict, cell: str) -> float:
+    """The A/A floor of `cell` and its twin in one record (0 where it has none)."""
+    base = cell.removesuffix(AA_SUFFIX)
     samples = record["samples"]
-    for cell, twin in samples.items():
-        if cell.endswith(AA_SUFFIX):
-            base = samples.get(cell[: -len(AA_SUFFIX)])
-            if base is not None and len(base) == len(twin):
-                floors.append(noise_floor(zip(base, twin)))
+    first, twin = samples.get(base), samples.get(aa_cell(base))
+    if first is None or twin is None or len(first) != len(twin) or len(first) < 2:
+        return 0.0
+    return noise_floor(zip(first, twin))
+
+
+def spread(samples: list[float]) -> float:
+    """How far the bootstrap interval of the samples' median reaches from the median, as a fraction."""
+    middle = summary(samples)["median"]
+    if middle == 0:
+        return 0.0
+    low, high = median_interval(samples)
+    return max(abs(low / middle - 1), abs(high / middle - 1))
+
+
+def cell_noise(cell: str, old: dict, new: dict, threshold: float) -> float:
+    """The noise `cell` is judged against (the module docstring's rule)."""
+    floors = [threshold, old.get("noise_floor") or 0.0, new.get("noise_floor") or 0.0]
+    for record in (old, new):
+        floors += [aa_floor(record, cell), spread(record["samples"][cell])]
     return max(floors)
 
 
 def mann_whitney_p(old: list[float], new: list[float], alpha: float) -> float | None:
-    """Two-sided Mann–Whitney U p-value, or None where scipy is missing or p < alpha is out of reach."""
-    try:
-        from scipy.stats import mannwhitneyu
-    except ImportError:
-        return None
+    """Two-sided Mann–Whitney U p-value, or None where p < alpha is out of reach of these sample sizes."""
+    from scipy.stats import mannwhitneyu
+
     n1, n2 = len(old), len(new)
     if 2 / math.comb(n1 + n2, n1) >= alpha:  # the smallest exact two-sided p these sizes allow
         return None
@@ -88,14 +104,16 @@ def compare_cell(
 
 
 def compare(old: dict, new: dict, threshold: float = DEFAULT_THRESHOLD, alpha: float = DEFAULT_ALPHA) -> dict:
-    """{"noise", "cells": {cell: compare_cell(...)}, "added": [...], "removed": [...]} for two records."""
-    noise = max(threshold, file_noise(old), file_noise(new))
+    """{"cells": {cell: compare_cell(...)}, "added": [...], "removed": [...]} for two records; each cell
+    carries the noise it was judged against."""
     unit = new.get("unit") or old.get("unit") or "s"
     rate = unit != "s" and unit.endswith("/s")
     common = [c for c in old["samples"] if c in new["samples"]]
-    cells = {c: compare_cell(old["samples"][c], new["samples"][c], noise, alpha, rate) for c in common}
+    cells = {
+        c: compare_cell(old["samples"][c], new["samples"][c], cell_noise(c, old, new, threshold), alpha, rate)
+        for c in common
+    }
     return {
-        "noise": noise,
         "unit": unit,
         "cells": cells,
         "added": [c for c in new["samples"] if c not in old["samples"]],
@@ -125,9 +143,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description="Compare two raw bench records (bench.common.write_raw) and report changes beyond the "
         "measured noise. Exit 0: nothing changed; 1: something did; 2: bad input.",
-        epilog="Rule: a cell changed when its new median lies outside the old [min, max] widened by the noise "
-        "(max of --threshold, the files' noise_floor and their A/A floors) and, where scipy is installed "
-        "and the sizes allow it, the two-sided Mann-Whitney U test gives p < --alpha.",
+        epilog="Rule: a cell changed when its new median lies outside the old [min, max] widened by its own "
+        "noise (max of --threshold, the files' noise_floor, its A/A floor and its own spread) and, where the "
+        "sizes allow it, the two-sided Mann-Whitney U test gives p < --alpha.",
     )
     parser.add_argument("old", help="the reference run's raw JSON")
     parser.add_argument("new", help="the run to check, raw JSON")
@@ -165,16 +183,15 @@ def main(argv: list[str] | None = None) -> int:
         a, b = (old.get("machine") or {}).get(key), (new.get("machine") or {}).get(key)
         if a != b:
             print(f"warning: different machines ({key}: {a} vs {b})")
-    noise = result["noise"]
     tested = any(c["p"] is not None for c in result["cells"].values())
     print(
-        f"rule: changed = new median outside old [min, max] widened by the noise {noise:.1%}"
-        + (f" AND Mann-Whitney U p < {args.alpha:g}" if tested else " (no rank test: scipy missing or too few samples)")
+        "rule: changed = new median outside old [min, max] widened by the cell's noise (column noise)"
+        + (f" AND Mann-Whitney U p < {args.alpha:g}" if tested else " (no rank test: too few samples)")
     )
     print()
 
     unit = result["unit"] if result["unit"] in ("s", "B/s") else None
-    rows = [["cell", "old median [min–max] n", "new median [min–max] n", "new/old", "p", "verdict"]]
+    rows = [["cell", "old median [min–max] n", "new median [min–max] n", "new/old", "noise", "p", "verdict"]]
     for cell, c in result["cells"].items():
         rows.append(
             [
@@ -182,6 +199,7 @@ def main(argv: list[str] | None = None) -> int:
                 format_cell(c["old"], unit),
                 format_cell(c["new"], unit),
                 f"{c['ratio']['median']:.3f}×",
+                f"±{c['noise']:.1%}",
                 "–" if c["p"] is None else f"{c['p']:.2g}",
                 c["verdict"].upper() if c["flagged"] else c["verdict"],
             ]

@@ -1,7 +1,10 @@
-"""Run every benchmark, keep every raw sample, and rewrite docs/benchmarks.md from them (≤ 15 minutes on 2 cores).
+"""Run every benchmark, keep every raw sample, and rewrite docs/benchmarks.md from them (≤ 30 minutes on 2 cores).
 
     python bench/run_all.py [--quick] [--no-doc] [--only NAME,...]
     python bench/run_all.py --render          # rebuild the doc from bench/raw/*.json, measuring nothing
+
+A run that would write bench/raw from a tree with uncommitted changes is
+refused before anything is measured: every record belongs to one commit.
 
 Order: netbench (α, β, γ and collective bandwidths of this machine; the
 benches that print the α-β model's predictions get its file), then
@@ -60,15 +63,15 @@ BUDGET_S = 30 * 60
 
 
 def record_netbench(path: Path, m: dict, raw: Path) -> dict:
-    """Keep a netbench result as a raw record (its one-way ping-pong times as the samples, the whole
-    result in meta), so its section can be rebuilt and compared like every other bench's."""
+    """Keep a netbench result as a raw record (every repeat of its one-way ping-pong times as the samples,
+    the whole result in meta), so its section can be rebuilt and compared like every other bench's."""
     result = json.loads(path.read_text())
-    samples = {f"ping-pong {r['bytes']} B": [r["time_s"]] for r in result["p2p"]["links"][0]["table"]}
+    samples = {f"ping-pong {r['bytes']} B": r["samples_s"] for r in result["p2p"]["links"][0]["table"]}
     common.write_raw(
         raw,
         "netbench",
         samples,
-        {"machine": m, "unit": "s", "netbench": result, "quantity": "one-way time, median of the repeats"},
+        {"machine": m, "unit": "s", "netbench": result, "quantity": "one-way time, every repeat"},
     )
     return common.read_raw(raw)
 
@@ -135,6 +138,12 @@ def main(argv: list[str] | None = None) -> int:
     wanted = lambda name: only is None or name in only  # noqa: E731
     if args.render:
         return render_all(wanted, write=not args.no_doc)
+    if not args.quick:
+        try:  # every record of the run belongs to one clean commit: refused before anything is measured
+            common.check_raw_destination(common.RAW_DIR / "netbench.json")
+        except common.RawError as error:
+            print(f"run_all: {error}", file=sys.stderr)
+            return 2
     started = time.perf_counter()
     flags = ["--no-doc"] if args.no_doc else []
     if args.quick:  # quick runs are for trying the scripts: their records never replace the published ones

@@ -6,16 +6,20 @@ them into what the tables print, always with n and a spread:
 
     summary(samples)        n, median, min, max, q1, q3
     format_cell(summary)    "12.3 ms [11.9–13.0] n=5"    (median [min–max] n)
-    ratio(a, b)             a over b: median, min, max, n, paired
+    ratio(a, b)             a over b: median, min, max, n, paired, and (paired) a bootstrap
+                            interval of the median per-round ratio, ci_low–ci_high
     format_ratio(ratio)     "1.04× [0.98–1.09] n=5"
-    noise_floor(aa_pairs)   max |x/y − 1| over rounds of an A/A pair (the same configuration twice)
-    verdict(ratio, noise)   "slower" / "faster" / "no difference" (rule in its docstring)
-    rotate(items, round)    the order in which round `round` measures the variants
+    median_interval(values) the percentile-bootstrap 95 % interval of a median (scipy.stats.bootstrap)
+    noise_floor(aa_pairs)   how far from 1 the bootstrap interval of an A/A pair's median ratio reaches
+                            (the same configuration twice a round): one cold round cannot set it
+    verdict(ratio, noise)   "slower" / "faster" / "no difference" / "not resolved" (rule in its docstring)
+    rotate(items, round)    the order in which round `round` measures the variants: a Latin square
 
 Headline ratios should come from ≥ 5 rounds in which every variant (and the
 A/A twin) is measured once, in the order `rotate(variants, round)`, so that
 drift in the machine's load and warm-up effects hit every variant alike and
-the rounds can be paired.
+the rounds can be paired; `balanced_rounds(cells, rounds)` says how many
+rounds put every cell in every position equally often.
 
 Cells and ratios print, and ratios pair (by round), as the report's do
 (scaledl.report.stats); what is the bench's own is the checks on raw
@@ -26,6 +30,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+
+import numpy as np
 
 # DASH is re-exported: the benches' own cells put it between bounds too
 from scaledl.report.stats import DASH, Spread, fixed, paired_ratio, unpaired_ratio  # noqa: F401
@@ -119,12 +125,35 @@ def format_ratio(r: dict) -> str:
 # ----------------------------------------------------------------- ratios
 
 
+CONFIDENCE = 0.95  # of every bootstrap interval
+RESAMPLES = 4000
+SEED = 0  # the intervals are reproducible: one record gives one table
+
+
+def median_interval(values: Iterable[float], confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """The percentile-bootstrap interval of the median of `values` (scipy.stats.bootstrap, fixed seed).
+
+    Fewer than 3 values cannot be resampled usefully: their range is returned instead.
+    """
+    data = np.asarray(_clean(values))
+    if len(data) < 3 or np.all(data == data[0]):
+        return float(data.min()), float(data.max())
+    from scipy.stats import bootstrap  # lazy: the benches' tables only
+
+    result = bootstrap(
+        (data,), np.median, confidence_level=confidence, n_resamples=RESAMPLES, method="percentile", rng=SEED
+    )
+    low, high = result.confidence_interval
+    return float(low), float(high)
+
+
 def ratio(a_samples: Iterable[float], b_samples: Iterable[float], paired: bool | None = None) -> dict:
-    """`a` over `b` (with times, > 1 means a is slower): {"median", "min", "max", "n", "paired"}.
+    """`a` over `b` (with times, > 1 means a is slower): {"median", "min", "max", "n", "paired", "ci_low", "ci_high"}.
 
     Paired (the default when both have the same length: sample i of each comes from the same round),
-    the per-round ratios a_i / b_i give the median and the min–max, and n is the number of rounds.
-    Unpaired, the median is median(a) / median(b) and the bounds are the most extreme ratios the two
+    the per-round ratios a_i / b_i give the median and the min–max, n is the number of rounds, and
+    ci_low–ci_high is the bootstrap interval of their median. Unpaired, the median is
+    median(a) / median(b) and the bounds, the interval too, are the most extreme ratios the two
     ranges allow, min(a) / max(b) and max(a) / min(b); n is the smaller sample count.
     """
     a, b = _clean(a_samples), _clean(b_samples)
@@ -136,56 +165,78 @@ def ratio(a_samples: Iterable[float], b_samples: Iterable[float], paired: bool |
         raise ValueError("ratio over a zero sample")
     if paired:
         r, _ = paired_ratio(list(enumerate(a)), list(enumerate(b)))  # round i of a over round i of b
+        low, high = median_interval(x / y for x, y in zip(a, b))
     else:
         r = unpaired_ratio(a, b)
-    return {"median": r.median, "min": r.low, "max": r.high, "n": r.n, "paired": paired}
+        low, high = r.low, r.high
+    return {"median": r.median, "min": r.low, "max": r.high, "n": r.n, "paired": paired, "ci_low": low, "ci_high": high}
 
 
 def noise_floor(aa_pairs: Iterable[tuple[float, float]]) -> float:
-    """The noise floor from A/A measurements: max over rounds of |x / y − 1|, where x and y are the
-    same configuration measured twice in one round. 0.04 means two identical runs differed by up to 4 %."""
+    """The noise floor from A/A measurements (x, y: the same configuration twice in one round): how far
+    from 1 the bootstrap interval of the median per-round ratio x / y reaches. 0.04 means the median of
+    two identical configurations is known only to ±4 %. A single cold round moves it little, where the
+    largest |x / y − 1| would have taken that round's deviation whole."""
     pairs = [(float(x), float(y)) for x, y in aa_pairs]
     if not pairs:
         raise ValueError("no A/A pairs")
     if any(y == 0 for _, y in pairs):
         raise ValueError("A/A pair with a zero sample")
-    return max(abs(x / y - 1) for x, y in pairs)
+    low, high = median_interval(x / y for x, y in pairs)
+    return max(abs(low - 1), abs(high - 1))
 
 
 def verdict(r: dict, noise: float) -> str:
-    """ "slower", "faster" or "no difference" for a ratio a/b of times (from `ratio`), given the noise floor.
+    """What a ratio a/b of times (from `ratio`) says, given the noise floor: one of VERDICTS.
 
-    Rule: "slower" when the median ratio exceeds 1 + noise AND its lower bound exceeds 1 (every paired
-    round, or the whole unpaired ranges, agree that a took longer); "faster" when the median is below
-    1 − noise AND the upper bound is below 1; anything else is "no difference": a difference inside
-    the measured noise, or one the rounds disagree on, is not reported as a difference.
+    With [lo, hi] the ratio's interval (the bootstrap interval of its median; the min–max where it
+    has none): "slower" when lo > 1 and the median exceeds 1 + noise; "faster" when hi < 1 and the
+    median is below 1 − noise; "no difference" when the whole interval lies within 1 ± noise (the
+    data exclude a difference larger than the noise); "not resolved" otherwise: the rounds allow a
+    difference beyond the noise but do not show one, so the honest words are "not resolved at ±noise".
     """
     if noise < 0:
         raise ValueError("noise must be >= 0")
-    if r["median"] > 1 + noise and r["min"] > 1:
+    low, high = r.get("ci_low", r["min"]), r.get("ci_high", r["max"])
+    if low > 1 and r["median"] > 1 + noise:
         return "slower"
-    if r["median"] < 1 - noise and r["max"] < 1:
+    if high < 1 and r["median"] < 1 - noise:
         return "faster"
-    return "no difference"
+    if low >= 1 - noise and high <= 1 + noise:
+        return "no difference"
+    return "not resolved"
+
+
+VERDICTS = ("slower", "faster", "no difference", "not resolved")
 
 
 def verdict_text(r: dict, noise: float) -> str:
     """`verdict` in words with the floor it was judged against: "slower (beyond ±3.0%)",
-    "no difference within ±3.0%"."""
+    "no difference within ±3.0%", "not resolved at ±3.0%"."""
     v = verdict(r, noise)
-    return f"no difference within ±{noise:.1%}" if v == "no difference" else f"{v} (beyond ±{noise:.1%})"
+    words = {"no difference": "no difference within", "not resolved": "not resolved at"}
+    return f"{words[v]} ±{noise:.1%}" if v in words else f"{v} (beyond ±{noise:.1%})"
 
 
 def rotate(items: Sequence, round_index: int) -> list:
     """`items` rotated left by `round_index` (mod len): round 0 → a b c, round 1 → b c a, round 2 → c a b.
 
-    Measuring round r in this order puts every variant first (and last) equally often over len(items) rounds.
+    Rounds 0 … len(items) − 1 form a Latin square: every variant takes every position once. With fewer
+    rounds than items the positions are not balanced; `balanced_rounds` says how many rounds are.
     """
     items = list(items)
     if not items:
         return []
     k = round_index % len(items)
     return items[k:] + items[:k]
+
+
+def balanced_rounds(cells: int, rounds: int) -> int:
+    """The fewest rounds ≥ `rounds` in which `rotate` puts each of `cells` cells in every position equally
+    often (a whole number of Latin squares)."""
+    if cells <= 1:
+        return rounds
+    return math.ceil(rounds / cells) * cells
 
 
 # ------------------------------------------------------------ A/A cells

@@ -130,6 +130,8 @@ def test_ddp_section_is_rendered_from_the_record_alone(tmp_path):
     ours = next(line for line in tables.splitlines() if line.startswith("| ours sync_sgd (mpi) |"))
     assert "n=5" in ours and "faster" in ours  # 18 ms vs 20.7 ms in every round, beyond the A/A floor
     gloo = next(line for line in tables.splitlines() if line.startswith("| ours sync_sgd (gloo) |"))
-    assert "no difference" in gloo  # 21.0 vs 20.5–21.0 ms: inside the noise
+    # 21.0 vs 20.5–21.0 ms: per-round ratios 1.000–1.024 against a ±1.2 % A/A floor, neither inside it
+    # nor beyond it in every round: not resolved at that floor
+    assert "not resolved" in gloo
     noise = stats.noise_floor(zip(record["samples"][bench_ddp.OURS_MPI], record["samples"][bench_ddp.AA]))
     assert f"noise floor {noise:.1%}" in tables and "Where the gap" in tables

@@ -64,3 +64,18 @@ def test_update_section_replaces_only_its_own(tmp_path):
     assert "kept \\1 as is" in text
     assert text.index("bench:allreduce") < text.index("bench:ladder") < text.index("bench:scaling")
     assert text.count("<!-- bench:allreduce -->") == 1
+
+
+def test_the_page_names_its_commit_once_and_flags_a_section_from_another(tmp_path):
+    sys.path.insert(0, str(REPO))
+    from bench.common import update_section
+
+    doc = tmp_path / "benchmarks.md"
+    line = "Machine: CPU; 2024-01-01; commit {}. Launch: x."
+    update_section("a", "## A\n\n" + line.format("aaaaaaaaaa"), doc)
+    update_section("b", "## B\n\n" + line.format("aaaaaaaaaa"), doc)
+    assert "Provenance: measured at commit aaaaaaaaaa, every section." in doc.read_text()
+    update_section("c", "## C\n\n" + line.format("bbbbbbbbbb (with uncommitted changes)"), doc)
+    text = doc.read_text()
+    assert "measured at commit aaaaaaaaaa; from another state: c (bbbbbbbbbb with uncommitted changes)." in text
+    assert text.count("Provenance:") == 1 and text.index("Provenance:") < text.index("<!-- bench:a -->")

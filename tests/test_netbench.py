@@ -2,6 +2,7 @@
 
 import argparse
 import json
+import statistics
 from pathlib import Path
 
 import pytest
@@ -73,6 +74,9 @@ def test_two_ranks(tmp_path):
     assert result["alpha_s"] > 0 and result["beta_s_per_byte"] > 0 and result["gamma_s_per_byte"] > 0
     link = result["p2p"]["links"][0]
     assert link["ranks"] == [0, 1] and [r["bytes"] for r in link["table"]] == [8, 4096, 262144]
+    for row in link["table"]:  # every repeat is kept, and the time is their median
+        assert len(row["samples_s"]) == result["settings"]["repeats"]
+        assert row["time_s"] == pytest.approx(statistics.median(row["samples_s"]))
     assert len(result["pairs"]["matrix_s"]) == 2
     for op, factor in (("allreduce", 1.0), ("reduce", 1.0), ("bcast", 1.0)):  # 2(P−1)/P = 1 at P = 2
         info = result["collectives"][op]
@@ -80,6 +84,7 @@ def test_two_ranks(tmp_path):
         for row in info["table"]:
             assert row["algbw_Bps"] == pytest.approx(row["bytes"] / row["time_s"])
             assert row["busbw_Bps"] == pytest.approx(row["algbw_Bps"] * factor)
+            assert len(row["samples_s"]) == result["settings"]["repeats"]
 
 
 @pytest.mark.mpi

@@ -8,7 +8,7 @@ Point to point (ping-pong, buffer `Send`/`Recv` on preallocated numpy arrays):
 rank 0 and rank 1, and, when the ranks span several nodes, rank 0 and the
 first rank on another node. For each size: `--warmup` untimed round trips,
 then `--repeats` timings of `iters` round trips; the one-way time is half
-the median round trip. α and β come from a least-squares fit of
+the median round trip (every repeat is kept beside it, `samples_s`). α and β come from a least-squares fit of
 t(n) = α + β·n weighted by 1/t(n) (it minimises the *relative* residuals,
 so α is set by the small messages and β by the large ones; a plain fit lets
 the large sizes decide everything and α comes out negative). The top-level
@@ -228,7 +228,7 @@ def pingpong(comm, a: int, b: int, sizes: list[int], iters: int, warmup: int, re
         comm.Barrier()
         if rank == a:
             t = _median(samples)
-            rows.append({"bytes": size, "iters": n_iter, "time_s": t, "bandwidth_Bps": size / t})
+            rows.append({"bytes": size, "iters": n_iter, "time_s": t, "bandwidth_Bps": size / t, "samples_s": samples})
     return rows if rank == a else None
 
 
@@ -298,7 +298,16 @@ def collective_times(comm, op: str, sizes: list[int], iters: int, warmup: int, r
             samples.append(float(slowest[0]))
         t = _median(samples)
         algbw = size / t
-        rows.append({"bytes": size, "iters": n_iter, "time_s": t, "algbw_Bps": algbw, "busbw_Bps": algbw * factor})
+        rows.append(
+            {
+                "bytes": size,
+                "iters": n_iter,
+                "time_s": t,
+                "algbw_Bps": algbw,
+                "busbw_Bps": algbw * factor,
+                "samples_s": samples,  # every repeat, the median's evidence
+            }
+        )
     return rows if rank == 0 else None
 
 
