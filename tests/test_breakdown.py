@@ -71,11 +71,14 @@ def test_timeline_holds_every_step_of_every_rank(digits_h5, tmp_path):
             assert compute == pytest.approx(rank["compute_s"], rel=1e-3)
 
 
-@pytest.mark.parametrize("algorithm, per_exchange", [("sync_sgd", 1), ("sync_easgd", 2)])
+@pytest.mark.parametrize("algorithm, per_exchange", [("sync_sgd", 1), ("sync_easgd", 1), ("sync_easgd_rooted", 2)])
 def test_per_layer_sends_one_message_per_tensor(digits_h5, tmp_path, algorithm, per_exchange):
+    """Per exchange: one Allreduce (sync_sgd's gradients, Sync EASGD's allreduce round) or a Bcast and a
+    Reduce (the rooted round) of the packed W, or of every tensor."""
     tensors = 8  # LeNet: two conv and two linear layers, weight and bias each
-    packed = train(digits_h5, tmp_path / "packed", algorithm, steps=10)
-    layered = train(digits_h5, tmp_path / "layered", algorithm, "--message", "per_layer", steps=10)
+    algorithm, *extra = ("sync_easgd", "--exchange", "rooted") if algorithm.endswith("_rooted") else (algorithm,)
+    packed = train(digits_h5, tmp_path / "packed", algorithm, *extra, "--message", "packed", steps=10)
+    layered = train(digits_h5, tmp_path / "layered", algorithm, *extra, "--message", "per_layer", steps=10)
     for report in packed["algorithm_report"]:
         assert report["messages_per_exchange"] == per_exchange and report["exchanges"] == 10
     for report in layered["algorithm_report"]:

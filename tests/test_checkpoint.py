@@ -73,8 +73,10 @@ def resumed_step(stdout: str) -> int:
         ("sync_sgd", ()),
         # DiLoCo's outer momentum, the inner momentum, and int8's shared center and error-feedback residuals
         ("diloco", ("--tau", "3", "--inner", "momentum", "--lr", "0.01", "--compress", "int8")),
+        # every worker's replica of the center and of the outer momentum (the allreduce exchange)
+        ("diloco", ("--tau", "3", "--lr", "0.01")),
     ],
-    ids=["sync_easgd-tau3", "sync_sgd", "diloco-momentum-int8"],
+    ids=["sync_easgd-tau3", "sync_sgd", "diloco-momentum-int8", "diloco-replicated"],
 )
 def test_a_synchronous_run_killed_and_rerun_ends_bitwise_like_an_uninterrupted_one(
     digits_h5, tmp_path, algorithm, extra

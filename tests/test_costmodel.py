@@ -70,6 +70,11 @@ def test_sync_algorithms():
     assert close(easgd_bw.exposed_s, 2 * (6e-6 + 1.75e-3))  # scatter-allgather Bcast + Rabenseifner Reduce
     easgd_paper = cm.step_cost("sync_easgd", NET, N, 8, model="paper")
     assert close(easgd_paper.exposed_s, 2 * 3 * T)  # the paper's 2·log P·(α + |W|β)
+    # every worker holding the center: one Allreduce of W^i, sync_sgd's cost
+    replicated = cm.step_cost("sync_easgd", NET, N, 8, model="bandwidth_optimal", exchange="allreduce")
+    assert close(replicated.exposed_s, cm.step_cost("sync_sgd", NET, N, 8, model="bandwidth_optimal").exposed_s)
+    with pytest.raises(ValueError, match="exchange"):
+        cm.step_cost("sync_easgd", NET, N, 8, exchange="ring")
     with_control = cm.step_cost("sync_sgd", NET, N, 4, model="paper", control=True)
     assert close(with_control.exposed_s, 4 * T + 2e-6)  # + lg·α stop flag
 
@@ -253,3 +258,23 @@ def test_markdown_formatter():
 
     text = markdown_table(as_frame([{"a": "x|y", "b": 1.23456789, "c": None}], ["a", "b", "c"]))
     assert text.splitlines() == ["| a | b | c |", "|---|---:|---|", r"| x\|y | 1.235 | — |"]
+
+
+def test_the_message_count_follows_what_the_run_sent(tmp_path):
+    """Bucketed and the rooted Sync EASGD round count what the collectives sent; one worker sends nothing."""
+    from scaledl.report.comm_model import message_count
+    from scaledl.report.runs import read_runs
+
+    def run_of(name, key, workers, codesign, per_exchange):
+        path = fake_run(tmp_path / name, key=key, workers=workers)
+        record = json.loads((path / "run.json").read_text())
+        record["codesign"] = codesign
+        record["algorithm_report"] = [{"messages_per_exchange": per_exchange}]
+        (path / "run.json").write_text(json.dumps(record))
+        return next(read_runs([path / "run.json"]))
+
+    assert message_count(run_of("buckets", "sync_sgd", 2, {"message": "bucketed"}, 3.0)) == 3
+    assert message_count(run_of("alone", "sync_sgd", 1, {"message": "bucketed"}, 0)) == 1
+    rooted = {"message": "per_layer", "exchange": "rooted"}
+    # model.tensors is absent here: 16 messages counted, a Bcast and a Reduce of each of 8 tensors
+    assert message_count(run_of("rooted", "sync_easgd", 2, rooted, 16.0)) == 8

@@ -52,7 +52,34 @@ def test_same_seed_bitwise_identical_model(digits_h5, tmp_path, algorithm):
 @pytest.mark.parametrize(
     "algorithm, extra",
     [
+        ("sync_sgd", ["--bucket-mb", "0.05"]),  # gradient buckets allreduced during backward, several of them
+        ("sync_easgd", ["--exchange", "rooted"]),  # Bcast + Reduce instead of the default Allreduce
+    ],
+)
+def test_the_default_exchange_repeats_and_equals_the_plain_one_at_two_workers(digits_h5, tmp_path, algorithm, extra):
+    """Bucketed gradients and the allreduce exchange are bitwise repeatable at 3 workers (where a sum has two
+    roundings in an order the message sizes fix) and, at 2 workers (one rounding: a + b = b + a), bitwise
+    equal to one packed message and to Bcast + Reduce: any bucket lost, summed twice or applied stale shows."""
+    plain = ["--message", "packed"] if algorithm == "sync_sgd" else extra
+    default = extra if algorithm == "sync_sgd" else []
+    three = [train_once(digits_h5, tmp_path / f"p3-{k}", algorithm, seed=5, workers=3, extra=default) for k in "ab"]
+    assert same(*three), f"{algorithm} {default}: two runs with one seed differ at 3 workers"
+    by_default = train_once(digits_h5, tmp_path / "default", algorithm, seed=5, extra=default)
+    by_plain = train_once(digits_h5, tmp_path / "plain", algorithm, seed=5, extra=plain)
+    assert same(by_default, by_plain), f"{algorithm}: {default or 'the default'} and {plain} disagree at 2 workers"
+    run = json.loads((tmp_path / "default" / "run.json").read_text())
+    per_exchange = {r["messages_per_exchange"] for r in run["algorithm_report"]}
+    if algorithm == "sync_sgd":
+        assert run["codesign"]["message"] == "bucketed" and min(per_exchange) > 1, per_exchange
+    else:
+        assert run["codesign"]["exchange"] == "allreduce" and per_exchange == {1}, per_exchange
+
+
+@pytest.mark.parametrize(
+    "algorithm, extra",
+    [
         ("sync_sgd", ["--message", "per_layer"]),
+        ("sync_sgd", ["--bucket-mb", "0.05"]),
         ("sync_easgd3", []),  # the exchange on the helper thread
     ],
 )
@@ -68,6 +95,10 @@ def test_gloo_backend_equals_mpi_bit_for_bit(digits_h5, tmp_path, algorithm, ext
     assert same(by_mpi, by_gloo), f"{algorithm}: gloo and mpi backends disagree"
     run = json.loads((tmp_path / "gloo" / "run.json").read_text())
     assert run["codesign"]["backend"] == "gloo"
-    layers = len(by_gloo) if "per_layer" in extra else 1  # LeNet's parameter tensors (no buffers)
-    per_exchange = {"sync_sgd": 1, "sync_easgd3": 2}[algorithm] * layers
-    assert {r["messages_per_exchange"] for r in run["algorithm_report"]} == {per_exchange}
+    by_mpi_run = json.loads((tmp_path / "mpi" / "run.json").read_text())
+    counts = [{r["messages_per_exchange"] for r in r_["algorithm_report"]} for r_ in (run, by_mpi_run)]
+    assert counts[0] == counts[1], f"gloo and mpi sent different message counts: {counts}"
+    if "per_layer" in extra:
+        assert counts[0] == {len(by_gloo)}  # one per LeNet parameter tensor (it has no buffers)
+    elif algorithm == "sync_easgd3":
+        assert counts[0] == {1}  # one Allreduce a round

@@ -42,6 +42,8 @@ SET = {
     "outer_lr": 0.5,
     "outer_momentum": 0.5,
     "compress": "int8",
+    "bucket_mb": 4.0,
+    "exchange": "rooted",
 }
 
 

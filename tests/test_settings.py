@@ -24,7 +24,7 @@ def test_sync_sgd_records_no_elastic_or_momentum_setting():
     hyper, codesign = record("sync_sgd")["hyper"], record("sync_sgd")["codesign"]
     assert set(hyper) == {"lr", "batch_size", "weight_decay"}
     assert "overlap" not in codesign and "center_on" not in codesign
-    assert codesign["message"] == "packed" and codesign["backend"] == "mpi"
+    assert codesign["message"] == "bucketed" and codesign["bucket_mb"] == 25.0 and codesign["backend"] == "mpi"
 
 
 def test_the_elastic_family_derives_rho_from_beta_over_p():
@@ -67,11 +67,28 @@ def test_presets_fix_their_switches_and_refuse_a_contradiction():
     [
         ({"outer": "nesterov"}, r"^--outer nesterov needs --outer-lr and --outer-momentum"),
         ({"overlap": True, "compress": "int8"}, r"^--overlap needs --worker-rule elastic and --compress fp32"),
+        ({"exchange": "allreduce", "compress": "int8"}, r"^--exchange allreduce sums W\^i on the way"),
+        ({"message": "bucketed"}, r"^--message bucketed allreduces gradients while backward runs; sync_easgd"),
     ],
 )
 def test_combinations_the_engine_cannot_run_are_refused_in_one_line(settings, message):
     with pytest.raises(UserError, match=message):
         record("sync_easgd", **settings)
+
+
+def test_the_exchange_is_allreduce_unless_the_round_is_compressed():
+    assert record("sync_easgd")["codesign"]["exchange"] == "allreduce"
+    assert record("local_sgd", compress="int8")["codesign"]["exchange"] == "rooted"
+    assert record("diloco", exchange="rooted")["codesign"]["exchange"] == "rooted"
+    assert "exchange" not in record("sync_sgd")["codesign"]
+
+
+def test_gradient_buckets_are_synchronous_sgds_and_sized_only_when_bucketed():
+    assert record("chip_partition")["codesign"]["message"] == "bucketed"
+    assert record("sync_sgd", bucket_mb=4.0)["codesign"]["bucket_mb"] == 4.0
+    assert "bucket_mb" not in record("sync_sgd", message="packed")["codesign"]
+    with pytest.raises(UserError, match=r"^--bucket-mb sizes the gradient buckets of --message bucketed, not"):
+        record("sync_sgd", message="packed", bucket_mb=4.0)
 
 
 def test_compressed_rounds_need_an_mpi_backend():

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 BACKENDS = ("auto", "mpi", "cuda_aware_mpi", "nccl", "gloo")
-MESSAGES = ("packed", "per_layer")
+MESSAGES = ("packed", "per_layer", "bucketed")
 PLACES = ("host", "device")
 MOMENTUM_PLACES = ("master", "worker")
 DEVICES = ("auto", "cpu", "cuda")
@@ -32,6 +32,7 @@ INNER_OPTIMIZERS = ("sgd", "momentum")
 WORKER_RULES = ("elastic", "reset")
 OUTER_OPTIMIZERS = ("elastic", "average", "nesterov", "slowmo")
 COMPRESSIONS = ("fp32", "fp16", "bf16", "int8")  # scaledl.comm.codecs
+EXCHANGES = ("allreduce", "rooted")  # the averaging engine's round (algorithms/averaging.py)
 
 # Argument groups of `scaledl train --help`, in order.
 GROUPS = {
@@ -160,11 +161,21 @@ class TrainConfig:
     )
     seed: int = _setting(0, "base seed; data order uses seed and worker index", group="hyperparameters", type=int)
     # ---- codesign
-    message: str = _setting(
-        "packed",
-        "collectives: one packed message per exchange, or one per parameter tensor",
+    message: str | None = _setting(
+        None,
+        "collectives: one packed message per exchange, one per parameter tensor, or (sync_sgd) "
+        "gradient buckets allreduced while backward runs, as DDP does (None: bucketed for sync_sgd "
+        "and chip_partition, packed for the others)",
         group="codesign",
         choices=MESSAGES,
+    )
+    bucket_mb: float | None = _setting(
+        None,
+        "sync_sgd --message bucketed: a gradient bucket's size in MB; the first bucket is at most 1 MB, "
+        "so the first message leaves early (None: the algorithm's default, DDP's size)",
+        group="codesign",
+        type=positive_float,
+        metavar="MB",
     )
     center_on: str | None = _setting(
         None,
@@ -221,6 +232,14 @@ class TrainConfig:
         "averaging family: the outer step's momentum (None: the algorithm's default)",
         group="averaging",
         type=fraction,
+    )
+    exchange: str | None = _setting(
+        None,
+        "averaging family: allreduce: every worker holds the center, one Allreduce gives each Σ W^i and each "
+        "takes the center's step itself; rooted: the master holds it (Bcast W + Reduce Σ W^i, the paper's "
+        "pattern) (None: allreduce, rooted with --compress other than fp32)",
+        group="averaging",
+        choices=EXCHANGES,
     )
     compress: str = _setting(
         "fp32",

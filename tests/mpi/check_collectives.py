@@ -3,7 +3,9 @@
 import torch
 from mpi4py import MPI
 
+from scaledl.comm.buckets import GradientBuckets
 from scaledl.comm.collectives import Collectives
+from scaledl.comm.flat import FlatParams
 from scaledl.comm.roles import make_roles
 from scaledl.timing import PhaseTimer
 
@@ -31,11 +33,34 @@ assert torch.equal(src, torch.arange(5, dtype=torch.float32) * (rank + 1)), "red
 if roles.is_master:
     assert torch.equal(dst, torch.arange(5, dtype=torch.float32) * (size * (size + 1) / 2)), dst
 
+# Allreduce into another tensor: the sum on every rank, the source untouched.
+out = torch.zeros(5)
+coll.allreduce_sum(src, out)
+assert torch.equal(src, torch.arange(5, dtype=torch.float32) * (rank + 1)), "allreduce_sum must not touch its source"
+assert torch.equal(out, torch.arange(5, dtype=torch.float32) * (size * (size + 1) / 2)), out
+
+# Gradient buckets: the sums leave during backward, bucket by bucket, each with its weight decay.
+model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Linear(8, 3))
+flat = FlatParams(model)
+flat.data.fill_(1.0)
+sent = []
+buckets = GradientBuckets(
+    flat, roles.worker_comm, bucket_mb=40 / 2**20, before_send=lambda lo, hi: sent.append((lo, hi))
+)
+assert len(buckets.buckets) > 1, buckets.buckets
+for step in range(2):  # a second backward reuses the buckets
+    flat.zero_grad()
+    (sum(p.sum() for p in model.parameters()) * (rank + 1)).backward()  # ΔW = rank + 1 everywhere
+    assert buckets.messages == (step + 1) * len(buckets.buckets), "every bucket must leave during backward"
+    buckets.wait()
+    assert torch.all(flat.grad == size * (size + 1) / 2), flat.grad
+assert sorted(sent[: len(buckets.buckets)]) == sorted((b.lo, b.hi) for b in buckets.buckets)
+
 # Per-layer mode: one call per piece, same sums.
 layered = Collectives(roles.worker_comm, torch.zeros(5), PhaseTimer(), layers=[2, 3])
 t = torch.full((5,), float(rank + 1))
 layered.allreduce_sum_(t)
-assert torch.all(t == size * (size + 1) / 2) and layered.messages == 2 and coll.messages == 3
+assert torch.all(t == size * (size + 1) / 2) and layered.messages == 2 and coll.messages == 4
 
 # Control votes: the OR of every rank's flags (a stop on one rank, a checkpoint on another)
 assert coll.agree_(1 if rank == size - 1 else 0) == 1

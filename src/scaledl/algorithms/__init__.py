@@ -47,8 +47,9 @@ OPTION_GROUPS = {
     "momentum": ("momentum",),  # μ of the momentum variants
     "elastic": ("rho", "beta"),  # ρ, or α = ηρ = β/P, of the EASGD family
     "collectives": ("message", "backend", "wait_probe"),  # how collectives travel and are timed
+    "buckets": ("bucket_mb",),  # sync_sgd's gradient buckets, allreduced during backward
     "codesign": ("center_on", "overlap"),  # the Sync EASGD ladder's switches
-    "averaging": ("tau", "inner", "worker_rule", "outer", "outer_lr", "outer_momentum", "compress"),  # the engine
+    "averaging": ("tau", "inner", "worker_rule", "outer", "outer_lr", "outer_momentum", "compress", "exchange"),
     "overlap": ("overlap",),  # async EASGD family: exchange beside data and fwd/bwd
     "window": ("center_window",),  # the center window of the window algorithms (rma, shared)
 }
@@ -147,7 +148,9 @@ _ELASTIC = {"worker_rule": "elastic", "outer": "elastic", "tau": 1}  # Sync EASG
 # The periodic-averaging engine (module averaging): Sync EASGD and the hard-averaging family are its settings.
 _AVERAGING = _options("elastic", "collectives", "codesign", "averaging", "momentum")
 _SYNC_EASGD = _AVERAGING
-_SYNC_SGD = _options("collectives")
+_SYNC_SGD = _options("collectives", "buckets")
+# Synchronous SGD overlaps its allreduce with backward in DDP's buckets by default (--message packed: one message).
+_BUCKETED = {"message": "bucketed", "bucket_mb": 25.0}
 
 ALGORITHMS: dict[str, AlgorithmInfo] = {
     info.key: info
@@ -288,6 +291,7 @@ ALGORITHMS: dict[str, AlgorithmInfo] = {
             "gradients",
             True,
             _SYNC_SGD,
+            defaults=_BUCKETED,
         ),
         # KNL chip partitioning (§3, Fig. 12): every partition holds all the data and its own weights,
         # and updates with the tree-summed gradients Σ_j ΔW^j (sync_sgd divides the sum by P).
@@ -301,6 +305,7 @@ ALGORITHMS: dict[str, AlgorithmInfo] = {
             _SYNC_SGD | {"fast_memory_gb"},
             preset_of="sync_sgd",
             preset={"data": "replicated", "gradients": "sum"},
+            defaults=_BUCKETED,
         ),
     )
 }

@@ -14,9 +14,16 @@ count) is a round of averaging, with x̄ = (1/P)·Σ_i W^i:
                                         center before its step, and replaces that round's inner step)
                               reset     W^i ← W   (after the inner step and the center's step)
 
-Message pattern of a round (the collectives of `scaledl.comm`):
-    elastic  Bcast W_t from the master, then Reduce(sum) Σ_i W^i_t to it       2·log P·(α + |W|β)
-    reset    Reduce(sum) Σ_i W^i to the master, its outer step, then Bcast W   2·log P·(α + |W|β)
+Message pattern of a round (the collectives of `scaledl.comm`), `--exchange`:
+    allreduce  every worker holds the center: one Allreduce(sum) gives every rank Σ_i W^i, and every
+               rank takes the center's step itself, with the same arithmetic on the same operands,
+               so the centers stay bitwise equal (the default; one collective of |W| a round)
+    rooted     the master holds the center (the paper's pattern):
+               elastic  Bcast W_t from the master, then Reduce(sum) Σ_i W^i_t to it
+               reset    Reduce(sum) Σ_i W^i to the master, its outer step, then Bcast W
+MPI libraries run Allreduce far faster than Bcast + Reduce of the same size
+(MPICH's Reduce is several times slower than its Allreduce at 16 MiB), which
+is why the allreduce exchange is the default; rooted stays for the ablation.
 With `--compress fp16|bf16|int8` a message carries the difference from a
 center both sides hold, encoded (scaledl.comm.codecs): the master broadcasts
 enc(W − S) and every rank, itself too, sets S ← S + dec(…); the workers send
@@ -60,10 +67,13 @@ class PeriodicAveraging(Algorithm):
         def buffer() -> torch.Tensor:
             return host_buffer(w) if self.on_host else torch.empty_like(w)
 
-        # What travels: W from the master's center, Σ W^i into `sum_workers` (in the center's memory).
+        # Where the center lives on this rank: the master's W, or (allreduce exchange) every worker's replica.
+        self.replicated = s.exchange == "allreduce"
+        holds_center = self.roles.is_master or self.replicated
+        # What travels: W^i (`w_wire`), W from the master (rooted), Σ W^i into `sum_workers` (in the center's memory).
         self.w_wire = host_buffer(w) if self.on_host else w
         self.center_wire = self.center.data if self.roles.is_master else buffer()
-        self.sum_workers = buffer() if self.roles.is_master else None
+        self.sum_workers = buffer() if holds_center else None
         self.codec = codec(s.compress)
         self.compressed = self.codec.compressed
         # W on this worker's device: W_t for Eq. 1, or the center a reset copies (compressed: S, on every rank).
@@ -71,7 +81,7 @@ class PeriodicAveraging(Algorithm):
         self.control = self.collectives(self.center_wire)
         self.velocity = torch.zeros_like(w) if s.inner == "momentum" else None  # the inner V^i
         self.outer_buffer = (
-            torch.zeros_like(self.center.data) if self.roles.is_master and s.outer in OUTER_WITH_STATE else None
+            torch.zeros_like(self.center_wire) if holds_center and s.outer in OUTER_WITH_STATE else None
         )  # DiLoCo's B, SlowMo's U
         if self.compressed:
             self.wire = EncodedRound(self.codec, self.params.numel, self.workers, self.roles.is_master)
@@ -124,7 +134,7 @@ class PeriodicAveraging(Algorithm):
             return self.exchange(self.helper_timer)
 
     def exchange(self, timer: PhaseTimer) -> float:
-        """Elastic round: W_t to every worker, Σ_i W^i_t to the master. Returns its wall seconds."""
+        """Elastic round: Σ_i W^i_t where the center lives, W_t on every worker. Returns its wall seconds."""
         t0 = time.perf_counter()
         if self.compressed:
             self.wire.down(self.coll, self.center.data if self.roles.is_master else None, timer)
@@ -133,8 +143,11 @@ class PeriodicAveraging(Algorithm):
         if self.on_host:
             with timer.phase("param_copy"):
                 self.w_wire.copy_(self.params.data)  # W^i_t into host memory
-        self.coll.bcast_(self.center_wire, root=0)  # W_t to every worker
-        self.coll.reduce_sum(self.w_wire, self.sum_workers, root=0)  # Σ_i W^i_t to the master
+        if self.replicated:
+            self.coll.allreduce_sum(self.w_wire, self.sum_workers)  # Σ_i W^i_t on every rank, beside its W_t
+        else:
+            self.coll.bcast_(self.center_wire, root=0)  # W_t to every worker
+            self.coll.reduce_sum(self.w_wire, self.sum_workers, root=0)  # Σ_i W^i_t to the master
         return time.perf_counter() - t0
 
     def worker_step(self) -> None:
@@ -175,12 +188,12 @@ class PeriodicAveraging(Algorithm):
                 rules.momentum_elastic_worker_(
                     w, self.velocity, grad, self.center_copy, lr, rho, self.settings.momentum
                 )
-        if self.roles.is_master:
-            with self.timer.phase("center_update"):  # Eq. 2
-                rules.elastic_center_(self.center.data, self.sum_workers, self.workers, lr, rho)
+        if self.sum_workers is not None:
+            with self.timer.phase("center_update"):  # Eq. 2, wherever the center lives
+                rules.elastic_center_(self.center_wire, self.sum_workers, self.workers, lr, rho)
 
     def reset_round(self) -> None:
-        """Inner step, Σ_i W^i to the master, its outer step, W back to every worker, which takes it."""
+        """Inner step, Σ_i W^i where the center lives, its outer step, W on every worker, which takes it."""
         with self.timer.phase("update"):
             self.inner_step()
         if self.compressed:
@@ -189,13 +202,16 @@ class PeriodicAveraging(Algorithm):
             if self.on_host:
                 with self.timer.phase("param_copy"):
                     self.w_wire.copy_(self.params.data)
-            self.coll.reduce_sum(self.w_wire, self.sum_workers, root=0)
-        if self.roles.is_master:
+            if self.replicated:
+                self.coll.allreduce_sum(self.w_wire, self.sum_workers)
+            else:
+                self.coll.reduce_sum(self.w_wire, self.sum_workers, root=0)
+        if self.sum_workers is not None:
             with self.timer.phase("center_update"):
                 self.outer_step()
         if self.compressed:
             self.wire.down(self.coll, self.center.data if self.roles.is_master else None, self.timer)
-        else:
+        elif not self.replicated:
             self.coll.bcast_(self.center_wire, root=0)
         self.copy_center_in()
         with self.timer.phase("update"):
@@ -203,7 +219,7 @@ class PeriodicAveraging(Algorithm):
             # (an inner momentum V^i carries over, as DiLoCo's inner optimizer state does)
 
     def outer_step(self) -> None:
-        s, center, total, p = self.settings, self.center.data, self.sum_workers, self.workers
+        s, center, total, p = self.settings, self.center_wire, self.sum_workers, self.workers
         if s.outer == "elastic":
             rules.elastic_center_(center, total, p, s.lr, s.rho)
         elif s.outer == "average":
@@ -244,13 +260,19 @@ class PeriodicAveraging(Algorithm):
         return state
 
     def load_state_dict(self, state: dict) -> None:
-        self.iteration, self.exchanges, self.coll.messages = state["iteration"], state["exchanges"], state["messages"]
+        if self.replicated:  # the checkpoint holds the master's W: every replica takes it again (collective)
+            self.control.bcast_(self.center_wire, root=0)
         if self.velocity is not None:
             self.velocity.copy_(state["velocity"])
         if self.outer_buffer is not None:
-            self.outer_buffer.copy_(state["outer_buffer"])
+            if "outer_buffer" in state:
+                self.outer_buffer.copy_(state["outer_buffer"])
+            if self.replicated:  # one outer state, the master's, on every replica
+                self.control.bcast_(self.outer_buffer, root=0)
         if self.compressed:
             self.wire.load_state_dict(state["wire"])
+        # the counts last: the broadcasts above are not exchanges
+        self.iteration, self.exchanges, self.coll.messages = state["iteration"], state["exchanges"], state["messages"]
 
     def report(self) -> dict:
         report = {

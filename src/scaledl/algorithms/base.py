@@ -64,6 +64,10 @@ class AlgorithmContext:
 
 
 class Algorithm(ABC):
+    # True where the engine adds weight decay to ΔW^i itself (sync_sgd's buckets leave during backward,
+    # before the loop could add it); the loop then leaves it out.
+    decays_gradient = False
+
     def __init__(self, context: AlgorithmContext):
         self.info = context.info
         self.settings = context.settings

@@ -20,7 +20,7 @@ from scaledl.errors import UserError
 
 # run.json's blocks, in the order they are written.
 HYPER = ("lr", "batch_size", "weight_decay", "rho", "alpha", "beta", "momentum", "nesterov", "momentum_at", "tau")
-CODESIGN = ("message", "center_on", "overlap", "backend", "data")
+CODESIGN = ("message", "bucket_mb", "exchange", "center_on", "overlap", "backend", "data")
 AVERAGING = ("inner", "worker_rule", "outer", "outer_lr", "outer_momentum", "tau", "compress")
 ENCODED_BACKENDS = ("mpi", "cuda_aware_mpi")  # compressed rounds send bytes: MPI only
 OUTER_WITH_STATE = ("nesterov", "slowmo")  # outer steps with a learning rate and a momentum
@@ -47,8 +47,10 @@ class Settings:
     outer_lr: float | None = None
     outer_momentum: float | None = None
     compress: str | None = None
-    message: str | None = None  # collectives: packed or per_layer
+    message: str | None = None  # collectives: packed, per_layer or (sync_sgd) bucketed
+    bucket_mb: float | None = None  # sync_sgd's gradient buckets (message bucketed)
     center_on: str | None = None  # the averaging engine: where the center lives
+    exchange: str | None = None  # the averaging engine's round: allreduce (every worker holds W) or rooted
     overlap: bool | None = None  # the exchange on a helper thread
     wait_probe: str | None = None  # collectives: a timed barrier before each one
     center_window: str | None = None  # the window engine: rma or shared
@@ -101,6 +103,7 @@ def resolve(cfg, info: AlgorithmInfo, *, workers: int, choose_backend=None) -> S
             outer=value("outer", "elastic"),
             compress=value("compress"),
         )
+        values["exchange"] = value("exchange", "allreduce" if values["compress"] == "fp32" else "rooted")
         if values["outer"] in OUTER_WITH_STATE:
             values.update(outer_lr=value("outer_lr"), outer_momentum=value("outer_momentum"))
             if None in (values["outer_lr"], values["outer_momentum"]):
@@ -113,9 +116,13 @@ def resolve(cfg, info: AlgorithmInfo, *, workers: int, choose_backend=None) -> S
         values["beta"] = cfg.beta if cfg.rho is None else None
     if "momentum" in options and (not averaging or values["inner"] == "momentum"):
         values["momentum"] = cfg.momentum
-    for key in ("nesterov", "momentum_at", "center_window", "wait_probe", "message", "fast_memory_gb"):
+    for key in ("nesterov", "momentum_at", "center_window", "wait_probe", "fast_memory_gb"):
         if key in options:
             values[key] = value(key)
+    if "message" in options:
+        values["message"] = value("message", "packed")
+    if values.get("message") == "bucketed" or cfg.bucket_mb is not None:
+        values["bucket_mb"] = value("bucket_mb")
     if "center_on" in options:
         values["center_on"] = value("center_on", "device")
     if "overlap" in options:
@@ -152,13 +159,25 @@ def _check_preset(cfg, info: AlgorithmInfo) -> None:
 
 
 def _check_combination(s: Settings, info: AlgorithmInfo) -> None:
-    """Settings each fine alone that the averaging engine cannot run together."""
+    """Settings each fine alone that cannot run together."""
+    if s.message == "bucketed" and info.engine != "sync_sgd":
+        raise UserError(
+            f"--message bucketed allreduces gradients while backward runs; {info.key} exchanges weights "
+            "after its step: use --message packed or per_layer"
+        )
+    if s.bucket_mb is not None and s.message != "bucketed":
+        raise UserError(f"--bucket-mb sizes the gradient buckets of --message bucketed, not --message {s.message}")
     if s.worker_rule is None:
         return
     if s.overlap and (s.worker_rule != "elastic" or s.compress != "fp32"):
         raise UserError(
             f"--overlap needs --worker-rule elastic and --compress fp32: {info.key} with "
             f"{s.worker_rule} and {s.compress} sends a round's messages only after its inner step"
+        )
+    if s.compress != "fp32" and s.exchange == "allreduce":
+        raise UserError(
+            f"--exchange allreduce sums W^i on the way; --compress {s.compress} sends encoded bytes, which the "
+            "master must decode before it sums them: use --exchange rooted (the default with compression)"
         )
     if s.compress != "fp32" and s.backend not in ENCODED_BACKENDS:
         raise UserError(

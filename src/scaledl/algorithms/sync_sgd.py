@@ -1,9 +1,13 @@
 """Synchronous SGD: the allreduce-of-gradients baseline (what DDP and Horovod do).
 
 Rule:     W^i ← W^i − η · (1/P) Σ_j ΔW^j            (identical on every worker)
-Pattern:  one Allreduce(sum) of the flat gradient per iteration over the
-          P workers (per-layer mode: one per parameter tensor); no master
-          rank (worker 0 keeps the results).
+Pattern:  the flat gradient Allreduce(sum)ed over the P workers every
+          iteration; no master rank (worker 0 keeps the results). `--message`:
+          bucketed (the default) starts one nonblocking Allreduce per bucket
+          while backward still runs, as DDP does (comm/buckets.py, sizes
+          --bucket-mb); packed sends one message after backward; per_layer
+          one per parameter tensor. One worker has nothing to exchange and
+          sends nothing.
 Deterministic: the reduction order depends only on P and |W|, so every
 replica stays bitwise equal and two runs with one seed are bitwise equal.
 Plain SGD (no momentum), like the paper's SGD baselines.
@@ -27,6 +31,7 @@ from __future__ import annotations
 from scaledl.algorithms import rules
 from scaledl.algorithms.base import Algorithm
 from scaledl.algorithms.boundary import Request
+from scaledl.comm.buckets import GradientBuckets
 
 
 class SyncSGD(Algorithm):
@@ -36,6 +41,20 @@ class SyncSGD(Algorithm):
         self.workers = self.roles.num_workers
         # How the allreduced gradients combine: "mean" (sync_sgd) or "sum" (chip_partition, as the paper).
         self.combine = self.settings.gradients
+        self.buckets = None
+        if self.settings.message == "bucketed" and self.workers > 1:
+            self.buckets = GradientBuckets(
+                self.params,
+                self.roles.worker_comm,
+                bucket_mb=self.settings.bucket_mb,
+                backend=self.settings.backend,
+                dist_group=self.dist_group,
+                before_send=self.decay if self.settings.weight_decay else None,
+            )
+            self.decays_gradient = True  # weight decay must reach the sum: added bucket by bucket, as each leaves
+
+    def decay(self, lo: int, hi: int) -> None:
+        rules.weight_decay_(self.params.grad[lo:hi], self.params.data[lo:hi], self.settings.weight_decay)
 
     def start(self) -> None:
         self.coll.bcast_(self.params.data, root=0)
@@ -45,7 +64,12 @@ class SyncSGD(Algorithm):
 
     def worker_step(self) -> None:
         grad = self.params.grad
-        self.coll.allreduce_sum_(grad)
+        if self.buckets is not None:
+            self.coll.arrive()  # the wait probe: a slower peer's backward is `wait`, the rest of the buckets `comm`
+            with self.timer.phase("comm"):
+                self.buckets.wait()
+        elif self.workers > 1:
+            self.coll.allreduce_sum_(grad)
         self.exchanges += 1
         with self.timer.phase("update"):
             if self.combine == "sum":
@@ -58,20 +82,25 @@ class SyncSGD(Algorithm):
         self.center.data.copy_(self.params.data)
 
     def end_iteration(self, loss, batch: int, request: Request) -> Request:
-        return Request(self.coll.agree_(request))
+        return Request(self.coll.agree_(request) if self.workers > 1 else request)
+
+    @property
+    def messages(self) -> int:
+        return self.coll.messages + (self.buckets.messages if self.buckets is not None else 0)
 
     def state_dict(self) -> dict:
-        return {"exchanges": self.exchanges, "messages": self.coll.messages}
+        return {"exchanges": self.exchanges, "messages": self.messages}
 
     def load_state_dict(self, state: dict) -> None:
-        self.exchanges, self.coll.messages = state["exchanges"], state["messages"]
+        self.exchanges = state["exchanges"]
+        self.coll.messages = state["messages"] - (self.buckets.messages if self.buckets is not None else 0)
 
     def report(self) -> dict:
         return {
             "rank": self.roles.rank,
             "exchanges": self.exchanges,
-            "messages": self.coll.messages,
-            "messages_per_exchange": self.coll.messages / self.exchanges if self.exchanges else None,
+            "messages": self.messages,
+            "messages_per_exchange": self.messages / self.exchanges if self.exchanges else None,
         }
 
 

@@ -90,7 +90,7 @@ def choose_backend(requested: str, device: torch.device, gpu_per_rank: bool, *, 
 
 
 class Collectives:
-    """Sum-allreduce, broadcast and sum-reduce of tensors laid out like `like`.
+    """Sum-allreduce (in place or into another tensor), broadcast and sum-reduce of tensors laid out like `like`.
 
     `layers`: the parameter sizes, for per-layer messages; None sends one packed message.
     """
@@ -131,7 +131,7 @@ class Collectives:
             pieces = self._piece_cache[key] = [buf[lo:hi] for lo, hi in zip(self.bounds[:-1], self.bounds[1:])]
         return pieces
 
-    def _arrive(self) -> None:
+    def arrive(self) -> None:
         """With the wait probe on: a Barrier timed as `wait`, so a slower peer's lateness is not
         counted in the collective that follows (which is then `comm`, the transfer alone)."""
         if self.wait_probe:
@@ -145,7 +145,7 @@ class Collectives:
 
     # ---- the three patterns
     def allreduce_sum_(self, t: torch.Tensor) -> None:
-        self._arrive()
+        self.arrive()
         if self._torch_dist:
             return self._dist(lambda piece: torch.distributed.all_reduce(piece, group=self._dist_group), t)
         buf = self._ready(t) if self._device_direct else self._a.send_view(t)
@@ -156,8 +156,25 @@ class Collectives:
         if not self._device_direct:
             self._a.finish_recv(t)
 
+    def allreduce_sum(self, src: torch.Tensor, dst: torch.Tensor) -> None:
+        """dst = Σ over ranks of src, on every rank; src is left untouched."""
+        self.arrive()
+        if self._torch_dist:
+            dst.copy_(src)
+            return self._dist(lambda piece: torch.distributed.all_reduce(piece, group=self._dist_group), dst)
+        if self._device_direct:
+            send, recv = self._ready(src), dst
+        else:
+            send, recv = self._a.send_view(src), self._b.recv_view(dst)
+        with self.timer.phase("comm"):
+            for piece, out in zip(self._pieces(send), self._pieces(recv)):
+                self.comm.Allreduce(piece, out, op=MPI.SUM)
+                self.messages += 1
+        if not self._device_direct:
+            self._b.finish_recv(dst)
+
     def bcast_(self, t: torch.Tensor, root: int) -> None:
-        self._arrive()
+        self.arrive()
         if self._torch_dist:
             src = self._global_rank(root)
             return self._dist(lambda piece: torch.distributed.broadcast(piece, src, group=self._dist_group), t)
@@ -174,7 +191,7 @@ class Collectives:
 
     def reduce_sum(self, src: torch.Tensor, dst: torch.Tensor | None, root: int) -> None:
         """dst (on root only) = Σ over ranks of src; src is left untouched."""
-        self._arrive()
+        self.arrive()
         if self._torch_dist:
             scratch = dst if self.rank == root else self._scratch(src)
             scratch.copy_(src)
@@ -197,13 +214,13 @@ class Collectives:
     def gather_bytes(self, send: np.ndarray, recv: np.ndarray | None, root: int) -> None:
         """recv (root only, ranks × len(send) bytes) ← every rank's `send`, in rank order: encoded messages
         cannot be summed on the way, so the root decodes and sums them itself."""
-        self._arrive()
+        self.arrive()
         with self.timer.phase("comm"):
             self.comm.Gather(send, recv, root=root)
             self.messages += 1
 
     def bcast_bytes(self, buf: np.ndarray, root: int) -> None:
-        self._arrive()
+        self.arrive()
         with self.timer.phase("comm"):
             self.comm.Bcast(buf, root=root)
             self.messages += 1
@@ -211,7 +228,7 @@ class Collectives:
     def agree_(self, flags: int) -> int:
         """Control: the bitwise OR of every rank's flags, on every rank (a 4-byte message, not counted)."""
         self._flag[0] = int(flags)
-        self._arrive()
+        self.arrive()
         with self.timer.phase("comm"):
             self.comm.Allreduce(MPI.IN_PLACE, self._flag, op=MPI.BOR)
         return int(self._flag[0])

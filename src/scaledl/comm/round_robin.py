@@ -10,7 +10,10 @@ Two-sided buffer messages (Send/Recv) on preallocated arrays.
 Timing: a message's arrival is awaited with a probe, timed as `wait` (the
 worker waiting for its turn, the master waiting while worker i computes),
 and only its receipt is `comm` (the transfer). A turn is waited for as long
-as the worker's own pace of turns allows (comm/liveness.py).
+as the worker's own pace of turns allows (comm/liveness.py). The master's
+send of W is tested without sleeping for its first `SEND_SPIN_S` (the worker
+is already waiting for its turn, and MPI moves the message only inside those
+tests), so it completes at a blocking Send's speed and still cannot hang.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from scaledl.comm.liveness import Liveness
 from scaledl.comm.tags import Tag
 from scaledl.comm.watchdog import abort_job, arrival_or_abort, wait_or_abort
 from scaledl.timing import PhaseTimer
+
+SEND_SPIN_S = 2.0  # longer than W takes at any link speed we run on; then the liveness poll takes over
 
 
 class RoundRobinMaster:
@@ -52,7 +57,9 @@ class RoundRobinMaster:
         deadline = self.liveness.deadline(w)
         with timer.phase("comm"):
             send = self.world.Isend(center, dest=worker, tag=Tag.WEIGHTS)
-            wait_or_abort(send, deadline, lambda: self.liveness.verdict(w, doing="it did not take its turn"))
+            wait_or_abort(
+                send, deadline, lambda: self.liveness.verdict(w, doing="it did not take its turn"), spin_s=SEND_SPIN_S
+            )
         with timer.phase("wait"):  # the worker fetches its batch and computes ΔW^i
             arrival_or_abort(
                 self.world,

@@ -49,10 +49,12 @@ Per-iteration cost of each algorithm (`step_cost`), with S = 2(t(n)) the
 exchange of one worker with the master (W^i or ΔW^i up, W down):
 
     sync_sgd       one Allreduce of ΔW:            comm = allreduce(n)
-    sync_easgd     Bcast of W + Reduce of ΣW^i:    comm = bcast(n) + reduce(n)
-                   paper: 2·lg·(α + nβ) (+ lg·nγ); bandwidth_optimal:
-                   4·lg·α + 4(P−1)/P·nβ + (P−1)/P·nγ, i.e. twice sync_sgd's
-                   bandwidth term (two collectives of |W| instead of one).
+    sync_easgd     exchange rooted (the paper's, this model's default): Bcast of W + Reduce of ΣW^i:
+                   comm = bcast(n) + reduce(n); paper: 2·lg·(α + nβ) (+ lg·nγ);
+                   bandwidth_optimal: 4·lg·α + 4(P−1)/P·nβ + (P−1)/P·nγ, i.e.
+                   twice sync_sgd's bandwidth term (two collectives of |W|).
+                   exchange allreduce (the engine's default): one Allreduce of
+                   W^i, every worker holding the center: comm = allreduce(n).
                    With a communication period τ: comm/τ per iteration.
                    The ladder presets (sync_easgd1/2/3) share this pattern;
                    sync_easgd3 overlaps it with data and fwd/bwd, so its step
@@ -287,6 +289,7 @@ def step_cost(
     master_momentum: bool = True,
     overlap: bool | None = None,
     tau: int = 1,
+    exchange: str = "rooted",
 ) -> StepCost:
     """Per-iteration cost of algorithm `key` with P = p workers exchanging n bytes (see module docstring).
 
@@ -295,6 +298,8 @@ def step_cost(
     overlap: the Sync EASGD family's exchange on a helper thread beside data and fwd/bwd
              (None: the registry preset's, e.g. True for sync_easgd3): step = max(T_c, comm).
     tau:     the Sync EASGD family's communication period: one exchange every τ iterations.
+    exchange: the Sync EASGD family's round: rooted (Bcast + Reduce, the paper's pattern and model) or
+              allreduce (one Allreduce of W^i, the engine's default; a run passes what it recorded).
     """
     fam = family(key)
     if model not in COST_MODELS:
@@ -314,12 +319,17 @@ def step_cost(
             comm = allreduce(net, n, p, algs["allreduce"], layers)
             formula = f"allreduce[{algs['allreduce']}](n)"
         else:
-            comm = (bcast(net, n, p, algs["bcast"], layers) + reduce(net, n, p, algs["reduce"], layers)) / tau
-            formula = f"bcast[{algs['bcast']}](n) + reduce[{algs['reduce']}](n)"
+            if exchange == "allreduce":
+                comm = allreduce(net, n, p, algs["allreduce"], layers) / tau
+                formula = f"allreduce[{algs['allreduce']}](n)"
+            elif exchange == "rooted":
+                comm = (bcast(net, n, p, algs["bcast"], layers) + reduce(net, n, p, algs["reduce"], layers)) / tau
+                formula = f"bcast[{algs['bcast']}](n) + reduce[{algs['reduce']}](n)"
+            else:
+                raise ValueError(f"unknown exchange {exchange!r}; choose allreduce or rooted")
             formula += f", every {tau} steps" if tau > 1 else ""
             if overlap is None:
                 overlap = bool(ALGORITHMS[key].preset.get("overlap", False))
-        exchange = comm
         if overlap and fam == "bcast_reduce":
             step = max(compute_s, comm)
             formula = f"max(T_c, {formula})"
@@ -328,7 +338,7 @@ def step_cost(
         if control:
             step += lg * net.alpha
             formula += " + lg·α"
-        return StepCost(key, model, p, compute_s, exchange, step - compute_s, step, formula)
+        return StepCost(key, model, p, compute_s, comm, step - compute_s, step, formula)
 
     # V at the master (async_msgd's default) is read and written back inside every exchange.
     moves_velocity = "momentum_at" in ALGORITHMS[key].options and master_momentum

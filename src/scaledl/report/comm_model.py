@@ -121,22 +121,22 @@ def measured_per_step(run: Run) -> dict:
 
 def message_count(run: Run) -> int:
     """L, the messages of one exchange: 1 packed; per layer, one per parameter tensor (run.json's
-    model.tensors; in a run.json older than it, what the run's collectives counted per exchange)."""
-    if (run.record.get("codesign") or {}).get("message", "packed") != "per_layer":
+    model.tensors; in a run.json older than it, what the run's collectives counted per exchange); bucketed,
+    the buckets the run counted (their overlap with backward is not modelled: an upper bound)."""
+    message = (run.record.get("codesign") or {}).get("message", "packed")
+    if message == "packed" or run.get("world.workers") == 1:  # one worker sends nothing: the model's cost is 0
         return 1
     tensors = (run.record.get("model") or {}).get("tensors")
-    if tensors is not None:
+    if message == "per_layer" and tensors is not None:
         return int(tensors)
     counted = [
         r["messages_per_exchange"] for r in run.record.get("algorithm_report") or [] if r.get("messages_per_exchange")
     ]
     if not counted:
-        raise UserError(
-            f"{run.path}: run.json lacks model.tensors, the message count of its per-layer "
-            "exchanges; rerun that training"
-        )
-    # an exchange of the Sync EASGD family is a Bcast and a Reduce of every tensor, sync_sgd's one Allreduce
-    collectives = 2 if family(run.get("algorithm.key")) == "bcast_reduce" else 1
+        raise UserError(f"{run.path}: run.json lacks the message count of its {message} exchanges; rerun that training")
+    # a rooted exchange of the Sync EASGD family is a Bcast and a Reduce of every tensor; an allreduce one
+    # (and sync_sgd's, per layer or per bucket) one Allreduce
+    collectives = 2 if family(run.get("algorithm.key")) == "bcast_reduce" and exchange(run) == "rooted" else 1
     return round(counted[0] / collectives)
 
 
@@ -149,7 +149,13 @@ def cost_options(run: Run) -> dict:
         "overlap": codesign.get("overlap"),
         "tau": int(hyper.get("tau") or 1),
         "layers": message_count(run),
+        "exchange": exchange(run),
     }
+
+
+def exchange(run: Run) -> str:
+    """The averaging engine's round as run.json records it; rooted (Bcast + Reduce) before it did."""
+    return (run.record.get("codesign") or {}).get("exchange", "rooted")
 
 
 def message_bytes(run: Run) -> float:

@@ -96,6 +96,7 @@ def run_worker(run: TrainingRun, boundary: StepBoundary) -> None:
     algo, loader, timer, monitor = run.algo, run.loader, run.timer, run.monitor
     samples_per_step = run.cfg.batch_size * run.roles.num_workers
     step, stop = run.steps, False  # a resumed run continues its count
+    weight_decay = 0.0 if algo.decays_gradient else run.cfg.weight_decay
     while not stop and algo.begin_iteration():  # round-robin: wait for this worker's turn
         # fetch this worker's next mini-batch and copy it to the device
         with timer.phase("data"):
@@ -104,7 +105,7 @@ def run_worker(run: TrainingRun, boundary: StepBoundary) -> None:
             x, y = run.normalize(images, labels)
         # forward/backward at W^i: ΔW^i lands in params.grad
         with timer.phase("compute"):
-            loss = forward_backward(run.model, run.params, x, y, run.cfg.weight_decay, run.slowdown)
+            loss = forward_backward(run.model, run.params, x, y, weight_decay, run.slowdown)
         # exchange with the master or the other workers, then update (Eqs. 1-6)
         algo.worker_step()
         step += 1
