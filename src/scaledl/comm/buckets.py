@@ -29,6 +29,7 @@ import numpy as np
 import torch
 from mpi4py import MPI
 
+from scaledl.comm.collectives import TORCH_DIST_BACKENDS
 from scaledl.comm.flat import FlatParams
 
 MB = 1 << 20
@@ -81,17 +82,17 @@ class GradientBuckets:
         self.comm = comm
         self.before_send = before_send
         self.buckets = plan_buckets(params.numels, self.grad.element_size(), bucket_mb)
-        self.torch_dist = backend in ("nccl", "gloo")
+        self.torch_dist = backend in TORCH_DIST_BACKENDS
         self.staged = backend == "mpi" and self.grad.is_cuda  # MPI cannot read device memory
         self.device_direct = backend == "cuda_aware_mpi"
         self.host = torch.empty(self.grad.shape, dtype=self.grad.dtype, pin_memory=True) if self.staged else None
         self.dist_group = dist_group
         self.messages = 0
         self._wire = [self._wire_view(b) for b in self.buckets]
-        self._bucket_of = {index: k for k, b in enumerate(self.buckets) for index in b.params}
+        bucket_of = {index: k for k, b in enumerate(self.buckets) for index in b.params}
         self._reset()
         for index, p in enumerate(params.params):
-            p.register_post_accumulate_grad_hook(self._hook(index))
+            p.register_post_accumulate_grad_hook(self._hook(bucket_of[index]))
 
     def _wire_view(self, bucket: Bucket):
         """What carries a bucket: a numpy view of host memory for MPI, else the tensor slice itself."""
@@ -105,17 +106,22 @@ class GradientBuckets:
         self._next = 0  # the next bucket to start
         self._in_flight: list = []  # MPI requests or torch.distributed work handles
 
-    def _hook(self, index: int):
+    def _hook(self, k: int):
+        """The hook of a parameter whose gradient fills bucket `k`."""
+
         def landed(_param) -> None:
-            k = self._bucket_of[index]
             self._missing[k] -= 1
-            while self._next < len(self.buckets) and self._missing[self._next] <= 0:
-                self._start(self._next)
-                self._next += 1
+            self._start_ready()
             if self._in_flight and not self.torch_dist:
                 MPI.Request.Testall(self._in_flight)  # progress for the buckets already on their way
 
         return landed
+
+    def _start_ready(self, everything: bool = False) -> None:
+        """Start the buckets that are complete (all of them, with `everything`), in their fixed order."""
+        while self._next < len(self.buckets) and (everything or self._missing[self._next] <= 0):
+            self._start(self._next)
+            self._next += 1
 
     def _start(self, k: int) -> None:
         bucket = self.buckets[k]
@@ -134,9 +140,7 @@ class GradientBuckets:
 
     def wait(self) -> None:
         """Start any bucket backward left (a parameter without a gradient), then complete them all."""
-        while self._next < len(self.buckets):
-            self._start(self._next)
-            self._next += 1
+        self._start_ready(everything=True)
         if self.torch_dist:
             for work in self._in_flight:
                 work.wait()
