@@ -138,7 +138,8 @@ def step_of(key, workers=4, lr=0.5):
     algo.settings = resolve(config(key, lr=lr), algo.info, workers=workers)
     algo.combine = algo.settings.gradients
     algo.workers, algo.exchanges, algo.timer = workers, 0, Timer()
-    algo.params = SimpleNamespace(data=torch.zeros(3), grad=torch.tensor([1.0, 2.0, -4.0]))
+    data, grad = torch.zeros(3), torch.tensor([1.0, 2.0, -4.0])
+    algo.params = SimpleNamespace(data=data, grad=grad, pairs=lambda: [(data, grad)])  # FlatParams' flat pair
     algo.coll = SimpleNamespace(allreduce_sum_=lambda t: t.mul_(workers))  # Σ_j ΔW^j, ΔW^j all equal
     algo.buckets = None  # one packed message (the buckets' own sums: tests/mpi/check_collectives.py)
     algo.worker_step()

@@ -115,11 +115,17 @@ def _looks_like_flag(arg: str, prefix_chars: str) -> bool:
     return False
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The whole parser; given the subcommand about to run, only its module is imported (the others are
+    names only): the report commands import pandas and scipy, over a second a rank at every launch of
+    `scaledl train`."""
     parser = CommandParser(prog="scaledl", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"scaledl {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=CommandParser)
     for name, target in SUBCOMMANDS.items():
+        if command in SUBCOMMANDS and name != command:
+            sub.add_parser(name)
+            continue
         module_name, _, attribute = target.partition(":")  # "module" or "module:object" with the same names
         module = importlib.import_module(module_name)
         module = getattr(module, attribute) if attribute else module
@@ -130,5 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    command = next((arg for arg in argv if not arg.startswith("-")), None)
+    args = build_parser(command).parse_args(argv)
     return run_command(args.command, args.run, args)

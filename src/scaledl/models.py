@@ -159,6 +159,7 @@ MODELS: dict[str, Callable[[tuple[int, int, int], int], nn.Module]] = {
     "alexnet": _torchvision("alexnet"),
     "googlenet": _torchvision("googlenet", aux_logits=False, init_weights=True),
     "vgg19": _torchvision("vgg19"),
+    "resnet18": _torchvision("resnet18"),  # at 32×32 (CIFAR) too: its global pooling takes any size
     "resnet50": _torchvision("resnet50"),
 }
 

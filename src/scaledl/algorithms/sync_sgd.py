@@ -52,6 +52,8 @@ class SyncSGD(Algorithm):
                 before_send=self.decay if self.settings.weight_decay else None,
             )
             self.decays_gradient = True  # weight decay must reach the sum: added bucket by bucket, as each leaves
+        if self.workers == 1:
+            self.params.release_grads()  # nothing to send: backward's own gradients, no flat buffer to fill
 
     def decay(self, lo: int, hi: int) -> None:
         rules.weight_decay_(self.params.grad[lo:hi], self.params.data[lo:hi], self.settings.weight_decay)
@@ -63,19 +65,19 @@ class SyncSGD(Algorithm):
         self.coll.messages, self.exchanges = 0, 0  # count the exchanges' messages only
 
     def worker_step(self) -> None:
-        grad = self.params.grad
         if self.buckets is not None:
             self.coll.arrive()  # the wait probe: a slower peer's backward is `wait`, the rest of the buckets `comm`
             with self.timer.phase("comm"):
                 self.buckets.wait()
         elif self.workers > 1:
-            self.coll.allreduce_sum_(grad)
+            self.coll.allreduce_sum_(self.params.grad)
         self.exchanges += 1
         with self.timer.phase("update"):
-            if self.combine == "sum":
-                rules.sgd_(self.params.data, grad, self.settings.lr)  # W ← W − η·Σ_j ΔW^j
-            else:
-                rules.mean_sgd_(self.params.data, grad, self.workers, self.settings.lr)
+            for w, grad in self.params.pairs():
+                if self.combine == "sum":
+                    rules.sgd_(w, grad, self.settings.lr)  # W ← W − η·Σ_j ΔW^j
+                else:
+                    rules.mean_sgd_(w, grad, self.workers, self.settings.lr)
 
     def refresh_center(self) -> None:
         # The center of a replicated algorithm is worker 0's replica.

@@ -5,6 +5,11 @@ message per layer, every parameter is a view into one flat buffer, so an
 exchange is one message of |W| words. Gradients get the same treatment, and
 backward accumulates straight into the flat gradient buffer. `layer_views`
 keeps the per-parameter split for the per-layer ablation.
+
+A worker with nothing to send (one worker) needs no flat gradient, and
+keeping one costs a zeroing and an accumulating pass over |W| every step
+that a plain PyTorch loop does not pay: `release_grads` hands the gradients
+back to autograd, and `pairs` lets an elementwise rule run view by view.
 """
 
 from __future__ import annotations
@@ -38,6 +43,9 @@ class FlatParams:
             p.grad = self.grad[offset : offset + n].view_as(p)
             offset += n
         self.params = params
+        # each parameter's view in its own shape, without requires_grad (what an in-place rule may write)
+        self.views = [v.view(shape) for v, shape in zip(self.layer_views(self.data), self.shapes)]
+        self.flat_grad = True
 
     @property
     def numel(self) -> int:
@@ -51,19 +59,34 @@ class FlatParams:
         """Split any tensor laid out like `data` into one view per parameter (per-layer messages)."""
         return list(torch.split(flat, self.numels))
 
+    def release_grads(self) -> None:
+        """From now on each .grad is the tensor backward makes (no preset buffer to zero and add into)."""
+        self.flat_grad = False
+        for p in self.params:
+            p.grad = None
+
     def zero_grad(self) -> None:
-        self.grad.zero_()
+        if self.flat_grad:
+            self.grad.zero_()
+        else:
+            for p in self.params:
+                p.grad = None
+
+    def pairs(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """(weights, gradient) for an elementwise rule: the two flat tensors, or after `release_grads` each
+        parameter's view with autograd's gradient (the same arithmetic element by element)."""
+        if self.flat_grad:
+            return [(self.data, self.grad)]
+        return [(w, p.grad) for w, p in zip(self.views, self.params)]
 
     def is_intact(self) -> bool:
-        """True while every parameter and gradient still aliases the flat buffers."""
+        """True while every parameter (and, unless released, every gradient) still aliases the flat buffers."""
         flat_data, flat_grad = self.data.data_ptr(), self.grad.data_ptr()
         size = self.data.element_size()
         offset = 0
         for p, n in zip(self.params, self.numels):
-            if (
-                p.data_ptr() != flat_data + offset * size
-                or p.grad is None
-                or p.grad.data_ptr() != flat_grad + offset * size
+            if p.data_ptr() != flat_data + offset * size or (
+                self.flat_grad and (p.grad is None or p.grad.data_ptr() != flat_grad + offset * size)
             ):
                 return False
             offset += n

@@ -125,7 +125,8 @@ def forward_backward(model, params: FlatParams, x, y, weight_decay: float, slowd
     loss = F.cross_entropy(model(x), y)
     loss.backward()
     if weight_decay:
-        rules.weight_decay_(params.grad, params.data, weight_decay)
+        for w, grad in params.pairs():
+            rules.weight_decay_(grad, w, weight_decay)
     if slowdown != 1.0:
         if params.data.is_cuda:
             torch.cuda.current_stream(params.data.device).synchronize()
