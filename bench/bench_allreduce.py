@@ -228,7 +228,7 @@ def measure_block(comm, variants: dict, rounds: int, sample_s: float, calibrate:
     samples = {k: [] for k in variants}
     order = []
     for r in range(rounds):
-        order.append(stats.rotate(list(variants), r))
+        order.append(stats.rotate(list(variants), r, rounds))
         for key in order[-1]:
             comm.Barrier()
             samples[key].append(slowest(comm, common.timed(variants[key].call, iters)))
@@ -471,9 +471,9 @@ def aa_sentence(record: dict) -> str:
                 f"{stats.noise_floor(zip(a, b)):.1%}"
             )
     return (
-        "A/A (the reference variant measured twice in every round; ratio, and noise floor = max |x/y − 1| over "
-        "rounds): " + "; ".join(parts) + ". A verdict is 'slower' or 'faster' only when the median ratio lies "
-        "beyond 1 ± that model's floor and every round agrees, else 'no difference'."
+        "A/A (the reference variant measured twice in every round; ratio and noise floor): "
+        + "; ".join(parts)
+        + f". Per model, {stats.RULE}."
     )
 
 
@@ -509,7 +509,7 @@ def render(record: dict, raw_path: str | None = None) -> tuple[str, str, str, st
         n = meta["network"]
         prediction = (
             f"α = {n['alpha_s'] * 1e6:.3g} µs, β = {n['beta_s_per_byte']:.3g} s/B, "
-            f"γ = {n['gamma_s_per_byte']:.3g} s/B, {n['source']}"
+            f"γ = {n['gamma_s_per_byte']:.3g} s/B, {n['source']}: {common.netbench_origin(n)}"
         )
     tables = (
         "Limits per model: the copy bound is 2(P−1)/P · n / memcpy, the bytes a ring or recursive allreduce "

@@ -1,33 +1,36 @@
 """Our sync_sgd against PyTorch DistributedDataParallel: same ranks, model, batch, data order and steps.
 
-    python bench/bench_ddp.py [--ranks 2] [--warmup 20] [--steps 60] [--rounds 5] [--bucket-mb 1]
-                              [--raw bench/raw/ddp.json] [--render] [--no-doc]
+    python bench/bench_ddp.py [--ranks 2] [--cases lenet:digits:64:20:60,resnet18:synthetic32:16:2:6]
+                              [--rounds 7] [--sweep lenet] [--raw bench/raw/ddp.json] [--render] [--no-doc]
 
-Variants, all at the same ranks, model, data, batch, learning rate, warm-up and steps:
+Variants per case (a model on a dataset, its per-worker batch, warm-up and timed steps), all at the same
+ranks, data, batch, learning rate, warm-up and steps:
 
-  ours (MPI)          `scaledl train --algorithm sync_sgd --backend mpi --wait-probe none`
-  ours (gloo)         the same with `--backend gloo`: our framework on DDP's transport
-  DDP defaults        DistributedDataParallel as constructed by default (bucket_cap_mb 25,
-                      gradient_as_bucket_view False, static_graph False)
-  DDP tuned           gradient_as_bucket_view=True, static_graph=True, bucket_cap_mb=--bucket-mb
-  ours (MPI) [A/A]    ours (MPI) a second time in every round: the noise floor
+  ours bucketed (gloo)     `scaledl train --algorithm sync_sgd --backend gloo --wait-probe none`: the
+                           default message, buckets of --bucket-mb 25 (the first ≤ 1 MB) allreduced
+                           without blocking while backward runs, as DDP does; on DDP's own transport
+  ours packed (gloo)       `--message packed`: one allreduce of the flat gradient after backward
+  ours bucketed (mpi)      `--backend mpi`: the same buckets as MPI Iallreduce (shared memory here)
+  DDP defaults (gloo)      DistributedDataParallel as constructed by default (bucket_cap_mb 25,
+                           gradient_as_bucket_view False, static_graph False)
+  DDP tuned 1 MB / 25 MB   gradient_as_bucket_view=True, static_graph=True, bucket_cap_mb 1 or 25
+  DDP tuned (mpi)          only where this torch has the MPI backend (torch.distributed.is_mpi_available();
+                           pip's wheels do not): the record says which
+  ours bucketed (gloo) [A/A]  measured twice a round: the noise floor
+  sweep (--sweep cases)    ours bucketed at 1 MB and 0.25 MB buckets (gloo)
 
-ours (MPI) vs ours (gloo) is the transport, ours (gloo) vs DDP (gloo) the
-framework. Ours: steady-state seconds per step (the workers' mean over the
-timed steps, warm-up and evaluation excluded: bench.common.train) with its
-per-phase split. DDP: this script's --worker mode under the same mpiexec,
-torch.distributed over gloo (NCCL only with a GPU per rank) with rank and
-size from mpi4py, the same LeNet from the same seed, scaledl's ShardLoader
-(same batches in the same order), plain SGD; warm-up untimed, then the timed
-steps, the slowest rank's time kept; on CPU each step is split into data,
-forward+backward+allreduce (DDP overlaps its allreduce with backward, so the
-two cannot be separated) and the optimizer update.
+The goal: ours bucketed ≤ 1.0× the fastest tuned DDP on the same transport (gloo vs gloo; mpi vs DDP over
+MPI where it exists), read from the ratio's interval (bench.stats.goal). Ours: steady-state seconds per
+step (the workers' mean over the timed steps, warm-up and evaluation excluded: bench.common.train) with
+its per-phase split. DDP: this script's --worker mode under the same mpiexec, torch.distributed with rank
+and size from mpi4py, the same model from the same seed, scaledl's ShardLoader (same batches in the same
+order), plain SGD; warm-up untimed, then the timed steps, the slowest rank's time kept; on CPU each step is
+split into data, forward+backward+allreduce (overlapped, so not separable) and the optimizer update.
 
-Every round measures every variant once, in the order bench.stats.rotate
-gives for that round (the first variant changes each round). Cells print
-median [min–max] n over the rounds; ratios are paired per round; a ratio's verdict
-reads the bootstrap interval of its median against the A/A floor (bench.stats.verdict:
-slower, faster, no difference within ±x %, not resolved at ±x %). Every raw sample and its metadata go to --raw
+Every round measures every variant of a case once, in the order bench.stats.rotate gives for that round,
+for a whole number of Latin squares (bench.stats.balanced_rounds: at least --rounds). Cells print median
+[min–max] n over the rounds; ratios are paired per round; a ratio's verdict reads the bootstrap interval of
+its median against the A/A floor (bench.stats.verdict). Every raw sample and its metadata go to --raw
 (bench.common.write_raw; bench/compare.py compares two such files).
 """
 
@@ -40,16 +43,100 @@ import socket
 import sys
 import tempfile
 import time
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import common, stats  # noqa: E402
 
-OURS_MPI, OURS_GLOO, DDP_DEFAULT, DDP_TUNED = "ours (MPI)", "ours (gloo)", "DDP defaults", "DDP tuned"
-AA = stats.aa_cell(OURS_MPI)
-VARIANTS = (OURS_MPI, OURS_GLOO, DDP_DEFAULT, DDP_TUNED, AA)
-OURS_BACKEND = {OURS_MPI: "mpi", OURS_GLOO: "gloo", AA: "mpi"}
+NAME = "ddp"
+BUDGET_S = 16 * 60
+GOAL = 1.0  # ours bucketed ÷ the fastest tuned DDP on the same transport
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One way to train a case: ours (`scaledl train`) or DDP, over a transport, with its bucket size."""
+
+    name: str
+    side: str  # "ours" or "ddp"
+    backend: str  # the transport: "gloo" or "mpi"
+    message: str = "bucketed"  # ours: bucketed or packed
+    bucket_mb: float = 25.0
+    tuned: bool = False  # ddp: gradient_as_bucket_view and static_graph
+
+
+OURS = Variant("ours bucketed (gloo)", "ours", "gloo")
+OURS_MPI = Variant("ours bucketed (mpi)", "ours", "mpi")
+BASE = (
+    OURS,
+    Variant("ours packed (gloo)", "ours", "gloo", message="packed"),
+    OURS_MPI,
+    Variant("DDP defaults (gloo)", "ddp", "gloo"),
+    Variant("DDP tuned 1 MB (gloo)", "ddp", "gloo", bucket_mb=1.0, tuned=True),
+    Variant("DDP tuned 25 MB (gloo)", "ddp", "gloo", bucket_mb=25.0, tuned=True),
+)
+SWEEP = (
+    Variant("ours bucketed 1 MB (gloo)", "ours", "gloo", bucket_mb=1.0),
+    Variant("ours bucketed 0.25 MB (gloo)", "ours", "gloo", bucket_mb=0.25),
+)
+DDP_MPI = Variant("DDP tuned (mpi)", "ddp", "mpi", bucket_mb=1.0, tuned=True)
+AA = "ours bucketed (gloo) [A/A]"  # its cells are stats.aa_cell(cell(OURS.name, case)): compare.py pairs them
+
+
+@dataclass(frozen=True)
+class Case:
+    """A model on a dataset, the per-worker batch and the run length; `steps` is a multiple of `warmup`."""
+
+    model: str
+    dataset: str
+    batch: int
+    warmup: int
+    steps: int
+
+    @property
+    def label(self) -> str:
+        return f"{self.model}, batch {self.batch}"
+
+
+def parse_cases(text: str) -> list[Case]:
+    """ "lenet:digits:64:20:60,..." → cases (model:dataset:batch:warmup:steps); ValueError with one reason."""
+    cases = []
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        fields = item.split(":")
+        if len(fields) != 5:
+            raise ValueError(f"case {item!r} is not MODEL:DATASET:BATCH:WARMUP:STEPS")
+        model, dataset, *numbers = fields
+        if dataset not in common.DATASETS:
+            raise ValueError(f"case {item!r}: unknown dataset {dataset!r} (one of {', '.join(common.DATASETS)})")
+        try:
+            batch, warmup, steps = (int(x) for x in numbers)
+        except ValueError:
+            raise ValueError(f"case {item!r}: BATCH, WARMUP and STEPS must be integers") from None
+        if min(batch, warmup, steps) < 1 or steps % warmup:
+            raise ValueError(f"case {item!r}: all three must be >= 1 and STEPS a multiple of WARMUP")
+        cases.append(Case(model, dataset, batch, warmup, steps))
+    if not cases:
+        raise ValueError("no case given")
+    if len({c.label for c in cases}) != len(cases):
+        raise ValueError("two cases with the same model and batch")
+    return cases
+
+
+def variants_for(sweep: bool, ddp_over_mpi: bool) -> list[Variant]:
+    """The variants of one case, measuring order before rotation (the A/A twin is added by the caller)."""
+    return [*BASE, *(SWEEP if sweep else ()), *((DDP_MPI,) if ddp_over_mpi else ())]
+
+
+def cell(variant_name: str, case: Case) -> str:
+    return f"{variant_name} — {case.label}"
+
+
+def ddp_over_mpi_available() -> bool:
+    import torch.distributed as dist
+
+    return dist.is_available() and dist.is_mpi_available()
 
 
 def free_port() -> int:
@@ -87,7 +174,8 @@ def ddp_worker(args) -> None:
     if args.device == "cuda":
         device = torch.device("cuda", rank % torch.cuda.device_count())  # ranks share GPUs as ours do
         torch.cuda.set_device(device)
-    dist.init_process_group(ddp_backend(args.device, size), rank=rank, world_size=size)
+    backend = "mpi" if args.ddp_backend == "mpi" else ddp_backend(args.device, size)
+    dist.init_process_group(backend, rank=rank, world_size=size)
 
     info = read_info(args.data)
     torch.manual_seed(0)  # every replica starts from the same W_0, as ours
@@ -169,8 +257,11 @@ def ddp_label(device: str, ranks: int) -> str:
     return backend
 
 
-def run_ddp(ranks: int, data: Path, out: Path, args, tuned: bool = False) -> dict:
-    """One DDP run: {"seconds_per_step", "settings", "buckets", "split"} (split None on a GPU)."""
+def run_ddp(ranks: int, data: Path, out: Path, args, tuned: bool = False, variant: Variant | None = None) -> dict:
+    """One DDP run: {"seconds_per_step", "settings", "buckets", "split"} (split None on a GPU). Without a
+    variant: DDP over gloo (NCCL with a GPU per rank), defaults or tuned at args.bucket_mb (bench_gpu.py)."""
+    bucket_mb = variant.bucket_mb if variant else getattr(args, "bucket_mb", 1.0)
+    tuned = variant.tuned if variant else tuned
     cmd = [
         str(Path(__file__).resolve()),
         "--worker",
@@ -190,14 +281,23 @@ def run_ddp(ranks: int, data: Path, out: Path, args, tuned: bool = False) -> dic
         "--device",
         args.device,
         "--bucket-mb",
-        str(getattr(args, "bucket_mb", 1.0)),
+        str(bucket_mb),
+        "--ddp-backend",
+        variant.backend if variant else "auto",
     ]
     common.run_mpi(ranks, cmd + (["--ddp-tuned"] if tuned else []))
     return json.loads(out.read_text())
 
 
-def run_ours(ranks: int, data: Path, out_dir: Path, args, backend: str | None = None) -> dict:
+def run_ours(ranks: int, data: Path, out_dir: Path, args, backend: str | None = None, variant: Variant | None = None):
+    """One run of ours: `common.train`'s state. A variant sets the backend, message and bucket size;
+    without one, the defaults (bench_gpu.py)."""
     extra = ("--device", args.device, "--wait-probe", "none")  # DDP has no timing barrier
+    if variant is not None:
+        backend = variant.backend
+        extra += ("--message", variant.message)
+        if variant.message == "bucketed":
+            extra += ("--bucket-mb", str(variant.bucket_mb))
     if backend:
         extra += ("--backend", backend)
     return common.train(
@@ -242,190 +342,182 @@ def measure(args, ranks: int, data: Path, tmp: Path) -> dict:
     }
 
 
-def measure_all(args, ranks: int, data: Path, tmp: Path) -> dict:
-    """Every variant once per round, in the order stats.rotate(VARIANTS, round), for args.rounds rounds.
+def case_args(args, case: Case) -> argparse.Namespace:
+    """args with the case's model, batch and run length (what run_ours and run_ddp read)."""
+    return argparse.Namespace(
+        **{**vars(args), "model": case.model, "batch": case.batch, "warmup": case.warmup, "steps": case.steps}
+    )
 
-    {"samples": {variant: [s/step per round]}, "splits": {variant: [per-phase dict per round]},
-     "order": [[variant, ...] per round], "ddp": {variant: settings}, "buckets": {variant: n}}
-    """
-    samples = {v: [] for v in VARIANTS}
-    splits = {v: [] for v in VARIANTS}
-    order, ddp_info, buckets, backends = [], {}, {}, {}
-    for r in range(args.rounds):
-        order.append(stats.rotate(VARIANTS, r))
-        for i, v in enumerate(order[-1]):
-            t0 = time.monotonic()
-            tag = f"r{r}-{i}"
-            if v in OURS_BACKEND:
-                state = run_ours(ranks, data, tmp / f"ours-{tag}", args, OURS_BACKEND[v])
-                samples[v].append(state["seconds_per_step"])
-                splits[v].append(ours_split(state))
-                backends[v] = state["run"]["codesign"]["backend"]
+
+def measure_case(args, case: Case, variants: list[Variant], data: Path, tmp: Path) -> dict:
+    """Every variant (and the A/A twin) once per round, in the order stats.rotate gives, for a whole number
+    of Latin squares. {"samples", "splits", "order", "ddp", "buckets", "ours_backends"} keyed by cell."""
+    by_cell = {cell(v.name, case): v for v in variants}
+    by_cell[stats.aa_cell(cell(OURS.name, case))] = OURS
+    cells = list(by_cell)
+    rounds = 1 if args.rounds == 1 else stats.balanced_rounds(len(cells), args.rounds)  # one round: a trial
+    run_args = case_args(args, case)
+    result = {"samples": {c: [] for c in cells}, "splits": {c: [] for c in cells}, "order": []}
+    result.update(ddp={}, buckets={}, ours_backends={}, rounds=rounds)
+    for r in range(rounds):
+        result["order"].append(stats.rotate(cells, r, rounds))
+        for i, c in enumerate(result["order"][-1]):
+            v, t0, tag = by_cell[c], time.monotonic(), f"{case.model}-r{r}-{i}"
+            if v.side == "ours":
+                state = run_ours(args.ranks, data, tmp / f"ours-{tag}", run_args, variant=v)
+                seconds, split = state["seconds_per_step"], ours_split(state)
+                result["ours_backends"][c] = state["run"]["codesign"]["backend"]
             else:
-                res = run_ddp(ranks, data, tmp / f"ddp-{tag}.json", args, tuned=v == DDP_TUNED)
-                samples[v].append(res["seconds_per_step"])
-                splits[v].append(res["split"])
-                ddp_info[v], buckets[v] = res["settings"], res["buckets"]
+                res = run_ddp(args.ranks, data, tmp / f"ddp-{tag}.json", run_args, variant=v)
+                seconds, split = res["seconds_per_step"], res["split"]
+                result["ddp"][c], result["buckets"][c] = res["settings"], res["buckets"]
+            result["samples"][c].append(seconds)
+            result["splits"][c].append(split)
             print(
-                f"bench_ddp: round {r + 1}/{args.rounds} {v:<18} {samples[v][-1] * 1e3:8.2f} ms/step "
+                f"bench_ddp: {case.label} round {r + 1}/{rounds} {v.name:<30} {seconds * 1e3:9.2f} ms/step "
                 f"({time.monotonic() - t0:.1f} s)",
                 flush=True,
             )
-    return {
-        "samples": samples,
-        "splits": splits,
-        "order": order,
-        "ddp": ddp_info,
-        "buckets": buckets,
-        "ours_backends": backends,
-    }
+    return result
 
 
-def gap_split(result: dict) -> tuple[list[dict], str] | None:
-    """The gap ours (MPI) − DDP defaults per step, split into update, transfer (+ DDP's overlapped
-    backward) and the rest, from each side's median per-phase seconds; None where DDP has no split."""
-    ddp = [s for s in result["splits"][DDP_DEFAULT] if s]
-    ours = result["splits"][OURS_MPI]
-    if not ddp or not ours:
+def gap_split(samples: dict, splits: dict, ours: str, ddp: str) -> tuple[list[dict], str] | None:
+    """The gap ours − DDP per step, split into update, transfer (+ DDP's overlapped backward) and the
+    rest, from each side's median per-phase seconds; None where DDP has no split."""
+    ddp_rows = [s for s in splits[ddp] if s]
+    ours_rows = splits[ours]
+    if not ddp_rows or not ours_rows:
         return None
     med = lambda rows, key: common.median([row.get(key) or 0.0 for row in rows])  # noqa: E731
-    o_tot, d_tot = common.median(result["samples"][OURS_MPI]), common.median(result["samples"][DDP_DEFAULT])
-    o_up, d_up = med(ours, "update_s"), med(ddp, "update_s")
-    o_cmp = med(ours, "compute_s")
-    o_xfer = sum(med(ours, k) for k in ("h2d_s", "param_copy_s", "comm_s", "wait_s"))
-    d_fba = med(ddp, "fwd_bwd_allreduce_s")
-    d_xfer = d_fba - o_cmp  # DDP's exposed allreduce, if its forward+backward cost what ours does
+    o_tot, d_tot = common.median(samples[ours]), common.median(samples[ddp])
+    o_up, d_up = med(ours_rows, "update_s"), med(ddp_rows, "update_s")
+    o_cmp = med(ours_rows, "compute_s")
+    o_xfer = sum(med(ours_rows, k) for k in ("h2d_s", "param_copy_s", "comm_s", "wait_s"))
+    d_fba = med(ddp_rows, "fwd_bwd_allreduce_s")
+    d_xfer = d_fba - o_cmp  # DDP's exposed allreduce, if its forward+backward cost what ours' does
+    o_name, d_name = ours.split(" — ")[0], ddp.split(" — ")[0]
+    part = lambda name, o, d: {"part": name, o_name: o, d_name: d, "ours − DDP": o - d}  # noqa: E731
     rows = [
-        {"part": "update (optimizer step)", "ours (MPI)": o_up, "DDP defaults": d_up, "ours − DDP": o_up - d_up},
-        {
-            "part": "transfer (exposed; DDP: fwd+bwd+allreduce − ours' compute)",
-            "ours (MPI)": o_xfer,
-            "DDP defaults": d_xfer,
-            "ours − DDP": o_xfer - d_xfer,
-        },
-        {
-            "part": "other (data, compute, loop, rest)",
-            "ours (MPI)": o_tot - o_up - o_xfer,
-            "DDP defaults": d_tot - d_up - d_xfer,
-            "ours − DDP": (o_tot - o_up - o_xfer) - (d_tot - d_up - d_xfer),
-        },
-        {"part": "total s/step", "ours (MPI)": o_tot, "DDP defaults": d_tot, "ours − DDP": o_tot - d_tot},
+        part("update (optimizer step)", o_up, d_up),
+        part("exposed transfer (DDP: fwd+bwd+allreduce − ours' fwd+bwd)", o_xfer, d_xfer),
+        part("other (data, loop, rest)", o_tot - o_up - o_xfer - o_cmp, d_tot - d_up - d_fba),
+        part("total s/step", o_tot, d_tot),
     ]
     note = (
-        f"Medians over rounds, seconds per step. Ours: its phases (update = `update`; transfer = h2d + "
-        f"param_copy + comm + wait). DDP overlaps its bucketed allreduce with backward, so its transfer cannot "
-        f"be timed alone: the transfer row takes DDP's forward+backward+allreduce "
-        f"({d_fba * 1e3:.3f} ms) minus ours' forward+backward ({o_cmp * 1e3:.3f} ms), i.e. assumes the same "
-        f"compute on both sides (same model, one thread per rank); 'other' is the remainder."
+        f"Medians over rounds, seconds per step. Ours: its phases (update = `update`; exposed transfer = h2d + "
+        f"param_copy + comm + wait: the buckets' allreduce still running after backward, or a slower peer). "
+        f"Both sides overlap allreduce with backward, so DDP's transfer cannot be timed alone: its row takes "
+        f"DDP's forward+backward+allreduce ({d_fba * 1e3:.3f} ms) minus ours' forward+backward with its "
+        f"overlapped buckets ({o_cmp * 1e3:.3f} ms), i.e. assumes both spend alike inside backward."
     )
     return rows, note
+
+
+def case_table(record: dict, case: Case, names: list[str]) -> tuple[str, dict]:
+    """The table of one case and its goal line's ingredients."""
+    s, meta = record["samples"], record["meta"]
+    label = case.label
+    ours = cell(OURS.name, case)
+    aa = stats.aa_cell(ours)
+    noise = stats.noise_floor(zip(s[ours], s[aa]))
+    tuned = [n for n in names if n.startswith("DDP tuned") and "(gloo)" in n]
+    fastest = min(tuned, key=lambda n: common.median(s[cell(n, case)]))
+    rows = []
+    per_worker = case.batch * meta["ranks"]
+    for n in [*names, AA]:
+        c = aa if n == AA else cell(n, case)
+        summary = stats.summary(s[c])
+        row = {
+            "variant": n,
+            "s/step median [min–max] n": stats.format_cell(summary),
+            "samples/s": f"{per_worker / summary['median']:.0f}",
+        }
+        for ref, col in ((fastest, "÷ fastest tuned DDP"), ("DDP defaults (gloo)", "÷ DDP defaults")):
+            if n == ref:
+                row[col], row[col + " verdict"] = "1 (reference)", "–"
+            else:
+                r = stats.ratio(s[c], s[cell(ref, case)])
+                row[col], row[col + " verdict"] = stats.format_ratio(r), stats.verdict(r, noise)
+        rows.append(row)
+    goal = stats.ratio(s[ours], s[cell(fastest, case)])
+    lines = [
+        f"{OURS.name} ÷ {fastest} = {stats.format_ratio(goal)}: {stats.goal_text(goal, GOAL)}; "
+        f"{stats.verdict_text(goal, noise)}"
+    ]
+    if DDP_MPI.name in names:
+        r = stats.ratio(s[cell(OURS_MPI.name, case)], s[cell(DDP_MPI.name, case)])
+        lines.append(f"{OURS_MPI.name} ÷ {DDP_MPI.name} = {stats.format_ratio(r)}: {stats.goal_text(r, GOAL)}")
+    text = (
+        f"**{label}** ({case.warmup} warm-up + {case.steps} timed steps, {meta['rounds_by_case'][label]} rounds):\n\n"
+        + common.table(rows, list(rows[0]))
+        + f"\nA/A: {stats.format_ratio(stats.ratio(s[aa], s[ours]))}, noise floor {noise:.1%}. "
+        + " ".join(line + "." for line in lines)
+        + "\n"
+    )
+    gap = gap_split(s, meta["splits"], ours, cell(fastest, case))
+    if gap:
+        g_rows, g_note = gap
+        fmt = [{k: (f"{v * 1e3:.3f} ms" if isinstance(v, float) else v) for k, v in r.items()} for r in g_rows]
+        text += f"\nWhere {OURS.name} − {fastest} goes:\n\n" + common.table(fmt, list(fmt[0])) + "\n" + g_note + "\n"
+    return text, {"case": label, "ratio": goal, "goal": stats.goal(goal, GOAL), "reference": fastest}
 
 
 def render(record: dict) -> tuple[str, str, str, str]:
     """title, intro, tables and notes of the section, from a raw record alone (so the doc can be rebuilt)."""
     meta = record["meta"]
-    s = record["samples"]
-    noise = stats.noise_floor(zip(s[OURS_MPI], s[AA]))
-    label, backends, ranks = meta["ddp_backend"], meta["ours_backends"], meta["ranks"]
-    name = {
-        OURS_MPI: f"ours sync_sgd ({backends.get(OURS_MPI, 'mpi')})",
-        OURS_GLOO: f"ours sync_sgd ({backends.get(OURS_GLOO, 'gloo')})",
-        DDP_DEFAULT: f"DDP defaults ({label})",
-        DDP_TUNED: f"DDP tuned ({label})",
-        AA: f"ours sync_sgd ({backends.get(AA, 'mpi')}) [A/A]",
-    }
-    samples = meta["batch"] * ranks
-    rows = []
-    for v in VARIANTS:
-        cell = stats.summary(s[v])
-        row = {
-            "variant": name[v],
-            "s/step median [min–max] n": stats.format_cell(cell),
-            "samples/s (median)": f"{samples / cell['median']:.0f}",
-        }
-        for ref, col in ((DDP_DEFAULT, "÷ DDP defaults"), (DDP_TUNED, "÷ DDP tuned")):
-            if v == ref:
-                row[col], row[col + " verdict"] = "1 (reference)", "–"
-            else:
-                r = stats.ratio(s[v], s[ref])
-                row[col], row[col + " verdict"] = stats.format_ratio(r), stats.verdict(r, noise)
-        rows.append(row)
-    aa = stats.ratio(s[AA], s[OURS_MPI])
-    tables = common.table(rows, list(rows[0]))
-    tables += (
-        f"\nRatios are s/step over s/step, paired per round (> 1: the row is slower). A/A: ours (MPI) twice "
-        f"per round, ratio {stats.format_ratio(aa)}, noise floor {noise:.1%} (max |x/y − 1| over rounds); "
-        "a verdict is 'slower' or 'faster' only when the median ratio is beyond 1 ± that floor and every "
-        "round agrees, else 'no difference'.\n"
-    )
-    gap = gap_split({"samples": s, "splits": meta["splits"]})
-    if gap:
-        g_rows, g_note = gap
-        fmt = [{k: (f"{v * 1e3:.3f} ms" if isinstance(v, float) else v) for k, v in r.items()} for r in g_rows]
-        tables += (
-            "\nWhere the gap ours (MPI) − DDP defaults goes:\n\n"
-            + common.table(fmt, list(fmt[0])).rstrip()
-            + "\n\n"
-            + g_note
-            + "\n"
-        )
-    else:
-        tables += (
-            "\nThe gap is not split: DDP's per-phase times are taken on CPU only (on a GPU the host clock "
-            "does not see its kernels).\n"
-        )
-    settings = "; ".join(
-        f"{v}: "
-        + ", ".join(f"{k}={val}" for k, val in meta["ddp_settings"].get(v, {}).items())
-        + (f" (buckets of {meta['ddp_buckets'][v]} bytes, as DDP logs them)" if meta["ddp_buckets"].get(v) else "")
-        for v in (DDP_DEFAULT, DDP_TUNED)
-    )
+    cases = [Case(**c) for c in meta["cases"]]
+    tables = "\n".join(case_table(record, case, meta["variants_by_case"][case.label])[0] for case in cases)
     launch = common.Launch.from_dict(record["machine"].get("launch")) or common.LAUNCH
+    ranks = meta["ranks"]
     intro = (
-        f"{ranks} ranks{launch.mark(ranks)}, {meta['model']} on {meta['dataset']} ({meta['device']}), batch "
-        f"{meta['batch']} per worker, lr {meta['lr']}, plain SGD; {meta['warmup']} warm-up steps then "
-        f"{meta['steps']} timed steps per run; {meta['rounds']} rounds, each measuring every variant once in "
-        "rotating order (bench.stats.rotate). Same initial weights, same shards and batch order everywhere. "
-        "Ours (MPI) vs ours (gloo) isolates the transport; ours (gloo) vs DDP (gloo) the framework."
+        f"{ranks} ranks{launch.mark(ranks)}, {meta['device']}, lr {meta['lr']}, plain SGD; per case every variant "
+        "once a round in rotating order, for a whole number of Latin squares (bench.stats.rotate, "
+        "balanced_rounds). Same initial weights, same shards and batch order everywhere. Ratios are s/step "
+        "over s/step paired per round (> 1: the row is slower); the goal is ours bucketed ≤ 1.0× the fastest "
+        f"tuned DDP on the same transport, met when the ratio's whole interval is at or below it; {stats.RULE}."
+    )
+    settings = "; ".join(
+        f"{name}: " + ", ".join(f"{k}={val}" for k, val in values.items())
+        for name, values in meta["ddp_settings_by_variant"].items()
+    )
+    mpi = (
+        "DDP over MPI: measured (this torch has the MPI backend)."
+        if meta["ddp_over_mpi"]
+        else "DDP over MPI: not measured, this torch has no MPI backend (torch.distributed.is_mpi_available() is "
+        "False, as in pip's wheels), so ours over MPI has no same-transport DDP to compare with here."
     )
     notes = (
-        f"DDP settings — {settings}. DDP on CPU uses gloo (TCP loopback here) and overlaps its bucketed "
-        "allreduces with backward; ours sends one packed allreduce after backward (MPI: shared memory; "
-        "gloo: the same TCP loopback as DDP), plus a 4-byte stop-flag allreduce per step; ours runs with "
-        "--wait-probe none (no timing barrier), as DDP has none. Both sides run in the launch environment "
-        f"above. Raw samples: {meta['raw']}."
+        f"DDP settings — {settings}. {mpi} On CPU both gloo sides use TCP loopback; ours bucketed cuts the flat "
+        "gradient into contiguous buckets, last parameter first, the first ≤ 1 MB as DDP does, and starts each "
+        "bucket's allreduce from a post-accumulate-grad hook as soon as its last gradient lands, in a fixed "
+        "order; ours runs with --wait-probe none (no timing barrier), as DDP has none; ours also agrees on "
+        "stopping with a 4-byte allreduce a step, DDP (resnet18: BatchNorm) broadcasts its buffers each "
+        "forward." + common.record_tail({**meta, "rounds": min(meta["rounds_by_case"].values())}, BUDGET_S)
     )
-    if meta["rounds"] < 5:
-        notes += f" Only {meta['rounds']} round(s): not enough for a headline ratio (use ≥ 5)."
     return "sync_sgd vs PyTorch DistributedDataParallel", intro, tables, notes
+
+
+DEFAULT_CASES = "lenet:digits:64:20:60,resnet18:synthetic32:16:2:6"
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ranks", type=int, default=2, help="MPI ranks = workers (default %(default)s)")
-    parser.add_argument("--warmup", type=int, default=20, help="untimed steps (default %(default)s)")
     parser.add_argument(
-        "--steps", type=int, default=60, help="timed steps, a multiple of --warmup (default %(default)s)"
+        "--cases",
+        default=DEFAULT_CASES,
+        help="MODEL:DATASET:BATCH:WARMUP:STEPS,... (default %(default)s)",
     )
     parser.add_argument(
         "--rounds",
         type=int,
-        default=5,
-        help="rounds, each measuring every variant once in rotating order; ≥ 5 for headline "
-        "ratios (default %(default)s)",
+        default=7,
+        help="at least this many rounds per case, rounded up to a whole number of Latin squares (default %(default)s)",
     )
-    parser.add_argument("--batch", type=int, default=64, help="per-worker batch (default %(default)s)")
+    parser.add_argument(
+        "--sweep", default="lenet", help="models whose case adds the bucket sweep (default %(default)s)"
+    )
     parser.add_argument("--lr", type=float, default=0.05)
-    parser.add_argument("--model", default="lenet")
-    parser.add_argument(
-        "--bucket-mb", type=float, default=1.0, help="bucket_cap_mb of the tuned DDP variant (default %(default)s)"
-    )
-    parser.add_argument(
-        "--dataset",
-        choices=common.DATASETS,
-        default="digits",
-        help="digits (28×28, LeNet) or synthetic32 (CIFAR-sized, for cifar_alexnet) (default %(default)s)",
-    )
     parser.add_argument(
         "--device",
         choices=("cpu", "cuda"),
@@ -433,10 +525,17 @@ def main(argv: list[str] | None = None) -> int:
         help="where both sides train; with cuda, DDP uses NCCL when every rank has a GPU, else Gloo",
     )
     parser.add_argument("--section", default="ddp", help="docs/benchmarks.md section to rewrite (default %(default)s)")
+    # internal: the DDP side under mpiexec (--worker), its settings
+    parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--data", type=Path, help=argparse.SUPPRESS)
-    parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)  # internal: the DDP side under mpiexec
-    parser.add_argument("--ddp-tuned", action="store_true", help=argparse.SUPPRESS)  # internal, worker only
-    common.common_arguments(parser, "ddp")
+    parser.add_argument("--model", default="lenet", help=argparse.SUPPRESS)
+    parser.add_argument("--batch", type=int, default=64, help=argparse.SUPPRESS)
+    parser.add_argument("--warmup", type=int, default=20, help=argparse.SUPPRESS)
+    parser.add_argument("--steps", type=int, default=60, help=argparse.SUPPRESS)
+    parser.add_argument("--bucket-mb", type=float, default=1.0, help=argparse.SUPPRESS)
+    parser.add_argument("--ddp-backend", default="auto", help=argparse.SUPPRESS)
+    parser.add_argument("--ddp-tuned", action="store_true", help=argparse.SUPPRESS)
+    common.common_arguments(parser, NAME)
     args = common.parse_bench_args(parser, argv)
     if args.worker:
         ddp_worker(args)
@@ -444,49 +543,61 @@ def main(argv: list[str] | None = None) -> int:
     if args.render:
         record = common.read_raw(args.raw)
     else:
-        if args.steps % args.warmup:
-            parser.error("--steps must be a multiple of --warmup")
+        try:
+            cases = parse_cases(args.cases)
+        except ValueError as error:
+            parser.error(str(error))
         if args.rounds < 1:
             parser.error("--rounds must be >= 1")
-        record = measure_and_record(args)
+        record = measure_and_record(args, cases)
     title, intro, tables, notes = render(record)
     common.publish(args.section, title, record, intro, tables, notes, write=not args.no_doc)
     return 0
 
 
-def measure_and_record(args) -> dict:
-    """Every variant for args.rounds rounds, written to the raw record; returns the record as read back."""
+def measure_and_record(args, cases: list[Case]) -> dict:
+    """Every case's variants, written to the raw record; returns the record as read back."""
     t_start = time.monotonic()
     common.use_launch(common.Launch.for_table(args.ranks))
     m = common.machine()
+    over_mpi = ddp_over_mpi_available()
+    sweep = set(filter(None, args.sweep.split(",")))
+    merged = {"samples": {}, "splits": {}, "order": [], "ddp": {}, "buckets": {}, "ours_backends": {}}
+    variants_by_case, rounds_by_case = {}, {}
     with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
-        result = measure_all(args, args.ranks, common.DATASETS[args.dataset](Path(tmp)), Path(tmp))
-    noise = stats.noise_floor(zip(result["samples"][OURS_MPI], result["samples"][AA]))
+        for case in cases:
+            variants = variants_for(case.model in sweep, over_mpi)
+            data = common.DATASETS[case.dataset](Path(tmp))
+            result = measure_case(args, case, variants, data, Path(tmp))
+            for key in ("samples", "splits", "ddp", "buckets", "ours_backends"):
+                merged[key].update(result[key])
+            merged["order"] += result["order"]
+            variants_by_case[case.label] = [v.name for v in variants]
+            rounds_by_case[case.label] = result["rounds"]
     wall = time.monotonic() - t_start
+    settings = {v.name: ddp_settings(v.tuned, v.bucket_mb) for v in (*BASE, DDP_MPI) if v.side == "ddp"}
     raw = common.write_raw(
         args.raw,
-        "ddp",
-        result["samples"],
+        NAME,
+        merged["samples"],
         {
             "machine": m,
             "unit": "s",
             "quantity": "seconds per step (steady state)",
             "ranks": args.ranks,
-            "model": args.model,
-            "dataset": args.dataset,
             "device": args.device,
-            "batch": args.batch,
             "lr": args.lr,
-            "warmup": args.warmup,
-            "steps": args.steps,
-            "rounds": args.rounds,
-            "order": result["order"],
-            "ddp_backend": ddp_label(args.device, args.ranks),
-            "ddp_settings": result["ddp"],
-            "ddp_buckets": result["buckets"],
-            "ours_backends": result["ours_backends"],
-            "splits": result["splits"],
-            "aa_noise_floor": noise,
+            "cases": [asdict(c) for c in cases],
+            "variants_by_case": variants_by_case,
+            "variant_specs": {v.name: asdict(v) for v in (*BASE, *SWEEP, DDP_MPI)},
+            "rounds_by_case": rounds_by_case,
+            "rounds": min(rounds_by_case.values()),
+            "order": merged["order"],
+            "ddp_over_mpi": over_mpi,
+            "ddp_settings_by_variant": settings,
+            "ddp_buckets": merged["buckets"],
+            "ours_backends": merged["ours_backends"],
+            "splits": merged["splits"],
             "wall_s": wall,
             "raw": common.shown_path(args.raw),
         },

@@ -152,7 +152,7 @@ def contention_worker(out: Path, updates: int, rounds: int) -> None:
     for r in range(rounds):
         for size, numel in SIZES.items():
             k = size_updates(numel, updates)
-            for cell, window, lock in stats.rotate(contention_cells(n, size), r):
+            for cell, window, lock in stats.rotate(contention_cells(n, size), r, rounds):
                 res = contend_once(world, window, lock == "exclusive", numel, k)
                 if res is not None:
                     rows.append({"round": r, "cell": cell, "size": size, "numel": numel, "updates": k, **res})
@@ -191,7 +191,7 @@ def measure_training(args, tmp: Path, data: Path) -> tuple[dict, dict, list]:
     detail = {c: [] for c, _, _ in cells}
     order = []
     for r in range(args.rounds):
-        rotated = stats.rotate(cells, r)
+        rotated = stats.rotate(cells, r, args.rounds)
         order.append([c for c, _, _ in rotated])
         for i, (cell, algorithm, window) in enumerate(rotated):
             t0 = time.monotonic()
@@ -430,8 +430,7 @@ def render(record: dict) -> tuple[str, str, str, str]:
         + common.table(rows, list(rows[0]))
         + "\nA/A (the rma window with the exclusive lock measured twice per round) — "
         + "; ".join(aa_lines)
-        + ". The noise floor is the largest |x/y − 1| over rounds; a verdict says "
-        "slower or faster only beyond 1 ± that floor with every round agreeing, else 'no difference'.\n"
+        + f"; {stats.RULE}.\n"
     )
     train = meta.get("train")
     if train:

@@ -266,7 +266,7 @@ def rounds_of(variants: list[Variant], rounds: int, table: str, measure) -> tupl
     details = {v.cell(table): [] for v in variants}
     orders = []
     for r in range(rounds):
-        order = stats.rotate(variants, r)
+        order = stats.rotate(variants, r, rounds)
         orders.append([v.cell(table) for v in order])
         for i, v in enumerate(order):
             t0 = time.monotonic()
@@ -545,9 +545,8 @@ def ttt_tables(record: dict, net) -> str:
         "step (the target step is found by evaluating after every step in an untimed run; the timed runs stop at "
         "that step and are evaluated after the clock stops).\n\n"
         + common.table(rows, order)
-        + f"\nA/A: {TWIN} twice per round, ratio {stats.format_ratio(aa)}, noise floor {noise:.1%} (max |x/y − 1| "
-        "over rounds). Speed-ups are paired per round (> 1: this level is faster); a verdict says faster or "
-        "slower only when the median lies beyond 1 ± the floor and every round agrees, else 'no difference'. "
+        + f"\nA/A: {TWIN} twice per round, ratio {stats.format_ratio(aa)}, noise floor {noise:.1%}. "
+        f"Speed-ups are paired per round (> 1: this level is faster); {stats.RULE}. "
         "The α-β column is the target step count times the model's step time (below), so it leaves out the "
         f"first steps' warm-up that the measured time contains. {paper}\n\n"
         + f"The same runs per step (steady state: the workers' mean over the steps after the first "
@@ -714,7 +713,7 @@ def render(record: dict, raw_path: str | None = None) -> tuple[str, str, str, st
         n = meta["network"]
         prediction = (
             f"α = {n['alpha_s'] * 1e6:.3g} µs, β = {n['beta_s_per_byte']:.3g} s/B, "
-            f"γ = {n['gamma_s_per_byte']:.3g} s/B, {n['source']}"
+            f"γ = {n['gamma_s_per_byte']:.3g} s/B, {n['source']}: {common.netbench_origin(n)}"
         )
         if "wall_s" in n and (record.get("launch") or {}).get("yield_poll"):
             prediction += (

@@ -122,7 +122,7 @@ def measure(cells: dict, args, data: Path, tmp: Path) -> dict:
     splits = {c: [] for c in names}
     order, message_bytes = [], None
     for r in range(args.rounds):
-        order.append(stats.rotate(names, r))
+        order.append(stats.rotate(names, r, args.rounds))
         for i, cell in enumerate(order[-1]):
             cfg = cells[cell]
             t0 = time.monotonic()
@@ -381,7 +381,8 @@ def render(record: dict) -> tuple[str, str, str, str]:
         notes.append(
             f"Model: scaledl.net.cost, {COST_MODEL.replace('_', '-')} collectives, control messages included "
             f"({formulas}), with α = {net['alpha_s']:.3g} s, β = {net['beta_s_per_byte']:.3g} s/B, "
-            f"γ = {net['gamma_s_per_byte'] or 0:.3g} s/B from netbench ({net['source']}"
+            f"γ = {net['gamma_s_per_byte'] or 0:.3g} s/B from netbench ({net['source']}: "
+            f"{common.netbench_origin(net)}"
             f"{'; ' + net['note'] if net.get('note') else ''}). Predicted transfer is the model's communication per "
             "step; measured transfer is h2d + param_copy + comm. The model has no skew: the barrier before each "
             "collective (--wait-probe barrier, the default) times the ranks' skew as wait, which the prediction "

@@ -9,6 +9,7 @@ benches written by others (the Sync EASGD ladder's `ladder`) keep theirs.
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform
 import re
@@ -40,8 +41,9 @@ sample with its metadata (commit, command, environment, machine, load) in
 changed beyond the measured noise.
 
 How to read the tables. Every round measures every variant once, in an order
-that rotates from round to round, so drift in the machine's load hits every
-variant alike; each table also measures one configuration twice per round
+that rotates from round to round (whole Latin squares where the rounds allow,
+else starting points spread evenly over the order), so drift in the machine's
+load hits every variant alike; each table also measures one configuration twice per round
 (its A/A row): how far the bootstrap interval of their median per-round
 ratio reaches from 1 is the table's noise floor. Cells print median
 [min–max] n over the rounds; ratios are paired per round, and their verdict
@@ -371,7 +373,7 @@ def rotating_rounds(bench: str, cells: list[str], rounds: int, measure_one) -> d
     details = {c: [] for c in cells}
     order = []
     for r in range(rounds):
-        order.append(stats.rotate(cells, r))
+        order.append(stats.rotate(cells, r, rounds))
         for i, c in enumerate(order[-1]):
             t0 = time.monotonic()
             sample, detail = measure_one(c, r, i)
@@ -811,6 +813,25 @@ def network(path: Path | None, tmp: Path, bench: str) -> dict:
         "note": (record.get("p2p") or {}).get("note"),
         **extra,
     }
+
+
+def netbench_origin(net: dict, raw: Path | None = None) -> str:
+    """Whether a section's α, β are the page's own netbench record (bench/raw/netbench.json, its
+    netbench section), so a reader can trace every prediction to a table on the same page."""
+    raw = raw or raw_path("netbench")
+    try:
+        page = read_raw(raw)["meta"]["netbench"]
+    except (RawError, KeyError, TypeError):
+        return "the page has no netbench record to compare them with"
+    same = math.isclose(page["alpha_s"], net["alpha_s"], rel_tol=1e-9) and math.isclose(
+        page["beta_s_per_byte"], net["beta_s_per_byte"], rel_tol=1e-9
+    )
+    if same:
+        return "the page's netbench record (its netbench section)"
+    return (
+        f"not the page's netbench record (that one: α = {page['alpha_s'] * 1e6:.3g} µs, "
+        f"β = {page['beta_s_per_byte']:.3g} s/B)"
+    )
 
 
 def read_record(raw: Path, bench: str, render) -> tuple[dict, tuple] | None:

@@ -1,4 +1,4 @@
-"""Run every benchmark, keep every raw sample, and rewrite docs/benchmarks.md from them (≤ 30 minutes on 2 cores).
+"""Run every benchmark, keep every raw sample, and rewrite docs/benchmarks.md from them (about an hour on 2 cores).
 
     python bench/run_all.py [--quick] [--no-doc] [--only NAME,...]
     python bench/run_all.py --render          # rebuild the doc from bench/raw/*.json, measuring nothing
@@ -8,7 +8,7 @@ refused before anything is measured: every record belongs to one commit.
 
 Order: netbench (α, β, γ and collective bandwidths of this machine; the
 benches that print the α-β model's predictions get its file), then
-bench_allreduce, bench_ddp, bench_overhead, bench_scaling, bench_ladder,
+bench_allreduce, bench_ddp, bench_exchange, bench_overhead, bench_scaling, bench_ladder,
 bench_hogwild, bench_checkpoint, bench_averaging and bench_evaluation, each as its own process; the first failure stops the run.
 Each bench writes its raw record to bench/raw/NAME.json (every sample, the
 commit, the command, the launch environment, the machine, the load) and its
@@ -35,7 +35,8 @@ from bench import common  # noqa: E402
 HERE = Path(__file__).resolve().parent
 QUICK = {
     "bench_allreduce.py": ["--rounds", "2"],
-    "bench_ddp.py": ["--rounds", "1", "--warmup", "10", "--steps", "30"],
+    "bench_ddp.py": ["--rounds", "1", "--cases", "lenet:digits:16:5:10,resnet18:synthetic32:4:1:2"],
+    "bench_exchange.py": ["--rounds", "1", "--mb", "16"],
     "bench_overhead.py": ["--rounds", "1", "--warmup", "10", "--steps", "30"],
     "bench_scaling.py": ["--workers", "1,2", "--warmup", "10", "--steps", "30", "--rounds", "1"],
     "bench_ladder.py": [
@@ -55,11 +56,22 @@ QUICK = {
     "bench_averaging.py": ["--rounds", "1", "--steps", "30", "--target", "0.8"],
     "bench_evaluation.py": ["--rounds", "1", "--steps", "30", "--factor", "10"],
 }
-BENCHES = ("allreduce", "ddp", "overhead", "scaling", "ladder", "hogwild", "checkpoint", "averaging", "evaluation")
+BENCHES = (
+    "allreduce",
+    "ddp",
+    "exchange",
+    "overhead",
+    "scaling",
+    "ladder",
+    "hogwild",
+    "checkpoint",
+    "averaging",
+    "evaluation",
+)
 # They print the α-β model's prediction beside measurements, from this run's netbench (measured in the same
 # launch environment as theirs); the ladder measures its own, in its table's environment (MPICH yielding).
 USES_NETBENCH = ("allreduce", "scaling")
-BUDGET_S = 30 * 60
+BUDGET_S = 70 * 60
 
 
 def record_netbench(path: Path, m: dict, raw: Path) -> dict:

@@ -13,7 +13,9 @@ them into what the tables print, always with n and a spread:
     noise_floor(aa_pairs)   how far from 1 the bootstrap interval of an A/A pair's median ratio reaches
                             (the same configuration twice a round): one cold round cannot set it
     verdict(ratio, noise)   "slower" / "faster" / "no difference" / "not resolved" (rule in its docstring)
-    rotate(items, round)    the order in which round `round` measures the variants: a Latin square
+    goal(ratio, limit)      "met" / "missed" / "not certified": a goal "at most limit" against the interval
+    rotate(items, round, rounds)  the order in which round `round` measures the variants: a Latin square
+                            (fewer rounds than variants: offsets spread evenly over the order)
 
 Headline ratios should come from ≥ 5 rounds in which every variant (and the
 A/A twin) is measured once, in the order `rotate(variants, round)`, so that
@@ -208,6 +210,13 @@ def verdict(r: dict, noise: float) -> str:
 
 
 VERDICTS = ("slower", "faster", "no difference", "not resolved")
+# The rule in one sentence, for the tables' notes.
+RULE = (
+    "the noise floor is how far from 1 the bootstrap 95 % interval of the A/A median per-round ratio reaches; "
+    "a verdict is 'slower' or 'faster' when the ratio's interval excludes 1 and its median lies beyond 1 ± the "
+    "floor, 'no difference within ±x' when the whole interval lies inside 1 ± the floor, else 'not resolved at "
+    "±x' (a difference beyond the floor is neither shown nor excluded)"
+)
 
 
 def verdict_text(r: dict, noise: float) -> str:
@@ -218,16 +227,37 @@ def verdict_text(r: dict, noise: float) -> str:
     return f"{words[v]} ±{noise:.1%}" if v in words else f"{v} (beyond ±{noise:.1%})"
 
 
-def rotate(items: Sequence, round_index: int) -> list:
-    """`items` rotated left by `round_index` (mod len): round 0 → a b c, round 1 → b c a, round 2 → c a b.
+def goal(r: dict, limit: float) -> str:
+    """Whether a ratio of times meets a goal "at most `limit`", read from its interval (as `verdict`): "met"
+    when the whole interval is at or below the limit, "missed" when it is wholly above, else "not
+    certified" (the rounds allow either side)."""
+    low, high = r.get("ci_low", r["min"]), r.get("ci_high", r["max"])
+    if high <= limit:
+        return "met"
+    if low > limit:
+        return "missed"
+    return "not certified"
 
-    Rounds 0 … len(items) − 1 form a Latin square: every variant takes every position once. With fewer
-    rounds than items the positions are not balanced; `balanced_rounds` says how many rounds are.
+
+def goal_text(r: dict, limit: float) -> str:
+    """`goal` in words with the interval it was read from: "goal ≤ 1.15×: met (95 % interval 0.93–1.10)"."""
+    low, high = r.get("ci_low", r["min"]), r.get("ci_high", r["max"])
+    return f"goal ≤ {limit:.2f}×: {goal(r, limit)} ({CONFIDENCE:.0%} interval of the median {low:.3f}–{high:.3f})"
+
+
+def rotate(items: Sequence, round_index: int, rounds: int | None = None) -> list:
+    """`items` rotated left by round `round_index`'s offset: round 0 → a b c, round 1 → b c a, round 2 → c a b.
+
+    Rounds 0 … len(items) − 1 form a Latin square: every variant takes every position once. Given the run's
+    `rounds` and fewer of them than items, the offsets spread evenly over the order instead (round r starts
+    at item ⌊r · len / rounds⌋), so every item visits each of `rounds` equal slices of the order once and
+    no item is always measured early or late; `balanced_rounds` says how many rounds make whole squares.
     """
     items = list(items)
     if not items:
         return []
-    k = round_index % len(items)
+    n = len(items)
+    k = (round_index * n // rounds if rounds and rounds < n else round_index) % n
     return items[k:] + items[:k]
 
 

@@ -128,6 +128,20 @@ def test_rotate_puts_every_item_first_once():
     assert {o[0] for o in orders} == set(items)
 
 
+def test_fewer_rounds_than_cells_spread_every_cell_over_the_order():
+    """20 cells in 5 rounds: plain rotation keeps cell 0 in the first 5 places; spread offsets put every
+    cell once in each fifth of the order, so no cell's mean position is far from the middle."""
+    cells = list(range(20))
+    plain = [sum(stats.rotate(cells, r).index(c) for r in range(5)) / 5 for c in cells]
+    spread = [sum(stats.rotate(cells, r, 5).index(c) for r in range(5)) / 5 for c in cells]
+    assert max(plain) - min(plain) > 10
+    assert max(spread) - min(spread) <= 3
+    for c in cells:
+        slices = sorted(stats.rotate(cells, r, 5).index(c) // 4 for r in range(5))
+        assert slices == [0, 1, 2, 3, 4]
+    assert [stats.rotate("abc", r, 3) for r in range(3)] == [stats.rotate("abc", r) for r in range(3)]
+
+
 # ------------------------------------------------------------ raw records
 
 

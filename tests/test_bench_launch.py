@@ -69,23 +69,28 @@ def test_the_page_introduction_is_regenerated(tmp_path):
 
 
 def ddp_record() -> dict:
-    samples = {
-        bench_ddp.OURS_MPI: [0.018, 0.017, 0.019, 0.018, 0.0175],
-        bench_ddp.OURS_GLOO: [0.021] * 5,
-        bench_ddp.DDP_DEFAULT: [0.0205, 0.021, 0.0207, 0.0209, 0.0206],
-        bench_ddp.DDP_TUNED: [0.0196] * 5,
-        bench_ddp.AA: [0.0181, 0.0172, 0.0188, 0.0179, 0.0176],
+    case = bench_ddp.Case("lenet", "digits", 64, 20, 60)
+    per_variant = {
+        "ours bucketed (gloo)": [0.0190, 0.0185, 0.0192, 0.0188, 0.0186, 0.0191, 0.0189],
+        "ours packed (gloo)": [0.021] * 7,
+        "ours bucketed (mpi)": [0.018, 0.017, 0.019, 0.018, 0.0175, 0.018, 0.0178],
+        "DDP defaults (gloo)": [0.0205, 0.021, 0.0207, 0.0209, 0.0206, 0.0208, 0.0204],
+        "DDP tuned 1 MB (gloo)": [0.0196, 0.0197, 0.0195, 0.0196, 0.0198, 0.0196, 0.0197],
+        "DDP tuned 25 MB (gloo)": [0.0200] * 7,
     }
+    samples = {bench_ddp.cell(name, case): values for name, values in per_variant.items()}
+    ours = bench_ddp.cell(bench_ddp.OURS.name, case)
+    samples[stats.aa_cell(ours)] = [0.0191, 0.0184, 0.0193, 0.0187, 0.0186, 0.0190, 0.0190]
     split_ours = {
         "data_s": 0.001,
         "h2d_s": 0.0,
         "param_copy_s": 0.0,
-        "compute_s": 0.015,
-        "comm_s": 0.002,
+        "compute_s": 0.016,
+        "comm_s": 0.0005,
         "update_s": 0.0002,
         "wait_s": 0.0,
     }
-    split_ddp = {"data_s": 0.001, "fwd_bwd_allreduce_s": 0.019, "update_s": 0.0004}
+    split_ddp = {"data_s": 0.001, "fwd_bwd_allreduce_s": 0.018, "update_s": 0.0004}
     machine = {
         "cpu": "CPU",
         "cores": 2,
@@ -99,23 +104,22 @@ def ddp_record() -> dict:
         "load_before": 0.1,
         "launch": common.Launch().as_dict(),
     }
-    splits = {v: [split_ddp if "DDP" in v else split_ours] * 5 for v in samples}
+    splits = {c: [split_ddp if "DDP" in c else split_ours] * 7 for c in samples}
     meta = {
         "ranks": 2,
-        "model": "lenet",
-        "dataset": "digits",
         "device": "cpu",
-        "batch": 64,
         "lr": 0.05,
-        "warmup": 20,
-        "steps": 60,
-        "rounds": 5,
-        "ddp_backend": "gloo",
-        "raw": "bench/raw/ddp.json",
-        "ddp_settings": {bench_ddp.DDP_DEFAULT: {"bucket_cap_mb": 25}, bench_ddp.DDP_TUNED: {"bucket_cap_mb": 1}},
+        "cases": [{"model": "lenet", "dataset": "digits", "batch": 64, "warmup": 20, "steps": 60}],
+        "variants_by_case": {case.label: list(per_variant)},
+        "rounds_by_case": {case.label: 7},
+        "rounds": 7,
+        "ddp_over_mpi": False,
+        "ddp_settings_by_variant": {"DDP tuned 1 MB (gloo)": {"bucket_cap_mb": 1}},
         "ddp_buckets": {},
-        "ours_backends": {bench_ddp.OURS_MPI: "mpi"},
+        "ours_backends": {},
         "splits": splits,
+        "wall_s": 100.0,
+        "raw": "bench/raw/ddp.json",
     }
     return {"samples": samples, "meta": meta, "machine": machine}
 
@@ -126,12 +130,27 @@ def test_ddp_section_is_rendered_from_the_record_alone(tmp_path):
         tmp_path / "ddp.json", "ddp", record["samples"], {**record["meta"], "machine": record["machine"]}
     )
     title, intro, tables, notes = bench_ddp.render(common.read_raw(path))
-    assert "DistributedDataParallel" in title and "5 rounds" in intro
-    ours = next(line for line in tables.splitlines() if line.startswith("| ours sync_sgd (mpi) |"))
-    assert "n=5" in ours and "faster" in ours  # 18 ms vs 20.7 ms in every round, beyond the A/A floor
-    gloo = next(line for line in tables.splitlines() if line.startswith("| ours sync_sgd (gloo) |"))
-    # 21.0 vs 20.5–21.0 ms: per-round ratios 1.000–1.024 against a ±1.2 % A/A floor, neither inside it
-    # nor beyond it in every round: not resolved at that floor
-    assert "not resolved" in gloo
-    noise = stats.noise_floor(zip(record["samples"][bench_ddp.OURS_MPI], record["samples"][bench_ddp.AA]))
-    assert f"noise floor {noise:.1%}" in tables and "Where the gap" in tables
+    assert "DistributedDataParallel" in title and "Latin squares" in intro and "7 rounds" in tables
+    row = lambda name: next(line for line in tables.splitlines() if line.startswith(f"| {name} |"))  # noqa: E731
+    # against the fastest tuned DDP (1 MB: 19.6 ms), ours bucketed over MPI (~18 ms) is faster in every round
+    assert "faster" in row("ours bucketed (mpi)") and "1 (reference)" in row("DDP tuned 1 MB (gloo)")
+    assert "slower" in row("ours packed (gloo)")  # 21 ms against 19.6 ms, beyond the A/A floor
+    # ours bucketed (gloo) 18.5–19.2 ms against 19.5–19.8 ms: its whole interval is below 1.0
+    assert "ours bucketed (gloo) ÷ DDP tuned 1 MB (gloo)" in tables and "goal ≤ 1.00×: met" in tables
+    ours = bench_ddp.cell("ours bucketed (gloo)", bench_ddp.Case("lenet", "digits", 64, 20, 60))
+    noise = stats.noise_floor(zip(record["samples"][ours], record["samples"][stats.aa_cell(ours)]))
+    assert f"noise floor {noise:.1%}" in tables and "Where ours bucketed (gloo)" in tables
+    assert "no MPI backend" in notes
+
+
+def test_ddp_cases_parse_and_refuse_in_one_line():
+    cases = bench_ddp.parse_cases("lenet:digits:64:20:60,resnet18:synthetic32:16:2:6")
+    assert [c.label for c in cases] == ["lenet, batch 64", "resnet18, batch 16"]
+    for bad, words in (
+        ("lenet:digits:64:20", "MODEL:DATASET"),
+        ("lenet:nope:64:20:60", "unknown dataset"),
+        ("lenet:digits:64:20:50", "multiple"),
+    ):
+        with pytest.raises(ValueError, match=words):
+            bench_ddp.parse_cases(bad)
+    assert len(bench_ddp.variants_for(sweep=True, ddp_over_mpi=False)) == len(bench_ddp.BASE) + len(bench_ddp.SWEEP)

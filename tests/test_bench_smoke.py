@@ -10,6 +10,7 @@ REPO = Path(__file__).resolve().parent.parent
 SCRIPTS = [
     "bench_allreduce.py",
     "bench_ddp.py",
+    "bench_exchange.py",
     "bench_overhead.py",
     "bench_scaling.py",
     "bench_ladder.py",
