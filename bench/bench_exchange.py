@@ -23,7 +23,10 @@ number of Latin squares (bench.stats.balanced_rounds: at least --rounds). A samp
 Goals (read from the ratio's interval, bench.stats.goal): Sync EASGD's exchange ≤ 1.15× one Allreduce of
 |W|; easgd's exchange ≤ 1.15× a standalone Send + Recv of |W|. The rooted exchange over the allreduce one is
 the measurement the default was chosen by. Only the messages are timed: Eq. 2's arithmetic is the run's
-`update`/`center_update` phases, not the exchange.
+`update`/`center_update` phases, not the exchange. Every buffer is allocated by torch, as in a run (huge
+pages from THP_MEM_ALLOC_ENABLE): a receive buffer from np.empty had no huge pages, and a turn into it took
+twice a Send + Recv between torch buffers, which is why the engines' host arrays come from
+scaledl.comm.buffers.host_array.
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ QUICK = {
     "bench_allreduce.py": ["--rounds", "2"],
     "bench_ddp.py": ["--rounds", "1", "--cases", "lenet:digits:16:5:10,resnet18:synthetic32:4:1:2"],
     "bench_exchange.py": ["--rounds", "1", "--mb", "16"],
-    "bench_overhead.py": ["--rounds", "1", "--warmup", "10", "--steps", "30"],
+    "bench_overhead.py": ["--rounds", "1", "--cases", "64:5:10,4:10:30"],
     "bench_scaling.py": ["--workers", "1,2", "--warmup", "10", "--steps", "30", "--rounds", "1"],
     "bench_ladder.py": [
         "--rounds",
@@ -51,7 +51,7 @@ QUICK = {
         "--target",
         "0.6",
     ],
-    "bench_hogwild.py": ["--workers", "2", "--updates", "40", "--rounds", "1", "--steps", "30"],
+    "bench_hogwild.py": ["--workers", "2", "--updates", "40", "--rounds", "1", "--train-steps", "8"],
     "bench_checkpoint.py": ["--rounds", "1", "--cases", "lenet:digits:10:30:10"],
     "bench_averaging.py": ["--rounds", "1", "--steps", "30", "--target", "0.8"],
     "bench_evaluation.py": ["--rounds", "1", "--steps", "30", "--factor", "10"],

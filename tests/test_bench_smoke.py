@@ -80,3 +80,17 @@ def test_the_page_names_its_commit_once_and_flags_a_section_from_another(tmp_pat
     text = doc.read_text()
     assert "measured at commit aaaaaaaaaa; from another state: c (bbbbbbbbbb with uncommitted changes)." in text
     assert text.count("Provenance:") == 1 and text.index("Provenance:") < text.index("<!-- bench:a -->")
+
+
+def test_every_quick_flag_is_an_option_of_its_bench():
+    """run_all --quick passes shortened settings to each bench: each must be an option that bench defines."""
+    import re
+
+    sys.path.insert(0, str(REPO))
+    from bench import run_all
+
+    for script, args in run_all.QUICK.items():
+        source = (REPO / "bench" / script).read_text()
+        defined = set(re.findall(r'add_argument\(\s*"(--[a-z-]+)"', source))
+        unknown = [a for a in args if a.startswith("--") and a not in defined]
+        assert not unknown, f"run_all --quick gives {script} {unknown}, which it does not define"

@@ -17,12 +17,12 @@ for the evaluation, or to write its part of the checkpoint. Bitwise repeatable: 
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 
 from scaledl.algorithms import rules
 from scaledl.algorithms.boundary import Request
 from scaledl.algorithms.master import MasterBased, Staleness
+from scaledl.comm.buffers import host_array
 from scaledl.comm.round_robin import RoundRobinMaster, RoundRobinWorker
 from scaledl.comm.tags import Tag
 
@@ -39,7 +39,7 @@ class RoundRobinEASGD(MasterBased):
             self.lags = [Staleness() for _ in r.worker_ranks]  # measured at the master
         else:
             self.rr = RoundRobinWorker(r.world, r.master)
-            self.center_host = np.empty(self.params.numel, dtype=np.float32)
+            self.center_host = host_array(self.params.numel)
             self.center_copy = torch.empty_like(self.params.data)
 
     # ---- worker: wait for the turn, compute, hand back, update

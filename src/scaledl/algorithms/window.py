@@ -60,6 +60,7 @@ from mpi4py import MPI
 from scaledl.algorithms import rules
 from scaledl.algorithms.boundary import Request
 from scaledl.algorithms.master import MasterBased
+from scaledl.comm.buffers import host_array
 from scaledl.comm.center_window import open_center_window
 from scaledl.comm.watchdog import Heartbeats, Watchdog
 from scaledl.errors import UserError
@@ -85,7 +86,7 @@ class WindowEngine(MasterBased):
             )
         self.overlap = self.overlap and r.is_worker
         if r.is_worker:
-            self.center_host = np.empty(numel, dtype=np.float32)  # W_t as read from the window
+            self.center_host = host_array(numel)  # W_t as read from the window
             self.center_copy = torch.empty_like(self.params.data)  # W_t on this worker's device
             self.rule = RULES[self.info.rule](self)
         self.exposed_s = 0.0  # overlap: seconds the main thread waited for the helper
@@ -279,7 +280,7 @@ class Elastic(WorkerRule):
 
     def __init__(self, engine: WindowEngine):
         super().__init__(engine)
-        self.delta_host = np.empty(self.params.numel, dtype=np.float32)  # what this worker adds to W
+        self.delta_host = host_array(self.params.numel)  # what this worker adds to W
         self.delta = torch.from_numpy(self.delta_host)  # ... as a tensor, for the rules
 
     def exchanged_weights(self) -> torch.Tensor:
@@ -382,7 +383,7 @@ class MasterMomentum(WorkerRule):
 
     def __init__(self, engine: WindowEngine):
         super().__init__(engine)
-        self.velocity_host = np.empty(self.params.numel, dtype=np.float32)  # V, read from the window
+        self.velocity_host = host_array(self.params.numel)  # V, read from the window
 
     def exchange(self, timer: PhaseTimer) -> None:
         e = self.engine

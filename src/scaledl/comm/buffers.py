@@ -15,6 +15,14 @@ import torch
 from scaledl.timing import PhaseTimer
 
 
+def host_array(numel: int) -> np.ndarray:
+    """An uninitialised float32 host array of `numel` values, allocated by torch (the numpy view keeps the tensor
+    alive). torch's allocator gives large blocks huge pages (THP_MEM_ALLOC_ENABLE, set by `python -m
+    scaledl`), as it does every other |W|-sized buffer of a run; a plain np.empty does not, and a 143 MB
+    message into such a buffer took twice as long here (bench_exchange)."""
+    return torch.empty(numel, dtype=torch.float32).numpy()
+
+
 class HostStage:
     """A host mirror of one device tensor: `.host` is what MPI reads and writes."""
 

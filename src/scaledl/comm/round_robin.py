@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 from mpi4py import MPI
 
+from scaledl.comm.buffers import host_array
 from scaledl.comm.liveness import Liveness
 from scaledl.comm.tags import Tag
 from scaledl.comm.watchdog import abort_job, arrival_or_abort, wait_or_abort
@@ -36,7 +37,7 @@ class RoundRobinMaster:
         self.worker_ranks = worker_ranks
         self.liveness = Liveness(worker_ranks, timeout, event="turn", interval="turn")
         self._index = {rank: w for w, rank in enumerate(worker_ranks)}
-        self.from_worker = np.empty(numel, dtype=np.float32)
+        self.from_worker = host_array(numel)
         self._empty = np.empty(0, dtype=np.float32)
 
     def serve(self, worker: int, center: np.ndarray, timer: PhaseTimer) -> np.ndarray:
