@@ -50,10 +50,13 @@ RUN_FIELDS: dict[str, str] = {
     "epochs": "stop.epochs",
     "wall_s": "stop.wall_s",
     "stop_reason": "stop.reason",
+    "commit": "provenance.code.commit",
+    "dirty": "provenance.code.dirty",
+    "slurm_job_id": "provenance.slurm.job_id",
 }
 
 # Columns a run.json of an older version may lack, and the value they then mean.
-FIELD_DEFAULTS = {"setting": "", "target_step": None}
+FIELD_DEFAULTS = {"setting": "", "target_step": None, "commit": None, "dirty": None, "slurm_job_id": None}
 
 # Files a run writes before its run.json (scaledl.train.outputs); metrics.csv is the one the tables read.
 COMPANIONS = ("metrics.csv",)

@@ -20,14 +20,15 @@ RECORDED = [
     "dataset", "model", "algorithm", "platform", "workers", "setting", "ranks", "seed",
     "final_test_accuracy", "target_accuracy", "time_to_target_s", "target_step", "eval_every",
     "seconds_per_step", "transfer_per_step_s", "wait_per_step_s", "comm_share", "exposed_share",
-    "steps", "epochs", "wall_s", "stop_reason",
+    "steps", "epochs", "wall_s", "stop_reason", "commit", "dirty", "slurm_job_id",
 ]  # fmt: skip
 
 SUMMARY_COLUMNS = [
     "dataset", "model", "algorithm", "platform", "workers", "setting", "ranks", "seed",
     "final_test_accuracy", "best_test_accuracy", "target_accuracy", "time_to_target_s", "target_step", "eval_every",
     "seconds_per_step", "transfer_per_step_s", "wait_per_step_s", "comm_share", "exposed_share",
-    "steps", "epochs", "wall_s", "stop_reason", "bytes_exchanged", "bytes_to_target", "run",
+    "steps", "epochs", "wall_s", "stop_reason", "bytes_exchanged", "bytes_to_target",
+    "commit", "dirty", "slurm_job_id", "run",
 ]  # fmt: skip
 
 

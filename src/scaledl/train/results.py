@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 
 from scaledl.timing import PHASES, STEADY_KEYS
-from scaledl.train import checkpoint
+from scaledl.train import checkpoint, provenance
 from scaledl.train.monitor import DIVERGED, INTERRUPTED
 from scaledl.train.outputs import host, save_model, versions, write_metrics, write_run_json, write_timeline
 
@@ -162,6 +162,9 @@ def run_record(run, per_rank: list[dict], algo_reports: list[dict]) -> dict:
             "kept": monitor.stop_reason == INTERRUPTED and bool(run.checkpoints_written),
         },
         "versions": versions(),
+        # The commit and its uncommitted edits, the Slurm job, the CPU/GPU models and the CUDA/cuDNN/NCCL/MPI
+        # libraries: exactly what ran, where (scaledl.train.provenance).
+        "provenance": provenance.collect(run.device),
         "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
 
