@@ -1,4 +1,5 @@
-"""`scaledl` command line: download, prepare, train, aggregate, plot, netbench, comm-model, claims, figures, tune.
+"""`scaledl` command line: download, prepare, train, aggregate, plot, netbench, comm-model, claims, figures, tune,
+compare.
 
 Each subcommand is one module exporting HELP, `add_arguments(parser)` and
 `run(args)`; this file only lists them. A UserError, like a parser error,
@@ -30,6 +31,7 @@ SUBCOMMANDS = {
     "claims": "scaledl.report.commands:claims",
     "figures": "scaledl.report.commands:figures",
     "tune": "scaledl.report.commands:tune",
+    "compare": "scaledl.report.commands:compare",
 }
 
 # How argparse's message for missing required arguments begins.

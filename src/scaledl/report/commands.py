@@ -1,4 +1,4 @@
-"""The report's subcommands: aggregate, plot, comm-model, claims, figures, tune.
+"""The report's subcommands: aggregate, plot, comm-model, claims, figures, tune, compare.
 
 Each is a `Subcommand` with what scaledl.cli needs of one: its one-line
 `HELP`, `add_arguments(parser)` and `run(args)`. Here are the arguments,
@@ -12,6 +12,7 @@ in each help text, which hold no argparse.
         --out-md results/NAME/tables/claims.md --out-csv results/NAME/tables/claims.csv
     scaledl figures --runs RUN_JSON... [--netbench [PLATFORM=]JSON] --out-dir DIR [--metrics-out CSV]
     scaledl tune TRIAL_RUN_JSON... --out-csv results/NAME/tune/chosen.csv --out-md results/NAME/tune/chosen.md
+    scaledl compare A B --out comparison.csv     (A, B: summary CSVs or results folders)
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from scaledl.report.comm_model import (
 )
 from scaledl.report.figures import FIGURES, Inputs, load_runs, write_figures, write_metrics_long
 from scaledl.report.plots import FIGURE_FORMATS, X_COLUMNS, Y_COLUMNS, plot_runs
+from scaledl.report.runs import expand_runs
 from scaledl.report.stats import plural
 from scaledl.report.tables import TABLES, write_table
 
@@ -82,7 +84,7 @@ def aggregate_arguments(parser: argparse.ArgumentParser) -> None:
         "runs",
         nargs="+",
         metavar="RUN",
-        help="run.json files or run directories (results/NAME/runs/.../s0)",
+        help="run.json files, run directories (results/NAME/runs/.../s0) or folders above them (results/NAME)",
     )
     parser.add_argument(
         "--out",
@@ -105,7 +107,7 @@ def aggregate_run(args: argparse.Namespace) -> int:
         raise UserError(f"--out {args.out}: the {args.table} table must be a .csv file")
     markdown = markdown_beside(args.out, args.markdown)
     table = TABLES[args.table]
-    frame, notes = table.build(args.runs)
+    frame, notes = table.build(expand_runs(args.runs))
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
     rows = (
@@ -407,3 +409,48 @@ def tune_run(args: argparse.Namespace) -> int:
 
 
 tune = Subcommand("choose each algorithm's best tune trial (time to the validation target)", tune_arguments, tune_run)
+
+
+# ------------------------------------------------------------------ compare
+
+
+def compare_arguments(parser: argparse.ArgumentParser) -> None:
+    for side in ("a", "b"):
+        parser.add_argument(
+            side,
+            type=Path,
+            metavar=side.upper(),
+            help="a summary CSV (scaledl aggregate's), a results folder (results/NAME) or folders of runs",
+        )
+    parser.add_argument("--out", required=True, type=Path, metavar="CSV", help="the comparison, one row per metric")
+    add_markdown_argument(parser, "the comparison page, changed rows first")
+
+
+def compare_run(args: argparse.Namespace) -> int:
+    from scaledl.report import compare as comparing
+
+    if args.out.suffix != ".csv":
+        raise UserError(f"--out {args.out}: the comparison must be a .csv file")
+    table, only_a, only_b = comparing.compare(comparing.read_side(args.a), comparing.read_side(args.b))
+    if table.empty:
+        raise UserError(
+            f"{args.a} and {args.b} share no configuration (rows match on {', '.join(comparing.MATCH)}); "
+            "compare results of the same grid"
+        )
+    markdown = markdown_beside(args.out, args.markdown)
+    write_table(table, args.out, markdown, markdown=comparing.markdown(table, args.a, args.b, only_a, only_b))
+    changed = int((table["verdict"] == "changed").sum())
+    unmatched = f"; {len(only_a)} only in A, {len(only_b)} only in B" if only_a or only_b else ""
+    print(
+        f"wrote {args.out}" + (f" and {markdown}" if markdown else "") + f": {plural(len(table), 'metric')} of "
+        f"{plural(len(table.groupby(comparing.MATCH)), 'configuration')}, {changed} changed beyond the seeds' "
+        f"spread{unmatched}"
+    )
+    return 0
+
+
+compare = Subcommand(
+    "compare two result sets: every metric per configuration, changed or not beyond the seeds' spread",
+    compare_arguments,
+    compare_run,
+)

@@ -184,6 +184,24 @@ class Run:
             )
 
 
+def expand_runs(paths) -> list[Path]:
+    """Each path as the run.json files it names: a run.json, a run directory, or any folder above runs (a
+    results folder: every run.json below it, sorted). UserError for a path that holds none."""
+    found: list[Path] = []
+    for path in map(Path, paths):
+        if path.is_dir() and not (path / "run.json").exists():
+            below = sorted(path.rglob("run.json"))
+            if not below:
+                raise UserError(
+                    f"{path}: no run.json in it or below it (a run directory or a results folder such as "
+                    "results/NAME, whose runs are in results/NAME/runs/)"
+                )
+            found += below
+        else:
+            found.append(run_json_path(path))
+    return found
+
+
 def read_run(path: str | Path) -> Run:
     """The run at `path` (its run.json or its directory); UserError naming the file if run.json is unusable."""
     path = run_json_path(path)

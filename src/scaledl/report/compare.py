@@ -1,0 +1,137 @@
+"""Two result sets side by side: every metric of every matched configuration, and whether it changed.
+
+A side is a summary table (`scaledl aggregate`'s CSV) or folders of runs
+(a results folder, run directories, run.json files: summarised here). Rows
+match on the run key less the seed (dataset, model, algorithm, platform,
+workers, setting): the seeds are each side's repeats. Per metric, each
+side's median and range over its seeds, B − A and B ÷ A of the medians, and
+a verdict:
+
+    changed                         the two ranges over seeds do not overlap: every seed of one side lies
+                                    beyond every seed of the other
+    not beyond the seeds' spread    they overlap
+    one seed                        a side has a single seed, so there is no spread to judge against
+
+With s seeds a side, two identical configurations give disjoint ranges with
+probability 2 / C(2s, s) (0.1 at 3 seeds, 0.008 at 5): "changed" at 3
+seeds is a flag to look at, not a test at 5 %. Timing metrics vary from run
+to run even where the arithmetic is bitwise repeatable; accuracies do not.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from scaledl.errors import UserError
+from scaledl.report.runs import RUN_KEY, expand_runs
+from scaledl.report.summary import summarize
+
+MATCH = [column for column in RUN_KEY if column != "seed"]
+METRICS = [
+    "final_test_accuracy",
+    "best_test_accuracy",
+    "time_to_target_s",
+    "seconds_per_step",
+    "transfer_per_step_s",
+    "wait_per_step_s",
+    "comm_share",
+    "exposed_share",
+    "bytes_to_target",
+]
+COLUMNS = [
+    *MATCH, "metric", "a_seeds", "a_median", "a_min", "a_max", "b_seeds", "b_median", "b_min", "b_max",
+    "b_minus_a", "b_over_a", "verdict",
+]  # fmt: skip
+VERDICTS = ("changed", "not beyond the seeds' spread", "one seed")
+
+
+def read_side(path: Path) -> pd.DataFrame:
+    """One side as a summary frame: a summary CSV as written, anything else summarised from its runs."""
+    path = Path(path)
+    if path.is_file() and path.suffix == ".csv":
+        try:
+            frame = pd.read_csv(path, keep_default_na=False, na_values=[""])
+        except (OSError, UnicodeDecodeError, ValueError) as error:
+            first = str(error).splitlines()[0] if str(error) else type(error).__name__
+            raise UserError(f"{path}: not a readable summary table ({first})") from None
+    elif path.is_dir() and (path / "tables" / "summary.csv").is_file():  # a results folder the workflow wrote
+        return read_side(path / "tables" / "summary.csv")
+    elif path.exists():
+        frame = summarize(expand_runs([path]))
+    else:
+        raise UserError(f"{path}: no such summary table, results folder or run")
+    missing = [column for column in [*MATCH, "seed"] if column not in frame]
+    if missing:
+        raise UserError(
+            f"{path}: not a summary table (no column {', '.join(missing)}); write it with scaledl aggregate"
+        )
+    frame["setting"] = frame["setting"].fillna("")
+    return frame
+
+
+def verdict(a: pd.Series, b: pd.Series) -> str:
+    if len(a) < 2 or len(b) < 2:
+        return "one seed"
+    return "changed" if a.max() < b.min() or b.max() < a.min() else "not beyond the seeds' spread"
+
+
+def compare(a: pd.DataFrame, b: pd.DataFrame) -> tuple[pd.DataFrame, list[tuple], list[tuple]]:
+    """(one row per matched configuration and metric, the keys only in A, the keys only in B)."""
+    groups_a = {key: rows for key, rows in a.groupby(MATCH, dropna=False, sort=True)}
+    groups_b = {key: rows for key, rows in b.groupby(MATCH, dropna=False, sort=True)}
+    rows = []
+    for key in sorted(set(groups_a) & set(groups_b), key=str):
+        for metric in METRICS:
+            if metric not in groups_a[key] or metric not in groups_b[key]:
+                continue
+            va = pd.to_numeric(groups_a[key][metric], errors="coerce").dropna()
+            vb = pd.to_numeric(groups_b[key][metric], errors="coerce").dropna()
+            if va.empty or vb.empty:
+                continue
+            ma, mb = float(va.median()), float(vb.median())
+            rows.append(
+                {
+                    **dict(zip(MATCH, key)),
+                    "metric": metric,
+                    "a_seeds": len(va),
+                    "a_median": ma,
+                    "a_min": float(va.min()),
+                    "a_max": float(va.max()),
+                    "b_seeds": len(vb),
+                    "b_median": mb,
+                    "b_min": float(vb.min()),
+                    "b_max": float(vb.max()),
+                    "b_minus_a": mb - ma,
+                    "b_over_a": mb / ma if ma else None,
+                    "verdict": verdict(va, vb),
+                }
+            )
+    only_a = sorted(set(groups_a) - set(groups_b), key=str)
+    only_b = sorted(set(groups_b) - set(groups_a), key=str)
+    return pd.DataFrame(rows, columns=COLUMNS), only_a, only_b
+
+
+def markdown(table: pd.DataFrame, a: Path, b: Path, only_a: list[tuple], only_b: list[tuple]) -> str:
+    """The comparison page: the verdict counts, the changed rows first, then every row."""
+    from scaledl.report.tables import format_cell
+
+    counts = ", ".join(f"{v}: {int((table['verdict'] == v).sum())}" for v in VERDICTS)
+    lines = [
+        f"# {b} against {a}",
+        "",
+        f"Rows match on {', '.join(MATCH)}; each side's seeds are its repeats. Verdicts ({counts}): 'changed' "
+        "when the two ranges over seeds do not overlap; B − A and B ÷ A are of the medians.",
+        "",
+    ]
+    shown = ["metric", *MATCH, "a_median", "a_min", "a_max", "b_median", "b_min", "b_max", "b_over_a", "verdict"]
+    ordered = table.assign(_first=table["verdict"] != "changed").sort_values("_first", kind="stable")
+    lines.append("| " + " | ".join(shown) + " |")
+    lines.append("|" + "---|" * len(shown))
+    for _, row in ordered.iterrows():
+        lines.append("| " + " | ".join(format_cell(row[c]) for c in shown) + " |")
+    for side, keys in (("A", only_a), ("B", only_b)):
+        if keys:
+            lines += ["", f"Only in {side}: " + "; ".join(", ".join(map(str, k)) for k in keys) + "."]
+    return "\n".join(lines) + "\n"
