@@ -26,6 +26,7 @@ from pathlib import Path
 
 from scaledl.errors import UserError
 from scaledl.net.cost import NETWORKS, PAPER_WEAK_SCALING
+from scaledl.report import compare as comparing
 from scaledl.report import tuning
 from scaledl.report.catalogue import FIGURE_NAMES
 from scaledl.report.claims import (
@@ -427,8 +428,6 @@ def compare_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def compare_run(args: argparse.Namespace) -> int:
-    from scaledl.report import compare as comparing
-
     if args.out.suffix != ".csv":
         raise UserError(f"--out {args.out}: the comparison must be a .csv file")
     table, only_a, only_b = comparing.compare(comparing.read_side(args.a), comparing.read_side(args.b))

@@ -27,6 +27,7 @@ import pandas as pd
 from scaledl.errors import UserError
 from scaledl.report.runs import RUN_KEY, expand_runs
 from scaledl.report.summary import summarize
+from scaledl.report.tables import format_cell
 
 MATCH = [column for column in RUN_KEY if column != "seed"]
 METRICS = [
@@ -115,8 +116,6 @@ def compare(a: pd.DataFrame, b: pd.DataFrame) -> tuple[pd.DataFrame, list[tuple]
 
 def markdown(table: pd.DataFrame, a: Path, b: Path, only_a: list[tuple], only_b: list[tuple]) -> str:
     """The comparison page: the verdict counts, the changed rows first, then every row."""
-    from scaledl.report.tables import format_cell
-
     counts = ", ".join(f"{v}: {int((table['verdict'] == v).sum())}" for v in VERDICTS)
     lines = [
         f"# {b} against {a}",

@@ -120,7 +120,7 @@ def hardware(device: torch.device) -> dict:
 def libraries() -> dict:
     """The accelerator and MPI libraries this run linked: CUDA, cuDNN and NCCL as torch was built with them,
     the MPI library's vendor and version as mpi4py sees them."""
-    from mpi4py import MPI
+    from mpi4py import MPI  # lazy: importing this module (the report reads its names) must not initialise MPI
 
     cuda = torch.version.cuda
     nccl = None
