@@ -200,3 +200,19 @@ def test_run_json_records_determinism_with_its_reason(digits_h5, tmp_path, algor
     assert record["algorithm"]["deterministic"] is deterministic
     assert record["algorithm"]["deterministic_reason"]
     assert record["algorithm"]["preset"] == dict(ALGORITHMS[algorithm].preset)
+
+
+def test_an_overlap_this_mpi_cannot_thread_is_refused_before_any_window(monkeypatch):
+    """Both overlapping engines ask before they open a window or duplicate a communicator: nothing to free."""
+    from mpi4py import MPI
+
+    from scaledl.algorithms.averaging import PeriodicAveraging
+    from scaledl.errors import UserError
+
+    algo = object.__new__(PeriodicAveraging)
+    algo.info = ALGORITHMS["sync_easgd3"]
+    monkeypatch.setattr(MPI, "Query_thread", lambda: MPI.THREAD_SINGLE)
+    with pytest.raises(UserError, match="sync_easgd3 overlaps its exchange on a helper thread.*--no-overlap"):
+        algo.require_helper_thread()
+    monkeypatch.setattr(MPI, "Query_thread", lambda: MPI.THREAD_MULTIPLE)
+    algo.require_helper_thread()  # allowed: returns

@@ -86,6 +86,7 @@ class PeriodicAveraging(Algorithm):
         if self.compressed:
             self.wire = EncodedRound(self.codec, self.params.numel, self.workers, self.roles.is_master)
         if self.settings.overlap:
+            self.require_helper_thread()
             # A communicator and a timer of its own: two threads' collectives must share neither.
             self.helper_comm = self.roles.worker_comm.Dup()
             self.helper_timer = PhaseTimer(w.device, sync=self.timer.sync)

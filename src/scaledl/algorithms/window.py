@@ -55,7 +55,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import torch
-from mpi4py import MPI
 
 from scaledl.algorithms import rules
 from scaledl.algorithms.boundary import Request
@@ -63,7 +62,6 @@ from scaledl.algorithms.master import MasterBased
 from scaledl.comm.buffers import host_array
 from scaledl.comm.center_window import open_center_window
 from scaledl.comm.watchdog import Heartbeats, Watchdog
-from scaledl.errors import UserError
 from scaledl.timing import PhaseTimer
 
 
@@ -74,16 +72,12 @@ class WindowEngine(MasterBased):
         numel = (self.center if r.is_master else self.params).numel
         # Async MSGD's default: one momentum buffer V beside W in the master's window.
         self.master_momentum = s.momentum_at == "master"
+        self.overlap = bool(s.overlap)
+        if self.overlap:
+            self.require_helper_thread()
         self.window = open_center_window(
             s.center_window, r.world, r.master, numel, locked=self.info.locked, with_momentum=self.master_momentum
         )
-        self.overlap = bool(s.overlap)
-        if self.overlap and MPI.Query_thread() < MPI.THREAD_SERIALIZED:  # alike on every rank
-            raise UserError(
-                f"{self.info.key} overlaps its exchange on a helper thread, which needs "
-                f"MPI_THREAD_SERIALIZED or better; this MPI gives level {MPI.Query_thread()}: "
-                "use --no-overlap"
-            )
         self.overlap = self.overlap and r.is_worker
         if r.is_worker:
             self.center_host = host_array(numel)  # W_t as read from the window

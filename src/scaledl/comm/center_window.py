@@ -127,6 +127,17 @@ class CenterWindow(_Center):
         if self.is_master:
             self._map(np.frombuffer(self.win.tomemory(), dtype=np.float32), with_momentum)
 
+    def _read(self, out: np.ndarray) -> None:
+        """out ← W. Under the shared lock (Hogwild) other workers' Accumulates may land meanwhile, and MPI-3
+        defines a read concurrent with them only as an accumulate operation: Get_accumulate with NO_OP
+        (element-wise atomic, as their Accumulates are). Under the exclusive lock no epoch overlaps and
+        a Get is the plain read."""
+        if self.locked:
+            self.win.Get(out, self.master)
+        else:
+            whole = (0, len(out), MPI.FLOAT)
+            self.win.Get_accumulate([None, 0, MPI.FLOAT], [out, MPI.FLOAT], self.master, target=whole, op=MPI.NO_OP)
+
     # ---- worker side: each call is one exchange (one lock epoch)
     def push_then_pull(self, delta: np.ndarray, out: np.ndarray, on_update=_nothing, timer=None) -> None:
         """W += delta; out ← W (the center including this update). Async/Hogwild SGD.
@@ -140,7 +151,7 @@ class CenterWindow(_Center):
             self.win.Accumulate(delta, self.master, op=MPI.SUM)
             self.win.Flush(self.master)  # the lock is held from here on (MPI may acquire it lazily)
             on_update()
-            self.win.Get(out, self.master)
+            self._read(out)
             self._unlock(held)
 
     def pull_then_push(self, out: np.ndarray, make_delta, on_update=_nothing, timer=None) -> None:
@@ -153,7 +164,7 @@ class CenterWindow(_Center):
             self.win.Lock(self.master, self.lock_type)
         with _phase(timer, "comm"):
             held = self._held()
-            self.win.Get(out, self.master)
+            self._read(out)
             self.win.Flush(self.master)
             self.win.Accumulate(make_delta(out), self.master, op=MPI.SUM)
             on_update()
