@@ -1,6 +1,6 @@
 """Our sync_sgd against PyTorch DistributedDataParallel: same ranks, model, batch, data order and steps.
 
-    python bench/bench_ddp.py [--ranks 2] [--cases lenet:digits:64:20:60,resnet18:synthetic32:16:2:6]
+    python bench/bench_ddp.py [--ranks 2] [--cases lenet:digits:64:10:30,resnet18:synthetic32:8:1:3]
                               [--rounds 7] [--sweep lenet] [--raw bench/raw/ddp.json] [--render] [--no-doc]
 
 Variants per case (a model on a dataset, its per-worker batch, warm-up and timed steps), all at the same
@@ -497,7 +497,7 @@ def render(record: dict) -> tuple[str, str, str, str]:
     return "sync_sgd vs PyTorch DistributedDataParallel", intro, tables, notes
 
 
-DEFAULT_CASES = "lenet:digits:64:20:60,resnet18:synthetic32:16:2:6"
+DEFAULT_CASES = "lenet:digits:64:10:30,resnet18:synthetic32:8:1:3"
 
 
 def main(argv: list[str] | None = None) -> int:
