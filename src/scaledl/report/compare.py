@@ -25,6 +25,7 @@ from pathlib import Path
 import pandas as pd
 
 from scaledl.errors import UserError
+from scaledl.report.claims import read_summary
 from scaledl.report.runs import RUN_KEY, expand_runs
 from scaledl.report.summary import summarize
 from scaledl.report.tables import format_cell
@@ -52,11 +53,7 @@ def read_side(path: Path) -> pd.DataFrame:
     """One side as a summary frame: a summary CSV as written, anything else summarised from its runs."""
     path = Path(path)
     if path.is_file() and path.suffix == ".csv":
-        try:
-            frame = pd.read_csv(path, keep_default_na=False, na_values=[""])
-        except (OSError, UnicodeDecodeError, ValueError) as error:
-            first = str(error).splitlines()[0] if str(error) else type(error).__name__
-            raise UserError(f"{path}: not a readable summary table ({first})") from None
+        frame = read_summary(path)
     elif path.is_dir() and (path / "tables" / "summary.csv").is_file():  # a results folder the workflow wrote
         return read_side(path / "tables" / "summary.csv")
     elif path.exists():

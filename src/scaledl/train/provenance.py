@@ -41,17 +41,20 @@ def collect(device: torch.device) -> dict:
     return {"code": code_state(), "slurm": slurm_job(), "hardware": hardware(device), "libraries": libraries()}
 
 
-def _git(*args: str) -> str | None:
-    """stdout of `git -C <this package's checkout> ARGS`, None where git or the checkout is missing."""
-    if shutil.which("git") is None:
+def _stdout(*cmd: str) -> str | None:
+    """stdout of a command, None where the program is missing, fails or hangs."""
+    if shutil.which(cmd[0]) is None:
         return None
     try:
-        proc = subprocess.run(
-            ["git", "-C", str(PACKAGE_DIR), *args], capture_output=True, text=True, timeout=20, check=False
-        )
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=20, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return None
     return proc.stdout if proc.returncode == 0 else None
+
+
+def _git(*args: str) -> str | None:
+    """stdout of `git -C <this package's checkout> ARGS`, None where git or the checkout is missing."""
+    return _stdout("git", "-C", str(PACKAGE_DIR), *args)
 
 
 def code_state() -> dict:
@@ -89,19 +92,7 @@ def cpu_model() -> str | None:
 
 def gpu_driver() -> str | None:
     """The NVIDIA driver version from nvidia-smi, where it is on PATH."""
-    if shutil.which("nvidia-smi") is None:
-        return None
-    try:
-        proc = subprocess.run(
-            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=20,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    lines = proc.stdout.strip().splitlines() if proc.returncode == 0 else []
+    lines = (_stdout("nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader") or "").strip().splitlines()
     return lines[0].strip() if lines else None
 
 
