@@ -26,11 +26,20 @@ def test_sgd_step_is_the_update_sgd_adds():
 
 
 def test_mean_sgd_averages_the_summed_gradients():
-    # P = 2: W = [1, -2] - 0.1 * [1, 2] / 2 = [0.95, -2.1]; the sum becomes the mean
+    # P = 2: W = [1, -2] - 0.1 * [1, 2] / 2 = [0.95, -2.1]; one pass, the sum left as it is
     w, grad_sum = t(1.0, -2.0), t(1.0, 2.0)
     rules.mean_sgd_(w, grad_sum, num_workers=2, lr=0.1)
-    assert torch.equal(grad_sum, t(0.5, 1.0))
+    assert torch.equal(grad_sum, t(1.0, 2.0))
     assert torch.allclose(w, t(0.95, -2.1))
+
+
+@pytest.mark.parametrize("workers", [1, 2, 4, 8])
+def test_mean_sgd_is_bitwise_dividing_first_at_powers_of_two(workers):
+    g = torch.Generator().manual_seed(workers)
+    w, grad_sum = torch.randn(10_000, generator=g), torch.randn(10_000, generator=g)
+    divided_first = w.clone().add_(grad_sum / workers, alpha=-0.05)
+    rules.mean_sgd_(w, grad_sum, num_workers=workers, lr=0.05)
+    assert torch.equal(w, divided_first)
 
 
 def test_elastic_difference():

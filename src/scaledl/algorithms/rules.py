@@ -30,12 +30,10 @@ def sgd_step_(out: torch.Tensor, grad: torch.Tensor, lr: float) -> torch.Tensor:
 def mean_sgd_(w: torch.Tensor, grad_sum: torch.Tensor, num_workers: int, lr: float) -> None:
     """Synchronous SGD: W ← W − η·(1/P)·Σ_j ΔW^j, with Σ_j ΔW^j given (P = num_workers).
 
-    grad_sum is divided by P in place (it is the allreduce buffer, spent afterwards); at P = 1 the
-    division is exact and skipped (a pass over |W| a plain loop does not make).
+    One pass over |W| (the step η/P folded into add_'s alpha), as a plain SGD step makes: dividing the sum
+    first cost a second pass. For P a power of two η/P is exact, so the result is bitwise that of dividing first.
     """
-    if num_workers != 1:
-        grad_sum.div_(num_workers)
-    sgd_(w, grad_sum, lr)
+    w.add_(grad_sum, alpha=-lr / num_workers)
 
 
 def velocity_(v: torch.Tensor, grad: torch.Tensor, lr: float, mu: float) -> None:
