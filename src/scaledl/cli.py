@@ -1,5 +1,5 @@
-"""`scaledl` command line: download, prepare, train, aggregate, plot, netbench, comm-model, claims, figures, tune,
-compare.
+"""`scaledl` command line: download, prepare, train, simulate, aggregate, plot, netbench, comm-model, claims,
+figures, tune, compare.
 
 Each subcommand is one module exporting HELP, `add_arguments(parser)` and
 `run(args)`; this file only lists them. A UserError, like a parser error,
@@ -24,6 +24,7 @@ SUBCOMMANDS = {
     "download": "scaledl.data.download",
     "prepare": "scaledl.data.prepare",
     "train": "scaledl.train.command",
+    "simulate": "scaledl.train.simulate",
     "aggregate": "scaledl.report.commands:aggregate",
     "plot": "scaledl.report.commands:plot",
     "netbench": "scaledl.net.measure",

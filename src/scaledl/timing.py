@@ -18,17 +18,19 @@ Phases of one rank's main thread (they add up to its wall time):
 Beside them, `overlapped_comm` counts exchange seconds spent on a helper
 thread while the main thread computed (Sync EASGD3); it is not part of the sum.
 
-One host clock for every phase; on a GPU the stream is synchronised at each
-phase boundary (PhaseTimer's `sync`, `--device-sync`).
+One clock for every phase (the host's, or a simulation's: scaledl.comm.transport);
+on a GPU the stream is synchronised at each phase boundary (PhaseTimer's
+`sync`, `--device-sync`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import time
 
 import numpy as np
 import torch
+
+from scaledl.comm import transport
 
 PHASES = ("data", "h2d", "param_copy", "comm", "compute", "update", "center_update", "wait", "eval", "checkpoint")
 OFF_CLOCK = ("eval", "checkpoint")  # phases the training clock leaves out
@@ -64,7 +66,7 @@ class PhaseTimer:
         self.sync = sync and device is not None and device.type == "cuda"
         self.totals = dict.fromkeys(PHASES, 0.0)
         self.overlapped_comm = 0.0
-        self.start = time.perf_counter()
+        self.start = transport.clock()
         self._step_marks: list[float] = []
         self._step_rows: list[np.ndarray] = []
         self._last_totals = np.zeros(len(PHASES))
@@ -73,7 +75,7 @@ class PhaseTimer:
     def _clock(self) -> float:
         if self.sync:
             torch.cuda.current_stream(self.device).synchronize()
-        return time.perf_counter()
+        return transport.clock()
 
     @contextlib.contextmanager
     def phase(self, name: str):
@@ -82,7 +84,8 @@ class PhaseTimer:
         self._active = name
         t0 = self._active_since = self._clock()
         try:
-            yield
+            with transport.meter(name):  # in a simulation, the phase's work advances the simulated clock
+                yield
         finally:
             self.totals[name] += self._clock() - t0
             self._active = None
@@ -118,12 +121,12 @@ class PhaseTimer:
         self._last_totals = now
 
     def wall(self) -> float:
-        return time.perf_counter() - self.start
+        return transport.clock() - self.start
 
     def training(self) -> float:
         """The training clock: wall time less the phases off it (evaluation and checkpoints), the one
         open now included (an evaluation reads this clock from inside its pause)."""
-        now = time.perf_counter()
+        now = transport.clock()
         open_off_clock = now - self._active_since if self._active in OFF_CLOCK else 0.0
         return now - self.start - sum(self.totals[p] for p in OFF_CLOCK) - open_off_clock
 
@@ -139,7 +142,7 @@ class PhaseTimer:
         }
 
     def load_state_dict(self, state: dict) -> None:
-        self.start = time.perf_counter() - state["wall"]
+        self.start = transport.clock() - state["wall"]
         self.totals = {p: state["totals"].get(p, 0.0) for p in PHASES}
         self.overlapped_comm = state["overlapped_comm"]
         self._step_marks = list(state["step_marks"])

@@ -41,9 +41,6 @@ needs the elastic rule (its round uses only W^i_t and W_t) and fp32.
 
 from __future__ import annotations
 
-import time
-from concurrent.futures import ThreadPoolExecutor
-
 import numpy as np
 import torch
 
@@ -51,6 +48,7 @@ from scaledl.algorithms import rules
 from scaledl.algorithms.base import Algorithm
 from scaledl.algorithms.boundary import Request
 from scaledl.algorithms.settings import OUTER_WITH_STATE
+from scaledl.comm import transport
 from scaledl.comm.codecs import codec
 from scaledl.timing import PhaseTimer
 
@@ -91,7 +89,7 @@ class PeriodicAveraging(Algorithm):
             self.helper_comm = self.roles.worker_comm.Dup()
             self.helper_timer = PhaseTimer(w.device, sync=self.timer.sync)
             self.coll = self.collectives(self.center_wire, comm=self.helper_comm, timer=self.helper_timer)
-            self.helper = ThreadPoolExecutor(max_workers=1, thread_name_prefix="scaledl-exchange")
+            self.helper = transport.helper()
             self.pending = None
             # On a GPU the helper enqueues on a stream of its own, ordered after the
             # update that wrote W^i_t by an event: synchronising the main stream instead
@@ -136,11 +134,11 @@ class PeriodicAveraging(Algorithm):
 
     def exchange(self, timer: PhaseTimer) -> float:
         """Elastic round: Σ_i W^i_t where the center lives, W_t on every worker. Returns its wall seconds."""
-        t0 = time.perf_counter()
+        t0 = transport.clock()
         if self.compressed:
             self.wire.down(self.coll, self.center.data if self.roles.is_master else None, timer)
             self.wire.up(self.coll, self.params.data, self.sum_workers, timer)
-            return time.perf_counter() - t0
+            return transport.clock() - t0
         if self.on_host:
             with timer.phase("param_copy"):
                 self.w_wire.copy_(self.params.data)  # W^i_t into host memory
@@ -149,7 +147,7 @@ class PeriodicAveraging(Algorithm):
         else:
             self.coll.bcast_(self.center_wire, root=0)  # W_t to every worker
             self.coll.reduce_sum(self.w_wire, self.sum_workers, root=0)  # Σ_i W^i_t to the master
-        return time.perf_counter() - t0
+        return transport.clock() - t0
 
     def worker_step(self) -> None:
         exchanging = self.exchanges_now()
@@ -173,12 +171,12 @@ class PeriodicAveraging(Algorithm):
     def elastic_round(self) -> None:
         w, grad, lr, rho = self.params.data, self.params.grad, self.settings.lr, self.settings.rho
         if self.settings.overlap:
-            t0 = time.perf_counter()
+            t0 = transport.clock()
             with self.timer.phase("wait"):  # the exposed part of the exchange
                 seconds = self.pending.result()
             self.timer.add_overlapped(seconds)
             self.overlap_log["exchange_s"].append(round(seconds, 7))
-            self.overlap_log["waited_s"].append(round(time.perf_counter() - t0, 7))
+            self.overlap_log["waited_s"].append(round(transport.clock() - t0, 7))
         else:
             self.exchange(self.timer)
         self.copy_center_in()

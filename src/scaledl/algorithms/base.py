@@ -34,6 +34,7 @@ from scaledl.algorithms.settings import Settings
 from scaledl.comm.collectives import Collectives
 from scaledl.comm.flat import FlatParams
 from scaledl.comm.roles import Roles
+from scaledl.comm.transport import MPI
 from scaledl.errors import UserError
 from scaledl.timing import PhaseTimer
 
@@ -124,8 +125,6 @@ class Algorithm(ABC):
         """Refuse, alike on every rank and before any window or communicator exists (so nothing is left to
         free), an overlap whose helper thread this MPI does not allow: the helper makes the exchange's MPI
         calls while the main thread makes none, which needs MPI_THREAD_SERIALIZED or better."""
-        from mpi4py import MPI  # lazy: the registry imports the engines' modules without initialising MPI
-
         if MPI.Query_thread() < MPI.THREAD_SERIALIZED:
             raise UserError(
                 f"{self.info.key} overlaps its exchange on a helper thread, which needs MPI_THREAD_SERIALIZED "

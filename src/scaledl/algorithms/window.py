@@ -50,15 +50,13 @@ MPI call while the helper's epoch is in flight): MPI_THREAD_SERIALIZED suffices.
 
 from __future__ import annotations
 
-import time
-from concurrent.futures import ThreadPoolExecutor
-
 import numpy as np
 import torch
 
 from scaledl.algorithms import rules
 from scaledl.algorithms.boundary import Request
 from scaledl.algorithms.master import MasterBased
+from scaledl.comm import transport
 from scaledl.comm.buffers import host_array
 from scaledl.comm.center_window import open_center_window
 from scaledl.comm.watchdog import Heartbeats, Watchdog
@@ -86,7 +84,7 @@ class WindowEngine(MasterBased):
         self.exposed_s = 0.0  # overlap: seconds the main thread waited for the helper
         if self.overlap:
             self.helper_timer = PhaseTimer()  # the helper's own: two threads must not share a timer
-            self.helper = ThreadPoolExecutor(max_workers=1, thread_name_prefix="scaledl-exchange")
+            self.helper = transport.helper()
             self.pending = None
 
     def start(self) -> None:
@@ -110,10 +108,10 @@ class WindowEngine(MasterBased):
     def worker_step(self) -> None:
         self.rule.after_gradient()
         if self.overlap:
-            t0 = time.perf_counter()
+            t0 = transport.clock()
             with self.timer.phase("wait"):  # the exposed part
                 self.timer.add_overlapped(self.pending.result())
-            self.exposed_s += time.perf_counter() - t0
+            self.exposed_s += transport.clock() - t0
             self.pending = None
         else:
             self.rule.snapshot()
@@ -125,9 +123,9 @@ class WindowEngine(MasterBased):
 
     def timed_exchange(self, timer: PhaseTimer) -> float:
         """The rule's lock epoch (its lock's acquisition timed as wait, its operations as comm); wall seconds."""
-        t0 = time.perf_counter()
+        t0 = transport.clock()
         self.rule.exchange(timer)
-        return time.perf_counter() - t0
+        return transport.clock() - t0
 
     def count_update(self) -> None:
         """Version the center and note this worker's staleness (inside every epoch that updates W)."""
@@ -144,7 +142,7 @@ class WindowEngine(MasterBased):
         """Spin until the center's version crosses the next step. With some MPI libraries the workers'
         one-sided operations progress only while the master calls into MPI. Timed as a whole: a context
         manager per spin would cost more than the spin."""
-        now = time.perf_counter()
+        now = transport.clock()
         if self._step_ended is not None:
             self.heartbeats.excuse(now - self._step_ended)  # the master was busy: workers may have stalled
         waiting_since = now
@@ -154,7 +152,7 @@ class WindowEngine(MasterBased):
             self.watchdog.beat()
             self.heartbeats.check(self.board.heartbeats(words), self.board.queued(words))
             if self.stats.advance(words, self.monitor):
-                self._step_ended = time.perf_counter()
+                self._step_ended = transport.clock()
                 self.timer.add("wait", self._step_ended - waiting_since)
                 return self.stats.step, self.stats.epoch
 

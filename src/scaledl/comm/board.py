@@ -20,7 +20,8 @@ worker that stops while holding an exclusive lock leaves the others queued.
 from __future__ import annotations
 
 import numpy as np
-from mpi4py import MPI
+
+from scaledl.comm.transport import MPI
 
 UPDATES, STOP, PAUSES, EVALS, LOSS_SUM, SAMPLES, HEARTBEATS = 0, 1, 2, 3, 4, 5, 6
 KEPT = (UPDATES, LOSS_SUM, SAMPLES)  # the words a checkpoint keeps (the rest restart at zero)

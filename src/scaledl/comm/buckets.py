@@ -27,10 +27,10 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from mpi4py import MPI
 
 from scaledl.comm.collectives import TORCH_DIST_BACKENDS
 from scaledl.comm.flat import FlatParams
+from scaledl.comm.transport import MPI
 
 MB = 1 << 20
 FIRST_BUCKET_MB = 1.0  # DDP's first bucket

@@ -46,8 +46,8 @@ import contextlib
 
 import numpy as np
 import torch
-from mpi4py import MPI
 
+from scaledl.comm.transport import MPI
 from scaledl.config import CENTER_WINDOWS
 from scaledl.errors import UserError
 

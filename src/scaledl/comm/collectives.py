@@ -33,9 +33,9 @@ import socket
 
 import numpy as np
 import torch
-from mpi4py import MPI
 
 from scaledl.comm.buffers import HostStage
+from scaledl.comm.transport import MPI
 from scaledl.config import BACKENDS  # noqa: F401  (re-exported: the backends this module implements)
 from scaledl.errors import UserError
 from scaledl.timing import PhaseTimer

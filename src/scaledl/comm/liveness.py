@@ -23,11 +23,12 @@ master sends W until the worker's W^i arrives).
 
 from __future__ import annotations
 
-import time
 from collections import deque
 from collections.abc import Callable, Sequence
 
 import numpy as np
+
+from scaledl.comm import transport
 
 # Ten times the worker's worst interval so far: that history already holds its
 # usual jitter (data loading, garbage collection, a shared node's other jobs,
@@ -51,7 +52,7 @@ class Liveness:
         *,
         event: str = "exchange",
         interval: str = "exchange interval",
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = transport.monotonic,
     ):
         self.worker_ranks = tuple(worker_ranks)
         self.floor = float(floor)

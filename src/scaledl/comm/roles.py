@@ -13,8 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mpi4py import MPI
-
+from scaledl.comm.transport import MPI
 from scaledl.errors import UserError
 
 

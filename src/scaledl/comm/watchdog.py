@@ -10,17 +10,17 @@ PRRTE), but a hung process, or a launcher that lets the others run on
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
 import threading
 import time
 from collections.abc import Callable
 
 import numpy as np
-from mpi4py import MPI
 
+from scaledl.comm import transport
 from scaledl.comm.liveness import Liveness
 from scaledl.comm.sentinel import claim
+from scaledl.comm.transport import MPI
 
 _job_token: str | None = None
 
@@ -39,29 +39,16 @@ def abort_job(message: str, status: int = 1) -> None:
     """
     if _job_token is None or claim(_job_token):
         print(f"scaledl train: error: {message}", file=sys.stderr, flush=True)
-    time.sleep(0.5)  # the launcher forwards our output asynchronously; an abort right away can lose the line
-    MPI.COMM_WORLD.Abort(status)
-    os._exit(status)  # MPI_Abort may return when the launcher cannot reach a stopped peer
+    transport.current().abort(status)
 
 
 def wait_or_abort(
     request: MPI.Request, deadline: float, why: Callable[[], str], poll: float = 2e-4, spin_s: float = 0.0
 ) -> None:
-    """Complete `request`, polling; abort the job, saying `why()`, once time.monotonic() passes `deadline`.
-
-    `spin_s`: test without sleeping for that long first. MPI moves a large message (shared memory
-    especially) only inside MPI calls, so a sleep between tests stalls a transfer under way: a 143 MB
-    message sent this way with the 200 µs sleep took several times a blocking Send.
-    """
-    if request.Test():
-        return
-    spin_until = time.monotonic() + spin_s
-    while not request.Test():
-        now = time.monotonic()
-        if now > deadline:
-            abort_job(f"{why()}; aborting the job")
-        if now > spin_until:
-            time.sleep(poll)
+    """Complete `request`; abort the job, saying `why()`, once the transport's monotonic clock passes
+    `deadline`. Over MPI it polls (`spin_s`: the first seconds without sleeping, see
+    MPITransport.complete); a simulation blocks until completion or the deadline."""
+    transport.current().complete(request, deadline, lambda: abort_job(f"{why()}; aborting the job"), poll, spin_s)
 
 
 def arrival_or_abort(
@@ -70,10 +57,7 @@ def arrival_or_abort(
     """Return once a message from `source` with `tag` has arrived (not received); abort past `deadline`."""
     if comm.Iprobe(source=source, tag=tag):
         return
-    while not comm.Iprobe(source=source, tag=tag):
-        if time.monotonic() > deadline:
-            abort_job(f"{why()}; aborting the job")
-        time.sleep(poll)
+    transport.current().arrival(comm, source, tag, deadline, lambda: abort_job(f"{why()}; aborting the job"), poll)
 
 
 class Watchdog:
@@ -90,8 +74,10 @@ class Watchdog:
         self._last = time.monotonic()
         self._paused = False
         self._done = threading.Event()
-        self._thread = threading.Thread(target=self._watch, name="scaledl-watchdog", daemon=True)
-        self._thread.start()
+        self._thread = None
+        if transport.current().guards_processes:  # a simulated master cannot hang unseen: the simulator reports it
+            self._thread = threading.Thread(target=self._watch, name="scaledl-watchdog", daemon=True)
+            self._thread.start()
 
     def beat(self) -> None:
         self._last = time.monotonic()
@@ -108,7 +94,8 @@ class Watchdog:
 
     def stop(self) -> None:
         self._done.set()
-        self._thread.join()
+        if self._thread is not None:
+            self._thread.join()
 
     def _watch(self) -> None:
         while not self._done.wait(min(1.0, self.limit() / 4)):

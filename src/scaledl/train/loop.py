@@ -22,18 +22,18 @@ interval.
 
 from __future__ import annotations
 
-import time
 from functools import partial
 
 import torch
 import torch.nn.functional as F
-from mpi4py import MPI
 
 from scaledl.algorithms import rules
 from scaledl.algorithms.boundary import StepBoundary, fault_step
+from scaledl.comm import transport
 from scaledl.comm.collectives import close_torch_dist
 from scaledl.comm.flat import FlatParams
 from scaledl.comm.sentinel import claim
+from scaledl.comm.transport import MPI
 from scaledl.comm.watchdog import abort_job
 from scaledl.config import TrainConfig
 from scaledl.errors import Interrupted, UserError
@@ -120,7 +120,7 @@ def run_worker(run: TrainingRun, boundary: StepBoundary) -> None:
 
 def forward_backward(model, params: FlatParams, x, y, weight_decay: float, slowdown: float = 1.0) -> torch.Tensor:
     """ΔW^i into params.grad; a straggler (slowdown > 1) then sleeps (slowdown − 1) × the time it took."""
-    t0 = time.perf_counter()
+    t0 = transport.clock()
     params.zero_grad()
     loss = F.cross_entropy(model(x), y)
     loss.backward()
@@ -130,5 +130,5 @@ def forward_backward(model, params: FlatParams, x, y, weight_decay: float, slowd
     if slowdown != 1.0:
         if params.data.is_cuda:
             torch.cuda.current_stream(params.data.device).synchronize()
-        time.sleep((slowdown - 1.0) * (time.perf_counter() - t0))
+        transport.sleep((slowdown - 1.0) * (transport.clock() - t0))
     return loss.detach()

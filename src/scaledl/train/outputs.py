@@ -22,10 +22,10 @@ import h5py
 import mpi4py
 import numpy
 import torch
-from mpi4py import MPI
 
 import scaledl
 from scaledl.atomic import atomic_path, write_text
+from scaledl.comm.transport import MPI
 from scaledl.timing import PHASES
 
 METRICS_COLUMNS = (

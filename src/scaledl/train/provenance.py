@@ -18,6 +18,8 @@ from pathlib import Path
 
 import torch
 
+from scaledl.comm.transport import MPI
+
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
 # What Slurm says about the job, by the name it has in run.json.
 SLURM_VARIABLES = {
@@ -111,8 +113,6 @@ def hardware(device: torch.device) -> dict:
 def libraries() -> dict:
     """The accelerator and MPI libraries this run linked: CUDA, cuDNN and NCCL as torch was built with them,
     the MPI library's vendor and version as mpi4py sees them."""
-    from mpi4py import MPI  # lazy: importing this module (the report reads its names) must not initialise MPI
-
     cuda = torch.version.cuda
     nccl = None
     if cuda and torch.cuda.is_available():

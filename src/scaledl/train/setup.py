@@ -17,15 +17,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from mpi4py import MPI
 
 from scaledl.algorithms import ALGORITHMS, engine_class
 from scaledl.algorithms.base import Algorithm, AlgorithmContext
 from scaledl.algorithms.settings import Settings, resolve
+from scaledl.comm import transport
 from scaledl.comm.collectives import TORCH_DIST_BACKENDS, choose_backend, init_torch_dist
 from scaledl.comm.flat import FlatParams
 from scaledl.comm.roles import Roles, make_roles
 from scaledl.comm.sentinel import Sentinel
+from scaledl.comm.transport import MPI
 from scaledl.comm.watchdog import set_job_token
 from scaledl.config import TrainConfig
 from scaledl.data.hdf5 import DatasetInfo, read_info
@@ -314,5 +315,6 @@ def announce(run: TrainingRun) -> str:
     print(f"{who}: device {run.device}\n", end="", flush=True)  # one write: ranks share the stream
     token = r.world.bcast(uuid.uuid4().hex if r.is_master else None, root=r.master)
     set_job_token(token)
-    run.sentinel = Sentinel(token, who)
+    if transport.current().guards_processes:  # a simulated rank is an actor, not a process that can die unseen
+        run.sentinel = Sentinel(token, who)
     return token

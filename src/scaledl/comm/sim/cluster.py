@@ -1,0 +1,176 @@
+"""The simulated cluster's shared state, and which rank the running actor is.
+
+Every rank of a simulated job is a SimGrid actor in this one process; SimGrid
+runs one actor at a time, each on a thread of its own, so `this_rank()` (a
+thread-local) tells the code of a pattern which rank it is running for. A rank's
+helper actors (an overlapped exchange, a nonblocking send or collective) are
+started with `spawn`, which hands them the rank's identity.
+
+Messages are eager: a send moves its bytes over the platform's route between
+the two ranks' hosts at once (SimGrid's flow model shares every link with the
+transfers crossing it at the same time) and lands in the receiver's inbox,
+where a receive matching source and tag picks it up. A wait with a deadline
+blocks on a semaphore with a timeout, never by polling.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+
+from scaledl.comm.sim.loader import load
+
+ANY_SOURCE, ANY_TAG = -2, -1
+_local = threading.local()
+
+
+class SimulatedAbort(Exception):  # noqa: N818 - raised to end the simulated job, like MPI_Abort ends a real one
+    """A rank aborted the simulated job (MPI_Abort's twin): the runner ends every actor."""
+
+    def __init__(self, status: int):
+        super().__init__(f"the simulated job aborted with status {status}")
+        self.status = status
+
+
+@dataclass
+class Message:
+    source: int  # the sender's rank in the communicator
+    tag: int
+    payload: object  # a copy of the sent buffer (numpy) or object
+    nbytes: int
+
+
+class Inbox:
+    """Messages that arrived for one rank of one communicator channel, matched by source and tag."""
+
+    def __init__(self, sg):
+        self.messages: deque[Message] = deque()
+        self.arrived = sg.Semaphore(0)
+
+    def deliver(self, message: Message) -> None:
+        self.messages.append(message)
+        self.arrived.release()
+
+    def find(self, source: int, tag: int, remove: bool) -> Message | None:
+        for i, m in enumerate(self.messages):
+            if (source == ANY_SOURCE or m.source == source) and (tag == ANY_TAG or m.tag == tag):
+                if remove:
+                    del self.messages[i]
+                return m
+        return None
+
+    def take(self, source: int, tag: int, remove: bool = True, timeout: float | None = None) -> Message | None:
+        """The first matching message, waiting for it (None once `timeout` simulated seconds pass)."""
+        while True:
+            found = self.find(source, tag, remove)
+            if found is not None:
+                return found
+            if timeout is None:
+                self.arrived.acquire()
+            elif timeout <= 0 or self.arrived.acquire_timeout(timeout):  # acquire_timeout: True when it timed out
+                return None
+
+
+@dataclass
+class RankState:
+    """One rank of the simulated job: where it runs and what its phases cost."""
+
+    cluster: Cluster
+    rank: int
+    host: object  # simgrid.Host of the rank's device (its actor runs there)
+    node: str  # the node's name (ranks of one node share memory: Split_type)
+    meter: object = None  # scaledl.comm.sim.costs.Meter
+    world: object = None  # its COMM_WORLD (scaledl.comm.sim.mpi.Comm)
+
+
+@dataclass
+class Cluster:
+    """One simulation: its engine, the ranks, the communicators' inboxes and windows."""
+
+    sg: object
+    ranks: list[RankState] = field(default_factory=list)
+    inboxes: dict = field(default_factory=dict)  # (channel, rank in it) -> Inbox
+    shared: dict = field(default_factory=dict)  # per collective object (windows, splits): what its ranks exchange
+    poll_s: float = 2e-5  # the simulated time one fruitless probe costs (a spin loop must let time pass)
+    aborted: int | None = None
+
+    def inbox(self, channel: str, rank: int) -> Inbox:
+        box = self.inboxes.get((channel, rank))
+        if box is None:
+            box = self.inboxes[(channel, rank)] = Inbox(self.sg)
+        return box
+
+    def transfer(self, src: int, dst: int, nbytes: int) -> None:
+        """Block the calling actor while `nbytes` cross the route from world rank src's host to dst's."""
+        a, b = self.ranks[src].host, self.ranks[dst].host
+        self.sg.Comm.sendto(a, b, max(int(nbytes), 0))
+
+    def now(self) -> float:
+        return self.sg.Engine.clock
+
+
+def bind(state: RankState) -> None:
+    """The calling actor runs for `state`'s rank."""
+    _local.state = state
+
+
+def this_rank() -> RankState:
+    state = getattr(_local, "state", None)
+    if state is None:
+        raise RuntimeError("not inside a simulated rank (scaledl.comm.sim.cluster.bind was not called)")
+    return state
+
+
+def spawn(name: str, target, *args):
+    """Start `target(*args)` as a helper actor of the calling rank, on its host; returns a Done to wait on."""
+    state = this_rank()
+    sg = state.cluster.sg
+    done = Done(sg)
+
+    def body():
+        bind(state)
+        try:
+            done.value = target(*args)
+        except BaseException as error:  # noqa: BLE001 - an exception must not escape an actor (SimGrid aborts)
+            done.error = error
+        finally:
+            done.finish()
+
+    sg.Actor.create(name, state.host, body)
+    return done
+
+
+class Done:
+    """Completion of a helper actor: `wait()` (with an optional timeout), `ready`, its value or error."""
+
+    def __init__(self, sg):
+        self._signal = sg.Semaphore(0)
+        self.ready = False
+        self.value = None
+        self.error: BaseException | None = None
+
+    def finish(self) -> None:
+        self.ready = True
+        self._signal.release()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """True once done; False if `timeout` simulated seconds passed first."""
+        if self.ready:
+            return True
+        if timeout is None:
+            self._signal.acquire()
+        elif timeout <= 0 or self._signal.acquire_timeout(timeout):
+            return False
+        self._signal.release()  # others may wait on it too
+        return True
+
+    def result(self):
+        self.wait()
+        if self.error is not None:
+            raise self.error
+        return self.value
+
+
+def simgrid():
+    return load()

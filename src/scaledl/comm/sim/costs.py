@@ -1,0 +1,145 @@
+"""What a simulated rank's work costs: each timed phase's operations, charged to the simulated clock.
+
+The numerics are real (PyTorch on this machine's CPU); the time is the
+platform's. When a rank leaves a phase that does work, its meter charges the
+phase's cost to the simulated clock as an execution on the rank's host (or, for
+host↔device copies, as a transfer over the node's PCIe link):
+
+    compute, update, center_update, data
+               per operation a roofline: overhead + max(FLOPs / (peak × efficiency),
+               bytes / memory bandwidth); FLOPs of matrix products and convolutions
+               as torch.utils.flop_counter counts them, bytes every tensor the operation
+               reads and writes (views move nothing and cost nothing)
+    h2d, param_copy
+               on a device behind PCIe: the bytes the phase copies (copy_, _to_copy)
+               cross the link between the node's CPU host and the rank's device host,
+               the rest as above; on a device without one (a CPU, a KNL): all as above
+    comm, wait, eval, checkpoint
+               nothing here: the messages cost what the network says, waits last as
+               long as the peers take, and evaluation and checkpoints are off the clock
+
+A phase's operations are counted the first time a rank enters it from a given
+line of code, and charged at that price every later time (the work at one call
+site is the same every step: the same layers on the same batch shape), so the
+counting costs one step per call site, not every step. The price depends only
+on shapes, so two simulations of one configuration charge alike: a simulated
+run is repeatable to the bit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from dataclasses import dataclass
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+from torch.utils.flop_counter import flop_registry
+
+ROOFLINE = ("compute", "update", "center_update", "data")
+COPIES = ("h2d", "param_copy")
+COPY_OPS = ("copy_", "_to_copy", "clone")
+
+
+@dataclass(frozen=True)
+class Device:
+    """A simulated device: what the platform file says of a host (its properties, scaledl.comm.sim.platform)."""
+
+    name: str
+    flops: float  # peak FLOP/s (float32)
+    efficiency: float  # the fraction of peak that matrix products and convolutions reach
+    memory_bw: float  # bytes/s of its memory
+    op_overhead_s: float  # per operation: a kernel launch, or the framework's dispatch on a CPU
+    pcie: bool  # a device behind the node's PCIe link (a GPU): copies to and from the host cross it
+
+
+@dataclass
+class Price:
+    seconds: float  # on the device
+    pcie_bytes: int  # across PCIe (copies, on a device behind it)
+
+
+class OpCounter(TorchDispatchMode):
+    """Every operation's roofline seconds on `device`, and the bytes copied (the source's) by copy operations."""
+
+    def __init__(self, device: Device):
+        super().__init__()
+        self.device = device
+        self.seconds = 0.0
+        self.copied = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        if func.is_view:
+            return out
+        packet = func._overloadpacket
+        inputs = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
+        outputs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
+        moved = sum(t.nbytes for t in inputs) + sum(t.nbytes for t in outputs)
+        name = packet.__name__
+        if name in COPY_OPS:
+            self.copied += inputs[-1].nbytes if name == "copy_" else inputs[0].nbytes
+        flops = flop_registry[packet](*args, **kwargs, out_val=out) if packet in flop_registry else 0
+        d = self.device
+        self.seconds += d.op_overhead_s + max(flops / (d.flops * d.efficiency), moved / d.memory_bw)
+        return out
+
+
+_HERE = (__file__, contextlib.__file__)
+
+
+def call_site(skip: tuple[str, ...]) -> tuple:
+    """The code location that opened the phase: the first frame outside the timer and contextlib."""
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_code.co_filename in skip:
+        frame = frame.f_back
+    return (frame.f_code, frame.f_lineno) if frame is not None else None
+
+
+class Meter:
+    """One simulated rank's prices (shared by its helper actors) and how they are charged.
+
+    `charge(seconds)` runs an execution of that length on the rank's host; `pcie(nbytes, to_device)`
+    moves bytes over the node's PCIe link; `slowdown` stretches the rank's compute (a straggler).
+    """
+
+    def __init__(self, device: Device, host_device: Device, charge, pcie, slowdown: float = 1.0, skip=()):
+        self.device = device
+        self.host_device = host_device  # the node's CPU: where `data` runs
+        self.charge = charge
+        self.pcie = pcie
+        self.slowdown = slowdown
+        self.skip = (*_HERE, *skip)
+        self.prices: dict[tuple, Price] = {}
+
+    @contextlib.contextmanager
+    def phase(self, name: str):
+        if name not in ROOFLINE and name not in COPIES:
+            yield
+            return
+        key = (name, call_site(self.skip))
+        price = self.prices.get(key)
+        if price is None:
+            counter = OpCounter(self.host_device if name == "data" else self.device)
+            with counter:
+                yield
+            copies = counter.copied if name in COPIES and self.device.pcie else 0
+            price = self.prices[key] = Price(counter.seconds, copies)
+        else:
+            yield
+        self._pay(name, price)
+
+    def _pay(self, name: str, price: Price) -> None:
+        seconds = price.seconds * (self.slowdown if name == "compute" else 1.0)
+        if price.pcie_bytes:
+            self.pcie(price.pcie_bytes, to_device=name == "h2d")
+            if name in COPIES:  # the copies' own roofline seconds are the PCIe transfer, already paid
+                seconds = 0.0
+        if seconds > 0:
+            self.charge(seconds)
+
+    def reduction(self, nbytes: int) -> None:
+        """A collective's arithmetic on `nbytes` of this rank's data: read two operands, write one."""
+        self.charge(self.device.op_overhead_s + 3 * nbytes / self.device.memory_bw)

@@ -1,0 +1,481 @@
+"""The part of MPI the patterns use, over the simulated cluster: communicators, requests, RMA windows.
+
+`SIMULATED_MPI` stands in for mpi4py's module while a simulation runs
+(scaledl.comm.transport), so the round robin, the windows, the collectives
+and the training loop run unchanged. What is implemented is what the code
+calls; anything else raises AttributeError. The semantics:
+
+- Point to point: eager messages (cluster.py); `Isend` is a helper actor that
+  moves the bytes, so its request completes when they have arrived.
+- Collectives are built from point-to-point messages with the algorithms MPI
+  libraries select (scaledl.comm.sim.collectives), on a channel of their own,
+  so they never match a user's message; the nonblocking ones run on a helper
+  actor. Reductions are deterministic: the order of the sums depends only on
+  the communicator's size and the message size.
+- RMA: a window is every member's memory, in this process; an epoch's lock is
+  a readers-writer lock per target (exclusive or shared); every operation moves
+  its bytes between the two hosts, then applies at once (MPI allows an
+  operation to complete anywhere inside its epoch).
+- Abort raises SimulatedAbort, which ends the simulated job.
+"""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+
+from scaledl.comm.sim import collectives
+from scaledl.comm.sim.cluster import ANY_SOURCE, ANY_TAG, Message, SimulatedAbort, spawn, this_rank
+
+UNDEFINED = -32766
+IN_PLACE = object()
+LOCK_EXCLUSIVE, LOCK_SHARED = 234, 235
+COMM_TYPE_SHARED = 1
+THREAD_SINGLE, THREAD_FUNNELED, THREAD_SERIALIZED, THREAD_MULTIPLE = 0, 1, 2, 3
+
+
+class Op:
+    def __init__(self, name: str, apply):
+        self.name = name
+        self.apply = apply  # apply(into, value): into ← into (op) value, in place
+
+    def __repr__(self) -> str:
+        return f"MPI.{self.name}"
+
+
+def _replace(into, value):
+    into[...] = value
+
+
+SUM = Op("SUM", lambda into, value: np.add(into, value, out=into))
+MAX = Op("MAX", lambda into, value: np.maximum(into, value, out=into))
+MIN = Op("MIN", lambda into, value: np.minimum(into, value, out=into))
+BOR = Op("BOR", lambda into, value: np.bitwise_or(into, value, out=into))
+REPLACE = Op("REPLACE", _replace)
+NO_OP = Op("NO_OP", lambda into, value: None)
+_PY_OPS = {SUM: lambda a, b: a + b, MAX: max, MIN: min, BOR: lambda a, b: a | b}
+
+
+class Datatype:
+    def __init__(self, name: str, dtype):
+        self.name, self.dtype = name, np.dtype(dtype)
+
+
+FLOAT, DOUBLE, INT, BYTE = (
+    Datatype("FLOAT", np.float32),
+    Datatype("DOUBLE", np.float64),
+    Datatype("INT", np.int32),
+    Datatype("BYTE", np.uint8),
+)
+
+
+class Exception(RuntimeError):  # noqa: A001 - mpi4py's name: `except MPI.Exception` must catch the simulated failures
+    """A failed communication (a peer's host is down)."""
+
+
+def array(buf) -> np.ndarray | None:
+    """The numpy array behind an mpi4py buffer argument: an array, a memoryview, or [array, (count,) datatype];
+    None for no buffer (a NO_OP's origin)."""
+    if isinstance(buf, (list, tuple)):
+        buf = buf[0]
+    if buf is None or isinstance(buf, np.ndarray):
+        return buf
+    return np.frombuffer(buf, dtype=np.uint8)
+
+
+class Status:
+    def __init__(self):
+        self.source, self.tag, self.count = ANY_SOURCE, ANY_TAG, 0
+
+    def Get_tag(self) -> int:  # noqa: N802 - the mpi4py API
+        return self.tag
+
+    def Get_source(self) -> int:  # noqa: N802
+        return self.source
+
+    def _set(self, message: Message) -> None:
+        self.source, self.tag, self.count = message.source, message.tag, message.nbytes
+
+
+class Request:
+    """A nonblocking operation, completed by a helper actor (cluster.Done)."""
+
+    def __init__(self, done):
+        self._done = done
+
+    def Test(self) -> bool:  # noqa: N802
+        if self._done.ready and self._done.error is not None:
+            raise self._done.error
+        return self._done.ready
+
+    def Wait(self) -> None:  # noqa: N802
+        self._done.result()
+
+    def wait_until(self, deadline: float) -> bool:
+        """Completed before the simulated time `deadline`? (transport.complete's blocking wait)"""
+        return self._done.wait(max(0.0, deadline - this_rank().cluster.now()))
+
+    @staticmethod
+    def Testall(requests) -> bool:  # noqa: N802
+        return all(r.Test() for r in requests)
+
+    @staticmethod
+    def Waitall(requests) -> None:  # noqa: N802
+        for r in requests:
+            r.Wait()
+
+
+class Comm:
+    """A communicator: its world ranks, this rank's index, and its channel (the inboxes' namespace)."""
+
+    def __init__(self, channel: str, ranks: tuple[int, ...], rank: int):
+        self.channel = channel
+        self.ranks = ranks  # world ranks, by rank in this communicator
+        self.rank = rank
+        self._children = 0  # communicators made from this one so far (the same count on every member)
+        self._nonblocking = 0  # nonblocking collectives started so far (the same on every member)
+        self.collective_calls = 0  # blocking collectives so far: their messages' tag
+
+    # ---- who
+    def Get_rank(self) -> int:  # noqa: N802
+        return self.rank
+
+    def Get_size(self) -> int:  # noqa: N802
+        return len(self.ranks)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Comm) and other.channel == self.channel and other.rank == self.rank
+
+    def __hash__(self) -> int:
+        return hash((self.channel, self.rank))
+
+    @property
+    def cluster(self):
+        return this_rank().cluster
+
+    # ---- point to point
+    def _post(self, payload, nbytes: int, dest: int, tag: int, channel: str | None = None) -> None:
+        cluster = self.cluster
+        try:
+            cluster.transfer(self.ranks[self.rank], self.ranks[dest], nbytes)
+        except cluster.sg.NetworkFailureException as error:
+            raise Exception(f"rank {self.ranks[dest]} is unreachable ({error})") from None
+        cluster.inbox(channel or self.channel, self.ranks[dest]).deliver(Message(self.rank, tag, payload, nbytes))
+
+    def _inbox(self, channel: str | None = None):
+        return self.cluster.inbox(channel or self.channel, self.ranks[self.rank])
+
+    def Send(self, buf, dest: int, tag: int = 0) -> None:  # noqa: N802
+        data = array(buf).copy()
+        self._post(data, data.nbytes, dest, tag)
+
+    def Isend(self, buf, dest: int, tag: int = 0) -> Request:  # noqa: N802
+        data = array(buf).copy()
+        return Request(spawn("isend", self._post, data, data.nbytes, dest, tag))
+
+    def Recv(self, buf, source: int = ANY_SOURCE, tag: int = ANY_TAG, status: Status | None = None) -> None:  # noqa: N802
+        message = self._inbox().take(source, tag)
+        out = array(buf)
+        out.reshape(-1).view(np.uint8)[: message.payload.nbytes] = message.payload.reshape(-1).view(np.uint8)
+        if status is not None:
+            status._set(message)
+
+    def Probe(self, source: int = ANY_SOURCE, tag: int = ANY_TAG, status: Status | None = None) -> None:  # noqa: N802
+        message = self._inbox().take(source, tag, remove=False)
+        if status is not None:
+            status._set(message)
+
+    def Iprobe(self, source: int = ANY_SOURCE, tag: int = ANY_TAG, status: Status | None = None) -> bool:  # noqa: N802
+        message = self._inbox().find(source, tag, remove=False)
+        if message is None:
+            this_rank().cluster.sg.this_actor.sleep_for(self.cluster.poll_s)  # a spin loop must let time pass
+            return False
+        if status is not None:
+            status._set(message)
+        return True
+
+    def probe_until(self, source: int, tag: int, deadline: float) -> bool:
+        """A matching message arrived before the simulated time `deadline`? (transport.arrival)"""
+        timeout = max(0.0, deadline - self.cluster.now())
+        return self._inbox().take(source, tag, remove=False, timeout=timeout) is not None
+
+    # ---- collectives (scaledl.comm.sim.collectives), each on this communicator's collective channel
+    def _collective(self) -> collectives.Channel:
+        self.collective_calls += 1
+        return collectives.Channel(self, self.channel + "#c", self.collective_calls)
+
+    def _nonblocking_channel(self) -> collectives.Channel:
+        self._nonblocking += 1
+        return collectives.Channel(self, f"{self.channel}#nb{self._nonblocking}", 0)
+
+    def Barrier(self) -> None:  # noqa: N802
+        collectives.barrier(self._collective())
+
+    def Ibarrier(self) -> Request:  # noqa: N802
+        return Request(spawn("ibarrier", collectives.barrier, self._nonblocking_channel()))
+
+    def Bcast(self, buf, root: int = 0) -> None:  # noqa: N802
+        collectives.bcast(self._collective(), array(buf), root)
+
+    def Reduce(self, sendbuf, recvbuf, op: Op = SUM, root: int = 0) -> None:  # noqa: N802
+        send = array(recvbuf) if sendbuf is IN_PLACE else array(sendbuf)
+        recv = array(recvbuf) if self.rank == root else None
+        collectives.reduce(self._collective(), send, recv, op, root)
+
+    def Allreduce(self, sendbuf, recvbuf, op: Op = SUM) -> None:  # noqa: N802
+        recv = array(recvbuf)
+        if sendbuf is not IN_PLACE:
+            np.copyto(recv, array(sendbuf))
+        collectives.allreduce(self._collective(), recv, op)
+
+    def Iallreduce(self, sendbuf, recvbuf, op: Op = SUM) -> Request:  # noqa: N802
+        recv = array(recvbuf)
+        if sendbuf is not IN_PLACE:
+            np.copyto(recv, array(sendbuf))
+        return Request(spawn("iallreduce", collectives.allreduce, self._nonblocking_channel(), recv, op))
+
+    def Gather(self, sendbuf, recvbuf, root: int = 0) -> None:  # noqa: N802
+        out = array(recvbuf) if self.rank == root else None
+        collectives.gather(self._collective(), array(sendbuf), out, root)
+
+    # ---- collectives of Python objects (pickled, as mpi4py does)
+    def bcast(self, obj=None, root: int = 0):
+        return collectives.bcast_object(self._collective(), obj, root)
+
+    def gather(self, obj, root: int = 0):
+        return collectives.gather_objects(self._collective(), obj, root)
+
+    def allgather(self, obj):
+        return collectives.allgather_objects(self._collective(), obj)
+
+    def allreduce(self, obj, op: Op = SUM):
+        values = self.allgather(obj)
+        result = values[0]
+        for value in values[1:]:  # rank order: the same result on every rank
+            result = _PY_OPS[op](result, value)
+        return result
+
+    # ---- communicators
+    def _child_channel(self, what: str) -> str:
+        self._children += 1
+        return f"{self.channel}/{what}{self._children}"
+
+    def Dup(self) -> Comm:  # noqa: N802
+        return Comm(self._child_channel("dup"), self.ranks, self.rank)
+
+    def Split(self, color: int = 0, key: int = 0) -> Comm | None:  # noqa: N802
+        channel = self._child_channel("split")
+        chosen = self.allgather((color, key, self.rank))
+        if color == UNDEFINED:
+            return COMM_NULL
+        members = sorted((k, r) for c, k, r in chosen if c == color)
+        ranks = tuple(self.ranks[r] for _, r in members)
+        return Comm(f"{channel}.{color}", ranks, [r for _, r in members].index(self.rank))
+
+    def Split_type(self, split_type: int, key: int = 0) -> Comm:  # noqa: N802
+        nodes = sorted({state.node for state in self.cluster.ranks})
+        return self.Split(nodes.index(this_rank().node), key)
+
+    def Free(self) -> None:  # noqa: N802
+        pass
+
+    def Abort(self, errorcode: int = 0) -> None:  # noqa: N802
+        raise SimulatedAbort(errorcode)
+
+
+COMM_NULL = None
+
+
+def _target(target, disp_unit: int) -> int:
+    """The byte offset of mpi4py's `target` argument: a displacement, or (displacement, count, datatype)."""
+    if target is None:
+        return 0
+    disp = target[0] if isinstance(target, (list, tuple)) else target
+    return int(disp) * disp_unit
+
+
+class _ReadWriteLock:
+    """A window target's lock: many shared holders or one exclusive holder (writer-fair: a turnstile)."""
+
+    def __init__(self, sg):
+        self.turnstile = sg.Mutex()
+        self.readers_mutex = sg.Mutex()
+        self.room_empty = sg.Semaphore(1)
+        self.readers = 0
+
+    def lock(self, exclusive: bool) -> None:
+        self.turnstile.lock()
+        if exclusive:
+            self.room_empty.acquire()
+            self.turnstile.unlock()
+            return
+        self.turnstile.unlock()
+        self.readers_mutex.lock()
+        self.readers += 1
+        if self.readers == 1:
+            self.room_empty.acquire()
+        self.readers_mutex.unlock()
+
+    def unlock(self, exclusive: bool) -> None:
+        if exclusive:
+            self.room_empty.release()
+            return
+        self.readers_mutex.lock()
+        self.readers -= 1
+        if self.readers == 0:
+            self.room_empty.release()
+        self.readers_mutex.unlock()
+
+
+class Win:
+    """An RMA window over every member's memory (allocated by its owner, shared in this process)."""
+
+    def __init__(self, comm: Comm, memories: list[np.ndarray], disp_units: list[int], locks: list):
+        self.comm = comm
+        self.memories = memories  # uint8, per rank of comm
+        self.disp_units = disp_units
+        self.locks = locks
+        self._held: dict[int, bool] = {}  # target -> exclusive
+
+    @staticmethod
+    def _create(nbytes: int, disp_unit: int, comm: Comm) -> Win:
+        cluster = comm.cluster
+        key = comm._child_channel("win")
+        mine = np.zeros(int(nbytes), dtype=np.uint8)
+        everyone = comm.allgather((comm.rank, disp_unit))  # also orders the allocation: all members are here
+        table = cluster.shared.setdefault(key, {})
+        table[comm.rank] = mine
+        comm.Barrier()  # every member's memory is in the table
+        memories = [table[r] for r in range(comm.Get_size())]
+        locks = cluster.shared.setdefault(key + ":locks", [_ReadWriteLock(cluster.sg) for _ in memories])
+        return Win(comm, memories, [u for _, u in sorted(everyone)], locks)
+
+    @staticmethod
+    def Allocate(size: int, disp_unit: int = 1, info=None, comm: Comm | None = None) -> Win:  # noqa: N802
+        return Win._create(size, disp_unit, comm)
+
+    @staticmethod
+    def Allocate_shared(size: int, disp_unit: int = 1, info=None, comm: Comm | None = None) -> Win:  # noqa: N802
+        return Win._create(size, disp_unit, comm)
+
+    def Shared_query(self, rank: int):  # noqa: N802
+        return memoryview(self.memories[rank]), self.disp_units[rank]
+
+    def tomemory(self):
+        return memoryview(self.memories[self.comm.rank])
+
+    # ---- epochs
+    def _round_trip(self, target: int) -> None:
+        """A lock's request and grant: two control messages when the target is another rank."""
+        if target != self.comm.rank:
+            cluster = self.comm.cluster
+            me, there = self.comm.ranks[self.comm.rank], self.comm.ranks[target]
+            cluster.transfer(me, there, 0)
+            cluster.transfer(there, me, 0)
+
+    def Lock(self, rank: int, lock_type: int = LOCK_EXCLUSIVE, assertion: int = 0) -> None:  # noqa: N802
+        exclusive = lock_type == LOCK_EXCLUSIVE
+        self._round_trip(rank)
+        self.locks[rank].lock(exclusive)
+        self._held[rank] = exclusive
+
+    def Unlock(self, rank: int) -> None:  # noqa: N802
+        self.locks[rank].unlock(self._held.pop(rank))
+
+    def Flush(self, rank: int) -> None:  # noqa: N802
+        pass  # every operation completed when it was issued
+
+    def Sync(self) -> None:  # noqa: N802
+        pass
+
+    def Free(self) -> None:  # noqa: N802
+        self.comm.Barrier()
+
+    # ---- operations: move the bytes, then apply
+    def _view(self, target: int, offset: int, like: np.ndarray) -> np.ndarray:
+        memory = self.memories[target]
+        return memory[offset : offset + like.nbytes].view(like.dtype).reshape(like.shape)
+
+    def _move(self, src: int, dst: int, nbytes: int) -> None:
+        cluster = self.comm.cluster
+        a, b = self.comm.ranks[src], self.comm.ranks[dst]
+        try:
+            cluster.transfer(a, b, nbytes)
+        except cluster.sg.NetworkFailureException as error:
+            raise Exception(f"rank {b if src == self.comm.rank else a} is unreachable ({error})") from None
+
+    def Put(self, origin, target_rank: int, target=None) -> None:  # noqa: N802
+        data = array(origin)
+        self._move(self.comm.rank, target_rank, data.nbytes)
+        self._view(target_rank, _target(target, self.disp_units[target_rank]), data)[...] = data
+
+    def Get(self, origin, target_rank: int, target=None) -> None:  # noqa: N802
+        out = array(origin)
+        self._move(target_rank, self.comm.rank, out.nbytes)
+        out[...] = self._view(target_rank, _target(target, self.disp_units[target_rank]), out)
+
+    def Accumulate(self, origin, target_rank: int, target=None, op: Op = SUM) -> None:  # noqa: N802
+        data = array(origin)
+        self._move(self.comm.rank, target_rank, data.nbytes)
+        op.apply(self._view(target_rank, _target(target, self.disp_units[target_rank]), data), data)
+
+    def Get_accumulate(self, origin, result, target_rank: int, target=None, op: Op = SUM) -> None:  # noqa: N802
+        data, out = array(origin), array(result)
+        there = self._view(target_rank, _target(target, self.disp_units[target_rank]), out)
+        if op is not NO_OP:
+            self._move(self.comm.rank, target_rank, data.nbytes)
+        self._move(target_rank, self.comm.rank, out.nbytes)
+        out[...] = there
+        op.apply(there, data)
+
+    def Fetch_and_op(self, origin, result, target_rank: int, target_disp: int = 0, op: Op = SUM) -> None:  # noqa: N802
+        self.Get_accumulate(origin, result, target_rank, target_disp, op)
+
+
+class SimulatedMPI:
+    """The module object the patterns see as `MPI` during a simulation."""
+
+    UNDEFINED, IN_PLACE, ANY_SOURCE, ANY_TAG = UNDEFINED, IN_PLACE, ANY_SOURCE, ANY_TAG
+    LOCK_EXCLUSIVE, LOCK_SHARED, COMM_TYPE_SHARED, COMM_NULL = LOCK_EXCLUSIVE, LOCK_SHARED, COMM_TYPE_SHARED, COMM_NULL
+    THREAD_SINGLE, THREAD_FUNNELED, THREAD_SERIALIZED, THREAD_MULTIPLE = 0, 1, 2, 3
+    SUM, MAX, MIN, BOR, REPLACE, NO_OP = SUM, MAX, MIN, BOR, REPLACE, NO_OP
+    FLOAT, DOUBLE, INT, BYTE = FLOAT, DOUBLE, INT, BYTE
+    Comm, Win, Request, Status, Exception = Comm, Win, Request, Status, Exception
+
+    @property
+    def COMM_WORLD(self) -> Comm:  # noqa: N802
+        return this_rank().world
+
+    @staticmethod
+    def Wtime() -> float:  # noqa: N802
+        return this_rank().cluster.now()
+
+    @staticmethod
+    def Query_thread() -> int:  # noqa: N802
+        return THREAD_MULTIPLE  # helper actors may call anything
+
+    @staticmethod
+    def Get_version() -> tuple[int, int]:  # noqa: N802
+        return (3, 1)
+
+    @staticmethod
+    def Get_library_version() -> str:  # noqa: N802
+        return f"simulated MPI over SimGrid {this_rank().cluster.sg.simgrid_version}"
+
+    @staticmethod
+    def get_vendor() -> tuple[str, tuple[int, ...]]:
+        version = this_rank().cluster.sg.simgrid_version
+        return "SimGrid", tuple(int(part) for part in version.split(".")[:3])
+
+    @staticmethod
+    def Finalize() -> None:  # noqa: N802
+        pass
+
+
+def object_size(obj) -> int:
+    """Bytes of a Python object as mpi4py would send it (pickled)."""
+    return len(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
+
+
+SIMULATED_MPI = SimulatedMPI()

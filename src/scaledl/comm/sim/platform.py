@@ -1,0 +1,184 @@
+"""Simulated platforms: SimGrid platform files, plus what scaledl reads from their hosts' properties.
+
+A platform is a SimGrid XML file (version 4.1): hosts with a speed (FLOP/s),
+links with a bandwidth and a latency, routes. SimGrid times every message on
+it. scaledl adds to each host (a `<prop>` of the host, or of a `<cluster>` for
+all its hosts) what its cost model needs:
+
+    role           device (a rank runs here), master (a dedicated master's CPU), or cpu
+                   (the node's CPU seen by a device's host↔device copies); default device
+    slots          ranks one host takes (default 1): a laptop's one host takes many
+    efficiency     the fraction of peak FLOP/s that matrix products and convolutions reach
+    memory_bw      bytes/s of the device's memory
+    op_overhead    seconds per operation (kernel launch, framework dispatch)
+    cpu_host       the node's CPU host: host↔device copies cross the route to it (PCIe);
+                   absent on a device that is its own host (a CPU, a KNL node)
+    node           the node's name (ranks of one node share memory); default the host's name
+
+The shipped platforms (scaledl/comm/sim/platforms/*.xml) state their sources
+in their header comments. Ranks are placed in the order of the file's device
+hosts, `slots` per host; a dedicated master goes to the first master host (or
+the first device host). More ranks than slots is refused in one line.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from scaledl.comm.sim.costs import Device
+from scaledl.errors import UserError
+
+SHIPPED = resources.files("scaledl.comm.sim") / "platforms"
+
+
+@dataclass(frozen=True)
+class HostInfo:
+    name: str
+    speed: float  # FLOP/s, as SimGrid has it
+    role: str
+    slots: int
+    efficiency: float
+    memory_bw: float
+    op_overhead: float
+    cpu_host: str | None
+    node: str
+
+    def device(self) -> Device:
+        return Device(
+            self.name, self.speed, self.efficiency, self.memory_bw, self.op_overhead, self.cpu_host is not None
+        )
+
+
+@dataclass(frozen=True)
+class Platform:
+    name: str
+    path: Path
+    hosts: dict[str, HostInfo]  # in file order
+
+    def devices(self) -> list[HostInfo]:
+        return [h for h in self.hosts.values() if h.role == "device"]
+
+    def capacity(self) -> int:
+        return sum(h.slots for h in self.devices())
+
+    def place(self, ranks: int, dedicated_master: bool) -> list[HostInfo]:
+        """The host of each rank: a dedicated master (rank 0) on the master host, the rest on device slots."""
+        masters = [h for h in self.hosts.values() if h.role == "master"]
+        placed = []
+        if dedicated_master and masters:
+            placed.append(masters[0])
+        slots = [h for h in self.devices() for _ in range(h.slots)]
+        need = ranks - len(placed)
+        if need > len(slots):
+            raise UserError(
+                f"platform {self.name} has {len(slots)} rank slot(s) on its device hosts, but this run needs "
+                f"{ranks} rank(s){' (a master and the workers)' if dedicated_master else ''}; use fewer workers "
+                "or a larger platform"
+            )
+        return placed + slots[:need]
+
+
+def shipped() -> list[str]:
+    return sorted(p.name.removesuffix(".xml") for p in SHIPPED.iterdir() if p.name.endswith(".xml"))
+
+
+def resolve(name_or_path: str | Path) -> Path:
+    """A shipped platform's name, or a platform file's path."""
+    path = Path(name_or_path)
+    if path.suffix == ".xml" or path.exists():
+        if not path.is_file():
+            raise UserError(
+                f"platform file {path} does not exist; give a platform file or one of {', '.join(shipped())}"
+            )
+        return path
+    candidate = SHIPPED / f"{name_or_path}.xml"
+    if not candidate.is_file():
+        raise UserError(
+            f"unknown platform {str(name_or_path)!r}; one of {', '.join(shipped())}, or a platform file's path"
+        )
+    return Path(str(candidate))
+
+
+def _number(text: str, what: str) -> float:
+    """SimGrid's units: 1Gf, 10GBps, 1.5us, or a plain number."""
+    units = {
+        "f": 1, "kf": 1e3, "Mf": 1e6, "Gf": 1e9, "Tf": 1e12, "Pf": 1e15,
+        "Bps": 1, "kBps": 1e3, "KBps": 1e3, "MBps": 1e6, "GBps": 1e9, "TBps": 1e12,
+        "s": 1, "ms": 1e-3, "us": 1e-6, "ns": 1e-9,
+    }  # fmt: skip
+    text = text.strip()
+    for suffix in sorted(units, key=len, reverse=True):
+        if text.endswith(suffix) and text[: -len(suffix)].strip():
+            try:
+                return float(text[: -len(suffix)]) * units[suffix]
+            except ValueError:
+                break
+    try:
+        return float(text)
+    except ValueError:
+        raise UserError(f"platform: {what} {text!r} is not a number (SimGrid units such as 1Gf, 10GBps, 1us)") from None
+
+
+def _props(element) -> dict[str, str]:
+    return {p.get("id"): p.get("value") for p in element.findall("prop")}
+
+
+def _host(name: str, speed: str, props: dict[str, str], path: Path) -> HostInfo:
+    def get(key: str, default=None):
+        value = props.get(key, default)
+        if value is None:
+            raise UserError(f"platform {path}: host {name} lacks the property {key!r} (see scaledl.comm.sim.platform)")
+        return value
+
+    role = get("role", "device")
+    if role not in ("device", "master", "cpu"):
+        raise UserError(f"platform {path}: host {name} has role {role!r}; one of device, master, cpu")
+    return HostInfo(
+        name=name,
+        speed=_number(speed.split(",")[0], f"host {name} speed"),
+        role=role,
+        slots=int(get("slots", "1")),
+        efficiency=float(get("efficiency", "1")),
+        memory_bw=_number(get("memory_bw"), f"host {name} memory_bw"),
+        op_overhead=_number(get("op_overhead", "0"), f"host {name} op_overhead"),
+        cpu_host=props.get("cpu_host"),
+        node=props.get("node", name),
+    )
+
+
+def _cluster_names(cluster) -> list[str]:
+    names = []
+    for part in cluster.get("radical", "").split(","):
+        lo, _, hi = part.partition("-")
+        names += [
+            f"{cluster.get('prefix', '')}{i}{cluster.get('suffix', '')}" for i in range(int(lo), int(hi or lo) + 1)
+        ]
+    return names
+
+
+def load(name_or_path: str | Path) -> Platform:
+    """The platform's hosts and their properties (SimGrid itself loads the file again: Simulation)."""
+    path = resolve(name_or_path)
+    try:
+        root = ET.parse(path).getroot()
+    except ET.ParseError as error:
+        raise UserError(f"platform file {path} is not valid XML ({error})") from None
+    if root.tag != "platform":
+        raise UserError(f"platform file {path}: the root element is <{root.tag}>, not <platform>")
+    hosts: dict[str, HostInfo] = {}
+    for element in root.iter():
+        if element.tag == "host":
+            hosts[element.get("id")] = _host(element.get("id"), element.get("speed", "0"), _props(element), path)
+        elif element.tag == "cluster":
+            props = _props(element)
+            for name in _cluster_names(element):
+                hosts[name] = _host(name, element.get("speed", "0"), props, path)
+    for host in hosts.values():
+        if host.cpu_host is not None and host.cpu_host not in hosts:
+            raise UserError(f"platform {path}: host {host.name} names cpu_host {host.cpu_host}, which is not a host")
+    if not any(h.role == "device" for h in hosts.values()):
+        raise UserError(f"platform {path} has no host with role device: no rank could run on it")
+    return Platform(path.stem, path, hosts)

@@ -1,0 +1,216 @@
+"""A simulated job: every rank an actor on its platform host, the simulated transport installed, one outcome.
+
+`Simulation(platform, ranks, dedicated_master).run(main)` runs `main()` once
+per rank (what `mpiexec -n ranks` would start), each as a SimGrid actor bound
+to its rank, with scaledl.comm.transport pointing at the simulation. It
+returns the job's outcome: the exit status (0; 2 for a user error, which every
+rank raised alike or one rank raised mid-run; 130 for an interrupt; the
+status of an abort), the one-line error, and the simulated seconds. An
+exception escaping an actor would make SimGrid abort the process, so each
+actor's body keeps every exception and the first one ends the job: the other
+actors are killed, as MPI_Abort kills the other processes.
+
+Faults and stragglers: `failures` turns hosts off at simulated times (their
+actors die; a peer's operation towards them fails as MPI's would, and each
+pattern's liveness rules apply); `host_speed` scales hosts' speeds (a slower
+host computes longer); `slowdown` stretches one rank's compute (--straggler).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import traceback
+from dataclasses import dataclass, field
+
+from scaledl import timing
+from scaledl.comm import transport
+from scaledl.comm.sim.cluster import Cluster, Done, RankState, SimulatedAbort, bind, spawn, this_rank
+from scaledl.comm.sim.costs import Meter
+from scaledl.comm.sim.loader import load
+from scaledl.comm.sim.mpi import SIMULATED_MPI, Comm
+from scaledl.comm.sim.platform import Platform
+from scaledl.errors import Interrupted, UserError
+
+ENGINE_ARGS = ("--log=root.thres:critical", "--cfg=contexts/stack-size:16384")
+
+
+class Helper:
+    """A one-worker executor whose worker is a helper actor of the calling rank (an overlapped exchange)."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.pending: list[Done] = []
+
+    def submit(self, fn, *args) -> Done:
+        done = spawn(self.name, fn, *args)
+        self.pending = [d for d in self.pending if not d.ready] + [done]
+        return done
+
+    def shutdown(self, wait: bool = True) -> None:
+        if wait:
+            for done in self.pending:
+                done.wait()
+
+
+class SimulatedTransport:
+    """scaledl.comm.transport's interface over a running simulation."""
+
+    name = "simulated"
+    simulated = True
+    guards_processes = False
+    MPI = SIMULATED_MPI
+
+    def __init__(self, simulation: Simulation):
+        self.simulation = simulation
+        self.sg = simulation.sg
+
+    def clock(self) -> float:
+        return self.sg.Engine.clock
+
+    monotonic = clock
+
+    def sleep(self, seconds: float) -> None:
+        if seconds > 0:
+            self.sg.this_actor.sleep_for(seconds)
+
+    def helper(self, name: str = "scaledl-exchange") -> Helper:
+        return Helper(name)
+
+    def meter(self, phase: str):
+        meter = this_rank().meter
+        return meter.phase(phase) if meter is not None else contextlib.nullcontext()
+
+    def complete(self, request, deadline: float, on_timeout, poll: float, spin_s: float) -> None:
+        if not request.wait_until(deadline):
+            on_timeout()
+
+    def arrival(self, comm, source: int, tag: int, deadline: float, on_timeout, poll: float) -> None:
+        if not comm.probe_until(source, tag, deadline):
+            on_timeout()
+
+    def abort(self, status: int) -> None:
+        raise SimulatedAbort(status)
+
+    def host_name(self) -> str:
+        return this_rank().host.name
+
+    def describe(self) -> dict:
+        return self.simulation.describe()
+
+
+@dataclass
+class Outcome:
+    status: int = 0
+    error: str | None = None  # one line, for a user error or an abort's message already printed
+    simulated_s: float = 0.0
+    crashed: str | None = None  # a traceback: a bug, not a user error
+
+
+@dataclass
+class Simulation:
+    platform: Platform
+    ranks: int
+    dedicated_master: bool
+    failures: dict[str, float] = field(default_factory=dict)  # host -> simulated time it fails
+    host_speed: dict[str, float] = field(default_factory=dict)  # host -> speed factor (< 1: slower)
+    slowdown: dict[int, float] = field(default_factory=dict)  # rank -> compute stretch (--straggler)
+    poll_s: float = 2e-5
+
+    def __post_init__(self):
+        self.placement = self.platform.place(self.ranks, self.dedicated_master)
+        for host in [*self.failures, *self.host_speed]:
+            if host not in self.platform.hosts:
+                raise UserError(f"platform {self.platform.name} has no host {host!r}")
+        self.sg = None
+        self.outcome = Outcome()
+
+    def describe(self) -> dict:
+        return {
+            "kind": "simulated",
+            "platform": self.platform.name,
+            "platform_file": str(self.platform.path),
+            "simgrid": self.sg.simgrid_version if self.sg else None,
+            "rank_hosts": [h.name for h in self.placement],
+            "failures": dict(self.failures),
+            "host_speed": dict(self.host_speed),
+            "cost_model": "per-operation roofline on the host's device; host-device copies over the PCIe route",
+        }
+
+    def run(self, main) -> Outcome:
+        self.sg = sg = load()
+        engine = sg.Engine([sys.argv[0] or "scaledl", *ENGINE_ARGS])
+        with _quiet_stderr():
+            engine.load_platform(str(self.platform.path))
+        cluster = Cluster(sg, poll_s=self.poll_s)
+        for host, factor in self.host_speed.items():
+            sg.Host.by_name(host).set_speed_profile(f"0 {factor}\n", -1)
+        for host, when in self.failures.items():
+            sg.Host.by_name(host).set_state_profile(f"{when} 0\n", -1)
+        for rank, info in enumerate(self.placement):
+            host = sg.Host.by_name(info.name)
+            state = RankState(cluster, rank, host, info.node)
+            state.world = Comm("world", tuple(range(self.ranks)), rank)
+            state.meter = self._meter(sg, info, host, self.slowdown.get(rank, 1.0))
+            cluster.ranks.append(state)
+        for state in cluster.ranks:
+            sg.Actor.create(f"rank{state.rank}", state.host, self._body, state, main)
+        with transport.use(SimulatedTransport(self)):
+            engine.run()
+        self.outcome.simulated_s = sg.Engine.clock
+        return self.outcome
+
+    def _meter(self, sg, info, host, slowdown: float) -> Meter:
+        cpu = self.platform.hosts[info.cpu_host] if info.cpu_host else info
+        cpu_host = sg.Host.by_name(cpu.name)
+
+        def charge(seconds: float) -> None:
+            sg.this_actor.execute(seconds * sg.this_actor.get_host().speed)
+
+        def pcie(nbytes: int, to_device: bool) -> None:
+            src, dst = (cpu_host, host) if to_device else (host, cpu_host)
+            sg.Comm.sendto(src, dst, int(nbytes))
+
+        return Meter(info.device(), cpu.device(), charge, pcie, slowdown, skip=_TIMER_FILES)
+
+    def _body(self, state: RankState, main) -> None:
+        bind(state)
+        try:
+            main()
+        except SimulatedAbort as abort:
+            self._end(abort.status, None)
+        except UserError as error:
+            self._end(2, str(error))
+        except Interrupted as interrupt:
+            self._end(interrupt.status, None)
+        except self.sg.ActorKilled:
+            pass
+        except BaseException:  # noqa: BLE001 - a bug: kept with its traceback, the job ends
+            self._end(1, None, crashed=traceback.format_exc())
+
+    def _end(self, status: int, error: str | None, crashed: str | None = None) -> None:
+        """The first rank to fail decides the outcome; the others are killed (MPI_Abort's twin)."""
+        if self.outcome.status == 0 and self.outcome.error is None and self.outcome.crashed is None:
+            self.outcome.status, self.outcome.error, self.outcome.crashed = status, error, crashed
+            if status != 0:
+                self.sg.Actor.kill_all()
+
+
+# The frames between a `with timer.phase(...)` and the meter: the phase's call site is the first frame outside them.
+_TIMER_FILES = (timing.__file__, transport.__file__, __file__)
+
+
+@contextlib.contextmanager
+def _quiet_stderr():
+    """SimGrid prints its configuration changes on the C stream; a user sees only what matters."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)

@@ -1,0 +1,91 @@
+"""`scaledl simulate`: a training run on a simulated cluster, with real numerics and simulated time.
+
+    scaledl simulate --platform-file k80x8 --ranks 9 --data ... --model lenet --algorithm easgd --out-dir ... [train options]
+
+The same run as `mpiexec -n RANKS python -m mpi4py -m scaledl train ...`, every
+rank a SimGrid actor on a host of the platform (scaledl.comm.sim), all in this
+one process: the algorithms, the patterns and the training loop are the same
+code, over the simulated transport. Every time in its outputs is simulated
+seconds on the platform; run.json's `transport` says so and names the platform.
+SimGrid is an optional dependency (scaledl.comm.sim.loader says how to get it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from dataclasses import fields
+
+from scaledl.algorithms import ALGORITHMS
+from scaledl.comm.sim.platform import load
+from scaledl.comm.sim.run import Simulation
+from scaledl.config import TrainConfig
+from scaledl.errors import UserError
+from scaledl.train.command import add_arguments as add_train_arguments
+from scaledl.train.loop import train
+from scaledl.train.tuned import with_tuned
+
+HELP = "simulate a training run on a SimGrid platform: every rank an actor, real numerics, simulated time"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("simulation")
+    group.add_argument(
+        "--platform-file",
+        required=True,
+        metavar="PLATFORM",
+        help="a shipped platform (laptop, k80x8, cori_knl) or a SimGrid platform file (--platform stays the "
+        "name run.json records)",
+    )
+    group.add_argument("--ranks", type=int, required=True, help="ranks of the job (what mpiexec -n would start)")
+    group.add_argument(
+        "--fail",
+        action="append",
+        default=[],
+        metavar="HOST:TIME",
+        help="turn HOST off at simulated TIME seconds (repeatable): its ranks die, as a node failure",
+    )
+    group.add_argument(
+        "--host-speed",
+        action="append",
+        default=[],
+        metavar="HOST:FACTOR",
+        help="scale HOST's speed by FACTOR (0.5: twice as slow; repeatable): a straggling node",
+    )
+    add_train_arguments(parser)
+
+
+def pairs(items: list[str], flag: str, what: str) -> dict[str, float]:
+    """{HOST: number} from HOST:NUMBER items; UserError in one line."""
+    parsed = {}
+    for item in items:
+        host, _, value = item.rpartition(":")
+        try:
+            number = float(value)
+        except ValueError:
+            number = None
+        if not host or number is None or number < 0 or (what == "factor" and number == 0):
+            raise UserError(f"{flag} {item}: expected HOST:{what.upper()} with {what} a positive number")
+        parsed[host] = number
+    return parsed
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.ranks < 1:
+        raise UserError(f"--ranks {args.ranks}: a job needs at least one rank")
+    cfg = TrainConfig(**{f.name: getattr(args, f.name) for f in fields(TrainConfig)})
+    simulation = Simulation(
+        load(args.platform_file),
+        args.ranks,
+        ALGORITHMS[cfg.algorithm].needs_master,
+        failures=pairs(args.fail, "--fail", "time"),
+        host_speed=pairs(args.host_speed, "--host-speed", "factor"),
+    )
+    signal.signal(signal.SIGINT, signal.SIG_DFL)  # the simulator holds the main thread: Ctrl-C ends it at once
+    outcome = simulation.run(lambda: train(with_tuned(cfg, args.ranks)))
+    if outcome.crashed:
+        print(outcome.crashed, file=sys.stderr, end="")
+    elif outcome.error:
+        print(f"scaledl simulate: error: {outcome.error}", file=sys.stderr)
+    return outcome.status
