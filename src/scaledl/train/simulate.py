@@ -1,6 +1,7 @@
 """`scaledl simulate`: a training run on a simulated cluster, with real numerics and simulated time.
 
-    scaledl simulate --platform-file k80x8 --ranks 9 --data ... --model lenet --algorithm easgd --out-dir ... [train options]
+    scaledl simulate --platform-file k80x8 --ranks 9 --data ... --model lenet --algorithm easgd \\
+        --out-dir ... [train options]
 
 The same run as `mpiexec -n RANKS python -m mpi4py -m scaledl train ...`, every
 rank a SimGrid actor on a host of the platform (scaledl.comm.sim), all in this
