@@ -16,9 +16,9 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
-# Imports a function may make instead of the module: initialising MPI, or
+# Imports a function may make instead of the module: initialising MPI, an optional dependency (SimGrid), or
 # loading a heavy library that most callers of the module never need.
-LAZY_TARGETS = ("mpi4py.MPI", "torch", "torchvision", "matplotlib", "sklearn", "scipy", "PIL")
+LAZY_TARGETS = ("mpi4py.MPI", "torch", "torchvision", "matplotlib", "sklearn", "scipy", "PIL", "simgrid")
 # Package modules that import one of those at their top, so importing them lazily is lazy for the same reason.
 LAZY_MODULES = ("scaledl.train.loop",)
 
