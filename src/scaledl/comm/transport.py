@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -91,9 +92,13 @@ class MPITransport:
         """The clock deadlines are read on (liveness limits)."""
         return time.monotonic()
 
-    def describe(self) -> dict | None:
-        """What run.json records about the transport: nothing over MPI (its versions are recorded already)."""
-        return None
+    def host_name(self) -> str:
+        """The host this rank runs on (a simulated rank's: its platform host)."""
+        return socket.gethostname()
+
+    def describe(self) -> dict:
+        """What run.json records about the transport (MPI's library and versions are recorded apart)."""
+        return {"kind": "mpi"}
 
 
 class _MPIProxy:

@@ -78,7 +78,8 @@ def train(cfg: TrainConfig) -> TrainingRun:
             # exchange, so the collective exit of a setup error would hang. One line, then the job ends.
             abort_job(str(exc), status=2)
         except BaseException:
-            claim(token)  # this rank's traceback is the report; the sentinels of ranks killed next stay quiet
+            if transport.current().guards_processes:
+                claim(token)  # this rank's traceback is the report; the sentinels of ranks killed next stay quiet
             raise
         if run.stop_reason == INTERRUPTED:
             MPI.Finalize()  # a clean, collective exit: on a non-zero status `-m mpi4py` would MPI_Abort

@@ -13,7 +13,6 @@ import csv
 import json
 import math
 import platform
-import socket
 import sys
 from importlib.metadata import version
 from pathlib import Path
@@ -25,6 +24,7 @@ import torch
 
 import scaledl
 from scaledl.atomic import atomic_path, write_text
+from scaledl.comm import transport
 from scaledl.comm.transport import MPI
 from scaledl.timing import PHASES
 
@@ -127,4 +127,4 @@ def versions() -> dict[str, str]:
 
 
 def host() -> str:
-    return socket.gethostname()
+    return transport.current().host_name()

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import torch
 
+from scaledl.comm import transport
 from scaledl.timing import PHASES, STEADY_KEYS
 from scaledl.train import checkpoint, provenance
 from scaledl.train.monitor import DIVERGED, INTERRUPTED
@@ -84,6 +85,7 @@ def run_record(run, per_rank: list[dict], algo_reports: list[dict]) -> dict:
         "scaledl_version": versions()["scaledl"],
         "arguments": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(cfg).items()},
         "platform": cfg.platform,
+        "transport": transport.current().describe(),  # simulated runs: the platform, and every time is simulated
         "algorithm": {
             "key": info.key,
             "paper_name": info.paper_name,

@@ -11,7 +11,6 @@ enters a collective its peers will never reach.
 from __future__ import annotations
 
 import os
-import socket
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -311,10 +310,10 @@ def announce(run: TrainingRun) -> str:
     """One line per rank, and a sentinel that names this rank should it die without a word; the job's token."""
     r = run.roles
     role = f"worker {r.worker_index}" if r.role == "worker" else r.role
-    who = f"rank {r.rank}/{r.size} ({role}, pid {os.getpid()} on {socket.gethostname()})"
+    who = f"rank {r.rank}/{r.size} ({role}, pid {os.getpid()} on {transport.current().host_name()})"
     print(f"{who}: device {run.device}\n", end="", flush=True)  # one write: ranks share the stream
     token = r.world.bcast(uuid.uuid4().hex if r.is_master else None, root=r.master)
-    set_job_token(token)
     if transport.current().guards_processes:  # a simulated rank is an actor, not a process that can die unseen
+        set_job_token(token)
         run.sentinel = Sentinel(token, who)
     return token

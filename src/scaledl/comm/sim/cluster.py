@@ -25,6 +25,10 @@ ANY_SOURCE, ANY_TAG = -2, -1
 _local = threading.local()
 
 
+class RankLost(Exception):  # noqa: N818 - what MPI reports for a peer whose node failed
+    """A message to or from a rank whose host has failed."""
+
+
 class SimulatedAbort(Exception):  # noqa: N818 - raised to end the simulated job, like MPI_Abort ends a real one
     """A rank aborted the simulated job (MPI_Abort's twin): the runner ends every actor."""
 
@@ -82,6 +86,8 @@ class RankState:
     node: str  # the node's name (ranks of one node share memory: Split_type)
     meter: object = None  # scaledl.comm.sim.costs.Meter
     world: object = None  # its COMM_WORLD (scaledl.comm.sim.mpi.Comm)
+    alive: bool = True  # False once its host failed (Simulation's --fail)
+    actors: list = field(default_factory=list)  # its main actor and helpers, killed together when it fails
 
 
 @dataclass
@@ -102,9 +108,20 @@ class Cluster:
         return box
 
     def transfer(self, src: int, dst: int, nbytes: int) -> None:
-        """Block the calling actor while `nbytes` cross the route from world rank src's host to dst's."""
+        """Block the calling actor while `nbytes` cross the route from world rank src's host to dst's;
+        RankLost when either rank's host has failed."""
+        for rank in (src, dst):
+            if not self.ranks[rank].alive:
+                raise RankLost(f"rank {rank}'s host {self.ranks[rank].host.name} has failed")
         a, b = self.ranks[src].host, self.ranks[dst].host
         self.sg.Comm.sendto(a, b, max(int(nbytes), 0))
+
+    def fail(self, rank: int) -> None:
+        """Rank `rank`'s host fails: its actors die; messages to it fail from now on."""
+        state = self.ranks[rank]
+        state.alive = False
+        for actor in state.actors:
+            actor.kill()
 
     def now(self) -> float:
         return self.sg.Engine.clock
@@ -137,7 +154,7 @@ def spawn(name: str, target, *args):
         finally:
             done.finish()
 
-    sg.Actor.create(name, state.host, body)
+    state.actors.append(sg.Actor.create(name, state.host, body))
     return done
 
 

@@ -26,7 +26,7 @@ import pickle
 import numpy as np
 
 from scaledl.comm.sim import collectives
-from scaledl.comm.sim.cluster import ANY_SOURCE, ANY_TAG, Message, SimulatedAbort, spawn, this_rank
+from scaledl.comm.sim.cluster import ANY_SOURCE, ANY_TAG, Message, RankLost, SimulatedAbort, spawn, this_rank
 
 UNDEFINED = -32766
 IN_PLACE = object()
@@ -113,8 +113,10 @@ class Request:
         self._done.result()
 
     def wait_until(self, deadline: float) -> bool:
-        """Completed before the simulated time `deadline`? (transport.complete's blocking wait)"""
-        return self._done.wait(max(0.0, deadline - this_rank().cluster.now()))
+        """Completed before the simulated time `deadline`? (transport.complete's blocking wait; a failed
+        operation raises its error)"""
+        done = self._done.wait(max(0.0, deadline - this_rank().cluster.now()))
+        return self.Test() if done else False
 
     @staticmethod
     def Testall(requests) -> bool:  # noqa: N802
@@ -159,8 +161,8 @@ class Comm:
         cluster = self.cluster
         try:
             cluster.transfer(self.ranks[self.rank], self.ranks[dest], nbytes)
-        except cluster.sg.NetworkFailureException as error:
-            raise Exception(f"rank {self.ranks[dest]} is unreachable ({error})") from None
+        except RankLost as error:
+            raise Exception(f"Other MPI error: {error}") from None
         cluster.inbox(channel or self.channel, self.ranks[dest]).deliver(Message(self.rank, tag, payload, nbytes))
 
     def _inbox(self, channel: str | None = None):
@@ -399,11 +401,10 @@ class Win:
 
     def _move(self, src: int, dst: int, nbytes: int) -> None:
         cluster = self.comm.cluster
-        a, b = self.comm.ranks[src], self.comm.ranks[dst]
         try:
-            cluster.transfer(a, b, nbytes)
-        except cluster.sg.NetworkFailureException as error:
-            raise Exception(f"rank {b if src == self.comm.rank else a} is unreachable ({error})") from None
+            cluster.transfer(self.comm.ranks[src], self.comm.ranks[dst], nbytes)
+        except RankLost as error:
+            raise Exception(f"Other MPI error: {error}") from None
 
     def Put(self, origin, target_rank: int, target=None) -> None:  # noqa: N802
         data = array(origin)

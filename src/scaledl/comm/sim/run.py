@@ -30,10 +30,12 @@ from scaledl.comm.sim.cluster import Cluster, Done, RankState, SimulatedAbort, b
 from scaledl.comm.sim.costs import Meter
 from scaledl.comm.sim.loader import load
 from scaledl.comm.sim.mpi import SIMULATED_MPI, Comm
+from scaledl.comm.sim.mpi import Exception as MPIError
 from scaledl.comm.sim.platform import Platform
 from scaledl.errors import Interrupted, UserError
 
-ENGINE_ARGS = ("--log=root.thres:critical", "--cfg=contexts/stack-size:16384")
+# SimGrid's own log is off: the outcome says what went wrong (a deadlock, say) in scaledl's words.
+ENGINE_ARGS = ("--log=root.thres:off",)
 
 
 class Helper:
@@ -125,6 +127,7 @@ class Simulation:
                 raise UserError(f"platform {self.platform.name} has no host {host!r}")
         self.sg = None
         self.outcome = Outcome()
+        self.hung: list[int] = []
 
     def describe(self) -> dict:
         return {
@@ -139,15 +142,16 @@ class Simulation:
         }
 
     def run(self, main) -> Outcome:
-        self.sg = sg = load()
-        engine = sg.Engine([sys.argv[0] or "scaledl", *ENGINE_ARGS])
-        with _quiet_stderr():
+        with _quiet_stderr():  # the bindings announce their thread contexts on the C stream
+            self.sg = sg = load()
+            engine = sg.Engine([sys.argv[0] or "scaledl", *ENGINE_ARGS])
+        try:
             engine.load_platform(str(self.platform.path))
+        except (ValueError, RuntimeError) as error:
+            raise UserError(f"platform file {self.platform.path}: SimGrid cannot load it ({error})") from None
         cluster = Cluster(sg, poll_s=self.poll_s)
         for host, factor in self.host_speed.items():
             sg.Host.by_name(host).set_speed_profile(f"0 {factor}\n", -1)
-        for host, when in self.failures.items():
-            sg.Host.by_name(host).set_state_profile(f"{when} 0\n", -1)
         for rank, info in enumerate(self.placement):
             host = sg.Host.by_name(info.name)
             state = RankState(cluster, rank, host, info.node)
@@ -155,9 +159,19 @@ class Simulation:
             state.meter = self._meter(sg, info, host, self.slowdown.get(rank, 1.0))
             cluster.ranks.append(state)
         for state in cluster.ranks:
-            sg.Actor.create(f"rank{state.rank}", state.host, self._body, state, main)
+            state.actors.append(sg.Actor.create(f"rank{state.rank}", state.host, self._body, state, main))
+        for host, when in self.failures.items():
+            victims = [state.rank for state in cluster.ranks if state.host.name == host]
+            sg.Actor.create(f"fail-{host}", sg.Host.by_name(host), _fail_at, sg, cluster, victims, when).daemonize()
         with transport.use(SimulatedTransport(self)):
             engine.run()
+        if self.hung and self.outcome.status == 0 and self.outcome.error is None:
+            ranks = ", ".join(map(str, sorted(self.hung)))
+            self.outcome.status = 1
+            self.outcome.error = (
+                f"the simulated job hung at {sg.Engine.clock:.6g} s: rank(s) {ranks} waited for what no rank would "
+                "ever do (on a cluster the job would wait until its time limit)"
+            )
         self.outcome.simulated_s = sg.Engine.clock
         return self.outcome
 
@@ -184,8 +198,11 @@ class Simulation:
             self._end(2, str(error))
         except Interrupted as interrupt:
             self._end(interrupt.status, None)
+        except MPIError as error:  # MPI's default error handler ends the job with the library's line
+            self._end(1, f"rank {state.rank}: {error}; the job ends, as MPI's default error handler ends it")
         except self.sg.ActorKilled:
-            pass
+            if state.alive and self.outcome.status == 0 and self.outcome.error is None:
+                self.hung.append(state.rank)  # SimGrid kills whoever is left blocked when nothing can move
         except BaseException:  # noqa: BLE001 - a bug: kept with its traceback, the job ends
             self._end(1, None, crashed=traceback.format_exc())
 
@@ -195,6 +212,13 @@ class Simulation:
             self.outcome.status, self.outcome.error, self.outcome.crashed = status, error, crashed
             if status != 0:
                 self.sg.Actor.kill_all()
+
+
+def _fail_at(sg, cluster: Cluster, ranks: list[int], when: float) -> None:
+    """At simulated time `when`, the host of `ranks` fails: their actors die, their messages fail."""
+    sg.this_actor.sleep_until(when)
+    for rank in ranks:
+        cluster.fail(rank)
 
 
 # The frames between a `with timer.phase(...)` and the meter: the phase's call site is the first frame outside them.

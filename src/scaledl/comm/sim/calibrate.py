@@ -1,0 +1,194 @@
+"""Calibrate a platform file to this machine: one host, its network from netbench, its compute from a measured step.
+
+    python -m scaledl.comm.sim.calibrate --netbench bench/raw/netbench.json --out laptop.xml [--model lenet --batch 64]
+
+What it measures, on one core (OMP_NUM_THREADS=1, as every rank runs):
+
+    memory_bw    a float32 add over arrays far larger than the caches: 3 × 4 bytes per element
+    op_overhead  one PyTorch operation on a one-element tensor (the dispatch every operation pays)
+    speed        the FLOP rate at which the cost model's roofline (scaledl.comm.sim.costs) prices the
+                 model's forward and backward at the batch exactly as long as it measures here
+    network      α and 1/β of netbench's α-β fit (a `scaledl netbench` result, or the record
+                 bench/run_all.py keeps of one), as the host's loopback link
+
+The file it writes is the shipped laptop platform's format; its header says
+what was measured, when, and from which netbench.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform as host_platform
+import statistics
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from scaledl.atomic import write_text
+from scaledl.comm.sim.costs import Device, OpCounter
+from scaledl.errors import UserError, run_command
+from scaledl.models import build_model
+
+
+def netbench_alpha_beta(path: Path) -> tuple[float, float]:
+    """α (s) and β (s/B) from a netbench result or its bench/raw record."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        raise UserError(f"--netbench {path}: cannot read it ({error})") from None
+    result = data.get("meta", {}).get("netbench", data)
+    try:
+        return float(result["alpha_s"]), float(result["beta_s_per_byte"])
+    except (KeyError, TypeError):
+        raise UserError(
+            f"--netbench {path}: no alpha_s and beta_s_per_byte (run `scaledl netbench --out FILE`)"
+        ) from None
+
+
+def _median_seconds(fn, repeats: int, warmup: int = 3) -> float:
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def memory_bandwidth(elements: int = 1 << 24) -> float:
+    a, b, c = torch.rand(elements), torch.rand(elements), torch.empty(elements)
+    return 3 * 4 * elements / _median_seconds(lambda: torch.add(a, b, out=c), 10)
+
+
+def op_overhead(ops: int = 2000) -> float:
+    a, b, c = torch.zeros(1), torch.zeros(1), torch.empty(1)
+
+    def many() -> None:
+        for _ in range(ops):
+            torch.add(a, b, out=c)
+
+    return _median_seconds(many, 5) / ops
+
+
+def step_seconds_and_counts(model_name: str, batch: int, shape=(1, 28, 28), classes: int = 10):
+    """The measured seconds of one forward and backward, and a function pricing it at a FLOP rate."""
+    torch.manual_seed(0)
+    model = build_model(model_name, shape, classes)
+    x, y = torch.randn(batch, *shape), torch.randint(0, classes, (batch,))
+
+    def step() -> None:
+        for p in model.parameters():
+            p.grad = None
+        F.cross_entropy(model(x), y).backward()
+
+    measured = _median_seconds(step, 20)
+    return measured, model, step
+
+
+def solve_speed(step, measured: float, memory_bw: float, overhead: float) -> float:
+    """The FLOP rate at which the roofline price of `step` equals `measured` (bisection on a log scale)."""
+
+    def price(flops_per_s: float) -> float:
+        counter = OpCounter(Device("calibration", flops_per_s, 1.0, memory_bw, overhead, False))
+        with counter:
+            step()
+        return counter.seconds
+
+    lo, hi = 1e8, 1e14
+    if price(hi) > measured:
+        raise UserError(
+            f"the measured step ({measured * 1e3:.3g} ms) is shorter than its memory traffic and per-operation "
+            "overhead allow: measure again on an idle machine"
+        )
+    for _ in range(60):
+        mid = (lo * hi) ** 0.5
+        lo, hi = (mid, hi) if price(mid) > measured else (lo, mid)
+    return (lo * hi) ** 0.5
+
+
+TEMPLATE = """<?xml version='1.0'?>
+<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">
+<!--
+  {name}: this machine as one host ({cores} cores; ranks share them), calibrated {date}
+  ({cpu}, torch {torch}) by `python -m scaledl.comm.sim.calibrate`.
+
+  Sources (measured on one core):
+    network     loopback latency and bandwidth = netbench's alpha {alpha:.3g} s and 1/beta {bw:.3g} B/s
+                ({netbench})
+    speed       {speed:.4g} FLOP/s: the rate at which the cost model prices {model}'s forward and backward at
+                batch {batch} as long as the {step_ms:.3g} ms measured here (efficiency 1: the speed is effective)
+    memory_bw   {mem:.4g} B/s: a float32 add over 64 MB arrays
+    op_overhead {overhead:.3g} s: one PyTorch operation on a one-element tensor
+-->
+<platform version="4.1">
+  <config>
+    <prop id="network/model" value="CM02"/>
+    <prop id="network/crosstraffic" value="0"/>
+    <prop id="network/loopback-lat" value="{alpha:.6g}"/>
+    <prop id="network/loopback-bw" value="{bw:.6g}"/>
+  </config>
+  <zone id="{name}" routing="Full">
+    <host id="{name}" speed="{speed:.6g}f" core="{cores}">
+      <prop id="role" value="device"/>
+      <prop id="slots" value="64"/>
+      <prop id="efficiency" value="1"/>
+      <prop id="memory_bw" value="{mem:.6g}Bps"/>
+      <prop id="op_overhead" value="{overhead:.6g}s"/>
+    </host>
+  </zone>
+</platform>
+"""
+
+
+def calibrate(netbench: Path, model: str, batch: int, cores: int, name: str) -> tuple[str, dict]:
+    torch.set_num_threads(1)
+    alpha, beta = netbench_alpha_beta(netbench)
+    mem = memory_bandwidth()
+    overhead = op_overhead()
+    measured, _, step = step_seconds_and_counts(model, batch)
+    speed = solve_speed(step, measured, mem, overhead)
+    values = {
+        "name": name,
+        "cores": cores,
+        "date": datetime.now(UTC).strftime("%Y-%m-%d"),
+        "cpu": host_platform.processor() or host_platform.machine(),
+        "torch": torch.__version__,
+        "alpha": alpha,
+        "bw": 1.0 / beta,
+        "netbench": netbench.name,
+        "speed": speed,
+        "model": model,
+        "batch": batch,
+        "step_ms": measured * 1e3,
+        "mem": mem,
+        "overhead": overhead,
+    }
+    return TEMPLATE.format(**values), values
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m scaledl.comm.sim.calibrate", description=__doc__.splitlines()[0])
+    parser.add_argument("--netbench", type=Path, required=True, help="a scaledl netbench result or its bench record")
+    parser.add_argument("--out", type=Path, required=True, help="the platform file to write")
+    parser.add_argument("--model", default="lenet")
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--cores", type=int, default=2, help="cores the ranks share (default %(default)s)")
+    parser.add_argument("--name", default="laptop", help="the host's and the zone's name (default %(default)s)")
+    args = parser.parse_args(argv)
+
+    def run(args) -> int:
+        text, values = calibrate(args.netbench, args.model, args.batch, args.cores, args.name)
+        write_text(args.out, text)
+        print(json.dumps({k: values[k] for k in ("alpha", "bw", "speed", "mem", "overhead", "step_ms")}))
+        return 0
+
+    return run_command("calibrate", run, args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

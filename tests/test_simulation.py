@@ -1,0 +1,182 @@
+"""The simulated cluster (scaledl.comm.sim): the same code as over MPI, repeatable, and honest about failures.
+
+SimGrid is optional: without it these tests skip, saying why (CI installs Debian's python3-simgrid).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from mpi_run import run_train
+from scaledl.comm.sim.loader import available
+
+pytestmark = pytest.mark.skipif(not available(), reason="SimGrid's Python bindings are not installed (python3-simgrid)")
+
+TRAIN = ["--model", "lenet", "--batch-size", "16", "--eval-every", "10", "--lr", "0.05"]
+
+
+def simulate(args: list[str], timeout: float = 240, env: dict | None = None) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "scaledl", "simulate", *args]
+    return subprocess.run(
+        cmd, capture_output=True, text=True, timeout=timeout, env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
+    )
+
+
+def run_args(data, out, algorithm: str, steps: int = 20) -> list[str]:
+    return ["--data", str(data), "--out-dir", str(out), "--algorithm", algorithm, "--max-steps", str(steps), *TRAIN]
+
+
+def weights(out) -> dict[str, torch.Tensor]:
+    return torch.load(out / "model.pt")
+
+
+def test_a_simulated_synchronous_run_is_bitwise_the_mpi_run(digits_h5, tmp_path):
+    # P = 2: every allreduce is one addition, so the simulated collectives sum exactly as MPI's do
+    real = run_train(2, run_args(digits_h5, tmp_path / "mpi", "sync_sgd"))
+    assert real.returncode == 0, real.stderr[-2000:]
+    sim = simulate(["--platform-file", "laptop", "--ranks", "2", *run_args(digits_h5, tmp_path / "sim", "sync_sgd")])
+    assert sim.returncode == 0, sim.stderr[-2000:]
+    a, b = weights(tmp_path / "mpi"), weights(tmp_path / "sim")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    record = json.loads((tmp_path / "sim" / "run.json").read_text())
+    assert record["transport"]["kind"] == "simulated" and record["transport"]["platform"] == "laptop"
+    assert json.loads((tmp_path / "mpi" / "run.json").read_text())["transport"] == {"kind": "mpi"}
+
+
+def test_two_simulations_of_an_asynchronous_algorithm_are_identical(digits_h5, tmp_path):
+    for name in ("a", "b"):
+        out = tmp_path / name
+        proc = simulate(
+            ["--platform-file", "k80x8", "--ranks", "4", *run_args(digits_h5, out, "hogwild_easgd", steps=30)]
+        )
+        assert proc.returncode == 0, proc.stderr[-2000:]
+    a, b = weights(tmp_path / "a"), weights(tmp_path / "b")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    metrics = [(tmp_path / n / "metrics.csv").read_text() for n in ("a", "b")]
+    assert metrics[0] == metrics[1]  # simulated clocks included, to the last digit
+
+
+@pytest.mark.parametrize(
+    "algorithm, ranks",
+    [("easgd", 3), ("async_easgd", 3), ("sync_easgd3", 2), ("local_sgd", 2)],  # one per message pattern
+)
+def test_every_pattern_runs_on_the_simulated_gpu_node(digits_h5, tmp_path, algorithm, ranks):
+    out = tmp_path / algorithm
+    proc = simulate(["--platform-file", "k80x8", "--ranks", str(ranks), *run_args(digits_h5, out, algorithm)])
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    record = json.loads((out / "run.json").read_text())
+    hosts = record["transport"]["rank_hosts"]
+    assert hosts[0] == ("cpu" if algorithm in ("easgd", "async_easgd") else "gpu0")  # the paper's CPU master
+    assert record["stop"]["reason"] == "max_steps" and record["stop"]["steps"] == 20
+    phases = record["phases"]["workers_mean"]
+    assert phases["compute_s"] > 0 and phases["comm_s"] > 0  # charged by the cost model and the network
+    assert record["phases"]["per_rank"][0]["host"] == hosts[0]
+
+
+def test_a_failed_host_ends_a_round_robin_job_naming_the_worker(digits_h5, tmp_path):
+    proc = simulate(
+        [
+            "--platform-file",
+            "k80x8",
+            "--ranks",
+            "3",
+            "--fail",
+            "gpu1:0.05",
+            *run_args(digits_h5, tmp_path / "r", "easgd", steps=200),
+        ]
+    )
+    assert proc.returncode == 1
+    assert "worker rank 2 was lost during its turn" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize(
+    "extra, words",
+    [
+        (["--platform-file", "nowhere"], "unknown platform 'nowhere'"),
+        (["--platform-file", "k80x8", "--ranks", "12"], "has 8 rank slot(s)"),
+        (["--platform-file", "k80x8", "--fail", "gpu9:1"], "no host 'gpu9'"),
+        (["--platform-file", "k80x8", "--host-speed", "gpu1:0"], "--host-speed gpu1:0"),
+    ],
+)
+def test_bad_simulation_input_is_one_line(digits_h5, tmp_path, extra, words):
+    args = ["--ranks", "2", *run_args(digits_h5, tmp_path / "r", "sync_sgd")]
+    proc = simulate([*args, *extra])
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and words in lines[0], proc.stderr
+
+
+def test_a_bad_platform_file_is_one_line(digits_h5, tmp_path):
+    bad = tmp_path / "bad.xml"
+    bad.write_text("<platform version='4.1'><zone id='z' routing='Full'><host id='h' speed='fast'/></zone>")
+    proc = simulate(["--platform-file", str(bad), "--ranks", "1", *run_args(digits_h5, tmp_path / "r", "sync_sgd")])
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "bad.xml" in proc.stderr
+
+
+def test_without_simgrid_the_simulation_says_how_to_install_it(digits_h5, tmp_path):
+    env = {"SCALEDL_SIMGRID": str(tmp_path / "missing.so")}
+    proc = simulate(
+        ["--platform-file", "laptop", "--ranks", "1", *run_args(digits_h5, tmp_path / "r", "sync_sgd")], env=env
+    )
+    assert proc.returncode == 2
+    assert "python3-simgrid" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+COLLECTIVES = textwrap.dedent(
+    """
+    import numpy as np, sys
+    from scaledl.comm import transport
+    from scaledl.comm.sim.platform import load
+    from scaledl.comm.sim.run import Simulation
+
+    P = int(sys.argv[1])
+    failures = []
+
+    def main():
+        MPI = transport.MPI
+        comm = MPI.COMM_WORLD
+        r = comm.Get_rank()
+        for n in (3, 1000, 100_000):  # the short and the long algorithms
+            x = (np.arange(n, dtype=np.float64) + 1) * (r + 1)
+            comm.Allreduce(MPI.IN_PLACE, x, op=MPI.SUM)
+            failures.append(not np.array_equal(x, (np.arange(n) + 1) * P * (P + 1) / 2))
+            y = np.full(n, float(r)) if r == 1 else np.zeros(n)
+            comm.Bcast(y, root=1)
+            failures.append(not np.all(y == 1.0))
+            out = np.zeros(n) if r == 2 else None
+            comm.Reduce(np.full(n, r + 1.0), out, op=MPI.SUM, root=2)
+            failures.append(r == 2 and not np.all(out == P * (P + 1) / 2))
+        failures.append(comm.allgather(r) != list(range(P)))
+        failures.append(comm.bcast({"a": r}, root=P - 1) != {"a": P - 1})
+        sub = comm.Split(r % 2, key=-r)
+        failures.append(sub.Get_size() != len(range(r % 2, P, 2)) or sub.allgather(r)[0] != max(range(r % 2, P, 2)))
+        win = MPI.Win.Allocate(8 * 4 if r == 0 else 0, disp_unit=8, comm=comm)
+        win.Lock(0, MPI.LOCK_SHARED)
+        win.Accumulate(np.ones(4), 0, op=MPI.SUM)
+        win.Unlock(0)
+        comm.Barrier()
+        if r == 0:
+            failures.append(not np.all(np.frombuffer(win.tomemory(), dtype=np.float64) == P))
+        win.Free()
+
+    outcome = Simulation(load("cori_knl"), P, False).run(main)
+    print("status", outcome.status, "failures", sum(map(bool, failures)), outcome.error or "")
+    """
+)
+
+
+@pytest.mark.parametrize("ranks", [3, 4, 5])
+def test_the_simulated_collectives_compute_what_mpi_does(tmp_path, ranks):
+    script = tmp_path / "collectives.py"
+    script.write_text(COLLECTIVES)
+    proc = subprocess.run([sys.executable, str(script), str(ranks)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "status 0 failures 0" in proc.stdout, proc.stdout + proc.stderr[-2000:]
