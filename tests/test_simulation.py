@@ -92,8 +92,11 @@ def test_a_failed_host_ends_a_round_robin_job_naming_the_worker(digits_h5, tmp_p
             *run_args(digits_h5, tmp_path / "r", "easgd", steps=200),
         ]
     )
-    assert proc.returncode == 1
-    assert "worker rank 2 was lost during its turn" in proc.stderr and "Traceback" not in proc.stderr
+    # as over MPI: the master either fails to reach it (lost during its turn) or waits out its liveness limit
+    # (it died computing, so its weights never come); either way one line names it
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    error = [line for line in proc.stderr.splitlines() if "error:" in line]
+    assert len(error) == 1 and "worker rank 2 " in error[0], proc.stderr
 
 
 @pytest.mark.parametrize(

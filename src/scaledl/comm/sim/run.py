@@ -34,8 +34,8 @@ from scaledl.comm.sim.mpi import Exception as MPIError
 from scaledl.comm.sim.platform import Platform
 from scaledl.errors import Interrupted, UserError
 
-# SimGrid's own log is off: the outcome says what went wrong (a deadlock, say) in scaledl's words.
-ENGINE_ARGS = ("--log=root.thres:off",)
+# SimGrid speaks only of what is critical, and not of a deadlock: the outcome says that in scaledl's words.
+ENGINE_ARGS = ("--log=root.thres:critical", "--log=ker_engine.app:file:/dev/null")
 
 
 class Helper:
