@@ -25,6 +25,7 @@ from scaledl.config import TrainConfig
 from scaledl.errors import UserError
 from scaledl.train.command import add_arguments as add_train_arguments
 from scaledl.train.loop import train
+from scaledl.train.setup import straggler_factor
 from scaledl.train.tuned import with_tuned
 
 HELP = "simulate a training run on a SimGrid platform: every rank an actor, real numerics, simulated time"
@@ -82,6 +83,8 @@ def run(args: argparse.Namespace) -> int:
         ALGORITHMS[cfg.algorithm].needs_master,
         failures=pairs(args.fail, "--fail", "time"),
         host_speed=pairs(args.host_speed, "--host-speed", "factor"),
+        # --straggler stretches a rank's compute: charged by its meter (a sleep measures nothing in simulated time)
+        slowdown={rank: straggler_factor(cfg.straggler, rank, args.ranks) for rank in range(args.ranks)},
     )
     signal.signal(signal.SIGINT, signal.SIG_DFL)  # the simulator holds the main thread: Ctrl-C ends it at once
     outcome = simulation.run(lambda: train(with_tuned(cfg, args.ranks)))

@@ -182,3 +182,35 @@ def load(name_or_path: str | Path) -> Platform:
     if not any(h.role == "device" for h in hosts.values()):
         raise UserError(f"platform {path} has no host with role device: no rank could run on it")
     return Platform(path.stem, path, hosts)
+
+
+def scaled(path: Path, bandwidth: float, speed: float) -> str:
+    """The platform file at `path` with every link (and loopback) `bandwidth`× as fast and every host's device
+    `speed`× as fast (its FLOP rate and memory bandwidth multiplied, its per-operation overhead divided):
+    the variants a regime map sweeps. Returned as XML text (the header comment is not kept)."""
+    tree = ET.parse(path)
+    root = tree.getroot()
+
+    def times(element, attribute: str, factor: float, unit: str) -> None:
+        if element.get(attribute) is not None:
+            value = _number(element.get(attribute).split(",")[0], attribute)
+            element.set(attribute, f"{value * factor:.9g}{unit}")
+
+    for element in root.iter():
+        if element.tag in ("host", "cluster"):
+            times(element, "speed", speed, "f")
+        if element.tag == "link":
+            times(element, "bandwidth", bandwidth, "Bps")
+        if element.tag == "cluster":
+            times(element, "bw", bandwidth, "Bps")
+            times(element, "loopback_bw", bandwidth, "Bps")
+        if element.tag == "prop":
+            key = element.get("id")
+            if key == "memory_bw":
+                times(element, "value", speed, "Bps")
+            elif key == "op_overhead":
+                times(element, "value", 1.0 / speed, "s")
+            elif key == "network/loopback-bw":
+                element.set("value", f"{_number(element.get('value'), key) * bandwidth:.9g}")
+    header = "<?xml version='1.0'?>\n<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n"
+    return header + ET.tostring(root, encoding="unicode") + "\n"
