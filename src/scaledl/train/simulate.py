@@ -14,6 +14,7 @@ SimGrid is an optional dependency (scaledl.comm.sim.loader says how to get it).
 from __future__ import annotations
 
 import argparse
+import json
 import signal
 import sys
 from dataclasses import fields
@@ -88,6 +89,8 @@ def run(args: argparse.Namespace) -> int:
     )
     signal.signal(signal.SIGINT, signal.SIG_DFL)  # the simulator holds the main thread: Ctrl-C ends it at once
     outcome = simulation.run(lambda: train(with_tuned(cfg, args.ranks)))
+    cost = {k: round(getattr(outcome, k), 6) for k in ("simulated_s", "wall_s", "real_compute_s")}
+    print(f"simulation: {json.dumps(cost)}")  # what the simulation cost this machine (bench_simulation reads it)
     if outcome.crashed:
         print(outcome.crashed, file=sys.stderr, end="")
     elif outcome.error:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import time
 from dataclasses import dataclass
 
 import torch
@@ -39,6 +40,7 @@ from torch.utils.flop_counter import flop_registry
 
 ROOFLINE = ("compute", "update", "center_update", "data")
 COPIES = ("h2d", "param_copy")
+REAL_WORK = (*ROOFLINE, *COPIES)  # phases whose real seconds are numerics (Meter.real_s; evaluations time themselves)
 COPY_OPS = ("copy_", "_to_copy", "clone")
 
 
@@ -113,23 +115,26 @@ class Meter:
         self.slowdown = slowdown
         self.skip = (*_HERE, *skip)
         self.prices: dict[tuple, Price] = {}
+        self.real_s = 0.0  # this machine's CPU seconds in the rank's numerics (what a simulation cannot avoid)
 
     @contextlib.contextmanager
     def phase(self, name: str):
-        if name not in ROOFLINE and name not in COPIES:
+        if name not in REAL_WORK:
             yield
             return
-        key = (name, call_site(self.skip))
-        price = self.prices.get(key)
-        if price is None:
-            counter = OpCounter(self.host_device if name == "data" else self.device)
-            with counter:
-                yield
+        priced = name in ROOFLINE or name in COPIES
+        key = (name, call_site(self.skip)) if priced else None
+        price = self.prices.get(key) if priced else None
+        counter = OpCounter(self.host_device if name == "data" else self.device) if priced and price is None else None
+        t0 = time.thread_time()  # this actor's own CPU seconds: a simcall inside the phase lets other actors run
+        with counter if counter is not None else contextlib.nullcontext():
+            yield
+        self.real_s += time.thread_time() - t0
+        if counter is not None:
             copies = counter.copied if name in COPIES and self.device.pcie else 0
             price = self.prices[key] = Price(counter.seconds, copies)
-        else:
-            yield
-        self._pay(name, price)
+        if price is not None:
+            self._pay(name, price)
 
     def _pay(self, name: str, price: Price) -> None:
         seconds = price.seconds * (self.slowdown if name == "compute" else 1.0)

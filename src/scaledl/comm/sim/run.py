@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import time
 import traceback
 from dataclasses import dataclass, field
 
@@ -108,6 +109,8 @@ class Outcome:
     error: str | None = None  # one line, for a user error or an abort's message already printed
     simulated_s: float = 0.0
     crashed: str | None = None  # a traceback: a bug, not a user error
+    wall_s: float = 0.0  # this machine's seconds the simulation took
+    real_compute_s: float = 0.0  # of which the ranks' numerics (their meters' real seconds)
 
 
 @dataclass
@@ -163,8 +166,11 @@ class Simulation:
         for host, when in self.failures.items():
             victims = [state.rank for state in cluster.ranks if state.host.name == host]
             sg.Actor.create(f"fail-{host}", sg.Host.by_name(host), _fail_at, sg, cluster, victims, when).daemonize()
+        started = time.perf_counter()
         with transport.use(SimulatedTransport(self)):
             engine.run()
+        self.outcome.wall_s = time.perf_counter() - started
+        self.outcome.real_compute_s = sum(state.meter.real_s for state in cluster.ranks)
         if self.hung and self.outcome.status == 0 and self.outcome.error is None:
             ranks = ", ".join(map(str, sorted(self.hung)))
             self.outcome.status = 1
