@@ -343,6 +343,13 @@ class TrainConfig:
         group="execution",
         switch=True,
     )
+    resume_across_versions: bool = _setting(
+        False,
+        "resume a checkpoint written by other code (another scaledl version, or edited sources); "
+        "run.json records both versions",
+        group="execution",
+        switch=True,
+    )
     platform: str = _setting("local", "name of the machine/partition, recorded in run.json", group="execution")
     expect_ranks: int | None = _setting(
         None,
@@ -400,7 +407,9 @@ SET_BY_WORKFLOW = (
     "tuned_from",
     "tuned_scale",
 )
-COMMAND_LINE_ONLY = ("restart",)  # a decision about one run folder, never a setting of a grid
+# Decisions about one run folder, never settings of a grid (in the workflow's config a changed flag would
+# also rerun every finished run: Snakemake reruns a job whose command changed).
+COMMAND_LINE_ONLY = ("restart", "resume_across_versions")
 SETTINGS = tuple(f.name for f in fields(TrainConfig) if f.name not in SET_BY_WORKFLOW + COMMAND_LINE_ONLY)
 
 
