@@ -244,8 +244,8 @@ class TrainConfig:
     compress: str = _setting(
         "fp32",
         "averaging family: what a round's messages carry; fp16/bf16/int8 send the "
-        "difference from the center both sides hold in 2 or 1 byte per value (int8 with "
-        "error feedback); the averaging stays in float32",
+        "difference from the center both sides hold in 2 or 1 byte per value (int8: a "
+        "scale per 4096 values, error feedback on the workers' messages); the averaging stays in float32",
         group="averaging",
         choices=COMPRESSIONS,
     )
