@@ -145,13 +145,15 @@ def sha256_files(paths: Iterable[str | os.PathLike], root: str | os.PathLike | N
 def identity(path: str | os.PathLike) -> str:
     """sha256 of what tells one prepared file from another, read without its images: every root attribute
     (the raw source's sha256, the converter's options, the preparing version, and the train images' exact
-    per-channel mean and std, which any change to a train pixel moves), each dataset's shape, dtype and
+    per-channel mean and std, which almost any edit of them moves), each dataset's shape, dtype and
     chunking, and every label in order (the pre-shuffle's order too).
 
     What a checkpoint is tied to (scaledl.train.checkpoint). Reading it costs the labels alone (10 MB for
     ImageNet's 1.28 M images), where a digest of the bytes would read the whole file (100+ GB) at every
-    resume; a copy of the file elsewhere (staged to a node's local disk, say) has the same identity. A
-    damaged chunk is HDF5's to refuse (Fletcher-32, checked on every read), not this digest's."""
+    resume; a copy of the file elsewhere (staged to a node's local disk, say) has the same identity. Not
+    seen: an edit in place that keeps every statistic (two train pixels swapped, a test image changed);
+    prepared files are written once, atomically, and never modified. A damaged chunk is HDF5's to refuse
+    (Fletcher-32, checked on every read), not this digest's."""
     digest = hashlib.sha256()
     with open_h5(path) as f:
         attrs = {name: np.asarray(value).tolist() for name, value in sorted(f.attrs.items())}
