@@ -17,7 +17,9 @@ import torch
 
 from mpi_run import run_mpi, run_train
 from scaledl.algorithms import rules
-from scaledl.comm.codecs import CODECS, codec
+from scaledl.algorithms.averaging import EncodedRound
+from scaledl.comm.codecs import CODECS, INT8_CHUNK, codec
+from scaledl.timing import PhaseTimer
 
 CHECKS = Path(__file__).parent / "mpi"
 
@@ -103,7 +105,8 @@ def test_compressed_rounds_count_their_bytes(digits_h5, tmp_path):
         sizes[compress] = report["bytes_per_exchange"]
         assert report["exchanges"] == 6 and report["bytes_exchanged"] == 6 * report["bytes_per_exchange"]
     parameters = 431_080  # LeNet on 8×8 digits: one message each way per round
-    assert sizes == {"fp32": 2 * 4 * parameters, "fp16": 2 * 2 * parameters, "int8": 2 * (parameters + 4)}
+    scales = -(-parameters // INT8_CHUNK)  # int8: a float32 scale per chunk, 106 of them
+    assert sizes == {"fp32": 2 * 4 * parameters, "fp16": 2 * 2 * parameters, "int8": 2 * (parameters + 4 * scales)}
 
 
 @pytest.mark.mpi
@@ -153,6 +156,67 @@ def test_codecs_round_trip_within_their_precision(name):
     bound = {"fp32": 0.0, "fp16": largest * 2**-11, "bf16": largest * 2**-8, "int8": largest / 254 * 1.001}[name]
     assert (back - x).abs().max().item() <= bound
     assert len(payload) == {"fp32": 4000, "fp16": 2000, "bf16": 2000, "int8": 1004}[name]
+
+
+def test_int8_scales_each_chunk_by_its_own_largest_value():
+    """Chunks of very different magnitudes (as a flat vector's layers are): each is rounded to 1/254 of its
+    own largest value, where one scale for the whole message would round the small ones to zero."""
+    torch.manual_seed(2)
+    x = torch.cat([torch.randn(INT8_CHUNK), torch.randn(INT8_CHUNK) * 1e-4, torch.randn(5) * 1e-6])
+    c = codec("int8")
+    payload = np.zeros(c.nbytes(len(x)), dtype=np.uint8)
+    assert len(payload) == len(x) + 4 * 3  # three scales: two whole chunks and the tail
+    c.encode(x, payload)
+    back = c.decode(payload, torch.empty_like(x))
+    for chunk in (slice(0, INT8_CHUNK), slice(INT8_CHUNK, 2 * INT8_CHUNK), slice(2 * INT8_CHUNK, None)):
+        assert (back[chunk] - x[chunk]).abs().max() <= x[chunk].abs().max() / 254 * 1.001
+    assert (back[INT8_CHUNK:] == 0).float().mean() < 0.05  # one scale for all would zero every one of them
+    zeros = torch.zeros(INT8_CHUNK + 1)  # an all-zero chunk decodes to zeros (its scale cannot be 0/127)
+    c.encode(zeros, payload[: c.nbytes(len(zeros))])
+    assert c.decode(payload[: c.nbytes(len(zeros))], torch.ones_like(zeros)).eq(0).all()
+
+
+class OneRank:
+    """The two patterns of a compressed round in a world of one rank (the master is the only worker)."""
+
+    def bcast_bytes(self, buf, root):
+        pass
+
+    def gather_bytes(self, send, recv, root):
+        recv[0] = send
+
+
+def test_the_broadcast_counts_each_rounding_error_once():
+    """S moves by exactly what was sent, so the next W − S carries the last rounding error by itself: with
+    the center held still, S closes in on it by a factor of about 254 a round. A residual kept and added as
+    well would send each error twice, and S would swing to the other side of W by as much as it missed."""
+    torch.manual_seed(3)
+    center = torch.randn(3 * INT8_CHUNK) * torch.logspace(-3, 0, 3 * INT8_CHUNK)
+    wire = EncodedRound(codec("int8"), len(center), workers=1, is_master=True)
+    wire.start(torch.zeros_like(center))
+    missed = []
+    for _ in range(2):
+        wire.down(OneRank(), center, PhaseTimer())
+        missed.append(float((wire.shared - center).abs().max()))
+    assert 0 < missed[1] < missed[0] / 50, missed
+
+
+def test_a_workers_rounding_errors_are_fed_back_so_none_is_lost():
+    """The master's sum moves with S, not with a worker's message: each worker keeps its rounding error and
+    adds it to its next message, so what the master receives over k rounds is k·(W^i − S) less one error."""
+    torch.manual_seed(4)
+    shared = torch.randn(INT8_CHUNK + 7)
+    w = shared + torch.randn_like(shared) * 1e-3
+    wire = EncodedRound(codec("int8"), len(w), workers=1, is_master=True)
+    wire.start(shared)
+    received, total, rounds = torch.zeros_like(w), torch.empty_like(w), 20
+    for _ in range(rounds):
+        wire.up(OneRank(), w, total, PhaseTimer())
+        received += total - shared  # the master's view of W^i − S this round
+    expected = rounds * (w - shared) - wire.residual_up
+    assert torch.allclose(received, expected, atol=1e-5, rtol=0)
+    one_round = (w - shared).abs().max() / 254  # what a single message may miss by
+    assert (received / rounds - (w - shared)).abs().max() < one_round / 10  # the misses do not add up
 
 
 def test_codecs_refuse_an_unknown_name():

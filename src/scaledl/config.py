@@ -244,8 +244,8 @@ class TrainConfig:
     compress: str = _setting(
         "fp32",
         "averaging family: what a round's messages carry; fp16/bf16/int8 send the "
-        "difference from the center both sides hold in 2 or 1 byte per value (int8 with "
-        "error feedback); the averaging stays in float32",
+        "difference from the center both sides hold in 2 or 1 byte per value (int8: a "
+        "scale per 4096 values, error feedback on the workers' messages); the averaging stays in float32",
         group="averaging",
         choices=COMPRESSIONS,
     )
@@ -343,6 +343,13 @@ class TrainConfig:
         group="execution",
         switch=True,
     )
+    resume_across_versions: bool = _setting(
+        False,
+        "resume a checkpoint written by other code (another scaledl version, or edited sources); "
+        "run.json records both versions",
+        group="execution",
+        switch=True,
+    )
     platform: str = _setting("local", "name of the machine/partition, recorded in run.json", group="execution")
     expect_ranks: int | None = _setting(
         None,
@@ -400,7 +407,9 @@ SET_BY_WORKFLOW = (
     "tuned_from",
     "tuned_scale",
 )
-COMMAND_LINE_ONLY = ("restart",)  # a decision about one run folder, never a setting of a grid
+# Decisions about one run folder, never settings of a grid (in the workflow's config a changed flag would
+# also rerun every finished run: Snakemake reruns a job whose command changed).
+COMMAND_LINE_ONLY = ("restart", "resume_across_versions")
 SETTINGS = tuple(f.name for f in fields(TrainConfig) if f.name not in SET_BY_WORKFLOW + COMMAND_LINE_ONLY)
 
 

@@ -29,8 +29,18 @@ center both sides hold, encoded (scaledl.comm.codecs): the master broadcasts
 enc(W − S) and every rank, itself too, sets S ← S + dec(…); the workers send
 enc(W^i − S), gathered to the master (encoded values cannot be summed on the
 way), which decodes and sums them in rank order: Σ_i W^i = P·S + Σ_i dec(…).
-int8 keeps each message's rounding error and adds it to the next (error
-feedback). The averaging itself (S, W, the outer state) stays in float32.
+The averaging itself (S, W, the outer state) stays in float32.
+
+int8's rounding error is counted once, where it would otherwise be lost. The
+master's message needs no error feedback: S moves by exactly what was sent,
+so the next difference W − S already holds what this one's rounding lost
+(r = d − dec(enc(d))); adding a kept residual too would send it twice (the
+message after d would carry ΔW + 2r − r_prev, and the center every worker
+holds would stray from W by the difference of two rounding errors, r_prev − r,
+instead of one). A worker's message has no such reference:
+the master adds dec(enc(W^i − S)) to the sum and S moves by the center's
+step, not by it, so each worker keeps its rounding error and adds it to its
+next message (error feedback: no update is lost, only delayed).
 
 Nothing depends on arrival order: bitwise repeatable for a seed and world
 size. Sync EASGD (elastic, elastic, τ = 1, sgd, fp32) runs exactly the
@@ -292,10 +302,11 @@ class PeriodicAveraging(Algorithm):
 class EncodedRound:
     """A round's two messages as encoded differences from S, the center every rank holds alike.
 
-    `down`: the master sends enc(W − S [+ e]); every rank sets S ← S + dec(…), the master
-    keeps the rounding error e for the next message (int8). `up`: each worker sends
-    enc(W^i − S [+ e_i]), gathered to the master, which returns Σ_i W^i = P·S + Σ_i dec(…)
-    (summed in rank order: deterministic). Host float32 throughout.
+    `down`: the master sends enc(W − S); every rank sets S ← S + dec(…), so the next W − S
+    carries this message's rounding error itself. `up`: each worker sends enc(W^i − S [+ e_i]),
+    keeping its rounding error e_i for the next message (int8), gathered to the master, which
+    returns Σ_i W^i = P·S + Σ_i dec(…) (summed in rank order: deterministic). Host float32
+    throughout.
     """
 
     def __init__(self, codec_, numel: int, workers: int, is_master: bool):
@@ -306,8 +317,7 @@ class EncodedRound:
         nbytes = codec_.nbytes(numel)
         self.payload = np.zeros(nbytes, dtype=np.uint8)
         self.gathered = np.zeros((workers, nbytes), dtype=np.uint8) if is_master else None
-        self.residual_down = torch.zeros(numel) if codec_.error_feedback and is_master else None
-        self.residual_up = torch.zeros(numel) if codec_.error_feedback else None
+        self.residual_up = torch.zeros(numel) if codec_.error_feedback else None  # e_i
 
     def start(self, w0: torch.Tensor) -> None:
         self.shared.copy_(w0)
@@ -316,7 +326,7 @@ class EncodedRound:
         """S ← S + dec(enc(W − S)) on every rank (`center`: the master's W)."""
         if self.is_master:
             with timer.phase("param_copy"):
-                self._encode(torch.sub(center.cpu(), self.shared, out=self.scratch), self.residual_down)
+                self._encode(torch.sub(center.cpu(), self.shared, out=self.scratch), None)
         coll.bcast_bytes(self.payload, root=0)
         with timer.phase("param_copy"):
             self.shared.add_(self.codec.decode(self.payload, self.decoded))
@@ -342,16 +352,14 @@ class EncodedRound:
 
     def state_dict(self) -> dict:
         state = {"shared": self.shared.clone()}
-        for name in ("residual_down", "residual_up"):
-            if getattr(self, name) is not None:
-                state[name] = getattr(self, name).clone()
+        if self.residual_up is not None:
+            state["residual_up"] = self.residual_up.clone()
         return state
 
     def load_state_dict(self, state: dict) -> None:
         self.shared.copy_(state["shared"])
-        for name in ("residual_down", "residual_up"):
-            if getattr(self, name) is not None:
-                getattr(self, name).copy_(state[name])
+        if self.residual_up is not None:
+            self.residual_up.copy_(state["residual_up"])
 
 
 def host_buffer(like: torch.Tensor) -> torch.Tensor:

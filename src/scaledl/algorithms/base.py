@@ -122,14 +122,8 @@ class Algorithm(ABC):
         """Continue from `state_dict()`, after `start()`; collective where the state lives in a window."""
 
     def require_helper_thread(self) -> None:
-        """Refuse, alike on every rank and before any window or communicator exists (so nothing is left to
-        free), an overlap whose helper thread this MPI does not allow: the helper makes the exchange's MPI
-        calls while the main thread makes none, which needs MPI_THREAD_SERIALIZED or better."""
-        if MPI.Query_thread() < MPI.THREAD_SERIALIZED:
-            raise UserError(
-                f"{self.info.key} overlaps its exchange on a helper thread, which needs MPI_THREAD_SERIALIZED "
-                f"or better; this MPI gives level {MPI.Query_thread()}: use --no-overlap"
-            )
+        """`require_helper_thread` for this algorithm."""
+        require_helper_thread(self.info.key)
 
     def collectives(self, like: torch.Tensor, comm=None, timer=None) -> Collectives:
         """The collective patterns on tensors like `like`, with this run's codesign switches."""
@@ -143,4 +137,15 @@ class Algorithm(ABC):
             backend=s.backend,
             dist_group=self.dist_group,
             wait_probe=s.wait_probe == "barrier",
+        )
+
+
+def require_helper_thread(key: str) -> None:
+    """Refuse, alike on every rank and before any window or communicator exists (so nothing is left to
+    free), an overlap whose helper thread this MPI does not allow: the helper makes the exchange's MPI
+    calls while the main thread makes none, which needs MPI_THREAD_SERIALIZED or better."""
+    if MPI.Query_thread() < MPI.THREAD_SERIALIZED:
+        raise UserError(
+            f"{key} overlaps its exchange on a helper thread, which needs MPI_THREAD_SERIALIZED "
+            f"or better; this MPI gives level {MPI.Query_thread()}: use --no-overlap"
         )

@@ -54,6 +54,7 @@ import numpy as np
 import torch
 
 from scaledl.algorithms import rules
+from scaledl.algorithms.base import require_helper_thread
 from scaledl.algorithms.boundary import Request
 from scaledl.algorithms.master import MasterBased
 from scaledl.comm import transport
@@ -65,18 +66,19 @@ from scaledl.timing import PhaseTimer
 
 class WindowEngine(MasterBased):
     def __init__(self, context):
-        super().__init__(context)
-        r, s = self.roles, self.settings
-        numel = (self.center if r.is_master else self.params).numel
+        r, s = context.roles, context.settings
+        # Every refusal before the first window (the center's, which refuses a shared window across nodes,
+        # opens before the board's): a refused run has nothing to free, and ends quietly.
+        if s.overlap:
+            require_helper_thread(context.info.key)
+        numel = (context.center if r.is_master else context.params).numel
         # Async MSGD's default: one momentum buffer V beside W in the master's window.
         self.master_momentum = s.momentum_at == "master"
-        self.overlap = bool(s.overlap)
-        if self.overlap:
-            self.require_helper_thread()
         self.window = open_center_window(
-            s.center_window, r.world, r.master, numel, locked=self.info.locked, with_momentum=self.master_momentum
+            s.center_window, r.world, r.master, numel, locked=context.info.locked, with_momentum=self.master_momentum
         )
-        self.overlap = self.overlap and r.is_worker
+        super().__init__(context)
+        self.overlap = bool(s.overlap) and r.is_worker
         if r.is_worker:
             self.center_host = host_array(numel)  # W_t as read from the window
             self.center_copy = torch.empty_like(self.params.data)  # W_t on this worker's device

@@ -27,7 +27,7 @@ SUMMARY_COLUMNS = [
     "dataset", "model", "algorithm", "platform", "workers", "setting", "ranks", "seed",
     "final_test_accuracy", "best_test_accuracy", "target_accuracy", "time_to_target_s", "target_step", "eval_every",
     "seconds_per_step", "transfer_per_step_s", "wait_per_step_s", "comm_share", "exposed_share",
-    "steps", "epochs", "wall_s", "stop_reason", "bytes_exchanged", "bytes_to_target",
+    "steps", "epochs", "wall_s", "stop_reason", "resumed", "bytes_exchanged", "bytes_to_target",
     "commit", "dirty", "slurm_job_id", "run",
 ]  # fmt: skip
 
@@ -39,6 +39,12 @@ def best_accuracy(run: Run, final: float) -> float:
     return float(max(values)) if len(values) else final
 
 
+def resumed(run: Run) -> bool:
+    """Whether the run continued from a checkpoint: its clocks and phase totals then join the attempts (the
+    steps lost to a kill are redone, not counted), and its `commit` is the last attempt's."""
+    return bool(run.record.get("checkpoints", {}).get("resumes"))
+
+
 def summary_row(path: str | Path) -> dict:
     """One run's row. Runs that did not run their course are shown, never hidden, by `stop_reason`
     (`interrupted`, `diverged`): their accuracy is that of the last center evaluated."""
@@ -46,6 +52,7 @@ def summary_row(path: str | Path) -> dict:
     run.check_companions()
     row = run.fields(RECORDED)
     row["best_test_accuracy"] = best_accuracy(run, row["final_test_accuracy"])
+    row["resumed"] = resumed(run)
     row["bytes_exchanged"] = communication(run.record)["bytes_exchanged"]  # per worker (report.communication)
     row["bytes_to_target"] = bytes_to_target(run.record)
     row["run"] = run.folder

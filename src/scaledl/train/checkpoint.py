@@ -19,11 +19,14 @@ the collectives' stop vote, the master's notice board, the round-robin
 turn), after a barrier, so no exchange is in flight.
 
 Resuming: the newest complete checkpoint whose settings match the run's
-(`fingerprint`: everything that changes the arithmetic; budgets may grow)
-is loaded after the algorithm's start, so that each rank continues exactly
-where it was. Synchronous algorithms then continue bitwise as if never
-stopped. A run that ends (budget, target, divergence) deletes its
-checkpoints; an interrupted one keeps them. `--restart` deletes them first.
+(`fingerprint`: everything that changes the arithmetic, the data file's
+identity and the code's version; budgets may change) is read before any
+window exists and restored after the algorithm's start, so that each rank
+continues exactly where it was. Synchronous algorithms then continue bitwise
+as if never stopped. Other code is refused unless `--resume-across-versions`
+(each resume records the code versions it joined). A run that ends (budget,
+target, divergence) deletes its checkpoints; an interrupted one keeps them.
+`--restart` deletes them instead of resuming.
 """
 
 from __future__ import annotations
@@ -40,7 +43,9 @@ import numpy as np
 import torch
 
 from scaledl.atomic import write_text
+from scaledl.data.hdf5 import identity
 from scaledl.errors import UserError
+from scaledl.train import provenance
 from scaledl.train.outputs import save_tensors, versions
 
 FORMAT = 1
@@ -48,8 +53,10 @@ KEEP = 2  # complete checkpoints kept; older ones are pruned
 FOLDER = "checkpoints"
 MANIFEST = "manifest.json"
 # Settings that do not change the arithmetic of the steps already taken: a resumed run may differ in them.
+# The data file's path is one: its identity (DATA_KEY) is what must match, so a staged copy resumes.
 RESUMABLE_CHANGES = frozenset(
     {
+        "data",
         "out_dir",
         "max_steps",
         "epochs",
@@ -58,6 +65,7 @@ RESUMABLE_CHANGES = frozenset(
         "checkpoint_every",
         "checkpoint_interval",
         "restart",
+        "resume_across_versions",
         "worker_timeout",
         "expect_ranks",
         "threads",
@@ -103,10 +111,15 @@ def policy(cfg) -> CheckpointPolicy:
     return CheckpointPolicy(cfg.checkpoint_every, cfg.checkpoint_interval)
 
 
-def fingerprint(cfg, world_size: int) -> dict:
-    """The settings a checkpoint must share with the run that resumes it."""
+DATA_KEY, CODE_KEY = "data_identity", "code_version"
+
+
+def fingerprint(cfg, world_size: int, data_identity: str, code_version: str) -> dict:
+    """What a checkpoint must share with the run that resumes it: the settings that change the arithmetic,
+    the world size, the data file's identity (scaledl.data.hdf5.identity) and the code's version
+    (scaledl.train.provenance.code_version; only this one may differ, with --resume-across-versions)."""
     settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(cfg).items() if k not in RESUMABLE_CHANGES}
-    return {**settings, "world_size": world_size}
+    return {**settings, "world_size": world_size, DATA_KEY: data_identity, CODE_KEY: code_version}
 
 
 def folder(out_dir: Path) -> Path:
@@ -130,21 +143,40 @@ def complete(out_dir: Path) -> list[tuple[int, Path, dict]]:
     return sorted(found, key=lambda item: item[0])
 
 
-def newest(out_dir: Path, expected: dict) -> tuple[int, Path, dict] | None:
-    """The newest complete checkpoint; a UserError when it was written by a run with other settings."""
+def newest(out_dir: Path, expected: dict, across_versions: bool = False) -> tuple[int, Path, dict] | None:
+    """The newest complete checkpoint; a UserError when it was written with other settings or data, or by
+    other code (`across_versions`: the user accepts that one)."""
     found = complete(out_dir)
     if not found:
         return None
     step, path, manifest = found[-1]
     written = manifest.get("fingerprint", {})
     differ = sorted(k for k in set(written) | set(expected) if written.get(k) != expected.get(k))
-    if differ:
-        shown = ", ".join(f"{k} {written.get(k)!r} there, {expected.get(k)!r} now" for k in differ[:3])
+    settings = [k for k in differ if k not in (DATA_KEY, CODE_KEY)]
+    if settings:
+        shown = ", ".join(f"{k} {written.get(k)!r} there, {expected.get(k)!r} now" for k in settings[:3])
         raise UserError(
             f"the checkpoint {path} was written with other settings ({shown}); rerun with --restart "
             "to start over, or use another --out-dir"
         )
+    if DATA_KEY in differ:
+        raise UserError(
+            f"the checkpoint {path} was trained on other data: the --data file is not the one it was written "
+            f"with (identity {_short(written.get(DATA_KEY))} there, {_short(expected.get(DATA_KEY))} now: "
+            "prepared again, or another dataset); point --data at that file, or rerun with --restart to start "
+            "over on this one"
+        )
+    if CODE_KEY in differ and not across_versions:
+        raise UserError(
+            f"the checkpoint {path} was written by other code (scaledl {written.get(CODE_KEY)} there, "
+            f"{expected.get(CODE_KEY)} now); rerun with --resume-across-versions to continue it anyway "
+            "(run.json records both versions), or with --restart to start over"
+        )
     return step, path, manifest
+
+
+def _short(identity) -> str:
+    return "none" if identity is None else f"{identity[:12]}…"
 
 
 def remove_all(out_dir: Path) -> None:
@@ -173,13 +205,17 @@ def write_rank(path: Path, rank: int, state: dict) -> dict:
     return {"rank": rank, "file": target.name, "bytes": target.stat().st_size, "sha256": sha256(target)}
 
 
-def write_manifest(path: Path, step: int, fingerprint_: dict, entries: list[dict], version: str) -> None:
+def write_manifest(
+    path: Path, step: int, fingerprint_: dict, entries: list[dict], version: str, code: dict | None = None
+) -> None:
+    """`code`: the writing attempt's code (scaledl.train.provenance.code_state), for the resumes' record."""
     manifest = {
         "format": FORMAT,
         "step": step,
         "written_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "scaledl_version": version,
         "fingerprint": fingerprint_,
+        "code": code,
         "ranks": entries,
     }
     write_text(path / MANIFEST, json.dumps(manifest, indent=1) + "\n")
@@ -285,7 +321,7 @@ def save(run) -> None:
         entry = write_rank(path, roles.rank, rank_state(run))
         entries = roles.world.gather({**entry, "seconds": time.perf_counter() - t0}, root=roles.master)
         if roles.is_master:
-            write_manifest(path, step, run.fingerprint, entries, versions()["scaledl"])
+            write_manifest(path, step, run.fingerprint, entries, versions()["scaledl"], run.code)
             prune(run.cfg.out_dir)
             run.checkpoints_written.append(
                 {
@@ -323,20 +359,22 @@ def rank_state(run) -> dict:
 def load(run) -> dict | None:
     """This rank's state in the newest complete checkpoint of the run folder, or None for a fresh start.
 
-    Collective, and the setup's last collective (scaledl.train.loop.connect, right after the
-    algorithm is built and before metrics.csv is opened): the master picks the checkpoint
-    (or deletes them all, with --restart); every rank reads and checks its own file. A
-    checkpoint of other settings or a damaged file is a UserError, which the setup's
-    agreement turns into one line on every rank, the run folder untouched.
+    Collective, and the first collective of the shared setup (scaledl.train.setup.connect, before
+    any process group or window exists, so a refusal leaves nothing to free): the master takes the
+    run's fingerprint (its data file's identity and its code's version too) and picks the checkpoint
+    (none with --restart, whose checkpoints the setup deletes once nothing can refuse the run);
+    every rank reads and checks its own file. A checkpoint of other settings, data or code, or a
+    damaged file, is a UserError, which the setup's agreement turns into one line on every rank,
+    the run folder untouched.
     """
     roles, cfg = run.roles, run.cfg
     chosen, error = None, None
     if roles.is_master:
-        if cfg.restart:
-            remove_all(cfg.out_dir)
+        run.code = provenance.code_state()
         try:
-            found = newest(cfg.out_dir, run.fingerprint)
-            chosen = None if found is None else (str(found[1]), found[2])
+            run.fingerprint = fingerprint(cfg, roles.size, identity(cfg.data), run.code["version"])
+            found = None if cfg.restart else newest(cfg.out_dir, run.fingerprint, cfg.resume_across_versions)
+            chosen = None if found is None else (str(found[1]), found[2], resumed_from(found, run.fingerprint))
         except UserError as exc:
             error = str(exc)
     chosen, error = roles.world.bcast((chosen, error), root=roles.master)
@@ -344,10 +382,31 @@ def load(run) -> dict | None:
         raise UserError(error)
     if chosen is None:
         return None
-    path, manifest = chosen
-    state = read_rank(Path(path), roles.rank, manifest)
-    state["resumed_from"] = {"step": manifest["step"], "checkpoint": path, "written_at": manifest["written_at"]}
+    path, manifest, resumed = chosen
+    try:
+        state, error = read_rank(Path(path), roles.rank, manifest), None
+    except UserError as exc:
+        state, error = None, str(exc)
+    # Agreed here, not by the setup's agreement after `connect`: the ranks whose file is good would
+    # otherwise go on to create windows while the others wait in that agreement.
+    failed = [message for message in roles.world.allgather(error) if message is not None]
+    if failed:
+        raise UserError(failed[0])
+    state["resumed_from"] = resumed
     return state
+
+
+def resumed_from(found: tuple[int, Path, dict], expected: dict) -> dict:
+    """The record of a resume from the checkpoint `found` (`newest`'s), by a run of fingerprint `expected`."""
+    step, path, manifest = found
+    then = manifest["fingerprint"].get(CODE_KEY)
+    return {
+        "step": step,
+        "checkpoint": str(path),
+        "written_at": manifest["written_at"],
+        "code": {**(manifest.get("code") or {}), "version": then},  # the code of the attempt that wrote it
+        "across_versions": then != expected.get(CODE_KEY),
+    }
 
 
 def restore(run, state: dict) -> None:
@@ -370,9 +429,14 @@ def restore(run, state: dict) -> None:
     if roles.is_master:
         resumed = {**state["resumed_from"], "resumed_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
         run.resumes = [*state["resumes"], resumed]
+        across = (
+            f"; across code versions ({resumed['code']['version']} there, {run.code['version']} now)"
+            if resumed["across_versions"]
+            else ""
+        )
         print(
-            f"resuming from {resumed['checkpoint']} at step {resumed['step']} (written {resumed['written_at']}); "
-            "--restart starts over\n",
+            f"resuming from {resumed['checkpoint']} at step {resumed['step']} (written {resumed['written_at']})"
+            f"{across}; --restart starts over\n",
             end="",
             flush=True,
         )

@@ -169,6 +169,8 @@ class Monitor:
             self.stop_reason = INTERRUPTED
         elif self.diverged_at is not None:
             self.stop_reason = DIVERGED
+        elif self.target_step is not None:  # a resumed run whose restored rows already reach its target
+            self.stop_reason = "target_accuracy"
         else:
             self.stop_reason = self.stop_rule.reason(step, epoch, self.train_seconds, None)
         return self.stop_reason is not None
@@ -279,15 +281,27 @@ class Monitor:
         }
 
     def load_state_dict(self, state: dict) -> None:
-        """Continue from `state_dict()`; metrics.csv is rewritten with the rows so far."""
+        """Continue from `state_dict()`; metrics.csv is rewritten with the rows so far.
+
+        The target may have changed across the resume (a budget): the time to target is found again in
+        the restored rows, under this run's target, so it is the training clock of the first evaluation
+        at or above it, as in an uninterrupted run. A target those rows already reach stops the run at its
+        next step boundary; its result is then the center that reached it if the checkpoint holds that
+        one (it reached the same target, or at the checkpoint's own evaluation), else the last evaluated.
+        """
         self.rows = list(state["rows"])
         self.step, self.epoch = state["step"], state["epoch"]
         self.last_accuracy, self.last_loss = state["last_accuracy"], state["last_loss"]
-        self.time_to_target, self.target_step = state["time_to_target"], state["target_step"]
-        self.diverged_at, self._target_state = state["diverged_at"], state["target_state"]
+        self.diverged_at = state["diverged_at"]
         self._loss_sum, self._loss_count = state["loss_sum"], state["loss_count"]
         self._evaluated_step, self._next_eval = state["evaluated_step"], state["next_eval"]
         self.evaluator.evaluated_state = state["evaluated_state"]
+        self.time_to_target, self.target_step = first_at_target(self.rows, self.stop_rule.target_accuracy)
+        self._target_state = None
+        if self.target_step is not None and self.target_step == state["target_step"]:
+            self._target_state = state["target_state"]
+        elif self.target_step is not None and self.target_step == self._evaluated_step:
+            self._target_state = state["evaluated_state"]
         if self.metrics_log is not None:
             for row in self.rows:
                 self.metrics_log.append(row)
@@ -313,7 +327,19 @@ class Monitor:
         self._result_state = self.evaluator.evaluated_state
         if self._target_state is not None and self.stop_reason == "target_accuracy":
             self._result_state = self._target_state
+            # its own evaluation: the last one, except in a run resumed past it (its restored rows reach the target)
+            reached = next(row for row in self.rows if row["step"] == self.target_step)
+            self.last_accuracy, self.last_loss = reached["test_accuracy"], reached["test_loss"]
         self.final_wall = self.timer.wall()
+
+
+def first_at_target(rows: list[dict], target: float | None) -> tuple[float | None, int | None]:
+    """(train_s, step) of the first row whose test accuracy is at or above `target`; (None, None) if none."""
+    if target is not None:
+        for row in rows:
+            if row["test_accuracy"] >= target:
+                return row["train_s"], row["step"]
+    return None, None
 
 
 PAUSE_POLL_S = 1e-3  # how often a paused rank looks whether the evaluation is over

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import torch
 
+import scaledl
 from scaledl.comm.transport import MPI
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
@@ -60,18 +61,44 @@ def _git(*args: str) -> str | None:
 
 
 def code_state() -> dict:
-    """The commit of the checkout scaledl runs from, whether it has uncommitted changes, and a hash of those
-    changes (two runs with equal hashes ran the same edits); None fields with a reason for an installed copy."""
+    """The code's `code_version`, the commit of the checkout scaledl runs from, whether it has uncommitted
+    changes, and a hash of those changes (two runs with equal hashes ran the same edits); None fields with a
+    reason for an installed copy."""
+    version = code_version()
     commit = _git("rev-parse", "HEAD")
     if commit is None:
-        return {"commit": None, "dirty": None, "diff_sha256": None, "reason": "not run from a git checkout"}
+        return {
+            "version": version,
+            "commit": None,
+            "dirty": None,
+            "diff_sha256": None,
+            "reason": "not run from a git checkout",
+        }
     status = _git("status", "--porcelain", "--untracked-files=no") or ""
     diff = _git("diff", "HEAD", "--binary") or ""
     return {
+        "version": version,
         "commit": commit.strip(),
         "dirty": bool(status.strip()),
         "diff_sha256": hashlib.sha256(diff.encode()).hexdigest() if diff else None,
     }
+
+
+def source_sha256() -> str:
+    """sha256 of the package's Python sources (each file's path and bytes, in path order): what changes
+    when the code that runs changes, committed or not, in a checkout or an installed copy alike."""
+    digest = hashlib.sha256()
+    for path in sorted(PACKAGE_DIR.rglob("*.py")):
+        digest.update(f"{path.relative_to(PACKAGE_DIR).as_posix()}\n".encode())
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def code_version() -> str:
+    """The version of the code that runs, as a checkpoint compares it: the package's version and the first
+    16 hex digits of its sources' sha256 (`0.1.0+3f2a...`). An edit to any module changes it; a commit
+    that changes only documentation does not."""
+    return f"{scaledl.__version__}+{source_sha256()[:16]}"
 
 
 def slurm_job() -> dict | None:

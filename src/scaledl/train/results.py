@@ -124,6 +124,7 @@ def run_record(run, per_rank: list[dict], algo_reports: list[dict]) -> dict:
             "n_test": run.info.n_test,
             "image_shape": list(run.info.image_shape),
             "source_sha256": run.info.source_sha256,
+            "identity": run.fingerprint.get(checkpoint.DATA_KEY),  # what a checkpoint is tied to (data.hdf5.identity)
         },
         "stop": {
             "reason": monitor.stop_reason,
@@ -155,13 +156,16 @@ def run_record(run, per_rank: list[dict], algo_reports: list[dict]) -> dict:
         "evaluation": {"every_steps": cfg.eval_every, "target_step": monitor.target_step, **monitor.evaluator.report()},
         "algorithm_report": [r for r in algo_reports if r],
         # Checkpoints of this attempt, and every resume of the run (clocks continue across them:
-        # the steps lost between a checkpoint and a kill are redone, not counted).
+        # the steps lost between a checkpoint and a kill are redone, not counted), each with the code
+        # of the attempt that wrote its checkpoint; `code_versions`: every attempt's, in order.
         "checkpoints": {
             "every_steps": cfg.checkpoint_every,
             "interval_s": cfg.checkpoint_interval,
             "written": run.checkpoints_written,
             "resumes": run.resumes,
             "kept": monitor.stop_reason == INTERRUPTED and bool(run.checkpoints_written),
+            "code_versions": list(dict.fromkeys([*(r["code"]["version"] for r in run.resumes), run.code["version"]])),
+            "across_versions": any(r["across_versions"] for r in run.resumes),
         },
         "versions": versions(),
         # The commit and its uncommitted edits, the Slurm job, the CPU/GPU models and the CUDA/cuDNN/NCCL/MPI

@@ -2,10 +2,11 @@
 
 Two phases, each ending in an agreement (`agree_on_setup`): first what each
 rank builds alone (every check, the settings, data, models, loader), then
-what the ranks build together (process groups, RMA windows, the checkpoint to
-resume from). A rank-local error (a missing GPU on one node, a shard smaller
+what the ranks build together (the checkpoint to resume from, process groups,
+RMA windows). A rank-local error (a missing GPU on one node, a shard smaller
 than a batch) thus stops the whole job with one message before any rank
-enters a collective its peers will never reach.
+enters a collective its peers will never reach; and a refusal leaves no
+window for MPI's teardown to complain about after its one line.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from scaledl.algorithms import ALGORITHMS, engine_class
 from scaledl.algorithms.base import Algorithm, AlgorithmContext
 from scaledl.algorithms.settings import Settings, resolve
 from scaledl.comm import transport
-from scaledl.comm.collectives import TORCH_DIST_BACKENDS, choose_backend, init_torch_dist
+from scaledl.comm.collectives import TORCH_DIST_BACKENDS, choose_backend, close_torch_dist, init_torch_dist
 from scaledl.comm.flat import FlatParams
 from scaledl.comm.roles import Roles, make_roles
 from scaledl.comm.sentinel import Sentinel
@@ -68,6 +69,7 @@ class TrainingRun:
     checkpoint_state: dict | None = None  # this rank's state to resume from (`connect`)
     resumes: list = field(default_factory=list)  # master: every resume of this run, oldest first
     checkpoints_written: list = field(default_factory=list)  # master: this attempt's checkpoints
+    code: dict = field(default_factory=dict)  # master: this attempt's code (provenance.code_state)
 
     @property
     def validation_rows(self) -> int:
@@ -83,7 +85,21 @@ class TrainingRun:
 def agree_on_setup(world: MPI.Comm, cfg: TrainConfig) -> TrainingRun:
     """Build the run on every rank; if any rank hits a user error, all ranks stop with it."""
     run = agreed(world, build_local, world, cfg)
-    return agreed(world, connect, run)
+    try:
+        return agreed(world, connect, run)
+    except UserError:
+        release(run)
+        raise
+
+
+def release(run: TrainingRun) -> None:
+    """Free, on every rank alike, what `connect` built before a refusal (the master's unwritable --out-dir
+    comes after the windows): a window left to MPI_Finalize makes UCX print a page of warnings after
+    the refusal's one line. Every other refusal comes before any window or process group exists."""
+    if run.algo is not None:
+        run.algo.finish()  # nothing is in flight before the start: this only frees the MPI objects
+        run.algo = None
+    close_torch_dist()
 
 
 def agreed(world: MPI.Comm, build, *args):
@@ -182,8 +198,13 @@ def build_local(world: MPI.Comm, cfg: TrainConfig) -> TrainingRun:
 
 
 def connect(run: TrainingRun) -> TrainingRun:
-    """The parts the ranks build together: the process group, the algorithm (RMA windows), the monitor."""
+    """The parts the ranks build together: the checkpoint to resume from, the process group, the algorithm
+    (RMA windows), the monitor."""
     cfg, roles, info = run.cfg, run.roles, run.info
+    # First, before any process group or window exists: a checkpoint that cannot be used (other settings,
+    # data or code, a damaged file) stops the job here in one line, with nothing to free and its run
+    # folder untouched.
+    run.checkpoint_state = checkpoint.load(run)
     dist_group = None
     if run.settings.backend in TORCH_DIST_BACKENDS:
         dist_group = init_torch_dist(run.settings.backend, roles.world, roles.worker_ranks, run.device)
@@ -201,11 +222,9 @@ def connect(run: TrainingRun) -> TrainingRun:
         pause_for_evaluation=lambda: evaluation_pause(run),
     )
     run.algo = engine_class(cfg.algorithm)(context)
-    # After the setup's last collective, before anything is written: a checkpoint that cannot be used
-    # (other settings, a damaged file) stops the job here, its run folder untouched.
-    run.fingerprint = checkpoint.fingerprint(cfg, roles.size)
-    run.checkpoint_state = checkpoint.load(run)
     if roles.is_master:
+        if cfg.restart:
+            checkpoint.remove_all(cfg.out_dir)  # once nothing can refuse the run: it starts over
         stop_rule = StopRule(cfg.max_steps, cfg.epochs, cfg.time_budget, cfg.target_accuracy)
         # Evaluated where the center lives (host memory for sync_easgd1 and dedicated masters).
         center_device = next(run.center_model.parameters()).device
