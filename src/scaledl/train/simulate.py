@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
     )
     signal.signal(signal.SIGINT, signal.SIG_DFL)  # the simulator holds the main thread: Ctrl-C ends it at once
     outcome = simulation.run(lambda: train(with_tuned(cfg, args.ranks)))
-    cost = {k: round(getattr(outcome, k), 6) for k in ("simulated_s", "wall_s", "real_compute_s")}
+    cost = {k: round(getattr(outcome, k), 6) for k in ("simulated_s", "wall_s", "cpu_s", "real_compute_s")}
     print(f"simulation: {json.dumps(cost)}")  # what the simulation cost this machine (bench_simulation reads it)
     if outcome.crashed:
         print(outcome.crashed, file=sys.stderr, end="")

@@ -110,6 +110,7 @@ class Outcome:
     simulated_s: float = 0.0
     crashed: str | None = None  # a traceback: a bug, not a user error
     wall_s: float = 0.0  # this machine's seconds the simulation took
+    cpu_s: float = 0.0  # the process's CPU seconds meanwhile (every actor's thread; unlike wall, blind to load)
     real_compute_s: float = 0.0  # of which the ranks' numerics (their meters' real seconds)
 
 
@@ -166,10 +167,11 @@ class Simulation:
         for host, when in self.failures.items():
             victims = [state.rank for state in cluster.ranks if state.host.name == host]
             sg.Actor.create(f"fail-{host}", sg.Host.by_name(host), _fail_at, sg, cluster, victims, when).daemonize()
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         with transport.use(SimulatedTransport(self)):
             engine.run()
         self.outcome.wall_s = time.perf_counter() - started
+        self.outcome.cpu_s = time.process_time() - cpu
         self.outcome.real_compute_s = sum(state.meter.real_s for state in cluster.ranks)
         if self.hung and self.outcome.status == 0 and self.outcome.error is None:
             ranks = ", ".join(map(str, sorted(self.hung)))
