@@ -740,9 +740,10 @@ def setting_label(per: tuple[str, ...], key: tuple) -> str:
     return ", ".join([label, *rest] if label else rest)
 
 
-def row(claim: Claim, protocol: str, setting: str, verdict: Verdict) -> dict:
+def row(claim: Claim, protocol: str, setting: str, verdict: Verdict, simulated_on: str = "") -> dict:
     numbers = verdict.numbers
     return {
+        "simulated_on": simulated_on,
         "id": claim.id,
         "figure": claim.figure,
         "claim": claim.text,
@@ -759,6 +760,14 @@ def row(claim: Claim, protocol: str, setting: str, verdict: Verdict) -> dict:
         "ours_max": numbers.high if numbers else math.nan,
         "ours_n": numbers.n if numbers else 0,
     }
+
+
+def simulated_platform(group: pd.DataFrame) -> str:
+    """The simulated platform a setting's runs ran on ("" for real hardware): the summary's `simulated_on`."""
+    if "simulated_on" not in group:
+        return ""
+    found = sorted({str(v) for v in group["simulated_on"].dropna() if str(v)})
+    return ", ".join(found)
 
 
 def judge(group: pd.DataFrame, claim: Claim, ctx: Context) -> Verdict:
@@ -785,15 +794,17 @@ def evaluate_claim(results: pd.DataFrame, claim: Claim, ctx: Context, protocol: 
         reason = f"no runs of {', '.join(wanted)} in the summary"
         return [row(claim, protocol, "—", Verdict(NOT_COMPARABLE, reason=reason))]
     rows, incomplete, missing = [], [], {}
-    for key, group in runs.groupby(list(claim.per), sort=True, dropna=False):
+    # simulated runs never share a verdict with measured ones, whatever the claim's `per`
+    apart = ["simulated_on"] if "simulated_on" in runs and "simulated_on" not in claim.per else []
+    for key, group in runs.groupby([*claim.per, *apart], sort=True, dropna=False):
         key = key if isinstance(key, tuple) else (key,)
-        label = setting_label(claim.per, key)
+        label = setting_label(claim.per, key[: len(claim.per)])
         verdict = judge(group, claim, ctx)
         if verdict.missing:
             incomplete.append(label)
             missing.update(dict.fromkeys(verdict.missing))
             continue
-        rows.append(row(claim, protocol, label, verdict))
+        rows.append(row(claim, protocol, label, verdict, simulated_platform(group)))
     if incomplete and not rows:
         settings = plural(len(incomplete), "setting")
         shown = "; ".join(incomplete[:3]) + (f" and {len(incomplete) - 3} more" if len(incomplete) > 3 else "")
@@ -804,7 +815,7 @@ def evaluate_claim(results: pd.DataFrame, claim: Claim, ctx: Context, protocol: 
 
 CLAIM_COLUMNS = [
     "id", "figure", "claim", "protocol", "setting", "paper", "ours", "verdict", "reason", "decomposition",
-    "paper_value", "ours_median", "ours_min", "ours_max", "ours_n",
+    "paper_value", "ours_median", "ours_min", "ours_max", "ours_n", "simulated_on",
 ]  # fmt: skip
 
 
@@ -884,8 +895,28 @@ def claims_markdown(table: pd.DataFrame, summary: Path, claims_text: str, claims
         "",
     ]
     paper = table[~table["protocol"].isin([CONTROL]) & ~table["id"].isin(inclusion_ids(table))]
-    wide = side_by_side(paper)
-    lines += ["## The paper's claims, tuned and at one shared η", "", markdown_table(wide), ""]
+    simulated = paper["simulated_on"].fillna("").astype(str) if "simulated_on" in paper else pd.Series("", paper.index)
+    if simulated.any():
+        lines += [
+            "## Measured and simulated, claim by claim",
+            "",
+            "Each column's verdicts, setting by setting; a simulated platform's runs are judged on their own "
+            "(simulated seconds on the platform named), never with measured ones.",
+            "",
+            markdown_table(overview(paper, simulated)),
+            "",
+        ]
+    for platform in ["", *sorted(set(simulated) - {""})]:
+        part = paper[simulated == platform]
+        if part.empty:
+            continue
+        where = f", simulated on {platform}" if platform else (", measured" if simulated.any() else "")
+        lines += [
+            f"## The paper's claims{where}, tuned and at one shared η",
+            "",
+            markdown_table(side_by_side(part)),
+            "",
+        ]
     for title, part in (
         ("Controls (the harness must call these holds)", table[table["protocol"] == CONTROL]),
         (
@@ -904,6 +935,23 @@ def claims_markdown(table: pd.DataFrame, summary: Path, claims_text: str, claims
                     "",
                 ]
     return "\n".join(lines)
+
+
+def overview(paper: pd.DataFrame, simulated: pd.Series) -> pd.DataFrame:
+    """One row per claim; a column per protocol and kind of runs (measured, or simulated on a platform), each
+    cell its settings' verdicts."""
+    claims = paper.drop_duplicates("id").set_index("id")[["figure", "claim"]]
+    for platform in ["", *sorted(set(simulated) - {""})]:
+        kind = f"simulated on {platform}" if platform else "measured"
+        for protocol in (TUNED, SHARED):
+            part = paper[(simulated == platform) & (paper["protocol"] == protocol)]
+            if part.empty:
+                continue
+            cells = part.groupby("id").apply(
+                lambda rows: "; ".join(f"{r.verdict} ({r.setting})" for r in rows.itertuples()), include_groups=False
+            )
+            claims[f"{kind} ({protocol})"] = cells
+    return claims.reset_index(drop=True).fillna("—")
 
 
 def inclusion_ids(table: pd.DataFrame) -> list[str]:

@@ -53,10 +53,13 @@ RUN_FIELDS: dict[str, str] = {
     "commit": "provenance.code.commit",
     "dirty": "provenance.code.dirty",
     "slurm_job_id": "provenance.slurm.job_id",
+    "simulated_on": "transport.platform",  # the simulated platform; empty for a run on real hardware
 }
 
 # Columns a run.json of an older version may lack, and the value they then mean.
-FIELD_DEFAULTS = {"setting": "", "target_step": None, "commit": None, "dirty": None, "slurm_job_id": None}
+FIELD_DEFAULTS = {
+    "setting": "", "target_step": None, "commit": None, "dirty": None, "slurm_job_id": None, "simulated_on": "",
+}  # fmt: skip
 
 # Files a run writes before its run.json (scaledl.train.outputs); metrics.csv is the one the tables read.
 COMPANIONS = ("metrics.csv",)

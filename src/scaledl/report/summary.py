@@ -20,7 +20,7 @@ RECORDED = [
     "dataset", "model", "algorithm", "platform", "workers", "setting", "ranks", "seed",
     "final_test_accuracy", "target_accuracy", "time_to_target_s", "target_step", "eval_every",
     "seconds_per_step", "transfer_per_step_s", "wait_per_step_s", "comm_share", "exposed_share",
-    "steps", "epochs", "wall_s", "stop_reason", "commit", "dirty", "slurm_job_id",
+    "steps", "epochs", "wall_s", "stop_reason", "commit", "dirty", "slurm_job_id", "simulated_on",
 ]  # fmt: skip
 
 SUMMARY_COLUMNS = [
@@ -28,7 +28,7 @@ SUMMARY_COLUMNS = [
     "final_test_accuracy", "best_test_accuracy", "target_accuracy", "time_to_target_s", "target_step", "eval_every",
     "seconds_per_step", "transfer_per_step_s", "wait_per_step_s", "comm_share", "exposed_share",
     "steps", "epochs", "wall_s", "stop_reason", "resumed", "bytes_exchanged", "bytes_to_target",
-    "commit", "dirty", "slurm_job_id", "run",
+    "commit", "dirty", "slurm_job_id", "simulated_on", "run",
 ]  # fmt: skip
 
 
