@@ -787,3 +787,21 @@ def test_claims_command_bad_input_is_one_line(tmp_path, capsys):
     assert "unknown rule 'quicker'" in err
     assert "DEVICE one of" in one_line_error(capsys, ["claims", "--summary", good, "--device-of", "gpu", *outs])
     assert not (tmp_path / "c.md").exists() and not (tmp_path / "c.csv").exists()
+
+
+def test_simulated_runs_are_judged_apart_from_measured_ones(tmp_path):
+    measured = [*runs("async_easgd", FAST), *runs("async_sgd", SLOW)]
+    # the same setting's key on a simulated platform, where the claim is reversed: never pooled with the above
+    simulated = [
+        *runs("async_easgd", SLOW, simulated_on=["k80x8"] * 5),
+        *runs("async_sgd", FAST, simulated_on=["k80x8"] * 5),
+    ]
+    results = pd.DataFrame([*measured, *simulated], columns=COLUMNS)
+    results["simulated_on"] = results["simulated_on"].fillna("")
+    table = evaluate(results, [CLAIMS["async_easgd_vs_async_sgd"]], GPU)
+    verdicts = dict(zip(table["simulated_on"], table["verdict"]))
+    assert verdicts == {"": HOLDS, "k80x8": REVERSED}
+    page = claims_markdown(table, tmp_path / "summary.csv", default_claims_text(), "claims.yaml")
+    assert "## The paper's claims, measured" in page and "## The paper's claims, simulated on k80x8" in page
+    overview_header = next(line for line in page.splitlines() if line.startswith("| figure | claim | measured"))
+    assert "simulated on k80x8 (shared η)" in overview_header
