@@ -19,6 +19,7 @@ from scaledl.comm.sim.loader import available
 
 pytestmark = pytest.mark.skipif(not available(), reason="SimGrid's Python bindings are not installed (python3-simgrid)")
 
+QUIET = {"capture_output": True, "text": True, "timeout": 240}
 TRAIN = ["--model", "lenet", "--batch-size", "16", "--eval-every", "10", "--lr", "0.05"]
 
 
@@ -183,3 +184,15 @@ def test_the_simulated_collectives_compute_what_mpi_does(tmp_path, ranks):
     proc = subprocess.run([sys.executable, str(script), str(ranks)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "status 0 failures 0" in proc.stdout, proc.stdout + proc.stderr[-2000:]
+
+
+def test_netbench_measures_a_simulated_platform(tmp_path):
+    out = tmp_path / "nb.json"
+    cmd = [sys.executable, "-m", "scaledl", "netbench", "--platform-file", "k80x8", "--ranks", "2", "--out", str(out)]
+    proc = subprocess.run([*cmd, "--max-size", "1M", "--repeats", "1", "--iters", "2", "--quiet"], **QUIET)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = json.loads(out.read_text())
+    # gpu0 and gpu1 share a board: two PCIe hops of 1 µs and 12 GB/s each way (the platform file's numbers)
+    assert result["alpha_s"] == pytest.approx(2e-6, rel=0.05)
+    assert 1 / result["beta_s_per_byte"] == pytest.approx(12e9, rel=0.05)
+    assert result["machine"]["simulated_on"] == "k80x8" and result["machine"]["hosts"] == ["gpu0", "gpu1"]

@@ -37,7 +37,6 @@ import math
 import platform
 import re
 import signal
-import socket
 import statistics
 import sys
 import time
@@ -48,6 +47,8 @@ import numpy as np
 
 import scaledl
 from scaledl.atomic import write_text
+from scaledl.comm import transport
+from scaledl.comm.transport import MPI
 from scaledl.errors import UserError, run_command
 from scaledl.net.cost import busbw_factor
 
@@ -129,6 +130,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--no-collectives", action="store_true", help="point to point only")
     parser.add_argument("--quiet", action="store_true", help="do not print the tables")
+    sim = parser.add_argument_group("simulated (SimGrid: see docs/simulation.md)")
+    sim.add_argument(
+        "--platform-file",
+        metavar="PLATFORM",
+        help="measure a simulated platform instead (a shipped name such as cori_knl, or a file), no mpiexec",
+    )
+    sim.add_argument("--ranks", type=int, default=2, help="ranks of the simulated measurement (default %(default)s)")
 
 
 def check_arguments(args: argparse.Namespace) -> list[int]:
@@ -214,11 +222,11 @@ def pingpong(comm, a: int, b: int, sizes: list[int], iters: int, warmup: int, re
             if count == 0:
                 continue
             if rank == a:
-                t0 = time.perf_counter()
+                t0 = transport.clock()
                 for _ in range(count):
                     comm.Send(view, dest=b, tag=7)
                     comm.Recv(view, source=b, tag=7)
-                dt = time.perf_counter() - t0
+                dt = transport.clock() - t0
                 if rep > 0:
                     samples.append(dt / count / 2)
             elif rank == b:
@@ -264,8 +272,6 @@ def pair_latencies(comm, size: int, iters: int, warmup: int, repeats: int) -> di
 
 def collective_times(comm, op: str, sizes: list[int], iters: int, warmup: int, repeats: int) -> list[dict] | None:
     """Seconds per call of `op` per size (slowest rank's mean, median over repeats); rows on rank 0."""
-    from mpi4py import MPI  # lazy: importing MPI initialises it, which parsing must not do
-
     rank, nranks = comm.Get_rank(), comm.Get_size()
     top = max(sizes) // 4
     src = np.ones(top, dtype=np.float32)
@@ -290,10 +296,10 @@ def collective_times(comm, op: str, sizes: list[int], iters: int, warmup: int, r
         samples = []
         for _ in range(repeats):
             comm.Barrier()
-            t0 = time.perf_counter()
+            t0 = transport.clock()
             for _ in range(n_iter):
                 call(count)
-            mine = np.array([(time.perf_counter() - t0) / n_iter])
+            mine = np.array([(transport.clock() - t0) / n_iter])
             comm.Allreduce(mine, slowest, op=MPI.MAX)
             samples.append(float(slowest[0]))
         t = _median(samples)
@@ -338,9 +344,7 @@ def cpu_model() -> str | None:
 
 
 def describe_world(comm) -> dict:
-    from mpi4py import MPI  # lazy: importing MPI initialises it, which parsing must not do
-
-    hosts = comm.allgather(socket.gethostname())
+    hosts = comm.allgather(transport.current().host_name())
     local = comm.Split_type(MPI.COMM_TYPE_SHARED)
     per_node = comm.allgather(local.Get_size())
     local.Free()
@@ -481,8 +485,8 @@ def run(args: argparse.Namespace) -> int:
     the job exits non-zero with one line. Validation involves no MPI call, so
     every rank reaches the same verdict and none can hang.
     """
-    from mpi4py import MPI  # lazy: importing MPI initialises it, which parsing must not do
-
+    if args.platform_file is not None:
+        return simulated(args)
     # A netbench job gets the training jobs' allocation, Slurm's early warning (SIGUSR1) included;
     # a measurement has nothing to checkpoint, so it runs on until the limit itself.
     signal.signal(signal.SIGUSR1, signal.SIG_IGN)
@@ -512,6 +516,43 @@ def run(args: argparse.Namespace) -> int:
             print(format_report(result), flush=True)
         print(f"wrote {args.out}", flush=True)
     return 0
+
+
+def simulated(args: argparse.Namespace) -> int:
+    """The same measurement of a simulated platform: every rank an actor, every time simulated; γ is the
+    platform's (what its cost model charges a reduction), not this machine's."""
+    from scaledl.comm.sim.platform import load  # lazy: the simulator's modules load torch (the cost model)
+    from scaledl.comm.sim.run import Simulation  # lazy: as above
+
+    sizes = check_arguments(args)
+    platform = load(args.platform_file)
+    results = []
+
+    def main() -> None:
+        result = netbench(
+            MPI.COMM_WORLD, sizes, iters=args.iters, warmup=args.warmup, repeats=args.repeats, pairs=args.pairs,
+            collectives=not args.no_collectives,
+        )  # fmt: skip
+        if result is not None:
+            results.append(result)
+
+    outcome = Simulation(platform, args.ranks, dedicated_master=False).run(main)
+    if outcome.status != 0 or not results:
+        raise UserError(f"the simulated netbench on {platform.name} failed: {outcome.error or outcome.crashed}")
+    result = results[0]
+    device = platform.hosts[outcome_host(platform, args.ranks)]
+    result["gamma_s_per_byte"] = 3.0 / device.memory_bw
+    result["machine"]["simulated_on"] = platform.name
+    write_text(args.out, json.dumps(result, indent=2) + "\n")
+    if not args.quiet:
+        print(format_report(result), flush=True)
+    print(f"wrote {args.out}", flush=True)
+    return 0
+
+
+def outcome_host(platform, ranks: int) -> str:
+    """The host of rank 0 of a simulated job of `ranks` ranks without a dedicated master."""
+    return platform.place(ranks, dedicated_master=False)[0].name
 
 
 if __name__ == "__main__":  # `python -m mpi4py -m scaledl.net.measure ...`: the same command as `scaledl netbench`
