@@ -181,3 +181,16 @@ def test_the_platforms_table_documents_every_schema_key_with_its_default():
     documented = dict(re.findall(r"^\| `(\w+)` \| `([^`]*)` \|", table, re.M))
     expected = {key: yaml.safe_dump(prop["default"]).split("\n")[0] for key, prop in schema["properties"].items()}
     assert documented == expected
+
+
+def test_a_simulated_platform_is_one_process_on_this_cpu():
+    sim = {"kind": "simulated", "platform_file": "k80x8", "simulates": "gpu"}
+    shape = place("gpu8_sim", sim, 8, needs_master=True)
+    assert (shape.ranks, shape.tasks_per_node, shape.nodes, shape.device, shape.cluster) == (9, 1, None, "cpu", False)
+    assert workers_for_nodes("knl_sim", {**sim, "ranks_per_node": 1}, 64) == 64
+    with pytest.raises(PlacementError, match="needs simulates"):
+        place("bad", {"kind": "simulated", "platform_file": "k80x8"}, 2, needs_master=False)
+    with pytest.raises(PlacementError, match="remove device"):
+        place("bad", {**sim, "device": "cuda"}, 2, needs_master=False)
+    with pytest.raises(PlacementError, match="platform_file applies to kind simulated"):
+        place("bad", {"kind": "local", "platform_file": "k80x8"}, 2, needs_master=False)

@@ -13,6 +13,11 @@ Kinds of platform:
   RANKS tasks on one node (`--nodes=1`), with no partition unless one is given.
 - `cpu` / `knl`: `ranks_per_node` MPI ranks per node, each with `threads`
   cores (default: `cores_per_node` shared out, see "Cores per rank").
+- `simulated`: a SimGrid platform (`platform_file`: a shipped name or a file;
+  `simulates`: gpu, knl or cpu, the device the claims see) that one process
+  simulates with every rank an actor (`scaledl simulate`, docs/simulation.md):
+  one task of `threads` cores (default 1), on this machine's CPU; with
+  `ranks_per_node` a node-count sweep gives P = N × ranks_per_node.
 - `gpu`: `gpus_per_node` GPUs, `ranks_per_gpu` ranks on each, `threads` CPU
   cores per rank (or `cores_per_node` shared out; one of the two is required:
   a GPU rank still decodes, loads and copies its batches on the CPU). Every
@@ -60,18 +65,23 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-KINDS = ("local", "cpu", "knl", "gpu")
+KINDS = ("local", "cpu", "knl", "gpu", "simulated")
 CLUSTER_KINDS = ("cpu", "knl", "gpu")
 DEFAULT_MEM_MB_PER_CPU = 2000  # MB per allocated core when a platform sets no memory
 
 # keys that only make sense for some kinds; a non-null value elsewhere is an error
 _ONLY_FOR = {
-    "ranks_per_node": ("cpu", "knl"),
+    "ranks_per_node": ("cpu", "knl", "simulated"),
+    "platform_file": ("simulated",),
+    "simulates": ("simulated",),
     "gpus_per_node": ("gpu",),
     "gpu_type": ("gpu",),
     "cores_per_node": CLUSTER_KINDS,
 }
-_REQUIRED = {"cpu": ("ranks_per_node",), "knl": ("ranks_per_node",), "gpu": ("gpus_per_node",)}
+_REQUIRED = {
+    "cpu": ("ranks_per_node",), "knl": ("ranks_per_node",), "gpu": ("gpus_per_node",),
+    "simulated": ("platform_file", "simulates"),
+}  # fmt: skip
 
 
 class PlacementError(ValueError):
@@ -114,6 +124,11 @@ def check_platform(name: str, platform: Mapping) -> None:
             f"platform {name!r}: kind gpu needs cores_per_node (the CPU cores of a node, shared out over "
             "its ranks) or threads (CPU cores per rank); without them each rank would get one core"
         )
+    if kind == "simulated" and platform.get("device") not in (None, "cpu"):
+        raise PlacementError(
+            f"platform {name!r}: a simulated platform computes on this machine's CPU (its devices are simulated: "
+            "`simulates`); remove device"
+        )
     if kind in ("cpu", "knl") and platform.get("device") == "cuda":
         raise PlacementError(f"platform {name!r}: kind {kind!r} has no GPUs; use kind gpu for device cuda")
     if platform.get("mem_mb_per_node") is not None and platform.get("mem_mb_per_cpu") is not None:
@@ -140,6 +155,8 @@ def ranks_per_node(platform: Mapping) -> int | None:
         return platform["gpus_per_node"] * platform.get("ranks_per_gpu", 1)
     if kind in ("cpu", "knl"):
         return platform["ranks_per_node"]
+    if kind == "simulated":
+        return platform.get("ranks_per_node")  # the simulated nodes' ranks, for a node-count sweep
     return None
 
 
@@ -148,9 +165,11 @@ def workers_for_nodes(name: str, platform: Mapping, nodes: int) -> int:
     check_platform(name, platform)
     per_node = ranks_per_node(platform)
     if per_node is None:
+        kind = platform.get("kind", "local")
         raise PlacementError(
-            f"platform {name!r} is kind local and has no nodes; list `workers` instead of `nodes` "
-            "for it, or give the experiment a cluster platform (kind cpu, knl or gpu)"
+            f"platform {name!r} is kind {kind} and has no nodes"
+            + (" unless it gives ranks_per_node" if kind == "simulated" else "")
+            + "; list `workers` instead of `nodes` for it, or give the experiment a cluster platform"
         )
     return nodes * per_node
 
@@ -195,6 +214,8 @@ def place(name: str, platform: Mapping, workers: int, *, needs_master: bool) -> 
     threads = platform.get("threads")
     if kind == "local":
         return Placement(kind, workers, ranks, None, ranks, threads or 1, 0, device_of(platform))
+    if kind == "simulated":  # one process runs every rank (scaledl simulate): one task, on this machine's CPU
+        return Placement(kind, workers, ranks, None, 1, threads or 1, 0, "cpu")
 
     nodes = math.ceil(workers / ranks_per_node(platform))
     tasks_per_node = math.ceil(ranks / nodes)  # Slurm spreads tasks evenly; the first node is the fullest
