@@ -112,6 +112,14 @@ def run_dir(key: RunKey, name: str = "{name}") -> str:
     return RUN_DIR.format(name=name, **{**key._asdict(), "setting": f"/{key.setting}" if key.setting else ""})
 
 
+def results_name_of(run_folder: str) -> str | None:
+    """The config name of a run folder the workflow wrote (…/results/NAME/runs/… or …/tune/…, as run.json's
+    `arguments.out_dir` records it); None for a folder elsewhere (a training run by hand)."""
+    stages = "|".join(map(re.escape, (RUNS_STAGE, tune.STAGE)))
+    found = re.search(rf"(?:^|/)results/({NAME_PATTERN})/(?:{stages})/", str(run_folder))
+    return found.group(1) if found else None
+
+
 def hardware_of(platform: Mapping) -> str:
     """gpu, knl or cpu: what a platform's ranks compute on, as the claims' `needs` name it."""
     if device_of(platform) == "cuda":
