@@ -44,7 +44,11 @@ def _shape(text: str) -> tuple[int, int, int]:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the `prepare` subcommand's arguments to `parser`."""
     d = PrepareOptions()
-    parser.epilog = "datasets:\n" + "\n".join(f"  {n:10} {c.description}" for n, c in CONVERTERS.items())
+    parser.epilog = (
+        "datasets:\n"
+        + "\n".join(f"  {n:10} {c.description}" for n, c in CONVERTERS.items())
+        + "\n  NAME       your own: --converter MODULE:FUNCTION, or an installed package's scaledl.datasets entry point"
+    )
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument(
         "dataset",
