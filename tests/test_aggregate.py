@@ -130,6 +130,24 @@ def test_summary_values(tmp_path):
     assert second["run"].endswith("sync_sgd/local/p2/s0")
 
 
+def test_config_name_and_throughput_columns(tmp_path):
+    """`config` is the NAME of the results/NAME/ the workflow gave the run (run.json's out_dir, so a moved
+    folder keeps it; none for a run trained elsewhere by hand); samples_per_s is P × b / seconds_per_step."""
+    run = make_run(tmp_path, "sync_sgd", workers=4, spp=0.02)
+    record = json.loads((run / "run.json").read_text())
+    record["arguments"]["out_dir"] = "results/paper_small/runs/digits/lenet/sync_sgd/local/p4/s0"
+    (run / "run.json").write_text(json.dumps(record))
+    by_hand = make_run(tmp_path, "sync_easgd", spp=0.05)
+
+    table = summarize([run, by_hand])
+    assert list(table.columns[:2]) == ["config", "dataset"]
+    table = table.set_index("algorithm")
+    assert table.loc["sync_sgd", "config"] == "paper_small"
+    assert pd.isna(table.loc["sync_easgd", "config"])
+    assert table.loc["sync_sgd", "samples_per_s"] == pytest.approx(4 * 64 / 0.02)
+    assert table.loc["sync_easgd", "samples_per_s"] == pytest.approx(2 * 64 / 0.05)
+
+
 def test_platform_comes_from_run_json(tmp_path):
     run = make_run(tmp_path, "sync_sgd", platform="gpu")
     moved = tmp_path / "elsewhere"
@@ -152,7 +170,7 @@ def test_cli_writes_csv_and_markdown(tmp_path):
         ["sync_sgd", 2],
     ]
     markdown = out.with_suffix(".md").read_text().splitlines()
-    assert markdown[0].startswith("| dataset | model | algorithm | platform | workers |")
+    assert markdown[0].startswith("| config | dataset | model | algorithm | platform | workers |")
     assert "run" not in markdown[0].split(" | ")
     assert set(markdown[1]) <= set("|-:")
     assert len(markdown) == 2 + 4

@@ -64,3 +64,41 @@ def test_a_swept_key_with_a_typo_or_a_bad_value_is_one_line(config):
     top = copy.deepcopy(config)
     top["train"]["lr"] = [0.01, 0.05]  # a sweep is a block's: the top-level train takes one value
     assert first_problem(top, SCHEMA).startswith("config: train.lr")
+
+
+def test_plugin_names_are_known_names_and_a_misspelt_one_gets_the_nearest(config, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "my_models.py").write_text("def tiny_mlp(in_shape, classes): ...\n")
+    mine = copy.deepcopy(config)
+    mine["plugins"] = {"models": {"tiny_mlp": "my_models:tiny_mlp"}, "datasets": {"survey": {}}}
+    mine["experiments"] = [{"dataset": "survey", "models": ["tiny_mlp", "lenet"]}]
+    assert first_problem(mine, SCHEMA) is None
+
+    mine["experiments"][0]["models"] = ["tiny_mpl"]
+    line = first_problem(mine, SCHEMA)
+    assert line.startswith("config: experiments[0].models[0]: 'tiny_mpl' is not one of lenet,")
+    assert line.endswith("tiny_mlp (did you mean 'tiny_mlp'?)")
+    mine["experiments"][0]["models"] = ["lenet"]
+    mine["experiments"][0]["dataset"] = "survy"
+    assert first_problem(mine, SCHEMA).endswith("(did you mean 'survey'?)")
+    mine["experiments"][0]["dataset"] = "mnits"  # a built-in's typo is still refused
+    assert first_problem(mine, SCHEMA).endswith("(did you mean 'mnist'?)")
+
+
+@pytest.mark.parametrize(
+    "plugins, expected",
+    [
+        ({"models": {"lenet": "my_models:lenet"}}, "config: plugins.models.lenet: 'lenet' is a built-in model's name"),
+        ({"models": {"mine": "absent_mod:f"}}, "config: plugins.models.mine: no module 'absent_mod' to import"),
+        ({"models": {"mine": "my_models"}}, "config: plugins.models.mine: 'my_models' is not MODULE:FUNCTION"),
+        ({"datasets": {"mnist": {}}}, "config: plugins.datasets.mnist: 'mnist' is a built-in dataset's name"),
+        ({"datasets": {"mine": {"converter": "gone.sub:f"}}}, "plugins.datasets.mine: no module 'gone.sub'"),
+        ({"datasets": {"mine": {"convertr": "my_models:f"}}}, "unknown key (did you mean 'converter'?)"),
+    ],
+)
+def test_a_plugin_that_cannot_work_stops_the_config(config, tmp_path, monkeypatch, plugins, expected):
+    monkeypatch.chdir(tmp_path)
+    mine = copy.deepcopy(config)
+    mine["plugins"] = plugins
+    line = first_problem(mine, SCHEMA)
+    assert line is not None and expected in line and "\n" not in line

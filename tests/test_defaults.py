@@ -15,6 +15,7 @@ import jsonschema
 import pytest
 import yaml
 
+from scaledl import plugins as plugin_module
 from scaledl.algorithms import ALGORITHMS
 from scaledl.config import COMMAND_LINE_ONLY, SET_BY_WORKFLOW, SETTINGS, TrainConfig, defaults
 from scaledl.data import prepare
@@ -136,8 +137,25 @@ def test_schema_enums_are_the_cli_choices(key):
 
 def test_schema_names_come_from_the_registries():
     assert EXPERIMENT["algorithms"]["items"]["enum"] == list(ALGORITHMS)
-    assert EXPERIMENT["models"]["items"]["enum"] == list(MODELS)
-    assert EXPERIMENT["dataset"]["enum"] == list(CONVERTERS)
+    assert EXPERIMENT["models"]["items"]["anyOf"][0]["enum"] == list(MODELS)
+    assert EXPERIMENT["dataset"]["anyOf"][0]["enum"] == list(CONVERTERS)
+
+
+def test_schema_plugin_patterns_are_the_plugin_modules():
+    """A plug-in's name and module:function are written alike in the schema and in scaledl.plugins."""
+    plugins = SCHEMA["properties"]["plugins"]["properties"]
+    names = {
+        plugins["models"]["propertyNames"]["pattern"],
+        plugins["datasets"]["propertyNames"]["pattern"],
+        EXPERIMENT["models"]["items"]["anyOf"][1]["pattern"],
+        EXPERIMENT["dataset"]["anyOf"][1]["pattern"],
+    }
+    targets = {
+        plugins["models"]["additionalProperties"]["pattern"],
+        SCHEMA["$defs"]["plugin_dataset"]["properties"]["converter"]["pattern"],
+    }
+    assert names == {f"^{plugin_module.NAME}$"}
+    assert targets == {f"^{plugin_module.TARGET}$"}
 
 
 def test_cli_defaults_are_trainconfig_defaults():

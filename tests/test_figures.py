@@ -17,10 +17,13 @@ from scaledl.net.measure import KIND
 from scaledl.report.catalogue import CATALOGUE, FIGURE_NAMES
 from scaledl.report.figures import (
     FIGURES,
+    KINDS,
     PAIRS,
     Inputs,
+    compared_pairs,
     load_runs,
     metrics_long,
+    pair_breakdown,
     phase_seconds_per_step,
     predicted_efficiency,
     reached_seconds,
@@ -219,11 +222,12 @@ def test_a_missing_pair_gives_a_placeholder_and_one_note(tmp_path, capsys):
     for name in ("fig6_2", "fig6_3", "fig6_4", "ladder_breakdown", "scaling", "chip_partition"):
         assert f"{name} (" in notes[0]
     assert "fig6_1 (" not in notes[0] and "fig8 (" not in notes[0]  # both drawn: fig8 needs two methods
+    assert "pair_breakdown (" not in notes[0]  # Fig. 6.1's pair, by kind
     assert "async_measgd and async_msgd" in notes[0]
     placeholder = png_size_of_placeholder(tmp_path)
     assert png_size(out / "fig6_2.png") == placeholder
     assert png_size(out / "fig6_1.png") != placeholder
-    assert f"wrote 2 of {len(FIGURES)} figures" in captured.out
+    assert f"wrote 3 of {len(FIGURES)} figures" in captured.out
 
 
 def test_seed_band_median_and_range_on_a_hand_made_case():
@@ -256,6 +260,45 @@ def test_phase_breakdown_shares_each_steady_group_among_its_phases(tmp_path):
     assert phases["wait"] == pytest.approx(0.002)
     assert phases["other"] == pytest.approx(0.002)  # the step's time outside every phase
     assert sum(phases.values()) == pytest.approx(0.02)
+
+
+def test_the_compared_pairs_are_the_two_sided_claims():
+    pairs = {(a, b): figures for a, b, figures in compared_pairs()}
+    assert pairs[("async_easgd", "async_sgd")] == ["Fig. 6.1"]
+    assert pairs[("sync_easgd3|sync_easgd", "easgd")] == ["Fig. 6.4"]
+    assert pairs[("sync_easgd3", "easgd")] == ["Table 3", "Fig. 11"]  # ladder_total and comm_share_drop: once
+    assert ("diloco", "sync_sgd") in pairs and ("slowmo", "local_sgd") in pairs
+    # chip partitioning compares worker counts, the control names its runs' setting, Fig. 8 and the weak-scaling
+    # claim compare more than two sides
+    assert not {a for pair in pairs for a in pair} & {"chip_partition", "sync_sgd@tuned", "hogwild_easgd|x"}
+    assert not any("sync_easgd1" in pair and "sync_easgd2" not in pair and "easgd" not in pair for pair in pairs)
+
+
+def test_pair_breakdown_stacks_each_sides_kinds_per_step(tmp_path):
+    runs = [
+        make_run(tmp_path, "async_easgd", seed=s, spp=0.02, transfer=0.005, wait=0.002, compute=0.012) for s in (0, 1)
+    ]
+    runs += [
+        make_run(
+            tmp_path, "async_sgd", seed=s, spp=0.03 + 0.01 * s, transfer=0.01, wait=0.004 + 0.002 * s, compute=0.015
+        )
+        for s in (0, 1)
+    ]
+    runs += [make_run(tmp_path, "hogwild_easgd", seed=0)]  # its pair's other side did not run: no panel
+
+    figure = pair_breakdown(Inputs(load_runs(runs)))
+
+    (ax,) = [ax for ax in figure.axes if ax.get_visible()]
+    assert ax.get_title().startswith("async_easgd vs async_sgd (Fig. 6.1)\ndigits / lenet, local, P=2")
+    assert [tick.get_text() for tick in ax.get_xticklabels()] == ["async_easgd", "async_sgd"]
+    bars = [patch for patch in ax.patches]  # one rectangle per kind and side, stacked kind by kind
+    heights = {(kind, side): bars[2 * k + side].get_height() for k, kind in enumerate(KINDS) for side in (0, 1)}
+    assert heights[("compute", 0)] == pytest.approx(0.012) and heights[("compute", 1)] == pytest.approx(0.015)
+    assert heights[("transfer", 1)] == pytest.approx(0.01)
+    assert heights[("wait", 1)] == pytest.approx(0.005)  # the median over the seeds' 0.004 and 0.006
+    assert heights[("other", 0)] == pytest.approx(0.02 - 0.012 - 0.005 - 0.002)
+    assert heights[("other", 1)] == pytest.approx(0.035 - 0.015 - 0.01 - 0.005)  # median total less the rest
+    assert bars[1].get_y() == pytest.approx(0.0) and bars[3].get_y() == pytest.approx(0.015)  # stacked
 
 
 def test_a_run_without_steady_state_has_no_breakdown_and_unreached_target_is_infinite(tmp_path):

@@ -621,3 +621,52 @@ def test_a_tuned_block_cannot_sweep_and_a_scale_needs_a_tuned_block():
     control = grid.expand({**config(block(algorithms=["sync_sgd"], tuned=True, scale={"lr": 0.1})), "tune": TUNE})
     [final] = [k for k in control if k.stage == "runs"]
     assert final.setting == "tuned-lr0.1x" and control[final]["tuned_scale"] == "lr=0.1"
+
+
+# ---- plug-ins -------------------------------------------------------------------
+
+
+def test_a_config_plugin_model_runs_with_its_function_and_a_built_in_without():
+    cfg = config(block(models=["tiny_mlp", "lenet"], algorithms=["sync_sgd"], workers=[2]))
+    cfg["plugins"] = {"models": {"tiny_mlp": "my_models:tiny_mlp"}, "datasets": {}}
+    runs = grid.expand(cfg)
+    mine, builtin = (RunKey("digits", model, "sync_sgd", "local", 2, 0) for model in ("tiny_mlp", "lenet"))
+    assert grid.train_options(mine, runs, cfg)["model_from"] == "my_models:tiny_mlp"
+    assert grid.train_options(builtin, runs, cfg)["model_from"] is None
+    assert "--model-from my_models:tiny_mlp" in grid.train_flags(mine, runs, cfg)
+    assert "--model-from" not in grid.train_flags(builtin, runs, cfg)
+
+
+def test_a_plugin_datasets_file_gives_its_size_and_must_carry_its_name(tmp_path, monkeypatch):
+    """The shard check reads an existing data/hdf5/NAME.h5 (a plug-in's, put there by hand) for its size."""
+    import numpy as np
+
+    from scaledl.data.hdf5 import write_dataset
+
+    monkeypatch.chdir(tmp_path)
+    cfg = config(block(dataset="survey", algorithms=["sync_sgd"], workers=[4]), batch_size=32)
+    cfg["plugins"] = {"models": {}, "datasets": {"survey": {"converter": None, "raw": None, "seed": 0}}}
+    assert len(grid.expand(cfg)) == 1  # no file yet: the size is unknown, the job checks its shard
+
+    def put(name: str, n_train: int) -> None:
+        images = np.zeros((n_train, 1, 8, 8), np.uint8)
+        labels = np.arange(n_train) % 2
+        write_dataset(
+            "data/hdf5/survey.h5",
+            dataset=name,
+            train=(images, labels),
+            test=(images[:4], labels[:4]),
+            classes=2,
+            class_names=None,
+            source_sha256="0" * 64,
+        )
+
+    put("survey", 100)
+    assert grid.train_images("survey", cfg) == 100
+    assert "batch 32 is larger than a worker's shard of 25 images (100 survey training images" in refused(cfg)
+    put("other", 400)
+    assert refused(cfg).startswith(
+        "experiments[0]: data/hdf5/survey.h5 holds dataset 'other' (its `dataset` attribute)"
+    )
+    (tmp_path / "data/hdf5/survey.h5").write_bytes(b"not hdf5")
+    assert "not an HDF5 file" in refused(cfg)

@@ -20,11 +20,19 @@ def test_progress_is_the_nearest_budget():
     assert StopRule(target_accuracy=0.9).progress(10, 1, 1.0) is None
 
 
-def line(rule: StopRule, step: int, train_s: float, reached=None) -> str:
+def line(rule: StopRule, step: int, train_s: float, reached=None, previous=None) -> str:
     monitor = Monitor.__new__(Monitor)
-    monitor.stop_rule, monitor.time_to_target = rule, reached
+    monitor.stop_rule, monitor.time_to_target, monitor.samples_per_step = rule, reached, 128
     snap = Snapshot(step=step, epoch=1.0, wall_s=train_s, train_s=train_s, train_loss=0.5, phases={})
-    return monitor.progress_line(snap, Evaluation(snapshot=snap, test_loss=0.3, test_accuracy=0.8))
+    return monitor.progress_line(snap, Evaluation(snapshot=snap, test_loss=0.3, test_accuracy=0.8), previous)
+
+
+def test_progress_line_shows_the_images_per_second_since_the_previous_evaluation():
+    # 100 steps of 128 samples (2 workers × batch 64) in 20 s of training since the row before
+    text = line(StopRule(max_steps=600), step=150, train_s=30.0, previous={"step": 50, "train_s": 10.0})
+    assert "train    30.00s       640 img/s  loss" in text
+    assert "img/s" not in line(StopRule(max_steps=600), step=0, train_s=0.0)  # the first evaluation: no rate yet
+    assert "img/s" not in line(StopRule(max_steps=600), 50, 10.0, previous={"step": 50, "train_s": 10.0})
 
 
 def test_progress_line_shows_step_of_budget_and_time_left():

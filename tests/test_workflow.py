@@ -90,14 +90,14 @@ def test_schema_algorithm_enum_is_the_registry():
 def test_schema_model_enum_is_the_registry():
     models = pytest.importorskip("scaledl.models")
     items = schema()["$defs"]["experiment"]["properties"]["models"]["items"]
-    assert sorted(items["enum"]) == sorted(models.MODELS)
+    assert sorted(items["anyOf"][0]["enum"]) == sorted(models.MODELS)
 
 
 def test_schema_datasets_are_the_converters():
     from scaledl.data.converters import CONVERTERS
 
     spec = schema()
-    assert spec["$defs"]["experiment"]["properties"]["dataset"]["enum"] == list(CONVERTERS)
+    assert spec["$defs"]["experiment"]["properties"]["dataset"]["anyOf"][0]["enum"] == list(CONVERTERS)
     assert list(spec["properties"]["datasets"]["properties"]) == list(CONVERTERS)
 
 
@@ -594,3 +594,73 @@ def test_tiny_run_end_to_end(workdir):
     }
     assert f"output: results/test/runs/synthetic/lenet/sync_sgd/local/p2/s0/metrics.csv, {target}" in output_of(rerun)
     assert other.stat().st_mtime_ns == before
+
+
+# ---- plug-ins ----------------------------------------------------------------
+
+
+def code_block(doc: Path, first_line: str) -> str:
+    """The fenced code block of `doc` whose first line starts with `first_line` (a file's name comment)."""
+    blocks = [b for b in re.findall(r"```\w*\n(.*?)```", doc.read_text(), flags=re.S) if b.startswith(first_line)]
+    assert blocks, f"{doc.name} has no code block starting with {first_line!r}"
+    return blocks[0]
+
+
+@pytest.mark.workflow
+@pytest.mark.timeout(600)
+def test_the_readmes_own_model_trains_through_the_workflow(workdir):
+    """README's "Extending" as written: a model in a module of the user's, outside the package, beside the
+    Snakefile, trained by both ranks of a job the workflow launches (a few steps: a second config file
+    shortens the budget) and summarised under its own name."""
+    (workdir / "my_models.py").write_text(code_block(REPO / "README.md", "# my_models.py"))
+    (workdir / "config/mine.yaml").write_text(code_block(REPO / "README.md", "# config/mine.yaml"))
+    (workdir / "config/short.yaml").write_text("name: mine\ntrain: {max_steps: 6, eval_every: 3}\n")
+    run = workdir / "results/mine/runs/digits/tiny_mlp/sync_sgd/local/p2/s0"
+    target = str((run / "run.json").relative_to(workdir))
+    result = snakemake(workdir, target, "-p", "--cores", "2", "--configfile", "config/mine.yaml", "config/short.yaml")
+    logs = "\n".join(f"== {log}\n{log.read_text()}" for log in sorted(workdir.glob("logs/**/*.log")))
+    assert result.returncode == 0, output_of(result) + logs
+    assert "mpiexec -n 2 python -m mpi4py -m scaledl train" in output_of(result)
+
+    record = json.loads((run / "run.json").read_text())
+    assert record["model"]["source"] == "my_models:tiny_mlp" and record["world"]["workers"] == 2
+    assert record["model"]["parameters"] == 28 * 28 * 64 + 64 + 64 * 10 + 10  # the README's two layers
+    assert record["stop"]["steps"] == 6
+    summary = subprocess.run(
+        [sys.executable, "-m", "scaledl", "aggregate", "results/mine", "--out", "summary.csv"],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert summary.returncode == 0, summary.stderr
+    row = pd.read_csv(workdir / "summary.csv").iloc[0]
+    assert (row["config"], row["model"], row["workers"]) == ("mine", "tiny_mlp", 2) and row["samples_per_s"] > 0
+
+
+@pytest.mark.workflow
+def test_a_plugin_dataset_is_prepared_by_its_converter_or_put_in_place_by_hand(workdir):
+    (workdir / "my_data.py").write_text(code_block(REPO / "docs/extending.md", "# my_data.py"))
+    config = write_config(
+        workdir,
+        """
+plugins:
+  datasets:
+    squares: {converter: "my_data:squares"}
+    survey: {}
+experiments:
+  - {dataset: squares, algorithms: [sync_sgd]}
+  - {dataset: survey, algorithms: [sync_sgd]}
+train: {max_steps: 10}
+""",
+    )
+    target = "results/custom/runs/squares/lenet/sync_sgd/local/p2/s0/run.json"
+    result = snakemake(workdir, target, "-n", "-p", "--configfile", config)
+    assert result.returncode == 0, output_of(result)
+    assert "python -m scaledl prepare squares --out data/hdf5/squares.h5 --converter my_data:squares --seed 0" in (
+        output_of(result)
+    )
+    # no converter: no prepare job; a missing file is named
+    missing = snakemake(workdir, "-n", "--configfile", config)
+    assert missing.returncode != 0 and "data/hdf5/survey.h5" in output_of(missing)
+    assert "prepare survey" not in output_of(missing)

@@ -1,5 +1,5 @@
 """`scaledl` command line: download, prepare, train, simulate, aggregate, plot, netbench, comm-model, claims,
-figures, tune, compare, regime-map.
+figures, tune, compare, timeline, regime-map.
 
 Each subcommand is one module exporting HELP, `add_arguments(parser)` and
 `run(args)`; this file only lists them. A UserError, like a parser error,
@@ -33,6 +33,7 @@ SUBCOMMANDS = {
     "figures": "scaledl.report.commands:figures",
     "tune": "scaledl.report.commands:tune",
     "compare": "scaledl.report.commands:compare",
+    "timeline": "scaledl.report.commands:timeline",
     "regime-map": "scaledl.report.regime",
 }
 

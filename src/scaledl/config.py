@@ -118,7 +118,20 @@ def _setting(
 class TrainConfig:
     # ---- what to run, where (set by the workflow from the grid, not from the config's `train`)
     data: Path = _setting(None, "prepared HDF5 file (scaledl prepare)", group="run", type=Path, required=True)
-    model: str = _setting(None, "network to train", group="run", required=True)  # choices: scaledl.models.MODELS
+    model: str = _setting(
+        None,
+        "network to train: a name of scaledl's model registry or of an installed plug-in, or your own with "
+        "--model-from",
+        group="run",
+        required=True,
+    )
+    model_from: str | None = _setting(
+        None,
+        "MODULE:FUNCTION: build the model with this function of your own module, (in_shape, classes) -> "
+        "torch.nn.Module; --model names it in run.json and the tables",
+        group="run",
+        metavar="MODULE:FUNCTION",
+    )
     algorithm: str = _setting(None, "distributed algorithm (docs/algorithms.md)", group="run", required=True)
     out_dir: Path = _setting(
         None, "run directory for metrics.csv, run.json, model.pt", group="run", type=Path, required=True
@@ -395,6 +408,7 @@ class TrainConfig:
 SET_BY_WORKFLOW = (
     "data",
     "model",
+    "model_from",
     "algorithm",
     "out_dir",
     "seed",

@@ -1,17 +1,22 @@
-"""Model registry: the paper's networks, by name.
+"""Model registry: the paper's networks, by name, and models of your own (plug-ins).
 
 ImageNet-size architectures come from torchvision (random initialisation, no
 downloaded weights). The small ones are written here because torchvision has
-no LeNet and no CIFAR-sized AlexNet.
+no LeNet and no CIFAR-sized AlexNet. A model of your own is a function
+`(in_shape, classes) -> nn.Module` in your module, named by a config's
+`plugins.models` (`scaledl train --model-from module:function`) or by an
+installed package's `scaledl.models` entry point (scaledl.plugins).
 """
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable
 
 import torch
 from torch import nn
 
+from scaledl import plugins
 from scaledl.errors import UserError
 
 
@@ -164,6 +169,43 @@ MODELS: dict[str, Callable[[tuple[int, int, int], int], nn.Module]] = {
 }
 
 
-def build_model(name: str, in_shape: tuple[int, int, int], classes: int) -> nn.Module:
+Builder = Callable[[tuple[int, int, int], int], nn.Module]
+
+
+def model_source(name: str, model_from: str | None = None) -> str:
+    """Where model `name` comes from: `scaledl` (built in), or the plug-in's module:function (given, or an
+    installed package's entry point); UserError with the names known if it is none of them."""
+    if model_from is not None:
+        if name in MODELS:
+            raise UserError(f"--model {name} is a built-in model: give your model from {model_from} another name")
+        plugins.split_target(model_from, f"--model-from for model {name}")
+        return model_from
+    if name in MODELS:
+        return "scaledl"
+    found = plugins.installed("models")
+    if name in found:
+        return found[name]
+    known = [*MODELS, *found]
+    near = difflib.get_close_matches(name, known, n=1)
+    hint = f" (did you mean {near[0]}?)" if near else f"; known: {', '.join(known)}"
+    raise UserError(
+        f"--model {name}: no such model{hint}; a model of your own: --model-from MODULE:FUNCTION "
+        "(in a workflow config, plugins.models)"
+    )
+
+
+def model_builder(name: str, model_from: str | None = None) -> Builder:
+    """The function that builds model `name` (model_source says which); a plug-in's module is imported."""
+    source = model_source(name, model_from)
+    return MODELS[name] if source == "scaledl" else plugins.load(source, f"model {name}")
+
+
+def build_model(name: str, in_shape: tuple[int, int, int], classes: int, model_from: str | None = None) -> nn.Module:
     """Instantiate model `name` for images of shape (C, H, W) and `classes` outputs."""
-    return MODELS[name](tuple(in_shape), classes)
+    model = model_builder(name, model_from)(tuple(in_shape), classes)
+    if not isinstance(model, nn.Module):
+        raise UserError(
+            f"model {name}: {model_source(name, model_from)} returned a {type(model).__name__}, not a "
+            "torch.nn.Module; it must build the model from (in_shape, classes)"
+        )
+    return model

@@ -10,7 +10,7 @@ import shlex
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
-from scaledl.grid import downloads, tune
+from scaledl.grid import downloads, plugins, tune
 from scaledl.grid import runs as grid
 from scaledl.grid.check import first_problem
 from scaledl.report.catalogue import CATALOGUE, FIGURE_NAMES
@@ -56,6 +56,10 @@ SINGLE_RANK_ALGORITHMS = grid.masterless_algorithms(RUNS)
 
 # The download rule's outputs are the listed files and nothing else.
 DOWNLOAD_CONSTRAINTS = downloads.download_wildcard_constraints(config)
+
+# The prepare rule makes the built-in datasets and the plug-ins with a converter; no rule makes the others'
+# files (put in place by hand), so Snakemake names a missing one instead of trying to prepare it.
+PREPARED_DATASETS = grid.one_of(run.dataset for run in RUNS if plugins.prepared_here(config, run.dataset))
 
 
 # ---- targets ---------------------------------------------------------------
@@ -103,7 +107,10 @@ def download_sources(wildcards):
 
 def prepare_input(wildcards):
     """The raw download and label files, so missing ones are named before anything runs:
-    with a download list, its files (the download rule's outputs), else the raw folder."""
+    with a download list, its files (the download rule's outputs), else the raw folder
+    (a plug-in's: its `raw`, if it has one)."""
+    if plugins.is_plugin_dataset(config, wildcards.dataset):
+        return [raw] if (raw := plugins.raw_of(config, wildcards.dataset)) else []
     if not downloads.needs_raw(config, wildcards.dataset):
         return []
     settings = config["datasets"][wildcards.dataset]
@@ -115,10 +122,14 @@ def prepare_input(wildcards):
 def verify_raw(wildcards):
     """The command checking hand-placed downloads against their sha256 before `prepare`
     reads them (Snakemake takes an existing output as done), "" without a download list."""
+    if plugins.is_plugin_dataset(config, wildcards.dataset):
+        return ""
     return downloads.verify_command(config, wildcards.dataset)
 
 
 def prepare_flags(wildcards):
+    if plugins.is_plugin_dataset(config, wildcards.dataset):
+        return grid.as_flags(plugins.prepare_settings(config, wildcards.dataset))
     settings = dict(config["datasets"][wildcards.dataset])
     settings.pop("download", None)  # the download rule's, not prepare's
     if downloads.needs_raw(config, wildcards.dataset):
@@ -131,7 +142,7 @@ def prepare_flags(wildcards):
 
 
 def prepare_threads(wildcards):
-    return grid.prepare_threads(config["datasets"][wildcards.dataset])
+    return grid.prepare_threads(config["datasets"].get(wildcards.dataset, {}))
 
 
 def prepare_job_resources():
@@ -139,7 +150,7 @@ def prepare_job_resources():
 
     def resource(name):
         def value(wildcards):
-            return grid.prepare_resources(wildcards.dataset, config["datasets"][wildcards.dataset])[name]
+            return grid.prepare_resources(wildcards.dataset, config["datasets"].get(wildcards.dataset, {}))[name]
 
         return value
 

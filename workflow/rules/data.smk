@@ -1,6 +1,8 @@
 # Stage 1: raw dataset -> one HDF5 file per dataset (layout in scaledl.data.hdf5).
 # Datasets with a download list (datasets.<name>.download) get their raw files from
 # the download rule (scaledl.grid.downloads); the others read whatever the raw folder holds.
+# A plug-in dataset (config `plugins.datasets`) is prepared by its own converter, or has no
+# prepare job when it has none: its file is put in place by hand (scaledl.grid.plugins).
 
 
 # Where Snakemake runs: cluster compute nodes often have no route to the internet.
@@ -34,6 +36,8 @@ rule prepare:
         "data/hdf5/{dataset}.h5",
     log:
         "logs/prepare/{dataset}.log",
+    wildcard_constraints:
+        dataset=PREPARED_DATASETS,  # a plug-in dataset without a converter has its file put in place by hand
     conda:
         "../envs/scaledl.yaml"
     # Cores, memory and time limit follow from the dataset (common.smk, scaledl.grid.runs.prepare_resources).

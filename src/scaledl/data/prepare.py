@@ -1,4 +1,4 @@
-"""`scaledl prepare DATASET --out FILE [--raw DIR]`: raw dataset → prepared HDF5 file."""
+"""`scaledl prepare DATASET --out FILE [--raw DIR] [--converter MODULE:FUNCTION]`: raw dataset → prepared HDF5 file."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from scaledl.data.converters import CONVERTERS
+from scaledl.data.converters import CONVERTERS, converter_for
 from scaledl.data.converters.options import PrepareOptions
 from scaledl.data.hdf5 import read_info
 from scaledl.errors import DataError, UserError
@@ -44,11 +44,23 @@ def _shape(text: str) -> tuple[int, int, int]:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the `prepare` subcommand's arguments to `parser`."""
     d = PrepareOptions()
-    parser.epilog = "datasets:\n" + "\n".join(f"  {n:10} {c.description}" for n, c in CONVERTERS.items())
+    parser.epilog = (
+        "datasets:\n"
+        + "\n".join(f"  {n:10} {c.description}" for n, c in CONVERTERS.items())
+        + "\n  NAME       your own: --converter MODULE:FUNCTION, or an installed package's scaledl.datasets entry point"
+    )
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.add_argument("dataset", choices=list(CONVERTERS), help="raw format to convert (see below)")
+    parser.add_argument(
+        "dataset",
+        help="raw format to convert (see below), an installed plug-in's, or your own with --converter",
+    )
     parser.add_argument("--out", type=Path, required=True, help="output HDF5 file, e.g. data/hdf5/DATASET.h5")
     parser.add_argument("--raw", type=Path, help="folder holding the raw files (mnist, cifar10, imagenet)")
+    parser.add_argument(
+        "--converter",
+        metavar="MODULE:FUNCTION",
+        help="your own converter, (raw, out, options) -> None, writing scaledl's HDF5 layout named DATASET",
+    )
     parser.add_argument("--image-size", type=int, help="output height = width (digits: 28, imagenet: 224)")
     parser.add_argument(
         "--seed", type=int, default=d.seed, help="seed of splits, pre-shuffle and generated data (default %(default)s)"
@@ -87,10 +99,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Convert `args.dataset` into `args.out`, print one summary line, return 0. Raises UserError on bad input."""
-    converter = CONVERTERS[args.dataset]
+    converter = converter_for(args.dataset, args.converter)
     opts = options_from_args(args)
     raw = args.raw
-    if converter.needs_raw:
+    if converter.plugin:
+        if raw is not None and not raw.exists():
+            raise DataError(f"{raw}: no such file or directory (--raw for {converter.name})")
+    elif converter.needs_raw:
         if raw is None:
             raise UserError(f"{converter.name} needs --raw DIR holding {converter.raw_help}")
         if not raw.exists():
@@ -108,10 +123,28 @@ def run(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     converter.convert(raw, args.out, opts)
     seconds = time.perf_counter() - start
-    info = read_info(args.out)
+    info = checked_output(converter, args.out)
     c, h, w = info.image_shape
     print(
         f"prepared {info.dataset}: {info.n_train} train + {info.n_test} test images of {c}x{h}x{w}, "
         f"{info.classes} classes in {seconds:.1f} s -> {os.fspath(args.out)}"
     )
     return 0
+
+
+def checked_output(converter, out: Path):
+    """The converted file's layout (read_info); a plug-in's file must exist, be in the layout and carry
+    its dataset's name (the runs' tables and tuned settings know a dataset by it), else it is removed."""
+    if not converter.plugin:
+        return read_info(out)
+    try:
+        info = read_info(out)
+        if info.dataset != converter.name:
+            raise DataError(
+                f"{out}: {converter.description} wrote dataset {info.dataset!r}; write the file with "
+                f"dataset={converter.name!r} (scaledl.data.hdf5.write_dataset)"
+            )
+    except DataError as error:
+        out.unlink(missing_ok=True)  # no partial or mislabelled output behind
+        raise UserError(f"dataset {converter.name}: {error}") from None
+    return info

@@ -2,7 +2,10 @@
 
 Snakemake's own validation prints the whole schema of the failing part; this
 check runs first and names the key, what is wrong with it and, for an
-unknown key, the nearest known one.
+unknown key, the nearest known one. A model or dataset is checked against
+the names the config may use, the built-ins (the schema's enums) and its
+plug-ins' (scaledl.grid.plugins), so a misspelt one is refused with the
+nearest although the schema itself takes any well-formed name for a plug-in.
 """
 
 from __future__ import annotations
@@ -13,6 +16,9 @@ from pathlib import Path
 
 import yaml
 from jsonschema import Draft202012Validator
+
+from scaledl.grid import plugins
+from scaledl.plugins import TARGET
 
 NUMBER_LIKE = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
 
@@ -61,6 +67,8 @@ def explain(error) -> str:
         wanted = error.validator_value if isinstance(error.validator_value, list) else [error.validator_value]
         wanted = [w for w in wanted if w != "null"]
         return f"config: {at}: {value!r} is not {' or '.join(wanted)}"
+    if error.validator == "pattern" and error.validator_value == f"^{TARGET}$":
+        return f"config: {at}: {value!r} is not MODULE:FUNCTION (a function of your module, e.g. my_models:tiny_mlp)"
     if error.validator == "required":
         return f"config: {at}: {error.message}"
     return f"config: {at}: {error.message}"
@@ -80,9 +88,27 @@ def problems(config: dict, schema: dict) -> list[str]:
     return lines
 
 
+def builtin_names(schema: dict) -> tuple[list[str], list[str]]:
+    """(built-in models, built-in datasets): the enums of the schema's experiment block (the registries')."""
+    experiment = schema["$defs"]["experiment"]["properties"]
+    return experiment["models"]["items"]["anyOf"][0]["enum"], experiment["dataset"]["anyOf"][0]["enum"]
+
+
+def with_known_names(schema: dict, config: dict) -> dict:
+    """The schema with an experiment's `models` and `dataset` limited to the names this config may use."""
+    models, datasets = plugins.known_names(config, *builtin_names(schema))
+    experiment = {**schema["$defs"]["experiment"]["properties"]}
+    experiment["models"] = {**experiment["models"], "items": {"enum": models}}
+    experiment["dataset"] = {key: value for key, value in experiment["dataset"].items() if key != "anyOf"}
+    experiment["dataset"]["enum"] = datasets
+    block = {**schema["$defs"]["experiment"], "properties": experiment}
+    return {**schema, "$defs": {**schema["$defs"], "experiment": block}}
+
+
 def first_problem(config: dict, schema_path: str | Path) -> str | None:
     """The first problem of `config` as one line, or None when it is valid."""
-    found = problems(config, load_schema(schema_path))
+    schema = load_schema(schema_path)
+    found = problems(config, with_known_names(schema, config)) or plugins.problems(config, *builtin_names(schema))
     if not found:
         return None
     more = f" (and {len(found) - 1} more: fix this one and rerun)" if len(found) > 1 else ""

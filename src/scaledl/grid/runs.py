@@ -26,6 +26,7 @@ module while it parses.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import re
@@ -37,7 +38,9 @@ from typing import Any, NamedTuple
 
 from scaledl.algorithms import ALGORITHMS, accepting, algorithm_options
 from scaledl.config import TrainConfig, defaults
-from scaledl.grid import tune
+from scaledl.data.hdf5 import DatasetInfo, read_info
+from scaledl.errors import DataError
+from scaledl.grid import plugins, tune
 from scaledl.grid.placement import Placement, PlacementError, device_of, memory, place, slurm_extra, workers_for_nodes
 
 # Every output of a config goes under its own folder, results/<name>/, so that two configs never
@@ -110,6 +113,14 @@ class RunKey(NamedTuple):
 def run_dir(key: RunKey, name: str = "{name}") -> str:
     """The run's folder in the results of config `name` (left as the `{name}` wildcard if not given)."""
     return RUN_DIR.format(name=name, **{**key._asdict(), "setting": f"/{key.setting}" if key.setting else ""})
+
+
+def results_name_of(run_folder: str) -> str | None:
+    """The config name of a run folder the workflow wrote (…/results/NAME/runs/… or …/tune/…, as run.json's
+    `arguments.out_dir` records it); None for a folder elsewhere (a training run by hand)."""
+    stages = "|".join(map(re.escape, (RUNS_STAGE, tune.STAGE)))
+    found = re.search(rf"(?:^|/)results/({NAME_PATTERN})/(?:{stages})/", str(run_folder))
+    return found.group(1) if found else None
 
 
 def hardware_of(platform: Mapping) -> str:
@@ -202,24 +213,58 @@ def check_block(number: int, config: Mapping, block: Mapping, settings: Mapping)
     check_options(number, block, settings)
 
 
-# Training images of the datasets whose size the config does not set (ImageNet's depends on the copy).
+# Training images of the datasets whose size the config does not set, before their file is prepared.
 TRAIN_IMAGES = {"mnist": 60_000, "cifar10": 50_000}
 DIGITS_IMAGES = 1797  # scikit-learn's digits; the test split takes ceil(test_fraction × 1797) of them
+PREPARED = "data/hdf5/{dataset}.h5"  # the prepare rule's output, the train rule's input
+
+
+def prepared_info(dataset: str) -> DatasetInfo | None:
+    """The layout of data/hdf5/DATASET.h5 where it exists (None where not); GridError for a file that is not
+    in the layout or names another dataset (runs, tables and tuned settings know a dataset by that name)."""
+    path = Path(PREPARED.format(dataset=dataset))
+    if not path.exists():
+        return None
+    info = _read_prepared(str(path), path.stat().st_mtime_ns)
+    if isinstance(info, str):
+        raise GridError(info)
+    if info.dataset != dataset:
+        raise GridError(
+            f"{path} holds dataset {info.dataset!r} (its `dataset` attribute): the file of dataset {dataset} must "
+            f"carry its name; prepare it again, or write it with dataset={dataset!r}"
+        )
+    return info
+
+
+@functools.lru_cache(maxsize=64)
+def _read_prepared(path: str, mtime_ns: int) -> DatasetInfo | str:
+    """read_info once per file version (every run of the grid asks); its one-line error as a string."""
+    try:
+        return read_info(path)
+    except DataError as error:
+        return str(error)
 
 
 def train_images(dataset: str, config: Mapping) -> int | None:
-    """How many training images `dataset` will have once prepared with the config's settings (None: unknown)."""
+    """How many training images `dataset` will have once prepared with the config's settings: computed from
+    them (digits, synthetic), else its prepared file's own count where the file exists (any other dataset, a
+    plug-in's too), else the published count (mnist, cifar10). None: unknown until its file exists (ImageNet,
+    a plug-in's), and the training job checks its shard against the batch itself."""
     settings = config.get("datasets", {}).get(dataset) or {}
     if dataset == "digits":
         return DIGITS_IMAGES - math.ceil(settings.get("test_fraction", 0.2) * DIGITS_IMAGES)
     if dataset == "synthetic":
         return settings.get("train_count", 512)
-    return TRAIN_IMAGES.get(dataset)
+    info = prepared_info(dataset)
+    return info.n_train if info is not None else TRAIN_IMAGES.get(dataset)
 
 
 def check_shard(number: int, key: RunKey, settings: Mapping, config: Mapping) -> None:
     """Refuse a batch larger than a worker's shard now, not in a job after it was queued."""
-    n = train_images(key.dataset, config)
+    try:
+        n = train_images(key.dataset, config)
+    except GridError as error:
+        raise GridError(f"experiments[{number}]: {error}") from None
     if n is None:
         return
     batch = settings.get("batch_size") or defaults()["batch_size"]
@@ -530,9 +575,11 @@ def train_flags(key: RunKey, runs: Mapping[RunKey, Settings], config: Mapping) -
 
 
 def train_options(key: RunKey, runs: Mapping[RunKey, Settings], config: Mapping) -> Settings:
-    """Every `scaledl train` setting of a run beyond the wildcards: its `train` settings, device and threads."""
+    """Every `scaledl train` setting of a run beyond the wildcards: its `train` settings, device, threads and,
+    for a model of the config's plug-ins, the function that builds it."""
     placement = placement_of(key, config)
-    return {**settings_of(runs, key), "device": placement.device, "threads": placement.cpus_per_task}
+    own_model = {"model_from": plugins.model_from(config, key.model)}  # a plug-in of the config: its function
+    return {**settings_of(runs, key), "device": placement.device, "threads": placement.cpus_per_task, **own_model}
 
 
 # ---- prepare -------------------------------------------------------------------

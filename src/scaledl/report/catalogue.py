@@ -29,6 +29,7 @@ CATALOGUE = (
     FigureEntry("fig6_4", "Accuracy vs time"),
     FigureEntry("fig8", "Accuracy vs time"),
     FigureEntry("ladder_breakdown", "Time breakdown"),
+    FigureEntry("pair_breakdown", "Time breakdown"),
     FigureEntry("scaling", "Scaling"),
     FigureEntry("chip_partition", "Chip partitioning"),
     FigureEntry("averaging", "Averaging family"),

@@ -1,4 +1,4 @@
-"""The report's subcommands: aggregate, plot, comm-model, claims, figures, tune, compare.
+"""The report's subcommands: aggregate, plot, comm-model, claims, figures, tune, compare, timeline.
 
 Each is a `Subcommand` with what scaledl.cli needs of one: its one-line
 `HELP`, `add_arguments(parser)` and `run(args)`. Here are the arguments,
@@ -13,6 +13,7 @@ in each help text, which hold no argparse.
     scaledl figures --runs RUN_JSON... [--netbench [PLATFORM=]JSON] --out-dir DIR [--metrics-out CSV]
     scaledl tune TRIAL_RUN_JSON... --out-csv results/NAME/tune/chosen.csv --out-md results/NAME/tune/chosen.md
     scaledl compare A B --out comparison.csv     (A, B: summary CSVs or results folders)
+    scaledl timeline RUN_DIR/timeline.h5 [--chrome trace.json] [--steps FIRST:LAST]
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from pathlib import Path
 from scaledl.errors import UserError
 from scaledl.net.cost import NETWORKS, PAPER_WEAK_SCALING
 from scaledl.report import compare as comparing
-from scaledl.report import tuning
+from scaledl.report import trace, tuning
 from scaledl.report.catalogue import FIGURE_NAMES
 from scaledl.report.claims import (
     CLAIM_COLUMNS,
@@ -452,4 +453,51 @@ compare = Subcommand(
     "compare two result sets: every metric per configuration, changed or not beyond the seeds' spread",
     compare_arguments,
     compare_run,
+)
+
+
+# ------------------------------------------------------------------ timeline
+
+
+def step_range(text: str) -> tuple[int, int | None]:
+    """FIRST:LAST (1-based, both included; either may be left out) as (first, last or None)."""
+    first, sep, last = text.partition(":")
+    try:
+        bounds = (int(first) if first else 1, int(last) if last else None)
+    except ValueError:
+        bounds = (0, None)
+    if not sep or bounds[0] < 1 or (bounds[1] is not None and bounds[1] < bounds[0]):
+        raise argparse.ArgumentTypeError(f"expected FIRST:LAST with 1 <= FIRST <= LAST (e.g. 100:200), got {text!r}")
+    return bounds
+
+
+def timeline_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("timeline", type=Path, metavar="TIMELINE", help="a run's timeline.h5, or its run directory")
+    parser.add_argument(
+        "--chrome",
+        type=Path,
+        metavar="JSON",
+        help="write the steps and phases of every rank as a Chrome / Perfetto trace (chrome://tracing, "
+        "ui.perfetto.dev)",
+    )
+    parser.add_argument(
+        "--steps", type=step_range, default=(1, None), metavar="FIRST:LAST", help="only these steps (1-based)"
+    )
+
+
+def timeline_run(args: argparse.Namespace) -> int:
+    path = args.timeline / "timeline.h5" if args.timeline.is_dir() else args.timeline
+    ranks = trace.read_timeline(path)
+    for line in trace.summary_lines(ranks):
+        print(line)
+    if args.chrome is not None:
+        events = trace.write_chrome_trace(ranks, args.chrome, *args.steps)
+        print(f"wrote {args.chrome}: {plural(events, 'event')} of {plural(len(ranks), 'rank')}")
+    return 0
+
+
+timeline = Subcommand(
+    "a run's timeline.h5: seconds per rank and phase; --chrome writes a Chrome / Perfetto trace",
+    timeline_arguments,
+    timeline_run,
 )

@@ -36,6 +36,7 @@ METRICS = [
     "best_test_accuracy",
     "time_to_target_s",
     "seconds_per_step",
+    "samples_per_s",
     "transfer_per_step_s",
     "wait_per_step_s",
     "comm_share",

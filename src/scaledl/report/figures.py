@@ -15,7 +15,9 @@ drawn one by one:
   stopped, at its last value. On the union of the seeds' evaluation times,
   from the latest first evaluation on, the line is the median over seeds
   and the band their min–max (`seed_band`);
-- bars are medians over seeds with min–max whiskers, labelled with n.
+- bars are medians over seeds with min–max whiskers, labelled with n;
+- a stacked bar's segments are medians over seeds, labelled with the median
+  total and its [min–max] over seeds.
 
 Algorithm sides are written as in claims.yaml (scaledl.report.sides): "a|b"
 means the first of a, b that has runs in the setting.
@@ -37,6 +39,7 @@ import pandas as pd
 from scaledl.atomic import atomic_path
 from scaledl.net.cost import COST_MODELS, Network, efficiency
 from scaledl.report.catalogue import FIGURE_NAMES
+from scaledl.report.claims import load_claims, sides_of, split_setting
 from scaledl.report.comm_model import cost_options
 from scaledl.report.communication import communication, rounds_by
 from scaledl.report.runs import RUN_KEY, Run, read_runs
@@ -73,6 +76,7 @@ CHIP_PARTITION = "chip_partition"
 
 # Stacking order of the time breakdown; `other` is the step's time outside every phase (loop overhead).
 BREAKDOWN = ("compute", "data", "h2d", "param_copy", "comm", "wait", "update", "center_update", "other")
+KINDS = ("compute", "transfer", "wait", "other")  # a step's time by kind (docs/time.md), in stacking order
 STEADY_GROUPS = (("transfer_per_step_s", TRANSFER), ("wait_per_step_s", WAIT), ("compute_per_step_s", COMPUTE))
 
 PLACEHOLDER_TEXT = "not run in this config"
@@ -173,6 +177,17 @@ def phase_seconds_per_step(run: Run) -> dict[str, float] | None:
         whole = sum(totals.values())
         for phase in phases:
             out[phase] = steady[key] * (totals[phase] / whole if whole > 0 else 1 / len(phases))
+    out["other"] = max(step - sum(out.values()), 0.0)
+    return out
+
+
+def kind_seconds_per_step(run: Run) -> dict[str, float] | None:
+    """Steady-state seconds per step by KINDS, the workers' mean (run.json's `time` block); None without a
+    steady state. `other` is the rest of the step: time outside every phase."""
+    step = run.get("time.seconds_per_step")
+    out = {kind: run.get(f"time.{kind}_per_step_s") for kind in KINDS[:-1]}
+    if step is None or any(value is None for value in out.values()):
+        return None
     out["other"] = max(step - sum(out.values()), 0.0)
     return out
 
@@ -327,33 +342,44 @@ def averaging(inputs: Inputs) -> Figure:
 # ------------------------------------------------------------ the ladder
 
 
-def ladder_bars(runs: list[Run]) -> list[tuple[str, dict[str, float], list[float]]]:
-    """(level, median seconds per step of each phase, each seed's total) per ladder level with a steady state."""
+Bar = tuple[str, dict[str, float], list[float]]  # (label, median seconds per step of each segment, seeds' totals)
+
+
+def stacked_bars(labelled: list[tuple[str, list[Run]]], seconds_of: Callable, segments: tuple[str, ...]) -> list[Bar]:
+    """A bar per (label, runs) with a steady state: each segment's median over the runs of `seconds_of(run)`
+    (a dict of `segments`, or None), and each run's total seconds per step."""
     bars = []
-    for level in LADDER:
-        phases = [p for p in (phase_seconds_per_step(run) for run in runs if run.algorithm == level) if p]
-        if phases:
-            medians = {phase: statistics.median(p[phase] for p in phases) for phase in BREAKDOWN}
-            totals = [run.get("time.seconds_per_step") for run in runs if run.algorithm == level]
-            bars.append((level, medians, [t for t in totals if t is not None]))
+    for label, runs in labelled:
+        parts = [p for p in map(seconds_of, runs) if p]
+        if parts:
+            medians = {segment: statistics.median(p[segment] for p in parts) for segment in segments}
+            totals = [run.get("time.seconds_per_step") for run in runs]
+            bars.append((label, medians, [t for t in totals if t is not None]))
     return bars
 
 
-def ladder_panel(ax: Axes, setting: tuple, bars) -> None:
+def ladder_bars(runs: list[Run]) -> list[Bar]:
+    """The ladder's levels with a steady state, each a bar of BREAKDOWN phases."""
+    levels = [(level, [run for run in runs if run.algorithm == level]) for level in LADDER]
+    return stacked_bars(levels, phase_seconds_per_step, BREAKDOWN)
+
+
+def stacked_panel(ax: Axes, title: str, bars: list[Bar], segments: tuple[str, ...], *, legend=True) -> None:
     x = np.arange(len(bars))
     bottom = np.zeros(len(bars))
-    for index, phase in enumerate(BREAKDOWN):
-        heights = np.array([medians[phase] for _, medians, _ in bars])
-        ax.bar(x, heights, bottom=bottom, color=f"C{index % 10}", label=phase, width=0.6)
+    for index, segment in enumerate(segments):
+        heights = np.array([medians[segment] for _, medians, _ in bars])
+        ax.bar(x, heights, bottom=bottom, color=f"C{index % 10}", label=segment, width=0.6)
         bottom += heights
     for xi, top, (_, _, totals) in zip(x, bottom, bars):
         ax.text(xi, top, bar_label(totals, "s/step"), ha="center", va="bottom", fontsize=7)
-    ax.set_xticks(x, [level for level, _, _ in bars], rotation=15)
+    ax.set_xticks(x, [label for label, _, _ in bars], rotation=15)
     ax.set_ylim(0, 1.25 * max(bottom.max(), 1e-12))
-    ax.set(title=setting_title(setting), ylabel="seconds per step (steady state)")
+    ax.set(title=title, ylabel="seconds per step (steady state)")
     ax.grid(axis="y", alpha=0.3)
-    handles, labels = ax.get_legend_handles_labels()  # top of the stack first, as the bars read
-    ax.legend(handles[::-1], labels[::-1], fontsize="x-small", loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    if legend:
+        handles, labels = ax.get_legend_handles_labels()  # top of the stack first, as the bars read
+        ax.legend(handles[::-1], labels[::-1], fontsize="x-small", loc="upper left", bbox_to_anchor=(1.0, 1.0))
 
 
 def ladder_breakdown(inputs: Inputs) -> Figure:
@@ -366,9 +392,69 @@ def ladder_breakdown(inputs: Inputs) -> Figure:
         raise NotDrawn(f"no setting has runs with a steady state of two or more of {', '.join(LADDER)}")
     figure, axes = new_figure(len(panels), columns=2, width=6.5)
     for ax, (setting, bars) in zip(axes, panels):
-        ladder_panel(ax, setting, bars)
+        stacked_panel(ax, setting_title(setting), bars, BREAKDOWN)
     figure.suptitle(
         "Codesign ladder: time per step by phase\n"
+        "segments: medians over seeds; label: total s/step, median [min–max] n",
+        fontsize="medium",
+    )
+    return figure
+
+
+# ------------------------------------------------- the compared pairs, by kind
+
+
+def compared_pairs() -> list[tuple[str, str, list[str]]]:
+    """(side, other side, the paper figures of the claims comparing them) for every claim of claims.yaml
+    that compares two algorithms (sides as "a|b", either order; sides naming their runs' setting or worker count, and
+    claims of more than two sides, are left out), each pair once, in the claims' order."""
+    pairs: dict[frozenset, tuple[str, str, list[str]]] = {}
+    for claim in load_claims():
+        sides = sides_of(claim)
+        if len(sides) != 2 or any(isinstance(s, dict) or split_setting(s)[1] is not None for s in sides):
+            continue
+        a, b = map(str, sides)
+        _, _, figures = pairs.setdefault(frozenset((a, b)), (a, b, []))  # either way round: one pair
+        if claim.figure not in figures:
+            figures.append(claim.figure)
+    return list(pairs.values())
+
+
+def run_setting(run: Run) -> tuple:
+    """What a comparison holds fixed, with the run's grid setting (tuned, swept values): the claims judge
+    tuned runs and runs at a shared η apart."""
+    return (*run.setting, run.key["setting"] or "")
+
+
+def pair_breakdown(inputs: Inputs) -> Figure:
+    """A step's time by kind (compute, transfer, wait, other) for the two algorithms of every pair a claim
+    compares, one panel per pair and setting where both have a steady state."""
+    groups: dict[tuple, list[Run]] = {}
+    for run in inputs.runs:
+        groups.setdefault(run_setting(run), []).append(run)
+    panels: dict[tuple, tuple[list[Bar], list[str]]] = {}  # (setting, side, side) → bars, the claims' figures
+    for setting, runs in sorted(groups.items(), key=lambda item: tuple(map(str, item[0]))):
+        for a, b, figures in compared_pairs():
+            chosen = [found for side in (a, b) if (found := pick(runs, side))]
+            bars = stacked_bars(chosen, kind_seconds_per_step, KINDS) if len(chosen) == 2 else []
+            if len(bars) == 2:  # two pairs may pick the same algorithms ("sync_easgd3|sync_easgd", sync_easgd3)
+                _, named = panels.setdefault((setting, *(label for label, _, _ in bars)), (bars, []))
+                named += [f for f in figures if f not in named]
+    if not panels:
+        raise NotDrawn(
+            "no setting has runs with a steady state of both algorithms of any of the "
+            f"{len(compared_pairs())} pairs the claims compare (async_easgd vs async_sgd, ...: claims.yaml)"
+        )
+    figure, axes = new_figure(len(panels), columns=4, width=4.4, height=3.8)
+    for ax, ((setting, a, b), (bars, named)) in zip(axes, panels.items()):
+        grid = f", {setting[-1]}" if setting[-1] else ""
+        title = f"{a} vs {b} ({', '.join(named)})\n{setting_title(setting[:-1])}{grid}"
+        stacked_panel(ax, title, bars, KINDS, legend=False)
+        ax.title.set_fontsize("small")
+    handles, labels = axes[0].get_legend_handles_labels()  # one legend: every panel stacks the same kinds
+    figure.legend(handles[::-1], labels[::-1], loc="outside right upper", fontsize="small")
+    figure.suptitle(
+        "Where a step goes, for each pair the claims compare: compute, transfer, wait\n"
         "segments: medians over seeds; label: total s/step, median [min–max] n",
         fontsize="medium",
     )
@@ -504,7 +590,9 @@ def chip_partition(inputs: Inputs) -> Figure:
 
 # The catalogue's figures, in its order: the paper's pairs drawn by pair_figure, the others by the function
 # of their name.
-_DRAWN_BY_NAME = {draw.__name__: draw for draw in (fig8, ladder_breakdown, scaling, chip_partition, averaging)}
+_DRAWN_BY_NAME = {
+    draw.__name__: draw for draw in (fig8, ladder_breakdown, pair_breakdown, scaling, chip_partition, averaging)
+}
 FIGURES: dict[str, Callable[[Inputs], Figure]] = {
     name: pair_figure(name) if name in PAIRS else _DRAWN_BY_NAME[name] for name in FIGURE_NAMES
 }

@@ -69,7 +69,8 @@ def sweep_kind(group: pd.DataFrame) -> str | None:
     return None
 
 
-def _per_second(samples: float, seconds) -> float:
+def samples_per_second(samples: float, seconds) -> float:
+    """Throughput: the samples of a step over its seconds; NaN without a step time."""
     if seconds is None or (isinstance(seconds, float) and math.isnan(seconds)) or seconds <= 0:
         return math.nan
     return samples / seconds
@@ -95,9 +96,9 @@ def efficiency_table(rows: list[dict]) -> tuple[pd.DataFrame, list[str]]:
             continue
         group = group.sort_values("workers", kind="stable")
         base = group.iloc[0]
-        base_rate = _per_second(base["workers"] * base["batch_size"], base["seconds_per_step"])
+        base_rate = samples_per_second(base["workers"] * base["batch_size"], base["seconds_per_step"])
         for record in group.to_dict("records"):
-            rate = _per_second(record["workers"] * record["batch_size"], record["seconds_per_step"])
+            rate = samples_per_second(record["workers"] * record["batch_size"], record["seconds_per_step"])
             speedup = rate / base_rate if base_rate and not math.isnan(base_rate) else math.nan
             out.append(
                 {

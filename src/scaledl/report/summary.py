@@ -2,8 +2,10 @@
 
 It answers the paper's questions per run: how accurate, how fast to the
 target (with its resolution: the evaluation cadence, in steps), how long a
-step takes and how much of it is transfer and waiting. Every time quantity
-is the one docs/time.md defines (scaledl.timing.steady_state).
+step takes, how many samples a second that is, and how much of it is transfer
+and waiting. Every time quantity is the one docs/time.md defines
+(scaledl.timing.steady_state). `config` names the workflow config that ran it,
+so that two result sets stay apart once their tables are put together.
 """
 
 from __future__ import annotations
@@ -12,21 +14,23 @@ from pathlib import Path
 
 import pandas as pd
 
+from scaledl.grid.runs import results_name_of
 from scaledl.report.communication import bytes_to_target, communication
 from scaledl.report.runs import RUN_KEY, Run, read_run
+from scaledl.report.scaling import samples_per_second
 
 # The columns read as run.json records them, in the order they are read.
 RECORDED = [
     "dataset", "model", "algorithm", "platform", "workers", "setting", "ranks", "seed",
     "final_test_accuracy", "target_accuracy", "time_to_target_s", "target_step", "eval_every",
     "seconds_per_step", "transfer_per_step_s", "wait_per_step_s", "comm_share", "exposed_share",
-    "steps", "epochs", "wall_s", "stop_reason", "commit", "dirty", "slurm_job_id", "simulated_on",
+    "steps", "epochs", "wall_s", "stop_reason", "commit", "dirty", "slurm_job_id", "batch_size", "simulated_on",
 ]  # fmt: skip
 
 SUMMARY_COLUMNS = [
-    "dataset", "model", "algorithm", "platform", "workers", "setting", "ranks", "seed",
+    "config", "dataset", "model", "algorithm", "platform", "workers", "setting", "ranks", "seed",
     "final_test_accuracy", "best_test_accuracy", "target_accuracy", "time_to_target_s", "target_step", "eval_every",
-    "seconds_per_step", "transfer_per_step_s", "wait_per_step_s", "comm_share", "exposed_share",
+    "seconds_per_step", "samples_per_s", "transfer_per_step_s", "wait_per_step_s", "comm_share", "exposed_share",
     "steps", "epochs", "wall_s", "stop_reason", "resumed", "bytes_exchanged", "bytes_to_target",
     "commit", "dirty", "slurm_job_id", "simulated_on", "run",
 ]  # fmt: skip
@@ -51,6 +55,10 @@ def summary_row(path: str | Path) -> dict:
     run = read_run(path)
     run.check_companions()
     row = run.fields(RECORDED)
+    # the workflow writes every run under results/NAME/: the config's name is in the folder it gave the run
+    row["config"] = results_name_of(run.record.get("arguments", {}).get("out_dir") or run.folder)
+    # the steady-state throughput: a step's samples (every worker's batch) over the seconds per step
+    row["samples_per_s"] = samples_per_second(row.pop("batch_size") * row["workers"], row["seconds_per_step"])
     row["best_test_accuracy"] = best_accuracy(run, row["final_test_accuracy"])
     row["resumed"] = resumed(run)
     row["bytes_exchanged"] = communication(run.record)["bytes_exchanged"]  # per worker (report.communication)

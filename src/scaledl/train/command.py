@@ -17,8 +17,10 @@ from scaledl.train.tuned import with_tuned
 
 HELP = "train under MPI: mpiexec -n N python -m mpi4py -m scaledl train ..."
 
-# Choices that live in other registries.
-_CHOICES = {"model": sorted(MODELS), "algorithm": list(ALGORITHMS)}
+# Choices that live in other registries. A model may also be a plug-in's (scaledl.models.model_source checks
+# the name on every rank), so its names are listed, not enforced.
+_CHOICES = {"algorithm": list(ALGORITHMS)}
+_LISTED = {"model": f" (built in: {', '.join(MODELS)})"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -26,7 +28,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     for f in fields(TrainConfig):
         meta = f.metadata
         flag = "--" + f.name.replace("_", "-")
-        help_text = meta["help"] + ("" if meta["required"] or f.default is None else " (default %(default)s)")
+        help_text = meta["help"] + _LISTED.get(f.name, "")
+        help_text += "" if meta["required"] or f.default is None else " (default %(default)s)"
         if meta["switch"]:
             # A switch whose default is None (the algorithm's or preset's choice) can be turned
             # either way: --overlap and --no-overlap (the ablation of a default-on overlap).

@@ -230,6 +230,7 @@ class Monitor:
             "test_accuracy": ev.test_accuracy,
             **snap.phases,
         }
+        previous = self.rows[-1] if self.rows else None
         self.rows.append(row)
         if self.metrics_log is not None:
             self.metrics_log.append(row)
@@ -239,11 +240,21 @@ class Monitor:
         if target is not None and self.time_to_target is None and ev.test_accuracy >= target:
             self.time_to_target, self.target_step = snap.train_s, snap.step
             self._target_state = self.evaluator.evaluated_state
-        print(self.progress_line(snap, ev), end="", file=sys.stdout, flush=True)  # one write: ranks share it
+        print(self.progress_line(snap, ev, previous), end="", file=sys.stdout, flush=True)  # one write: ranks share it
 
-    def progress_line(self, snap: Snapshot, ev: Evaluation) -> str:
-        """One line per evaluation: step (of the step budget), epoch, training clock, losses, accuracy, time left."""
+    def throughput(self, snap: Snapshot, previous: dict | None) -> float | None:
+        """Samples (images) a second of training since the previous evaluation (`previous`: its metrics row);
+        None at the first evaluation or where the clock did not move."""
+        if previous is None or snap.train_s <= previous["train_s"] or snap.step <= previous["step"]:
+            return None
+        return (snap.step - previous["step"]) * self.samples_per_step / (snap.train_s - previous["train_s"])
+
+    def progress_line(self, snap: Snapshot, ev: Evaluation, previous: dict | None = None) -> str:
+        """One line per evaluation: step (of the step budget), epoch, training clock, throughput since the
+        previous evaluation, losses, accuracy, time left."""
         rule = self.stop_rule
+        rate = self.throughput(snap, previous)
+        speed = "" if rate is None else f"  {rate:8,.0f} img/s"
         of = f"/{rule.max_steps}" if rule.max_steps else ""
         done = rule.progress(snap.step, snap.epoch, snap.train_s)
         left = f"  {done:4.0%}  ~{duration(snap.train_s * (1 - done) / done)} left" if done and snap.step else ""
@@ -255,7 +266,7 @@ class Monitor:
             )
         loss_text = "-" if snap.train_loss is None else f"{snap.train_loss:.4f}"
         return (
-            f"step {snap.step:6d}{of}  epoch {snap.epoch:7.3f}  train {snap.train_s:8.2f}s  "
+            f"step {snap.step:6d}{of}  epoch {snap.epoch:7.3f}  train {snap.train_s:8.2f}s{speed}  "
             f"loss {loss_text}  test_loss {ev.test_loss:.4f}  test_acc {ev.test_accuracy:.4f}{left}\n"
         )
 

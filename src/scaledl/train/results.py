@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 
 from scaledl.comm import transport
+from scaledl.models import model_source
 from scaledl.timing import PHASES, STEADY_KEYS
 from scaledl.train import checkpoint, provenance
 from scaledl.train.monitor import DIVERGED, INTERRUPTED
@@ -111,6 +112,7 @@ def run_record(run, per_rank: list[dict], algo_reports: list[dict]) -> dict:
         "devices": [r["device"] for r in per_rank],
         "model": {
             "name": cfg.model,
+            "source": model_source(cfg.model, cfg.model_from),
             "parameters": parameters,
             "tensors": len(list(run.center_model.parameters())),
             "bytes": parameters * center.element_size(),

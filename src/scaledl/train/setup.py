@@ -32,7 +32,7 @@ from scaledl.config import TrainConfig
 from scaledl.data.hdf5 import DatasetInfo, read_info
 from scaledl.data.loader import Normalizer, ShardLoader, held_out
 from scaledl.errors import UserError
-from scaledl.models import build_model
+from scaledl.models import build_model, model_source
 from scaledl.timing import PhaseTimer
 from scaledl.train import checkpoint
 from scaledl.train.evaluation import CenterEvaluator
@@ -128,6 +128,7 @@ def build_local(world: MPI.Comm, cfg: TrainConfig) -> TrainingRun:
     info_alg = ALGORITHMS[cfg.algorithm]
     check_budgets(cfg)
     check_world(world, cfg.expect_ranks)
+    model_source(cfg.model, cfg.model_from)  # an unknown name, or a plug-in not written module:function
     roles = make_roles(world, dedicated_master=info_alg.needs_master, algorithm=cfg.algorithm)
     # The paper's master is a CPU: a dedicated master keeps W in host memory.
     device = (
@@ -149,9 +150,10 @@ def build_local(world: MPI.Comm, cfg: TrainConfig) -> TrainingRun:
 
     # model: one seed for all ranks, so every replica starts from the same W_0
     torch.manual_seed(cfg.seed)
-    model = build_model(cfg.model, info.image_shape, info.classes).to(device) if roles.is_worker else None
+    shape, classes = info.image_shape, info.classes
+    model = build_model(cfg.model, shape, classes, cfg.model_from).to(device) if roles.is_worker else None
     torch.manual_seed(cfg.seed)
-    center_model = build_model(cfg.model, info.image_shape, info.classes).to(center_device) if roles.is_master else None
+    center_model = build_model(cfg.model, shape, classes, cfg.model_from).to(center_device) if roles.is_master else None
     params = FlatParams(model) if model is not None else None
     # A host center fed from GPU workers is page-locked, so host↔device copies of it run at full speed
     # (Sync EASGD1 vs 2 then differs only in where the weights live, not in pageable vs pinned memory).
