@@ -9,7 +9,8 @@ refused before anything is measured: every record belongs to one commit.
 Order: netbench (α, β, γ and collective bandwidths of this machine; the
 benches that print the α-β model's predictions get its file), then
 bench_allreduce, bench_ddp, bench_exchange, bench_overhead, bench_scaling, bench_ladder,
-bench_hogwild, bench_checkpoint, bench_averaging and bench_evaluation, each as its own process; the first failure stops the run.
+bench_hogwild, bench_checkpoint, bench_averaging, bench_evaluation and bench_simulation (when SimGrid is
+installed), each as its own process; the first failure stops the run.
 Each bench writes its raw record to bench/raw/NAME.json (every sample, the
 commit, the command, the launch environment, the machine, the load) and its
 section of docs/benchmarks.md rendered from that record alone, so the doc can
@@ -31,6 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import common  # noqa: E402
+from scaledl.comm.sim.loader import available  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 QUICK = {
@@ -55,6 +57,7 @@ QUICK = {
     "bench_checkpoint.py": ["--rounds", "1", "--cases", "lenet:digits:10:30:10"],
     "bench_averaging.py": ["--rounds", "1", "--steps", "30", "--target", "0.8"],
     "bench_evaluation.py": ["--rounds", "1", "--steps", "30", "--factor", "10"],
+    "bench_simulation.py": ["--rounds", "1", "--warmup", "5", "--steps", "10"],
 }
 BENCHES = (
     "allreduce",
@@ -67,11 +70,13 @@ BENCHES = (
     "checkpoint",
     "averaging",
     "evaluation",
+    "simulation",
 )
 # They print the α-β model's prediction beside measurements, from this run's netbench (measured in the same
 # launch environment as theirs); the ladder measures its own, in its table's environment (MPICH yielding).
 USES_NETBENCH = ("allreduce", "scaling")
 BUDGET_S = 70 * 60
+OPTIONAL = {"simulation": available}  # benches that need an optional dependency, and the check for it
 
 
 def record_netbench(path: Path, m: dict, raw: Path) -> dict:
@@ -187,6 +192,9 @@ def main(argv: list[str] | None = None) -> int:
         for name in BENCHES:
             script = f"bench_{name}.py"
             if not wanted(name) or not (HERE / script).exists():
+                continue
+            if name in OPTIONAL and not OPTIONAL[name]():
+                print(f"[{script}: skipped, {name} needs SimGrid (docs/simulation.md)]", flush=True)
                 continue
             cmd = [sys.executable, str(HERE / script), *flags, *(QUICK[script] if args.quick else [])]
             if args.quick:
