@@ -1,5 +1,5 @@
 """`scaledl` command line: download, prepare, train, aggregate, plot, netbench, comm-model, claims, figures, tune,
-compare.
+compare, cost.
 
 Each subcommand is one module exporting HELP, `add_arguments(parser)` and
 `run(args)`; this file only lists them. A UserError, like a parser error,
@@ -32,6 +32,7 @@ SUBCOMMANDS = {
     "figures": "scaledl.report.commands:figures",
     "tune": "scaledl.report.commands:tune",
     "compare": "scaledl.report.commands:compare",
+    "cost": "scaledl.grid.cost",
 }
 
 # How argparse's message for missing required arguments begins.
