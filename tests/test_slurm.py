@@ -236,8 +236,14 @@ def test_a_signalled_training_job_checkpoints_is_resubmitted_and_resumes(workdir
             workflow.kill()
     assert signalled, "the training job never ran long enough to be signalled:\n" + (output or "")
     assert workflow.returncode == 0, output + logs_of(workdir)
-    trains = [job for job, log in SUBMITTED.findall(output) if "rule_train" in scontrol_job(job).get("Comment", "")]
+    trains = {
+        job: log for job, log in SUBMITTED.findall(output) if "rule_train" in scontrol_job(job).get("Comment", "")
+    }
     assert signalled in trains and len(trains) == 2, output  # the signalled attempt, then its retry
+    # the retry's job step knows its attempt and passes it on (a run refused with exit 2 would stop at once)
+    (retry,) = set(trains) - {signalled}
+    assert "Shell command: SCALEDL_ATTEMPT=2 SRUN_CPUS_PER_TASK=1 srun" in Path(trains[retry]).read_text()
+    assert "SCALEDL_ATTEMPT" not in Path(trains[signalled]).read_text()
     run = json.loads((workdir / RESUME_RUN / "run.json").read_text())
     assert run["stop"]["reason"] == "max_steps" and run["stop"]["steps"] == 4000
     (resume,) = run["checkpoints"]["resumes"]
