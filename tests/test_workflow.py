@@ -369,6 +369,19 @@ def test_slurm_profile_submits_the_default_config_without_cores(workdir):
     assert " --mem 4000 --ntasks=1 --cpus-per-task=1 " in calls["rule_prepare_wildcards_digits"], calls
     # no reporting rule is ever submitted: they run where Snakemake runs
     assert all(comment.startswith(("rule_prepare", "rule_netbench", "rule_train")) for comment in calls), calls
+    # the profile's retries resubmit a failed job, and the retry's job step gets its attempt (read by
+    # mpi_launcher: test_a_retrys_job_step_passes_its_attempt_to_the_ranks)
+    assert " --attempt 2 " in record.read_text()
+
+
+@pytest.mark.workflow
+def test_a_retrys_job_step_passes_its_attempt_to_the_ranks(workdir):
+    """A Slurm job step runs `snakemake --attempt N`: the training ranks see SCALEDL_ATTEMPT=N (a run refused
+    with exit 2 then stops at once: tests/test_refusal.py); a first attempt's command is unchanged."""
+    retry = output_of(snakemake(workdir, "-n", "-p", "--profile", "slurm", "--attempt", "2"))
+    first = output_of(snakemake(workdir, "-n", "-p", "--profile", "slurm"))
+    assert retry.count("Shell command: SCALEDL_ATTEMPT=2 ") == 12, retry  # every training, no other job
+    assert "SCALEDL_ATTEMPT" not in first
 
 
 @pytest.mark.workflow
