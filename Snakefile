@@ -15,6 +15,7 @@
 # Run: snakemake --cores 2                      (laptop, config/config.yaml)
 #      snakemake --profile slurm                (cluster, see slurm/config.yaml)
 #      snakemake --cores 2 --configfile config/test.yaml   (seconds, synthetic data)
+#      scaledl cost --configfile config/cluster.yaml   (the node-hours and GPU-hours it asks of Slurm)
 
 
 from snakemake.utils import min_version
@@ -33,6 +34,13 @@ report: "workflow/report/workflow.rst"
 # expands the experiment grid (scaledl.grid) and defines every getter the rules
 # below call.
 include: "workflow/rules/common.smk"
+
+
+# `snakemake --sdm apptainer` runs every rule in this image (common.smk: IMAGE, built from
+# workflow/envs/scaledl.def); inert otherwise. `--sdm conda` uses workflow/envs/scaledl.yaml instead.
+container: IMAGE
+
+
 include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/tune.smk"

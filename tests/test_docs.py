@@ -8,9 +8,11 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
+import yaml
 from workflow_env import snakemake_env
 
 from mpi_run import run_train
@@ -187,3 +189,14 @@ def test_outputs_doc_names_every_block_of_a_real_run_json(digits_h5, tmp_path):
     run = json.loads((out / "run.json").read_text())
     missing = [key for key in run if key not in documented_names()]
     assert not missing, f"docs/outputs.md does not describe run.json's {missing}"
+
+
+def test_the_citation_file_cites_the_paper_and_this_version():
+    citation = yaml.safe_load((REPO / "CITATION.cff").read_text())
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert citation["cff-version"] == "1.2.0" and citation["version"] == pyproject["version"]
+    assert citation["license"] == pyproject["license"]["text"]
+    paper = citation["preferred-citation"]
+    assert paper["doi"] == "10.1145/3126908.3126912" and paper["year"] == 2017
+    assert [author["family-names"] for author in paper["authors"]] == ["You", "Buluç", "Demmel"]
+    assert paper["doi"] in (REPO / "README.md").read_text()

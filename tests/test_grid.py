@@ -15,7 +15,9 @@ import pytest
 
 from scaledl.algorithms import ALGORITHMS, accepting, algorithm_options
 from scaledl.grid import runs as grid
+from scaledl.grid.launch import container_exec, launcher
 from scaledl.grid.runs import GridError, RunKey
+from scaledl.net.ladder import bound_minutes
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -47,6 +49,7 @@ def platform(**keys):
         "mem_mb_per_node": None,
         "mem_mb_per_cpu": None,
         "constraint": None,
+        "numactl": None,
         "exclusive": False,
         "slurm_extra": None,
         "runtime": 60,
@@ -381,16 +384,38 @@ def test_local_resources_leave_the_cluster_ones_out():
     }
 
 
-def test_netbench_runs_on_the_largest_run_without_a_master_and_at_least_two_ranks():
+def test_netbench_asks_for_two_nodes_of_one_core_ranks_for_its_ladders_time():
+    """What the α-β model needs (a pair on two nodes), not the largest run's 16 nodes for its runtime."""
     cfg = config(
         block(algorithms=["easgd"], workers=[1]),
-        block(algorithms=["easgd"], platforms=["knl"], nodes=[1, 4]),
-        platforms={"local": platform(), "knl": platform(**KNL)},
+        block(dataset="synthetic", algorithms=["easgd"], platforms=["knl"], nodes=[1, 4, 16], train={"batch_size": 4}),
+        block(algorithms=["sync_sgd"], platforms=["gpu"], workers=[3]),
+        platforms={
+            "local": platform(),
+            "knl": platform(**KNL, exclusive=True, warn_before_limit_s=120),
+            "gpu": platform(kind="gpu", gpus_per_node=4, threads=8, runtime=120, gpu_type="a100"),
+        },
     )
+    cfg["netbench"] = {"enabled": True, "max_size": "16M", "repeats": 5, "networks": "fdr_ib"}
     runs = grid.expand(cfg)
-    assert grid.netbench_placement("local", runs, cfg).ranks == 2
+    local = grid.netbench_placement("local", runs, cfg)
+    assert (local.ranks, local.cpus_per_task) == (2, 1)
     knl = grid.netbench_placement("knl", runs, cfg)
-    assert (knl.ranks, knl.nodes, knl.cpus_per_task) == (16, 4, 13)
+    assert (knl.ranks, knl.nodes, knl.tasks_per_node, knl.cpus_per_task, knl.gpus_per_node) == (8, 2, 4, 1, 0)
+    resources = grid.netbench_resources(knl, cfg["platforms"]["knl"], cfg["netbench"])
+    # four 16 MB buffers and the interpreter per rank; minutes from the ladder, far below the platform's 120
+    assert resources["mem_mb"] == 4 * (512 + 4 * 16) and resources["mem_mb_per_cpu"] is None
+    assert resources["runtime"] == bound_minutes("16M", 5, 8) < 15
+    assert (resources["nodes"], resources["tasks"], resources["cpus_per_task"]) == (2, 8, 1)
+    assert (resources["slurm_partition"], resources["constraint"]) == ("knl", "knl")
+    # whole nodes still (timings), but no early warning: a measurement has nothing to checkpoint
+    assert resources["slurm_extra"] == "--ntasks-per-node=4 --exclusive"
+    # a machine whose runs fit on one node is measured on one node, with at most its largest run's ranks
+    gpu = grid.netbench_placement("gpu", runs, cfg)
+    assert (gpu.ranks, gpu.nodes, gpu.gpus_per_node, gpu.device) == (3, 1, 0, "cpu")
+    assert grid.netbench_resources(gpu, cfg["platforms"]["gpu"], cfg["netbench"])["slurm_extra"] == (
+        "--ntasks-per-node=3"  # no --gpus-per-node: it times host buffers
+    )
 
 
 def test_platforms_of_one_machine_share_one_network_measurement():
@@ -407,7 +432,7 @@ def test_platforms_of_one_machine_share_one_network_measurement():
     runs = grid.expand(cfg)
     assert grid.netbench_groups(runs, cfg) == {"knl": ["knl", "knl_strong"], "knl_quad": ["knl_quad"]}
     shared = grid.netbench_placement("knl", runs, cfg)
-    assert (shared.nodes, shared.ranks) == (8, 32)  # the largest run of either platform: knl_strong's 8 nodes
+    assert (shared.nodes, shared.ranks) == (2, 8)  # knl_strong's runs span 8 nodes: measured on two
     assert grid.netbench_members("knl", runs, cfg) == ["knl", "knl_strong"]
     with pytest.raises(GridError, match="^platform 'knl_strong' is measured as 'knl' .*files of knl$"):
         grid.netbench_members("knl_strong", runs, cfg)
@@ -427,7 +452,7 @@ def test_netbench_threads_need_no_core_count_under_a_cluster_executor():
     assert grid.netbench_threads(local, 1) == 2  # never fewer than its ranks' cores
     assert grid.netbench_threads(local, None) == 2  # --profile slurm: no --cores, its own allocation
     knl = grid.netbench_placement("knl", runs, cfg)
-    assert grid.netbench_threads(knl, 8) == grid.netbench_threads(knl, None) == 4 * 13
+    assert grid.netbench_threads(knl, 8) == grid.netbench_threads(knl, None) == 4  # one core per rank
 
 
 def test_prepare_resources_follow_the_dataset():
@@ -465,9 +490,27 @@ def test_wildcard_constraints_are_the_grids_names():
 
 
 def test_launcher_prefix_and_none_for_a_singleton():
-    assert grid.launcher("srun --mpi=pmi2", 17, 13) == "SRUN_CPUS_PER_TASK=13 srun --mpi=pmi2 -n 17 "
-    assert grid.launcher("mpiexec", 2, 1) == "SRUN_CPUS_PER_TASK=1 mpiexec -n 2 "
-    assert grid.launcher("", 1, 4) == ""
+    assert launcher("srun --mpi=pmi2", 17, 13) == "SRUN_CPUS_PER_TASK=13 srun --mpi=pmi2 -n 17 "
+    assert launcher("mpiexec", 2, 1) == "SRUN_CPUS_PER_TASK=1 mpiexec -n 2 "
+    assert launcher("", 1, 4) == ""
+
+
+def test_launcher_binds_memory_passes_a_retry_and_starts_ranks_in_the_image():
+    # KNL flat mode: each rank under numactl; a retry's attempt reaches `scaledl train`
+    assert launcher("srun --mpi=pmi2", 5, 13, numactl="--preferred=1", attempt=2) == (
+        "SCALEDL_ATTEMPT=2 SRUN_CPUS_PER_TASK=13 srun --mpi=pmi2 -n 5 numactl --preferred=1 "
+    )
+    assert launcher("", 1, 4, numactl="--membind=1") == "numactl --membind=1 "
+    image = container_exec("/img/scaledl.sif", home="/scratch/w", gpus=True, args="--bind /data")
+    assert image == "apptainer exec --home /scratch/w --nv --bind /data /img/scaledl.sif"
+    # srun (on the host) starts every rank in the image; mpiexec is the image's own, inside it
+    assert launcher("srun --mpi=pmi2", 4, 8, image=image, numactl="--preferred=1") == (
+        f"SRUN_CPUS_PER_TASK=8 srun --mpi=pmi2 -n 4 {image} numactl --preferred=1 "
+    )
+    assert launcher("mpiexec", 2, 1, image=image, oversubscribed=True) == (
+        f"MPIR_CVAR_ENABLE_HEAVY_YIELD=1 SRUN_CPUS_PER_TASK=1 {image} mpiexec -n 2 "
+    )
+    assert launcher("", 1, 1, image=image) == f"{image} "
 
 
 def test_as_flags_skips_null_and_false_and_sorts():

@@ -280,6 +280,7 @@ experiments:
             "platforms:\n  k: {kind: knl, ranks_per_node: 4, threads: 17, cores_per_node: 68}\n",
             "5 × 17 threads exceed cores_per_node 68",
         ),
+        ("platforms:\n  local: {numactl: '-m 1; rm -rf x'}\n", "numactl"),
     ],
 )
 def test_invalid_config_fails_naming_the_value(workdir, text, named):
@@ -297,12 +298,58 @@ def test_slurm_profile_dry_run(workdir):
     assert "srun --mpi=pmi2 -n 2 python -m mpi4py -m scaledl train" in output_of(result)
 
 
+@pytest.mark.workflow
+def test_a_platforms_numactl_binds_every_rank(workdir):
+    """KNL flat mode: each rank of the launch runs under numactl, the one-rank run too."""
+    config = write_config(
+        workdir,
+        """
+experiments:
+  - {dataset: synthetic, algorithms: [sync_sgd], platforms: [knl], workers: [1, 4], train: {max_steps: 5}}
+platforms:
+  knl: {kind: knl, ranks_per_node: 4, cores_per_node: 68, numactl: "--preferred=1"}
+""",
+    )
+    result = snakemake(workdir, "-n", "-p", "--profile", "slurm", "--configfile", config)
+    assert result.returncode == 0, output_of(result)
+    text = output_of(result)
+    assert "SRUN_CPUS_PER_TASK=13 srun --mpi=pmi2 -n 4 numactl --preferred=1 python -m mpi4py -m scaledl train" in text
+    assert "Shell command: numactl --preferred=1 python -m mpi4py -m scaledl train" in text  # train_single
+    assert "numactl --preferred=1 python -m mpi4py -m scaledl netbench" not in text  # the network is not memory
+
+
+# sinfo, node-oriented as the workflow's check asks (scaledl.grid.fit.SINFO_COMMAND): one node of the
+# partition debug, its line in $FAKE_NODE; as the plugin asks (`-o %P`), the partitions.
+FAKE_SINFO = 'case "$*" in *--Node*) echo "$FAKE_NODE";; *) echo PARTITION; echo "debug*";; esac'
 FAKE_SLURM = {
     # sbatch records its flags and refuses, so nothing runs; the plugin's other queries find no cluster
     "sbatch": 'printf "%s\\n" "$*" >> "$SBATCH_RECORD"; echo "sbatch: error: no cluster in this test" >&2; exit 1',
-    "sinfo": 'echo PARTITION; echo "debug*"',
+    "sinfo": FAKE_SINFO,
     **dict.fromkeys(["sacctmgr", "sshare", "scontrol", "sacct", "squeue", "scancel"], "exit 1"),
 }
+FOUR_CPU_NODE = "node1|debug*|4|16000|(null)|(null)|infinite"
+
+
+def submit_to_fake_slurm(workdir, *args, node=FOUR_CPU_NODE):
+    """`snakemake --profile slurm ARGS` (not a dry run) with stand-in Slurm commands first on PATH:
+    sinfo lists `node` in the partition debug; sbatch records each call in the returned file and refuses it."""
+    fake = workdir / "fake_slurm"
+    fake.mkdir(exist_ok=True)
+    for command, body in FAKE_SLURM.items():
+        (fake / command).write_text(f"#!/bin/sh\n{body}\n")
+        (fake / command).chmod(0o755)
+    record = workdir / "sbatch.txt"
+    env_path = f"{fake}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    command = [sys.executable, "-m", "snakemake", "--profile", "slurm", "--slurm-init-seconds-before-status-checks"]
+    result = subprocess.run(
+        [*command, "1", *args],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PATH": env_path, "SBATCH_RECORD": str(record), "FAKE_NODE": node},
+    )
+    return result, record
 
 
 @pytest.mark.workflow
@@ -310,30 +357,75 @@ def test_slurm_profile_submits_the_default_config_without_cores(workdir):
     """Not a dry run: under the Slurm executor there is no --cores (a dry run sets it to 1), and the
     local platform's jobs must still be sized, as one-node jobs of their ranks. Fake Slurm commands
     first on PATH record each sbatch call and refuse it."""
-    fake = workdir / "fake_slurm"
-    fake.mkdir()
-    for command, body in FAKE_SLURM.items():
-        (fake / command).write_text(f"#!/bin/sh\n{body}\n")
-        (fake / command).chmod(0o755)
-    record = workdir / "sbatch.txt"
-    env_path = f"{fake}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
-    result = subprocess.run(
-        [sys.executable, "-m", "snakemake", "--profile", "slurm", "--slurm-init-seconds-before-status-checks", "1"],
-        cwd=workdir,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "PATH": env_path, "SBATCH_RECORD": str(record)},
-    )
+    result, record = submit_to_fake_slurm(workdir)
     text = output_of(result)
     assert "cores to be defined" not in text and "InputFunctionException" not in text, text
     assert result.returncode != 0 and "no cluster in this test" in text  # every submission was refused
+    # the check against sinfo's nodes passed (3 tasks fit 4 CPUs), and the plan was summed up first
+    assert re.search(r"scaledl: 14 Slurm job\(s\) ask for up to \d+\.\d node-hours and 0\.0 GPU-hours", text), text
     calls = {re.search(r"--comment (\S+)", line).group(1): line for line in record.read_text().splitlines()}
-    # netbench and prepare need nothing upstream: both were submitted, sized from the platform and dataset
-    assert re.search(
-        r" --mem-per-cpu 2000 --nodes=1 --ntasks=2 --cpus-per-task=1 ", calls["rule_netbench_wildcards_default_local"]
-    ), calls
+    # prepare needs nothing upstream: it was submitted, sized from its dataset (netbench too, if the
+    # plugin got to it before the first refusal stopped it)
     assert " --mem 4000 --ntasks=1 --cpus-per-task=1 " in calls["rule_prepare_wildcards_digits"], calls
+    # no reporting rule is ever submitted: they run where Snakemake runs
+    assert all(comment.startswith(("rule_prepare", "rule_netbench", "rule_train")) for comment in calls), calls
+    # the profile's retries resubmit a failed job, and the retry's job step gets its attempt (read by
+    # mpi_launcher: test_a_retrys_job_step_passes_its_attempt_to_the_ranks)
+    assert " --attempt 2 " in record.read_text()
+
+
+@pytest.mark.workflow
+def test_a_retrys_job_step_passes_its_attempt_to_the_ranks(workdir):
+    """A Slurm job step runs `snakemake --attempt N`: the training ranks see SCALEDL_ATTEMPT=N (a run refused
+    with exit 2 then stops at once: tests/test_refusal.py); a first attempt's command is unchanged."""
+    retry = output_of(snakemake(workdir, "-n", "-p", "--profile", "slurm", "--attempt", "2"))
+    first = output_of(snakemake(workdir, "-n", "-p", "--profile", "slurm"))
+    assert retry.count("Shell command: SCALEDL_ATTEMPT=2 ") == 12, retry  # every training, no other job
+    assert "SCALEDL_ATTEMPT" not in first
+
+
+@pytest.mark.workflow
+def test_a_job_no_node_can_run_is_refused_before_any_submission(workdir):
+    """The reviewer's cluster: nodes of 2 CPUs, and the default config's master-based jobs of 3 tasks."""
+    result, record = submit_to_fake_slurm(workdir, node="node1|debug*|2|16000|(null)|(null)|infinite")
+    text = output_of(result)
+    assert result.returncode == 1, text
+    refusal = [line for line in text.splitlines() if "no node of" in line]
+    assert len(refusal) == 1, text
+    assert re.fullmatch(
+        r"scaledl: rule train \(name=default, stage=runs, dataset=digits, model=lenet, algorithm=\w+, "
+        r"platform=local, workers=2, setting=, seed=0\) asks for 3 task\(s\) × 1 CPU\(s\) = 3 CPUs, 6000 MB "
+        r"per node on 1 node\(s\), and no node of partition 'debug' \(the default\) has that: its largest has "
+        r"2 CPUs, 16000 MB, 0 GPU\(s\) \(6 more job\(s\) do not fit either\); nothing was submitted: .*",
+        refusal[0],
+    ), refusal[0]
+    assert not record.exists()  # not one sbatch call
+
+
+@pytest.mark.workflow
+def test_without_sinfo_the_check_is_skipped_saying_so(workdir):
+    result, record = submit_to_fake_slurm(workdir, node="garbage")
+    text = output_of(result)
+    assert text.count("were not checked against") == 1, text
+    assert record.exists()  # submitted as before (and refused by the stand-in sbatch)
+
+
+@pytest.mark.workflow
+def test_a_platforms_slurm_extra_is_checked_by_the_plugin_when_the_dag_is_built(workdir):
+    config = write_config(
+        workdir,
+        """
+experiments:
+  - {dataset: synthetic, algorithms: [sync_sgd], platforms: [ci], workers: [2], train: {max_steps: 5}}
+platforms:
+  ci: {kind: cpu, ranks_per_node: 2, slurm_extra: "-p debug --qos=long"}
+""",
+    )
+    result = snakemake(workdir, "-n", "--configfile", config)  # a dry run without the profile: no submission
+    assert result.returncode != 0
+    assert "platform 'ci': slurm_extra '-p debug --qos=long': The --partition option is not allowed" in output_of(
+        result
+    )
 
 
 @pytest.mark.workflow
@@ -442,17 +534,19 @@ def test_slurm_requests_for_gpu_and_knl_node_sweeps(workdir):
             "--exclusive",
             WARNING,
         ]
-    # netbench measures each machine once, on the allocation of its largest synchronous run (8 nodes):
-    # the strong-scaling aliases are the same machines, so they add no job; each platform keeps its own
-    # comm_model table, fed by its machine's measurement
+    # netbench measures each machine once, on what the α-β model needs: two whole nodes (the sweeps span
+    # up to 8) of one-core ranks, no GPU, memory for its buffers, minutes instead of the platform's two
+    # hours; the strong-scaling aliases are the same machines, so they add no job; each platform keeps its
+    # own comm_model table, fed by its machine's measurement
     from slurm_requests import requests as submit_lines
 
     netbench = {job.wildcards: line for job, line in submit_lines(output_of(result)) if job.name == "netbench"}
     assert sorted(netbench) == ["name=cluster, platform=gpu", "name=cluster, platform=knl"]
     assert (job_counts(result)["netbench"], job_counts(result)["comm_model"]) == (2, 4)
     gpu, knl = netbench["name=cluster, platform=gpu"], netbench["name=cluster, platform=knl"]
-    assert gpu.split(" --comment rule_netbench ")[1].split() == flags("sync_easgd", "gpu", 32)
-    assert knl.split(" --comment rule_netbench ")[1].split() == flags("sync_sgd", "knl", 32)
+    two_nodes = ["--mem", "2304", "--nodes=2", "--ntasks=8", "--cpus-per-task=1", "--ntasks-per-node=4", "--exclusive"]
+    assert gpu.split(" --comment rule_netbench ")[1].split() == ["-p", "gpu", "-t", "9", *two_nodes]
+    assert knl.split(" --comment rule_netbench ")[1].split() == ["-p", "knl", "-t", "9", "-C", "knl", *two_nodes]
     text = output_of(result)
     models = re.findall(r"scaledl comm-model (.*) --netbench results/cluster/netbench/gpu.json", text)
     assert len(models) == 2  # gpu and gpu_strong: one machine, one table per sweep

@@ -1,5 +1,5 @@
 """`scaledl` command line: download, prepare, train, simulate, aggregate, plot, netbench, comm-model, claims,
-figures, tune, compare, timeline, regime-map.
+figures, tune, compare, timeline, regime-map, cost.
 
 Each subcommand is one module exporting HELP, `add_arguments(parser)` and
 `run(args)`; this file only lists them. A UserError, like a parser error,
@@ -35,6 +35,7 @@ SUBCOMMANDS = {
     "compare": "scaledl.report.commands:compare",
     "timeline": "scaledl.report.commands:timeline",
     "regime-map": "scaledl.report.regime",
+    "cost": "scaledl.grid.cost",
 }
 
 # How argparse's message for missing required arguments begins.

@@ -1,4 +1,5 @@
-# Validation, wildcard constraints and the getters the rules call; nothing else.
+# Validation, wildcard constraints, the getters the rules call, the software
+# settings (conda, Apptainer) and the check before the first Slurm submission.
 # The logic is plain functions of the config in scaledl.grid (runs: the experiment
 # grid; placement; check; downloads) and scaledl.report.catalogue (the figures).
 # Import nothing that pulls in torch or mpi4py.MPI: importing MPI here would
@@ -6,11 +7,17 @@
 
 import os
 import shlex
+import shutil
+import subprocess
+import sys
+from types import SimpleNamespace
 
 from snakemake.exceptions import WorkflowError
+from snakemake.logging import logger
 from snakemake.utils import validate
+from snakemake_interface_executor_plugins.settings import DeploymentMethod
 
-from scaledl.grid import downloads, plugins, tune
+from scaledl.grid import downloads, fit, launch, plugins, tune
 from scaledl.grid import runs as grid
 from scaledl.grid.check import first_problem
 from scaledl.report.catalogue import CATALOGUE, FIGURE_NAMES
@@ -34,6 +41,26 @@ except grid.GridError as error:
     raise WorkflowError(str(error)) from None
 
 
+def check_slurm_extra():
+    """Every platform's slurm_extra through the Slurm executor plugin's own check (validate_slurm_extra),
+    while the DAG is built: a flag the plugin writes itself (-p, --qos, --mem, ...) stops the workflow here,
+    naming the platform, instead of failing each job at submission."""
+    from snakemake_executor_plugin_slurm.validation import validate_slurm_extra
+
+    for name, platform in config["platforms"].items():
+        extra = platform["slurm_extra"]
+        try:
+            validate_slurm_extra(SimpleNamespace(resources=SimpleNamespace(slurm_extra=extra)))
+        except WorkflowError as error:
+            reason = str(error).split(". ")[0]
+            raise WorkflowError(
+                f"platform {name!r}: slurm_extra {extra!r}: {reason}; use the platform's own key for it "
+                "(partition, runtime, constraint, mem_mb_per_node, ...; a QoS: --slurm-qos in slurm/config.yaml)"
+            ) from None
+
+
+check_slurm_extra()
+
 # This config's results namespace: its outputs go to results/NAME/, its logs to
 # logs/NAME/ and benchmarks/NAME/ (`name:` in the config, else the name of the
 # last --configfile, else "default"), so two configs never overwrite each other.
@@ -49,6 +76,27 @@ RESULTS = f"results/{NAME}"
 wildcard_constraints:
     **grid.wildcard_constraints(RUNS),
     **grid.name_constraint(NAME),
+
+
+# ---- software --------------------------------------------------------------
+
+# `snakemake --sdm conda`: workflow/envs/scaledl.post-deploy.sh installs this checkout into the rules'
+# environment from here (Snakemake copies the env file elsewhere, so a path in it would not resolve).
+os.environ.setdefault("SCALEDL_SOURCE", workflow.basedir)
+
+# `snakemake --sdm apptainer`: the image built from workflow/envs/scaledl.def (docs/cluster.md). The
+# Snakefile's `container:` runs every rule in it; the MPI rules start their ranks in it themselves
+# (mpi_launcher: srun is not in the image).
+IMAGE = os.environ.get("SCALEDL_IMAGE", os.path.join(workflow.basedir, "scaledl.sif"))
+
+
+def rank_container(wildcards):
+    """`apptainer exec ... IMAGE` for the ranks of an MPI rule under --sdm apptainer, else ""."""
+    if DeploymentMethod.APPTAINER not in workflow.deployment_settings.deployment_method:
+        return ""
+    gpus = grid.hardware_of(platform_of(wildcards)) == "gpu"
+    args = workflow.deployment_settings.apptainer_args or ""
+    return launch.container_exec(IMAGE, home=os.getcwd(), gpus=gpus, args=args)
 
 
 # train_single runs the one-rank runs (one worker, no master): see train.smk.
@@ -174,11 +222,27 @@ def train_flags(wildcards):
 
 
 def mpi_launcher(wildcards, resources):
-    """The training command's launcher prefix, nothing for train_single (`mpi` empty); with more ranks than
-    this machine's cores on a local platform, MPICH's yield mode. A param computed from resources is no
-    rerun trigger: a new launcher reruns nothing."""
-    oversubscribed = platform_of(wildcards)["kind"] == "local" and resources.tasks > (os.cpu_count() or 1)
-    return grid.launcher(resources.mpi, resources.tasks, resources.cpus_per_task, oversubscribed=oversubscribed)
+    """The training command's prefix (scaledl.grid.launch): its launcher, none for train_single (`mpi`
+    empty); with more ranks than this machine's cores on a local platform, MPICH's yield mode; the
+    platform's numactl; the image under --sdm apptainer; and on a retry its attempt (workflow.attempt:
+    the Slurm job step runs with the retry's --attempt), so that a run refused with a setting to fix
+    stops at once. A param computed from resources is no rerun trigger: a new launcher reruns nothing."""
+    platform = platform_of(wildcards)
+    oversubscribed = platform["kind"] == "local" and resources.tasks > (os.cpu_count() or 1)
+    return launch.launcher(
+        resources.mpi,
+        resources.tasks,
+        resources.cpus_per_task,
+        oversubscribed=oversubscribed,
+        attempt=workflow.attempt,
+        numactl=platform["numactl"],
+        image=rank_container(wildcards),
+    )
+
+
+def netbench_launcher(wildcards, resources):
+    """The network measurement's prefix: the training jobs' launcher and image, one core per rank."""
+    return launch.launcher(resources.mpi, resources.tasks, resources.cpus_per_task, image=rank_container(wildcards))
 
 
 def tuned_choice(wildcards):
@@ -276,6 +340,20 @@ def netbench_placement(wildcards):
     return grid.netbench_placement(wildcards.platform, RUNS, config)
 
 
+def netbench_job_resources():
+    """The `resources:` of a netbench job: its own placement, memory and time limit
+    (scaledl.grid.runs.netbench_resources), not the training jobs'."""
+
+    def resource(name):
+        def value(wildcards):
+            placement = netbench_placement(wildcards)
+            return grid.netbench_resources(placement, platform_of(wildcards), config["netbench"])[name]
+
+        return value
+
+    return {name: resource(name) for name in grid.RESOURCES}
+
+
 def netbench_threads(wildcards):
     """Run here, a local platform's measurement takes every --cores, so no training job runs beside
     it; under a cluster executor (`--profile slurm`: no --cores) the cores of its own allocation."""
@@ -296,3 +374,60 @@ def platform_run_files(wildcards):
 
 def comm_model_networks(wildcards):
     return shlex.quote(config["netbench"]["networks"])
+
+
+# ---- before the first Slurm submission ---------------------------------------
+
+
+def slurm_preflight():
+    """Under the Slurm executor, once the DAG is built and before anything is submitted: one line sums the
+    node-hours and GPU-hours the jobs about to be submitted ask for (`scaledl cost` breaks a config down),
+    then each is checked against the nodes of its partition (`sinfo`, scaledl.grid.fit), and one that no
+    node can run (CPUs, memory, GPUs per node, features, node count, time limit) stops the workflow in one
+    line. Without sinfo the check is skipped, saying so once. Job steps run with --no-hooks: never there."""
+    plugin = workflow.executor_plugin
+    if plugin is None or plugin.name != "slurm" or workflow.remote_exec:
+        return
+    jobs = [job for job in workflow.dag.needrun_jobs() if not job.is_local]
+    requests = [(job, fit.request_of(job.resources, job.threads)) for job in jobs]
+    node_hours = sum(r.nodes * (r.minutes or 0) / 60 for _, r in requests)
+    gpu_hours = sum(r.nodes * r.gpus_per_node * (r.minutes or 0) / 60 for _, r in requests)
+    logger.info(
+        f"scaledl: {len(jobs)} Slurm job(s) ask for up to {node_hours:.1f} node-hours and {gpu_hours:.1f} "
+        "GPU-hours, each for its full time limit (scaledl cost --configfile ... breaks a config down)"
+    )
+    partitions = sinfo_partitions()
+    if partitions is None:
+        return
+    refused = []
+    for job, request in requests:
+        wildcards = ", ".join(f"{k}={v}" for k, v in job.wildcards_dict.items())
+        line = fit.refusal(f"rule {job.rule.name} ({wildcards})", request, partitions)
+        if line:
+            refused.append(line)
+    if refused:
+        more = f" ({len(refused) - 1} more job(s) do not fit either)" if len(refused) > 1 else ""
+        logger.error(
+            f"scaledl: {refused[0]}{more}; nothing was submitted: change the platform in the config "
+            "(or its partition) and run again"
+        )
+        sys.exit(1)
+
+
+def sinfo_partitions():
+    """The partitions and nodes sinfo lists (scaledl.grid.fit.parse_sinfo), or None, said once, without them."""
+    if shutil.which(fit.SINFO_COMMAND[0]) is None:
+        logger.warning("scaledl: no sinfo here: the jobs' requests were not checked against the partitions' nodes")
+        return None
+    try:
+        listing = subprocess.run(fit.SINFO_COMMAND, capture_output=True, text=True, timeout=60)
+        if listing.returncode:
+            raise fit.SinfoError((listing.stderr.strip() or f"exit status {listing.returncode}").splitlines()[0])
+        return fit.parse_sinfo(listing.stdout)
+    except (fit.SinfoError, OSError, subprocess.TimeoutExpired) as error:
+        logger.warning(f"scaledl: sinfo failed ({error}): the jobs' requests were not checked against the nodes")
+        return None
+
+
+onstart:
+    slurm_preflight()

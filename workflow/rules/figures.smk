@@ -4,7 +4,13 @@
 # config does not have is written as a placeholder that says so, so every output
 # below always exists; the job's log names them. With the network stage on, the
 # scaling figure adds the α-β model's efficiency for each platform, from its
-# machine's netbench file (common.smk, figures_netbench).
+# machine's netbench file (common.smk, figures_netbench). A local rule, like the
+# tables: under --profile slurm it runs where Snakemake runs.
+
+
+localrules:
+    figures,
+
 
 rule figures:
     input:

@@ -2,9 +2,16 @@
 # Definitions: scaledl.net.measure, scaledl.report.comm_model.
 
 
-# α, β, γ and collective bandwidths measured on the allocation of the machine's
-# largest synchronous run, an MPI job placed like the training jobs (common.smk:
-# platforms differing only in time limit or memory share one measurement).
+# A table from JSON files, seconds of work: run where Snakemake runs, never queued.
+localrules:
+    comm_model,
+
+
+# α, β, γ and collective bandwidths measured on two nodes of the machine (one when
+# none of its runs spans more), one core per rank, for as long as its message ladder
+# takes over a slow network: what the α-β model needs, not the largest run's
+# allocation (scaledl.grid.runs.netbench_placement, netbench_resources; platforms
+# differing only in time limit or memory share one measurement).
 rule netbench:
     output:
         "results/{name}/netbench/{platform}.json",
@@ -12,15 +19,16 @@ rule netbench:
         "logs/{name}/netbench/{platform}.log",
     conda:
         "../envs/scaledl.yaml"
+    container: None  # the ranks start in the image themselves (netbench_launcher)
     threads: netbench_threads
     resources:
         mpi="mpiexec",  # a cluster swaps in its launcher: see slurm/config.yaml
-        **placed_resources(netbench_placement),
+        **netbench_job_resources(),
     params:
+        launcher=netbench_launcher,
         flags=netbench_flags,
     shell:
-        "SRUN_CPUS_PER_TASK={resources.cpus_per_task} {resources.mpi} -n {resources.tasks}"
-        " python -m mpi4py -m scaledl netbench --out {output} {params.flags} > {log} 2>&1"
+        "{params.launcher}python -m mpi4py -m scaledl netbench --out {output} {params.flags} > {log} 2>&1"
 
 
 # The α-β model's communication time per step beside every run's measured one, and a

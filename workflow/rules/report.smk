@@ -1,6 +1,15 @@
 # Stage 3: read every run.json / metrics.csv (never logs) into tables, a plot and the claims
 # (the network stage is net.smk, the report's figures figures.smk).
-# Ordinary jobs: under --profile slurm they are submitted like the others.
+# Seconds of pandas and matplotlib each: under --profile slurm they run where Snakemake runs
+# (local rules), not as queued jobs.
+
+
+localrules:
+    aggregate,
+    scaling,
+    averaging,
+    plot_accuracy_vs_time,
+    claims,
 
 
 rule aggregate:

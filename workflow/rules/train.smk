@@ -3,9 +3,17 @@
 # Resources come from the run's platform (common.smk, scaledl.grid.runs); the
 # launcher `mpi` is the one runtime knob: mpiexec here, `srun --mpi=...` from
 # slurm/config.yaml (set-resources of the rule named `train`). The command
-# starts with `{mpi} -n {tasks} ` (params.launcher, common.smk's mpi_launcher),
-# and --expect-ranks {tasks} fails a job whose launcher did not start one MPI
-# world of that many ranks (a launcher that starts singletons).
+# starts with `{mpi} -n {tasks} ` (params.launcher, common.smk's mpi_launcher:
+# also the platform's numactl, and under --sdm apptainer the image each rank
+# runs in, so the rule itself has `container: None`), and --expect-ranks
+# {tasks} fails a job whose launcher did not start one MPI world of that many
+# ranks (a launcher that starts singletons).
+#
+# A job that exits 2 (a setting to fix) is retried by the profile's `retries`
+# like any failure: Snakemake and its Slurm plugin cannot tell exit statuses
+# apart. The retry's `scaledl train` sees its attempt (SCALEDL_ATTEMPT, from
+# mpi_launcher) and the refusal the earlier attempt left in the run's folder,
+# and stops at once with the same line (scaledl.train.refusal).
 #
 # Every file the run writes is an output, so a failed or interrupted job
 # (`scaledl train` exits 130 after Ctrl-C or SIGTERM, with partial results)
@@ -29,6 +37,7 @@ rule train:
         "benchmarks/{name}/{stage}/{dataset}/{model}/{algorithm}/{platform}/p{workers}{setting}/s{seed}.tsv"
     conda:
         "../envs/scaledl.yaml"
+    container: None  # the ranks start in the image themselves (mpi_launcher)
     threads: placed_threads(train_placement)
     resources:
         mpi="mpiexec",  # a cluster swaps in its launcher: see slurm/config.yaml

@@ -2,6 +2,11 @@
 # each a `train` job on a validation split under results/NAME/tune/; this rule picks, per algorithm and
 # setting, the trial that reached the validation target in the least training time (a miss counts as
 # infinite), and the tuned runs read that choice (workflow/rules/train.smk: tuned_choice).
+# A table from JSON files: a local rule, run where Snakemake runs.
+
+
+localrules:
+    tune,
 
 
 rule tune:

@@ -246,13 +246,14 @@ def memory(platform: Mapping, placement: Placement) -> tuple[int, int | None]:
     return per_cpu * placement.tasks_per_node * placement.cpus_per_task, per_cpu
 
 
-def slurm_extra(platform: Mapping, placement: Placement) -> str | None:
+def slurm_extra(platform: Mapping, placement: Placement, *, warn: bool = True) -> str | None:
     """sbatch flags beyond what the executor plugin writes from resources (None if there are none).
 
     The plugin writes --nodes, --ntasks, --cpus-per-task, --mem, --mem-per-cpu,
     -p, -C and -t itself, and refuses them here; the tasks-per-node ceiling, the
     GPUs per node and --exclusive (whole nodes, so no other job's load skews the
-    timings) are ours, and so is the warning signal before the time limit.
+    timings) are ours, and so is the warning signal before the time limit
+    (`warn`: a training job checkpoints on it; a measurement has nothing to save).
     """
     flags = []
     if placement.cluster:
@@ -262,7 +263,7 @@ def slurm_extra(platform: Mapping, placement: Placement) -> str | None:
         flags.append(f"--gpus-per-node={gpu_type + ':' if gpu_type else ''}{placement.gpus_per_node}")
     if platform.get("exclusive"):
         flags.append("--exclusive")
-    if platform.get("warn_before_limit_s"):
+    if warn and platform.get("warn_before_limit_s"):
         # Slurm signals every job step's tasks this long before the time limit (or a preemption):
         # each rank checkpoints at its next step boundary and the job exits 130, to be resumed.
         flags.append(f"--signal=USR1@{platform['warn_before_limit_s']}")

@@ -41,7 +41,17 @@ from scaledl.config import TrainConfig, defaults
 from scaledl.data.hdf5 import DatasetInfo, read_info
 from scaledl.errors import DataError
 from scaledl.grid import plugins, tune
-from scaledl.grid.placement import Placement, PlacementError, device_of, memory, place, slurm_extra, workers_for_nodes
+from scaledl.grid.placement import (
+    Placement,
+    PlacementError,
+    device_of,
+    memory,
+    place,
+    ranks_per_node,
+    slurm_extra,
+    workers_for_nodes,
+)
+from scaledl.net.ladder import bound_minutes, parse_size
 
 # Every output of a config goes under its own folder, results/<name>/, so that two configs never
 # overwrite each other's runs or tables; logs and benchmarks likewise under logs/<name>/, benchmarks/<name>/.
@@ -462,9 +472,10 @@ def placement_of(key: RunKey, config: Mapping) -> Placement:
     )
 
 
-# Platform keys that change neither the machines nor where the ranks sit on them: two platforms equal
-# but for these share one network measurement (a strong-scaling alias with a longer time limit, say).
-NOT_MACHINE_KEYS = frozenset({"runtime", "mem_mb_per_node", "mem_mb_per_cpu"})
+# Platform keys that change neither the machines nor where the ranks sit on them (time limit, memory, the
+# ranks' memory binding): two platforms equal but for these share one network measurement (a
+# strong-scaling alias with a longer time limit, say).
+NOT_MACHINE_KEYS = frozenset({"runtime", "mem_mb_per_node", "mem_mb_per_cpu", "numactl"})
 
 
 def machine_of(platform: Mapping) -> tuple:
@@ -504,16 +515,45 @@ def netbench_members(platform: str, runs: Mapping[RunKey, Settings], config: Map
 
 
 def netbench_placement(platform: str, runs: Mapping[RunKey, Settings], config: Mapping) -> Placement:
-    """The network stage's allocation for the measured `platform`: the largest synchronous run (no master)
-    of any platform sharing its measurement (netbench_groups), at least 2 ranks.
+    """The network stage's allocation for the measured `platform`: what the α-β model needs, and no more.
 
-    The largest run spans the most nodes, so the inter-node pair is measured
-    where one exists; a dedicated master's extra rank would only oversubscribe
-    a local machine and inflate its latency.
+    The model (scaledl.net.cost) takes α and β from a pair of ranks on two
+    nodes, and γ from one rank: the measurement asks for two nodes (one when no
+    run of the machine spans more) of the platform's ranks per node, one core
+    per rank (its ranks compute nothing) and no GPU (it times host buffers); a
+    local platform gets 2 ranks. A 64-node sweep is measured on 2 nodes, not 64.
     """
     members = netbench_members(platform, runs, config)
-    workers = max(key.workers for key in runs if key.platform in members)
-    return place(platform, config["platforms"][platform], max(2, workers), needs_master=False)
+    settings = config["platforms"][platform]
+    kind = settings.get("kind", "local")
+    if kind == "local":
+        return Placement(kind, 2, 2, None, 2, 1, 0, "cpu")
+    spans = max(placement_of(key, config).nodes or 1 for key in runs if key.platform in members)
+    per_node = ranks_per_node(settings)
+    if spans > 1:
+        ranks, nodes = 2 * per_node, 2
+    else:
+        largest = max(key.workers for key in runs if key.platform in members)
+        ranks, nodes = max(2, min(per_node, largest)), 1
+    return Placement(kind, ranks, ranks, nodes, math.ceil(ranks / nodes), 1, 0, "cpu")
+
+
+NETBENCH_MEM_MB_PER_RANK = 512  # the interpreter, numpy and MPI, beside the message buffers
+
+
+def netbench_resources(placement: Placement, platform: Mapping, netbench: Mapping) -> dict[str, Any]:
+    """The RESOURCES of a network measurement: its placement on the platform's partition, nodes and
+    `exclusive`, memory for its buffers (about four of the largest message per rank), and a time limit
+    from the ladder it runs over a deliberately slow network (scaledl.net.ladder.bound_minutes), not
+    the platform's runtime; no early-warning signal (it has nothing to checkpoint)."""
+    largest_mb = math.ceil(parse_size(netbench["max_size"]) / 2**20)
+    return {
+        **job_resources(placement, platform),
+        "mem_mb": placement.tasks_per_node * (NETBENCH_MEM_MB_PER_RANK + 4 * largest_mb),
+        "mem_mb_per_cpu": None,
+        "runtime": bound_minutes(netbench["max_size"], netbench["repeats"], placement.ranks),
+        "slurm_extra": slurm_extra(platform, placement, warn=False),
+    }
 
 
 def netbench_threads(placement: Placement, local_cores: int | None) -> int:
@@ -545,24 +585,6 @@ def job_resources(placement: Placement, platform: Mapping) -> dict[str, Any]:
         "constraint": platform["constraint"],
         "slurm_extra": slurm_extra(platform, placement),
     }
-
-
-def launcher(mpi: str, tasks: int, cpus_per_task: int, *, oversubscribed: bool = False) -> str:
-    """The prefix that starts a command as an MPI job of `tasks` ranks, as netbench's rule writes it.
-
-    `mpi` is the launcher (the rule's `mpi` resource: mpiexec, or the profile's
-    `srun --mpi=...`); empty, there is none, and MPI starts the command as a
-    singleton (a one-rank run: the Slurm plugin refuses an MPI job of one task).
-    SRUN_CPUS_PER_TASK gives each rank its cores under srun (srun no longer
-    inherits --cpus-per-task, and the plugin's job step drops SLURM_* variables);
-    other launchers ignore it. `oversubscribed` (a local job of more ranks than cores) sets MPICH's
-    yield mode, so that waiting ranks give their core to the ones computing.
-    """
-    if not mpi:
-        return ""
-    # More ranks than cores: MPICH's busy-polling ranks would take the cores from the ones computing.
-    yield_mode = "MPIR_CVAR_ENABLE_HEAVY_YIELD=1 " if oversubscribed else ""
-    return f"{yield_mode}SRUN_CPUS_PER_TASK={cpus_per_task} {mpi} -n {tasks} "
 
 
 # `scaledl train` switches whose default (None) lets the algorithm decide: false is written --no-KEY.

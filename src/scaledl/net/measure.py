@@ -35,7 +35,6 @@ import argparse
 import json
 import math
 import platform
-import re
 import signal
 import statistics
 import sys
@@ -51,51 +50,27 @@ from scaledl.comm import transport
 from scaledl.comm.transport import MPI
 from scaledl.errors import UserError, run_command
 from scaledl.net.cost import busbw_factor
+from scaledl.net.ladder import (
+    DEFAULT_ITERS,
+    DEFAULT_MAX_SIZE,
+    DEFAULT_MIN_SIZE,
+    DEFAULT_REPEATS,
+    DEFAULT_WARMUP,
+    ITER_BYTES,
+    default_sizes,
+    iters_for,
+    parse_size,
+)
 
-DEFAULT_MAX_SIZE = 64 << 20
-DEFAULT_MIN_SIZE = 8
-ITER_BYTES = 256 << 20  # bytes per repeat at most, for large messages
 OPS = ("allreduce", "reduce", "bcast")
 KIND = "scaledl-netbench"
 HELP = (
     "measure latency α, inverse bandwidth β and collective times under MPI: "
     "mpiexec -n N python -m mpi4py -m scaledl netbench ..."
 )
-_UNITS = {
-    "": 1,
-    "B": 1,
-    "K": 1 << 10,
-    "KB": 1 << 10,
-    "KIB": 1 << 10,
-    "M": 1 << 20,
-    "MB": 1 << 20,
-    "MIB": 1 << 20,
-    "G": 1 << 30,
-    "GB": 1 << 30,
-    "GIB": 1 << 30,
-}
 
 
 # ------------------------------------------------------------- arguments
-
-
-def parse_size(text: str) -> int:
-    """'8', '4K', '64MiB' → bytes (binary units)."""
-    m = re.fullmatch(r"\s*(\d+)\s*([A-Za-z]*)\s*", text)
-    if not m or m.group(2).upper() not in _UNITS:
-        raise UserError(
-            f"cannot read message size {text!r}: use bytes with an optional K, M or G suffix, e.g. 8, 4K, 64M"
-        )
-    return int(m.group(1)) * _UNITS[m.group(2).upper()]
-
-
-def default_sizes(max_size: int = DEFAULT_MAX_SIZE, min_size: int = DEFAULT_MIN_SIZE) -> list[int]:
-    """min_size, ×4, ×4, … below max_size, then max_size itself."""
-    sizes, s = [], min_size
-    while s < max_size:
-        sizes.append(s)
-        s *= 4
-    return sizes + [max_size]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -114,16 +89,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(default: 8 B ×4 … up to --max-size)",
     )
     parser.add_argument(
-        "--max-size", default="64M", metavar="SIZE", help="largest size of the default ladder (default %(default)s)"
+        "--max-size",
+        default=f"{DEFAULT_MAX_SIZE >> 20}M",
+        metavar="SIZE",
+        help="largest size of the default ladder (default %(default)s)",
     )
     parser.add_argument(
-        "--iters", type=int, default=50, help="timed operations per repeat, small messages (default %(default)s)"
+        "--iters",
+        type=int,
+        default=DEFAULT_ITERS,
+        help="timed operations per repeat, small messages (default %(default)s)",
     )
     parser.add_argument(
-        "--warmup", type=int, default=5, help="untimed operations per size before timing (default %(default)s)"
+        "--warmup",
+        type=int,
+        default=DEFAULT_WARMUP,
+        help="untimed operations per size before timing (default %(default)s)",
     )
     parser.add_argument(
-        "--repeats", type=int, default=5, help="timings per size; the median is kept (default %(default)s)"
+        "--repeats",
+        type=int,
+        default=DEFAULT_REPEATS,
+        help="timings per size; the median is kept (default %(default)s)",
     )
     parser.add_argument(
         "--pairs", action="store_true", help="also measure the small-message latency of every rank pair"
@@ -203,10 +190,6 @@ def _median(values: list[float]) -> float:
     return statistics.median(values)
 
 
-def _iters_for(size: int, iters: int) -> int:
-    return max(2, min(iters, ITER_BYTES // max(size, 1)))
-
-
 def pingpong(comm, a: int, b: int, sizes: list[int], iters: int, warmup: int, repeats: int) -> list[dict] | None:
     """One-way seconds per size between ranks a and b (rank a's view); None on the other ranks."""
     rank = comm.Get_rank()
@@ -214,7 +197,7 @@ def pingpong(comm, a: int, b: int, sizes: list[int], iters: int, warmup: int, re
     rows = []
     for size in sizes:
         view = buf[:size]
-        n_iter = _iters_for(size, iters)
+        n_iter = iters_for(size, iters)
         samples = []
         comm.Barrier()
         for rep in range(repeats + 1):
@@ -290,7 +273,7 @@ def collective_times(comm, op: str, sizes: list[int], iters: int, warmup: int, r
     rows = []
     slowest = np.zeros(1)
     for size in sizes:
-        count, n_iter = size // 4, _iters_for(size, iters)
+        count, n_iter = size // 4, iters_for(size, iters)
         for _ in range(warmup):
             call(count)
         samples = []
@@ -371,9 +354,9 @@ def netbench(
     comm,
     sizes: list[int],
     *,
-    iters: int = 50,
-    warmup: int = 5,
-    repeats: int = 5,
+    iters: int = DEFAULT_ITERS,
+    warmup: int = DEFAULT_WARMUP,
+    repeats: int = DEFAULT_REPEATS,
     pairs: bool = False,
     collectives: bool = True,
 ) -> dict | None:

@@ -13,6 +13,7 @@ from scaledl.algorithms import ALGORITHMS
 from scaledl.config import GROUPS, TrainConfig
 from scaledl.errors import UserError
 from scaledl.models import MODELS
+from scaledl.train import refusal
 from scaledl.train.tuned import with_tuned
 
 HELP = "train under MPI: mpiexec -n N python -m mpi4py -m scaledl train ..."
@@ -56,12 +57,17 @@ def run(args: argparse.Namespace) -> int:
     from scaledl.train.loop import train
 
     cfg = TrainConfig(**{f.name: getattr(args, f.name) for f in fields(TrainConfig)})
+    rank = MPI.COMM_WORLD.Get_rank()
     try:
+        # A retry of a refused run stops here, before any data is read (scaledl.train.refusal).
+        refusal.check(cfg.out_dir, refusal.attempt_of(), clear=rank == 0)
         train(with_tuned(cfg, MPI.COMM_WORLD.Get_size()))
     except UserError as exc:
         # Every rank agreed on the error (scaledl.train.setup.agree_on_setup): one line, from rank 0.
-        if MPI.COMM_WORLD.Get_rank() == 0:
+        if rank == 0:
             print(f"scaledl train: error: {exc}", file=sys.stderr, flush=True)
+            if not isinstance(exc, refusal.Refused):
+                refusal.record(cfg.out_dir, str(exc))
         MPI.Finalize()  # a clean, collective exit; otherwise `-m mpi4py` would MPI_Abort
         return 2
     return 0
