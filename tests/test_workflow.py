@@ -23,6 +23,7 @@ import yaml
 from workflow_env import snakemake_env
 
 from scaledl.algorithms import ALGORITHMS, BASE_ALGORITHMS
+from scaledl.comm.sim.loader import available as sim_available
 from scaledl.report.catalogue import FIGURE_NAMES
 
 # The default config compares the nine base algorithms (presets such as sync_easgd1 are variants of them).
@@ -758,3 +759,37 @@ train: {max_steps: 10}
     missing = snakemake(workdir, "-n", "--configfile", config)
     assert missing.returncode != 0 and "data/hdf5/survey.h5" in output_of(missing)
     assert "prepare survey" not in output_of(missing)
+
+
+SIMULATED_CONFIG = """
+name: simulated
+netbench: {enabled: true, max_size: 64K, repeats: 1}
+experiments:
+  - dataset: digits
+    models: [lenet]
+    algorithms: [sync_easgd3, easgd]
+    platforms: [gpu8_sim]
+    workers: [2]
+    seeds: [0]
+    train: {max_steps: 20, eval_every: 10}
+platforms:
+  gpu8_sim: {kind: simulated, platform_file: k80x8, simulates: gpu}
+"""
+
+
+@pytest.mark.skipif(not sim_available(), reason="SimGrid's Python bindings are not installed (python3-simgrid)")
+def test_a_simulated_platform_runs_through_the_workflow(workdir):
+    config = write_config(workdir, SIMULATED_CONFIG)
+    dry = snakemake(workdir, "-n", "--configfile", config)
+    assert job_counts(dry)["train_simulated"] == 2 and "train" not in job_counts(dry)
+    assert job_counts(dry)["netbench_simulated"] == 1
+    result = snakemake(workdir, "--cores", "2", "--configfile", config, timeout=600)
+    assert result.returncode == 0, output_of(result)
+    summary = pd.read_csv(workdir / "results/simulated/tables/summary.csv")
+    assert set(summary["simulated_on"]) == {"k80x8"} and set(summary["platform"]) == {"gpu8_sim"}
+    run = json.loads((workdir / "results/simulated/runs/digits/lenet/easgd/gpu8_sim/p2/s0/run.json").read_text())
+    assert run["transport"]["rank_hosts"] == ["cpu", "gpu0", "gpu1"]  # the CPU master, a GPU per worker
+    netbench = json.loads((workdir / "results/simulated/netbench/gpu8_sim.json").read_text())
+    assert netbench["machine"]["simulated_on"] == "k80x8"
+    claims = (workdir / "results/simulated/report/claims.md").read_text()
+    assert "## The paper's claims, simulated on k80x8" in claims and "claims, measured" not in claims

@@ -99,8 +99,10 @@ def rank_container(wildcards):
     return launch.container_exec(IMAGE, home=os.getcwd(), gpus=gpus, args=args)
 
 
-# train_single runs the one-rank runs (one worker, no master): see train.smk.
+# train_single runs the one-rank runs (one worker, no master), train_simulated the runs on a simulated
+# platform (one process simulates every rank): see train.smk.
 SINGLE_RANK_ALGORITHMS = grid.masterless_algorithms(RUNS)
+SIMULATED_PLATFORMS = grid.simulated_platforms(RUNS, config)
 
 # The download rule's outputs are the listed files and nothing else.
 DOWNLOAD_CONSTRAINTS = downloads.download_wildcard_constraints(config)
@@ -221,6 +223,16 @@ def train_flags(wildcards):
     return grid.train_flags(grid.RunKey.parse(wildcards), RUNS, config)
 
 
+def simulated_platform_file(wildcards):
+    """The SimGrid platform of a simulated platform: a shipped name, or a file relative to the working folder."""
+    return platform_of(wildcards)["platform_file"]
+
+
+def simulated_ranks(wildcards):
+    """The ranks `scaledl simulate` runs (what mpiexec -n would start: the workers, and a master if any)."""
+    return train_placement(wildcards).ranks
+
+
 def mpi_launcher(wildcards, resources):
     """The training command's prefix (scaledl.grid.launch): its launcher, none for train_single (`mpi`
     empty); with more ranks than this machine's cores on a local platform, MPICH's yield mode; the
@@ -323,16 +335,18 @@ def figures_netbench_files(wildcards):
 
 
 def claims_netbench(wildcards):
-    """The α-β model's input for the weak-scaling claim: the network of the first measured platform."""
-    return [f"{RESULTS}/netbench/{platform}.json" for platform in measured_platforms()[:1]]
+    """The α-β model's input for the weak-scaling claim: each platform's network (a simulated platform's is
+    measured on the simulation)."""
+    return sorted({machine_netbench(platform) for platform in modelled_platforms()})
 
 
 def claims_flags(wildcards):
     """--device-of PLATFORM=DEVICE for every platform with runs (a claim needing a GPU or a KNL is judged
-    only on runs that had one), and --netbench when the network was measured."""
+    only on runs that had one: a simulated platform's is the device it simulates), and each platform's
+    --netbench PLATFORM=JSON when the network stage ran."""
     flags = [f"--device-of {platform}={grid.hardware_of(config['platforms'][platform])}"
              for platform in sorted({run.platform for run in RUNS})]
-    flags += [f"--netbench {path}" for path in claims_netbench(wildcards)]
+    flags += [f"--netbench {platform}={machine_netbench(platform)}" for platform in modelled_platforms()]
     return " ".join(flags)
 
 

@@ -31,6 +31,32 @@ rule netbench:
         "{params.launcher}python -m mpi4py -m scaledl netbench --out {output} {params.flags} > {log} 2>&1"
 
 
+# A simulated platform's network, measured on the simulation: the same ladder on the
+# simulated clock, one process (scaledl.net.measure --platform-file).
+ruleorder: netbench_simulated > netbench
+
+
+rule netbench_simulated:
+    output:
+        "results/{name}/netbench/{platform}.json",
+    log:
+        "logs/{name}/netbench/{platform}.log",
+    wildcard_constraints:
+        platform=SIMULATED_PLATFORMS,
+    conda:
+        "../envs/scaledl.yaml"
+    threads: 1
+    resources:
+        mpi="",
+        **netbench_job_resources(),
+    params:
+        platform_file=simulated_platform_file,
+        flags=netbench_flags,
+    shell:
+        "python -m scaledl netbench --platform-file {params.platform_file} --ranks 2 --out {output} {params.flags}"
+        " > {log} 2>&1"
+
+
 # The α-β model's communication time per step beside every run's measured one, and a
 # weak-scaling extrapolation to the paper's 4253-core point; one table per platform.
 rule comm_model:

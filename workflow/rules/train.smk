@@ -64,9 +64,6 @@ rule train:
 # names as a whole (resources too: they are repeated), keeps the others (the
 # command, the outputs), and gives the rule its own name, so the profile's
 # launcher for `train` never reaches it.
-ruleorder: train_single > train
-
-
 use rule train as train_single with:
     wildcard_constraints:
         workers="1",
@@ -74,3 +71,45 @@ use rule train as train_single with:
     resources:
         mpi="",
         **placed_resources(train_placement),  # tasks is 1 here
+
+
+# Runs on a simulated platform (kind simulated; docs/simulation.md): one process simulates
+# every rank as a SimGrid actor on a host of the platform (`scaledl simulate`, the same
+# options as `scaledl train`), so the job is one task on this machine's CPU whatever its
+# ranks, and no launcher starts it. Its times are the platform's simulated seconds
+# (run.json's `transport`); the tables and claims keep them apart from measured ones.
+ruleorder: train_simulated > train_single > train
+
+
+rule train_simulated:
+    input:
+        data="data/hdf5/{dataset}.h5",
+        chosen=tuned_choice,
+    output:
+        metrics="results/{name}/{stage}/{dataset}/{model}/{algorithm}/{platform}/p{workers}{setting}/s{seed}/metrics.csv",
+        run="results/{name}/{stage}/{dataset}/{model}/{algorithm}/{platform}/p{workers}{setting}/s{seed}/run.json",
+        model="results/{name}/{stage}/{dataset}/{model}/{algorithm}/{platform}/p{workers}{setting}/s{seed}/model.pt",
+        timeline="results/{name}/{stage}/{dataset}/{model}/{algorithm}/{platform}/p{workers}{setting}/s{seed}/timeline.h5",
+    log:
+        "logs/{name}/{stage}/{dataset}/{model}/{algorithm}/{platform}/p{workers}{setting}/s{seed}.log",
+    benchmark:
+        "benchmarks/{name}/{stage}/{dataset}/{model}/{algorithm}/{platform}/p{workers}{setting}/s{seed}.tsv"
+    wildcard_constraints:
+        platform=SIMULATED_PLATFORMS,
+    conda:
+        "../envs/scaledl.yaml"
+    threads: placed_threads(train_placement)
+    resources:
+        mpi="",
+        **placed_resources(train_placement),  # tasks is 1: one process
+    params:
+        out_dir=subpath(output.run, parent=True),
+        platform_file=simulated_platform_file,
+        ranks=simulated_ranks,
+        flags=train_flags,
+        tuned=tuned_flags,
+    shell:
+        "python -m scaledl simulate --platform-file {params.platform_file} --ranks {params.ranks}"
+        " --data {input.data} --model {wildcards.model} --algorithm {wildcards.algorithm}"
+        " --seed {wildcards.seed} --platform {wildcards.platform} --out-dir {params.out_dir}"
+        " {params.flags} {params.tuned} > {log} 2>&1"

@@ -61,13 +61,16 @@ def slurm_jobs(config: Mapping) -> list[Job]:
     for key in runs:
         placement = grid.placement_of(key, config)
         resources = grid.job_resources(placement, config["platforms"][key.platform])
-        rule = "train_single" if placement.ranks == 1 else "train"  # one rank: no launcher (train.smk)
+        rule = (
+            "train_simulated" if placement.kind == "simulated" else "train_single" if placement.ranks == 1 else "train"
+        )  # train.smk: which rule runs it
         jobs.append(Job(rule, key.platform, request_of(resources)))
     if config["netbench"]["enabled"]:
         for platform in sorted(grid.netbench_groups(runs, config)):
             placement = grid.netbench_placement(platform, runs, config)
             resources = grid.netbench_resources(placement, config["platforms"][platform], config["netbench"])
-            jobs.append(Job("netbench", platform, request_of(resources)))
+            simulated = placement.kind == "simulated"
+            jobs.append(Job("netbench_simulated" if simulated else "netbench", platform, request_of(resources)))
     for dataset in sorted({key.dataset for key in runs}):
         resources = grid.prepare_resources(dataset, config["datasets"][dataset])
         jobs.append(Job("prepare", "-", request_of(resources, threads=resources["cpus_per_task"])))

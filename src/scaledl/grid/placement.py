@@ -105,6 +105,11 @@ class Placement:
     def cluster(self) -> bool:
         return self.kind in CLUSTER_KINDS
 
+    @property
+    def tasks(self) -> int:
+        """Processes of the job (Slurm tasks): one per rank, but one for every rank of a simulation."""
+        return 1 if self.kind == "simulated" else self.ranks
+
 
 def check_platform(name: str, platform: Mapping) -> None:
     """Raise PlacementError if the keys of `platform` do not fit its kind."""

@@ -134,7 +134,10 @@ def results_name_of(run_folder: str) -> str | None:
 
 
 def hardware_of(platform: Mapping) -> str:
-    """gpu, knl or cpu: what a platform's ranks compute on, as the claims' `needs` name it."""
+    """gpu, knl or cpu: what a platform's ranks compute on, as the claims' `needs` name it (a simulated
+    platform's: the device it simulates)."""
+    if platform.get("kind") == "simulated":
+        return platform["simulates"]
     if device_of(platform) == "cuda":
         return "gpu"
     return "knl" if platform.get("kind") == "knl" else "cpu"
@@ -528,6 +531,8 @@ def netbench_placement(platform: str, runs: Mapping[RunKey, Settings], config: M
     kind = settings.get("kind", "local")
     if kind == "local":
         return Placement(kind, 2, 2, None, 2, 1, 0, "cpu")
+    if kind == "simulated":  # two simulated ranks, on two hosts of the platform: one process
+        return Placement(kind, 2, 2, None, 1, 1, 0, "cpu")
     spans = max(placement_of(key, config).nodes or 1 for key in runs if key.platform in members)
     per_node = ranks_per_node(settings)
     if spans > 1:
@@ -567,7 +572,7 @@ def netbench_threads(placement: Placement, local_cores: int | None) -> int:
 
 def cores_of(placement: Placement) -> int:
     """The cores a job occupies (its `threads:`, so `--cores N` caps the ranks running at once locally)."""
-    return placement.ranks * placement.cpus_per_task
+    return placement.tasks * placement.cpus_per_task
 
 
 def job_resources(placement: Placement, platform: Mapping) -> dict[str, Any]:
@@ -577,7 +582,7 @@ def job_resources(placement: Placement, platform: Mapping) -> dict[str, Any]:
         "mem_mb": mem_mb_per_node,
         "mem_mb_per_cpu": mem_mb_per_cpu,
         "runtime": platform["runtime"],
-        "tasks": placement.ranks,  # MPI ranks: workers, plus one for a dedicated master
+        "tasks": placement.tasks,  # MPI ranks: workers, plus one for a dedicated master (a simulation: one)
         # a local platform is one machine: under Slurm, one node
         "nodes": placement.nodes if placement.cluster else 1,
         "cpus_per_task": placement.cpus_per_task,
@@ -670,6 +675,11 @@ def wildcard_constraints(runs: Mapping[RunKey, Settings]) -> dict[str, str]:
 def name_constraint(name: str) -> dict[str, str]:
     """The `{name}` wildcard matches only this config's results namespace."""
     return {"name": re.escape(name)}
+
+
+def simulated_platforms(runs: Mapping[RunKey, Settings], config: Mapping) -> str:
+    """A regex of the grid's platforms of kind simulated (their runs are `scaledl simulate`, one process)."""
+    return one_of(key.platform for key in runs if config["platforms"][key.platform].get("kind") == "simulated")
 
 
 def masterless_algorithms(runs: Mapping[RunKey, Settings]) -> str:

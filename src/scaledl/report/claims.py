@@ -168,7 +168,15 @@ class Context:
     """What the results do not say about themselves: each platform's device, and the measured network."""
 
     devices: dict[str, str] = field(default_factory=dict)
-    network: Network | None = None
+    network: Network | None = None  # every platform's, unless `networks` names the platform
+    networks: dict[str, Network] = field(default_factory=dict)  # a platform's own (a simulated one's, say)
+
+    def network_of(self, rows: pd.DataFrame) -> Network | None:
+        """The network of the rows' platform: its own when `networks` has it, else the common one."""
+        platforms = set(rows["platform"].astype(str)) if "platform" in rows else set()
+        if len(platforms) == 1 and (platform := platforms.pop()) in self.networks:
+            return self.networks[platform]
+        return self.network
 
     def device_of(self, platform: str, rows: pd.DataFrame) -> str | None:
         """cpu, gpu or knl: the caller's mapping first (only it can tell a KNL), else a `device` column."""
@@ -591,8 +599,9 @@ def rule_weak_scaling_efficiency(frame: pd.DataFrame, claim: Claim, ctx: Context
     pairs = paired(base, top)
     eff = spread_of([divide(b, t) for b, t in pairs])
     ours = f"E(P={counts[-1]} vs {counts[0]}) = {eff.text(fmt_share)} paired by seed"
-    if ctx.network is not None:
-        ours += "; " + alpha_beta_efficiency(frame, algorithm, counts, int(claim.param("extrapolate_to")), ctx.network)
+    network = ctx.network_of(frame)
+    if network is not None:
+        ours += "; " + alpha_beta_efficiency(frame, algorithm, counts, int(claim.param("extrapolate_to")), network)
     problem = seeds_problem([smallest, largest], [len(base), len(top)], claim.param("min_seeds"))
     if problem:
         return Verdict(NOT_COMPARABLE, ours, problem, eff)
@@ -809,7 +818,7 @@ def evaluate_claim(results: pd.DataFrame, claim: Claim, ctx: Context, protocol: 
         settings = plural(len(incomplete), "setting")
         shown = "; ".join(incomplete[:3]) + (f" and {len(incomplete) - 3} more" if len(incomplete) > 3 else "")
         reason = f"missing {', '.join(missing)} in {settings}: {shown}"
-        rows.append(row(claim, protocol, settings, Verdict(NOT_COMPARABLE, reason=reason)))
+        rows.append(row(claim, protocol, settings, Verdict(NOT_COMPARABLE, reason=reason), simulated_platform(runs)))
     return rows
 
 
@@ -896,6 +905,9 @@ def claims_markdown(table: pd.DataFrame, summary: Path, claims_text: str, claims
     ]
     paper = table[~table["protocol"].isin([CONTROL]) & ~table["id"].isin(inclusion_ids(table))]
     simulated = paper["simulated_on"].fillna("").astype(str) if "simulated_on" in paper else pd.Series("", paper.index)
+    unrun = paper["setting"] == "—"  # a claim with no runs at all: said once, beside the runs there are
+    if simulated.any() and not ((simulated == "") & ~unrun).any():
+        simulated = simulated.where(~unrun, sorted(set(simulated) - {""})[0])  # only simulated runs here
     if simulated.any():
         lines += [
             "## Measured and simulated, claim by claim",

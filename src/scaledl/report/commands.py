@@ -249,9 +249,11 @@ def claims_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--netbench",
-        type=Path,
-        metavar="JSON",
-        help="a scaledl netbench file: adds the α-β model's weak-scaling efficiency",
+        action="append",
+        default=[],
+        metavar="[PLATFORM=]JSON",
+        help="a scaledl netbench file: adds the α-β model's weak-scaling efficiency; PLATFORM= gives a platform "
+        "its own network (repeat per platform; a simulated platform's comes from netbench --platform-file)",
     )
     parser.add_argument(
         "--device-of",
@@ -288,9 +290,10 @@ def claims_run(args: argparse.Namespace) -> int:
             raise UserError(f"{flag} {path}: must end in .{flag[6:]}")
     devices = parse_devices(args.device_of)
     claims = load_claims(args.claims)
-    network = read_netbench(args.netbench)[0] if args.netbench is not None else None
+    networks = parse_netbench(args.netbench)
     results = read_summary(args.summary)
-    table = evaluate(results, claims, Context(devices=devices, network=network), where=str(args.summary))
+    context = Context(devices=devices, network=networks.pop("*", None), networks=networks)
+    table = evaluate(results, claims, context, where=str(args.summary))
     text, where = (args.claims.read_text(), str(args.claims)) if args.claims else (default_claims_text(), "claims.yaml")
     write_table(
         table[CLAIM_COLUMNS], args.out_csv, args.out_md, markdown=claims_markdown(table, args.summary, text, where)
