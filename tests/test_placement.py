@@ -194,3 +194,10 @@ def test_a_simulated_platform_is_one_process_on_this_cpu():
         place("bad", {**sim, "device": "cuda"}, 2, needs_master=False)
     with pytest.raises(PlacementError, match="platform_file applies to kind simulated"):
         place("bad", {"kind": "local", "platform_file": "k80x8"}, 2, needs_master=False)
+
+
+def test_a_simulated_job_asks_memory_for_every_rank_it_simulates():
+    sim = {"kind": "simulated", "platform_file": "k80x8", "simulates": "gpu"}
+    shape = place("gpu8_sim", sim, 8, needs_master=True)
+    assert memory(sim, shape) == (9 * DEFAULT_MEM_MB_PER_CPU, None)  # one --mem for the 9 ranks' replicas
+    assert memory({**sim, "mem_mb_per_node": 4000}, shape) == (4000, None)

@@ -56,7 +56,9 @@ Memory: `mem_mb_per_node` asks for that much memory on every node (Snakemake's
 ranks and threads; `mem_mb_per_cpu` (`--mem-per-cpu`) only when it is the one
 given; neither gives DEFAULT_MEM_MB_PER_CPU per allocated core. A per-CPU
 request grows with cores_per_node, which some sites count in hardware threads
-(272 on a 68-core KNL), far past what a node has.
+(272 on a 68-core KNL), far past what a node has. A simulated job's one process
+holds every rank's model and loader: without mem_mb_per_node it asks for the
+per-CPU figure once per rank, as one --mem.
 """
 
 from __future__ import annotations
@@ -248,6 +250,8 @@ def memory(platform: Mapping, placement: Placement) -> tuple[int, int | None]:
     if platform.get("mem_mb_per_node") is not None:
         return platform["mem_mb_per_node"], None
     per_cpu = platform.get("mem_mb_per_cpu") or DEFAULT_MEM_MB_PER_CPU
+    if placement.kind == "simulated":  # one process holds every rank's replicas and loader: a share per rank
+        return per_cpu * placement.ranks * placement.cpus_per_task, None
     return per_cpu * placement.tasks_per_node * placement.cpus_per_task, per_cpu
 
 
