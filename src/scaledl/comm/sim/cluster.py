@@ -25,11 +25,11 @@ ANY_SOURCE, ANY_TAG = -2, -1
 _local = threading.local()
 
 
-class RankLost(Exception):  # noqa: N818 - what MPI reports for a peer whose node failed
+class RankLost(Exception):
     """A message to or from a rank whose host has failed."""
 
 
-class SimulatedAbort(Exception):  # noqa: N818 - raised to end the simulated job, like MPI_Abort ends a real one
+class SimulatedAbort(Exception):
     """A rank aborted the simulated job (MPI_Abort's twin): the runner ends every actor."""
 
     def __init__(self, status: int):
@@ -149,7 +149,7 @@ def spawn(name: str, target, *args):
         bind(state)
         try:
             done.value = target(*args)
-        except BaseException as error:  # noqa: BLE001 - an exception must not escape an actor (SimGrid aborts)
+        except BaseException as error:  # an exception must not escape an actor: SimGrid would abort
             done.error = error
         finally:
             done.finish()

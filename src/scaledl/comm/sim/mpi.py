@@ -70,7 +70,7 @@ FLOAT, DOUBLE, INT, BYTE = (
 )
 
 
-class Exception(RuntimeError):  # noqa: A001 - mpi4py's name: `except MPI.Exception` must catch the simulated failures
+class Exception(RuntimeError):  # mpi4py's name: `except MPI.Exception` must catch the simulated failures
     """A failed communication (a peer's host is down)."""
 
 
@@ -88,10 +88,10 @@ class Status:
     def __init__(self):
         self.source, self.tag, self.count = ANY_SOURCE, ANY_TAG, 0
 
-    def Get_tag(self) -> int:  # noqa: N802 - the mpi4py API
+    def Get_tag(self) -> int:  # the mpi4py API, names and all
         return self.tag
 
-    def Get_source(self) -> int:  # noqa: N802
+    def Get_source(self) -> int:
         return self.source
 
     def _set(self, message: Message) -> None:
@@ -104,12 +104,12 @@ class Request:
     def __init__(self, done):
         self._done = done
 
-    def Test(self) -> bool:  # noqa: N802
+    def Test(self) -> bool:
         if self._done.ready and self._done.error is not None:
             raise self._done.error
         return self._done.ready
 
-    def Wait(self) -> None:  # noqa: N802
+    def Wait(self) -> None:
         self._done.result()
 
     def wait_until(self, deadline: float) -> bool:
@@ -119,11 +119,11 @@ class Request:
         return self.Test() if done else False
 
     @staticmethod
-    def Testall(requests) -> bool:  # noqa: N802
+    def Testall(requests) -> bool:
         return all(r.Test() for r in requests)
 
     @staticmethod
-    def Waitall(requests) -> None:  # noqa: N802
+    def Waitall(requests) -> None:
         for r in requests:
             r.Wait()
 
@@ -140,10 +140,10 @@ class Comm:
         self.collective_calls = 0  # blocking collectives so far: their messages' tag
 
     # ---- who
-    def Get_rank(self) -> int:  # noqa: N802
+    def Get_rank(self) -> int:
         return self.rank
 
-    def Get_size(self) -> int:  # noqa: N802
+    def Get_size(self) -> int:
         return len(self.ranks)
 
     def __eq__(self, other) -> bool:
@@ -168,27 +168,27 @@ class Comm:
     def _inbox(self, channel: str | None = None):
         return self.cluster.inbox(channel or self.channel, self.ranks[self.rank])
 
-    def Send(self, buf, dest: int, tag: int = 0) -> None:  # noqa: N802
+    def Send(self, buf, dest: int, tag: int = 0) -> None:
         data = array(buf).copy()
         self._post(data, data.nbytes, dest, tag)
 
-    def Isend(self, buf, dest: int, tag: int = 0) -> Request:  # noqa: N802
+    def Isend(self, buf, dest: int, tag: int = 0) -> Request:
         data = array(buf).copy()
         return Request(spawn("isend", self._post, data, data.nbytes, dest, tag))
 
-    def Recv(self, buf, source: int = ANY_SOURCE, tag: int = ANY_TAG, status: Status | None = None) -> None:  # noqa: N802
+    def Recv(self, buf, source: int = ANY_SOURCE, tag: int = ANY_TAG, status: Status | None = None) -> None:
         message = self._inbox().take(source, tag)
         out = array(buf)
         out.reshape(-1).view(np.uint8)[: message.payload.nbytes] = message.payload.reshape(-1).view(np.uint8)
         if status is not None:
             status._set(message)
 
-    def Probe(self, source: int = ANY_SOURCE, tag: int = ANY_TAG, status: Status | None = None) -> None:  # noqa: N802
+    def Probe(self, source: int = ANY_SOURCE, tag: int = ANY_TAG, status: Status | None = None) -> None:
         message = self._inbox().take(source, tag, remove=False)
         if status is not None:
             status._set(message)
 
-    def Iprobe(self, source: int = ANY_SOURCE, tag: int = ANY_TAG, status: Status | None = None) -> bool:  # noqa: N802
+    def Iprobe(self, source: int = ANY_SOURCE, tag: int = ANY_TAG, status: Status | None = None) -> bool:
         message = self._inbox().find(source, tag, remove=False)
         if message is None:
             this_rank().cluster.sg.this_actor.sleep_for(self.cluster.poll_s)  # a spin loop must let time pass
@@ -211,33 +211,33 @@ class Comm:
         self._nonblocking += 1
         return collectives.Channel(self, f"{self.channel}#nb{self._nonblocking}", 0)
 
-    def Barrier(self) -> None:  # noqa: N802
+    def Barrier(self) -> None:
         collectives.barrier(self._collective())
 
-    def Ibarrier(self) -> Request:  # noqa: N802
+    def Ibarrier(self) -> Request:
         return Request(spawn("ibarrier", collectives.barrier, self._nonblocking_channel()))
 
-    def Bcast(self, buf, root: int = 0) -> None:  # noqa: N802
+    def Bcast(self, buf, root: int = 0) -> None:
         collectives.bcast(self._collective(), array(buf), root)
 
-    def Reduce(self, sendbuf, recvbuf, op: Op = SUM, root: int = 0) -> None:  # noqa: N802
+    def Reduce(self, sendbuf, recvbuf, op: Op = SUM, root: int = 0) -> None:
         send = array(recvbuf) if sendbuf is IN_PLACE else array(sendbuf)
         recv = array(recvbuf) if self.rank == root else None
         collectives.reduce(self._collective(), send, recv, op, root)
 
-    def Allreduce(self, sendbuf, recvbuf, op: Op = SUM) -> None:  # noqa: N802
+    def Allreduce(self, sendbuf, recvbuf, op: Op = SUM) -> None:
         recv = array(recvbuf)
         if sendbuf is not IN_PLACE:
             np.copyto(recv, array(sendbuf))
         collectives.allreduce(self._collective(), recv, op)
 
-    def Iallreduce(self, sendbuf, recvbuf, op: Op = SUM) -> Request:  # noqa: N802
+    def Iallreduce(self, sendbuf, recvbuf, op: Op = SUM) -> Request:
         recv = array(recvbuf)
         if sendbuf is not IN_PLACE:
             np.copyto(recv, array(sendbuf))
         return Request(spawn("iallreduce", collectives.allreduce, self._nonblocking_channel(), recv, op))
 
-    def Gather(self, sendbuf, recvbuf, root: int = 0) -> None:  # noqa: N802
+    def Gather(self, sendbuf, recvbuf, root: int = 0) -> None:
         out = array(recvbuf) if self.rank == root else None
         collectives.gather(self._collective(), array(sendbuf), out, root)
 
@@ -263,10 +263,10 @@ class Comm:
         self._children += 1
         return f"{self.channel}/{what}{self._children}"
 
-    def Dup(self) -> Comm:  # noqa: N802
+    def Dup(self) -> Comm:
         return Comm(self._child_channel("dup"), self.ranks, self.rank)
 
-    def Split(self, color: int = 0, key: int = 0) -> Comm | None:  # noqa: N802
+    def Split(self, color: int = 0, key: int = 0) -> Comm | None:
         channel = self._child_channel("split")
         chosen = self.allgather((color, key, self.rank))
         if color == UNDEFINED:
@@ -275,14 +275,14 @@ class Comm:
         ranks = tuple(self.ranks[r] for _, r in members)
         return Comm(f"{channel}.{color}", ranks, [r for _, r in members].index(self.rank))
 
-    def Split_type(self, split_type: int, key: int = 0) -> Comm:  # noqa: N802
+    def Split_type(self, split_type: int, key: int = 0) -> Comm:
         nodes = sorted({state.node for state in self.cluster.ranks})
         return self.Split(nodes.index(this_rank().node), key)
 
-    def Free(self) -> None:  # noqa: N802
+    def Free(self) -> None:
         pass
 
-    def Abort(self, errorcode: int = 0) -> None:  # noqa: N802
+    def Abort(self, errorcode: int = 0) -> None:
         raise SimulatedAbort(errorcode)
 
 
@@ -354,14 +354,14 @@ class Win:
         return Win(comm, memories, [u for _, u in sorted(everyone)], locks)
 
     @staticmethod
-    def Allocate(size: int, disp_unit: int = 1, info=None, comm: Comm | None = None) -> Win:  # noqa: N802
+    def Allocate(size: int, disp_unit: int = 1, info=None, comm: Comm | None = None) -> Win:
         return Win._create(size, disp_unit, comm)
 
     @staticmethod
-    def Allocate_shared(size: int, disp_unit: int = 1, info=None, comm: Comm | None = None) -> Win:  # noqa: N802
+    def Allocate_shared(size: int, disp_unit: int = 1, info=None, comm: Comm | None = None) -> Win:
         return Win._create(size, disp_unit, comm)
 
-    def Shared_query(self, rank: int):  # noqa: N802
+    def Shared_query(self, rank: int):
         return memoryview(self.memories[rank]), self.disp_units[rank]
 
     def tomemory(self):
@@ -376,22 +376,22 @@ class Win:
             cluster.transfer(me, there, 0)
             cluster.transfer(there, me, 0)
 
-    def Lock(self, rank: int, lock_type: int = LOCK_EXCLUSIVE, assertion: int = 0) -> None:  # noqa: N802
+    def Lock(self, rank: int, lock_type: int = LOCK_EXCLUSIVE, assertion: int = 0) -> None:
         exclusive = lock_type == LOCK_EXCLUSIVE
         self._round_trip(rank)
         self.locks[rank].lock(exclusive)
         self._held[rank] = exclusive
 
-    def Unlock(self, rank: int) -> None:  # noqa: N802
+    def Unlock(self, rank: int) -> None:
         self.locks[rank].unlock(self._held.pop(rank))
 
-    def Flush(self, rank: int) -> None:  # noqa: N802
+    def Flush(self, rank: int) -> None:
         pass  # every operation completed when it was issued
 
-    def Sync(self) -> None:  # noqa: N802
+    def Sync(self) -> None:
         pass
 
-    def Free(self) -> None:  # noqa: N802
+    def Free(self) -> None:
         self.comm.Barrier()
 
     # ---- operations: move the bytes, then apply
@@ -406,22 +406,22 @@ class Win:
         except RankLost as error:
             raise Exception(f"Other MPI error: {error}") from None
 
-    def Put(self, origin, target_rank: int, target=None) -> None:  # noqa: N802
+    def Put(self, origin, target_rank: int, target=None) -> None:
         data = array(origin)
         self._move(self.comm.rank, target_rank, data.nbytes)
         self._view(target_rank, _target(target, self.disp_units[target_rank]), data)[...] = data
 
-    def Get(self, origin, target_rank: int, target=None) -> None:  # noqa: N802
+    def Get(self, origin, target_rank: int, target=None) -> None:
         out = array(origin)
         self._move(target_rank, self.comm.rank, out.nbytes)
         out[...] = self._view(target_rank, _target(target, self.disp_units[target_rank]), out)
 
-    def Accumulate(self, origin, target_rank: int, target=None, op: Op = SUM) -> None:  # noqa: N802
+    def Accumulate(self, origin, target_rank: int, target=None, op: Op = SUM) -> None:
         data = array(origin)
         self._move(self.comm.rank, target_rank, data.nbytes)
         op.apply(self._view(target_rank, _target(target, self.disp_units[target_rank]), data), data)
 
-    def Get_accumulate(self, origin, result, target_rank: int, target=None, op: Op = SUM) -> None:  # noqa: N802
+    def Get_accumulate(self, origin, result, target_rank: int, target=None, op: Op = SUM) -> None:
         data, out = array(origin), array(result)
         there = self._view(target_rank, _target(target, self.disp_units[target_rank]), out)
         if op is not NO_OP:
@@ -430,7 +430,7 @@ class Win:
         out[...] = there
         op.apply(there, data)
 
-    def Fetch_and_op(self, origin, result, target_rank: int, target_disp: int = 0, op: Op = SUM) -> None:  # noqa: N802
+    def Fetch_and_op(self, origin, result, target_rank: int, target_disp: int = 0, op: Op = SUM) -> None:
         self.Get_accumulate(origin, result, target_rank, target_disp, op)
 
 
@@ -445,23 +445,23 @@ class SimulatedMPI:
     Comm, Win, Request, Status, Exception = Comm, Win, Request, Status, Exception
 
     @property
-    def COMM_WORLD(self) -> Comm:  # noqa: N802
+    def COMM_WORLD(self) -> Comm:
         return this_rank().world
 
     @staticmethod
-    def Wtime() -> float:  # noqa: N802
+    def Wtime() -> float:
         return this_rank().cluster.now()
 
     @staticmethod
-    def Query_thread() -> int:  # noqa: N802
+    def Query_thread() -> int:
         return THREAD_MULTIPLE  # helper actors may call anything
 
     @staticmethod
-    def Get_version() -> tuple[int, int]:  # noqa: N802
+    def Get_version() -> tuple[int, int]:
         return (3, 1)
 
     @staticmethod
-    def Get_library_version() -> str:  # noqa: N802
+    def Get_library_version() -> str:
         return f"simulated MPI over SimGrid {this_rank().cluster.sg.simgrid_version}"
 
     @staticmethod
@@ -470,7 +470,7 @@ class SimulatedMPI:
         return "SimGrid", tuple(int(part) for part in version.split(".")[:3])
 
     @staticmethod
-    def Finalize() -> None:  # noqa: N802
+    def Finalize() -> None:
         pass
 
 

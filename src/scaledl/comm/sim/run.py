@@ -211,7 +211,7 @@ class Simulation:
         except self.sg.ActorKilled:
             if state.alive and self.outcome.status == 0 and self.outcome.error is None:
                 self.hung.append(state.rank)  # SimGrid kills whoever is left blocked when nothing can move
-        except BaseException:  # noqa: BLE001 - a bug: kept with its traceback, the job ends
+        except BaseException:  # a bug: kept with its traceback, and the job ends
             self._end(1, None, crashed=traceback.format_exc())
 
     def _end(self, status: int, error: str | None, crashed: str | None = None) -> None:
