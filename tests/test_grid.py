@@ -713,3 +713,22 @@ def test_a_plugin_datasets_file_gives_its_size_and_must_carry_its_name(tmp_path,
     )
     (tmp_path / "data/hdf5/survey.h5").write_bytes(b"not hdf5")
     assert "not an HDF5 file" in refused(cfg)
+
+
+def test_a_regime_map_needs_a_simulated_platform_and_a_timing_free_pair():
+    from scaledl.grid.runs import GridError, check_regime_map, regime_map_of
+
+    config = {
+        "platforms": {"local": {"kind": "local"}, "sim": {"kind": "simulated", "platform_file": "k80x8"}},
+        "regime_map": {"claim": "sync_easgd3:easgd", "platform": "sim", "dataset": "mnist", "model": "lenet",
+                       "workers": 8},
+    }  # fmt: skip
+    check_regime_map(config)
+    assert regime_map_of(config)["steps"] == 20 and regime_map_of({"regime_map": None}) is None
+    for change, words in (
+        ({"platform": "local"}, "not a platform of kind simulated"),
+        ({"claim": "sync_easgd3:nope"}, "'nope' is not an algorithm"),
+        ({"claim": "async_easgd:async_sgd"}, "depend on the timing"),
+    ):
+        with pytest.raises(GridError, match=words):
+            check_regime_map({**config, "regime_map": {**config["regime_map"], **change}})

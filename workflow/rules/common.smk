@@ -130,7 +130,33 @@ def final_outputs():
         *(f"{RESULTS}/report/figures/{figure}.png" for figure in FIGURE_NAMES),
         f"{RESULTS}/report/metrics_long.csv",
         *([f"{RESULTS}/{tune.CHOSEN}", f"{RESULTS}/{tune.CHOSEN_MD}"] if trial_files() else []),
+        *([f"{RESULTS}/report/regime/map.png"] if grid.regime_map_of(config) and regime_runs(None) else []),
     ]
+
+
+def regime_runs(wildcards):
+    """The runs (run.json) of both sides of the regime map's claim on its platform, dataset, model and P:
+    the tuned ones where the config tunes them, else those at the shared settings."""
+    spec = grid.regime_map_of(config)
+    sides = spec["claim"].split(":")
+    found = [
+        run for run in RUNS
+        if run.stage == grid.RUNS_STAGE and run.algorithm in sides and run.platform == spec["platform"]
+        and run.dataset == spec["dataset"] and run.model == spec["model"] and run.workers == spec["workers"]
+    ]
+    setting = "tuned" if any(run.setting == "tuned" for run in found) else ""
+    return [f"{grid.run_dir(run, NAME)}/run.json" for run in found if run.setting == setting]
+
+
+def regime_flags(wildcards):
+    spec = grid.regime_map_of(config)
+    platform = config["platforms"][spec["platform"]]
+    flags = grid.as_flags({
+        "platform_file": platform["platform_file"], "claim": spec["claim"], "workers": spec["workers"],
+        "model": spec["model"], "bandwidth_factors": spec["bandwidth_factors"],
+        "speed_factors": spec["speed_factors"], "steps": spec["steps"],
+    })
+    return f"{flags} --train-args='--batch-size {config['train']['batch_size']}'"  # = : a value that starts with --
 
 
 def run_files(name):

@@ -40,3 +40,27 @@ rule figures:
     shell:
         "python -m scaledl figures --runs {input.runs} {params.netbench} --out-dir {params.out_dir}"
         " --metrics-out {output.metrics} > {log} 2>&1"
+
+
+# Optional (config `regime_map`): where a claim holds over network bandwidth × device speed,
+# simulated on the scaled platform from the steps to target of this config's runs of both
+# sides (scaledl.report.regime). It runs simulations: a job of its own, on this machine's CPU.
+rule regime_map:
+    input:
+        data=lambda wildcards: f"data/hdf5/{config['regime_map']['dataset']}.h5",
+        runs=regime_runs,
+    output:
+        png=report("results/{name}/report/regime/map.png", caption="../report/regime_map.rst", category="Figures"),
+        csv="results/{name}/report/regime/map.csv",
+        md="results/{name}/report/regime/map.md",
+    log:
+        "logs/{name}/report/regime_map.log",
+    conda:
+        "../envs/scaledl.yaml"
+    threads: 2
+    params:
+        flags=regime_flags,
+        out_dir=subpath(output.png, parent=True),
+    shell:
+        "python -m scaledl regime-map --data {input.data} --runs {input.runs} {params.flags} --jobs {threads}"
+        " --out-dir {params.out_dir} > {log} 2>&1"

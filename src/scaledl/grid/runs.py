@@ -341,7 +341,39 @@ def _expand(config: Mapping) -> dict[RunKey, Settings]:
         if block.get("tuned") and not (block.get("if_present") and not Path(block["if_present"]).exists()):
             for key, settings in trials_of(number, config, block):
                 add_run(runs, number, key, settings, config)
+    check_regime_map(config)
     return runs
+
+
+# The patterns whose numerics the timing cannot change: a regime map reuses their steps to target anywhere.
+TIMING_FREE_PATTERNS = ("collectives", "round_robin")
+
+
+REGIME_DEFAULTS = {"bandwidth_factors": [0.01, 0.1, 1, 10], "speed_factors": [0.1, 1, 10], "steps": 20}
+
+
+def regime_map_of(config: Mapping) -> dict | None:
+    """The config's `regime_map` with its defaults (the schema cannot fill those of a nullable block), or None."""
+    spec = config.get("regime_map")
+    return {**REGIME_DEFAULTS, **spec} if spec else None
+
+
+def check_regime_map(config: Mapping) -> None:
+    """GridError unless `regime_map` (when given) names a simulated platform and two timing-free algorithms."""
+    spec = regime_map_of(config)
+    if not spec:
+        return
+    platform = config["platforms"].get(spec["platform"])
+    if platform is None or platform.get("kind") != "simulated":
+        raise GridError(f"regime_map: platform {spec['platform']!r} is not a platform of kind simulated in this config")
+    for side in spec["claim"].split(":"):
+        if side not in ALGORITHMS:
+            raise GridError(f"regime_map: claim {spec['claim']}: {side!r} is not an algorithm")
+        if ALGORITHMS[side].pattern not in TIMING_FREE_PATTERNS:
+            raise GridError(
+                f"regime_map: claim {spec['claim']}: {side}'s numerics depend on the timing (pattern "
+                f"{ALGORITHMS[side].pattern}); map a synchronous or round-robin pair"
+            )
 
 
 def block_points(number: int, config: Mapping, block: Mapping) -> list[tuple[str, Settings]]:

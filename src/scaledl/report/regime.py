@@ -40,10 +40,10 @@ from scaledl.algorithms import ALGORITHMS
 from scaledl.atomic import atomic_path, write_text
 from scaledl.comm.sim.platform import resolve, scaled
 from scaledl.errors import UserError
+from scaledl.grid.runs import TIMING_FREE_PATTERNS
 from scaledl.report.runs import expand_runs, read_run
 
 HELP = "map where a claim holds over network bandwidth × device speed, by simulation (needs SimGrid)"
-TIMING_FREE = ("collectives", "round_robin")  # the registry's patterns whose numerics the timing cannot change
 
 
 def factors(text: str, flag: str) -> list[float]:
@@ -63,7 +63,7 @@ def claim_pair(text: str) -> tuple[str, str]:
             raise UserError(
                 f"--claim {text}: {key!r} is not an algorithm (expected FASTER:SLOWER, e.g. sync_easgd3:easgd)"
             )
-        if ALGORITHMS[key].pattern not in TIMING_FREE:
+        if ALGORITHMS[key].pattern not in TIMING_FREE_PATTERNS:
             raise UserError(
                 f"--claim {text}: {key}'s numerics depend on the timing (pattern {ALGORITHMS[key].pattern}), so its "
                 "steps to target would need a whole run per point; map a synchronous or round-robin pair"
