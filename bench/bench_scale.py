@@ -6,7 +6,7 @@
 
 Not a timing comparison but a check that the message patterns hold up at more ranks than
 the machine has cores: each cell is one `scaledl train` run of LeNet on the embedded digits
-set (batch 64 per worker, lr 0.05, seed 0, every other setting the algorithm's default) with
+set (batch 64 per worker, seed 0, η by `learning_rate`, every other setting the algorithm's default) with
 P = WORKERS workers (P + 1 ranks for an algorithm with a dedicated master), stopped at test
 accuracy TARGET (the center evaluated every EVAL_EVERY steps, off the clock) or after
 MAX_STEPS steps, whichever comes first; then every master-based algorithm once more at
@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -59,6 +60,40 @@ def cell_name(algorithm: str, workers: int) -> str:
     return f"{algorithm} P={workers}"
 
 
+def learning_rate(algorithm: str, workers: int) -> float:
+    """η as config/config.yaml sets it for digits: 0.05; 0.01 for Async MEASGD (momentum steps by about
+    η/(1−μ)); 0.01/P for Async MSGD (its one momentum buffer compounds every worker's stale gradient);
+    0.05/P for chip_partition, whose update is the sum of the P gradients (the same step as sync_sgd's at 0.05)."""
+    return {"async_measgd": 0.01, "async_msgd": 0.01 / workers, "chip_partition": 0.05 / workers}.get(algorithm, 0.05)
+
+
+def launch(ranks: int, args: list[str], timeout: float) -> tuple[int | str, str]:
+    """`mpiexec -n ranks python -m mpi4py ARGS` in the table's launch environment, in a process group of its
+    own so that a hung job is ended whole (mpiexec, its proxies and every rank): (exit status or "timeout",
+    stderr and stdout)."""
+    launch = common.LAUNCH
+    cmd = [common.mpiexec(), *launch.mpiexec_args(ranks), "-n", str(ranks), sys.executable, "-m", "mpi4py", *args]
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=common.mpi_env(ranks, launch),
+        cwd=common.REPO,
+        start_new_session=True,
+    )
+    try:
+        output, _ = proc.communicate(timeout=timeout)
+        return proc.returncode, output
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        output, _ = proc.communicate()
+        return "timeout", output
+    except BaseException:
+        os.killpg(proc.pid, signal.SIGKILL)
+        raise
+
+
 def one_run(data: Path, out: Path, algorithm: str, workers: int, args) -> dict:
     from scaledl.algorithms import tasks_for
 
@@ -84,7 +119,7 @@ def one_run(data: Path, out: Path, algorithm: str, workers: int, args) -> dict:
         "--batch-size",
         "64",
         "--lr",
-        "0.05",
+        f"{learning_rate(algorithm, workers):g}",
         "--seed",
         "0",
         "--threads",
@@ -96,13 +131,11 @@ def one_run(data: Path, out: Path, algorithm: str, workers: int, args) -> dict:
     ]
     load = os.getloadavg()[0]
     t0 = time.monotonic()
-    try:
-        proc = common.run_mpi(ranks, train, timeout=args.timeout, check=False)
-        status, tail = proc.returncode, (proc.stderr or proc.stdout).strip().splitlines()[-8:]
-    except subprocess.TimeoutExpired as exc:
-        status, tail = "timeout", str(exc.stderr or exc.output or "").strip().splitlines()[-8:]
+    status, output = launch(ranks, train, args.timeout)
+    tail = output.strip().splitlines()[-8:]
     wall = time.monotonic() - t0
-    result = {"algorithm": algorithm, "workers": workers, "ranks": ranks, "exit": status, "wall_s": wall}
+    result = {"algorithm": algorithm, "workers": workers, "ranks": ranks, "lr": learning_rate(algorithm, workers)}
+    result.update({"exit": status, "wall_s": wall})
     result["load_before"], result["load_after"] = load, os.getloadavg()[0]
     if status != 0 or not (out / "run.json").exists():
         return {**result, "tail": tail}
@@ -164,7 +197,8 @@ def render(record: dict) -> tuple[str, str, str, str]:
     meta = record["meta"]
     sizes = sorted({d["workers"] for (d,) in meta["details"].values()})
     intro = (
-        f"`scaledl train` of LeNet on digits (batch 64 per worker, lr 0.05, seed 0, each algorithm's defaults) "
+        f"`scaledl train` of LeNet on digits (batch 64 per worker, seed 0, each algorithm's defaults; η 0.05, "
+        "Async MEASGD 0.01, Async MSGD 0.01/P, chip_partition 0.05/P (the sum of P gradients)) "
         f"to test accuracy {meta['target']} (evaluated every {meta['eval_every']} steps, off the clock) within "
         f"{meta['max_steps']} steps; P workers, P + 1 ranks with a dedicated master, all on this machine's "
         f"{record['machine'].get('cores', '?')} cores (MPICH yielding while it waits). One run per cell. "
