@@ -17,7 +17,7 @@ Per run: whether it reached the target, its steps, its final test accuracy, its 
 the target (run.json's `time_to_target_s`: evaluations and setup excluded), its steady-state
 seconds per step, and the job's wall time (mpiexec launch to exit). A run that fails or times
 out is kept in the record with its exit status and the tail of its output. The sample of each
-cell is its wall time. Not part of run_all (about 30 minutes on 2 cores); a record measured
+cell is its wall time. Not part of run_all (about 15 minutes on 2 cores); a record measured
 from a tree with uncommitted changes never rewrites docs/benchmarks.md.
 """
 
