@@ -17,6 +17,7 @@ SCRIPTS = [
     "bench_gpu.py",
     "bench_hogwild.py",
     "bench_evaluation.py",
+    "bench_scale.py",
     "run_all.py",
     "compare.py",
 ]

@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from mpi_run import run_mpi
+from scaledl.comm.roles import oversubscribed
 
 HERE = Path(__file__).parent
 pytestmark = pytest.mark.mpi
@@ -23,3 +24,9 @@ def test_master_patterns_rank_valued(ranks):
     result = run_mpi(ranks, [str(HERE / "mpi" / "check_master_patterns.py")], timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.count(" ok") == ranks
+
+
+def test_ranks_share_the_cores_only_beyond_the_nodes_cpus():
+    """Roles.shares_cores: a round-robin worker then waits for its turn asleep (both ways run above)."""
+    assert not oversubscribed(2, cpus=2) and oversubscribed(3, cpus=2) and oversubscribed(17, cpus=2)
+    assert not oversubscribed(17, cpus=68)

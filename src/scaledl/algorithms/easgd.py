@@ -38,7 +38,7 @@ class RoundRobinEASGD(MasterBased):
             self.turns = 0
             self.lags = [Staleness() for _ in r.worker_ranks]  # measured at the master
         else:
-            self.rr = RoundRobinWorker(r.world, r.master)
+            self.rr = RoundRobinWorker(r.world, r.master, shares_cores=r.shares_cores)
             self.center_host = host_array(self.params.numel)
             self.center_copy = torch.empty_like(self.params.data)
 

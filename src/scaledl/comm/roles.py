@@ -11,8 +11,10 @@ Everywhere else code asks `roles.is_master` / `roles.is_worker`, never `rank == 
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
+from scaledl.comm import transport
 from scaledl.comm.transport import MPI
 from scaledl.errors import UserError
 
@@ -49,9 +51,22 @@ class Roles:
         return "worker"
 
     @property
+    def shares_cores(self) -> bool:
+        """More ranks on this node than it has CPUs (a laptop's P + 1 ranks on 2 cores): they time-slice
+        the cores, so a rank that waits long should sleep between polls; blocked in MPI it spins (MPICH
+        spins even when it yields), taking the core from the rank it waits for. Never in a simulation,
+        whose ranks are actors of one process."""
+        return oversubscribed(self.local_size) and not transport.current().simulated
+
+    @property
     def worker_index(self) -> int:
         """0..P-1 on workers (selects the data shard); -1 on a dedicated master."""
         return self.worker_comm.Get_rank() if self.worker_comm is not None else -1
+
+
+def oversubscribed(ranks_on_node: int, cpus: int | None = None) -> bool:
+    """Whether `ranks_on_node` ranks outnumber the node's CPUs (`cpus`, default os.cpu_count())."""
+    return ranks_on_node > (cpus or os.cpu_count() or 1)
 
 
 def make_roles(world: MPI.Comm, *, dedicated_master: bool, algorithm: str = "") -> Roles:

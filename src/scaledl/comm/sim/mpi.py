@@ -21,6 +21,7 @@ calls; anything else raises AttributeError. The semantics:
 
 from __future__ import annotations
 
+import math
 import pickle
 
 import numpy as np
@@ -84,6 +85,11 @@ def array(buf) -> np.ndarray | None:
     return np.frombuffer(buf, dtype=np.uint8)
 
 
+def _timeout(deadline: float) -> float | None:
+    """Simulated seconds until `deadline` (None: no deadline, wait for as long as it takes)."""
+    return None if math.isinf(deadline) else max(0.0, deadline - this_rank().cluster.now())
+
+
 class Status:
     def __init__(self):
         self.source, self.tag, self.count = ANY_SOURCE, ANY_TAG, 0
@@ -115,7 +121,7 @@ class Request:
     def wait_until(self, deadline: float) -> bool:
         """Completed before the simulated time `deadline`? (transport.complete's blocking wait; a failed
         operation raises its error)"""
-        done = self._done.wait(max(0.0, deadline - this_rank().cluster.now()))
+        done = self._done.wait(_timeout(deadline))
         return self.Test() if done else False
 
     @staticmethod
@@ -199,8 +205,7 @@ class Comm:
 
     def probe_until(self, source: int, tag: int, deadline: float) -> bool:
         """A matching message arrived before the simulated time `deadline`? (transport.arrival)"""
-        timeout = max(0.0, deadline - self.cluster.now())
-        return self._inbox().take(source, tag, remove=False, timeout=timeout) is not None
+        return self._inbox().take(source, tag, remove=False, timeout=_timeout(deadline)) is not None
 
     # ---- collectives (scaledl.comm.sim.collectives), each on this communicator's collective channel
     def _collective(self) -> collectives.Channel:
