@@ -76,7 +76,8 @@ BENCHES = (
 # launch environment as theirs); the ladder measures its own, in its table's environment (MPICH yielding).
 USES_NETBENCH = ("allreduce", "scaling")
 BUDGET_S = 70 * 60
-OPTIONAL = {"simulation": available}  # benches that need an optional dependency, and the check for it
+OPTIONAL = {"simulation": available}
+MNIST = common.REPO / "data" / "hdf5" / "mnist.h5"  # prepared by the workflow (or scaledl prepare mnist), if here  # benches that need an optional dependency, and the check for it
 
 
 def record_netbench(path: Path, m: dict, raw: Path) -> dict:
@@ -201,6 +202,8 @@ def main(argv: list[str] | None = None) -> int:
                 cmd += ["--raw", str(quick_dir / f"{name}.json")]
             if name in USES_NETBENCH:
                 cmd += ["--netbench", str(nb)]
+            if name == "simulation" and MNIST.exists() and not args.quick:
+                cmd += ["--mnist", str(MNIST)]  # also the wall time of a simulated P = 8 run to its target
             t0 = time.perf_counter()
             proc = subprocess.run(cmd, cwd=common.REPO)
             print(f"[{script}: {time.perf_counter() - t0:.0f} s]", flush=True)
