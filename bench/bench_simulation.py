@@ -306,10 +306,11 @@ def render(record: dict) -> tuple[str, str, str, str]:
     notes = (
         "Measured: the workers' mean steady-state seconds per step of the MPI run (bench.common.steady_state); "
         "simulated: the same quantity from the simulated run's timeline. The α-β model's α is the simulated "
-        "latency of an empty message from rank 0, averaged over the other ranks, its β the platform's link bandwidth: the model counts "
-        "a route as one link, the simulation shares links among the flows crossing them at once. Real compute: "
-        "each actor's CPU seconds in its data, compute, update and copy phases plus the evaluations' seconds."
-        + common.record_tail(meta, BUDGET_S)
+        "latency of an empty message from rank 0, averaged over the other ranks, its β the platform's link "
+        "bandwidth: the model counts a route as one link, the simulation shares links among the flows crossing them at once. Real compute: "
+        "each actor's CPU seconds in its data, compute, update and copy phases and in the collectives' "
+        "reductions, plus the evaluations' seconds; the rest of the wall time is the simulator (SimGrid, its "
+        "threads, the messages' copies)." + common.record_tail(meta, BUDGET_S)
     )
     return TITLE, intro, tables, notes
 

@@ -77,7 +77,9 @@ BENCHES = (
 USES_NETBENCH = ("allreduce", "scaling")
 BUDGET_S = 70 * 60
 OPTIONAL = {"simulation": available}
-MNIST = common.REPO / "data" / "hdf5" / "mnist.h5"  # prepared by the workflow (or scaledl prepare mnist), if here  # benches that need an optional dependency, and the check for it
+MNIST = (
+    common.REPO / "data" / "hdf5" / "mnist.h5"
+)  # prepared by the workflow (or scaledl prepare mnist), if here  # benches that need an optional dependency, and the check for it
 
 
 def record_netbench(path: Path, m: dict, raw: Path) -> dict:

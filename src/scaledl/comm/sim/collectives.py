@@ -22,6 +22,7 @@ is charged to the rank's device (Meter.reduction).
 from __future__ import annotations
 
 import pickle
+import time
 
 import numpy as np
 
@@ -48,15 +49,15 @@ class Channel:
         self.send(dest, data.copy(), data.nbytes)
 
 
-def _charge_reduction(nbytes: int) -> None:
-    meter = this_rank().meter
-    if meter is not None:
-        meter.reduction(nbytes)
-
-
 def _combine(op, into: np.ndarray, value: np.ndarray) -> None:
+    """into ← into (op) value: real arithmetic (its CPU seconds are the rank's numerics), charged to the
+    simulated clock as the reduction's memory traffic."""
+    meter = this_rank().meter
+    t0 = time.thread_time()
     op.apply(into, value)
-    _charge_reduction(into.nbytes)
+    if meter is not None:
+        meter.real_s += time.thread_time() - t0
+        meter.reduction(into.nbytes)
 
 
 def _chunks(n: int, parts: int) -> list[tuple[int, int]]:
