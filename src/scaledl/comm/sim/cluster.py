@@ -87,7 +87,8 @@ class RankState:
     meter: object = None  # scaledl.comm.sim.costs.Meter
     world: object = None  # its COMM_WORLD (scaledl.comm.sim.mpi.Comm)
     alive: bool = True  # False once its host failed (Simulation's --fail)
-    actors: list = field(default_factory=list)  # its main actor and helpers, killed together when it fails
+    actors: list = field(default_factory=list)  # its main actor and live helpers, killed together when it fails
+    helpers: list = field(default_factory=list)  # (actor, Done) of its helpers, the finished ones dropped
 
 
 @dataclass
@@ -120,7 +121,7 @@ class Cluster:
         """Rank `rank`'s host fails: its actors die; messages to it fail from now on."""
         state = self.ranks[rank]
         state.alive = False
-        for actor in state.actors:
+        for actor in [*state.actors, *(actor for actor, done in state.helpers if not done.ready)]:
             actor.kill()
 
     def now(self) -> float:
@@ -145,16 +146,22 @@ def spawn(name: str, target, *args):
     sg = state.cluster.sg
     done = Done(sg)
 
+    work = [target, args]  # emptied once run: a finished helper must not keep its message (a 143 MB W) alive
+
     def body():
         bind(state)
+        run, run_args = work
+        work.clear()
         try:
-            done.value = target(*args)
+            done.value = run(*run_args)
         except BaseException as error:  # an exception must not escape an actor: SimGrid would abort
             done.error = error
         finally:
+            del run, run_args
             done.finish()
 
-    state.actors.append(sg.Actor.create(name, state.host, body))
+    state.helpers = [(actor, d) for actor, d in state.helpers if not d.ready]
+    state.helpers.append((sg.Actor.create(name, state.host, body), done))
     return done
 
 
