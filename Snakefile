@@ -4,12 +4,15 @@
 #     --train (MPI, a job per tune trial on a validation split)--> results/NAME/tune/.../run.json  train.smk
 #     --tune (each algorithm's best trial)--> results/NAME/tune/chosen.{csv,md}                   tune.smk
 #     --train (MPI, a job per grid point x seed)--> results/NAME/runs/.../{metrics.csv,run.json}   train.smk
+#     --train_simulated (a simulated platform: one process, every rank an actor)--> the same       train.smk
 #     --aggregate, scaling, averaging--> results/NAME/tables/{summary,scaling,averaging}.{csv,md}  report.smk
 #     --plot_accuracy_vs_time--> results/NAME/plots/accuracy_vs_time.png                           report.smk
 #   largest run's allocation --netbench--> results/NAME/netbench/{platform}.json                   net.smk
+#   a simulated platform --netbench_simulated--> results/NAME/netbench/{platform}.json             net.smk
 #     + runs --comm_model--> results/NAME/tables/comm_model/{platform}.{csv,md}                    net.smk
 #   summary + netbench --claims--> results/NAME/report/claims.{md,csv}                             report.smk
 #   runs + netbench --figures--> results/NAME/report/figures/*.png, metrics_long.csv               figures.smk
+#   runs on a simulated platform --regime_map (if configured)--> results/NAME/report/regime/map.*   figures.smk
 #   (NAME: the config's `name`, else its file name: each config has its own results)
 #
 # Run: snakemake --cores 2                      (laptop, config/config.yaml)

@@ -488,7 +488,8 @@ def test_workflow_downloads_verifies_and_prepares(server, tmp_path):
         for name, data in files.items()
     }
     config = {
-        "experiments": [{"dataset": "mnist", "algorithms": ["sync_sgd"], "train": {"max_steps": 2}}],
+        # a batch the 20-image file's shards hold: once prepared, the grid checks its shards against it
+        "experiments": [{"dataset": "mnist", "algorithms": ["sync_sgd"], "train": {"max_steps": 2, "batch_size": 4}}],
         "datasets": {"mnist": {"download": download}},
     }
     (tmp_path / "config/custom.yaml").write_text(yaml.safe_dump(config))

@@ -720,11 +720,11 @@ def test_a_regime_map_needs_a_simulated_platform_and_a_timing_free_pair():
 
     config = {
         "platforms": {"local": {"kind": "local"}, "sim": {"kind": "simulated", "platform_file": "k80x8"}},
-        "regime_map": {"claim": "sync_easgd3:easgd", "platform": "sim", "dataset": "mnist", "model": "lenet",
-                       "workers": 8},
+        "regime_map": {"enabled": True, "claim": "sync_easgd3:easgd", "platform": "sim", "dataset": "mnist",
+                       "model": "lenet", "workers": 8},
     }  # fmt: skip
     check_regime_map(config)
-    assert regime_map_of(config)["steps"] == 20 and regime_map_of({"regime_map": None}) is None
+    assert regime_map_of(config)["workers"] == 8 and regime_map_of({"regime_map": {"enabled": False}}) is None
     for change, words in (
         ({"platform": "local"}, "not a platform of kind simulated"),
         ({"claim": "sync_easgd3:nope"}, "'nope' is not an algorithm"),

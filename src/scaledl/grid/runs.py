@@ -349,13 +349,10 @@ def _expand(config: Mapping) -> dict[RunKey, Settings]:
 TIMING_FREE_PATTERNS = ("collectives", "round_robin")
 
 
-REGIME_DEFAULTS = {"bandwidth_factors": [0.01, 0.1, 1, 10], "speed_factors": [0.1, 1, 10], "steps": 20}
-
-
 def regime_map_of(config: Mapping) -> dict | None:
-    """The config's `regime_map` with its defaults (the schema cannot fill those of a nullable block), or None."""
-    spec = config.get("regime_map")
-    return {**REGIME_DEFAULTS, **spec} if spec else None
+    """The config's `regime_map` when it is enabled (the schema fills its defaults), else None."""
+    spec = config.get("regime_map") or {}
+    return spec if spec.get("enabled") else None
 
 
 def check_regime_map(config: Mapping) -> None:
@@ -363,7 +360,7 @@ def check_regime_map(config: Mapping) -> None:
     spec = regime_map_of(config)
     if not spec:
         return
-    platform = config["platforms"].get(spec["platform"])
+    platform = config["platforms"].get(spec.get("platform") or "")
     if platform is None or platform.get("kind") != "simulated":
         raise GridError(f"regime_map: platform {spec['platform']!r} is not a platform of kind simulated in this config")
     for side in spec["claim"].split(":"):
