@@ -5,6 +5,7 @@ SimGrid is optional: without it these tests skip, saying why (CI installs Debian
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import subprocess
@@ -79,6 +80,31 @@ def test_every_pattern_runs_on_the_simulated_gpu_node(digits_h5, tmp_path, algor
     phases = record["phases"]["workers_mean"]
     assert phases["compute_s"] > 0 and phases["comm_s"] > 0  # charged by the cost model and the network
     assert record["phases"]["per_rank"][0]["host"] == hosts[0]
+
+
+def test_a_regime_map_simulates_each_side_with_its_own_runs_settings(digits_h5, tmp_path):
+    runs = {}
+    for algorithm, ranks, batch in (("sync_easgd3", 2, "16"), ("easgd", 3, "32")):  # different batch sizes
+        out = tmp_path / algorithm
+        flags = ["--data", str(digits_h5), "--out-dir", str(out), "--algorithm", algorithm, "--model", "lenet"]
+        flags += ["--batch-size", batch, "--max-steps", "6", "--eval-every", "6", "--target-accuracy", "0.99"]
+        proc = simulate(["--platform-file", "k80x8", "--ranks", str(ranks), *flags])
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        runs[algorithm] = json.loads((out / "run.json").read_text())
+    cmd = [sys.executable, "-m", "scaledl", "regime-map", "--platform-file", "k80x8", "--claim", "sync_easgd3:easgd"]
+    cmd += ["--workers", "2", "--data", str(digits_h5), "--runs", str(tmp_path / "sync_easgd3" / "run.json")]
+    cmd += [str(tmp_path / "easgd" / "run.json"), "--bandwidth-factors", "0.01,1", "--speed-factors", "1"]
+    cmd += ["--steps", "6", "--jobs", "1", "--out-dir", str(tmp_path / "map")]
+    proc = subprocess.run(cmd, **QUIET)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = {row["bandwidth_factor"]: row for row in csv.DictReader((tmp_path / "map" / "map.csv").open())}
+    for algorithm, record in runs.items():
+        # the base point repeats each side's run with its own settings (batch size included): the same s/step
+        assert float(rows["1.0"][f"{algorithm}_s_per_step"]) == record["seconds_per_step"]
+        assert float(rows["0.01"][f"{algorithm}_s_per_step"]) > record["seconds_per_step"]  # a slower network
+    # neither side reached 0.99 in 6 steps: no seed can decide, at any point
+    assert {row["verdict"] for row in rows.values()} == {"inconclusive"}
+    assert (tmp_path / "map" / "map.png").stat().st_size > 0
 
 
 def test_a_failed_host_ends_a_round_robin_job_naming_the_worker(digits_h5, tmp_path):

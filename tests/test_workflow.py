@@ -771,9 +771,19 @@ experiments:
     platforms: [gpu8_sim]
     workers: [2]
     seeds: [0]
-    train: {max_steps: 20, eval_every: 10}
+    train: {max_steps: 20, eval_every: 10, target_accuracy: 0.05}
 platforms:
   gpu8_sim: {kind: simulated, platform_file: k80x8, simulates: gpu}
+regime_map:
+  enabled: true
+  claim: sync_easgd3:easgd
+  platform: gpu8_sim
+  dataset: digits
+  model: lenet
+  workers: 2
+  bandwidth_factors: [0.1]
+  speed_factors: [1]
+  steps: 10
 """
 
 
@@ -793,3 +803,5 @@ def test_a_simulated_platform_runs_through_the_workflow(workdir):
     assert netbench["machine"]["simulated_on"] == "k80x8"
     claims = (workdir / "results/simulated/report/claims.md").read_text()
     assert "## The paper's claims, simulated on k80x8" in claims and "claims, measured" not in claims
+    regime = pd.read_csv(workdir / "results/simulated/report/regime/map.csv")  # each side at its runs' settings
+    assert len(regime) == 1 and regime["verdict"].iloc[0] in ("holds", "reversed", "inconclusive")

@@ -156,7 +156,7 @@ def regime_flags(wildcards):
         "model": spec["model"], "bandwidth_factors": spec["bandwidth_factors"],
         "speed_factors": spec["speed_factors"], "steps": spec["steps"],
     })
-    return f"{flags} --train-args='--batch-size {config['train']['batch_size']}'"  # = : a value that starts with --
+    return flags  # each side is simulated with its own runs' settings (scaledl.report.regime.read_side)
 
 
 def run_files(name):

@@ -11,7 +11,9 @@ pair's runs on the base platform, each seed of each side), and only the
 seconds per step change with the platform: each grid point scales the base
 platform (scaledl.comm.sim.platform.scaled: every link's bandwidth by the
 column's factor, every device's speed by the row's) and simulates each side
-for `--steps` steps. A pair whose numerics follow the timing (the
+for `--steps` steps with the settings its runs had (batch size, η, τ, message,
+...: whatever shapes a step's work, from the lowest seed's run.json). A pair
+whose numerics follow the timing (the
 asynchronous algorithms: staleness) is refused, since its steps to target
 would need a whole training run per point.
 
@@ -27,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import shlex
 import statistics
 import subprocess
 import sys
@@ -40,7 +43,7 @@ from scaledl.algorithms import ALGORITHMS
 from scaledl.atomic import atomic_path, write_text
 from scaledl.comm.sim.platform import resolve, scaled
 from scaledl.errors import UserError
-from scaledl.grid.runs import TIMING_FREE_PATTERNS
+from scaledl.grid.runs import NEGATABLE_SETTINGS, TIMING_FREE_PATTERNS, as_flags
 from scaledl.report.runs import expand_runs, read_run
 
 HELP = "map where a claim holds over network bandwidth × device speed, by simulation (needs SimGrid)"
@@ -71,17 +74,37 @@ def claim_pair(text: str) -> tuple[str, str]:
     return a, b
 
 
-def steps_to_target(run_paths: list[str], algorithm: str) -> dict[int, float]:
-    """{seed: steps to target} of `algorithm`'s runs (inf for a run that never reached its target)."""
-    found = {}
+# The `scaledl train` settings that shape a step's work: a side is simulated with those of its own runs.
+STEP_SETTINGS = (
+    "model_from", "batch_size", "lr", "momentum", "rho", "beta", "weight_decay", "momentum_at", "nesterov",
+    "message", "bucket_mb", "center_on", "overlap", "tau", "inner", "worker_rule", "outer", "outer_lr",
+    "outer_momentum", "exchange", "compress", "fast_memory_gb", "center_window", "wait_probe", "straggler",
+    "device_sync", "eval_batch_size",
+)  # fmt: skip
+
+
+def read_side(run_paths: list[str], algorithm: str) -> tuple[dict[int, float], list[str]]:
+    """{seed: steps to target} of `algorithm`'s runs (inf for a run that never reached its target), and the
+    step-shaping settings of its lowest seed's run as `scaledl train` flags."""
+    found, settings = {}, {}
     for run in (read_run(p) for p in expand_runs(run_paths)):
         if run.get("algorithm.key") != algorithm:
             continue
         step = run.record.get("evaluation", {}).get("target_step")
-        found[int(run.get("arguments.seed"))] = math.inf if step is None else float(step)
+        seed = int(run.get("arguments.seed"))
+        found[seed] = math.inf if step is None else float(step)
+        settings[seed] = {k: v for k, v in run.record.get("arguments", {}).items() if k in STEP_SETTINGS}
     if not found:
         raise UserError(f"--runs: no run of {algorithm} among them (give both sides' runs on the base platform)")
-    return found
+    return found, shlex.split(as_flags(settings[min(settings)], NEGATABLE_SETTINGS))
+
+
+def ratio(time_a: float, time_b: float) -> float:
+    """T_A / T_B, a side that never reached its target infinitely slow; nan where neither reached it (or both
+    at step 0): then the seed cannot decide."""
+    if time_a == time_b and (math.isinf(time_a) or time_a == 0):
+        return math.nan
+    return math.inf if time_b == 0 else time_a / time_b
 
 
 def verdict(ratios: list[float]) -> str:
@@ -92,13 +115,14 @@ def verdict(ratios: list[float]) -> str:
     return "inconclusive"
 
 
-def seconds_per_step(platform_xml: Path, algorithm: str, args, out: Path) -> float:
-    """Simulated steady-state seconds per step of `algorithm` on the platform file."""
+def seconds_per_step(platform_xml: Path, algorithm: str, flags: list[str], args, out: Path) -> float:
+    """Simulated steady-state seconds per step of `algorithm` with its runs' settings on the platform file."""
     ranks = args.workers + (1 if ALGORITHMS[algorithm].needs_master else 0)
     cmd = [
         sys.executable, "-m", "scaledl", "simulate", "--platform-file", str(platform_xml), "--ranks", str(ranks),
         "--data", str(args.data), "--model", args.model, "--algorithm", algorithm, "--out-dir", str(out),
-        "--max-steps", str(args.steps), "--eval-every", str(args.steps), "--seed", "0", *args.train_args.split(),
+        *flags, "--max-steps", str(args.steps), "--eval-every", str(args.steps), "--seed", "0",
+        *shlex.split(args.train_args),
     ]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
@@ -109,7 +133,8 @@ def seconds_per_step(platform_xml: Path, algorithm: str, args, out: Path) -> flo
 
 def build_map(args) -> list[dict]:
     a, b = args.claim
-    steps = {side: steps_to_target(args.runs, side) for side in (a, b)}
+    sides = {side: read_side(args.runs, side) for side in (a, b)}
+    steps = {side: sides[side][0] for side in (a, b)}
     seeds = sorted(set(steps[a]) & set(steps[b]))
     if not seeds:
         raise UserError(f"--runs: no seed has runs of both {a} and {b}")
@@ -123,11 +148,14 @@ def build_map(args) -> list[dict]:
             bw, sp = point
             xml = tmp / f"bw{bw:g}-sp{sp:g}.xml"
             write_text(xml, scaled(base, bw, sp))
-            return {side: seconds_per_step(xml, side, args, tmp / f"{side}-bw{bw:g}-sp{sp:g}") for side in (a, b)}
+            return {
+                side: seconds_per_step(xml, side, sides[side][1], args, tmp / f"{side}-bw{bw:g}-sp{sp:g}")
+                for side in (a, b)
+            }
 
         with ThreadPoolExecutor(max_workers=args.jobs) as pool:
             for (bw, sp), sps in zip(points, pool.map(simulate, points)):
-                ratios = [steps[a][s] * sps[a] / (steps[b][s] * sps[b]) for s in seeds]
+                ratios = [ratio(steps[a][s] * sps[a], steps[b][s] * sps[b]) for s in seeds]
                 rows.append(
                     {
                         "bandwidth_factor": bw,
@@ -179,7 +207,7 @@ def plot(ratio, grid, path: Path, a: str, b: str, platform: str) -> None:
 
     fig, ax = plt.subplots(figsize=(1.3 * len(ratio.columns) + 2.5, 1.0 * len(ratio.index) + 1.8))
     values = ratio.to_numpy(dtype=float)
-    span = max(abs(math.log10(v)) for v in values.flat if v > 0 and math.isfinite(v)) or 1.0
+    span = max((abs(math.log10(v)) for v in values.flat if v > 0 and math.isfinite(v)), default=0.0) or 1.0
     image = ax.imshow(values, cmap="RdBu_r", norm=LogNorm(10**-span, 10**span), origin="lower", aspect="auto")
     ax.set_xticks(range(len(ratio.columns)), [f"{c:g}×" for c in ratio.columns])
     ax.set_yticks(range(len(ratio.index)), [f"{r:g}×" for r in ratio.index])
@@ -212,7 +240,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--steps", type=int, default=30, help="simulated steps per point and side (default %(default)s)"
     )
-    parser.add_argument("--train-args", default="", help="further `scaledl train` options, one string")
+    parser.add_argument(
+        "--train-args", default="", help="further `scaledl train` options, one string (after the runs' own settings)"
+    )
     parser.add_argument("--jobs", type=int, default=2, help="simulations at once (default %(default)s)")
     parser.add_argument("--out-dir", type=Path, required=True)
 
