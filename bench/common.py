@@ -31,7 +31,7 @@ DOC = REPO / "docs" / "benchmarks.md"
 DOC_HEADER = """# Benchmarks
 
 Measured by the scripts in `bench/`: `python bench/run_all.py` runs them all
-(about 1½–2 hours on 2 cores, from a clean commit: bench/raw keeps records of
+(about an hour on 2 cores, from a clean commit: bench/raw keeps records of
 committed code only) and rewrites the sections below; each script can
 also run alone and rewrite only its own section. Every bench keeps every raw
 sample with its metadata (commit, command, environment, machine, load) in

@@ -1,4 +1,4 @@
-"""Run every benchmark, keep every raw sample, and rewrite docs/benchmarks.md from them (1½–2 hours on 2 cores).
+"""Run every benchmark, keep every raw sample, and rewrite docs/benchmarks.md from them (about an hour on 2 cores).
 
     python bench/run_all.py [--quick] [--no-doc] [--only NAME,...]
     python bench/run_all.py --render          # rebuild the doc from bench/raw/*.json, measuring nothing
@@ -75,7 +75,7 @@ BENCHES = (
 # They print the α-β model's prediction beside measurements, from this run's netbench (measured in the same
 # launch environment as theirs); the ladder measures its own, in its table's environment (MPICH yielding).
 USES_NETBENCH = ("allreduce", "scaling")
-BUDGET_S = 120 * 60
+BUDGET_S = 70 * 60
 OPTIONAL = {"simulation": available}
 MNIST = (
     common.REPO / "data" / "hdf5" / "mnist.h5"
