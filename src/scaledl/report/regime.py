@@ -99,7 +99,7 @@ def read_side(run_paths: list[str], algorithm: str) -> tuple[dict[int, float], l
     return found, shlex.split(as_flags(settings[min(settings)], NEGATABLE_SETTINGS))
 
 
-def ratio(time_a: float, time_b: float) -> float:
+def time_ratio(time_a: float, time_b: float) -> float:
     """T_A / T_B, a side that never reached its target infinitely slow; nan where neither reached it (or both
     at step 0): then the seed cannot decide."""
     if time_a == time_b and (math.isinf(time_a) or time_a == 0):
@@ -155,7 +155,7 @@ def build_map(args) -> list[dict]:
 
         with ThreadPoolExecutor(max_workers=args.jobs) as pool:
             for (bw, sp), sps in zip(points, pool.map(simulate, points)):
-                ratios = [ratio(steps[a][s] * sps[a], steps[b][s] * sps[b]) for s in seeds]
+                ratios = [time_ratio(steps[a][s] * sps[a], steps[b][s] * sps[b]) for s in seeds]
                 rows.append(
                     {
                         "bandwidth_factor": bw,
