@@ -87,7 +87,7 @@ class RankState:
     meter: object = None  # scaledl.comm.sim.costs.Meter
     world: object = None  # its COMM_WORLD (scaledl.comm.sim.mpi.Comm)
     alive: bool = True  # False once its host failed (Simulation's --fail)
-    actors: list = field(default_factory=list)  # its main actor and live helpers, killed together when it fails
+    actors: list = field(default_factory=list)  # its main actor, killed with its unfinished helpers when it fails
     helpers: list = field(default_factory=list)  # (actor, Done) of its helpers, the finished ones dropped
 
 
