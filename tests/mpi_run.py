@@ -1,35 +1,42 @@
-"""Launch MPI programs from tests as subprocesses, with a timeout so a hang fails the test."""
+"""Launch MPI programs from tests through the project's launcher (scaledl.grid.launch), with a timeout so a hang
+fails the test.
+
+`warm=True` (the default) starts the ranks from the session's warm server (warm_ranks.py): the same `mpiexec`
+and the same program, without each rank importing torch again. Tests of processes themselves (signals, killed
+or hung ranks, start-up refusals, an interpreter's fresh import) pass `warm=False` or use `launch.Job`.
+"""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
-MPIEXEC = Path(sys.executable).with_name("mpiexec")
+import warm_ranks
+
+from scaledl.grid import launch
+
+MPIEXEC = Path(launch.mpiexec())
 
 
 def mpi_env(ranks: int) -> dict[str, str]:
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
-    env["PATH"] = f"{MPIEXEC.parent}{os.pathsep}{env.get('PATH', '')}"
-    if ranks > (os.cpu_count() or 1):
-        # MPICH ranks busy-poll; oversubscribed, they stall each other for seconds without this.
-        env["MPIR_CVAR_ENABLE_HEAVY_YIELD"] = "1"
-    return env
+    return launch.job_env(ranks)
 
 
 def run_mpi(
-    ranks: int, args: list[str], timeout: float = 180, cwd: Path | None = None, env: dict[str, str] | None = None
+    ranks: int,
+    args: list[str],
+    timeout: float = 180,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    *,
+    warm: bool = True,
 ) -> subprocess.CompletedProcess:
     """`mpiexec -n ranks python -m mpi4py ARGS` (with `env` added to the environment); raises on timeout (a hang)."""
-    cmd = [str(MPIEXEC), "-n", str(ranks), sys.executable, "-m", "mpi4py", *args]
-    return subprocess.run(
-        cmd, capture_output=True, text=True, timeout=timeout, env={**mpi_env(ranks), **(env or {})}, cwd=cwd
-    )
+    python, extra = warm_ranks.launch_python() if warm else ((), {})
+    return launch.run(ranks, args, timeout=timeout, cwd=cwd, env={**extra, **(env or {})}, python=python)
 
 
 def run_train(
-    ranks: int, train_args: list[str], timeout: float = 240, env: dict[str, str] | None = None
+    ranks: int, train_args: list[str], timeout: float = 240, env: dict[str, str] | None = None, *, warm: bool = True
 ) -> subprocess.CompletedProcess:
-    return run_mpi(ranks, ["-m", "scaledl", "train", *train_args], timeout=timeout, env=env)
+    return run_mpi(ranks, ["-m", "scaledl", "train", *train_args], timeout=timeout, env=env, warm=warm)

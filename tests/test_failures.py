@@ -5,12 +5,12 @@ import re
 import signal
 import subprocess
 import sys
-import threading
 import time
 
 import pytest
 
-from mpi_run import MPIEXEC, mpi_env, run_train
+from mpi_run import mpi_env, run_train
+from scaledl.grid.launch import Job
 
 pytestmark = pytest.mark.mpi
 
@@ -85,45 +85,6 @@ def test_no_budget(digits_h5, tmp_path):
     assert result.returncode == 2 and "give at least one budget" in result.stderr
 
 
-class Job:
-    """An mpiexec training job whose output is read line by line while it runs."""
-
-    def __init__(self, ranks, args):
-        cmd = [str(MPIEXEC), "-n", str(ranks), sys.executable, "-m", "mpi4py", "-m", "scaledl", "train", *args]
-        self.proc = subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=mpi_env(ranks)
-        )
-        self.lines: list[str] = []
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self):
-        for line in self.proc.stdout:
-            self.lines.append(line)
-
-    def wait_for(self, pattern, timeout=120):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            for line in list(self.lines):
-                if m := re.search(pattern, line):
-                    return m
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.1)
-        self.proc.kill()
-        raise AssertionError(f"never saw {pattern!r}:\n" + "".join(self.lines[-40:]))
-
-    def finish(self, timeout):
-        try:
-            return self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            raise AssertionError("the job did not end within the bound:\n" + "".join(self.lines[-40:]))
-
-    @property
-    def output(self):
-        return "".join(self.lines)
-
-
 @pytest.mark.parametrize("how", ["kill", "hang"])
 @pytest.mark.parametrize("algorithm", ["async_easgd", "hogwild_sgd", "easgd"])
 def test_lost_worker_ends_the_job_naming_the_rank(digits_h5, tmp_path, algorithm, how):
@@ -131,6 +92,9 @@ def test_lost_worker_ends_the_job_naming_the_rank(digits_h5, tmp_path, algorithm
     job = Job(
         3,
         [
+            "-m",
+            "scaledl",
+            "train",
             "--data",
             str(digits_h5),
             "--model",

@@ -9,9 +9,6 @@ import os
 import re
 import shutil
 import signal
-import subprocess
-import sys
-import threading
 import time
 
 import pandas as pd
@@ -20,8 +17,9 @@ import torch
 from test_aggregate import make_run
 from test_workflow import REPO, WORKFLOW_FILES, output_of, snakemake
 
-from mpi_run import MPIEXEC, mpi_env, run_train
+from mpi_run import run_train
 from scaledl.errors import UserError
+from scaledl.grid.launch import Job
 from scaledl.models import build_model
 from scaledl.report.summary import summarize
 from scaledl.train.monitor import StopSignals
@@ -146,55 +144,6 @@ def test_a_diverging_run_stops_and_says_so(digits_h5, tmp_path, algorithm, ranks
     assert summarize([out])["stop_reason"].tolist() == ["diverged"]
 
 
-class InterruptibleJob:
-    """An mpiexec training job in its own process group, as a terminal runs it; output read as it comes."""
-
-    def __init__(self, ranks, args):
-        cmd = [str(MPIEXEC), "-n", str(ranks), sys.executable, "-m", "mpi4py", "-m", "scaledl", "train", *args]
-        self.proc = subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=mpi_env(ranks), start_new_session=True
-        )
-        self.stdout: list[str] = []
-        self.stderr: list[str] = []
-        self.readers = [
-            threading.Thread(target=lambda s=stream, l=lines: l.extend(iter(s.readline, "")), daemon=True)
-            for stream, lines in ((self.proc.stdout, self.stdout), (self.proc.stderr, self.stderr))
-        ]
-        for reader in self.readers:
-            reader.start()
-
-    def wait_for(self, pattern, timeout=120):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and self.proc.poll() is None:
-            if any(re.search(pattern, line) for line in list(self.stdout)):
-                return
-            time.sleep(0.1)
-        self.kill()
-        raise AssertionError(f"never saw {pattern!r}:\n" + "".join(self.stdout[-40:] + self.stderr[-40:]))
-
-    def signal_group(self, signum):
-        os.killpg(self.proc.pid, signum)  # what a terminal's Ctrl-C does: signal the whole foreground group
-
-    def finish(self, timeout):
-        try:
-            status = self.proc.wait(timeout=timeout)
-            for reader in self.readers:
-                reader.join(timeout=10)  # the last lines
-            return status
-        except subprocess.TimeoutExpired:
-            self.kill()
-            raise AssertionError(
-                "the job did not end within the bound:\n" + "".join(self.stdout[-40:] + self.stderr[-40:])
-            )
-
-    def kill(self):
-        os.killpg(self.proc.pid, signal.SIGKILL)
-
-    @property
-    def output(self):
-        return "".join(self.stdout + self.stderr)
-
-
 @pytest.mark.mpi
 @pytest.mark.parametrize(
     "algorithm, ranks, signum",
@@ -209,11 +158,17 @@ def test_ctrl_c_stops_every_rank_keeps_partial_results_and_resumes(digits_h5, tm
     """SIGUSR1 is Slurm's warning before a time limit (--signal=USR1@120); all three end alike: a checkpoint at
     the step boundary, partial results, exit 130, and the same command continues from that step."""
     out = tmp_path / "run"
-    job = InterruptibleJob(
-        ranks, train_args(digits_h5, out, algorithm, "--max-steps", str(BUDGET), "--eval-every", "10")
+    job = Job(
+        ranks,
+        [
+            "-m",
+            "scaledl",
+            "train",
+            *train_args(digits_h5, out, algorithm, "--max-steps", str(BUDGET), "--eval-every", "10"),
+        ],
     )
     job.wait_for(r"step\s+[1-9]\d*/")  # the first progress line after W_0's
-    job.signal_group(signum)
+    job.signal(signum)
     assert job.finish(timeout=60) == 130, job.output[-3000:]
     assert "Traceback" not in job.output and "KeyboardInterrupt" not in job.output, job.output[-3000:]
     ours = [line for line in job.stderr if line.strip()]  # (mpiexec's own notice of a Ctrl-C is on stdout)

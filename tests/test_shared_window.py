@@ -6,13 +6,11 @@ and a job whose ranks span nodes is refused in one line.
 """
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from mpi_run import MPIEXEC, mpi_env, run_mpi, run_train
+from mpi_run import run_mpi, run_train
 from scaledl.algorithms import ALGORITHMS, accepting, tasks_for
 
 pytestmark = pytest.mark.mpi
@@ -70,31 +68,25 @@ def test_hogwild_sgd_trains_on_the_shared_window_and_records_it(digits_h5, tmp_p
 
 def test_shared_window_across_nodes_is_refused_in_one_line(digits_h5, tmp_path):
     """MPICH's MPIR_CVAR_NUM_CLIQUES=2 makes one machine look like two nodes to MPI_Comm_split_type."""
-    env = dict(mpi_env(3), MPIR_CVAR_NUM_CLIQUES="2")
-    cmd = [
-        str(MPIEXEC),
-        "-n",
-        "3",
-        sys.executable,
-        "-m",
-        "mpi4py",
-        "-m",
-        "scaledl",
-        "train",
-        "--data",
-        str(digits_h5),
-        "--model",
-        "lenet",
-        "--algorithm",
-        "async_sgd",
-        "--out-dir",
-        str(tmp_path / "run"),
-        "--max-steps",
-        "2",
-        "--center-window",
-        "shared",
-    ]
-    result = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
+    result = run_train(
+        3,
+        [
+            "--data",
+            str(digits_h5),
+            "--model",
+            "lenet",
+            "--algorithm",
+            "async_sgd",
+            "--out-dir",
+            str(tmp_path / "run"),
+            "--max-steps",
+            "2",
+            "--center-window",
+            "shared",
+        ],
+        timeout=120,
+        env={"MPIR_CVAR_NUM_CLIQUES": "2"},
+    )
     errors = [line for line in result.stderr.splitlines() if "error:" in line]
     if result.returncode == 0:
         pytest.skip("this MPI ignores MPIR_CVAR_NUM_CLIQUES (not MPICH): cannot fake two nodes")

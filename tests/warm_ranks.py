@@ -1,0 +1,290 @@
+"""Warm ranks: MPI ranks (and plain `python -m ...` processes) forked from one interpreter that imported torch once.
+
+A test's `mpiexec -n P python -m mpi4py ...` costs each rank ≈ 2.5 s of CPU to import torch before it does
+anything; on two cores that start-up is most of the suite. Here `mpiexec` starts a small stand-in per rank
+(`python -I -S warm_ranks.py ARGS`, a few milliseconds) that hands its argv, environment, working folder,
+stdin/stdout/stderr and the MPI process manager's socket (PMI_FD) to a long-lived server over a Unix socket
+(SCM_RIGHTS). The server, which imported torch and the other heavy libraries but never MPI, forks a child that
+takes those over and runs `python ARGS` in-process: MPI initialises in the child, so each rank is still its
+own process in its own MPI world, started by the real `mpiexec`. The stand-in forwards the signals it gets
+to its child and exits with the child's status; if the stand-in dies (mpiexec ended the job), the server
+kills the child.
+
+Only tests that check what a run computes or writes use it (mpi_run.run_mpi with warm=True, the default
+where the server runs); tests of processes themselves (signals to a process group, killed or hung ranks,
+one-line refusals at start-up) keep real, fresh interpreters.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import gc
+import json
+import os
+import selectors
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+
+SOCKET_VARIABLE = "SCALEDL_WARM_RANKS"  # the server's socket path; unset, every launch is a fresh interpreter
+HEAVY = ("torch", "torchvision", "numpy", "h5py", "pandas", "scipy.stats", "yaml", "matplotlib")
+_LENGTH = struct.Struct("!I")
+
+
+def _send(sock: socket.socket, message: dict, fds: list[int] = ()) -> None:
+    data = json.dumps(message).encode()
+    payload = _LENGTH.pack(len(data)) + data
+    if fds:
+        socket.send_fds(sock, [payload], list(fds))
+    else:
+        sock.sendall(payload)
+
+
+def _recv(sock: socket.socket, max_fds: int = 0) -> tuple[dict | None, list[int]]:
+    """One length-prefixed JSON message (and the descriptors that came with its first bytes); None at EOF."""
+    fds: list[int] = []
+    if max_fds:
+        head, fds, _, _ = socket.recv_fds(sock, _LENGTH.size, max_fds)
+    else:
+        head = sock.recv(_LENGTH.size)
+    while head and len(head) < _LENGTH.size:
+        more = sock.recv(_LENGTH.size - len(head))
+        if not more:
+            break
+        head += more
+    if len(head) < _LENGTH.size:
+        return None, fds
+    (size,) = _LENGTH.unpack(head)
+    data = b""
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        if not chunk:
+            return None, fds
+        data += chunk
+    return json.loads(data), fds
+
+
+# ---- the session's server ---------------------------------------------------------
+
+_server: subprocess.Popen | None = None
+_socket_path = ""
+
+
+def launch_python() -> tuple[list[str], dict[str, str]]:
+    """The interpreter command and environment that start a rank from the warm server (started on first use,
+    ended with the test session: its stdin is this process's pipe); a fresh interpreter where it cannot start."""
+    global _server, _socket_path
+    if os.environ.get("SCALEDL_COLD_RANKS"):  # every rank a fresh interpreter, e.g. to compare the two
+        return [], {}
+    if _server is None:
+        folder = tempfile.mkdtemp(prefix="scaledl-warm-")
+        _socket_path = os.path.join(folder, "server.sock")
+        env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+        _server = subprocess.Popen(
+            [sys.executable, __file__, "--serve", _socket_path], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env
+        )
+        if _server.stdout.readline().strip() != b"ready":
+            raise RuntimeError("the warm-ranks server did not start")
+    return [sys.executable, "-I", "-S", __file__], {SOCKET_VARIABLE: _socket_path}
+
+
+# ---- the stand-in that mpiexec starts ----------------------------------------
+
+
+def client(argv: list[str]) -> int:
+    """Hand this process's job to the server and mirror the child's life: its signals in, its status out."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.connect(os.environ[SOCKET_VARIABLE])
+    pmi = os.environ.get("PMI_FD")
+    fds = [0, 1, 2] + ([int(pmi)] if pmi else [])
+    _send(sock, {"argv": argv, "env": dict(os.environ), "cwd": os.getcwd()}, fds)
+    if pmi:
+        os.close(int(pmi))  # the child holds the process manager's socket now
+    reply, _ = _recv(sock)
+    child = reply["pid"]
+
+    def forward(signum, _frame):
+        try:
+            os.kill(child, signum)
+        except ProcessLookupError:
+            pass
+
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2, signal.SIGHUP):
+        signal.signal(signum, forward)
+    reply, _ = _recv(sock)
+    if reply is None:
+        return 1
+    status = reply["status"]
+    if os.WIFSIGNALED(status):
+        signum = os.WTERMSIG(status)
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+        return 128 + signum
+    return os.WEXITSTATUS(status)
+
+
+# ---- the server ------------------------------------------------------------------
+
+
+def _become(request: dict, fds: list[int], listener: socket.socket, conn: socket.socket) -> None:
+    """In the forked child: take over the stand-in's descriptors, environment and folder, then run `python ARGV`."""
+    listener.close()
+    conn.close()
+    for target, fd in zip((0, 1, 2), fds[:3]):
+        os.dup2(fd, target)
+    env = request["env"]
+    if len(fds) > 3:
+        os.dup2(fds[3], int(env["PMI_FD"]))
+        os.set_inheritable(int(env["PMI_FD"]), True)
+    for fd in fds:
+        if fd > 2 and fd != int(env.get("PMI_FD", -1)):
+            os.close(fd)
+    os.environ.clear()
+    os.environ.update(env)
+    os.chdir(request["cwd"])
+    argv = request["argv"]
+    # sys.path as `python ARGV` would start with: the script's folder (or, for -m, the working folder), then
+    # PYTHONPATH, then the installation's (the server's, after its own script folder)
+    first = os.getcwd() if argv[0] == "-m" else os.path.dirname(os.path.abspath(argv[0]))
+    extra = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    sys.path[:] = [first, *extra, *sys.path[1:]]
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    status = 0
+    try:
+        _run_python(request["argv"])
+    except SystemExit as exit_:
+        status = _exit_status(exit_.code)
+    except KeyboardInterrupt:
+        status = 128 + signal.SIGINT
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+        status = 1
+    # The interpreter's exit without its teardown: non-daemon threads joined, atexit run (the sentinel's
+    # release), MPI finalized, streams flushed, then the C library's exit (its atexit handlers: MPICH ends
+    # its process-manager session there). Tearing down the thousands of modules inherited from the server
+    # would touch, and so copy, its whole heap: seconds a rank.
+    threading._shutdown()
+    atexit._run_exitfuncs()
+    _finalize_mpi()  # mpi4py finalizes at the interpreter's teardown, which os._exit skips
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    ctypes.CDLL(None).exit(status)
+
+
+def _finalize_mpi() -> None:
+    mpi = sys.modules.get("mpi4py.MPI")
+    if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized():
+        mpi.Finalize()
+
+
+def _exit_status(code) -> int:
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)
+    return 1
+
+
+def _run_python(argv: list[str]) -> None:
+    """`python ARGV` in this process: `-m module args...` or `script args...`."""
+    import runpy
+
+    if argv[0] == "-m":
+        sys.argv = [argv[1], *argv[2:]]
+        runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
+    else:
+        sys.argv = list(argv)
+        runpy.run_path(argv[0], run_name="__main__")
+
+
+def serve(path: str) -> None:
+    """Import the heavy libraries once, then fork a child per request until stdin closes (the test session ends)."""
+    import importlib
+
+    for module in HEAVY:
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            pass
+    gc.freeze()  # the children's collections then never touch (and copy) what they inherited
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(64)
+    print("ready", flush=True)
+    selector = selectors.DefaultSelector()
+    selector.register(listener, selectors.EVENT_READ, "accept")
+    selector.register(sys.stdin, selectors.EVENT_READ, "stdin")
+    children: dict[int, socket.socket] = {}  # pid → its stand-in's connection
+    stand_ins: dict[socket.socket, int] = {}
+    while True:
+        for key, _ in selector.select(timeout=0.05):
+            if key.data == "stdin":
+                if not sys.stdin.readline():
+                    for pid in children:
+                        _kill(pid)
+                    return
+            elif key.data == "accept":
+                conn, _ = listener.accept()
+                request, fds = _recv(conn, max_fds=4)
+                if request is None:
+                    conn.close()
+                    continue
+                pid = os.fork()
+                if pid == 0:
+                    selector.close()
+                    _become(request, fds, listener, conn)
+                for fd in fds:
+                    os.close(fd)
+                _send(conn, {"pid": pid})
+                children[pid] = conn
+                stand_ins[conn] = pid
+                selector.register(conn, selectors.EVENT_READ, "stand-in")
+            else:  # a stand-in's socket is readable: it has gone (EOF): its child goes too
+                conn = key.fileobj
+                if not conn.recv(1):
+                    selector.unregister(conn)
+                    pid = stand_ins.pop(conn)
+                    if pid in children:
+                        _kill(pid)
+        while children:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+            conn = children.pop(pid, None)
+            if conn is not None and conn in stand_ins:
+                try:
+                    _send(conn, {"status": status})
+                except OSError:
+                    pass
+                selector.unregister(conn)
+                stand_ins.pop(conn, None)
+                conn.close()
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--serve"]:
+        serve(sys.argv[2])
+    else:
+        sys.exit(client(sys.argv[1:]))
