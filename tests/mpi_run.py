@@ -12,7 +12,6 @@ import subprocess
 from pathlib import Path
 
 import warm_ranks
-
 from scaledl.grid import launch
 
 MPIEXEC = Path(launch.mpiexec())

@@ -32,7 +32,12 @@ import tempfile
 import threading
 
 SOCKET_VARIABLE = "SCALEDL_WARM_RANKS"  # the server's socket path; unset, every launch is a fresh interpreter
-HEAVY = ("torch", "torchvision", "numpy", "h5py", "pandas", "scipy.stats", "yaml", "matplotlib")
+# Imported once by the server: the heavy libraries, then the package's training path (none of it initialises MPI;
+# the server checks, since a child of an initialised MPI could not start its own).
+PRELOAD = (
+    "torch", "torchvision", "numpy", "h5py", "pandas", "scipy.stats", "yaml", "matplotlib",
+    "scaledl.cli", "scaledl.train.command", "scaledl.train.loop",
+)  # fmt: skip
 _LENGTH = struct.Struct("!I")
 
 
@@ -213,11 +218,14 @@ def serve(path: str) -> None:
     """Import the heavy libraries once, then fork a child per request until stdin closes (the test session ends)."""
     import importlib
 
-    for module in HEAVY:
+    os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")  # as `python -m scaledl` sets it before torch is imported
+    for module in PRELOAD:
         try:
             importlib.import_module(module)
         except ImportError:
             pass
+    if "mpi4py.MPI" in sys.modules:
+        raise RuntimeError("the warm-ranks server imported mpi4py.MPI: its children could not initialise MPI")
     gc.freeze()  # the children's collections then never touch (and copy) what they inherited
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)

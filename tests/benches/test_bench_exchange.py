@@ -1,0 +1,65 @@
+"""The exchange bench: its MPI job runs the engines' own exchange classes, and its table reads the goals."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from bench import bench_exchange, common, stats  # noqa: E402
+
+
+def record(tmp_path, turn_factor: float) -> dict:
+    base = {
+        bench_exchange.ALLREDUCE: [0.044, 0.045, 0.043, 0.046, 0.044, 0.045, 0.044],
+        bench_exchange.SENDRECV: [0.040, 0.041, 0.040, 0.042, 0.041, 0.040, 0.041],
+    }
+    samples = {
+        **base,
+        stats.aa_cell(bench_exchange.ALLREDUCE): [x * 1.004 for x in base[bench_exchange.ALLREDUCE]],
+        stats.aa_cell(bench_exchange.SENDRECV): [x * 0.997 for x in base[bench_exchange.SENDRECV]],
+        bench_exchange.SYNC: [x * 1.02 for x in base[bench_exchange.ALLREDUCE]],
+        bench_exchange.ROOTED: [x * 2.5 for x in base[bench_exchange.ALLREDUCE]],
+        bench_exchange.TURN: [x * turn_factor for x in base[bench_exchange.SENDRECV]],
+    }
+    meta = {"numel": 35_750_000, "bytes": 143_000_000, "reps": 3, "rounds": 7, "wall_s": 20.0, "raw": "x.json"}
+    path = common.write_raw(tmp_path / "exchange.json", "exchange", samples, {**meta, "machine": {}})
+    return common.read_raw(path)
+
+
+def comparison(tables: str, words: str) -> str:
+    return next(line for line in tables.splitlines() if words in line)
+
+
+def test_the_goals_are_read_from_the_interval(tmp_path):
+    _, _, tables, _ = bench_exchange.render(record(tmp_path, turn_factor=1.05))
+    assert "goal ≤ 1.15×: met" in comparison(tables, "Sync EASGD's exchange over one Allreduce")
+    assert "goal ≤ 1.15×: met" in comparison(tables, "easgd's exchange")
+    assert "slower" in comparison(tables, "Bcast + Reduce")  # 2.5× the allreduce exchange
+    _, _, slow, _ = bench_exchange.render(record(tmp_path, turn_factor=1.6))
+    assert "goal ≤ 1.15×: missed" in comparison(slow, "easgd's exchange")
+
+
+@pytest.mark.mpi
+def test_the_exchange_job_measures_every_cell(tmp_path):
+    """A tiny |W| through the real two-rank job: every cell gets one sample per round, all positive."""
+    raw = tmp_path / "exchange.json"
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "bench_exchange.py"), "--mb", "0.004", "--reps", "2"]
+        + ["--rounds", "1", "--raw", str(raw), "--no-doc"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=REPO,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rec = json.loads(raw.read_text())
+    rounds = rec["meta"]["rounds"]
+    assert rounds == len(bench_exchange.CELLS)  # one round asked for, a whole Latin square measured
+    assert set(rec["samples"]) == set(bench_exchange.CELLS)
+    assert all(len(v) == rounds and min(v) > 0 for v in rec["samples"].values())
+    assert "round-robin turn" in proc.stdout and "goal ≤ 1.15×" in proc.stdout

@@ -1,0 +1,270 @@
+"""bench_overhead and bench_hogwild render their sections from a raw record alone; no MPI, no timing here.
+
+The records are hand-made, with samples chosen so that one comparison lies inside the A/A noise floor
+and another beyond it: the tests check what each table says about them, not any machine's speed.
+"""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from bench import bench_hogwild, bench_overhead, stats  # noqa: E402
+
+MACHINE = {
+    "cpu": "test CPU",
+    "cores": 2,
+    "memory": "8 GiB",
+    "gpus": "no GPU",
+    "mpi": "MPICH test",
+    "torch": "t",
+    "numpy": "n",
+    "python": "3",
+    "date": "2000-01-01 00:00 UTC",
+    "load_before": 0.1,
+    "load_after": 0.1,
+    "launch": {"threads": 1, "thp": True, "yield_poll": True, "bind": True},
+}
+
+
+def record_file(tmp_path, bench: str, samples: dict, meta: dict) -> Path:
+    path = tmp_path / f"{bench}.json"
+    path.write_text(
+        json.dumps(
+            {
+                "format": "scaledl-bench-raw/1",
+                "bench": bench,
+                "machine": MACHINE,
+                "launch": MACHINE["launch"],
+                "unit": "s",
+                "noise_floor": None,
+                "meta": meta,
+                "samples": samples,
+            }
+        )
+    )
+    return path
+
+
+# ------------------------------------------------------------------ overhead
+
+
+def split(step, comm_wait=None):
+    row = {"seconds_per_step": step, "data_s": step * 0.05, "compute_s": step * 0.8, "update_s": step * 0.05}
+    if comm_wait is not None:
+        row["comm_wait_s"] = comm_wait
+    return row
+
+
+def overhead_record(tmp_path) -> Path:
+    """Batch 64: ours 1 % above plain, A/A within 3 % (no difference). Batch 4: ours 1.5× plain (slower)."""
+    plain64 = [0.020, 0.021, 0.0205, 0.0198, 0.0202]
+    ours64 = [p * 1.01 for p in plain64]
+    aa64 = [o / f for o, f in zip(ours64, (1.03, 0.98, 1.0, 1.02, 0.99))]  # ours ÷ A/A: up to 3 % apart
+    plain4 = [0.0010, 0.0011, 0.00105, 0.00098, 0.00102]
+    ours4 = [p * 1.5 for p in plain4]
+    aa4 = [o * 1.01 for o in ours4]
+    samples, splits = {}, {}
+    for label, (o, p, a) in {"batch 64": (ours64, plain64, aa64), "batch 4": (ours4, plain4, aa4)}.items():
+        ours, plain, aa = bench_overhead.case_cells(label)
+        samples.update({ours: o, plain: p, aa: a})
+        splits.update(
+            {ours: [split(x, 1e-5) for x in o], plain: [split(x) for x in p], aa: [split(x, 1e-5) for x in a]}
+        )
+    meta = {
+        "model": "lenet",
+        "dataset": "digits",
+        "lr": 0.05,
+        "threads": 1,
+        "rounds": 5,
+        "cases": [
+            {"label": "batch 64", "batch": 64, "warmup": 10, "steps": 60},
+            {"label": "batch 4", "batch": 4, "warmup": 40, "steps": 200},
+        ],
+        "order": [],
+        "splits": splits,
+        "plain_core": 0,
+        "raw": "bench/raw/overhead.json",
+        "wall_s": 70.0,
+        "gemm_peak": [{"flops_per_s": f * 1e9, "threads": 1} for f in (100, 110, 105, 108, 102)],
+        "step_flops": {"batch 64": 8.4e8, "batch 4": 5.3e7},
+    }
+    return record_file(tmp_path, "overhead", samples, meta)
+
+
+def test_overhead_render_states_verdicts_against_the_aa_floor(tmp_path):
+    record = json.loads(overhead_record(tmp_path).read_text())
+    title, intro, tables, notes = bench_overhead.render(record)
+    head64, head4 = [line for line in tables.splitlines() if line.startswith("| lenet, batch")][:2]
+    assert "no difference within ±3.0%" in head64  # 1 % slower, A/A floor 3 %: not a difference
+    assert "ours slower (beyond ±1.0%)" in head4  # 1.5× with a 1 % floor: slower
+    assert "1.500× [1.500–1.500] n=5" in head4
+    assert "+510 µs" in head4  # ours − plain at batch 4: 0.5 × the median 1.02 ms
+    assert "n=5" in head64 and "[A/A]" in tables
+    assert "pinned to CPU 0" in intro
+    assert "ours' comm + wait" in tables and "10 µs" in tables  # the comm + wait part of ours' split
+    assert "goal ≤ 1.03×: met" in head64 and "goal ≤ 1.03×: missed" in head4  # 1.01× every round; 1.5×
+    # limits: 8.4e8 FLOPs at 20.2 ms (median plain) is 41.6 GFLOP/s, 37.8 % of the best GEMM round (110)
+    assert "110.0 GFLOP/s" in tables and "41.6 [" in tables and "37.8 % [" in tables
+    assert f"70 s (budget {bench_overhead.BUDGET_S} s)" in notes and "Only" not in notes
+
+
+def test_overhead_render_flag_rebuilds_the_section_from_the_file(tmp_path, capsys):
+    path = overhead_record(tmp_path)
+    assert bench_overhead.main(["--render", "--raw", str(path), "--no-doc"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("## Training-loop overhead at one rank") and "Machine: test CPU" in out
+    assert out.count("\n| lenet, batch") == 4  # two headline rows, two limits rows
+
+
+@pytest.mark.parametrize("script", ["bench_overhead.py", "bench_hogwild.py"])
+def test_render_without_a_record_says_so_in_one_line(tmp_path, script):
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "bench" / script), "--render", "--no-doc", "--raw", str(tmp_path / "missing.json")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "no such file" in lines[0] and "without --render" in lines[0]
+
+
+def test_overhead_render_refuses_another_bench_record(tmp_path, capsys):
+    path = record_file(tmp_path, "ddp", {"x": [1.0]}, {})
+    assert bench_overhead.main(["--render", "--raw", str(path), "--no-doc"]) == 2
+    assert "not 'overhead'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "text, problem",
+    [("64:10", "BATCH:WARMUP:STEPS"), ("64:10:55", "multiple"), ("4:4:8,4:2:4", "same batch"), ("", "no case")],
+)
+def test_bad_cases_are_named(text, problem):
+    with pytest.raises(ValueError, match=problem):
+        bench_overhead.parse_cases(text)
+
+
+def test_cases_parse():
+    assert bench_overhead.parse_cases("64:10:60, 4:40:200") == [
+        bench_overhead.Case(64, 10, 60),
+        bench_overhead.Case(4, 40, 200),
+    ]
+
+
+# ------------------------------------------------------------------- hogwild
+
+
+def hogwild_record(tmp_path) -> Path:
+    """N=2. Shared lock half the exclusive lock's time on both windows (faster, A/A floor 2 %); the shared
+    window's exclusive lock within 1 % of rma's (no difference); lost adds only on the shared window."""
+    samples, contention = {}, {}
+    base = [0.10, 0.11, 0.105, 0.098, 0.102]
+    for size in bench_hogwild.SIZES:
+        for cell, window, lock in bench_hogwild.contention_cells(2, size):
+            factor = 0.5 if lock == "shared" else (1.01 if window == "shared" else 1.0)
+            if cell.endswith(stats.AA_SUFFIX):
+                factor = 1.02
+            samples[cell] = [b * factor for b in base]
+            lost = 2e-6 if (window, lock) == ("shared", "shared") else 0.0
+            overlap = 0.0 if lock == "exclusive" else 0.6
+            contention[cell] = [{"epoch_s": 1e-4, "overlap": overlap, "lost": lost, "updates": 60}] * 5
+    train_detail = {}
+    for cell, algorithm, _ in bench_hogwild.training_cells(["sgd"], ["shared"]):
+        samples[cell] = [0.05 * (0.8 if algorithm.startswith("hogwild") and "A/A" not in cell else 1.0)] * 5
+        train_detail[cell] = [{"wait_s": 0.01, "comm_s": 0.002}] * 5
+    samples[stats.aa_cell(bench_hogwild.training_cell("async_sgd", "shared"))] = [0.051, 0.05, 0.049, 0.05, 0.05]
+    meta = {
+        "rounds": 5,
+        "workers": [2],
+        "sizes": bench_hogwild.SIZES,
+        "updates": {size: 60 for size in bench_hogwild.SIZES},
+        "contention": contention,
+        "train": {
+            "workers": 2,
+            "warmup": 5,
+            "steps": 20,
+            "pairs": ["sgd"],
+            "windows": ["shared"],
+            "model": "lenet",
+            "dataset": "digits",
+            "batch": 64,
+            "order": [],
+            "detail": train_detail,
+        },
+        "raw": "bench/raw/hogwild.json",
+        "wall_s": 80.0,
+    }
+    return record_file(tmp_path, "hogwild", samples, meta)
+
+
+def table_rows(tables: str, first: str) -> list[list[str]]:
+    return [[c.strip() for c in line.split("|")[1:-1]] for line in tables.splitlines() if line.startswith(first)]
+
+
+def test_hogwild_render_marks_oversubscribed_cells_and_states_verdicts(tmp_path):
+    record = json.loads(hogwild_record(tmp_path).read_text())
+    title, intro, tables, notes = bench_hogwild.render(record)
+    rows = table_rows(tables, "| 2 (3†)")  # 3 ranks on 2 cores: marked
+    assert len(rows) == 10  # 2 sizes × (4 variants + A/A)
+    by_key = {(r[1], r[2], r[3]): r for r in rows}
+    lenet = "LeNet (431,080)"
+    assert by_key[(lenet, "rma", "shared")][-4:-2] == ["0.500× [0.500–0.500] n=5", "faster"]
+    assert by_key[(lenet, "shared", "exclusive")][-2:] == ["1.010× [1.010–1.010] n=5", "no difference"]
+    assert by_key[(lenet, "rma", "exclusive [A/A]")][-4] == "1.020× [1.020–1.020] n=5"
+    assert all("n=5" in r[5] for r in rows)
+    assert "noise floor 2.0%" in tables
+    train = table_rows(tables, "| async_sgd") + table_rows(tables, "| hogwild_sgd")
+    assert len(train) == 3 and all(r[2] == "3†" for r in train)
+    assert {tuple(r[-2:]) for r in train if r[0] == "hogwild_sgd"} == {("0.800× [0.800–0.800] n=5", "faster")}
+    assert "No two exclusive-lock epochs overlapped" in notes
+    assert "no add was lost in any round" in notes  # rma
+    assert "up to 2 ppm of the adds were lost" in notes  # shared window, shared lock
+    assert bench_hogwild.share(0.0145) == "1.45 %" and bench_hogwild.share(2.5e-7) == "0.25 ppm"
+    assert "80 s (budget 90 s)" in notes
+
+
+def test_hogwild_render_flag_rebuilds_the_section_from_the_file(tmp_path, capsys):
+    path = hogwild_record(tmp_path)
+    assert bench_hogwild.main(["--render", "--raw", str(path), "--no-doc"]) == 0
+    assert capsys.readouterr().out.startswith("## Hogwild concurrency")
+
+
+def test_hogwild_render_of_an_incomplete_record_says_so(tmp_path, capsys):
+    record = json.loads(hogwild_record(tmp_path).read_text())
+    del record["meta"]["contention"]
+    path = tmp_path / "broken.json"
+    path.write_text(json.dumps(record))
+    assert bench_hogwild.main(["--render", "--raw", str(path), "--no-doc"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "incomplete hogwild record" in err[0]
+
+
+def test_overlapped_counts_epochs_that_overlap_another_workers():
+    spans = [
+        (0.0, 1.0, 1),
+        (0.5, 1.5, 2),  # overlap: both count
+        (2.0, 3.0, 1),
+        (3.0, 4.0, 2),  # touching ends do not overlap
+        (5.0, 6.0, 1),
+        (5.5, 5.8, 1),
+    ]  # one worker's own epochs do not count
+    assert bench_hogwild.overlapped(spans) == 2
+
+
+def test_lost_fraction_counts_whole_adds():
+    assert bench_hogwild.lost_fraction(10 * 5 - 1, 10, 5) == pytest.approx(1 / 50)
+    assert bench_hogwild.lost_fraction(100.0000001, 20, 5) == 0.0
+
+
+def test_hogwild_marks_follow_the_measured_machine_not_this_one(tmp_path):
+    record = json.loads(hogwild_record(tmp_path).read_text())
+    record["machine"]["cores"] = 8  # 3 ranks fit: no cell is marked
+    _, _, tables, _ = bench_hogwild.render(record)
+    assert "†" not in tables.split("| N (ranks)")[1] and len(table_rows(tables, "| 2 (3)")) == 10
