@@ -9,6 +9,7 @@ or hung ranks, start-up refusals, an interpreter's fresh import) pass `warm=Fals
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 
 import warm_ranks
@@ -39,3 +40,18 @@ def run_train(
     ranks: int, train_args: list[str], timeout: float = 240, env: dict[str, str] | None = None, *, warm: bool = True
 ) -> subprocess.CompletedProcess:
     return run_mpi(ranks, ["-m", "scaledl", "train", *train_args], timeout=timeout, env=env, warm=warm)
+
+
+def run_python(
+    argv: list[str], timeout: float = 240, cwd: Path | None = None, env: dict[str, str] | None = None, *, warm=True
+) -> subprocess.CompletedProcess:
+    """`python ARGV` (`-m module ...` or a script) as its own process, from the warm server where `warm`."""
+    python, extra = warm_ranks.launch_python() if warm else ((), {})
+    return subprocess.run(
+        [*(python or [sys.executable]), *argv],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+        env={**launch.job_env(1), **extra, **(env or {})},
+    )

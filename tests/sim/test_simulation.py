@@ -7,15 +7,13 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import subprocess
-import sys
 import textwrap
 
 import pytest
 import torch
 
-from mpi_run import run_train
+from mpi_run import run_python, run_train
 from scaledl.comm.sim.loader import available
 
 pytestmark = pytest.mark.skipif(not available(), reason="SimGrid's Python bindings are not installed (python3-simgrid)")
@@ -25,10 +23,7 @@ TRAIN = ["--model", "lenet", "--batch-size", "16", "--eval-every", "10", "--lr",
 
 
 def simulate(args: list[str], timeout: float = 240, env: dict | None = None) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "scaledl", "simulate", *args]
-    return subprocess.run(
-        cmd, capture_output=True, text=True, timeout=timeout, env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
-    )
+    return run_python(["-m", "scaledl", "simulate", *args], timeout=timeout, env=env)
 
 
 def run_args(data, out, algorithm: str, steps: int = 20) -> list[str]:
@@ -91,11 +86,11 @@ def test_a_regime_map_simulates_each_side_with_its_own_runs_settings(digits_h5, 
         proc = simulate(["--platform-file", "k80x8", "--ranks", str(ranks), *flags])
         assert proc.returncode == 0, proc.stderr[-2000:]
         runs[algorithm] = json.loads((out / "run.json").read_text())
-    cmd = [sys.executable, "-m", "scaledl", "regime-map", "--platform-file", "k80x8", "--claim", "sync_easgd3:easgd"]
+    cmd = ["-m", "scaledl", "regime-map", "--platform-file", "k80x8", "--claim", "sync_easgd3:easgd"]
     cmd += ["--workers", "2", "--data", str(digits_h5), "--runs", str(tmp_path / "sync_easgd3" / "run.json")]
     cmd += [str(tmp_path / "easgd" / "run.json"), "--bandwidth-factors", "0.01,1", "--speed-factors", "1"]
     cmd += ["--steps", "6", "--jobs", "1", "--out-dir", str(tmp_path / "map")]
-    proc = subprocess.run(cmd, **QUIET)
+    proc = run_python(cmd)
     assert proc.returncode == 0, proc.stderr[-2000:]
     rows = {row["bandwidth_factor"]: row for row in csv.DictReader((tmp_path / "map" / "map.csv").open())}
     for algorithm, record in runs.items():
@@ -207,15 +202,15 @@ COLLECTIVES = textwrap.dedent(
 def test_the_simulated_collectives_compute_what_mpi_does(tmp_path, ranks):
     script = tmp_path / "collectives.py"
     script.write_text(COLLECTIVES)
-    proc = subprocess.run([sys.executable, str(script), str(ranks)], capture_output=True, text=True, timeout=120)
+    proc = run_python([str(script), str(ranks)], timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "status 0 failures 0" in proc.stdout, proc.stdout + proc.stderr[-2000:]
 
 
 def test_netbench_measures_a_simulated_platform(tmp_path):
     out = tmp_path / "nb.json"
-    cmd = [sys.executable, "-m", "scaledl", "netbench", "--platform-file", "k80x8", "--ranks", "2", "--out", str(out)]
-    proc = subprocess.run([*cmd, "--max-size", "1M", "--repeats", "1", "--iters", "2", "--quiet"], **QUIET)
+    cmd = ["-m", "scaledl", "netbench", "--platform-file", "k80x8", "--ranks", "2", "--out", str(out)]
+    proc = run_python([*cmd, "--max-size", "1M", "--repeats", "1", "--iters", "2", "--quiet"])
     assert proc.returncode == 0, proc.stderr[-2000:]
     result = json.loads(out.read_text())
     # gpu0 and gpu1 share a board: two PCIe hops of 1 µs and 12 GB/s each way (the platform file's numbers)
