@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from scaledl.atomic import atomic_path
 from scaledl.errors import UserError
-from scaledl.report.runs import metrics_path, read_metrics, read_run
+
+if TYPE_CHECKING:  # pandas, through the run reader, only where a figure is drawn: `scaledl plot --help` needs none
+    import pandas as pd
 
 FIGURE_FORMATS = ("png", "pdf", "svg")
 # metrics.csv columns a figure may put on its axes, with their axis labels
@@ -37,6 +38,8 @@ class Curve:
 
 
 def load_curve(path: str | Path, x: str, y: str) -> Curve:
+    from scaledl.report.runs import metrics_path, read_metrics, read_run
+
     path = metrics_path(path)
     frame = read_metrics(path)
     for column in (x, y):

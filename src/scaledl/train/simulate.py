@@ -20,14 +20,9 @@ import sys
 from dataclasses import fields
 
 from scaledl.algorithms import ALGORITHMS
-from scaledl.comm.sim.platform import load
-from scaledl.comm.sim.run import Simulation
 from scaledl.config import TrainConfig
 from scaledl.errors import UserError
 from scaledl.train.command import add_arguments as add_train_arguments
-from scaledl.train.loop import train
-from scaledl.train.setup import straggler_factor
-from scaledl.train.tuned import with_tuned
 
 HELP = "simulate a training run on a SimGrid platform: every rank an actor, real numerics, simulated time"
 
@@ -75,6 +70,13 @@ def pairs(items: list[str], flag: str, what: str) -> dict[str, float]:
 
 
 def run(args: argparse.Namespace) -> int:
+    # Imported here: the simulator and the training loop import torch, which `--help` does not need.
+    from scaledl.comm.sim.platform import load
+    from scaledl.comm.sim.run import Simulation
+    from scaledl.train.loop import train
+    from scaledl.train.setup import straggler_factor
+    from scaledl.train.tuned import with_tuned
+
     if args.ranks < 1:
         raise UserError(f"--ranks {args.ranks}: a job needs at least one rank")
     cfg = TrainConfig(**{f.name: getattr(args, f.name) for f in fields(TrainConfig)})
