@@ -3,7 +3,10 @@ figures, tune, compare, timeline, regime-map, cost.
 
 Each subcommand is one module exporting HELP, `add_arguments(parser)` and
 `run(args)`; this file only lists them. A UserError, like a parser error,
-becomes one line on stderr and exit status 2.
+becomes one line on stderr and exit status 2. `scaledl --help` imports no
+subcommand's module, and the modules import what computes (torch, pandas,
+matplotlib) where they run, so that `scaledl COMMAND --help` answers at once
+too (tests/test_cli.py checks that `scaledl --help` imports none of them).
 """
 
 from __future__ import annotations
@@ -16,26 +19,61 @@ import sys
 from scaledl import __version__
 from scaledl.errors import run_command
 
-# Subcommand name → the module that defines it (module:object: an object in it with the
-# same three names). Importing them must not
-# initialise MPI (a Slurm job step's PMI would break `prepare` and `aggregate`):
+# Subcommand name → the module that defines it (module:object: an object in it with the same three names)
+# and its HELP, copied here so that `scaledl --help` lists the subcommands without importing them (together
+# they import torch, pandas, scipy and Snakemake: seconds); tests/test_cli.py checks that the copies agree.
+# Importing a module must not initialise MPI (a Slurm job step's PMI would break `prepare` and `aggregate`):
 # each imports mpi4py.MPI inside its `run`, where it needs it.
 SUBCOMMANDS = {
-    "download": "scaledl.data.download",
-    "prepare": "scaledl.data.prepare",
-    "train": "scaledl.train.command",
-    "simulate": "scaledl.train.simulate",
-    "aggregate": "scaledl.report.commands:aggregate",
-    "plot": "scaledl.report.commands:plot",
-    "netbench": "scaledl.net.measure",
-    "comm-model": "scaledl.report.commands:comm_model",
-    "claims": "scaledl.report.commands:claims",
-    "figures": "scaledl.report.commands:figures",
-    "tune": "scaledl.report.commands:tune",
-    "compare": "scaledl.report.commands:compare",
-    "timeline": "scaledl.report.commands:timeline",
-    "regime-map": "scaledl.report.regime",
-    "cost": "scaledl.grid.cost",
+    "download": ("scaledl.data.download", "download a dataset's raw files into data/raw/DATASET, verified by sha256"),
+    "prepare": ("scaledl.data.prepare", "convert a raw dataset into scaledl's HDF5 layout"),
+    "train": ("scaledl.train.command", "train under MPI: mpiexec -n N python -m mpi4py -m scaledl train ..."),
+    "simulate": (
+        "scaledl.train.simulate",
+        "simulate a training run on a SimGrid platform: every rank an actor, real numerics, simulated time",
+    ),
+    "aggregate": ("scaledl.report.commands:aggregate", "collect run.json files into a summary table"),
+    "plot": (
+        "scaledl.report.commands:plot",
+        "plot test accuracy (or another --y) against wall time (or another --x)",
+    ),
+    "netbench": (
+        "scaledl.net.measure",
+        "measure latency α, inverse bandwidth β and collective times under MPI: "
+        "mpiexec -n N python -m mpi4py -m scaledl netbench ...",
+    ),
+    "comm-model": (
+        "scaledl.report.commands:comm_model",
+        "α-β predictions of each run's communication beside the measured times",
+    ),
+    "claims": (
+        "scaledl.report.commands:claims",
+        "check the paper's claims against the summary table: our numbers and a verdict per claim",
+    ),
+    "figures": (
+        "scaledl.report.commands:figures",
+        "draw the report's figures (accuracy vs time, time breakdown, scaling, chip partitioning)",
+    ),
+    "tune": (
+        "scaledl.report.commands:tune",
+        "choose each algorithm's best tune trial (time to the validation target)",
+    ),
+    "compare": (
+        "scaledl.report.commands:compare",
+        "compare two result sets: every metric per configuration, changed or not beyond the seeds' spread",
+    ),
+    "timeline": (
+        "scaledl.report.commands:timeline",
+        "a run's timeline.h5: seconds per rank and phase; --chrome writes a Chrome / Perfetto trace",
+    ),
+    "regime-map": (
+        "scaledl.report.regime",
+        "map where a claim holds over network bandwidth × device speed, by simulation (needs SimGrid)",
+    ),
+    "cost": (
+        "scaledl.grid.cost",
+        "the node-hours and GPU-hours a config asks of Slurm, per platform and rule, before submitting",
+    ),
 }
 
 # How argparse's message for missing required arguments begins.
@@ -121,20 +159,25 @@ def _looks_like_flag(arg: str, prefix_chars: str) -> bool:
     return False
 
 
+def subcommand_module(target: str):
+    """The module, or the object in it, that a SUBCOMMANDS entry names ("module" or "module:object")."""
+    module_name, _, attribute = target.partition(":")
+    module = importlib.import_module(module_name)
+    return getattr(module, attribute) if attribute else module
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
-    """The whole parser; given the subcommand about to run, only its module is imported (the others are
-    names only): the report commands import pandas and scipy, over a second a rank at every launch of
-    `scaledl train`."""
-    parser = CommandParser(prog="scaledl", description=__doc__.splitlines()[0])
+    """The parser. Given the subcommand about to run, only its module is imported (the others are a name and
+    a summary each): the report commands import pandas and scipy, over a second a rank at every launch of
+    `scaledl train`. Given none (`scaledl --help`), no module is."""
+    parser = CommandParser(prog="scaledl", description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--version", action="version", version=f"scaledl {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=CommandParser)
-    for name, target in SUBCOMMANDS.items():
-        if command in SUBCOMMANDS and name != command:
-            sub.add_parser(name)
+    for name, (target, summary) in SUBCOMMANDS.items():
+        if name != command:
+            sub.add_parser(name, help=summary)
             continue
-        module_name, _, attribute = target.partition(":")  # "module" or "module:object" with the same names
-        module = importlib.import_module(module_name)
-        module = getattr(module, attribute) if attribute else module
+        module = subcommand_module(target)
         p = sub.add_parser(name, help=module.HELP, description=module.HELP)
         module.add_arguments(p)
         p.set_defaults(run=module.run)

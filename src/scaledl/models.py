@@ -1,8 +1,10 @@
 """Model registry: the paper's networks, by name, and models of your own (plug-ins).
 
 ImageNet-size architectures come from torchvision (random initialisation, no
-downloaded weights). The small ones are written here because torchvision has
-no LeNet and no CIFAR-sized AlexNet. A model of your own is a function
+downloaded weights). The small ones are in scaledl.architectures, because
+torchvision has no LeNet and no CIFAR-sized AlexNet. Both are imported on the
+first build, so the registry's names cost no torch import (`scaledl train
+--help`). A model of your own is a function
 `(in_shape, classes) -> nn.Module` in your module, named by a config's
 `plugins.models` (`scaledl train --model-from module:function`) or by an
 installed package's `scaledl.models` entry point (scaledl.plugins).
@@ -12,134 +14,25 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Callable
-
-import torch
-from torch import nn
+from typing import TYPE_CHECKING
 
 from scaledl import plugins
 from scaledl.errors import UserError
 
-
-class LeNet(nn.Module):
-    """Caffe's LeNet for MNIST (paper Fig. 3): conv20-5 → pool → conv50-5 → pool → fc500 → ReLU → fc."""
-
-    def __init__(self, in_shape: tuple[int, int, int], classes: int):
-        super().__init__()
-        c, h, w = in_shape
-        self.features = nn.Sequential(
-            nn.Conv2d(c, 20, 5),
-            nn.MaxPool2d(2),
-            nn.Conv2d(20, 50, 5),
-            nn.MaxPool2d(2),
-        )
-        flat = _flat_size(self.features, in_shape)
-        self.classifier = nn.Sequential(
-            nn.Flatten(), nn.Linear(flat, 500), nn.ReLU(inplace=True), nn.Linear(500, classes)
-        )
-
-    def forward(self, x):
-        return self.classifier(self.features(x))
+if TYPE_CHECKING:
+    from torch import nn
 
 
-class LeNetBN(nn.Module):
-    """LeNet with BatchNorm2d after each convolution: a small BatchNorm model (BN statistics are buffers,
-    which the algorithms do not exchange; see train._center_evaluator)."""
+def _written_here(name: str) -> Callable[[tuple[int, int, int], int], nn.Module]:
+    """scaledl.architectures' class `name`, imported on first use (it imports torch)."""
 
-    def __init__(self, in_shape: tuple[int, int, int], classes: int):
-        super().__init__()
-        c, h, w = in_shape
-        self.features = nn.Sequential(
-            nn.Conv2d(c, 20, 5),
-            nn.BatchNorm2d(20),
-            nn.MaxPool2d(2),
-            nn.Conv2d(20, 50, 5),
-            nn.BatchNorm2d(50),
-            nn.MaxPool2d(2),
-        )
-        flat = _flat_size(self.features, in_shape)
-        self.classifier = nn.Sequential(
-            nn.Flatten(), nn.Linear(flat, 500), nn.ReLU(inplace=True), nn.Linear(500, classes)
-        )
+    def build(in_shape: tuple[int, int, int], classes: int) -> nn.Module:
+        from scaledl import architectures
 
-    def forward(self, x):
-        return self.classifier(self.features(x))
+        return getattr(architectures, name)(in_shape, classes)
 
-
-class CifarAlexNet(nn.Module):
-    """AlexNet's 5 conv + 3 fc layers adapted to 32×32 inputs.
-
-    The paper's AlexNet on CIFAR has 249 MB of weights, i.e. the full
-    ImageNet-width network. Here the convolutions keep AlexNet's widths
-    (64-192-384-256-256) with 3×3 kernels and stride 1 (an 11×11/4 stem would
-    reduce 32×32 to 7×7), and the classifier keeps the 4096-4096 widths, so
-    the weight count stays in AlexNet's regime (~37 M parameters).
-    """
-
-    def __init__(self, in_shape: tuple[int, int, int], classes: int, width: int = 4096):
-        super().__init__()
-        c = in_shape[0]
-        self.features = nn.Sequential(
-            nn.Conv2d(c, 64, 3, padding=1),
-            nn.ReLU(inplace=True),
-            nn.MaxPool2d(2),
-            nn.Conv2d(64, 192, 3, padding=1),
-            nn.ReLU(inplace=True),
-            nn.MaxPool2d(2),
-            nn.Conv2d(192, 384, 3, padding=1),
-            nn.ReLU(inplace=True),
-            nn.Conv2d(384, 256, 3, padding=1),
-            nn.ReLU(inplace=True),
-            nn.Conv2d(256, 256, 3, padding=1),
-            nn.ReLU(inplace=True),
-            nn.MaxPool2d(2),
-        )
-        flat = _flat_size(self.features, in_shape)
-        self.classifier = nn.Sequential(
-            nn.Flatten(),
-            nn.Dropout(),
-            nn.Linear(flat, width),
-            nn.ReLU(inplace=True),
-            nn.Dropout(),
-            nn.Linear(width, width),
-            nn.ReLU(inplace=True),
-            nn.Linear(width, classes),
-        )
-
-    def forward(self, x):
-        return self.classifier(self.features(x))
-
-
-class CifarNet(nn.Module):
-    """A small CIFAR CNN (Caffe's cifar10_quick shape) for fast CPU runs."""
-
-    def __init__(self, in_shape: tuple[int, int, int], classes: int):
-        super().__init__()
-        c = in_shape[0]
-        self.features = nn.Sequential(
-            nn.Conv2d(c, 32, 5, padding=2),
-            nn.MaxPool2d(2),
-            nn.ReLU(inplace=True),
-            nn.Conv2d(32, 32, 5, padding=2),
-            nn.ReLU(inplace=True),
-            nn.AvgPool2d(2),
-            nn.Conv2d(32, 64, 5, padding=2),
-            nn.ReLU(inplace=True),
-            nn.AvgPool2d(2),
-        )
-        flat = _flat_size(self.features, in_shape)
-        self.classifier = nn.Sequential(nn.Flatten(), nn.Linear(flat, 64), nn.Linear(64, classes))
-
-    def forward(self, x):
-        return self.classifier(self.features(x))
-
-
-def _flat_size(features: nn.Module, in_shape: tuple[int, int, int]) -> int:
-    was_training = features.training
-    features.eval()  # BatchNorm: a batch of one has no variance in train mode, and no statistics may change
-    with torch.no_grad():
-        n = features(torch.zeros(1, *in_shape)).numel()
-    features.train(was_training)
-    return n
+    build.__name__ = name
+    return build
 
 
 def _torchvision(name: str, **kwargs) -> Callable[[tuple[int, int, int], int], nn.Module]:
@@ -157,10 +50,10 @@ def _torchvision(name: str, **kwargs) -> Callable[[tuple[int, int, int], int], n
 
 
 MODELS: dict[str, Callable[[tuple[int, int, int], int], nn.Module]] = {
-    "lenet": LeNet,
-    "lenet_bn": LeNetBN,
-    "cifar_net": CifarNet,
-    "cifar_alexnet": CifarAlexNet,
+    "lenet": _written_here("LeNet"),
+    "lenet_bn": _written_here("LeNetBN"),
+    "cifar_net": _written_here("CifarNet"),
+    "cifar_alexnet": _written_here("CifarAlexNet"),
     "alexnet": _torchvision("alexnet"),
     "googlenet": _torchvision("googlenet", aux_logits=False, init_weights=True),
     "vgg19": _torchvision("vgg19"),
@@ -169,7 +62,7 @@ MODELS: dict[str, Callable[[tuple[int, int, int], int], nn.Module]] = {
 }
 
 
-Builder = Callable[[tuple[int, int, int], int], nn.Module]
+Builder = Callable[[tuple[int, int, int], int], "nn.Module"]  # torch is imported at the first build
 
 
 def model_source(name: str, model_from: str | None = None) -> str:
@@ -202,6 +95,8 @@ def model_builder(name: str, model_from: str | None = None) -> Builder:
 
 def build_model(name: str, in_shape: tuple[int, int, int], classes: int, model_from: str | None = None) -> nn.Module:
     """Instantiate model `name` for images of shape (C, H, W) and `classes` outputs."""
+    from torch import nn
+
     model = model_builder(name, model_from)(tuple(in_shape), classes)
     if not isinstance(model, nn.Module):
         raise UserError(

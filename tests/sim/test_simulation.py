@@ -44,6 +44,7 @@ def test_a_simulated_synchronous_run_is_bitwise_the_mpi_run(digits_h5, tmp_path)
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     record = json.loads((tmp_path / "sim" / "run.json").read_text())
     assert record["transport"]["kind"] == "simulated" and record["transport"]["platform"] == "laptop"
+    assert record["platform"] == "laptop"  # without --platform, the simulated platform's name (not "local")
     assert json.loads((tmp_path / "mpi" / "run.json").read_text())["transport"] == {"kind": "mpi"}
 
 
@@ -69,6 +70,7 @@ def test_every_pattern_runs_on_the_simulated_gpu_node(digits_h5, tmp_path, algor
     proc = simulate(["--platform-file", "k80x8", "--ranks", str(ranks), *run_args(digits_h5, out, algorithm)])
     assert proc.returncode == 0, proc.stderr[-2000:]
     record = json.loads((out / "run.json").read_text())
+    assert record["platform"] == record["transport"]["platform"] == "k80x8"  # no --platform: the simulated one
     hosts = record["transport"]["rank_hosts"]
     assert hosts[0] == ("cpu" if algorithm in ("easgd", "async_easgd") else "gpu0")  # the paper's CPU master
     assert record["stop"]["reason"] == "max_steps" and record["stop"]["steps"] == 20

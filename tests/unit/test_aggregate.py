@@ -8,8 +8,10 @@ import json
 import pandas as pd
 import pytest
 
+from scaledl.algorithms import ALGORITHMS
 from scaledl.errors import UserError
 from scaledl.report.commands import aggregate, plot
+from scaledl.report.plots import curves_figure, load_curve
 from scaledl.report.summary import summarize
 from scaledl.report.tables import markdown_table
 
@@ -219,6 +221,16 @@ def test_plot_writes_png(tmp_path):
     args = parse(add_plot_arguments, [str(runs[0] / "metrics.csv"), str(runs[1]), "--out", str(out)])
     assert run_plot(args) == 0
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_every_algorithm_of_a_plot_has_its_own_colour_marker_and_line_style(tmp_path):
+    # all sixteen algorithms on one panel: more than the ten colours of the cycle (the default config has twelve)
+    curves = [load_curve(make_run(tmp_path, key), "wall_s", "test_accuracy") for key in ALGORITHMS]
+    (ax,) = curves_figure(curves).axes
+    lines = [line for line in ax.get_lines() if not line.get_label().startswith("target")]
+    assert sorted(line.get_label() for line in lines) == sorted(ALGORITHMS)
+    styles = {(line.get_color(), line.get_marker(), line.get_linestyle()) for line in lines}
+    assert len(styles) == len(ALGORITHMS)
 
 
 def test_plot_rejects_unknown_format_and_column(tmp_path):

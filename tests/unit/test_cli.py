@@ -1,13 +1,15 @@
 """Parser errors: one line naming the subcommand (with a did-you-mean where one is close), a pointer to
---help, exit status 2."""
+--help, exit status 2; and help that answers without importing what computes."""
 
 from __future__ import annotations
 
 import argparse
+import subprocess
+import sys
 
 import pytest
 
-from scaledl.cli import CommandParser, main
+from scaledl.cli import SUBCOMMANDS, CommandParser, main, subcommand_module
 
 REQUIRED = ["--data", "data/hdf5/synthetic.h5", "--model", "lenet", "--algorithm", "sync_sgd", "--out-dir", "out"]
 
@@ -107,3 +109,38 @@ def test_plot_help_names_its_real_default_axis(capsys):
     out = " ".join(capsys.readouterr().out.split())
     assert "against wall time" in out and "training time" not in out
     assert "(default: wall_s, wall-clock seconds" in out
+
+
+# `python -m scaledl ARGV` for each ARGV, in one process: after each, the heavy modules imported so far.
+HELP_IMPORTS = """
+import contextlib, io, runpy, sys
+for argv in ARGVS:
+    sys.argv = ["scaledl", *argv]
+    with contextlib.redirect_stdout(io.StringIO()) as out, contextlib.suppress(SystemExit):
+        runpy.run_module("scaledl", run_name="__main__", alter_sys=True)
+    assert "usage: scaledl" in out.getvalue(), (argv, out.getvalue())
+    heavy = sorted(name for name in ("torch", "pandas", "matplotlib") if name in sys.modules)
+    print(" ".join(argv) + ":" + ",".join(heavy))
+"""
+# aggregate and claims list their tables' and device kinds' names from the modules that compute them (pandas);
+# cost is the grid's (Snakemake and scipy, no torch): these three are left out
+LIGHT_HELP = [["--help"]] + [[name, "--help"] for name in SUBCOMMANDS if name not in ("aggregate", "claims", "cost")]
+
+
+def test_help_imports_no_torch_pandas_or_matplotlib():
+    script = HELP_IMPORTS.replace("ARGVS", repr(LIGHT_HELP))
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    imported = dict(line.split(":") for line in result.stdout.splitlines())
+    assert list(imported) == [" ".join(argv) for argv in LIGHT_HELP]
+    assert all(modules == "" for modules in imported.values()), imported
+
+
+def test_the_help_lists_every_subcommand_with_its_modules_help_and_the_whole_description(capsys):
+    for name, (target, summary) in SUBCOMMANDS.items():
+        assert subcommand_module(target).HELP == summary, f"{name}: SUBCOMMANDS' copy of its HELP differs"
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "regime-map, cost." in out  # the description is not cut at its first line
+    assert all(" ".join(summary.split()) in out for _, summary in SUBCOMMANDS.values())

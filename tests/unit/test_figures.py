@@ -20,6 +20,7 @@ from scaledl.report.figures import (
     KINDS,
     PAIRS,
     Inputs,
+    averaging,
     compared_pairs,
     load_runs,
     metrics_long,
@@ -228,6 +229,24 @@ def test_a_missing_pair_gives_a_placeholder_and_one_note(tmp_path, capsys):
     assert png_size(out / "fig6_2.png") == placeholder
     assert png_size(out / "fig6_1.png") != placeholder
     assert f"wrote 3 of {len(FIGURES)} figures" in captured.out
+
+
+def test_the_averaging_figure_starts_at_the_first_exchange_and_its_title_fits(tmp_path):
+    runs = [
+        make_run(tmp_path, algorithm, seed=seed, algorithm_report=[engine_report(tau=8)])
+        for algorithm in ("diloco", "local_sgd")
+        for seed in (0, 1)
+    ]
+    figure = averaging(Inputs(load_runs(runs)))
+    (ax,) = figure.axes
+    drawn = np.concatenate([line.get_xdata() for line in ax.get_lines() if not line.get_label().startswith("target")])
+    left = ax.get_xlim()[0]
+    # the axis starts at half the first exchange (where a 0-byte evaluation is drawn), not at 1 B decades before it
+    assert drawn.min() >= left == pytest.approx(drawn[drawn > left].min() / 2)
+    figure.canvas.draw()  # the title wrapped within the figure, not cut at its edges
+    (title,) = figure.texts
+    extent = title.get_window_extent(figure.canvas.get_renderer())
+    assert 0 <= extent.x0 and extent.x1 <= figure.bbox.width and "synchronous SGD" in title.get_text()
 
 
 def test_seed_band_median_and_range_on_a_hand_made_case():

@@ -27,34 +27,10 @@ from pathlib import Path
 
 from scaledl.errors import UserError
 from scaledl.net.cost import NETWORKS, PAPER_WEAK_SCALING
-from scaledl.report import compare as comparing
-from scaledl.report import trace, tuning
 from scaledl.report.catalogue import FIGURE_NAMES
-from scaledl.report.claims import (
-    CLAIM_COLUMNS,
-    DEVICE_KINDS,
-    Context,
-    claims_markdown,
-    default_claims_text,
-    evaluate,
-    load_claims,
-    normalise_device,
-    read_summary,
-)
-from scaledl.report.comm_model import (
-    COMM_MODEL_COLUMNS,
-    EXTRAPOLATION_COLUMNS,
-    as_frame,
-    comm_model_markdown,
-    comm_model_rows,
-    extrapolation_rows,
-    read_netbench,
-)
-from scaledl.report.figures import FIGURES, Inputs, load_runs, write_figures, write_metrics_long
-from scaledl.report.plots import FIGURE_FORMATS, X_COLUMNS, Y_COLUMNS, plot_runs
-from scaledl.report.runs import expand_runs
-from scaledl.report.stats import plural
-from scaledl.report.tables import TABLES, write_table
+
+# The modules that compute (pandas, scipy, matplotlib, and torch through the timeline's reader) are imported
+# in the functions that use them: `scaledl --help` and a subcommand's --help import only what their text needs.
 
 
 @dataclass(frozen=True)
@@ -82,6 +58,8 @@ def add_markdown_argument(parser: argparse.ArgumentParser, what: str) -> None:
 
 
 def aggregate_arguments(parser: argparse.ArgumentParser) -> None:
+    from scaledl.report.tables import TABLES
+
     parser.add_argument(
         "runs",
         nargs="+",
@@ -105,6 +83,10 @@ def aggregate_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def aggregate_run(args: argparse.Namespace) -> int:
+    from scaledl.report.runs import expand_runs
+    from scaledl.report.stats import plural
+    from scaledl.report.tables import TABLES, write_table
+
     if args.out.suffix != ".csv":
         raise UserError(f"--out {args.out}: the {args.table} table must be a .csv file")
     markdown = markdown_beside(args.out, args.markdown)
@@ -129,6 +111,8 @@ aggregate = Subcommand("collect run.json files into a summary table", aggregate_
 
 
 def plot_arguments(parser: argparse.ArgumentParser) -> None:
+    from scaledl.report.plots import FIGURE_FORMATS, X_COLUMNS, Y_COLUMNS
+
     parser.add_argument(
         "runs",
         nargs="+",
@@ -155,6 +139,9 @@ def plot_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def plot_run(args: argparse.Namespace) -> int:
+    from scaledl.report.plots import FIGURE_FORMATS, plot_runs
+    from scaledl.report.stats import plural
+
     if args.out.suffix.lstrip(".") not in FIGURE_FORMATS:
         raise UserError(f"--out {args.out}: the figure must end in one of .{', .'.join(FIGURE_FORMATS)}")
     plot_runs(args.runs, args.out, x=args.x, y=args.y, title=args.title)
@@ -198,6 +185,17 @@ def comm_model_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def comm_model_run(args: argparse.Namespace) -> int:
+    from scaledl.report.comm_model import (
+        COMM_MODEL_COLUMNS,
+        EXTRAPOLATION_COLUMNS,
+        as_frame,
+        comm_model_markdown,
+        comm_model_rows,
+        extrapolation_rows,
+        read_netbench,
+    )
+    from scaledl.report.tables import write_table
+
     if args.out.suffix != ".csv":
         raise UserError(f"--out {args.out}: the table must be a .csv file")
     if args.max_workers < 1:
@@ -240,6 +238,8 @@ comm_model = Subcommand(
 
 
 def claims_arguments(parser: argparse.ArgumentParser) -> None:
+    from scaledl.report.claims import DEVICE_KINDS
+
     parser.add_argument(
         "--summary",
         required=True,
@@ -272,6 +272,8 @@ def claims_arguments(parser: argparse.ArgumentParser) -> None:
 
 def parse_devices(pairs: list[str]) -> dict[str, str]:
     """{platform: device} from PLATFORM=DEVICE strings."""
+    from scaledl.report.claims import DEVICE_KINDS, normalise_device
+
     devices = {}
     for pair in pairs:
         platform, sep, device = pair.partition("=")
@@ -285,6 +287,18 @@ def parse_devices(pairs: list[str]) -> dict[str, str]:
 
 
 def claims_run(args: argparse.Namespace) -> int:
+    from scaledl.report.claims import (
+        CLAIM_COLUMNS,
+        Context,
+        claims_markdown,
+        default_claims_text,
+        evaluate,
+        load_claims,
+        read_summary,
+    )
+    from scaledl.report.stats import plural
+    from scaledl.report.tables import write_table
+
     for flag, path in (("--out-md", args.out_md), ("--out-csv", args.out_csv)):
         if path.suffix != f".{flag[6:]}":
             raise UserError(f"{flag} {path}: must end in .{flag[6:]}")
@@ -346,6 +360,8 @@ def figures_arguments(parser: argparse.ArgumentParser) -> None:
 
 def parse_netbench(values: list[str]) -> dict:
     """{platform or "*": Network} from the --netbench values."""
+    from scaledl.report.comm_model import read_netbench
+
     networks = {}
     for value in values:
         platform, sep, path = value.partition("=")
@@ -360,6 +376,9 @@ def parse_netbench(values: list[str]) -> dict:
 
 
 def figures_run(args: argparse.Namespace) -> int:
+    from scaledl.report.figures import FIGURES, Inputs, load_runs, write_figures, write_metrics_long
+    from scaledl.report.stats import plural
+
     if args.metrics_out is not None and args.metrics_out.suffix != ".csv":
         raise UserError(f"--metrics-out {args.metrics_out}: the table must be a .csv file")
     networks = parse_netbench(args.netbench)
@@ -396,6 +415,10 @@ def tune_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def tune_run(args: argparse.Namespace) -> int:
+    from scaledl.report import tuning
+    from scaledl.report.stats import plural
+    from scaledl.report.tables import write_table
+
     protocol = tuning.read_protocol(args.protocol)
     trials = tuning.trial_rows(args.trials)
     chosen = tuning.choose(trials)
@@ -432,6 +455,10 @@ def compare_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def compare_run(args: argparse.Namespace) -> int:
+    from scaledl.report import compare as comparing
+    from scaledl.report.stats import plural
+    from scaledl.report.tables import write_table
+
     if args.out.suffix != ".csv":
         raise UserError(f"--out {args.out}: the comparison must be a .csv file")
     table, only_a, only_b = comparing.compare(comparing.read_side(args.a), comparing.read_side(args.b))
@@ -489,6 +516,9 @@ def timeline_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def timeline_run(args: argparse.Namespace) -> int:
+    from scaledl.report import trace
+    from scaledl.report.stats import plural
+
     path = args.timeline / "timeline.h5" if args.timeline.is_dir() else args.timeline
     ranks = trace.read_timeline(path)
     for line in trace.summary_lines(ranks):

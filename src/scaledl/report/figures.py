@@ -222,6 +222,11 @@ def new_figure(panels: int, *, columns: int = 3, width: float = 5.2, height: flo
     return figure, axes[:panels]
 
 
+def figure_title(figure: Figure, text: str) -> None:
+    """The figure's title, its lines wrapped to the figure's width rather than cut at its edges."""
+    figure.suptitle(text, fontsize="medium", wrap=True)
+
+
 def placeholder(name: str, reason: str) -> Figure:
     figure, (ax,) = new_figure(1, width=6.4, height=2.4)
     ax.axis("off")
@@ -269,7 +274,7 @@ def accuracy_figure(inputs: Inputs, sides: tuple[str, ...], title: str, *, min_s
     figure, axes = new_figure(len(panels))
     for ax, (setting, chosen) in zip(axes, panels):
         accuracy_panel(ax, setting, chosen)
-    figure.suptitle(f"{title}\nmedian over seeds, band: min–max", fontsize="medium")
+    figure_title(figure, f"{title}\nmedian over seeds, band: min–max")
     return figure
 
 
@@ -323,18 +328,26 @@ def averaging(inputs: Inputs) -> Figure:
         )
     figure, axes = new_figure(len(panels))
     for ax, (setting, variants) in zip(axes, panels):
-        for index, (label, runs) in enumerate(sorted(variants.items())):
-            curves = [curve for curve in (bytes_curve(run) for run in runs) if len(curve[0])]
-            band = seed_band([(np.maximum(x, 1.0), y) for x, y in curves])  # W_0's evaluation: 0 bytes, drawn at 1
+        curves_of = {
+            label: [curve for curve in (bytes_curve(run) for run in runs) if len(curve[0])]
+            for label, runs in sorted(variants.items())
+        }
+        # The log axis starts at the data: W_0's evaluation (0 bytes) is drawn at its left edge, half the
+        # smallest exchange of the panel, not at 1 B, seven decades before the first exchange.
+        sent = [x[x > 0] for curves in curves_of.values() for x, _ in curves]
+        left = min((x.min() for x in sent if len(x)), default=2.0) / 2
+        for index, (label, curves) in enumerate(curves_of.items()):
+            band = seed_band([(np.maximum(x, left), y) for x, y in curves])
             draw_band(ax, band, f"{label} (n={len(curves)})", f"C{index % 10}")
         draw_targets(ax, [run for runs in variants.values() for run in runs])
         ax.set_xscale("log")
+        ax.set_xlim(left=left)
         ax.set(title=setting_title(setting), xlabel="bytes a worker exchanged (up + down)", ylabel="test accuracy")
         ax.grid(alpha=0.3)
         ax.legend(fontsize="small")
-    figure.suptitle(
-        "Accuracy at equal communication: the averaging family and synchronous SGD\nmedian over seeds, band: min–max",
-        fontsize="medium",
+    figure_title(
+        figure,
+        "Accuracy at equal communication:\nthe averaging family and synchronous SGD\nmedian over seeds, band: min–max",
     )
     return figure
 
@@ -393,10 +406,10 @@ def ladder_breakdown(inputs: Inputs) -> Figure:
     figure, axes = new_figure(len(panels), columns=2, width=6.5)
     for ax, (setting, bars) in zip(axes, panels):
         stacked_panel(ax, setting_title(setting), bars, BREAKDOWN)
-    figure.suptitle(
+    figure_title(
+        figure,
         "Codesign ladder: time per step by phase\n"
         "segments: medians over seeds; label: total s/step, median [min–max] n",
-        fontsize="medium",
     )
     return figure
 
@@ -453,10 +466,10 @@ def pair_breakdown(inputs: Inputs) -> Figure:
         ax.title.set_fontsize("small")
     handles, labels = axes[0].get_legend_handles_labels()  # one legend: every panel stacks the same kinds
     figure.legend(handles[::-1], labels[::-1], loc="outside right upper", fontsize="small")
-    figure.suptitle(
+    figure_title(
+        figure,
         "Where a step goes, for each pair the claims compare: compute, transfer, wait\n"
         "segments: medians over seeds; label: total s/step, median [min–max] n",
-        fontsize="medium",
     )
     return figure
 
@@ -539,7 +552,7 @@ def scaling(inputs: Inputs) -> Figure:
     for ax, ((dataset, model, platform, kind), rows) in zip(axes, panels):
         scaling_panel(ax, rows, inputs.runs, kind, inputs.network_for(platform), inputs.notes)
         ax.set_title(f"{kind} scaling: {dataset} / {model}, {platform}")
-    figure.suptitle("Scaling efficiency vs workers\nmeasured: median over seeds, bars: min–max", fontsize="medium")
+    figure_title(figure, "Scaling efficiency vs workers\nmeasured: median over seeds, bars: min–max")
     return figure
 
 
@@ -580,10 +593,10 @@ def chip_partition(inputs: Inputs) -> Figure:
     for ax, (key, members) in zip(axes, sorted(groups.items())):
         chip_panel(ax, members)
         ax.set_title(" / ".join(map(str, key[:2])) + f", {key[2]}")
-    figure.suptitle(
+    figure_title(
+        figure,
         "Chip partitioning: time to target per part count\nbars: median over seeds, whiskers: min–max\n"
         "label: speedup over the fewest parts, median [min–max] n",
-        fontsize="medium",
     )
     return figure
 

@@ -1,19 +1,21 @@
 """Figures from metrics.csv files; each curve is labelled from the run.json beside it.
 
-One panel per (dataset, model); one curve per run, coloured by algorithm, so
-the algorithms compare side by side at equal workers, platform and seed.
+One panel per (dataset, model); one curve per run, styled by algorithm (a colour
+and a marker: `algorithm_style`), so the algorithms compare side by side at equal
+workers, platform and seed; the line style tells those apart where they vary.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from scaledl.atomic import atomic_path
 from scaledl.errors import UserError
-from scaledl.report.runs import metrics_path, read_metrics, read_run
+
+if TYPE_CHECKING:  # pandas, through the run reader, only where a figure is drawn: `scaledl plot --help` needs none
+    import pandas as pd
 
 FIGURE_FORMATS = ("png", "pdf", "svg")
 # metrics.csv columns a figure may put on its axes, with their axis labels
@@ -25,6 +27,21 @@ X_COLUMNS = {
     "epoch": "epoch",
 }
 Y_COLUMNS = {"test_accuracy": "test accuracy", "test_loss": "test loss", "train_loss": "train loss"}
+# An algorithm's marker and a second line style after every ten (the colour cycle's length), so that no two
+# algorithms of a figure share a colour, a marker and a line style: the default config draws twelve.
+MARKERS = ("o", "s", "^", "D", "v")
+LINESTYLES = ("-", "--", ":", "-.")
+
+
+def algorithm_style(index: int) -> dict[str, str]:
+    """The colour and marker of the `index`-th algorithm of a figure: one of ten colours, and a marker that
+    changes every ten algorithms (distinct for the first fifty)."""
+    return {"color": f"C{index % 10}", "marker": MARKERS[index // 10 % len(MARKERS)]}
+
+
+def line_style(algorithm: int, variant: int) -> str:
+    """The line style of a run: by its variant (workers, platform, seed), shifted for every ten algorithms."""
+    return LINESTYLES[(variant + algorithm // 10) % len(LINESTYLES)]
 
 
 @dataclass
@@ -37,6 +54,8 @@ class Curve:
 
 
 def load_curve(path: str | Path, x: str, y: str) -> Curve:
+    from scaledl.report.runs import metrics_path, read_metrics, read_run
+
     path = metrics_path(path)
     frame = read_metrics(path)
     for column in (x, y):
@@ -61,6 +80,14 @@ def plot_curves(
     curves: list[Curve], out: str | Path, x: str = "wall_s", y: str = "test_accuracy", title: str | None = None
 ) -> None:
     """Draw `y` against `x` for every curve and write the figure to `out` atomically."""
+    figure = curves_figure(curves, x=x, y=y, title=title)
+    out = Path(out)
+    with atomic_path(out) as tmp:
+        figure.savefig(tmp, format=out.suffix.lstrip(".") or "png", dpi=120)
+
+
+def curves_figure(curves: list[Curve], x: str = "wall_s", y: str = "test_accuracy", title: str | None = None):
+    """The figure of `y` against `x`, a panel per dataset and model, a line per curve."""
     from matplotlib.figure import Figure  # no pyplot: no global state, no display needed
 
     panels = sorted({c.panel for c in curves})
@@ -74,13 +101,14 @@ def plot_curves(
             if curve.panel != panel:
                 continue
             data = curve.frame[[x, y]].dropna()
+            index = algorithms.index(curve.algorithm)
             ax.plot(
                 data[x],
                 data[y],
-                marker=".",
                 label=label,
-                color=f"C{algorithms.index(curve.algorithm) % 10}",
-                linestyle=("-", "--", ":", "-.")[variants.index(curve.variant) % 4],
+                markersize=3.5,
+                linestyle=line_style(index, variants.index(curve.variant)),
+                **algorithm_style(index),
             )
             if curve.target is not None:
                 targets.add(curve.target)
@@ -91,10 +119,8 @@ def plot_curves(
         ax.grid(alpha=0.3)
         ax.legend(fontsize="small")
     if title:
-        figure.suptitle(title)
-    out = Path(out)
-    with atomic_path(out) as tmp:
-        figure.savefig(tmp, format=out.suffix.lstrip(".") or "png", dpi=120)
+        figure.suptitle(title, wrap=True)
+    return figure
 
 
 def plot_runs(

@@ -37,14 +37,12 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import pandas as pd
-
 from scaledl.algorithms import ALGORITHMS
 from scaledl.atomic import atomic_path, write_text
-from scaledl.comm.sim.platform import resolve, scaled
 from scaledl.errors import UserError
-from scaledl.grid.runs import NEGATABLE_SETTINGS, TIMING_FREE_PATTERNS, as_flags
-from scaledl.report.runs import expand_runs, read_run
+
+# pandas, the simulator's platforms (torch) and the grid (scipy) are imported where they are used, so that
+# `scaledl --help` and `scaledl regime-map --help` do without them.
 
 HELP = "map where a claim holds over network bandwidth × device speed, by simulation (needs SimGrid)"
 
@@ -60,6 +58,8 @@ def factors(text: str, flag: str) -> list[float]:
 
 
 def claim_pair(text: str) -> tuple[str, str]:
+    from scaledl.grid.runs import TIMING_FREE_PATTERNS
+
     a, _, b = text.partition(":")
     for key in (a, b):
         if key not in ALGORITHMS:
@@ -86,6 +86,9 @@ STEP_SETTINGS = (
 def read_side(run_paths: list[str], algorithm: str) -> tuple[dict[int, float], list[str]]:
     """{seed: steps to target} of `algorithm`'s runs (inf for a run that never reached its target), and the
     step-shaping settings of its lowest seed's run as `scaledl train` flags."""
+    from scaledl.grid.runs import NEGATABLE_SETTINGS, as_flags
+    from scaledl.report.runs import expand_runs, read_run
+
     found, settings = {}, {}
     for run in (read_run(p) for p in expand_runs(run_paths)):
         if run.get("algorithm.key") != algorithm:
@@ -132,6 +135,8 @@ def seconds_per_step(platform_xml: Path, algorithm: str, flags: list[str], args,
 
 
 def build_map(args) -> list[dict]:
+    from scaledl.comm.sim.platform import resolve, scaled
+
     a, b = args.claim
     sides = {side: read_side(args.runs, side) for side in (a, b)}
     steps = {side: sides[side][0] for side in (a, b)}
@@ -173,6 +178,8 @@ def build_map(args) -> list[dict]:
 
 
 def write_outputs(rows: list[dict], args) -> None:
+    import pandas as pd
+
     a, b = args.claim
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)

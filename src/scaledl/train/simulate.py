@@ -20,14 +20,9 @@ import sys
 from dataclasses import fields
 
 from scaledl.algorithms import ALGORITHMS
-from scaledl.comm.sim.platform import load
-from scaledl.comm.sim.run import Simulation
 from scaledl.config import TrainConfig
 from scaledl.errors import UserError
 from scaledl.train.command import add_arguments as add_train_arguments
-from scaledl.train.loop import train
-from scaledl.train.setup import straggler_factor
-from scaledl.train.tuned import with_tuned
 
 HELP = "simulate a training run on a SimGrid platform: every rank an actor, real numerics, simulated time"
 
@@ -38,8 +33,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--platform-file",
         required=True,
         metavar="PLATFORM",
-        help="a shipped platform (laptop, k80x8, cori_knl) or a SimGrid platform file (--platform stays the "
-        "name run.json records)",
+        help="a shipped platform (laptop, k80x8, cori_knl) or a SimGrid platform file (its name, the file's "
+        "without .xml, is the platform run.json records unless --platform names another)",
     )
     group.add_argument("--ranks", type=int, required=True, help="ranks of the job (what mpiexec -n would start)")
     group.add_argument(
@@ -57,6 +52,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="scale HOST's speed by FACTOR (0.5: twice as slow; repeatable): a straggling node",
     )
     add_train_arguments(parser)
+    # run.json's `platform`: the simulated platform unless --platform is given (the workflow gives the config's
+    # platform name), never TrainConfig's default, the real machine's "local"
+    for action in parser._actions:
+        if action.dest == "platform":
+            action.default = None
+            action.help = "name of the platform, recorded in run.json (default: the --platform-file's name)"
 
 
 def pairs(items: list[str], flag: str, what: str) -> dict[str, float]:
@@ -75,11 +76,21 @@ def pairs(items: list[str], flag: str, what: str) -> dict[str, float]:
 
 
 def run(args: argparse.Namespace) -> int:
+    # Imported here: the simulator and the training loop import torch, which `--help` does not need.
+    from scaledl.comm.sim.platform import load
+    from scaledl.comm.sim.run import Simulation
+    from scaledl.train.loop import train
+    from scaledl.train.setup import straggler_factor
+    from scaledl.train.tuned import with_tuned
+
     if args.ranks < 1:
         raise UserError(f"--ranks {args.ranks}: a job needs at least one rank")
+    platform = load(args.platform_file)
+    if args.platform is None:
+        args.platform = platform.name
     cfg = TrainConfig(**{f.name: getattr(args, f.name) for f in fields(TrainConfig)})
     simulation = Simulation(
-        load(args.platform_file),
+        platform,
         args.ranks,
         ALGORITHMS[cfg.algorithm].needs_master,
         failures=pairs(args.fail, "--fail", "time"),
