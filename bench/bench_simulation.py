@@ -7,7 +7,7 @@ Three tables, from one record:
 
 1. Validation. Each message pattern at P = 2 on this machine: `scaledl train`
    under mpiexec (measured) and `scaledl simulate --platform-file laptop` (the
-   platform calibrated to this machine: python -m scaledl.comm.sim.calibrate),
+   platform calibrated to this machine: scaledl calibrate),
    the same run (digits, LeNet, batch 64, warm-up + timed steps), steady-state
    seconds per step (bench.common.steady_state on both). Rounds alternate the
    two in rotating order; the ratio simulated / measured is paired per round,
@@ -109,8 +109,8 @@ COLLECTIVES_SCRIPT = textwrap.dedent(
     import json, sys
     import numpy as np
     from scaledl.comm import transport
-    from scaledl.comm.sim.platform import load
-    from scaledl.comm.sim.run import Simulation
+    from scaledl.sim.platform import load
+    from scaledl.sim.run import Simulation
 
     P, sizes = int(sys.argv[1]), [int(s) for s in sys.argv[2].split(",")]
     times = {}
@@ -168,9 +168,9 @@ def measure_collectives(tmp: Path) -> dict:
 
 
 def predicted(op: str, n: int, p: int, alpha: float, beta: float, gamma: float) -> tuple[float, str]:
-    """scaledl.net.cost's time for the algorithm the simulated MPI runs at this size (scaledl.comm.sim.collectives)."""
-    from scaledl.comm.sim import collectives as algorithms
+    """scaledl.net.cost's time for the algorithm the simulated MPI runs at this size (scaledl.sim.collectives)."""
     from scaledl.net import cost
+    from scaledl.sim import collectives as algorithms
 
     net = cost.Network(alpha, beta, gamma, name="cori_knl (simulated)")
     if op == "allreduce":
@@ -184,7 +184,7 @@ def predicted(op: str, n: int, p: int, alpha: float, beta: float, gamma: float) 
 
 
 def collective_rows(meta: dict) -> list[dict]:
-    from scaledl.comm.sim.platform import load
+    from scaledl.sim.platform import load
 
     node = next(iter(load("cori_knl").hosts.values()))
     beta = 1.0 / _link_bandwidth()
@@ -213,7 +213,7 @@ def collective_rows(meta: dict) -> list[dict]:
 def _link_bandwidth() -> float:
     import xml.etree.ElementTree as ET
 
-    from scaledl.comm.sim.platform import _number, resolve
+    from scaledl.sim.platform import _number, resolve
 
     cluster = ET.parse(resolve("cori_knl")).getroot().find("cluster")
     return _number(cluster.get("bw"), "bw")

@@ -20,7 +20,7 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 # loading a heavy library that most callers of the module never need.
 LAZY_TARGETS = ("mpi4py.MPI", "torch", "torchvision", "matplotlib", "sklearn", "scipy", "PIL", "simgrid")
 # Package modules that import one of those at their top, so importing them lazily is lazy for the same reason.
-LAZY_MODULES = ("scaledl.train.loop", "scaledl.comm.sim.platform", "scaledl.comm.sim.run")
+LAZY_MODULES = ("scaledl.train.loop", "scaledl.sim.platform", "scaledl.sim.run")
 
 
 def module_files() -> dict[str, Path]:

@@ -1,5 +1,5 @@
-"""`scaledl` command line: download, prepare, train, simulate, aggregate, plot, netbench, comm-model, claims,
-figures, tune, compare, timeline, regime-map, cost.
+"""`scaledl` command line: download, prepare, train, simulate, calibrate, aggregate, plot, netbench, comm-model,
+claims, figures, tune, compare, timeline, regime-map, cost.
 
 Each subcommand is one module exporting HELP, `add_arguments(parser)` and
 `run(args)`; this file only lists them. A UserError, like a parser error,
@@ -25,6 +25,7 @@ SUBCOMMANDS = {
     "prepare": "scaledl.data.prepare",
     "train": "scaledl.train.command",
     "simulate": "scaledl.train.simulate",
+    "calibrate": "scaledl.sim.calibrate",
     "aggregate": "scaledl.report.commands:aggregate",
     "plot": "scaledl.report.commands:plot",
     "netbench": "scaledl.net.measure",

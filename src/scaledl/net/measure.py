@@ -504,8 +504,8 @@ def run(args: argparse.Namespace) -> int:
 def simulated(args: argparse.Namespace) -> int:
     """The same measurement of a simulated platform: every rank an actor, every time simulated; γ is the
     platform's (what its cost model charges a reduction), not this machine's."""
-    from scaledl.comm.sim.platform import load  # lazy: the simulator's modules load torch (the cost model)
-    from scaledl.comm.sim.run import Simulation  # lazy: as above
+    from scaledl.sim.platform import load  # lazy: the simulator's modules load torch (the cost model)
+    from scaledl.sim.run import Simulation  # lazy: as above
 
     sizes = check_arguments(args)
     platform = load(args.platform_file)

@@ -9,7 +9,7 @@ round robin: the same seed gives the same weights on any platform, bitwise),
 the steps to target of each seed are those of the given runs (`--runs`: the
 pair's runs on the base platform, each seed of each side), and only the
 seconds per step change with the platform: each grid point scales the base
-platform (scaledl.comm.sim.platform.scaled: every link's bandwidth by the
+platform (scaledl.sim.platform.scaled: every link's bandwidth by the
 column's factor, every device's speed by the row's) and simulates each side
 for `--steps` steps with the settings its runs had (batch size, η, τ, message,
 ...: whatever shapes a step's work, from the lowest seed's run.json). A pair
@@ -41,10 +41,10 @@ import pandas as pd
 
 from scaledl.algorithms import ALGORITHMS
 from scaledl.atomic import atomic_path, write_text
-from scaledl.comm.sim.platform import resolve, scaled
 from scaledl.errors import UserError
 from scaledl.grid.runs import NEGATABLE_SETTINGS, TIMING_FREE_PATTERNS, as_flags
 from scaledl.report.runs import expand_runs, read_run
+from scaledl.sim.platform import resolve, scaled
 
 HELP = "map where a claim holds over network bandwidth × device speed, by simulation (needs SimGrid)"
 

@@ -4,11 +4,11 @@
         --out-dir ... [train options]
 
 The same run as `mpiexec -n RANKS python -m mpi4py -m scaledl train ...`, every
-rank a SimGrid actor on a host of the platform (scaledl.comm.sim), all in this
+rank a SimGrid actor on a host of the platform (scaledl.sim), all in this
 one process: the algorithms, the patterns and the training loop are the same
 code, over the simulated transport. Every time in its outputs is simulated
 seconds on the platform; run.json's `transport` says so and names the platform.
-SimGrid is an optional dependency (scaledl.comm.sim.loader says how to get it).
+SimGrid is an optional dependency (scaledl.sim.loader says how to get it).
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ import sys
 from dataclasses import fields
 
 from scaledl.algorithms import ALGORITHMS
-from scaledl.comm.sim.platform import load
-from scaledl.comm.sim.run import Simulation
 from scaledl.config import TrainConfig
 from scaledl.errors import UserError
+from scaledl.sim.platform import load
+from scaledl.sim.run import Simulation
 from scaledl.train.command import add_arguments as add_train_arguments
 from scaledl.train.loop import train
 from scaledl.train.setup import straggler_factor

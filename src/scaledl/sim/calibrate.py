@@ -1,12 +1,12 @@
 """Calibrate a platform file to this machine: one host, its network from netbench, its compute from a measured step.
 
-    python -m scaledl.comm.sim.calibrate --netbench bench/raw/netbench.json --out laptop.xml [--model lenet --batch 64]
+    scaledl calibrate --netbench bench/raw/netbench.json --out laptop.xml [--model lenet --batch 64]
 
 What it measures, on one core (OMP_NUM_THREADS=1, as every rank runs):
 
     memory_bw    a float32 add over arrays far larger than the caches: 3 × 4 bytes per element
     op_overhead  one PyTorch operation on a one-element tensor (the dispatch every operation pays)
-    speed        the FLOP rate at which the cost model's roofline (scaledl.comm.sim.costs) prices the
+    speed        the FLOP rate at which the cost model's roofline (scaledl.sim.costs) prices the
                  model's forward and backward at the batch exactly as long as it measures here
     network      α and 1/β of netbench's α-β fit (a `scaledl netbench` result, or the record
                  bench/run_all.py keeps of one), as the host's loopback link
@@ -29,9 +29,9 @@ import torch
 import torch.nn.functional as F
 
 from scaledl.atomic import write_text
-from scaledl.comm.sim.costs import Device, OpCounter
-from scaledl.errors import UserError, run_command
+from scaledl.errors import UserError
 from scaledl.models import build_model
+from scaledl.sim.costs import Device, OpCounter
 
 
 def netbench_alpha_beta(path: Path) -> tuple[float, float]:
@@ -115,7 +115,7 @@ TEMPLATE = """<?xml version='1.0'?>
 <!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">
 <!--
   {name}: this machine as one host ({cores} cores; ranks share them), calibrated {date}
-  ({cpu}, torch {torch}) by `python -m scaledl.comm.sim.calibrate`.
+  ({cpu}, torch {torch}) by `scaledl calibrate`.
 
   Sources (measured on one core):
     network     loopback latency and bandwidth = netbench's alpha {alpha:.3g} s and 1/beta {bw:.3g} B/s
@@ -171,24 +171,20 @@ def calibrate(netbench: Path, model: str, batch: int, cores: int, name: str) -> 
     return TEMPLATE.format(**values), values
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m scaledl.comm.sim.calibrate", description=__doc__.splitlines()[0])
+HELP = "calibrate a simulated platform to this machine: its network from netbench, its compute from a measured step"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--netbench", type=Path, required=True, help="a scaledl netbench result or its bench record")
     parser.add_argument("--out", type=Path, required=True, help="the platform file to write")
     parser.add_argument("--model", default="lenet")
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--cores", type=int, default=2, help="cores the ranks share (default %(default)s)")
     parser.add_argument("--name", default="laptop", help="the host's and the zone's name (default %(default)s)")
-    args = parser.parse_args(argv)
-
-    def run(args) -> int:
-        text, values = calibrate(args.netbench, args.model, args.batch, args.cores, args.name)
-        write_text(args.out, text)
-        print(json.dumps({k: values[k] for k in ("alpha", "bw", "speed", "mem", "overhead", "step_ms")}))
-        return 0
-
-    return run_command("calibrate", run, args)
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
+def run(args: argparse.Namespace) -> int:
+    text, values = calibrate(args.netbench, args.model, args.batch, args.cores, args.name)
+    write_text(args.out, text)
+    print(json.dumps({k: values[k] for k in ("alpha", "bw", "speed", "mem", "overhead", "step_ms")}))
+    return 0

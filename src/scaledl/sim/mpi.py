@@ -8,7 +8,7 @@ calls; anything else raises AttributeError. The semantics:
 - Point to point: eager messages (cluster.py); `Isend` is a helper actor that
   moves the bytes, so its request completes when they have arrived.
 - Collectives are built from point-to-point messages with the algorithms MPI
-  libraries select (scaledl.comm.sim.collectives), on a channel of their own,
+  libraries select (scaledl.sim.collectives), on a channel of their own,
   so they never match a user's message; the nonblocking ones run on a helper
   actor. Reductions are deterministic: the order of the sums depends only on
   the communicator's size and the message size.
@@ -26,8 +26,8 @@ import pickle
 
 import numpy as np
 
-from scaledl.comm.sim import collectives
-from scaledl.comm.sim.cluster import ANY_SOURCE, ANY_TAG, Message, RankLost, SimulatedAbort, spawn, this_rank
+from scaledl.sim import collectives
+from scaledl.sim.cluster import ANY_SOURCE, ANY_TAG, Message, RankLost, SimulatedAbort, spawn, this_rank
 
 UNDEFINED = -32766
 IN_PLACE = object()
@@ -207,7 +207,7 @@ class Comm:
         """A matching message arrived before the simulated time `deadline`? (transport.arrival)"""
         return self._inbox().take(source, tag, remove=False, timeout=_timeout(deadline)) is not None
 
-    # ---- collectives (scaledl.comm.sim.collectives), each on this communicator's collective channel
+    # ---- collectives (scaledl.sim.collectives), each on this communicator's collective channel
     def _collective(self) -> collectives.Channel:
         self.collective_calls += 1
         return collectives.Channel(self, self.channel + "#c", self.collective_calls)

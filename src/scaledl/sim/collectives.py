@@ -26,7 +26,7 @@ import time
 
 import numpy as np
 
-from scaledl.comm.sim.cluster import this_rank
+from scaledl.sim.cluster import this_rank
 
 BCAST_SHORT, BCAST_MIN_PROCS = 12 * 1024, 8
 REDUCE_SHORT = ALLREDUCE_SHORT = 2 * 1024
