@@ -128,7 +128,7 @@ def overhead_variants(comm, name: str) -> tuple[dict, dict]:
 
     from scaledl.comm.collectives import Collectives
     from scaledl.comm.flat import FlatParams
-    from scaledl.timing import PhaseTimer
+    from scaledl.comm.timing import PhaseTimer
 
     flat = FlatParams(build(name))
     ours = Collectives(comm, flat.grad, PhaseTimer())

@@ -100,7 +100,7 @@ def plan(algorithms, workers, batch: int, global_batch: int) -> dict:
 
 def split_of(state: dict) -> dict:
     """One run's steady-state seconds per step: compute (T_c), transfer, wait, exposed, and every phase."""
-    from scaledl.timing import COMPUTE, PHASES
+    from scaledl.comm.timing import COMPUTE, PHASES
 
     return {
         "compute_s": sum(state[f"{p}_s"] for p in COMPUTE),

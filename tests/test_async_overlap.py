@@ -20,9 +20,9 @@ mpi4py.rc.initialize = False  # resolve_codesign's module imports mpi4py.MPI; th
 
 from mpi_run import run_mpi, run_train  # noqa: E402
 from scaledl.algorithms import ALGORITHMS, check_options, tasks_for  # noqa: E402
+from scaledl.comm.timing import PHASES  # noqa: E402
 from scaledl.config import TrainConfig  # noqa: E402
 from scaledl.errors import UserError  # noqa: E402
-from scaledl.timing import PHASES  # noqa: E402
 from scaledl.train import command as train_command  # noqa: E402
 
 ASYNC_EASGD = ["async_easgd", "async_measgd", "hogwild_easgd"]

@@ -60,7 +60,7 @@ from scaledl.algorithms.boundary import Request
 from scaledl.algorithms.settings import OUTER_WITH_STATE
 from scaledl.comm import transport
 from scaledl.comm.codecs import codec
-from scaledl.timing import PhaseTimer
+from scaledl.comm.timing import PhaseTimer
 
 
 class PeriodicAveraging(Algorithm):

@@ -34,9 +34,9 @@ from scaledl.algorithms.settings import Settings
 from scaledl.comm.collectives import Collectives
 from scaledl.comm.flat import FlatParams
 from scaledl.comm.roles import Roles
+from scaledl.comm.timing import PhaseTimer
 from scaledl.comm.transport import MPI
 from scaledl.errors import UserError
-from scaledl.timing import PhaseTimer
 
 
 def _no_checkpoint() -> None:

@@ -49,7 +49,7 @@ class StepBoundary:
     checkpoints_enabled: bool
     save_checkpoint: Callable[[], None]  # collective over every rank of the job
     evaluate: Callable[[], bool]  # collective: the evaluation pause; True when it ends the run
-    timer: object  # this rank's scaledl.timing.PhaseTimer
+    timer: object  # this rank's scaledl.comm.timing.PhaseTimer
     kill_at: int | None = None  # fault injection (tests): SIGKILL this rank at this step
 
     def decide(self, step: int, epoch: float) -> Request:

@@ -60,8 +60,8 @@ from scaledl.algorithms.master import MasterBased
 from scaledl.comm import transport
 from scaledl.comm.buffers import host_array
 from scaledl.comm.center_window import open_center_window
+from scaledl.comm.timing import PhaseTimer
 from scaledl.comm.watchdog import Heartbeats, Watchdog
-from scaledl.timing import PhaseTimer
 
 
 class WindowEngine(MasterBased):

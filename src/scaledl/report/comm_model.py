@@ -4,7 +4,7 @@ Inputs: α, β, γ from a `scaledl netbench` file; per run, from run.json:
 n = model.bytes (a compressed averaging round: its encoded message's bytes, its gather
 modelled as a reduce of that size, which is exact at P = 2), P = world.workers, the
 algorithm key, and the per-rank steady-state seconds per step (docs/time.md,
-scaledl.timing.steady_state).
+scaledl.comm.timing.steady_state).
 
 Measured seconds per step are the **mean over the worker ranks** (roles
 "worker" and "master+worker"; a dedicated master does not iterate) of the

@@ -37,6 +37,7 @@ import numpy as np
 import pandas as pd
 
 from scaledl.atomic import atomic_path
+from scaledl.comm.timing import COMPUTE, TRANSFER, WAIT
 from scaledl.net.cost import COST_MODELS, Network, efficiency
 from scaledl.report.catalogue import FIGURE_NAMES
 from scaledl.report.claims import load_claims, sides_of, split_setting
@@ -47,7 +48,6 @@ from scaledl.report.scaling import efficiency_table, sweep_row
 from scaledl.report.sides import first_present, side_names
 from scaledl.report.stats import fixed, fmt_ratio, paired_ratio, spread_of
 from scaledl.report.tables import write_table
-from scaledl.timing import COMPUTE, TRANSFER, WAIT
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

@@ -4,7 +4,7 @@ It answers the paper's questions per run: how accurate, how fast to the
 target (with its resolution: the evaluation cadence, in steps), how long a
 step takes, how many samples a second that is, and how much of it is transfer
 and waiting. Every time quantity is the one docs/time.md defines
-(scaledl.timing.steady_state). `config` names the workflow config that ran it,
+(scaledl.comm.timing.steady_state). `config` names the workflow config that ran it,
 so that two result sets stay apart once their tables are put together.
 """
 

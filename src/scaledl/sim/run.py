@@ -25,8 +25,7 @@ import time
 import traceback
 from dataclasses import dataclass, field
 
-from scaledl import timing
-from scaledl.comm import transport
+from scaledl.comm import timing, transport
 from scaledl.errors import Interrupted, UserError
 from scaledl.sim.cluster import Cluster, Done, RankState, SimulatedAbort, bind, spawn, this_rank
 from scaledl.sim.costs import Meter

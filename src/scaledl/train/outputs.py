@@ -25,8 +25,8 @@ import torch
 import scaledl
 from scaledl.atomic import atomic_path, write_text
 from scaledl.comm import transport
+from scaledl.comm.timing import PHASES
 from scaledl.comm.transport import MPI
-from scaledl.timing import PHASES
 
 METRICS_COLUMNS = (
     "step",
@@ -75,7 +75,7 @@ def write_timeline(path: Path, timelines: list[dict], phases: tuple[str, ...]) -
     """Every step of every rank: /rank{r}/step_end_s (seconds since start) and /rank{r}/phase_s (steps × phases)."""
     with atomic_path(path) as tmp, h5py.File(tmp, "w") as f:
         f.attrs["phases"] = list(phases)
-        f.attrs["description"] = "per-step seconds in each phase of each rank's main thread (scaledl.timing)"
+        f.attrs["description"] = "per-step seconds in each phase of each rank's main thread (scaledl.comm.timing)"
         for t in timelines:
             group = f.create_group(f"rank{t['rank']}")
             group.attrs["role"] = t["role"]

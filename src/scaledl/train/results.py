@@ -14,8 +14,8 @@ from pathlib import Path
 import torch
 
 from scaledl.comm import transport
+from scaledl.comm.timing import PHASES, STEADY_KEYS
 from scaledl.models import model_source
-from scaledl.timing import PHASES, STEADY_KEYS
 from scaledl.train import checkpoint, provenance
 from scaledl.train.monitor import DIVERGED, INTERRUPTED
 from scaledl.train.outputs import host, save_model, versions, write_metrics, write_run_json, write_timeline
