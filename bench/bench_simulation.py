@@ -15,7 +15,7 @@ Three tables, from one record:
 2. Collectives against the α-β model. On the cori_knl platform (a dragonfly of
    KNL nodes) at P = 8…64: the simulated time of one Allreduce, Bcast and
    Reduce of n bytes (the slowest rank, from a barrier) beside
-   scaledl.net.cost's prediction for the algorithm the simulated MPI runs, with
+   scaledl.net.alphabeta's prediction for the algorithm the simulated MPI runs, with
    α = the simulated latency of an empty message between two nodes, β = 1 / the
    link bandwidth and γ = the reduction's charge per byte. α is the mean over
    rank 0's routes to the others (a dragonfly's routes differ in length). Deterministic: one
@@ -168,19 +168,19 @@ def measure_collectives(tmp: Path) -> dict:
 
 
 def predicted(op: str, n: int, p: int, alpha: float, beta: float, gamma: float) -> tuple[float, str]:
-    """scaledl.net.cost's time for the algorithm the simulated MPI runs at this size (scaledl.sim.collectives)."""
-    from scaledl.net import cost
+    """scaledl.net.alphabeta's time for the algorithm the simulated MPI runs at this size (scaledl.sim.collectives)."""
+    from scaledl.net import alphabeta
     from scaledl.sim import collectives as algorithms
 
-    net = cost.Network(alpha, beta, gamma, name="cori_knl (simulated)")
+    net = alphabeta.Network(alpha, beta, gamma, name="cori_knl (simulated)")
     if op == "allreduce":
         name = "recursive_doubling" if n <= algorithms.ALLREDUCE_SHORT else "ring"
-        return cost.allreduce(net, n, p, name), name
+        return alphabeta.allreduce(net, n, p, name), name
     if op == "bcast":
         name = "binomial" if n < algorithms.BCAST_SHORT or p < algorithms.BCAST_MIN_PROCS else "scatter_allgather"
-        return cost.bcast(net, n, p, name), name
+        return alphabeta.bcast(net, n, p, name), name
     name = "binomial" if n <= algorithms.REDUCE_SHORT else "rabenseifner"
-    return cost.reduce(net, n, p, name), name
+    return alphabeta.reduce(net, n, p, name), name
 
 
 def collective_rows(meta: dict) -> list[dict]:
@@ -298,7 +298,7 @@ def render(record: dict) -> tuple[str, str, str, str]:
     tables = (
         "Simulated against measured, per message pattern:\n\n"
         + common.table(v, list(v[0]))
-        + "\nSimulated collectives against the α-β model (scaledl.net.cost):\n\n"
+        + "\nSimulated collectives against the α-β model (scaledl.net.alphabeta):\n\n"
         + common.table(c, list(c[0]))
         + "\nWhat a simulation costs this machine:\n\n"
         + common.table(k, list(k[0]))

@@ -57,7 +57,7 @@ huge pages, MPI progress mode, core binding); † marks a cell with more ranks
 than cores. The provenance line below names the commit of the page and any
 section measured at another.
 
-The predicted columns come from the α-β(-γ) cost model in `scaledl.net.cost`
+The predicted columns come from the α-β(-γ) cost model in `scaledl.net.alphabeta`
 (its docstring states every formula and assumption); `scaledl netbench`
 measures α, β, γ, and `scaledl comm-model` puts the model's predictions beside
 any run's measured communication and extrapolates weak scaling to 4096 workers.

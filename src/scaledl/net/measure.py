@@ -49,7 +49,7 @@ from scaledl.atomic import write_text
 from scaledl.comm import transport
 from scaledl.comm.transport import MPI
 from scaledl.errors import UserError, run_command
-from scaledl.net.cost import busbw_factor
+from scaledl.net.alphabeta import busbw_factor
 from scaledl.net.ladder import (
     DEFAULT_ITERS,
     DEFAULT_MAX_SIZE,

@@ -13,7 +13,7 @@ worker's messages and its queueing (the lock queue of the first-come-
 first-served patterns, the other workers' turns in round-robin), so it is
 compared with `measured_exposed_s` = transfer + wait; both parts are shown.
 
-Predicted seconds per step are `scaledl.net.cost.step_cost(...).exposed_s`
+Predicted seconds per step are `scaledl.net.alphabeta.step_cost(...).exposed_s`
 under both named models ("paper": binomial trees; "bandwidth_optimal": what
 MPI libraries use for large messages), with our small control messages
 included (`control=True`) and T_c = the run's measured compute per step
@@ -28,7 +28,7 @@ paper's 4253-core point) for every algorithm, per (dataset, model): n from
 the runs, T_c the median of their measured compute per step, with the
 measured network and, by default, the paper's FDR InfiniBand from Table 2
 (`--networks`). Efficiency = step(1)/step(P) at a fixed per-worker batch
-(scaledl.net.cost.weak_scaling).
+(scaledl.net.alphabeta.weak_scaling).
 """
 
 from __future__ import annotations
@@ -40,7 +40,15 @@ import pandas as pd
 
 from scaledl.algorithms import ALGORITHMS
 from scaledl.errors import UserError
-from scaledl.net.cost import COST_MODELS, PAPER_WEAK_SCALING, Network, family, is_collective, step_cost, weak_scaling
+from scaledl.net.alphabeta import (
+    COST_MODELS,
+    PAPER_WEAK_SCALING,
+    Network,
+    family,
+    is_collective,
+    step_cost,
+    weak_scaling,
+)
 from scaledl.net.measure import KIND
 from scaledl.report.runs import Run, read_json_object, read_runs
 from scaledl.report.tables import markdown_table

@@ -6,7 +6,7 @@ What it measures, on one core (OMP_NUM_THREADS=1, as every rank runs):
 
     memory_bw    a float32 add over arrays far larger than the caches: 3 × 4 bytes per element
     op_overhead  one PyTorch operation on a one-element tensor (the dispatch every operation pays)
-    speed        the FLOP rate at which the cost model's roofline (scaledl.sim.costs) prices the
+    speed        the FLOP rate at which the cost model's roofline (scaledl.sim.roofline) prices the
                  model's forward and backward at the batch exactly as long as it measures here
     network      α and 1/β of netbench's α-β fit (a `scaledl netbench` result, or the record
                  bench/run_all.py keeps of one), as the host's loopback link
@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from scaledl.atomic import write_text
 from scaledl.errors import UserError
 from scaledl.models import build_model
-from scaledl.sim.costs import Device, OpCounter
+from scaledl.sim.roofline import Device, OpCounter
 
 
 def netbench_alpha_beta(path: Path) -> tuple[float, float]:

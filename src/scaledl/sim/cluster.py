@@ -84,7 +84,7 @@ class RankState:
     rank: int
     host: object  # simgrid.Host of the rank's device (its actor runs there)
     node: str  # the node's name (ranks of one node share memory: Split_type)
-    meter: object = None  # scaledl.sim.costs.Meter
+    meter: object = None  # scaledl.sim.roofline.Meter
     world: object = None  # its COMM_WORLD (scaledl.sim.mpi.Comm)
     alive: bool = True  # False once its host failed (Simulation's --fail)
     actors: list = field(default_factory=list)  # its main actor, killed with its unfinished helpers when it fails

@@ -1,6 +1,6 @@
 """Collectives of the simulated MPI, from point-to-point messages, with the algorithms MPI libraries select.
 
-MPICH's defaults (its classic selection, the one scaledl.net.cost models) by
+MPICH's defaults (its classic selection, the one scaledl.net.alphabeta models) by
 message size n and communicator size P:
 
     Barrier    dissemination                      ⌈lg P⌉ rounds of empty messages

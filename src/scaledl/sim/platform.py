@@ -29,7 +29,7 @@ from importlib import resources
 from pathlib import Path
 
 from scaledl.errors import UserError
-from scaledl.sim.costs import Device
+from scaledl.sim.roofline import Device
 
 SHIPPED = resources.files("scaledl.sim") / "platforms"
 
