@@ -6,7 +6,7 @@ pattern: round-robin `easgd`, the `window` engine, the periodic-`averaging`
 engine, `sync_sgd`), the pattern, what one exchange moves, the worker rule
 of a window algorithm, the options it accepts, its defaults, and whether it
 is a preset of another. Other code asks these fields, never compares names.
-`check_options(info, cfg)` refuses a run's setting the algorithm does not
+`refuse_unused_options(info, cfg)` refuses a run's setting the algorithm does not
 use (the settings resolver, algorithms/settings.py, runs it first).
 
 This module imports neither torch nor MPI, so Snakemake and the CLI can read
@@ -370,7 +370,7 @@ def flag(option: str) -> str:
     return "--" + option.replace("_", "-")
 
 
-def check_options(info: AlgorithmInfo, cfg) -> None:
+def refuse_unused_options(info: AlgorithmInfo, cfg) -> None:
     """Refuse a setting `info`'s algorithm does not use, given a value other than its default.
 
     `cfg` is the run's scaledl.config.TrainConfig. A setting that some algorithms

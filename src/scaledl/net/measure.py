@@ -317,9 +317,11 @@ def measure_gamma(nbytes: int = 16 << 20, repeats: int = 5) -> float:
 
 
 def cpu_model() -> str | None:
+    """The CPU's model name (Linux: /proc/cpuinfo, x86's "model name" or ARM's and MIPS' names for it; elsewhere
+    what the platform reports): netbench's machine, run.json's provenance and the benches read this one."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.lower().startswith("model name"):
+            if line.lower().startswith(("model name", "hardware", "cpu model")):
                 return line.split(":", 1)[1].strip()
     except OSError:
         pass

@@ -107,7 +107,8 @@ def time_ratio(time_a: float, time_b: float) -> float:
     return math.inf if time_b == 0 else time_a / time_b
 
 
-def verdict(ratios: list[float]) -> str:
+def unanimous_verdict(ratios: list[float]) -> str:
+    """A cell's verdict on T_A / T_B by seed: holds (reversed) only when every seed's ratio is below (above) 1."""
     if all(r < 1 for r in ratios):
         return "holds"
     if all(r > 1 for r in ratios):
@@ -166,7 +167,7 @@ def build_map(args) -> list[dict]:
                         "min_ratio": min(ratios),
                         "max_ratio": max(ratios),
                         "seeds": len(seeds),
-                        "verdict": verdict(ratios),
+                        "verdict": unanimous_verdict(ratios),
                     }
                 )
     return rows
