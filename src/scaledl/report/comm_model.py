@@ -33,6 +33,7 @@ measured network and, by default, the paper's FDR InfiniBand from Table 2
 
 from __future__ import annotations
 
+import json
 import statistics
 from pathlib import Path
 
@@ -50,7 +51,7 @@ from scaledl.net.alphabeta import (
     weak_scaling,
 )
 from scaledl.net.measure import KIND
-from scaledl.report.runs import Run, read_json_object, read_runs
+from scaledl.report.runs import Run, read_runs
 from scaledl.report.tables import markdown_table
 
 COMM_MODEL_COLUMNS = [
@@ -75,7 +76,14 @@ WORKER_ROLES = ("worker", "master+worker")
 def read_netbench(path: str | Path) -> tuple[Network, dict]:
     """(Network, the netbench record) from a `scaledl netbench` JSON file."""
     path = Path(path)
-    record = read_json_object(path, "netbench JSON")
+    try:
+        record = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such netbench JSON") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise UserError(f"{path}: not a readable netbench JSON ({error})") from None
+    if not isinstance(record, dict):
+        raise UserError(f"{path}: not a scaledl netbench JSON (top level is not an object)")
     if record.get("kind") != KIND:
         raise UserError(
             f"{path}: not a scaledl netbench file (kind is {record.get('kind')!r}); write one with scaledl netbench"

@@ -14,6 +14,7 @@ import pandas as pd
 from scaledl.atomic import atomic_path
 from scaledl.errors import UserError
 from scaledl.report.runs import metrics_path, read_metrics, read_run
+from scaledl.run_record import RUN_JSON
 
 FIGURE_FORMATS = ("png", "pdf", "svg")
 # metrics.csv columns a figure may put on its axes, with their axis labels
@@ -42,7 +43,7 @@ def load_curve(path: str | Path, x: str, y: str) -> Curve:
     for column in (x, y):
         if column not in frame.columns:
             raise UserError(f"{path}: metrics.csv has no column {column!r}")
-    run_json = path.with_name("run.json")
+    run_json = path.with_name(RUN_JSON)
     if not run_json.exists():  # a bare metrics.csv: label it by its folder
         return Curve("", path.parent.as_posix(), ("", "", ""), None, frame)
     run = read_run(run_json)

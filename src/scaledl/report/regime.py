@@ -27,7 +27,6 @@ ratio as colour, the verdict in words, the base platform framed).
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import shlex
 import statistics
@@ -129,7 +128,7 @@ def seconds_per_step(platform_xml: Path, algorithm: str, flags: list[str], args,
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
         raise UserError(f"the simulation of {algorithm} on {platform_xml.name} failed: {last}")
-    return float(json.loads((out / "run.json").read_text())["seconds_per_step"])
+    return float(read_run(out).get("seconds_per_step"))
 
 
 def build_map(args) -> list[dict]:
