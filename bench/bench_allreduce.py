@@ -34,7 +34,7 @@ Limits beside the times: the memory-copy bound 2(P−1)/P · n / memcpy (the
 bytes a ring or recursive allreduce moves into and out of each rank, at the
 copy rate bench.common.memcpy_bandwidth measures at the same size, all ranks
 copying at once, in the same run), and the α-β-γ prediction of
-scaledl.net.cost.allreduce with α, β, γ from a `scaledl netbench` file
+scaledl.net.alphabeta.allreduce with α, β, γ from a `scaledl netbench` file
 (--netbench; without one this script measures one, ≈ 10 s).
 
 Every raw sample goes to --raw (bench.common.write_raw); the tables are
@@ -76,7 +76,7 @@ PACKED, PER_LAYER = "packed", "per-layer"
 PACKED_AA = stats.aa_cell(PACKED)
 LAYER_VARIANTS = (PACKED, PER_LAYER, PACKED_AA)
 
-SMALL_MESSAGE = 2048  # bytes: MPICH's recursive doubling up to here, Rabenseifner above (scaledl.net.cost)
+SMALL_MESSAGE = 2048  # bytes: MPICH's recursive doubling up to here, Rabenseifner above (scaledl.net.alphabeta)
 
 
 def cell(model: str, variant: str) -> str:
@@ -128,7 +128,7 @@ def overhead_variants(comm, name: str) -> tuple[dict, dict]:
 
     from scaledl.comm.collectives import Collectives
     from scaledl.comm.flat import FlatParams
-    from scaledl.timing import PhaseTimer
+    from scaledl.comm.timing import PhaseTimer
 
     flat = FlatParams(build(name))
     ours = Collectives(comm, flat.grad, PhaseTimer())
@@ -301,7 +301,7 @@ def transparent_hugepages() -> str | None:
 
 
 def network_of(meta: dict):
-    from scaledl.net.cost import Network
+    from scaledl.net.alphabeta import Network
 
     net = meta.get("network") or {}
     if "alpha_s" not in net:
@@ -312,7 +312,7 @@ def network_of(meta: dict):
 def predicted_allreduce(net, piece_bytes: list[int], p: int) -> float:
     """α-β-γ seconds of one Allreduce per piece (MPICH's choice by size: recursive doubling up to
     2 KiB, Rabenseifner above), summed over the pieces."""
-    from scaledl.net.cost import allreduce
+    from scaledl.net.alphabeta import allreduce
 
     return sum(
         allreduce(net, n, p, "recursive_doubling" if n <= SMALL_MESSAGE else "rabenseifner") for n in piece_bytes
@@ -515,7 +515,7 @@ def render(record: dict, raw_path: str | None = None) -> tuple[str, str, str, st
         "Limits per model: the copy bound is 2(P−1)/P · n / memcpy, the bytes a ring or recursive allreduce "
         f"moves into and out of each rank (at P = {p}: {2 * (p - 1) / p:.3g} n) at the copy rate measured "
         "at the same size with all ranks copying at once (bench.common.memcpy_bandwidth, best of 10, slowest "
-        "rank); the α-β prediction is scaledl.net.cost.allreduce (recursive doubling up to 2 KiB, "
+        "rank); the α-β prediction is scaledl.net.alphabeta.allreduce (recursive doubling up to 2 KiB, "
         f"Rabenseifner above, per message) with {prediction}.\n\n"
         + limits_table(meta, net, list(meta["sizes"]))
         + "\nOne model's gradients, six ways:\n\n"

@@ -67,7 +67,7 @@ def exchange_worker(out: Path, numel: int, reps: int, rounds: int) -> None:
 
     from scaledl.comm.collectives import Collectives
     from scaledl.comm.round_robin import RoundRobinMaster, RoundRobinWorker
-    from scaledl.timing import PhaseTimer
+    from scaledl.comm.timing import PhaseTimer
 
     world = MPI.COMM_WORLD
     rank = world.Get_rank()

@@ -35,7 +35,7 @@ the exchange seconds hidden behind compute (the helper thread's exchange
 time minus the part the main thread waited for, per exchange, over the same
 steady-state steps).
 
-Every measured row carries the α-β(-γ) prediction of scaledl.net.cost
+Every measured row carries the α-β(-γ) prediction of scaledl.net.alphabeta
 (step_cost with the level's family: round_robin for easgd, bcast_reduce for
 the sync levels, overlapped for sync_easgd3; the "paper" model, binomial
 trees, with the row's own measured compute per step as T_c and control
@@ -386,7 +386,7 @@ def variants_of(record: dict, table: str) -> list[Variant]:
 
 
 def network_of(record: dict):
-    from scaledl.net.cost import Network
+    from scaledl.net.alphabeta import Network
 
     net = record["meta"].get("network") or {}
     if "alpha_s" not in net:
@@ -395,8 +395,8 @@ def network_of(record: dict):
 
 
 def predicted(net, v: Variant, nbytes: float, compute_s: float):
-    """scaledl.net.cost.step_cost of the level (its family decides the formula), or None without α-β."""
-    from scaledl.net.cost import step_cost
+    """scaledl.net.alphabeta.step_cost of the level (its family decides the formula), or None without α-β."""
+    from scaledl.net.alphabeta import step_cost
 
     if net is None:
         return None
@@ -600,7 +600,7 @@ def heavy_table(record: dict, net) -> str:
         f"per step (the workers' mean over the {h['steps']} timed steps), median [min–max] over "
         f"{rounds_text(h['rounds'])} except where n is printed. Hidden (sync_easgd3): per exchange, the helper "
         "thread's exchange seconds minus the seconds the main thread waited for it, over the same timed steps. "
-        "α-β columns are scaledl.net.cost.step_cost: exchange = the worker's own messages, s/step with the "
+        "α-β columns are scaledl.net.alphabeta.step_cost: exchange = the worker's own messages, s/step with the "
         "row's median compute as T_c.\n\n"
         + common.table(rows, list(rows[0]))
         + f"\nA/A: {TWIN} twice per round, ratio {stats.format_ratio(aa)}, noise floor {noise:.1%}; speed-ups "

@@ -25,7 +25,7 @@ contention between ranks shows up as compute growing with P), the exposed
 time split into transfer (the collectives' bytes) and wait (the skew the
 barrier before each collective absorbs), and the α-β prediction: T_c = the
 compute measured at that P in that round plus the cost model's communication
-(scaledl.net.cost, bandwidth-optimal collectives, control messages
+(scaledl.net.alphabeta, bandwidth-optimal collectives, control messages
 included), with α, β, γ from --netbench (a `scaledl netbench` JSON; without
 it this script measures one first, ≈ 5–20 s).
 
@@ -52,7 +52,7 @@ from bench import common, stats  # noqa: E402
 NAME = "scaling"
 TITLE = "Weak and strong scaling: sync_sgd and sync_easgd"
 ALGORITHMS = ("sync_sgd", "sync_easgd")
-COST_MODEL = "bandwidth_optimal"  # what MPICH selects for messages of LeNet's size (scaledl.net.cost)
+COST_MODEL = "bandwidth_optimal"  # what MPICH selects for messages of LeNet's size (scaledl.net.alphabeta)
 SCALINGS = ("weak", "strong")
 # Steady-state quantities per step kept for every run (docs/time.md); "compute_s" is the COMPUTE group
 # (data + compute + update + center_update), the cost model's T_c, not the forward/backward phase alone.
@@ -100,7 +100,7 @@ def plan(algorithms, workers, batch: int, global_batch: int) -> dict:
 
 def split_of(state: dict) -> dict:
     """One run's steady-state seconds per step: compute (T_c), transfer, wait, exposed, and every phase."""
-    from scaledl.timing import COMPUTE, PHASES
+    from scaledl.comm.timing import COMPUTE, PHASES
 
     return {
         "compute_s": sum(state[f"{p}_s"] for p in COMPUTE),
@@ -192,8 +192,8 @@ def noise_floors(record: dict) -> dict:
 
 
 def recorded_network(record: dict):
-    """The record's α, β, γ as a scaledl.net.cost.Network, or None where it holds none."""
-    from scaledl.net.cost import Network
+    """The record's α, β, γ as a scaledl.net.alphabeta.Network, or None where it holds none."""
+    from scaledl.net.alphabeta import Network
 
     net = record["meta"].get("network")
     return Network(net["alpha_s"], net["beta_s_per_byte"], net["gamma_s_per_byte"] or 0.0) if net else None
@@ -202,7 +202,7 @@ def recorded_network(record: dict):
 def predictions(record: dict, row: dict) -> dict | None:
     """The cost model's prediction for one row, per round: {"exposed_s", "step_s": [T_c(P, round) + comm],
     "formula"}; None without α, β."""
-    from scaledl.net.cost import step_cost
+    from scaledl.net.alphabeta import step_cost
 
     net = recorded_network(record)
     if net is None:
@@ -379,7 +379,7 @@ def render(record: dict) -> tuple[str, str, str, str]:
             first_rows.setdefault(r["algorithm"], r)
         formulas = "; ".join(f"{a}: {predictions(record, row)['formula']}" for a, row in first_rows.items())
         notes.append(
-            f"Model: scaledl.net.cost, {COST_MODEL.replace('_', '-')} collectives, control messages included "
+            f"Model: scaledl.net.alphabeta, {COST_MODEL.replace('_', '-')} collectives, control messages included "
             f"({formulas}), with α = {net['alpha_s']:.3g} s, β = {net['beta_s_per_byte']:.3g} s/B, "
             f"γ = {net['gamma_s_per_byte'] or 0:.3g} s/B from netbench ({net['source']}: "
             f"{common.netbench_origin(net)}"

@@ -7,7 +7,7 @@ Three tables, from one record:
 
 1. Validation. Each message pattern at P = 2 on this machine: `scaledl train`
    under mpiexec (measured) and `scaledl simulate --platform-file laptop` (the
-   platform calibrated to this machine: python -m scaledl.comm.sim.calibrate),
+   platform calibrated to this machine: scaledl calibrate),
    the same run (digits, LeNet, batch 64, warm-up + timed steps), steady-state
    seconds per step (bench.common.steady_state on both). Rounds alternate the
    two in rotating order; the ratio simulated / measured is paired per round,
@@ -15,7 +15,7 @@ Three tables, from one record:
 2. Collectives against the α-β model. On the cori_knl platform (a dragonfly of
    KNL nodes) at P = 8…64: the simulated time of one Allreduce, Bcast and
    Reduce of n bytes (the slowest rank, from a barrier) beside
-   scaledl.net.cost's prediction for the algorithm the simulated MPI runs, with
+   scaledl.net.alphabeta's prediction for the algorithm the simulated MPI runs, with
    α = the simulated latency of an empty message between two nodes, β = 1 / the
    link bandwidth and γ = the reduction's charge per byte. α is the mean over
    rank 0's routes to the others (a dragonfly's routes differ in length). Deterministic: one
@@ -109,8 +109,8 @@ COLLECTIVES_SCRIPT = textwrap.dedent(
     import json, sys
     import numpy as np
     from scaledl.comm import transport
-    from scaledl.comm.sim.platform import load
-    from scaledl.comm.sim.run import Simulation
+    from scaledl.sim.platform import load
+    from scaledl.sim.run import Simulation
 
     P, sizes = int(sys.argv[1]), [int(s) for s in sys.argv[2].split(",")]
     times = {}
@@ -168,23 +168,23 @@ def measure_collectives(tmp: Path) -> dict:
 
 
 def predicted(op: str, n: int, p: int, alpha: float, beta: float, gamma: float) -> tuple[float, str]:
-    """scaledl.net.cost's time for the algorithm the simulated MPI runs at this size (scaledl.comm.sim.collectives)."""
-    from scaledl.comm.sim import collectives as algorithms
-    from scaledl.net import cost
+    """scaledl.net.alphabeta's time for the algorithm the simulated MPI runs at this size (scaledl.sim.collectives)."""
+    from scaledl.net import alphabeta
+    from scaledl.sim import collectives as algorithms
 
-    net = cost.Network(alpha, beta, gamma, name="cori_knl (simulated)")
+    net = alphabeta.Network(alpha, beta, gamma, name="cori_knl (simulated)")
     if op == "allreduce":
         name = "recursive_doubling" if n <= algorithms.ALLREDUCE_SHORT else "ring"
-        return cost.allreduce(net, n, p, name), name
+        return alphabeta.allreduce(net, n, p, name), name
     if op == "bcast":
         name = "binomial" if n < algorithms.BCAST_SHORT or p < algorithms.BCAST_MIN_PROCS else "scatter_allgather"
-        return cost.bcast(net, n, p, name), name
+        return alphabeta.bcast(net, n, p, name), name
     name = "binomial" if n <= algorithms.REDUCE_SHORT else "rabenseifner"
-    return cost.reduce(net, n, p, name), name
+    return alphabeta.reduce(net, n, p, name), name
 
 
 def collective_rows(meta: dict) -> list[dict]:
-    from scaledl.comm.sim.platform import load
+    from scaledl.sim.platform import load
 
     node = next(iter(load("cori_knl").hosts.values()))
     beta = 1.0 / _link_bandwidth()
@@ -213,7 +213,7 @@ def collective_rows(meta: dict) -> list[dict]:
 def _link_bandwidth() -> float:
     import xml.etree.ElementTree as ET
 
-    from scaledl.comm.sim.platform import _number, resolve
+    from scaledl.sim.platform import _number, resolve
 
     cluster = ET.parse(resolve("cori_knl")).getroot().find("cluster")
     return _number(cluster.get("bw"), "bw")
@@ -298,7 +298,7 @@ def render(record: dict) -> tuple[str, str, str, str]:
     tables = (
         "Simulated against measured, per message pattern:\n\n"
         + common.table(v, list(v[0]))
-        + "\nSimulated collectives against the α-β model (scaledl.net.cost):\n\n"
+        + "\nSimulated collectives against the α-β model (scaledl.net.alphabeta):\n\n"
         + common.table(c, list(c[0]))
         + "\nWhat a simulation costs this machine:\n\n"
         + common.table(k, list(k[0]))

@@ -57,7 +57,7 @@ huge pages, MPI progress mode, core binding); † marks a cell with more ranks
 than cores. The provenance line below names the commit of the page and any
 section measured at another.
 
-The predicted columns come from the α-β(-γ) cost model in `scaledl.net.cost`
+The predicted columns come from the α-β(-γ) cost model in `scaledl.net.alphabeta`
 (its docstring states every formula and assumption); `scaledl netbench`
 measures α, β, γ, and `scaledl comm-model` puts the model's predictions beside
 any run's measured communication and extrapolates weak scaling to 4096 workers.
@@ -389,12 +389,12 @@ def rotating_rounds(bench: str, cells: list[str], rounds: int, measure_one) -> d
 def steady_state(run_dir: Path, warmup: int) -> dict:
     """The workers' mean steady-state seconds per step, the first `warmup` steps left out, from the run's
     per-step timeline: `seconds_per_step`, `transfer_s`, `exposed_s` (transfer + wait) and `comm_share`
-    as scaledl.timing.steady_state defines them (docs/time.md), and each phase's `<phase>_s`."""
+    as scaledl.comm.timing.steady_state defines them (docs/time.md), and each phase's `<phase>_s`."""
     import h5py
     import numpy as np
 
-    from scaledl.timing import PHASES
-    from scaledl.timing import steady_state as rank_steady_state
+    from scaledl.comm.timing import PHASES
+    from scaledl.comm.timing import steady_state as rank_steady_state
 
     run = json.loads((Path(run_dir) / "run.json").read_text())
     quantities, phases = [], []

@@ -32,7 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import common  # noqa: E402
-from scaledl.comm.sim.loader import available  # noqa: E402
+from scaledl.sim.loader import available  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 QUICK = {

@@ -1,5 +1,5 @@
-"""`scaledl` command line: download, prepare, train, simulate, aggregate, plot, netbench, comm-model, claims,
-figures, tune, compare, timeline, regime-map, cost.
+"""`scaledl` command line: download, prepare, train, simulate, calibrate, aggregate, plot, netbench, comm-model,
+claims, figures, tune, compare, timeline, regime-map, cost.
 
 Each subcommand is one module exporting HELP, `add_arguments(parser)` and
 `run(args)`; this file only lists them. A UserError, like a parser error,
@@ -31,6 +31,10 @@ SUBCOMMANDS = {
     "simulate": (
         "scaledl.train.simulate",
         "simulate a training run on a SimGrid platform: every rank an actor, real numerics, simulated time",
+    ),
+    "calibrate": (
+        "scaledl.sim.calibrate",
+        "calibrate a simulated platform to this machine: its network from netbench, its compute from a measured step",
     ),
     "aggregate": ("scaledl.report.commands:aggregate", "collect run.json files into a summary table"),
     "plot": (

@@ -99,7 +99,7 @@ def test_copy_bound_is_two_p_minus_one_over_p_times_n_over_the_copy_rate():
 
 
 def test_prediction_picks_the_algorithm_by_message_size():
-    from scaledl.net.cost import Network
+    from scaledl.net.alphabeta import Network
 
     net = Network(1e-6, 1e-9, 0.0)
     assert ar.predicted_allreduce(net, [1000], 2) == pytest.approx(1e-6 + 1000e-9)  # recursive doubling

@@ -10,7 +10,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from bench import bench_scaling, common, stats  # noqa: E402
-from scaledl.net.cost import Network, step_cost  # noqa: E402
+from scaledl.net.alphabeta import Network, step_cost  # noqa: E402
 
 MACHINE = {
     "cpu": "test CPU",

@@ -25,8 +25,8 @@ from scaledl.algorithms.base import AlgorithmContext
 from scaledl.algorithms.settings import resolve
 from scaledl.comm.flat import FlatParams
 from scaledl.comm.roles import make_roles
+from scaledl.comm.timing import PhaseTimer
 from scaledl.config import TrainConfig
-from scaledl.timing import PhaseTimer
 
 algorithm = sys.argv[1]
 compress = sys.argv[2] if len(sys.argv) > 2 else "fp32"

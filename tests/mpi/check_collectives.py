@@ -7,7 +7,7 @@ from scaledl.comm.buckets import GradientBuckets
 from scaledl.comm.collectives import Collectives
 from scaledl.comm.flat import FlatParams
 from scaledl.comm.roles import make_roles
-from scaledl.timing import PhaseTimer
+from scaledl.comm.timing import PhaseTimer
 
 world = MPI.COMM_WORLD
 size, rank = world.Get_size(), world.Get_rank()

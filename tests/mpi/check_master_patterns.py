@@ -14,7 +14,7 @@ from scaledl.comm.center_window import CenterWindow
 from scaledl.comm.roles import make_roles
 from scaledl.comm.round_robin import RoundRobinMaster, RoundRobinWorker
 from scaledl.comm.tags import Tag
-from scaledl.timing import PhaseTimer
+from scaledl.comm.timing import PhaseTimer
 
 world = MPI.COMM_WORLD
 roles = make_roles(world, dedicated_master=True)

@@ -19,10 +19,10 @@ import pytest
 mpi4py.rc.initialize = False  # resolve_codesign's module imports mpi4py.MPI; the unit tests need no MPI world
 
 from mpi_run import run_mpi, run_train  # noqa: E402
-from scaledl.algorithms import ALGORITHMS, check_options, tasks_for  # noqa: E402
+from scaledl.algorithms import ALGORITHMS, refuse_unused_options, tasks_for  # noqa: E402
+from scaledl.comm.timing import PHASES  # noqa: E402
 from scaledl.config import TrainConfig  # noqa: E402
 from scaledl.errors import UserError  # noqa: E402
-from scaledl.timing import PHASES  # noqa: E402
 from scaledl.train import command as train_command  # noqa: E402
 
 ASYNC_EASGD = ["async_easgd", "async_measgd", "hogwild_easgd"]
@@ -77,7 +77,7 @@ def test_the_command_line_turns_it_either_way():
 
 def test_no_overlap_where_there_is_no_overlap_is_refused_by_its_name():
     with pytest.raises(UserError, match=r"^--no-overlap does not apply to async_sgd: only "):
-        check_options(ALGORITHMS["async_sgd"], config("async_sgd", overlap=False))
+        refuse_unused_options(ALGORITHMS["async_sgd"], config("async_sgd", overlap=False))
     with pytest.raises(UserError, match=r"^--no-overlap contradicts sync_easgd3"):
         resolved_overlap("sync_easgd3", False)
 

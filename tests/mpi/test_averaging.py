@@ -19,7 +19,7 @@ from mpi_run import run_mpi, run_train
 from scaledl.algorithms import rules
 from scaledl.algorithms.averaging import EncodedRound
 from scaledl.comm.codecs import CODECS, INT8_CHUNK, codec
-from scaledl.timing import PhaseTimer
+from scaledl.comm.timing import PhaseTimer
 
 CHECKS = Path(__file__).parent
 

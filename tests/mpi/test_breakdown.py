@@ -11,7 +11,7 @@ import torch
 
 from mpi_run import run_train
 from scaledl.algorithms import tasks_for
-from scaledl.timing import PHASES
+from scaledl.comm.timing import PHASES
 
 pytestmark = pytest.mark.mpi
 

@@ -395,7 +395,7 @@ def test_a_changed_target_is_found_again_in_the_restored_rows():
     target those rows reach stops the run at its next step boundary, its result that row's."""
     from types import SimpleNamespace
 
-    from scaledl.timing import PhaseTimer
+    from scaledl.comm.timing import PhaseTimer
     from scaledl.train.monitor import Monitor, StopRule
 
     accuracies = {0: 0.1, 5: 0.6, 10: 0.8, 15: 0.7, 20: 0.9}

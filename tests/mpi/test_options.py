@@ -14,8 +14,8 @@ from scaledl.algorithms import (  # noqa: E402
     BASE_ALGORITHMS,
     accepting,
     algorithm_options,
-    check_options,
     flag,
+    refuse_unused_options,
 )
 from scaledl.algorithms.settings import resolve  # noqa: E402
 from scaledl.config import TrainConfig  # noqa: E402
@@ -66,7 +66,7 @@ def test_every_option_has_a_sample_value_other_than_its_default():
 @pytest.mark.parametrize("key, option", refused())
 def test_an_option_the_algorithm_does_not_use_is_refused_in_one_line(key, option):
     with pytest.raises(UserError) as error:
-        check_options(ALGORITHMS[key], config(key, **{option: SET[option]}))
+        refuse_unused_options(ALGORITHMS[key], config(key, **{option: SET[option]}))
     message = str(error.value)
     assert "\n" not in message
     assert message.startswith(flag(option)) and f"does not apply to {key}:" in message
@@ -76,9 +76,9 @@ def test_an_option_the_algorithm_does_not_use_is_refused_in_one_line(key, option
 
 @pytest.mark.parametrize("key", ALGORITHMS)
 def test_defaults_and_accepted_options_pass(key):
-    check_options(ALGORITHMS[key], config(key))
+    refuse_unused_options(ALGORITHMS[key], config(key))
     for option in ALGORITHMS[key].options:
-        check_options(ALGORITHMS[key], config(key, **{option: SET[option]}))
+        refuse_unused_options(ALGORITHMS[key], config(key, **{option: SET[option]}))
 
 
 def test_accepting_names_base_algorithms_and_a_preset_only_for_its_own_options():
@@ -95,13 +95,13 @@ def test_accepting_names_base_algorithms_and_a_preset_only_for_its_own_options()
 
 def test_the_message_reads_well():
     with pytest.raises(UserError, match=r"^--nesterov does not apply to async_easgd: only async_measgd uses it$"):
-        check_options(ALGORITHMS["async_easgd"], config("async_easgd", nesterov=True))
+        refuse_unused_options(ALGORITHMS["async_easgd"], config("async_easgd", nesterov=True))
     with pytest.raises(
         UserError,
         match=r"^--message per_layer does not apply to async_sgd: "
         r"only sync_easgd, local_sgd, diloco, slowmo and sync_sgd use it$",
     ):
-        check_options(ALGORITHMS["async_sgd"], config("async_sgd", message="per_layer"))
+        refuse_unused_options(ALGORITHMS["async_sgd"], config("async_sgd", message="per_layer"))
 
 
 @pytest.mark.parametrize("key", ALGORITHMS)

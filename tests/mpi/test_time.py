@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from mpi_run import run_train
+from scaledl.comm.timing import PHASES, steady_state, warmup_steps
 from scaledl.errors import UserError
-from scaledl.timing import PHASES, steady_state, warmup_steps
 from scaledl.train.evaluation import EVAL_DELAY_VARIABLE
 from scaledl.train.setup import straggler_factor
 

@@ -20,7 +20,18 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 # loading a heavy library that most callers of the module never need.
 LAZY_TARGETS = ("mpi4py.MPI", "torch", "torchvision", "matplotlib", "sklearn", "scipy", "PIL", "simgrid")
 # Package modules that import one of those at their top, so importing them lazily is lazy for the same reason.
-LAZY_MODULES = ("scaledl.train.loop", "scaledl.comm.sim.platform", "scaledl.comm.sim.run")
+LAZY_MODULES = ("scaledl.train.loop", "scaledl.sim.platform", "scaledl.sim.run")
+# The ground floor: small shared modules that everything may import and that import nothing above them.
+GROUND_FLOOR = (
+    "scaledl",
+    "scaledl.atomic",
+    "scaledl.errors",
+    "scaledl.progress",
+    "scaledl.config",
+    "scaledl.run_record",
+)
+# The run's clock: the transport's clock and the phase timer on it, comm's floor, which nothing above reaches into.
+CLOCK = ("scaledl.comm.transport", "scaledl.comm.timing")
 
 
 def module_files() -> dict[str, Path]:
@@ -92,6 +103,63 @@ def test_cycle_finder_finds_a_cycle():
 def test_no_import_cycle():
     cycle = find_cycle(import_graph())
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def upward_imports(graph: dict[str, set[str]], modules, allowed) -> list[str]:
+    """`module -> target` for every import of `modules` (inside functions too) that leaves `allowed`."""
+    return [f"{m} -> {t}" for m in modules for t in sorted(graph[m]) if t not in allowed]
+
+
+def test_upward_import_finder_finds_one():
+    graph = {"scaledl.errors": {"scaledl.train.loop"}, "scaledl.atomic": {"scaledl.errors"}}
+    assert upward_imports(graph, ["scaledl.errors", "scaledl.atomic"], GROUND_FLOOR) == [
+        "scaledl.errors -> scaledl.train.loop"
+    ]
+
+
+def test_the_ground_floor_imports_nothing_above_it():
+    """atomic, errors, progress, config and run_record import only each other: no comm, algorithms, train,
+    grid, net, report, sim or data (nor models, plugins, cli), so every package may import them."""
+    assert set(GROUND_FLOOR) <= set(MODULES)
+    offenders = upward_imports(import_graph(), GROUND_FLOOR, GROUND_FLOOR)
+    assert not offenders, "the ground floor imports from above it:\n" + "\n".join(offenders)
+
+
+def test_the_clock_imports_only_the_ground_floor():
+    """The phase timer sits beside the clock it reads (comm.transport), and neither imports anything above
+    the ground floor: not the patterns, not the simulator that installs its own clock."""
+    assert set(CLOCK) <= set(MODULES)
+    offenders = upward_imports(import_graph(), CLOCK, GROUND_FLOOR + CLOCK)
+    assert not offenders, "the clock imports from above the ground floor:\n" + "\n".join(offenders)
+
+
+def names_run_json(tree: ast.AST) -> bool:
+    """The module names the file: the literal "run.json", or run_record's RUN_JSON / run_json_path."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and node.value == "run.json":
+            return True
+        if isinstance(node, ast.ImportFrom) and node.module == "scaledl.run_record":
+            if {alias.name for alias in node.names} & {"RUN_JSON", "run_json_path"}:
+                return True
+    return False
+
+
+def parses_json(tree: ast.AST) -> bool:
+    return any(name == "json" or name.startswith("json.") for node in ast.walk(tree) for name in imported_names(node))
+
+
+def test_run_json_is_parsed_by_run_record_alone():
+    """One module owns run.json (scaledl.run_record: its blocks, its writer, its parser): no other module
+    both names the file and imports json, and only that module spells its name."""
+    trees = {name: ast.parse(path.read_text()) for name, path in MODULES.items()}
+    spelled = [
+        name
+        for name, tree in trees.items()
+        if any(isinstance(n, ast.Constant) and n.value == "run.json" for n in ast.walk(tree))
+    ]
+    assert spelled == ["scaledl.run_record"], spelled
+    both = [name for name, tree in trees.items() if names_run_json(tree) and parses_json(tree)]
+    assert both == ["scaledl.run_record"], both
 
 
 def function_imports(path: Path) -> list[tuple[int, str]]:

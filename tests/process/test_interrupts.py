@@ -22,8 +22,9 @@ from scaledl.errors import UserError
 from scaledl.grid.launch import Job
 from scaledl.models import build_model
 from scaledl.report.summary import summarize
+from scaledl.run_record import write_run_json
 from scaledl.train.monitor import StopSignals
-from scaledl.train.outputs import MetricsLog, write_metrics, write_run_json
+from scaledl.train.outputs import MetricsLog, write_metrics
 
 BUDGET = 100_000
 

@@ -1,4 +1,4 @@
-"""The simulated cluster (scaledl.comm.sim): the same code as over MPI, repeatable, and honest about failures.
+"""The simulated cluster (scaledl.sim): the same code as over MPI, repeatable, and honest about failures.
 
 SimGrid is optional: without it these tests skip, saying why (CI installs Debian's python3-simgrid).
 """
@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from mpi_run import run_python, run_train
-from scaledl.comm.sim.loader import available
+from scaledl.sim.loader import available
 
 pytestmark = pytest.mark.skipif(not available(), reason="SimGrid's Python bindings are not installed (python3-simgrid)")
 
@@ -161,8 +161,8 @@ COLLECTIVES = textwrap.dedent(
     """
     import numpy as np, sys
     from scaledl.comm import transport
-    from scaledl.comm.sim.platform import load
-    from scaledl.comm.sim.run import Simulation
+    from scaledl.sim.platform import load
+    from scaledl.sim.run import Simulation
 
     P = int(sys.argv[1])
     failures = []

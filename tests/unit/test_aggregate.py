@@ -195,6 +195,19 @@ def test_corrupt_run_json_names_the_file(tmp_path, content):
     assert str(run / "run.json") in message and "\n" not in message
 
 
+def test_every_column_reads_a_path_the_run_record_declares():
+    """The reader's table of paths (report.runs.RUN_FIELDS) and the writer's RunRecord are one contract:
+    a column naming a path the record does not declare is refused when the table is built."""
+    from scaledl.report.runs import RUN_FIELDS
+    from scaledl.run_record import checked_paths, declared
+
+    assert all(declared(path) for path in RUN_FIELDS.values())
+    assert declared("phases.comm_s") and declared("provenance.code.commit")  # a spread block, an open one
+    assert not declared("world.gpus") and not declared("seconds_per_step.mean") and not declared("nothing")
+    with pytest.raises(ValueError, match="world.gpus"):
+        checked_paths({"gpus": "world.gpus"})
+
+
 def test_missing_run_json_names_the_file(tmp_path):
     with pytest.raises(UserError, match="nowhere/run.json"):
         summarize([tmp_path / "nowhere/run.json"])

@@ -2,7 +2,7 @@
 
 import pytest
 
-from scaledl.algorithms.boundary import Request, StepBoundary
+from scaledl.algorithms.boundary import BoundaryRequest, StepBoundary
 
 
 class Monitor:
@@ -73,13 +73,13 @@ def test_a_scheduled_checkpoint_comes_after_the_agreement_and_the_step_mark():
     log = []
     stop = boundary(log, Monitor(checkpoint_at={3}, log=log)).cross(3, 0.1, agreeing(log), idle="wait")
     assert not stop
-    assert log == [("rule", 3), ("agree", Request.CHECKPOINT), ("mark", "wait"), ("checkpoint",)]
+    assert log == [("rule", 3), ("agree", BoundaryRequest.CHECKPOINT), ("mark", "wait"), ("checkpoint",)]
 
 
 def test_a_budget_stops_without_a_checkpoint():
     log = []
     assert boundary(log, Monitor(stop_at=5, log=log)).cross(5, 0.2, agreeing(log))
-    assert ("checkpoint",) not in log and log[1] == ("agree", Request.STOP)
+    assert ("checkpoint",) not in log and log[1] == ("agree", BoundaryRequest.STOP)
 
 
 @pytest.mark.parametrize("with_monitor", [True, False])
@@ -87,26 +87,26 @@ def test_an_interrupt_asks_for_a_checkpoint_and_the_stop_together(with_monitor):
     log = []
     monitor = Monitor(log=log) if with_monitor else None
     assert boundary(log, monitor, interrupted=True).cross(7, 0.3, agreeing(log))
-    assert ("agree", Request.STOP | Request.CHECKPOINT) in log and log[-1] == ("checkpoint",)
+    assert ("agree", BoundaryRequest.STOP | BoundaryRequest.CHECKPOINT) in log and log[-1] == ("checkpoint",)
 
 
 def test_an_interrupt_without_checkpoints_only_stops():
     log = []
     assert boundary(log, interrupted=True, checkpoints=False).cross(1, 0.0, agreeing(log))
-    assert log == [("agree", Request.STOP), ("mark", None)]
+    assert log == [("agree", BoundaryRequest.STOP), ("mark", None)]
 
 
 def test_a_peers_stop_is_the_agreed_one_and_the_monitor_calls_it_an_interrupt():
     log = []
     monitor = Monitor(log=log)
-    assert boundary(log, monitor).cross(2, 0.0, agreeing(log, answer=Request.STOP))
+    assert boundary(log, monitor).cross(2, 0.0, agreeing(log, answer=BoundaryRequest.STOP))
     assert monitor.stop_reason == "interrupted"
 
 
 def test_a_worker_without_a_monitor_checkpoints_when_the_master_asked():
     log = []
-    assert not boundary(log).cross(4, 0.0, agreeing(log, answer=Request.CHECKPOINT))
-    assert log == [("agree", Request.NONE), ("mark", None), ("checkpoint",)]
+    assert not boundary(log).cross(4, 0.0, agreeing(log, answer=BoundaryRequest.CHECKPOINT))
+    assert log == [("agree", BoundaryRequest.NONE), ("mark", None), ("checkpoint",)]
 
 
 def test_an_evaluation_pause_comes_after_the_step_mark_and_before_the_checkpoint():
@@ -115,7 +115,7 @@ def test_an_evaluation_pause_comes_after_the_step_mark_and_before_the_checkpoint
     assert not boundary(log, monitor).cross(4, 0.1, agreeing(log))
     assert log == [
         ("rule", 4),
-        ("agree", Request.EVALUATE | Request.CHECKPOINT),
+        ("agree", BoundaryRequest.EVALUATE | BoundaryRequest.CHECKPOINT),
         ("mark", None),
         ("evaluation pause",),
         ("checkpoint",),
@@ -140,5 +140,5 @@ def test_no_evaluation_at_a_stop_nor_on_an_interrupt():
 
 def test_a_worker_joins_the_evaluation_pause_the_master_asked_for():
     log = []
-    assert not boundary(log).cross(4, 0.0, agreeing(log, answer=Request.EVALUATE))
-    assert log == [("agree", Request.NONE), ("mark", None), ("evaluation pause",)]
+    assert not boundary(log).cross(4, 0.0, agreeing(log, answer=BoundaryRequest.EVALUATE))
+    assert log == [("agree", BoundaryRequest.NONE), ("mark", None), ("evaluation pause",)]

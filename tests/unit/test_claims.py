@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from scaledl.cli import main
-from scaledl.net.cost import Network, efficiency
+from scaledl.net.alphabeta import Network, efficiency
 from scaledl.report.claims import (
     CONTROL,
     HOLDS,

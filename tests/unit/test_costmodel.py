@@ -6,7 +6,7 @@ import json
 import pytest
 
 from scaledl.algorithms import ALGORITHMS
-from scaledl.net import cost as cm
+from scaledl.net import alphabeta as cm
 
 NET = cm.Network(alpha=1e-6, beta=1e-9)  # 1 µs, 1 GB/s
 NET_G = cm.Network(alpha=1e-6, beta=1e-9, gamma=1e-10)

@@ -327,7 +327,7 @@ def test_a_run_without_steady_state_has_no_breakdown_and_unreached_target_is_inf
 
 
 def test_predicted_efficiency_is_one_at_the_base_and_falls_with_communication(tmp_path):
-    from scaledl.net.cost import Network
+    from scaledl.net.alphabeta import Network
 
     base = [load_run(make_run(tmp_path, "sync_sgd", workers=1, seed=s)) for s in (0, 1)]
     weak = predicted_efficiency(base, [1, 2, 4], "weak", Network(1e-5, 1e-8), "paper")

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from scaledl.cli import main
+from scaledl.comm.timing import PHASES
 from scaledl.report.trace import TRACE_ORDER, read_timeline, trace_events
-from scaledl.timing import PHASES
 from scaledl.train.outputs import write_timeline
 
 

@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import tomllib
+import typing
 from pathlib import Path
 
 import pytest
@@ -163,6 +164,25 @@ def test_outputs_doc_names_every_metrics_column():
 
     missing = [column for column in METRICS_COLUMNS if column not in documented_names()]
     assert not missing, f"docs/outputs.md does not describe metrics.csv's {missing}"
+
+
+def test_outputs_doc_names_every_block_and_field_run_record_declares():
+    """docs/outputs.md describes the contract scaledl.run_record declares: every block, and every field of a
+    block declared field by field."""
+    from dataclasses import fields, is_dataclass
+
+    from scaledl.run_record import RunRecord
+
+    blocks = typing.get_type_hints(RunRecord)
+    names = [block.name for block in fields(RunRecord)] + [
+        f"{name}.{f.name}"
+        for name, kind in blocks.items()
+        if is_dataclass(kind)
+        for f in fields(kind)
+        if not f.metadata.get("spread")
+    ]
+    missing = [name for name in names if name.rpartition(".")[2] not in documented_names()]
+    assert not missing, f"docs/outputs.md does not describe run.json's {missing}"
 
 
 @pytest.mark.mpi

@@ -22,8 +22,8 @@ import pytest
 import yaml
 
 from scaledl.algorithms import ALGORITHMS, BASE_ALGORITHMS
-from scaledl.comm.sim.loader import available as sim_available
 from scaledl.report.catalogue import FIGURE_NAMES
+from scaledl.sim.loader import available as sim_available
 from workflow_env import snakemake_env
 
 # The default config compares the nine base algorithms (presets such as sync_easgd1 are variants of them).

@@ -56,11 +56,11 @@ import torch
 
 from scaledl.algorithms import rules
 from scaledl.algorithms.base import Algorithm
-from scaledl.algorithms.boundary import Request
+from scaledl.algorithms.boundary import BoundaryRequest
 from scaledl.algorithms.settings import OUTER_WITH_STATE
 from scaledl.comm import transport
 from scaledl.comm.codecs import codec
-from scaledl.timing import PhaseTimer
+from scaledl.comm.timing import PhaseTimer
 
 
 class PeriodicAveraging(Algorithm):
@@ -249,8 +249,8 @@ class PeriodicAveraging(Algorithm):
         """Bytes a round moves per worker: one message up (W^i) and one down (W)."""
         return 2 * self.codec.nbytes(self.params.numel)
 
-    def end_iteration(self, loss, batch: int, request: Request) -> Request:
-        return Request(self.control.agree_(request))
+    def end_iteration(self, loss, batch: int, request: BoundaryRequest) -> BoundaryRequest:
+        return BoundaryRequest(self.control.agree_(request))
 
     def finish(self) -> None:
         if self.settings.overlap:

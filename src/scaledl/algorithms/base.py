@@ -29,14 +29,14 @@ from dataclasses import dataclass
 import torch
 
 from scaledl.algorithms import AlgorithmInfo
-from scaledl.algorithms.boundary import Request
+from scaledl.algorithms.boundary import BoundaryRequest
 from scaledl.algorithms.settings import Settings
 from scaledl.comm.collectives import Collectives
 from scaledl.comm.flat import FlatParams
 from scaledl.comm.roles import Roles
+from scaledl.comm.timing import PhaseTimer
 from scaledl.comm.transport import MPI
 from scaledl.errors import UserError
-from scaledl.timing import PhaseTimer
 
 
 def _no_checkpoint() -> None:
@@ -96,7 +96,7 @@ class Algorithm(ABC):
         """After backward (ΔW^i is in params.grad): communicate and update."""
 
     @abstractmethod
-    def end_iteration(self, loss: torch.Tensor, batch: int, request: Request) -> Request:
+    def end_iteration(self, loss: torch.Tensor, batch: int, request: BoundaryRequest) -> BoundaryRequest:
         """Report the iteration with this rank's request; returns what the ranks agreed on (the master's
         stop and checkpoint decisions, and any rank's interrupt where the pattern carries one)."""
 

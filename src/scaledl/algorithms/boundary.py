@@ -31,7 +31,7 @@ from enum import IntFlag
 KILL_AT_VARIABLE = "SCALEDL_KILL_AT"  # tests' fault injection: RANK:STEP, that rank dies at that step
 
 
-class Request(IntFlag):
+class BoundaryRequest(IntFlag):
     """What a rank asks for at a step boundary; the pattern's agreement returns what all agreed on."""
 
     NONE = 0
@@ -49,30 +49,32 @@ class StepBoundary:
     checkpoints_enabled: bool
     save_checkpoint: Callable[[], None]  # collective over every rank of the job
     evaluate: Callable[[], bool]  # collective: the evaluation pause; True when it ends the run
-    timer: object  # this rank's scaledl.timing.PhaseTimer
+    timer: object  # this rank's scaledl.comm.timing.PhaseTimer
     kill_at: int | None = None  # fault injection (tests): SIGKILL this rank at this step
 
-    def decide(self, step: int, epoch: float) -> Request:
+    def decide(self, step: int, epoch: float) -> BoundaryRequest:
         """Steps 1-2: the request this rank brings to the agreement."""
-        request = Request.NONE
+        request = BoundaryRequest.NONE
         interrupted = self.interrupted()
         if self.monitor is not None:
             stop = self.monitor.after_step(step, epoch, interrupted=interrupted)
             if stop:
-                request |= Request.STOP
+                request |= BoundaryRequest.STOP
             elif self.monitor.evaluation_due():
-                request |= Request.EVALUATE
+                request |= BoundaryRequest.EVALUATE
             if self.monitor.wants_checkpoint(stop):
-                request |= Request.CHECKPOINT
+                request |= BoundaryRequest.CHECKPOINT
         if interrupted:
-            request |= Request.STOP | (Request.CHECKPOINT if self.checkpoints_enabled else Request.NONE)
+            request |= BoundaryRequest.STOP
+            if self.checkpoints_enabled:
+                request |= BoundaryRequest.CHECKPOINT
         return request
 
     def cross(
         self,
         step: int,
         epoch: float,
-        agree: Callable[[Request], Request],
+        agree: Callable[[BoundaryRequest], BoundaryRequest],
         *,
         idle: str | None = None,
         paused=contextlib.nullcontext,
@@ -89,14 +91,14 @@ class StepBoundary:
             request = self.decide(step, epoch)
         agreed = agree(request)
         self.timer.mark_step(idle=idle)
-        if agreed & Request.EVALUATE and not agreed & Request.STOP:
+        if agreed & BoundaryRequest.EVALUATE and not agreed & BoundaryRequest.STOP:
             with paused():
                 if self.evaluate():  # the target, or divergence: the run ends here
-                    agreed |= Request.STOP
-        if agreed & Request.CHECKPOINT:
+                    agreed |= BoundaryRequest.STOP
+        if agreed & BoundaryRequest.CHECKPOINT:
             with paused():
                 self.save_checkpoint()
-        stop = bool(agreed & Request.STOP)
+        stop = bool(agreed & BoundaryRequest.STOP)
         if stop and self.monitor is not None:
             self.monitor.stopped_by_peer()
         return stop

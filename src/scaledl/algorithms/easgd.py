@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 
 from scaledl.algorithms import rules
-from scaledl.algorithms.boundary import Request
+from scaledl.algorithms.boundary import BoundaryRequest
 from scaledl.algorithms.master import MasterBased, Staleness
 from scaledl.comm.buffers import host_array
 from scaledl.comm.round_robin import RoundRobinMaster, RoundRobinWorker
@@ -64,9 +64,9 @@ class RoundRobinEASGD(MasterBased):
             s = self.settings
             rules.elastic_worker_(self.params.data, self.params.grad, self.center_copy, s.lr, s.rho)
 
-    def end_iteration(self, loss, batch: int, request: Request) -> Request:
+    def end_iteration(self, loss, batch: int, request: BoundaryRequest) -> BoundaryRequest:
         super().end_iteration(loss, batch, request)
-        return Request.NONE  # a stop or a pause arrives instead of the next turn (begin_iteration)
+        return BoundaryRequest.NONE  # a stop or a pause arrives instead of the next turn (begin_iteration)
 
     # ---- master: serve workers 1..P in order, one at a time; a step is a round
     def await_step(self) -> tuple[int, float]:
@@ -83,11 +83,11 @@ class RoundRobinEASGD(MasterBased):
         self.stats.advance(words, self.monitor)
         return self.stats.step, self.stats.epoch
 
-    def announce(self, request: Request) -> Request:
+    def announce(self, request: BoundaryRequest) -> BoundaryRequest:
         # The workers wait for a turn: they get the pauses instead, in the order the boundary takes them.
-        if request & Request.EVALUATE:
+        if request & BoundaryRequest.EVALUATE:
             self.rr.evaluate_all()
-        if request & Request.CHECKPOINT:
+        if request & BoundaryRequest.CHECKPOINT:
             self.rr.pause_all()
         return request  # the stop goes out with `release`
 

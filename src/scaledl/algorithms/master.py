@@ -22,7 +22,7 @@ from abc import abstractmethod
 import numpy as np
 
 from scaledl.algorithms.base import Algorithm
-from scaledl.algorithms.boundary import Request, StepBoundary
+from scaledl.algorithms.boundary import BoundaryRequest, StepBoundary
 from scaledl.comm.board import LOSS_SUM, SAMPLES, UPDATES, Board
 from scaledl.comm.buffers import HostStage
 
@@ -132,17 +132,17 @@ class MasterBased(Algorithm):
             self.stats.load_state_dict(state["stats"])
 
     # ---- worker side
-    def end_iteration(self, loss, batch: int, request: Request) -> Request:
+    def end_iteration(self, loss, batch: int, request: BoundaryRequest) -> BoundaryRequest:
         """The master decides alone (every rank receives the same signals): `request` is not sent."""
         with self.timer.phase("comm"):
             stop, pauses, evaluations = self.board.report(self.roles.worker_index, float(loss) * batch, batch)
-        agreed = Request.STOP if stop else Request.NONE
+        agreed = BoundaryRequest.STOP if stop else BoundaryRequest.NONE
         if pauses > self.pauses_seen:
             self.pauses_seen = pauses
-            agreed |= Request.CHECKPOINT
+            agreed |= BoundaryRequest.CHECKPOINT
         if evaluations > self.evaluations_seen:
             self.evaluations_seen = evaluations
-            agreed |= Request.EVALUATE
+            agreed |= BoundaryRequest.EVALUATE
         return agreed
 
     def report(self) -> dict:
@@ -168,7 +168,7 @@ class MasterBased(Algorithm):
         """Serve the workers until the next step; returns its number and epoch."""
 
     @abstractmethod
-    def announce(self, request: Request) -> Request:
+    def announce(self, request: BoundaryRequest) -> BoundaryRequest:
         """Tell the workers what the master decided (pause first, then stop); returns it."""
 
     @abstractmethod

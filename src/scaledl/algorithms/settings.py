@@ -4,7 +4,7 @@ A setting's value is, in order: the command line's (`TrainConfig`), the
 preset's fixed switch (sync_easgd1/2/3, chip_partition), the algorithm's
 registry default (`AlgorithmInfo.defaults`), else the engine's fallback.
 `resolve` refuses first a setting the algorithm does not use
-(`check_options`), then a switch that contradicts its preset or another
+(`refuse_unused_options`), then a switch that contradicts its preset or another
 setting, so a refused run has built nothing. Algorithms receive `Settings`,
 never the raw TrainConfig; run.json records `Settings.record()`: only the
 settings this algorithm actually uses (a sync_sgd run has no ρ or μ).
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from scaledl.algorithms import AlgorithmInfo, check_options
+from scaledl.algorithms import AlgorithmInfo, refuse_unused_options
 from scaledl.algorithms.rules import default_rho
 from scaledl.errors import UserError
 
@@ -83,7 +83,7 @@ def resolve(cfg, info: AlgorithmInfo, *, workers: int, choose_backend=None) -> S
     rank's device (scaledl.comm.collectives.choose_backend, bound by the setup); without
     one (or for an algorithm without collectives) the transport is MPI.
     """
-    check_options(info, cfg)
+    refuse_unused_options(info, cfg)
     _check_preset(cfg, info)
 
     def value(key: str, fallback=None):

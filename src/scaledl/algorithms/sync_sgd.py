@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from scaledl.algorithms import rules
 from scaledl.algorithms.base import Algorithm
-from scaledl.algorithms.boundary import Request
+from scaledl.algorithms.boundary import BoundaryRequest
 from scaledl.comm.buckets import GradientBuckets
 
 
@@ -83,8 +83,8 @@ class SyncSGD(Algorithm):
         # The center of a replicated algorithm is worker 0's replica.
         self.center.data.copy_(self.params.data)
 
-    def end_iteration(self, loss, batch: int, request: Request) -> Request:
-        return Request(self.coll.agree_(request) if self.workers > 1 else request)
+    def end_iteration(self, loss, batch: int, request: BoundaryRequest) -> BoundaryRequest:
+        return BoundaryRequest(self.coll.agree_(request) if self.workers > 1 else request)
 
     @property
     def messages(self) -> int:

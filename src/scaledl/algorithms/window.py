@@ -55,13 +55,13 @@ import torch
 
 from scaledl.algorithms import rules
 from scaledl.algorithms.base import require_helper_thread
-from scaledl.algorithms.boundary import Request
+from scaledl.algorithms.boundary import BoundaryRequest
 from scaledl.algorithms.master import MasterBased
 from scaledl.comm import transport
 from scaledl.comm.buffers import host_array
 from scaledl.comm.center_window import open_center_window
+from scaledl.comm.timing import PhaseTimer
 from scaledl.comm.watchdog import Heartbeats, Watchdog
-from scaledl.timing import PhaseTimer
 
 
 class WindowEngine(MasterBased):
@@ -158,14 +158,14 @@ class WindowEngine(MasterBased):
                 self.timer.add("wait", self._step_ended - waiting_since)
                 return self.stats.step, self.stats.epoch
 
-    def announce(self, request: Request) -> Request:
+    def announce(self, request: BoundaryRequest) -> BoundaryRequest:
         # One epoch: a worker that reads the stop has read the pauses too, so every worker joins this
         # checkpoint (a stop read alone would send it to finish()'s barrier), and no worker reads the
         # checkpoint's pause without the evaluation's before it.
         self.board.announce(
-            evaluation=bool(request & Request.EVALUATE),
-            pause=bool(request & Request.CHECKPOINT),
-            stop=bool(request & Request.STOP),
+            evaluation=bool(request & BoundaryRequest.EVALUATE),
+            pause=bool(request & BoundaryRequest.CHECKPOINT),
+            stop=bool(request & BoundaryRequest.STOP),
         )
         return request
 

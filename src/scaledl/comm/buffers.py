@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from scaledl.timing import PhaseTimer
+from scaledl.comm.timing import PhaseTimer
 
 
 def host_array(numel: int) -> np.ndarray:

@@ -35,10 +35,10 @@ import numpy as np
 import torch
 
 from scaledl.comm.buffers import HostStage
+from scaledl.comm.timing import PhaseTimer
 from scaledl.comm.transport import MPI
 from scaledl.config import BACKENDS  # noqa: F401  (re-exported: the backends this module implements)
 from scaledl.errors import UserError
-from scaledl.timing import PhaseTimer
 
 TORCH_DIST_BACKENDS = ("nccl", "gloo")  # collectives through a torch.distributed process group
 

@@ -26,9 +26,9 @@ from scaledl.comm import transport
 from scaledl.comm.buffers import host_array
 from scaledl.comm.liveness import Liveness
 from scaledl.comm.tags import Tag
+from scaledl.comm.timing import PhaseTimer
 from scaledl.comm.transport import MPI
 from scaledl.comm.watchdog import abort_job, arrival_or_abort, wait_or_abort
-from scaledl.timing import PhaseTimer
 
 POLL_S = 2e-4  # a waiting worker's sleep between polls on shared cores, the master's arrival poll's
 SEND_SPIN_S = 2.0  # longer than W takes at any link speed we run on; then the liveness poll takes over

@@ -15,7 +15,7 @@ and pattern code runs over either:
 
 Over MPI (the default) nothing changes: `MPI` is mpi4py's module, imported on
 first use, so importing a pattern never initialises MPI. A simulation
-(scaledl.comm.sim) installs its transport for the run's duration with `use()`;
+(scaledl.sim) installs its transport for the run's duration with `use()`;
 the simulated cluster runs every rank as an actor in one process.
 """
 

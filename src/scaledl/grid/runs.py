@@ -549,7 +549,7 @@ def netbench_members(platform: str, runs: Mapping[RunKey, Settings], config: Map
 def netbench_placement(platform: str, runs: Mapping[RunKey, Settings], config: Mapping) -> Placement:
     """The network stage's allocation for the measured `platform`: what the α-β model needs, and no more.
 
-    The model (scaledl.net.cost) takes α and β from a pair of ranks on two
+    The model (scaledl.net.alphabeta) takes α and β from a pair of ranks on two
     nodes, and γ from one rank: the measurement asks for two nodes (one when no
     run of the machine spans more) of the platform's ranks per node, one core
     per rank (its ranks compute nothing) and no GPU (it times host buffers); a

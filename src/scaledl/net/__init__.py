@@ -1,2 +1,2 @@
 """The network stage: `measure` (the `scaledl netbench` measurement of α, β and
-collective times) and `cost` (the α-β cost model of each message pattern)."""
+collective times) and `alphabeta` (the α-β cost model of each message pattern)."""

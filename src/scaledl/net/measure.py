@@ -49,7 +49,7 @@ from scaledl.atomic import write_text
 from scaledl.comm import transport
 from scaledl.comm.transport import MPI
 from scaledl.errors import UserError, run_command
-from scaledl.net.cost import busbw_factor
+from scaledl.net.alphabeta import busbw_factor
 from scaledl.net.ladder import (
     DEFAULT_ITERS,
     DEFAULT_MAX_SIZE,
@@ -317,9 +317,11 @@ def measure_gamma(nbytes: int = 16 << 20, repeats: int = 5) -> float:
 
 
 def cpu_model() -> str | None:
+    """The CPU's model name (Linux: /proc/cpuinfo, x86's "model name" or ARM's and MIPS' names for it; elsewhere
+    what the platform reports): netbench's machine, run.json's provenance and the benches read this one."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.lower().startswith("model name"):
+            if line.lower().startswith(("model name", "hardware", "cpu model")):
                 return line.split(":", 1)[1].strip()
     except OSError:
         pass
@@ -504,8 +506,8 @@ def run(args: argparse.Namespace) -> int:
 def simulated(args: argparse.Namespace) -> int:
     """The same measurement of a simulated platform: every rank an actor, every time simulated; γ is the
     platform's (what its cost model charges a reduction), not this machine's."""
-    from scaledl.comm.sim.platform import load  # lazy: the simulator's modules load torch (the cost model)
-    from scaledl.comm.sim.run import Simulation  # lazy: as above
+    from scaledl.sim.platform import load  # lazy: the simulator's modules load torch (the cost model)
+    from scaledl.sim.run import Simulation  # lazy: as above
 
     sizes = check_arguments(args)
     platform = load(args.platform_file)

@@ -1,6 +1,7 @@
 """The report: finished runs (run.json and metrics.csv only, never logs) into tables, claims and figures.
 
-- `runs`: the one reader of a run's results (`Run`, `read_run`, the run key, the field table).
+- `runs`: the report's reader of a run's results (`Run`, `read_run`, the run key, the field table), through
+  run.json's one parser (scaledl.run_record).
 - `stats`: spreads over seeds, ratios paired by seed, "median [min–max] n" formatting.
 - `tables`: the one table writer (CSV and markdown) and the tables `aggregate` builds (`TABLES`).
 - `summary`, `scaling`, `averaging`: those tables (one row per run, per sweep point, per averaging variant).

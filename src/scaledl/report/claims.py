@@ -87,7 +87,7 @@ from scipy import stats as scipy_stats
 
 from scaledl.algorithms import ALGORITHMS
 from scaledl.errors import UserError
-from scaledl.net.cost import COST_MODELS, Network, efficiency
+from scaledl.net.alphabeta import COST_MODELS, Network, efficiency
 from scaledl.report.comm_model import measured_per_step
 from scaledl.report.runs import RUN_KEY, SETTING, read_run
 from scaledl.report.sides import first_present, side_name, side_spec

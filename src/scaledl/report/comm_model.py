@@ -4,7 +4,7 @@ Inputs: α, β, γ from a `scaledl netbench` file; per run, from run.json:
 n = model.bytes (a compressed averaging round: its encoded message's bytes, its gather
 modelled as a reduce of that size, which is exact at P = 2), P = world.workers, the
 algorithm key, and the per-rank steady-state seconds per step (docs/time.md,
-scaledl.timing.steady_state).
+scaledl.comm.timing.steady_state).
 
 Measured seconds per step are the **mean over the worker ranks** (roles
 "worker" and "master+worker"; a dedicated master does not iterate) of the
@@ -13,7 +13,7 @@ worker's messages and its queueing (the lock queue of the first-come-
 first-served patterns, the other workers' turns in round-robin), so it is
 compared with `measured_exposed_s` = transfer + wait; both parts are shown.
 
-Predicted seconds per step are `scaledl.net.cost.step_cost(...).exposed_s`
+Predicted seconds per step are `scaledl.net.alphabeta.step_cost(...).exposed_s`
 under both named models ("paper": binomial trees; "bandwidth_optimal": what
 MPI libraries use for large messages), with our small control messages
 included (`control=True`) and T_c = the run's measured compute per step
@@ -28,11 +28,12 @@ paper's 4253-core point) for every algorithm, per (dataset, model): n from
 the runs, T_c the median of their measured compute per step, with the
 measured network and, by default, the paper's FDR InfiniBand from Table 2
 (`--networks`). Efficiency = step(1)/step(P) at a fixed per-worker batch
-(scaledl.net.cost.weak_scaling).
+(scaledl.net.alphabeta.weak_scaling).
 """
 
 from __future__ import annotations
 
+import json
 import statistics
 from pathlib import Path
 
@@ -40,9 +41,17 @@ import pandas as pd
 
 from scaledl.algorithms import ALGORITHMS
 from scaledl.errors import UserError
-from scaledl.net.cost import COST_MODELS, PAPER_WEAK_SCALING, Network, family, is_collective, step_cost, weak_scaling
+from scaledl.net.alphabeta import (
+    COST_MODELS,
+    PAPER_WEAK_SCALING,
+    Network,
+    family,
+    is_collective,
+    step_cost,
+    weak_scaling,
+)
 from scaledl.net.measure import KIND
-from scaledl.report.runs import Run, read_json_object, read_runs
+from scaledl.report.runs import Run, read_runs
 from scaledl.report.tables import markdown_table
 
 COMM_MODEL_COLUMNS = [
@@ -67,7 +76,14 @@ WORKER_ROLES = ("worker", "master+worker")
 def read_netbench(path: str | Path) -> tuple[Network, dict]:
     """(Network, the netbench record) from a `scaledl netbench` JSON file."""
     path = Path(path)
-    record = read_json_object(path, "netbench JSON")
+    try:
+        record = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such netbench JSON") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise UserError(f"{path}: not a readable netbench JSON ({error})") from None
+    if not isinstance(record, dict):
+        raise UserError(f"{path}: not a scaledl netbench JSON (top level is not an object)")
     if record.get("kind") != KIND:
         raise UserError(
             f"{path}: not a scaledl netbench file (kind is {record.get('kind')!r}); write one with scaledl netbench"

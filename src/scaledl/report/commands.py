@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from scaledl.errors import UserError
-from scaledl.net.cost import NETWORKS, PAPER_WEAK_SCALING
+from scaledl.net.alphabeta import NETWORKS, PAPER_WEAK_SCALING
 from scaledl.report.catalogue import FIGURE_NAMES
 
 # The modules that compute (pandas, scipy, matplotlib, and torch through the timeline's reader) are imported

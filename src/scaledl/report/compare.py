@@ -70,7 +70,8 @@ def read_side(path: Path) -> pd.DataFrame:
     return frame
 
 
-def verdict(a: pd.Series, b: pd.Series) -> str:
+def spread_verdict(a: pd.Series, b: pd.Series) -> str:
+    """One metric's verdict by the seeds' ranges (the module docstring's three words): disjoint or not."""
     if len(a) < 2 or len(b) < 2:
         return "one seed"
     return "changed" if a.max() < b.min() or b.max() < a.min() else "not beyond the seeds' spread"
@@ -104,7 +105,7 @@ def compare(a: pd.DataFrame, b: pd.DataFrame) -> tuple[pd.DataFrame, list[tuple]
                     "b_max": float(vb.max()),
                     "b_minus_a": mb - ma,
                     "b_over_a": mb / ma if ma else None,
-                    "verdict": verdict(va, vb),
+                    "verdict": spread_verdict(va, vb),
                 }
             )
     only_a = sorted(set(groups_a) - set(groups_b), key=str)

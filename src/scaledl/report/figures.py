@@ -37,7 +37,8 @@ import numpy as np
 import pandas as pd
 
 from scaledl.atomic import atomic_path
-from scaledl.net.cost import COST_MODELS, Network, efficiency
+from scaledl.comm.timing import COMPUTE, TRANSFER, WAIT
+from scaledl.net.alphabeta import COST_MODELS, Network, efficiency
 from scaledl.report.catalogue import FIGURE_NAMES
 from scaledl.report.claims import load_claims, sides_of, split_setting
 from scaledl.report.comm_model import cost_options
@@ -47,7 +48,6 @@ from scaledl.report.scaling import efficiency_table, sweep_row
 from scaledl.report.sides import first_present, side_names
 from scaledl.report.stats import fixed, fmt_ratio, paired_ratio, spread_of
 from scaledl.report.tables import write_table
-from scaledl.timing import COMPUTE, TRANSFER, WAIT
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -486,7 +486,7 @@ def sweep_table(runs: list[Run]) -> pd.DataFrame:
 def predicted_efficiency(
     base: list[Run], workers: list[int], kind: str, net: Network, cost_model: str
 ) -> list[float] | None:
-    """The α-β model's efficiency at each P (scaledl.net.cost.efficiency), from the smallest sweep point's
+    """The α-β model's efficiency at each P (scaledl.net.alphabeta.efficiency), from the smallest sweep point's
     runs: their message size, options and median compute per step (per worker: fixed in weak scaling,
     ∝ 1/P in strong)."""
     computes = [c for c in (run.record.get("time", {}).get("compute_per_step_s") for run in base) if c is not None]

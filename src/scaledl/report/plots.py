@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from scaledl.atomic import atomic_path
 from scaledl.errors import UserError
+from scaledl.run_record import RUN_JSON
 
 if TYPE_CHECKING:  # pandas, through the run reader, only where a figure is drawn: `scaledl plot --help` needs none
     import pandas as pd
@@ -61,7 +62,7 @@ def load_curve(path: str | Path, x: str, y: str) -> Curve:
     for column in (x, y):
         if column not in frame.columns:
             raise UserError(f"{path}: metrics.csv has no column {column!r}")
-    run_json = path.with_name("run.json")
+    run_json = path.with_name(RUN_JSON)
     if not run_json.exists():  # a bare metrics.csv: label it by its folder
         return Curve("", path.parent.as_posix(), ("", "", ""), None, frame)
     run = read_run(run_json)

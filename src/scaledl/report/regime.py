@@ -9,7 +9,7 @@ round robin: the same seed gives the same weights on any platform, bitwise),
 the steps to target of each seed are those of the given runs (`--runs`: the
 pair's runs on the base platform, each seed of each side), and only the
 seconds per step change with the platform: each grid point scales the base
-platform (scaledl.comm.sim.platform.scaled: every link's bandwidth by the
+platform (scaledl.sim.platform.scaled: every link's bandwidth by the
 column's factor, every device's speed by the row's) and simulates each side
 for `--steps` steps with the settings its runs had (batch size, η, τ, message,
 ...: whatever shapes a step's work, from the lowest seed's run.json). A pair
@@ -27,7 +27,6 @@ ratio as colour, the verdict in words, the base platform framed).
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import shlex
 import statistics
@@ -110,7 +109,8 @@ def time_ratio(time_a: float, time_b: float) -> float:
     return math.inf if time_b == 0 else time_a / time_b
 
 
-def verdict(ratios: list[float]) -> str:
+def unanimous_verdict(ratios: list[float]) -> str:
+    """A cell's verdict on T_A / T_B by seed: holds (reversed) only when every seed's ratio is below (above) 1."""
     if all(r < 1 for r in ratios):
         return "holds"
     if all(r > 1 for r in ratios):
@@ -120,6 +120,8 @@ def verdict(ratios: list[float]) -> str:
 
 def seconds_per_step(platform_xml: Path, algorithm: str, flags: list[str], args, out: Path) -> float:
     """Simulated steady-state seconds per step of `algorithm` with its runs' settings on the platform file."""
+    from scaledl.report.runs import read_run
+
     ranks = args.workers + (1 if ALGORITHMS[algorithm].needs_master else 0)
     cmd = [
         sys.executable, "-m", "scaledl", "simulate", "--platform-file", str(platform_xml), "--ranks", str(ranks),
@@ -131,11 +133,11 @@ def seconds_per_step(platform_xml: Path, algorithm: str, flags: list[str], args,
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
         raise UserError(f"the simulation of {algorithm} on {platform_xml.name} failed: {last}")
-    return float(json.loads((out / "run.json").read_text())["seconds_per_step"])
+    return float(read_run(out).get("seconds_per_step"))
 
 
 def build_map(args) -> list[dict]:
-    from scaledl.comm.sim.platform import resolve, scaled
+    from scaledl.sim.platform import resolve, scaled
 
     a, b = args.claim
     sides = {side: read_side(args.runs, side) for side in (a, b)}
@@ -171,7 +173,7 @@ def build_map(args) -> list[dict]:
                         "min_ratio": min(ratios),
                         "max_ratio": max(ratios),
                         "seeds": len(seeds),
-                        "verdict": verdict(ratios),
+                        "verdict": unanimous_verdict(ratios),
                     }
                 )
     return rows

@@ -1,15 +1,16 @@
-"""The one reader of a run's results: its run.json and the metrics.csv beside it (never logs).
+"""The report's reader of a run's results: its run.json and the metrics.csv beside it (never logs).
 
 Every table, figure, claim and plot reads a run through `read_run`, which
-parses run.json alone; the fields a consumer asks for (`Run.get`,
-`Run.fields`), the run's key and its metrics.csv are read when first used,
-so a table that needs only run.json never asks for metrics.csv. Every
-problem is a UserError naming the file and what to do.
+parses run.json alone, with its one parser (scaledl.run_record); the fields a
+consumer asks for (`Run.get`, `Run.fields`: columns named by their dotted
+path in the record, each path one RunRecord declares), the run's key and its
+metrics.csv are read when first used, so a table that needs only run.json
+never asks for metrics.csv. Every problem is a UserError naming the file and
+what to do.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
@@ -18,43 +19,47 @@ from pathlib import Path
 import pandas as pd
 
 from scaledl.errors import UserError
+from scaledl.run_record import RUN_JSON, checked_paths, lookup, read_run_json, run_json_path
 
 # A run's key: what tells one run from another in every table and figure.
 RUN_KEY = ["dataset", "model", "algorithm", "platform", "workers", "setting", "seed"]
 # What a comparison holds fixed (a claim's default `per`, a figure's panel): the key without algorithm and seed.
 SETTING = ("dataset", "model", "platform", "workers")
 
-# Column → its path in run.json (dotted paths reach into nested objects), for every column read as recorded.
-RUN_FIELDS: dict[str, str] = {
-    "dataset": "data.dataset",
-    "model": "model.name",
-    "algorithm": "algorithm.key",
-    "platform": "platform",
-    "workers": "world.workers",
-    "setting": "arguments.setting",
-    "ranks": "world.size",
-    "nodes": "world.nodes",
-    "seed": "arguments.seed",
-    "batch_size": "hyper.batch_size",
-    "final_test_accuracy": "final.test_accuracy",
-    "target_accuracy": "target_accuracy",
-    "time_to_target_s": "time_to_target_s",
-    "target_step": "evaluation.target_step",
-    "eval_every": "evaluation.every_steps",
-    "seconds_per_step": "seconds_per_step",
-    "transfer_per_step_s": "time.transfer_per_step_s",
-    "wait_per_step_s": "time.wait_per_step_s",
-    "comm_share": "comm_share",
-    "exposed_share": "exposed_share",
-    "steps": "stop.steps",
-    "epochs": "stop.epochs",
-    "wall_s": "stop.wall_s",
-    "stop_reason": "stop.reason",
-    "commit": "provenance.code.commit",
-    "dirty": "provenance.code.dirty",
-    "slurm_job_id": "provenance.slurm.job_id",
-    "simulated_on": "transport.platform",  # the simulated platform; empty for a run on real hardware
-}
+# Column → its path in run.json (dotted paths reach into nested objects), for every column read as recorded;
+# checked against the paths RunRecord declares when this module is imported.
+RUN_FIELDS: dict[str, str] = checked_paths(
+    {
+        "dataset": "data.dataset",
+        "model": "model.name",
+        "algorithm": "algorithm.key",
+        "platform": "platform",
+        "workers": "world.workers",
+        "setting": "arguments.setting",
+        "ranks": "world.size",
+        "nodes": "world.nodes",
+        "seed": "arguments.seed",
+        "batch_size": "hyper.batch_size",
+        "final_test_accuracy": "final.test_accuracy",
+        "target_accuracy": "target_accuracy",
+        "time_to_target_s": "time_to_target_s",
+        "target_step": "evaluation.target_step",
+        "eval_every": "evaluation.every_steps",
+        "seconds_per_step": "seconds_per_step",
+        "transfer_per_step_s": "time.transfer_per_step_s",
+        "wait_per_step_s": "time.wait_per_step_s",
+        "comm_share": "comm_share",
+        "exposed_share": "exposed_share",
+        "steps": "stop.steps",
+        "epochs": "stop.epochs",
+        "wall_s": "stop.wall_s",
+        "stop_reason": "stop.reason",
+        "commit": "provenance.code.commit",
+        "dirty": "provenance.code.dirty",
+        "slurm_job_id": "provenance.slurm.job_id",
+        "simulated_on": "transport.platform",  # the simulated platform; empty for a run on real hardware
+    }
+)
 
 # Columns a run.json of an older version may lack, and the value they then mean.
 FIELD_DEFAULTS = {
@@ -65,41 +70,10 @@ FIELD_DEFAULTS = {
 COMPANIONS = ("metrics.csv",)
 
 
-def run_json_path(path: str | Path) -> Path:
-    """`path` itself, or the run.json inside it when it is a run directory."""
-    path = Path(path)
-    return path / "run.json" if path.is_dir() else path
-
-
 def metrics_path(path: str | Path) -> Path:
     """`path` itself, or the metrics.csv inside it when it is a run directory."""
     path = Path(path)
     return path / "metrics.csv" if path.is_dir() else path
-
-
-def read_json_object(path: str | Path, what: str, *, if_missing: str = "", if_unreadable: str = "") -> dict:
-    """The JSON object at `path`; UserError naming the file, and what to do, if it is unusable."""
-    try:
-        data = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such {what}{if_missing}") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise UserError(f"{path}: not a readable {what} ({error}){if_unreadable}") from None
-    if not isinstance(data, dict):
-        raise UserError(f"{path}: not a scaledl {what} (top level is not an object)")
-    return data
-
-
-def lookup(record: dict, dotted: str, path: Path):
-    """The value at `dotted` in a run.json record; UserError naming the file if it is not there."""
-    value = record
-    for key in dotted.split("."):
-        if not isinstance(value, dict) or key not in value:
-            raise UserError(
-                f"{path}: run.json lacks {dotted!r} (not a scaledl run.json, or written by an incompatible version)"
-            )
-        value = value[key]
-    return value
 
 
 def read_metrics(path: Path) -> pd.DataFrame:
@@ -192,8 +166,8 @@ def expand_runs(paths) -> list[Path]:
     results folder: every run.json below it, sorted). UserError for a path that holds none."""
     found: list[Path] = []
     for path in map(Path, paths):
-        if path.is_dir() and not (path / "run.json").exists():
-            below = sorted(path.rglob("run.json"))
+        if path.is_dir() and not (path / RUN_JSON).exists():
+            below = sorted(path.rglob(RUN_JSON))
             if not below:
                 raise UserError(
                     f"{path}: no run.json in it or below it (a run directory or a results folder such as "
@@ -208,10 +182,7 @@ def expand_runs(paths) -> list[Path]:
 def read_run(path: str | Path) -> Run:
     """The run at `path` (its run.json or its directory); UserError naming the file if run.json is unusable."""
     path = run_json_path(path)
-    record = read_json_object(
-        path, "run.json", if_missing=" (did the training run finish?)", if_unreadable="; rerun that training"
-    )
-    return Run(path, record)
+    return Run(path, read_run_json(path))
 
 
 def read_runs(paths) -> Iterator[Run]:

@@ -4,7 +4,7 @@ It answers the paper's questions per run: how accurate, how fast to the
 target (with its resolution: the evaluation cadence, in steps), how long a
 step takes, how many samples a second that is, and how much of it is transfer
 and waiting. Every time quantity is the one docs/time.md defines
-(scaledl.timing.steady_state). `config` names the workflow config that ran it,
+(scaledl.comm.timing.steady_state). `config` names the workflow config that ran it,
 so that two result sets stay apart once their tables are put together.
 """
 
@@ -36,7 +36,7 @@ SUMMARY_COLUMNS = [
 ]  # fmt: skip
 
 
-def best_accuracy(run: Run, final: float) -> float:
+def best_or_final_accuracy(run: Run, final: float) -> float:
     """Highest evaluated test accuracy in metrics.csv (the final one if it has none)."""
     table = run.metrics
     values = table["test_accuracy"].dropna() if "test_accuracy" in table else []
@@ -59,7 +59,7 @@ def summary_row(path: str | Path) -> dict:
     row["config"] = results_name_of(run.record.get("arguments", {}).get("out_dir") or run.folder)
     # the steady-state throughput: a step's samples (every worker's batch) over the seconds per step
     row["samples_per_s"] = samples_per_second(row.pop("batch_size") * row["workers"], row["seconds_per_step"])
-    row["best_test_accuracy"] = best_accuracy(run, row["final_test_accuracy"])
+    row["best_test_accuracy"] = best_or_final_accuracy(run, row["final_test_accuracy"])
     row["resumed"] = resumed(run)
     row["bytes_exchanged"] = communication(run.record)["bytes_exchanged"]  # per worker (report.communication)
     row["bytes_to_target"] = bytes_to_target(run.record)

@@ -2,7 +2,7 @@
 
 timeline.h5 (scaledl.train.outputs.write_timeline) holds, per rank, when
 each step ended (seconds since that rank's training began) and how many
-seconds of the step each phase took (scaledl.timing.PHASES). It records how
+seconds of the step each phase took (scaledl.comm.timing.PHASES). It records how
 long, not in which order: the trace lays a step's phases out back to back
 from the step's start in TRACE_ORDER (a step's usual order), and the rest of
 the step, time outside every phase, is left empty.
@@ -26,8 +26,8 @@ import h5py
 import numpy as np
 
 from scaledl.atomic import atomic_path
+from scaledl.comm.timing import COMPUTE, OFF_CLOCK, TRANSFER, WAIT
 from scaledl.errors import UserError
-from scaledl.timing import COMPUTE, OFF_CLOCK, TRANSFER, WAIT
 
 # A step's phases in the order a step usually runs them: the batch, the gradient, the exchange, the update;
 # an evaluation or a checkpoint comes at the step's end.

@@ -48,7 +48,7 @@ def trial_rows(paths) -> pd.DataFrame:
                 "time_to_target_s": run.get("time_to_target_s"),
                 "target_step": run.get("evaluation.target_step"),
                 "seconds_per_step": run.get("seconds_per_step"),
-                "best_accuracy": best_accuracy(run),
+                "best_accuracy": best_accuracy_or_none(run),
                 "stop_reason": run.get("stop.reason"),
             }
         )
@@ -57,7 +57,8 @@ def trial_rows(paths) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def best_accuracy(run) -> float | None:
+def best_accuracy_or_none(run) -> float | None:
+    """Highest evaluated test accuracy in metrics.csv; None when the trial evaluated nothing (it then ranks last)."""
     accuracy = run.metrics["test_accuracy"] if "test_accuracy" in run.metrics else pd.Series(dtype=float)
     return float(accuracy.max()) if len(accuracy) else None
 

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 import torch
 
 from scaledl.comm import transport
+from scaledl.comm.timing import PhaseTimer
 from scaledl.progress import duration
-from scaledl.timing import PhaseTimer
 from scaledl.train.checkpoint import CheckpointPolicy
 from scaledl.train.evaluation import CenterEvaluator, Evaluation, Snapshot
 from scaledl.train.outputs import MetricsLog

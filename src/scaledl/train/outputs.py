@@ -1,5 +1,8 @@
 """What a run leaves behind: metrics.csv, timeline.h5, model.pt and run.json, each written atomically.
 
+run.json's shape and its writer are scaledl.run_record's (the record itself is filled by
+scaledl.train.results); the other files' are here.
+
 run.json is written last, so its presence means the run ended (its
 `stop.reason` says how: a budget, the target, `diverged` or `interrupted`)
 and the other files belong to it. While the run goes on, metrics.csv grows
@@ -10,8 +13,6 @@ far; at the end it is rewritten whole, atomically, with the same rows.
 from __future__ import annotations
 
 import csv
-import json
-import math
 import platform
 import sys
 from importlib.metadata import version
@@ -23,10 +24,11 @@ import numpy
 import torch
 
 import scaledl
-from scaledl.atomic import atomic_path, write_text
+from scaledl.atomic import atomic_path
 from scaledl.comm import transport
+from scaledl.comm.timing import PHASES
 from scaledl.comm.transport import MPI
-from scaledl.timing import PHASES
+from scaledl.run_record import RUN_JSON
 
 METRICS_COLUMNS = (
     "step",
@@ -57,7 +59,7 @@ class MetricsLog:
 
     def __init__(self, path: Path):
         path.parent.mkdir(parents=True, exist_ok=True)
-        (path.parent / "run.json").unlink(missing_ok=True)
+        (path.parent / RUN_JSON).unlink(missing_ok=True)
         self._file = open(path, "w", newline="")
         self._writer = csv.DictWriter(self._file, fieldnames=METRICS_COLUMNS, extrasaction="raise")
         self._writer.writeheader()
@@ -75,7 +77,7 @@ def write_timeline(path: Path, timelines: list[dict], phases: tuple[str, ...]) -
     """Every step of every rank: /rank{r}/step_end_s (seconds since start) and /rank{r}/phase_s (steps × phases)."""
     with atomic_path(path) as tmp, h5py.File(tmp, "w") as f:
         f.attrs["phases"] = list(phases)
-        f.attrs["description"] = "per-step seconds in each phase of each rank's main thread (scaledl.timing)"
+        f.attrs["description"] = "per-step seconds in each phase of each rank's main thread (scaledl.comm.timing)"
         for t in timelines:
             group = f.create_group(f"rank{t['rank']}")
             group.attrs["role"] = t["role"]
@@ -93,22 +95,6 @@ def save_tensors(path: Path, obj) -> None:
 def save_model(path: Path, state_dict: dict[str, torch.Tensor]) -> None:
     cpu_state = {name: t.detach().cpu().clone() for name, t in state_dict.items()}
     save_tensors(path, cpu_state)
-
-
-def write_run_json(path: Path, record: dict) -> None:
-    """Strict JSON: a non-finite number (the loss of a diverged run) is written as null."""
-    write_text(path, json.dumps(finite_or_none(record), indent=2, sort_keys=False, allow_nan=False) + "\n")
-
-
-def finite_or_none(value):
-    """`value` with every NaN or infinity inside it replaced by None."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: finite_or_none(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [finite_or_none(v) for v in value]
-    return value
 
 
 def versions() -> dict[str, str]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import platform
 import shutil
 import subprocess
 from pathlib import Path
@@ -20,6 +19,7 @@ import torch
 
 import scaledl
 from scaledl.comm.transport import MPI
+from scaledl.net.measure import cpu_model
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
 # What Slurm says about the job, by the name it has in run.json.
@@ -106,17 +106,6 @@ def slurm_job() -> dict | None:
     if "SLURM_JOB_ID" not in os.environ:
         return None
     return {name: os.environ.get(variable) for name, variable in SLURM_VARIABLES.items()}
-
-
-def cpu_model() -> str | None:
-    """The CPU's model name (Linux: /proc/cpuinfo; elsewhere what the platform reports)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.lower().startswith(("model name", "hardware", "cpu model")):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or None
 
 
 def gpu_driver() -> str | None:

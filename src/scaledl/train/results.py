@@ -1,7 +1,8 @@
-"""What a run reports when it ends: every rank's facts gathered, run.json's record, the closing line.
+"""What a run reports when it ends: every rank's facts gathered, run.json's record filled, the closing line.
 
-The files themselves are written by scaledl.train.outputs; run.json last, so its
-presence means the run ended and the other files belong to it.
+The files themselves are written by scaledl.train.outputs, and run.json by
+scaledl.run_record, which declares its blocks (`RunRecord`); run.json last,
+so its presence means the run ended and the other files belong to it.
 """
 
 from __future__ import annotations
@@ -14,11 +15,26 @@ from pathlib import Path
 import torch
 
 from scaledl.comm import transport
+from scaledl.comm.timing import PHASES, STEADY_KEYS
 from scaledl.models import model_source
-from scaledl.timing import PHASES, STEADY_KEYS
+from scaledl.run_record import (
+    RUN_JSON,
+    AlgorithmBlock,
+    CheckpointsBlock,
+    DataBlock,
+    EvaluationBlock,
+    FinalBlock,
+    ModelBlock,
+    PhasesBlock,
+    RunRecord,
+    StopBlock,
+    TimeBlock,
+    WorldBlock,
+    write_run_json,
+)
 from scaledl.train import checkpoint, provenance
 from scaledl.train.monitor import DIVERGED, INTERRUPTED
-from scaledl.train.outputs import host, save_model, versions, write_metrics, write_run_json, write_timeline
+from scaledl.train.outputs import host, save_model, versions, write_metrics, write_timeline
 
 
 def finish(run) -> None:
@@ -51,7 +67,7 @@ def write_outputs(run, per_rank: list[dict], timelines: list[dict], algo_reports
     save_model(out / "model.pt", monitor.evaluated_state())  # the center of the final reported accuracy
     write_metrics(out / "metrics.csv", monitor.rows)
     write_timeline(out / "timeline.h5", timelines, PHASES)
-    write_run_json(out / "run.json", run_record(run, per_rank, algo_reports))
+    write_run_json(out / RUN_JSON, record_of(run, per_rank, algo_reports))
     if monitor.stop_reason == INTERRUPTED:
         saved = (
             f"checkpoint saved in {checkpoint.folder(out)}: rerun the same command to resume; "
@@ -68,113 +84,143 @@ def write_outputs(run, per_rank: list[dict], timelines: list[dict], algo_reports
         print(closing_line(monitor, run.cfg, out), end="", flush=True)
 
 
-def run_record(run, per_rank: list[dict], algo_reports: list[dict]) -> dict:
+def record_of(run, per_rank: list[dict], algo_reports: list[dict]) -> RunRecord:
     """run.json: what ran (arguments, algorithm, the settings it used, world, model, data) and what came out."""
-    cfg, roles, monitor, info = run.cfg, run.roles, run.monitor, run.algo.info
-    hosts = sorted({r["host"] for r in per_rank})
-    center = next(run.center_model.parameters())
-    parameters = sum(p.numel() for p in run.center_model.parameters())
+    cfg, monitor = run.cfg, run.monitor
     workers_mean = _workers_mean(per_rank)
-    master = per_rank[roles.master]
-    # The registry's claim holds for this run only on CPU, or on CUDA with deterministic
-    # kernels enforced, and over a backend that reduces in a fixed order (MPI's).
-    deterministic, deterministic_reason = info.deterministic_in(
-        [r["device"] for r in per_rank], run.settings.backend, torch.are_deterministic_algorithms_enabled()
-    )
     settings = run.settings.record()
-    return {
-        "scaledl_version": versions()["scaledl"],
-        "arguments": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(cfg).items()},
-        "platform": cfg.platform,
-        "transport": transport.current().describe(),  # simulated runs: the platform, and every time is simulated
-        "algorithm": {
-            "key": info.key,
-            "paper_name": info.paper_name,
-            "engine": info.engine,
-            "rule": info.rule,
-            "needs_master": info.needs_master,
-            "deterministic": deterministic,
-            "deterministic_reason": deterministic_reason,
-            "preset": dict(info.preset),
-        },
-        "hyper": settings["hyper"],
-        "codesign": settings["codesign"],
-        "replica_memory": run.replica_budget.as_dict() if run.replica_budget else None,
-        "world": {
-            "size": roles.size,
-            "workers": roles.num_workers,
-            "dedicated_master": roles.dedicated_master,
-            "ranks_per_node": roles.local_size,
-            "nodes": len(hosts),
-            "hosts": hosts,
-            "threads_per_rank": torch.get_num_threads(),
-        },
-        "devices": [r["device"] for r in per_rank],
-        "model": {
-            "name": cfg.model,
-            "source": model_source(cfg.model, cfg.model_from),
-            "parameters": parameters,
-            "tensors": len(list(run.center_model.parameters())),
-            "bytes": parameters * center.element_size(),
-        },
-        "data": {
-            "path": str(cfg.data),
-            "dataset": run.info.dataset,
-            "classes": run.info.classes,
-            "n_train": run.n_train,
-            "validation_rows": run.validation_rows,
-            "n_test": run.info.n_test,
-            "image_shape": list(run.info.image_shape),
-            "source_sha256": run.info.source_sha256,
-            "identity": run.fingerprint.get(checkpoint.DATA_KEY),  # what a checkpoint is tied to (data.hdf5.identity)
-        },
-        "stop": {
-            "reason": monitor.stop_reason,
-            "steps": monitor.step,
-            "epochs": monitor.epoch,
-            "wall_s": monitor.final_wall,
-            "train_s": monitor.stop_train_s,
-            "nonfinite_loss_step": monitor.diverged_at,
-        },
-        # The master rank's seconds per phase at top level; every rank's, and the workers' mean, below.
-        "phases": {
-            **{k: v for k, v in master.items() if k.endswith("_s") or k == "comm_share"},
-            "workers_mean": workers_mean,
-            "per_rank": per_rank,
-        },
+    return RunRecord(
+        scaledl_version=versions()["scaledl"],
+        arguments={k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(cfg).items()},
+        platform=cfg.platform,
+        transport=transport.current().describe(),  # simulated runs: the platform, and every time is simulated
+        algorithm=_algorithm_block(run, per_rank),
+        hyper=settings["hyper"],
+        codesign=settings["codesign"],
+        replica_memory=run.replica_budget.as_dict() if run.replica_budget else None,
+        world=_world_block(run, per_rank),
+        devices=[r["device"] for r in per_rank],
+        model=_model_block(run),
+        data=_data_block(run),
+        stop=_stop_block(monitor),
+        phases=_phases_block(per_rank[run.roles.master], workers_mean, per_rank),
         # One vocabulary of time (docs/time.md, timing.steady_state): per-step means over each worker's
         # steps after the warm-up, averaged over the workers. comm_share = transfer / step, the paper's.
-        "time": {
-            "warmup_steps": min(r["warmup_steps"] for r in per_rank if "worker" in r["role"]),
+        time=TimeBlock(
+            warmup_steps=min(r["warmup_steps"] for r in per_rank if "worker" in r["role"]),
             **{k: workers_mean.get(k) for k in STEADY_KEYS},
-        },
-        "seconds_per_step": workers_mean.get("seconds_per_step"),
-        "comm_share": workers_mean.get("comm_share"),
-        "exposed_share": workers_mean.get("exposed_share"),
-        "final": {"test_accuracy": monitor.last_accuracy, "test_loss": monitor.last_loss},
-        "target_accuracy": cfg.target_accuracy,
+        ),
+        seconds_per_step=workers_mean.get("seconds_per_step"),
+        comm_share=workers_mean.get("comm_share"),
+        exposed_share=workers_mean.get("exposed_share"),
+        final=FinalBlock(test_accuracy=monitor.last_accuracy, test_loss=monitor.last_loss),
+        target_accuracy=cfg.target_accuracy,
         # The training clock of the first snapshot at or above the target; snapshots every eval_every steps.
-        "time_to_target_s": monitor.time_to_target,
-        "evaluation": {"every_steps": cfg.eval_every, "target_step": monitor.target_step, **monitor.evaluator.report()},
-        "algorithm_report": [r for r in algo_reports if r],
-        # Checkpoints of this attempt, and every resume of the run (clocks continue across them:
-        # the steps lost between a checkpoint and a kill are redone, not counted), each with the code
-        # of the attempt that wrote its checkpoint; `code_versions`: every attempt's, in order.
-        "checkpoints": {
-            "every_steps": cfg.checkpoint_every,
-            "interval_s": cfg.checkpoint_interval,
-            "written": run.checkpoints_written,
-            "resumes": run.resumes,
-            "kept": monitor.stop_reason == INTERRUPTED and bool(run.checkpoints_written),
-            "code_versions": list(dict.fromkeys([*(r["code"]["version"] for r in run.resumes), run.code["version"]])),
-            "across_versions": any(r["across_versions"] for r in run.resumes),
-        },
-        "versions": versions(),
+        time_to_target_s=monitor.time_to_target,
+        evaluation=EvaluationBlock(
+            every_steps=cfg.eval_every, target_step=monitor.target_step, **monitor.evaluator.report()
+        ),
+        algorithm_report=[r for r in algo_reports if r],
+        checkpoints=_checkpoints_block(run),
+        versions=versions(),
         # The commit and its uncommitted edits, the Slurm job, the CPU/GPU models and the CUDA/cuDNN/NCCL/MPI
         # libraries: exactly what ran, where (scaledl.train.provenance).
-        "provenance": provenance.collect(run.device),
-        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-    }
+        provenance=provenance.collect(run.device),
+        finished_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    )
+
+
+def _algorithm_block(run, per_rank: list[dict]) -> AlgorithmBlock:
+    info = run.algo.info
+    # The registry's claim holds for this run only on CPU, or on CUDA with deterministic
+    # kernels enforced, and over a backend that reduces in a fixed order (MPI's).
+    deterministic, reason = info.deterministic_in(
+        [r["device"] for r in per_rank], run.settings.backend, torch.are_deterministic_algorithms_enabled()
+    )
+    return AlgorithmBlock(
+        key=info.key,
+        paper_name=info.paper_name,
+        engine=info.engine,
+        rule=info.rule,
+        needs_master=info.needs_master,
+        deterministic=deterministic,
+        deterministic_reason=reason,
+        preset=dict(info.preset),
+    )
+
+
+def _world_block(run, per_rank: list[dict]) -> WorldBlock:
+    roles = run.roles
+    hosts = sorted({r["host"] for r in per_rank})
+    return WorldBlock(
+        size=roles.size,
+        workers=roles.num_workers,
+        dedicated_master=roles.dedicated_master,
+        ranks_per_node=roles.local_size,
+        nodes=len(hosts),
+        hosts=hosts,
+        threads_per_rank=torch.get_num_threads(),
+    )
+
+
+def _model_block(run) -> ModelBlock:
+    cfg, parameters = run.cfg, list(run.center_model.parameters())
+    count = sum(p.numel() for p in parameters)
+    return ModelBlock(
+        name=cfg.model,
+        source=model_source(cfg.model, cfg.model_from),
+        parameters=count,
+        tensors=len(parameters),
+        bytes=count * parameters[0].element_size(),
+    )
+
+
+def _data_block(run) -> DataBlock:
+    info = run.info
+    return DataBlock(
+        path=str(run.cfg.data),
+        dataset=info.dataset,
+        classes=info.classes,
+        n_train=run.n_train,
+        validation_rows=run.validation_rows,
+        n_test=info.n_test,
+        image_shape=list(info.image_shape),
+        source_sha256=info.source_sha256,
+        identity=run.fingerprint.get(checkpoint.DATA_KEY),  # what a checkpoint is tied to (data.hdf5.identity)
+    )
+
+
+def _stop_block(monitor) -> StopBlock:
+    return StopBlock(
+        reason=monitor.stop_reason,
+        steps=monitor.step,
+        epochs=monitor.epoch,
+        wall_s=monitor.final_wall,
+        train_s=monitor.stop_train_s,
+        nonfinite_loss_step=monitor.diverged_at,
+    )
+
+
+def _phases_block(master: dict, workers_mean: dict, per_rank: list[dict]) -> PhasesBlock:
+    """The master rank's seconds per phase at top level; every rank's, and the workers' mean, below."""
+    own = {k: v for k, v in master.items() if k.endswith("_s") or k == "comm_share"}
+    return PhasesBlock(master=own, workers_mean=workers_mean, per_rank=per_rank)
+
+
+def _checkpoints_block(run) -> CheckpointsBlock:
+    """Checkpoints of this attempt, and every resume of the run (clocks continue across them: the steps lost
+    between a checkpoint and a kill are redone, not counted), each with the code of the attempt that wrote
+    its checkpoint; `code_versions`: every attempt's, in order."""
+    cfg, resumes = run.cfg, run.resumes
+    return CheckpointsBlock(
+        every_steps=cfg.checkpoint_every,
+        interval_s=cfg.checkpoint_interval,
+        written=run.checkpoints_written,
+        resumes=resumes,
+        kept=run.monitor.stop_reason == INTERRUPTED and bool(run.checkpoints_written),
+        code_versions=list(dict.fromkeys([*(r["code"]["version"] for r in resumes), run.code["version"]])),
+        across_versions=any(r["across_versions"] for r in resumes),
+    )
 
 
 def _workers_mean(per_rank: list[dict]) -> dict[str, float]:

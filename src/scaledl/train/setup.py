@@ -26,6 +26,7 @@ from scaledl.comm.collectives import TORCH_DIST_BACKENDS, choose_backend, close_
 from scaledl.comm.flat import FlatParams
 from scaledl.comm.roles import Roles, make_roles
 from scaledl.comm.sentinel import Sentinel
+from scaledl.comm.timing import PhaseTimer
 from scaledl.comm.transport import MPI
 from scaledl.comm.watchdog import set_job_token
 from scaledl.config import TrainConfig
@@ -33,7 +34,6 @@ from scaledl.data.hdf5 import DatasetInfo, read_info
 from scaledl.data.loader import Normalizer, ShardLoader, held_out
 from scaledl.errors import UserError
 from scaledl.models import build_model, model_source
-from scaledl.timing import PhaseTimer
 from scaledl.train import checkpoint
 from scaledl.train.evaluation import CenterEvaluator
 from scaledl.train.monitor import Monitor, StopRule, evaluation_pause

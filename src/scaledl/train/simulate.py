@@ -4,11 +4,11 @@
         --out-dir ... [train options]
 
 The same run as `mpiexec -n RANKS python -m mpi4py -m scaledl train ...`, every
-rank a SimGrid actor on a host of the platform (scaledl.comm.sim), all in this
+rank a SimGrid actor on a host of the platform (scaledl.sim), all in this
 one process: the algorithms, the patterns and the training loop are the same
 code, over the simulated transport. Every time in its outputs is simulated
 seconds on the platform; run.json's `transport` says so and names the platform.
-SimGrid is an optional dependency (scaledl.comm.sim.loader says how to get it).
+SimGrid is an optional dependency (scaledl.sim.loader says how to get it).
 """
 
 from __future__ import annotations
@@ -77,8 +77,8 @@ def pairs(items: list[str], flag: str, what: str) -> dict[str, float]:
 
 def run(args: argparse.Namespace) -> int:
     # Imported here: the simulator and the training loop import torch, which `--help` does not need.
-    from scaledl.comm.sim.platform import load
-    from scaledl.comm.sim.run import Simulation
+    from scaledl.sim.platform import load
+    from scaledl.sim.run import Simulation
     from scaledl.train.loop import train
     from scaledl.train.setup import straggler_factor
     from scaledl.train.tuned import with_tuned

@@ -1,12 +1,12 @@
 """Calibrate a platform file to this machine: one host, its network from netbench, its compute from a measured step.
 
-    python -m scaledl.comm.sim.calibrate --netbench bench/raw/netbench.json --out laptop.xml [--model lenet --batch 64]
+    scaledl calibrate --netbench bench/raw/netbench.json --out laptop.xml [--model lenet --batch 64]
 
 What it measures, on one core (OMP_NUM_THREADS=1, as every rank runs):
 
     memory_bw    a float32 add over arrays far larger than the caches: 3 × 4 bytes per element
     op_overhead  one PyTorch operation on a one-element tensor (the dispatch every operation pays)
-    speed        the FLOP rate at which the cost model's roofline (scaledl.comm.sim.costs) prices the
+    speed        the FLOP rate at which the cost model's roofline (scaledl.sim.roofline) prices the
                  model's forward and backward at the batch exactly as long as it measures here
     network      α and 1/β of netbench's α-β fit (a `scaledl netbench` result, or the record
                  bench/run_all.py keeps of one), as the host's loopback link
@@ -25,12 +25,8 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-import torch
-import torch.nn.functional as F
-
 from scaledl.atomic import write_text
-from scaledl.comm.sim.costs import Device, OpCounter
-from scaledl.errors import UserError, run_command
+from scaledl.errors import UserError
 from scaledl.models import build_model
 
 
@@ -61,11 +57,15 @@ def _median_seconds(fn, repeats: int, warmup: int = 3) -> float:
 
 
 def memory_bandwidth(elements: int = 1 << 24) -> float:
+    import torch  # here: `scaledl calibrate --help` needs none of it
+
     a, b, c = torch.rand(elements), torch.rand(elements), torch.empty(elements)
     return 3 * 4 * elements / _median_seconds(lambda: torch.add(a, b, out=c), 10)
 
 
 def op_overhead(ops: int = 2000) -> float:
+    import torch
+
     a, b, c = torch.zeros(1), torch.zeros(1), torch.empty(1)
 
     def many() -> None:
@@ -77,6 +77,9 @@ def op_overhead(ops: int = 2000) -> float:
 
 def step_seconds_and_counts(model_name: str, batch: int, shape=(1, 28, 28), classes: int = 10):
     """The measured seconds of one forward and backward, and a function pricing it at a FLOP rate."""
+    import torch
+    import torch.nn.functional as F
+
     torch.manual_seed(0)
     model = build_model(model_name, shape, classes)
     x, y = torch.randn(batch, *shape), torch.randint(0, classes, (batch,))
@@ -92,6 +95,7 @@ def step_seconds_and_counts(model_name: str, batch: int, shape=(1, 28, 28), clas
 
 def solve_speed(step, measured: float, memory_bw: float, overhead: float) -> float:
     """The FLOP rate at which the roofline price of `step` equals `measured` (bisection on a log scale)."""
+    from scaledl.sim.roofline import Device, OpCounter
 
     def price(flops_per_s: float) -> float:
         counter = OpCounter(Device("calibration", flops_per_s, 1.0, memory_bw, overhead, False))
@@ -115,7 +119,7 @@ TEMPLATE = """<?xml version='1.0'?>
 <!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">
 <!--
   {name}: this machine as one host ({cores} cores; ranks share them), calibrated {date}
-  ({cpu}, torch {torch}) by `python -m scaledl.comm.sim.calibrate`.
+  ({cpu}, torch {torch}) by `scaledl calibrate`.
 
   Sources (measured on one core):
     network     loopback latency and bandwidth = netbench's alpha {alpha:.3g} s and 1/beta {bw:.3g} B/s
@@ -146,6 +150,8 @@ TEMPLATE = """<?xml version='1.0'?>
 
 
 def calibrate(netbench: Path, model: str, batch: int, cores: int, name: str) -> tuple[str, dict]:
+    import torch
+
     torch.set_num_threads(1)
     alpha, beta = netbench_alpha_beta(netbench)
     mem = memory_bandwidth()
@@ -171,24 +177,20 @@ def calibrate(netbench: Path, model: str, batch: int, cores: int, name: str) -> 
     return TEMPLATE.format(**values), values
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m scaledl.comm.sim.calibrate", description=__doc__.splitlines()[0])
+HELP = "calibrate a simulated platform to this machine: its network from netbench, its compute from a measured step"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--netbench", type=Path, required=True, help="a scaledl netbench result or its bench record")
     parser.add_argument("--out", type=Path, required=True, help="the platform file to write")
     parser.add_argument("--model", default="lenet")
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--cores", type=int, default=2, help="cores the ranks share (default %(default)s)")
     parser.add_argument("--name", default="laptop", help="the host's and the zone's name (default %(default)s)")
-    args = parser.parse_args(argv)
-
-    def run(args) -> int:
-        text, values = calibrate(args.netbench, args.model, args.batch, args.cores, args.name)
-        write_text(args.out, text)
-        print(json.dumps({k: values[k] for k in ("alpha", "bw", "speed", "mem", "overhead", "step_ms")}))
-        return 0
-
-    return run_command("calibrate", run, args)
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
+def run(args: argparse.Namespace) -> int:
+    text, values = calibrate(args.netbench, args.model, args.batch, args.cores, args.name)
+    write_text(args.out, text)
+    print(json.dumps({k: values[k] for k in ("alpha", "bw", "speed", "mem", "overhead", "step_ms")}))
+    return 0

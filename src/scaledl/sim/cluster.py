@@ -19,7 +19,7 @@ import threading
 from collections import deque
 from dataclasses import dataclass, field
 
-from scaledl.comm.sim.loader import load
+from scaledl.sim.loader import load
 
 ANY_SOURCE, ANY_TAG = -2, -1
 _local = threading.local()
@@ -84,8 +84,8 @@ class RankState:
     rank: int
     host: object  # simgrid.Host of the rank's device (its actor runs there)
     node: str  # the node's name (ranks of one node share memory: Split_type)
-    meter: object = None  # scaledl.comm.sim.costs.Meter
-    world: object = None  # its COMM_WORLD (scaledl.comm.sim.mpi.Comm)
+    meter: object = None  # scaledl.sim.roofline.Meter
+    world: object = None  # its COMM_WORLD (scaledl.sim.mpi.Comm)
     alive: bool = True  # False once its host failed (Simulation's --fail)
     actors: list = field(default_factory=list)  # its main actor, killed with its unfinished helpers when it fails
     helpers: list = field(default_factory=list)  # (actor, Done) of its helpers, the finished ones dropped
@@ -136,7 +136,7 @@ def bind(state: RankState) -> None:
 def this_rank() -> RankState:
     state = getattr(_local, "state", None)
     if state is None:
-        raise RuntimeError("not inside a simulated rank (scaledl.comm.sim.cluster.bind was not called)")
+        raise RuntimeError("not inside a simulated rank (scaledl.sim.cluster.bind was not called)")
     return state
 
 

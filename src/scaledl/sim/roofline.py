@@ -46,7 +46,7 @@ COPY_OPS = ("copy_", "_to_copy", "clone")
 
 @dataclass(frozen=True)
 class Device:
-    """A simulated device: what the platform file says of a host (its properties, scaledl.comm.sim.platform)."""
+    """A simulated device: what the platform file says of a host (its properties, scaledl.sim.platform)."""
 
     name: str
     flops: float  # peak FLOP/s (float32)

@@ -310,57 +310,122 @@ def step_cost(
         raise ValueError(f"compute_s must be >= 0, got {compute_s!r}")
     if isinstance(tau, bool) or not isinstance(tau, int) or tau < 1:
         raise ValueError(f"tau must be an integer >= 1, got {tau!r}")
-    algs = _MODEL_ALGORITHMS[model]
-    t = message(net, n, layers)
-    lg = ceil_log2(p)
+    inputs = _Step(
+        key=key, net=net, n=n, p=p, algorithms=_MODEL_ALGORITHMS[model], layers=layers, compute_s=compute_s,
+        control=control, master_momentum=master_momentum, overlap=overlap, tau=tau, exchange=exchange,
+    )  # fmt: skip
+    exchange_s, step_s, formula = _FAMILY_STEPS[fam](inputs)
+    return StepCost(key, model, p, compute_s, exchange_s, step_s - compute_s, step_s, formula)
 
-    if fam in COLLECTIVE_FAMILIES:
-        if fam == "allreduce":
-            comm = allreduce(net, n, p, algs["allreduce"], layers)
-            formula = f"allreduce[{algs['allreduce']}](n)"
-        else:
-            if exchange == "allreduce":
-                comm = allreduce(net, n, p, algs["allreduce"], layers) / tau
-                formula = f"allreduce[{algs['allreduce']}](n)"
-            elif exchange == "rooted":
-                comm = (bcast(net, n, p, algs["bcast"], layers) + reduce(net, n, p, algs["reduce"], layers)) / tau
-                formula = f"bcast[{algs['bcast']}](n) + reduce[{algs['reduce']}](n)"
-            else:
-                raise ValueError(f"unknown exchange {exchange!r}; choose allreduce or rooted")
-            formula += f", every {tau} steps" if tau > 1 else ""
-            if overlap is None:
-                overlap = bool(ALGORITHMS[key].preset.get("overlap", False))
-        if overlap and fam == "bcast_reduce":
-            step = max(compute_s, comm)
-            formula = f"max(T_c, {formula})"
-        else:
-            step = compute_s + comm
-        if control:
-            step += lg * net.alpha
-            formula += " + lg·α"
-        return StepCost(key, model, p, compute_s, comm, step - compute_s, step, formula)
 
-    # V at the master (async_msgd's default) is read and written back inside every exchange.
-    moves_velocity = "momentum_at" in ALGORITHMS[key].options and master_momentum
-    exchanges = 4 if moves_velocity else 2
-    exchange = exchanges * t
-    ctl_free = 2 * net.alpha if control else 0.0  # board report: outside any lock
-    ctl_locked = 2 * net.alpha if control and fam != "round_robin" else 0.0  # version count, inside the epoch
-    if fam == "round_robin":
-        step = p * (compute_s + exchange) + ctl_free
-        formula = "P·(T_c + 2(Lα + nβ))"
-    elif fam == "locked":
-        service = exchange + n * net.gamma + ctl_locked
-        step = max(compute_s + service, p * service) + ctl_free
-        formula = f"max(T_c + S, P·S), S = {exchanges}(Lα + nβ) + nγ"
-    else:  # lock_free
-        service = exchange + n * net.gamma + ctl_locked
-        demand = exchanges * n * net.beta
-        step = max(compute_s + service, p * demand) + ctl_free
-        formula = f"max(T_c + S, P·{exchanges}nβ), S = {exchanges}(Lα + nβ) + nγ"
-    if control:
-        formula += " + control"
-    return StepCost(key, model, p, compute_s, exchange, step - compute_s, step, formula)
+@dataclass(frozen=True)
+class _Step:
+    """What every family's formula reads: step_cost's arguments, checked."""
+
+    key: str
+    net: Network
+    n: float
+    p: int
+    algorithms: dict  # the cost model's collective algorithm of each collective (_MODEL_ALGORITHMS)
+    layers: int
+    compute_s: float
+    control: bool
+    master_momentum: bool
+    overlap: bool | None  # the Sync EASGD family's three settings
+    tau: int
+    exchange: str
+
+    @property
+    def lg(self) -> int:
+        return ceil_log2(self.p)
+
+    @property
+    def t(self) -> float:
+        """One point-to-point message of the whole model: L·α + n·β."""
+        return message(self.net, self.n, self.layers)
+
+    @property
+    def exchanges(self) -> int:
+        """Point-to-point messages of one exchange with the master: W^i (or ΔW^i) up, W down; with V at the
+        master (async_msgd's default), V is read and written back inside every exchange too."""
+        return 4 if "momentum_at" in ALGORITHMS[self.key].options and self.master_momentum else 2
+
+    @property
+    def control_pair(self) -> float:
+        """Two small control messages (≈ 2α) where `control` counts them, else nothing."""
+        return 2 * self.net.alpha if self.control else 0.0
+
+
+# Each family's (exchange_s, step_s, formula).
+
+
+def _allreduce_step(s: _Step) -> tuple[float, float, str]:
+    name = s.algorithms["allreduce"]
+    comm = allreduce(s.net, s.n, s.p, name, s.layers)
+    return _collective_step(s, comm, f"allreduce[{name}](n)", overlapped=False)
+
+
+def _bcast_reduce_step(s: _Step) -> tuple[float, float, str]:
+    algs, overlap = s.algorithms, s.overlap
+    if s.exchange == "allreduce":
+        comm = allreduce(s.net, s.n, s.p, algs["allreduce"], s.layers) / s.tau
+        formula = f"allreduce[{algs['allreduce']}](n)"
+    elif s.exchange == "rooted":
+        comm = (
+            bcast(s.net, s.n, s.p, algs["bcast"], s.layers) + reduce(s.net, s.n, s.p, algs["reduce"], s.layers)
+        ) / s.tau
+        formula = f"bcast[{algs['bcast']}](n) + reduce[{algs['reduce']}](n)"
+    else:
+        raise ValueError(f"unknown exchange {s.exchange!r}; choose allreduce or rooted")
+    formula += f", every {s.tau} steps" if s.tau > 1 else ""
+    if overlap is None:
+        overlap = bool(ALGORITHMS[s.key].preset.get("overlap", False))
+    return _collective_step(s, comm, formula, overlapped=overlap)
+
+
+def _collective_step(s: _Step, comm: float, formula: str, *, overlapped: bool) -> tuple[float, float, str]:
+    """A collective round: after the compute, or beside it when overlapped; sync algorithms Allreduce a
+    4-byte stop flag each iteration (recursive doubling: lg·α) as control."""
+    if overlapped:
+        step, formula = max(s.compute_s, comm), f"max(T_c, {formula})"
+    else:
+        step = s.compute_s + comm
+    if s.control:
+        step += s.lg * s.net.alpha
+        formula += " + lg·α"
+    return comm, step, formula
+
+
+def _round_robin_step(s: _Step) -> tuple[float, float, str]:
+    exchange_s = s.exchanges * s.t
+    step = s.p * (s.compute_s + exchange_s) + s.control_pair  # the board report
+    return exchange_s, step, "P·(T_c + 2(Lα + nβ))" + (" + control" if s.control else "")
+
+
+def _locked_step(s: _Step) -> tuple[float, float, str]:
+    exchange_s = s.exchanges * s.t
+    service = exchange_s + s.n * s.net.gamma + s.control_pair  # the center's version count, inside the lock
+    step = max(s.compute_s + service, s.p * service) + s.control_pair  # the board report, outside it
+    formula = f"max(T_c + S, P·S), S = {s.exchanges}(Lα + nβ) + nγ"
+    return exchange_s, step, formula + (" + control" if s.control else "")
+
+
+def _lock_free_step(s: _Step) -> tuple[float, float, str]:
+    exchange_s = s.exchanges * s.t
+    service = exchange_s + s.n * s.net.gamma + s.control_pair
+    demand = s.exchanges * s.n * s.net.beta  # only the bytes through the master's link serialise
+    step = max(s.compute_s + service, s.p * demand) + s.control_pair
+    formula = f"max(T_c + S, P·{s.exchanges}nβ), S = {s.exchanges}(Lα + nβ) + nγ"
+    return exchange_s, step, formula + (" + control" if s.control else "")
+
+
+_FAMILY_STEPS = {
+    "allreduce": _allreduce_step,
+    "bcast_reduce": _bcast_reduce_step,
+    "round_robin": _round_robin_step,
+    "locked": _locked_step,
+    "lock_free": _lock_free_step,
+}
 
 
 SCALINGS = ("weak", "strong")

@@ -15,7 +15,7 @@ all its hosts) what its cost model needs:
                    absent on a device that is its own host (a CPU, a KNL node)
     node           the node's name (ranks of one node share memory); default the host's name
 
-The shipped platforms (scaledl/comm/sim/platforms/*.xml) state their sources
+The shipped platforms (scaledl/sim/platforms/*.xml) state their sources
 in their header comments. Ranks are placed in the order of the file's device
 hosts, `slots` per host; a dedicated master goes to the first master host (or
 the first device host). More ranks than slots is refused in one line.
@@ -28,10 +28,10 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from scaledl.comm.sim.costs import Device
 from scaledl.errors import UserError
+from scaledl.sim.roofline import Device
 
-SHIPPED = resources.files("scaledl.comm.sim") / "platforms"
+SHIPPED = resources.files("scaledl.sim") / "platforms"
 
 
 @dataclass(frozen=True)
@@ -130,7 +130,7 @@ def _host(name: str, speed: str, props: dict[str, str], path: Path) -> HostInfo:
     def get(key: str, default=None):
         value = props.get(key, default)
         if value is None:
-            raise UserError(f"platform {path}: host {name} lacks the property {key!r} (see scaledl.comm.sim.platform)")
+            raise UserError(f"platform {path}: host {name} lacks the property {key!r} (see scaledl.sim.platform)")
         return value
 
     role = get("role", "device")

@@ -8,7 +8,7 @@ calls; anything else raises AttributeError. The semantics:
 - Point to point: eager messages (cluster.py); `Isend` is a helper actor that
   moves the bytes, so its request completes when they have arrived.
 - Collectives are built from point-to-point messages with the algorithms MPI
-  libraries select (scaledl.comm.sim.collectives), on a channel of their own,
+  libraries select (scaledl.sim.collectives), on a channel of their own,
   so they never match a user's message; the nonblocking ones run on a helper
   actor. Reductions are deterministic: the order of the sums depends only on
   the communicator's size and the message size.
@@ -26,8 +26,8 @@ import pickle
 
 import numpy as np
 
-from scaledl.comm.sim import collectives
-from scaledl.comm.sim.cluster import ANY_SOURCE, ANY_TAG, Message, RankLost, SimulatedAbort, spawn, this_rank
+from scaledl.sim import collectives
+from scaledl.sim.cluster import ANY_SOURCE, ANY_TAG, Message, RankLost, SimulatedAbort, spawn, this_rank
 
 UNDEFINED = -32766
 IN_PLACE = object()
@@ -104,8 +104,8 @@ class Status:
         self.source, self.tag, self.count = message.source, message.tag, message.nbytes
 
 
-class Request:
-    """A nonblocking operation, completed by a helper actor (cluster.Done)."""
+class SimulatedRequest:
+    """A nonblocking operation, completed by a helper actor (cluster.Done); `MPI.Request` in a simulation."""
 
     def __init__(self, done):
         self._done = done
@@ -178,9 +178,9 @@ class Comm:
         data = array(buf).copy()
         self._post(data, data.nbytes, dest, tag)
 
-    def Isend(self, buf, dest: int, tag: int = 0) -> Request:
+    def Isend(self, buf, dest: int, tag: int = 0) -> SimulatedRequest:
         data = array(buf).copy()
-        return Request(spawn("isend", self._post, data, data.nbytes, dest, tag))
+        return SimulatedRequest(spawn("isend", self._post, data, data.nbytes, dest, tag))
 
     def Recv(self, buf, source: int = ANY_SOURCE, tag: int = ANY_TAG, status: Status | None = None) -> None:
         message = self._inbox().take(source, tag)
@@ -207,7 +207,7 @@ class Comm:
         """A matching message arrived before the simulated time `deadline`? (transport.arrival)"""
         return self._inbox().take(source, tag, remove=False, timeout=_timeout(deadline)) is not None
 
-    # ---- collectives (scaledl.comm.sim.collectives), each on this communicator's collective channel
+    # ---- collectives (scaledl.sim.collectives), each on this communicator's collective channel
     def _collective(self) -> collectives.Channel:
         self.collective_calls += 1
         return collectives.Channel(self, self.channel + "#c", self.collective_calls)
@@ -219,8 +219,8 @@ class Comm:
     def Barrier(self) -> None:
         collectives.barrier(self._collective())
 
-    def Ibarrier(self) -> Request:
-        return Request(spawn("ibarrier", collectives.barrier, self._nonblocking_channel()))
+    def Ibarrier(self) -> SimulatedRequest:
+        return SimulatedRequest(spawn("ibarrier", collectives.barrier, self._nonblocking_channel()))
 
     def Bcast(self, buf, root: int = 0) -> None:
         collectives.bcast(self._collective(), array(buf), root)
@@ -236,11 +236,11 @@ class Comm:
             np.copyto(recv, array(sendbuf))
         collectives.allreduce(self._collective(), recv, op)
 
-    def Iallreduce(self, sendbuf, recvbuf, op: Op = SUM) -> Request:
+    def Iallreduce(self, sendbuf, recvbuf, op: Op = SUM) -> SimulatedRequest:
         recv = array(recvbuf)
         if sendbuf is not IN_PLACE:
             np.copyto(recv, array(sendbuf))
-        return Request(spawn("iallreduce", collectives.allreduce, self._nonblocking_channel(), recv, op))
+        return SimulatedRequest(spawn("iallreduce", collectives.allreduce, self._nonblocking_channel(), recv, op))
 
     def Gather(self, sendbuf, recvbuf, root: int = 0) -> None:
         out = array(recvbuf) if self.rank == root else None
@@ -447,7 +447,7 @@ class SimulatedMPI:
     THREAD_SINGLE, THREAD_FUNNELED, THREAD_SERIALIZED, THREAD_MULTIPLE = 0, 1, 2, 3
     SUM, MAX, MIN, BOR, REPLACE, NO_OP = SUM, MAX, MIN, BOR, REPLACE, NO_OP
     FLOAT, DOUBLE, INT, BYTE = FLOAT, DOUBLE, INT, BYTE
-    Comm, Win, Request, Status, Exception = Comm, Win, Request, Status, Exception
+    Comm, Win, Request, Status, Exception = Comm, Win, SimulatedRequest, Status, Exception  # mpi4py's names
 
     @property
     def COMM_WORLD(self) -> Comm:

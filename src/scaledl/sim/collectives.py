@@ -1,6 +1,6 @@
 """Collectives of the simulated MPI, from point-to-point messages, with the algorithms MPI libraries select.
 
-MPICH's defaults (its classic selection, the one scaledl.net.cost models) by
+MPICH's defaults (its classic selection, the one scaledl.net.alphabeta models) by
 message size n and communicator size P:
 
     Barrier    dissemination                      ⌈lg P⌉ rounds of empty messages
@@ -26,7 +26,7 @@ import time
 
 import numpy as np
 
-from scaledl.comm.sim.cluster import this_rank
+from scaledl.sim.cluster import this_rank
 
 BCAST_SHORT, BCAST_MIN_PROCS = 12 * 1024, 8
 REDUCE_SHORT = ALLREDUCE_SHORT = 2 * 1024

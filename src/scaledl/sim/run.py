@@ -25,15 +25,14 @@ import time
 import traceback
 from dataclasses import dataclass, field
 
-from scaledl import timing
-from scaledl.comm import transport
-from scaledl.comm.sim.cluster import Cluster, Done, RankState, SimulatedAbort, bind, spawn, this_rank
-from scaledl.comm.sim.costs import Meter
-from scaledl.comm.sim.loader import load
-from scaledl.comm.sim.mpi import SIMULATED_MPI, Comm
-from scaledl.comm.sim.mpi import Exception as MPIError
-from scaledl.comm.sim.platform import Platform
+from scaledl.comm import timing, transport
 from scaledl.errors import Interrupted, UserError
+from scaledl.sim.cluster import Cluster, Done, RankState, SimulatedAbort, bind, spawn, this_rank
+from scaledl.sim.loader import load
+from scaledl.sim.mpi import SIMULATED_MPI, Comm
+from scaledl.sim.mpi import Exception as MPIError
+from scaledl.sim.platform import Platform
+from scaledl.sim.roofline import Meter
 
 # SimGrid speaks only of what is critical, and not of a deadlock: the outcome says that in scaledl's words.
 ENGINE_ARGS = ("--log=root.thres:critical", "--log=ker_engine.app:file:/dev/null")
