@@ -8,7 +8,6 @@ Timing ratios are benchmarks, not tests: nothing here asserts how much is hidden
 """
 
 import argparse
-import json
 import re
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from scaledl.algorithms import ALGORITHMS, refuse_unused_options, tasks_for  # n
 from scaledl.comm.timing import PHASES  # noqa: E402
 from scaledl.config import TrainConfig  # noqa: E402
 from scaledl.errors import UserError  # noqa: E402
+from scaledl.run_record import read_run_json
 from scaledl.train import command as train_command  # noqa: E402
 
 ASYNC_EASGD = ["async_easgd", "async_measgd", "hogwild_easgd"]
@@ -105,7 +105,7 @@ def train(digits_h5, out, algorithm, *extra, steps=30):
         ],
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    return json.loads((out / "run.json").read_text())
+    return read_run_json(out / "run.json")
 
 
 def workers(run: dict) -> list[dict]:

@@ -8,7 +8,6 @@ give the numbers worked out by hand, also through compressed messages.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +19,7 @@ from scaledl.algorithms import rules
 from scaledl.algorithms.averaging import EncodedRound
 from scaledl.comm.codecs import CODECS, INT8_CHUNK, codec
 from scaledl.comm.timing import PhaseTimer
+from scaledl.run_record import read_run_json
 
 CHECKS = Path(__file__).parent
 
@@ -82,7 +82,7 @@ def test_the_engine_with_sync_easgds_settings_is_sync_easgd_bit_for_bit(digits_h
     assert not all(torch.equal(model["easgd"][k], model["diloco"][k]) for k in model["easgd"]), (
         "diloco's own settings must change the result, else the comparison proves nothing"
     )
-    report = json.loads((tmp_path / "engine/run.json").read_text())["algorithm_report"][0]
+    report = read_run_json(tmp_path / "engine/run.json")["algorithm_report"][0]
     # the settings the run used: diloco's outer lr and momentum have no part in the elastic outer step
     assert report["averaging"] == {
         "inner": "sgd",
@@ -101,7 +101,7 @@ def test_compressed_rounds_count_their_bytes(digits_h5, tmp_path):
             2, train_args(digits_h5, tmp_path / compress, "local_sgd", "--tau", "5", "--compress", compress)
         )
         assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
-        report = json.loads((tmp_path / compress / "run.json").read_text())["algorithm_report"][0]
+        report = read_run_json(tmp_path / compress / "run.json")["algorithm_report"][0]
         sizes[compress] = report["bytes_per_exchange"]
         assert report["exchanges"] == 6 and report["bytes_exchanged"] == 6 * report["bytes_per_exchange"]
     parameters = 431_080  # LeNet on 8×8 digits: one message each way per round

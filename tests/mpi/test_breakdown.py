@@ -1,8 +1,6 @@
 """Where the time goes: the phases cover the wall time, the timeline is complete,
 messages are counted, and the Sync EASGD ladder changes the time, not the result."""
 
-import json
-
 import h5py
 import numpy as np
 import pandas as pd
@@ -12,6 +10,7 @@ import torch
 from mpi_run import run_train
 from scaledl.algorithms import tasks_for
 from scaledl.comm.timing import PHASES
+from scaledl.run_record import read_run_json
 
 pytestmark = pytest.mark.mpi
 
@@ -36,7 +35,7 @@ def train(digits_h5, out, algorithm, *extra, workers=2, steps=40):
         ],
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    return json.loads((out / "run.json").read_text())
+    return read_run_json(out / "run.json")
 
 
 @pytest.mark.parametrize("algorithm", ["sync_easgd3", "easgd", "async_sgd"])

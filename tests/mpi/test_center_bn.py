@@ -1,8 +1,6 @@
 """The center of a BatchNorm model carries the statistics it is evaluated with, and model.pt is
 exactly the evaluated center."""
 
-import json
-
 import pytest
 import torch
 
@@ -10,6 +8,7 @@ from mpi_run import run_train
 from scaledl.data.hdf5 import read_info
 from scaledl.data.loader import Normalizer, iter_split
 from scaledl.models import build_model
+from scaledl.run_record import read_run_json
 from scaledl.train.evaluation import CenterEvaluator, Snapshot
 
 
@@ -97,7 +96,7 @@ def test_async_easgd_saves_the_evaluated_bn_center(digits_h5, tmp_path):
         ],
     )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
-    run = json.loads((out / "run.json").read_text())
+    run = read_run_json(out / "run.json")
     assert run["world"]["dedicated_master"] and run["world"]["workers"] == 2
     state = torch.load(out / "model.pt")
     assert_not_initial(state)

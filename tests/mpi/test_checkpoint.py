@@ -21,6 +21,7 @@ from scaledl.config import TrainConfig
 from scaledl.data.hdf5 import write_dataset
 from scaledl.errors import UserError
 from scaledl.report.summary import summarize
+from scaledl.run_record import read_run_json
 from scaledl.train import checkpoint
 from scaledl.train.checkpoint import CheckpointPolicy
 
@@ -95,9 +96,9 @@ def test_a_synchronous_run_killed_and_rerun_ends_bitwise_like_an_uninterrupted_o
     ours, theirs = pd.read_csv(out / "metrics.csv"), pd.read_csv(tmp_path / "whole/metrics.csv")
     columns = ["step", "samples", "train_loss", "test_loss", "test_accuracy"]
     pd.testing.assert_frame_equal(ours[columns], theirs[columns])  # the rows before the kill, then the same ones
-    run = json.loads((out / "run.json").read_text())
+    run = read_run_json(out / "run.json")
     assert run["stop"]["steps"] == STEPS and [r["step"] for r in run["checkpoints"]["resumes"]] == [20]
-    whole_run = json.loads((tmp_path / "whole/run.json").read_text())
+    whole_run = read_run_json(tmp_path / "whole/run.json")
     assert [r["exchanges"] for r in run["algorithm_report"]] == [r["exchanges"] for r in whole_run["algorithm_report"]]
     assert not (out / "checkpoints").exists()
 
@@ -109,7 +110,7 @@ def test_an_asynchronous_run_killed_and_rerun_resumes_and_finishes(digits_h5, tm
     rerun = killed_then_rerun(digits_h5, out, algorithm, 3)
     start = resumed_step(rerun.stdout)
     assert EVERY <= start < STEPS
-    run = json.loads((out / "run.json").read_text())
+    run = read_run_json(out / "run.json")
     assert run["stop"]["reason"] == "max_steps" and run["stop"]["steps"] == STEPS  # the step counter continued
     workers = run["algorithm_report"][0]["workers"] if algorithm == "easgd" else run["algorithm_report"]
     exchanges = [w["exchanges"] for w in workers]
@@ -138,7 +139,7 @@ def test_restart_starts_over_and_other_settings_are_refused_in_one_line(digits_h
     ), other.stderr
     fresh = run_train(1, args(digits_h5, out, "sync_sgd", "--lr", "0.1", "--restart"), timeout=120)
     assert fresh.returncode == 0 and "resuming" not in fresh.stdout, fresh.stdout[-2000:] + fresh.stderr[-2000:]
-    assert json.loads((out / "run.json").read_text())["checkpoints"]["resumes"] == []
+    assert read_run_json(out / "run.json")["checkpoints"]["resumes"] == []
 
 
 @pytest.mark.mpi
@@ -181,7 +182,7 @@ def test_a_resume_with_a_changed_target_reports_the_uninterrupted_runs_time_to_t
     uninterrupted = run_train(1, args(digits_h5, whole, "sync_sgd", *with_target), timeout=120)
     assert uninterrupted.returncode == 0, uninterrupted.stdout[-2000:] + uninterrupted.stderr[-2000:]
 
-    ours, theirs = (json.loads((folder / "run.json").read_text()) for folder in (out, whole))
+    ours, theirs = (read_run_json(folder / "run.json") for folder in (out, whole))
     assert ours["stop"]["reason"] == theirs["stop"]["reason"] == "target_accuracy"
     assert ours["evaluation"]["target_step"] == theirs["evaluation"]["target_step"] == crossed["step"]
     assert ours["time_to_target_s"] == crossed["train_s"]  # the restored row's clock
@@ -237,7 +238,7 @@ def test_a_resume_across_a_changed_data_file_or_code_is_refused_in_one_line(digi
     across = run_train(1, args(data, out, "sync_sgd", "--resume-across-versions"), timeout=120)
     assert across.returncode == 0 and resumed_step(across.stdout) == 10, across.stdout[-2000:] + across.stderr
     assert f"across code versions (0.0.1+0123456789abcdef there, {now} now)" in across.stdout
-    run = json.loads((out / "run.json").read_text())
+    run = read_run_json(out / "run.json")
     assert run["arguments"]["resume_across_versions"] is True
     assert run["checkpoints"]["across_versions"] is True
     assert run["checkpoints"]["code_versions"] == ["0.0.1+0123456789abcdef", now]

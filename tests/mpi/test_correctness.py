@@ -25,6 +25,7 @@ from scaledl.algorithms.sync_sgd import SyncSGD  # noqa: E402
 from scaledl.comm.collectives import choose_backend  # noqa: E402
 from scaledl.config import TrainConfig  # noqa: E402
 from scaledl.errors import UserError  # noqa: E402
+from scaledl.run_record import read_run_json
 
 CPU, GPU = torch.device("cpu"), torch.device("cuda", 0)  # a device object needs no GPU
 
@@ -171,7 +172,6 @@ def test_chip_partition_preset_says_sum_and_is_recorded():
     ],
 )
 def test_run_json_records_determinism_with_its_reason(digits_h5, tmp_path, algorithm, backend, deterministic):
-    import json
 
     from mpi_run import run_train
     from scaledl.algorithms import tasks_for
@@ -195,7 +195,7 @@ def test_run_json_records_determinism_with_its_reason(digits_h5, tmp_path, algor
         ],
     )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
-    record = json.loads((out / "run.json").read_text())
+    record = read_run_json(out / "run.json")
     assert record["codesign"]["backend"] == backend
     assert record["algorithm"]["deterministic"] is deterministic
     assert record["algorithm"]["deterministic_reason"]

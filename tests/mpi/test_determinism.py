@@ -1,12 +1,11 @@
 """Synchronous algorithms and round-robin EASGD are bitwise repeatable for a given seed and world size."""
 
-import json
-
 import pytest
 import torch
 
 from mpi_run import run_train
 from scaledl.algorithms import tasks_for
+from scaledl.run_record import read_run_json
 
 pytestmark = pytest.mark.mpi
 
@@ -67,7 +66,7 @@ def test_the_default_exchange_repeats_and_equals_the_plain_one_at_two_workers(di
     by_default = train_once(digits_h5, tmp_path / "default", algorithm, seed=5, extra=default)
     by_plain = train_once(digits_h5, tmp_path / "plain", algorithm, seed=5, extra=plain)
     assert same(by_default, by_plain), f"{algorithm}: {default or 'the default'} and {plain} disagree at 2 workers"
-    run = json.loads((tmp_path / "default" / "run.json").read_text())
+    run = read_run_json(tmp_path / "default" / "run.json")
     per_exchange = {r["messages_per_exchange"] for r in run["algorithm_report"]}
     if algorithm == "sync_sgd":
         assert run["codesign"]["message"] == "bucketed" and min(per_exchange) > 1, per_exchange
@@ -93,9 +92,9 @@ def test_gloo_backend_equals_mpi_bit_for_bit(digits_h5, tmp_path, algorithm, ext
     by_mpi = train_once(digits_h5, tmp_path / "mpi", algorithm, seed=3, extra=["--backend", "mpi", *extra])
     by_gloo = train_once(digits_h5, tmp_path / "gloo", algorithm, seed=3, extra=["--backend", "gloo", *extra])
     assert same(by_mpi, by_gloo), f"{algorithm}: gloo and mpi backends disagree"
-    run = json.loads((tmp_path / "gloo" / "run.json").read_text())
+    run = read_run_json(tmp_path / "gloo" / "run.json")
     assert run["codesign"]["backend"] == "gloo"
-    by_mpi_run = json.loads((tmp_path / "mpi" / "run.json").read_text())
+    by_mpi_run = read_run_json(tmp_path / "mpi" / "run.json")
     counts = [{r["messages_per_exchange"] for r in r_["algorithm_report"]} for r_ in (run, by_mpi_run)]
     assert counts[0] == counts[1], f"gloo and mpi sent different message counts: {counts}"
     if "per_layer" in extra:

@@ -1,6 +1,5 @@
 """run.json says exactly what ran: the commit and its edits, the Slurm job, the CPU, the libraries."""
 
-import json
 import re
 import subprocess
 from pathlib import Path
@@ -10,6 +9,7 @@ import torch
 
 from mpi_run import run_train
 from scaledl.report.summary import summarize
+from scaledl.run_record import read_run_json
 from scaledl.train import provenance
 
 REPO = Path(__file__).resolve().parents[2]
@@ -51,7 +51,7 @@ def test_a_run_records_its_commit_cpu_and_slurm_job(digits_h5, tmp_path):
         env={"SLURM_JOB_ID": "4242", "SLURM_JOB_PARTITION": "debug"},
     )
     assert result.returncode == 0, result.stderr[-2000:]
-    record = json.loads((out / "run.json").read_text())["provenance"]
+    record = read_run_json(out / "run.json")["provenance"]
     git = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True)
     if git.returncode == 0:
         assert record["code"]["commit"] == git.stdout.strip() and isinstance(record["code"]["dirty"], bool)

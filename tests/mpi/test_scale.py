@@ -6,12 +6,11 @@ One algorithm per pattern (scaledl.algorithms.PATTERNS) runs a few steps of LeNe
 must exit 0 with every rank accounted for in run.json: its steps, and every worker's exchanges.
 """
 
-import json
-
 import pytest
 
 from mpi_run import run_train
 from scaledl.algorithms import ALGORITHMS, PATTERNS, tasks_for
+from scaledl.run_record import read_run_json
 
 pytestmark = [pytest.mark.mpi, pytest.mark.slow]
 
@@ -62,7 +61,7 @@ def test_every_pattern_runs_with_eight_workers(digits_h5, tmp_path, algorithm):
         timeout=150,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    run = json.loads((out / "run.json").read_text())
+    run = read_run_json(out / "run.json")
     assert run["world"] == {**run["world"], "size": ranks, "workers": WORKERS}
     assert run["stop"]["reason"] == "max_steps" and run["stop"]["steps"] == STEPS
     assert 0 <= run["final"]["test_accuracy"] <= 1

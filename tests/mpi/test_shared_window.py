@@ -5,13 +5,13 @@ still excludes, the elastic algorithms with one worker are still plain SGD,
 and a job whose ranks span nodes is refused in one line.
 """
 
-import json
 from pathlib import Path
 
 import pytest
 
 from mpi_run import run_mpi, run_train
 from scaledl.algorithms import ALGORITHMS, accepting, tasks_for
+from scaledl.run_record import read_run_json
 
 pytestmark = pytest.mark.mpi
 HERE = Path(__file__).parent
@@ -62,7 +62,7 @@ def test_hogwild_sgd_trains_on_the_shared_window_and_records_it(digits_h5, tmp_p
         ],
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    run = json.loads((out / "run.json").read_text())
+    run = read_run_json(out / "run.json")
     assert run["arguments"]["center_window"] == "shared"
 
 

@@ -7,7 +7,6 @@ time: a structural check (which clock holds the delay), not a benchmark.
 
 from __future__ import annotations
 
-import json
 import os
 
 import numpy as np
@@ -16,6 +15,7 @@ import pytest
 from mpi_run import run_train
 from scaledl.comm.timing import PHASES, steady_state, warmup_steps
 from scaledl.errors import UserError
+from scaledl.run_record import read_run_json
 from scaledl.train.evaluation import EVAL_DELAY_VARIABLE
 from scaledl.train.setup import straggler_factor
 
@@ -81,7 +81,7 @@ def train(digits_h5, out, extra, env=None):
         os.environ.clear()
         os.environ.update(old)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
-    return json.loads((out / "run.json").read_text())
+    return read_run_json(out / "run.json")
 
 
 def rank(run: dict, r: int) -> dict:

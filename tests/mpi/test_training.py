@@ -1,12 +1,11 @@
 """Every algorithm learns the embedded digits set under mpiexec on the CPU (issues 2 and 3)."""
 
-import json
-
 import pandas as pd
 import pytest
 
 from mpi_run import run_train
 from scaledl.algorithms import ALGORITHMS, BASE_ALGORITHMS, tasks_for
+from scaledl.run_record import read_run_json
 
 pytestmark = pytest.mark.mpi
 
@@ -45,7 +44,7 @@ def test_reaches_90_percent_on_digits(digits_h5, tmp_path, algorithm, workers):
         timeout=300,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    run = json.loads((out / "run.json").read_text())
+    run = read_run_json(out / "run.json")
     assert run["world"] == {**run["world"], "size": ranks, "workers": workers}
     assert run["final"]["test_accuracy"] >= 0.9, run["stop"]
     assert run["stop"]["reason"] == "target_accuracy"

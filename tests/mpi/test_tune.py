@@ -14,6 +14,7 @@ from mpi_run import run_train
 from scaledl.config import TrainConfig
 from scaledl.errors import UserError
 from scaledl.report import tuning
+from scaledl.run_record import read_run_json
 from scaledl.train.tuned import with_tuned
 
 # ---- the trials never read the test split
@@ -40,7 +41,7 @@ def test_a_trial_never_reads_the_test_split(tmp_path, digits_h5):
     ]
     trial = run_train(2, [*args, "--out-dir", str(tmp_path / "trial"), "--validation-fraction", "0.1"])
     assert trial.returncode == 0, trial.stdout[-2000:] + trial.stderr[-2000:]
-    record = json.loads((tmp_path / "trial/run.json").read_text())
+    record = read_run_json(tmp_path / "trial/run.json")
     assert record["evaluation"]["split"] == "validation"
     assert record["data"]["validation_rows"] > 0
     assert record["data"]["n_train"] + record["data"]["validation_rows"] == 1437  # digits' training images

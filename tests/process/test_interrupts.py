@@ -22,7 +22,7 @@ from scaledl.errors import UserError
 from scaledl.grid.launch import Job
 from scaledl.models import build_model
 from scaledl.report.summary import summarize
-from scaledl.run_record import write_run_json
+from scaledl.run_record import read_run_json, write_run_json
 from scaledl.train.monitor import StopSignals
 from scaledl.train.outputs import MetricsLog, write_metrics
 
@@ -89,7 +89,7 @@ def test_summary_shows_runs_that_ended_early_as_such(tmp_path):
         for reason, algorithm in (("max_steps", "sync_sgd"), ("interrupted", "sync_easgd"), ("diverged", "async_sgd"))
     }
     for reason, run_dir in runs.items():
-        record = json.loads((run_dir / "run.json").read_text())
+        record = read_run_json(run_dir / "run.json")
         record["stop"]["reason"] = reason
         (run_dir / "run.json").write_text(json.dumps(record))
     table = summarize(list(runs.values()))
@@ -134,7 +134,7 @@ def test_a_diverging_run_stops_and_says_so(digits_h5, tmp_path, algorithm, ranks
         timeout=240,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    run = json.loads((out / "run.json").read_text())
+    run = read_run_json(out / "run.json")
     assert run["stop"]["reason"] == "diverged"
     assert run["stop"]["steps"] < BUDGET
     assert run["stop"]["nonfinite_loss_step"] <= run["stop"]["steps"]
@@ -181,7 +181,7 @@ def test_ctrl_c_stops_every_rank_keeps_partial_results_and_resumes(digits_h5, tm
     )
     assert said, ours[0]
     step = int(said.group(1))
-    run = json.loads((out / "run.json").read_text())
+    run = read_run_json(out / "run.json")
     assert run["stop"]["reason"] == "interrupted" and run["stop"]["steps"] == step < BUDGET
     metrics = pd.read_csv(out / "metrics.csv")
     assert metrics["step"].iloc[0] == 0 and len(metrics) >= 2
@@ -198,7 +198,7 @@ def test_ctrl_c_stops_every_rank_keeps_partial_results_and_resumes(digits_h5, tm
     )
     assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-2000:]
     assert f"at step {step} " in resumed.stdout, resumed.stdout[-2000:]
-    run = json.loads((out / "run.json").read_text())
+    run = read_run_json(out / "run.json")
     assert run["stop"]["reason"] == "max_steps" and run["stop"]["steps"] == step + 12
     assert [r["step"] for r in run["checkpoints"]["resumes"]] == [step]
     metrics = pd.read_csv(out / "metrics.csv")

@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from mpi_run import run_python, run_train
+from scaledl.run_record import read_run_json
 from scaledl.sim.loader import available
 
 pytestmark = pytest.mark.skipif(not available(), reason="SimGrid's Python bindings are not installed (python3-simgrid)")
@@ -42,10 +43,10 @@ def test_a_simulated_synchronous_run_is_bitwise_the_mpi_run(digits_h5, tmp_path)
     assert sim.returncode == 0, sim.stderr[-2000:]
     a, b = weights(tmp_path / "mpi"), weights(tmp_path / "sim")
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
-    record = json.loads((tmp_path / "sim" / "run.json").read_text())
+    record = read_run_json(tmp_path / "sim" / "run.json")
     assert record["transport"]["kind"] == "simulated" and record["transport"]["platform"] == "laptop"
     assert record["platform"] == "laptop"  # without --platform, the simulated platform's name (not "local")
-    assert json.loads((tmp_path / "mpi" / "run.json").read_text())["transport"] == {"kind": "mpi"}
+    assert read_run_json(tmp_path / "mpi" / "run.json")["transport"] == {"kind": "mpi"}
 
 
 def test_two_simulations_of_an_asynchronous_algorithm_are_identical(digits_h5, tmp_path):
@@ -69,7 +70,7 @@ def test_every_pattern_runs_on_the_simulated_gpu_node(digits_h5, tmp_path, algor
     out = tmp_path / algorithm
     proc = simulate(["--platform-file", "k80x8", "--ranks", str(ranks), *run_args(digits_h5, out, algorithm)])
     assert proc.returncode == 0, proc.stderr[-2000:]
-    record = json.loads((out / "run.json").read_text())
+    record = read_run_json(out / "run.json")
     assert record["platform"] == record["transport"]["platform"] == "k80x8"  # no --platform: the simulated one
     hosts = record["transport"]["rank_hosts"]
     assert hosts[0] == ("cpu" if algorithm in ("easgd", "async_easgd") else "gpu0")  # the paper's CPU master
@@ -87,7 +88,7 @@ def test_a_regime_map_simulates_each_side_with_its_own_runs_settings(digits_h5, 
         flags += ["--batch-size", batch, "--max-steps", "6", "--eval-every", "6", "--target-accuracy", "0.99"]
         proc = simulate(["--platform-file", "k80x8", "--ranks", str(ranks), *flags])
         assert proc.returncode == 0, proc.stderr[-2000:]
-        runs[algorithm] = json.loads((out / "run.json").read_text())
+        runs[algorithm] = read_run_json(out / "run.json")
     cmd = ["-m", "scaledl", "regime-map", "--platform-file", "k80x8", "--claim", "sync_easgd3:easgd"]
     cmd += ["--workers", "2", "--data", str(digits_h5), "--runs", str(tmp_path / "sync_easgd3" / "run.json")]
     cmd += [str(tmp_path / "easgd" / "run.json"), "--bandwidth-factors", "0.01,1", "--speed-factors", "1"]

@@ -14,6 +14,7 @@ from scaledl.report.commands import aggregate, plot
 from scaledl.report.plots import curves_figure, load_curve
 from scaledl.report.summary import summarize
 from scaledl.report.tables import markdown_table
+from scaledl.run_record import read_run_json
 
 add_aggregate_arguments, run_aggregate = aggregate.add_arguments, aggregate.run
 add_plot_arguments, run_plot = plot.add_arguments, plot.run
@@ -136,7 +137,7 @@ def test_config_name_and_throughput_columns(tmp_path):
     """`config` is the NAME of the results/NAME/ the workflow gave the run (run.json's out_dir, so a moved
     folder keeps it; none for a run trained elsewhere by hand); samples_per_s is P × b / seconds_per_step."""
     run = make_run(tmp_path, "sync_sgd", workers=4, spp=0.02)
-    record = json.loads((run / "run.json").read_text())
+    record = read_run_json(run / "run.json")
     record["arguments"]["out_dir"] = "results/paper_small/runs/digits/lenet/sync_sgd/local/p4/s0"
     (run / "run.json").write_text(json.dumps(record))
     by_hand = make_run(tmp_path, "sync_easgd", spp=0.05)
@@ -259,7 +260,7 @@ def test_a_sweep_gives_the_summary_a_column_per_swept_key_and_target_step(tmp_pa
     folders = []
     for index, lr in enumerate((0.01, 0.05, 0.1)):
         folder = make_run(tmp_path / f"lr{index}", "sync_sgd")
-        record = json.loads((folder / "run.json").read_text())
+        record = read_run_json(folder / "run.json")
         record["arguments"].update(lr=lr, setting=f"lr{lr:g}", sweep="lr")
         record["evaluation"]["target_step"] = 100 + index
         (folder / "run.json").write_text(json.dumps(record))

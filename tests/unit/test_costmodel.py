@@ -7,6 +7,7 @@ import pytest
 
 from scaledl.algorithms import ALGORITHMS
 from scaledl.net import alphabeta as cm
+from scaledl.run_record import read_run_json
 
 NET = cm.Network(alpha=1e-6, beta=1e-9)  # 1 µs, 1 GB/s
 NET_G = cm.Network(alpha=1e-6, beta=1e-9, gamma=1e-10)
@@ -267,7 +268,7 @@ def test_the_message_count_follows_what_the_run_sent(tmp_path):
 
     def run_of(name, key, workers, codesign, per_exchange):
         path = fake_run(tmp_path / name, key=key, workers=workers)
-        record = json.loads((path / "run.json").read_text())
+        record = read_run_json(path / "run.json")
         record["codesign"] = codesign
         record["algorithm_report"] = [{"messages_per_exchange": per_exchange}]
         (path / "run.json").write_text(json.dumps(record))

@@ -11,6 +11,7 @@ from test_figures import engine_report
 from scaledl.report.averaging import averaging_table
 from scaledl.report.communication import bytes_to_target, communication, rounds_by
 from scaledl.report.summary import summarize
+from scaledl.run_record import read_run_json
 
 PARAMETERS = 61706  # make_run's model: 246,824 bytes of float32
 
@@ -55,7 +56,7 @@ def test_bytes_per_round_and_to_target(tmp_path):
         **{"evaluation.target_step": None},
     )
     read = {
-        name: json.loads((d / "run.json").read_text())
+        name: read_run_json(d / "run.json")
         for name, d in (("sync", sync), ("diloco", diloco), ("int8", int8), ("missed", missed))
     }
     assert communication(read["sync"]) == {

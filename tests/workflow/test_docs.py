@@ -3,7 +3,6 @@ registry, docs/outputs.md names every column and run.json block, and every relat
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import subprocess
@@ -17,6 +16,7 @@ import yaml
 
 from mpi_run import run_train
 from scaledl.algorithms import ALGORITHMS
+from scaledl.run_record import read_run_json
 from workflow_env import snakemake_env
 
 REPO = Path(__file__).resolve().parents[2]
@@ -206,7 +206,7 @@ def test_outputs_doc_names_every_block_of_a_real_run_json(digits_h5, tmp_path):
         ],
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    run = json.loads((out / "run.json").read_text())
+    run = read_run_json(out / "run.json")
     missing = [key for key in run if key not in documented_names()]
     assert not missing, f"docs/outputs.md does not describe run.json's {missing}"
 

@@ -35,6 +35,8 @@ import pandas as pd
 import pytest
 from test_workflow import REPO, output_of, snakemake, workdir  # noqa: F401  (workdir is a fixture)
 
+from scaledl.run_record import read_run_json
+
 pytestmark = [pytest.mark.slurm, pytest.mark.workflow]
 
 CONFIG = "config/test_slurm.yaml"
@@ -244,7 +246,7 @@ def test_a_signalled_training_job_checkpoints_is_resubmitted_and_resumes(workdir
     (retry,) = set(trains) - {signalled}
     assert "Shell command: SCALEDL_ATTEMPT=2 SRUN_CPUS_PER_TASK=1 srun" in Path(trains[retry]).read_text()
     assert "SCALEDL_ATTEMPT" not in Path(trains[signalled]).read_text()
-    run = json.loads((workdir / RESUME_RUN / "run.json").read_text())
+    run = read_run_json(workdir / RESUME_RUN / "run.json")
     assert run["stop"]["reason"] == "max_steps" and run["stop"]["steps"] == 4000
     (resume,) = run["checkpoints"]["resumes"]
     assert 0 < resume["step"] < 4000, resume

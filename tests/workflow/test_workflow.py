@@ -23,6 +23,7 @@ import yaml
 
 from scaledl.algorithms import ALGORITHMS, BASE_ALGORITHMS
 from scaledl.report.catalogue import FIGURE_NAMES
+from scaledl.run_record import read_run_json
 from scaledl.sim.loader import available as sim_available
 from workflow_env import snakemake_env
 
@@ -717,7 +718,7 @@ def test_the_readmes_own_model_trains_through_the_workflow(workdir):
     assert result.returncode == 0, output_of(result) + logs
     assert "mpiexec -n 2 python -m mpi4py -m scaledl train" in output_of(result)
 
-    record = json.loads((run / "run.json").read_text())
+    record = read_run_json(run / "run.json")
     assert record["model"]["source"] == "my_models:tiny_mlp" and record["world"]["workers"] == 2
     assert record["model"]["parameters"] == 28 * 28 * 64 + 64 + 64 * 10 + 10  # the README's two layers
     assert record["stop"]["steps"] == 6
@@ -797,7 +798,7 @@ def test_a_simulated_platform_runs_through_the_workflow(workdir):
     assert result.returncode == 0, output_of(result)
     summary = pd.read_csv(workdir / "results/simulated/tables/summary.csv")
     assert set(summary["simulated_on"]) == {"k80x8"} and set(summary["platform"]) == {"gpu8_sim"}
-    run = json.loads((workdir / "results/simulated/runs/digits/lenet/easgd/gpu8_sim/p2/s0/run.json").read_text())
+    run = read_run_json(workdir / "results/simulated/runs/digits/lenet/easgd/gpu8_sim/p2/s0/run.json")
     assert run["transport"]["rank_hosts"] == ["cpu", "gpu0", "gpu1"]  # the CPU master, a GPU per worker
     netbench = json.loads((workdir / "results/simulated/netbench/gpu8_sim.json").read_text())
     assert netbench["machine"]["simulated_on"] == "k80x8"
