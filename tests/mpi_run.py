@@ -43,10 +43,17 @@ def run_train(
 
 
 def run_python(
-    argv: list[str], timeout: float = 240, cwd: Path | None = None, env: dict[str, str] | None = None, *, warm=True
+    argv: list[str],
+    timeout: float = 240,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    *,
+    warm: bool = True,
+    preload: str = "package",
 ) -> subprocess.CompletedProcess:
-    """`python ARGV` (`-m module ...` or a script) as its own process, from the warm server where `warm`."""
-    python, extra = warm_ranks.launch_python() if warm else ((), {})
+    """`python ARGV` (`-c code`, `-m module ...` or a script) as its own process, from the warm server where `warm`
+    (the one that imported `preload`: warm_ranks.PRELOAD)."""
+    python, extra = warm_ranks.launch_python(preload) if warm else ((), {})
     return subprocess.run(
         [*(python or [sys.executable]), *argv],
         capture_output=True,

@@ -32,12 +32,13 @@ import tempfile
 import threading
 
 SOCKET_VARIABLE = "SCALEDL_WARM_RANKS"  # the server's socket path; unset, every launch is a fresh interpreter
-# Imported once by the server: the heavy libraries, then the package's training path (none of it initialises MPI;
-# the server checks, since a child of an initialised MPI could not start its own).
-PRELOAD = (
-    "torch", "torchvision", "numpy", "h5py", "pandas", "scipy.stats", "yaml", "matplotlib",
-    "scaledl.cli", "scaledl.train.command", "scaledl.train.loop",
-)  # fmt: skip
+# Imported once by a server: the heavy libraries ("libraries"), and for "package" the package's training path too
+# (none of it initialises MPI; the server checks, since a child of an initialised MPI could not start its own).
+LIBRARIES = ("torch", "torchvision", "numpy", "h5py", "pandas", "scipy.stats", "yaml", "matplotlib")
+PRELOAD = {
+    "libraries": LIBRARIES,
+    "package": (*LIBRARIES, "scaledl.cli", "scaledl.train.command", "scaledl.train.loop"),
+}
 _LENGTH = struct.Struct("!I")
 
 
@@ -76,26 +77,24 @@ def _recv(sock: socket.socket, max_fds: int = 0) -> tuple[dict | None, list[int]
 
 # ---- the session's server ---------------------------------------------------------
 
-_server: subprocess.Popen | None = None
-_socket_path = ""
+_servers: dict[str, tuple[subprocess.Popen, str]] = {}  # preload → (the server, its socket)
 
 
-def launch_python() -> tuple[list[str], dict[str, str]]:
-    """The interpreter command and environment that start a rank from the warm server (started on first use,
-    ended with the test session: its stdin is this process's pipe); a fresh interpreter where it cannot start."""
-    global _server, _socket_path
+def launch_python(preload: str = "package") -> tuple[list[str], dict[str, str]]:
+    """The interpreter command and environment that start a process from the warm server that imported PRELOAD's
+    modules (started on first use, ended with the test session: its stdin is this process's pipe)."""
     if os.environ.get("SCALEDL_COLD_RANKS"):  # every rank a fresh interpreter, e.g. to compare the two
         return [], {}
-    if _server is None:
-        folder = tempfile.mkdtemp(prefix="scaledl-warm-")
-        _socket_path = os.path.join(folder, "server.sock")
+    if preload not in _servers:
+        path = os.path.join(tempfile.mkdtemp(prefix="scaledl-warm-"), "server.sock")
         env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
-        _server = subprocess.Popen(
-            [sys.executable, __file__, "--serve", _socket_path], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env
+        server = subprocess.Popen(
+            [sys.executable, __file__, "--serve", path, preload], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env
         )
-        if _server.stdout.readline().strip() != b"ready":
+        if server.stdout.readline().strip() != b"ready":
             raise RuntimeError("the warm-ranks server did not start")
-    return [sys.executable, "-I", "-S", __file__], {SOCKET_VARIABLE: _socket_path}
+        _servers[preload] = (server, path)
+    return [sys.executable, "-I", "-S", __file__], {SOCKET_VARIABLE: _servers[preload][1]}
 
 
 # ---- the stand-in that mpiexec starts ----------------------------------------
@@ -140,6 +139,9 @@ def _become(request: dict, fds: list[int], listener: socket.socket, conn: socket
     """In the forked child: take over the stand-in's descriptors, environment and folder, then run `python ARGV`."""
     listener.close()
     conn.close()
+    _LIBC.__cxa_atexit(
+        _LEAVE, None, None
+    )  # C's atexit (exported as this); before anything this child loads registers its own (MPICH, at MPI_Init)
     for target, fd in zip((0, 1, 2), fds[:3]):
         os.dup2(fd, target)
     env = request["env"]
@@ -155,7 +157,7 @@ def _become(request: dict, fds: list[int], listener: socket.socket, conn: socket
     argv = request["argv"]
     # sys.path as `python ARGV` would start with: the script's folder (or, for -m, the working folder), then
     # PYTHONPATH, then the installation's (the server's, after its own script folder)
-    first = os.getcwd() if argv[0] == "-m" else os.path.dirname(os.path.abspath(argv[0]))
+    first = os.getcwd() if argv[0] in ("-m", "-c") else os.path.dirname(os.path.abspath(argv[0]))
     extra = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     sys.path[:] = [first, *extra, *sys.path[1:]]
     signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -173,18 +175,31 @@ def _become(request: dict, fds: list[int], listener: socket.socket, conn: socket
         traceback.print_exc()
         status = 1
     # The interpreter's exit without its teardown: non-daemon threads joined, atexit run (the sentinel's
-    # release), MPI finalized, streams flushed, then the C library's exit (its atexit handlers: MPICH ends
-    # its process-manager session there). Tearing down the thousands of modules inherited from the server
-    # would touch, and so copy, its whole heap: seconds a rank.
+    # release), MPI finalized, then the C library's exit, whose handlers registered after this child started run
+    # (MPICH ends its process-manager session there) down to _LEAVE, which flushes C's streams and ends the
+    # process. What the server had loaded is never torn down: destroying torch's libraries and the thousands of
+    # modules inherited from the server would take a second a process, and touch (so copy) its whole heap.
     threading._shutdown()
     atexit._run_exitfuncs()
-    _finalize_mpi()  # mpi4py finalizes at the interpreter's teardown, which os._exit skips
+    _finalize_mpi()  # mpi4py finalizes at the interpreter's teardown, which this exit skips
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
         except (OSError, ValueError):
             pass
-    ctypes.CDLL(None).exit(status)
+    global _status
+    _status = status
+    _LIBC.exit(status)
+
+
+_LIBC = ctypes.CDLL(None)
+_status = 0
+
+
+@ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+def _LEAVE(_) -> None:
+    _LIBC.fflush(None)
+    os._exit(_status)
 
 
 def _finalize_mpi() -> None:
@@ -203,10 +218,13 @@ def _exit_status(code) -> int:
 
 
 def _run_python(argv: list[str]) -> None:
-    """`python ARGV` in this process: `-m module args...` or `script args...`."""
+    """`python ARGV` in this process: `-c code args...`, `-m module args...` or `script args...`."""
     import runpy
 
-    if argv[0] == "-m":
+    if argv[0] == "-c":
+        sys.argv = ["-c", *argv[2:]]
+        exec(compile(argv[1], "<string>", "exec"), {"__name__": "__main__"})
+    elif argv[0] == "-m":
         sys.argv = [argv[1], *argv[2:]]
         runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
     else:
@@ -214,12 +232,12 @@ def _run_python(argv: list[str]) -> None:
         runpy.run_path(argv[0], run_name="__main__")
 
 
-def serve(path: str) -> None:
+def serve(path: str, preload: str) -> None:
     """Import the heavy libraries once, then fork a child per request until stdin closes (the test session ends)."""
     import importlib
 
     os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")  # as `python -m scaledl` sets it before torch is imported
-    for module in PRELOAD:
+    for module in PRELOAD[preload]:
         try:
             importlib.import_module(module)
         except ImportError:
@@ -293,6 +311,6 @@ def _kill(pid: int) -> None:
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--serve"]:
-        serve(sys.argv[2])
+        serve(sys.argv[2], sys.argv[3])
     else:
         sys.exit(client(sys.argv[1:]))

@@ -27,6 +27,7 @@ def _written_here(name: str) -> Callable[[tuple[int, int, int], int], nn.Module]
     """scaledl.architectures' class `name`, imported on first use (it imports torch)."""
 
     def build(in_shape: tuple[int, int, int], classes: int) -> nn.Module:
+        # lazy: what this subcommand computes with; --help and the other subcommands need none of it
         from scaledl import architectures
 
         return getattr(architectures, name)(in_shape, classes)
@@ -95,6 +96,7 @@ def model_builder(name: str, model_from: str | None = None) -> Builder:
 
 def build_model(name: str, in_shape: tuple[int, int, int], classes: int, model_from: str | None = None) -> nn.Module:
     """Instantiate model `name` for images of shape (C, H, W) and `classes` outputs."""
+    # lazy: what this subcommand computes with; --help and the other subcommands need none of it
     from torch import nn
 
     model = model_builder(name, model_from)(tuple(in_shape), classes)

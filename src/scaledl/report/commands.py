@@ -28,6 +28,8 @@ from pathlib import Path
 from scaledl.errors import UserError
 from scaledl.net.alphabeta import NETWORKS, PAPER_WEAK_SCALING
 from scaledl.report.catalogue import FIGURE_NAMES
+from scaledl.report.plots import FIGURE_FORMATS, X_COLUMNS, Y_COLUMNS, plot_runs
+from scaledl.report.stats import plural  # numpy only: light enough for --help
 
 # The modules that compute (pandas, scipy, matplotlib, and torch through the timeline's reader) are imported
 # in the functions that use them: `scaledl --help` and a subcommand's --help import only what their text needs.
@@ -58,6 +60,7 @@ def add_markdown_argument(parser: argparse.ArgumentParser, what: str) -> None:
 
 
 def aggregate_arguments(parser: argparse.ArgumentParser) -> None:
+    # lazy: what this subcommand computes with; --help and the other subcommands need none of it
     from scaledl.report.tables import TABLES
 
     parser.add_argument(
@@ -83,8 +86,8 @@ def aggregate_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def aggregate_run(args: argparse.Namespace) -> int:
+    # lazy: what this subcommand computes with; --help and the other subcommands need none of it
     from scaledl.report.runs import expand_runs
-    from scaledl.report.stats import plural
     from scaledl.report.tables import TABLES, write_table
 
     if args.out.suffix != ".csv":
@@ -111,7 +114,6 @@ aggregate = Subcommand("collect run.json files into a summary table", aggregate_
 
 
 def plot_arguments(parser: argparse.ArgumentParser) -> None:
-    from scaledl.report.plots import FIGURE_FORMATS, X_COLUMNS, Y_COLUMNS
 
     parser.add_argument(
         "runs",
@@ -139,8 +141,6 @@ def plot_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def plot_run(args: argparse.Namespace) -> int:
-    from scaledl.report.plots import FIGURE_FORMATS, plot_runs
-    from scaledl.report.stats import plural
 
     if args.out.suffix.lstrip(".") not in FIGURE_FORMATS:
         raise UserError(f"--out {args.out}: the figure must end in one of .{', .'.join(FIGURE_FORMATS)}")
@@ -185,6 +185,7 @@ def comm_model_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def comm_model_run(args: argparse.Namespace) -> int:
+    # lazy: what this subcommand computes with; --help and the other subcommands need none of it
     from scaledl.report.comm_model import (
         COMM_MODEL_COLUMNS,
         EXTRAPOLATION_COLUMNS,
@@ -194,7 +195,7 @@ def comm_model_run(args: argparse.Namespace) -> int:
         extrapolation_rows,
         read_netbench,
     )
-    from scaledl.report.tables import write_table
+    from scaledl.report.tables import write_table  # lazy, as above
 
     if args.out.suffix != ".csv":
         raise UserError(f"--out {args.out}: the table must be a .csv file")
@@ -238,6 +239,7 @@ comm_model = Subcommand(
 
 
 def claims_arguments(parser: argparse.ArgumentParser) -> None:
+    # lazy: what this subcommand computes with; --help and the other subcommands need none of it
     from scaledl.report.claims import DEVICE_KINDS
 
     parser.add_argument(
@@ -272,6 +274,7 @@ def claims_arguments(parser: argparse.ArgumentParser) -> None:
 
 def parse_devices(pairs: list[str]) -> dict[str, str]:
     """{platform: device} from PLATFORM=DEVICE strings."""
+    # lazy: what this subcommand computes with; --help and the other subcommands need none of it
     from scaledl.report.claims import DEVICE_KINDS, normalise_device
 
     devices = {}
@@ -287,6 +290,7 @@ def parse_devices(pairs: list[str]) -> dict[str, str]:
 
 
 def claims_run(args: argparse.Namespace) -> int:
+    # lazy: what this subcommand computes with; --help and the other subcommands need none of it
     from scaledl.report.claims import (
         CLAIM_COLUMNS,
         Context,
@@ -296,8 +300,7 @@ def claims_run(args: argparse.Namespace) -> int:
         load_claims,
         read_summary,
     )
-    from scaledl.report.stats import plural
-    from scaledl.report.tables import write_table
+    from scaledl.report.tables import write_table  # lazy, as above
 
     for flag, path in (("--out-md", args.out_md), ("--out-csv", args.out_csv)):
         if path.suffix != f".{flag[6:]}":
@@ -360,6 +363,7 @@ def figures_arguments(parser: argparse.ArgumentParser) -> None:
 
 def parse_netbench(values: list[str]) -> dict:
     """{platform or "*": Network} from the --netbench values."""
+    # lazy: what this subcommand computes with; --help and the other subcommands need none of it
     from scaledl.report.comm_model import read_netbench
 
     networks = {}
@@ -376,8 +380,8 @@ def parse_netbench(values: list[str]) -> dict:
 
 
 def figures_run(args: argparse.Namespace) -> int:
+    # lazy: what this subcommand computes with; --help and the other subcommands need none of it
     from scaledl.report.figures import FIGURES, Inputs, load_runs, write_figures, write_metrics_long
-    from scaledl.report.stats import plural
 
     if args.metrics_out is not None and args.metrics_out.suffix != ".csv":
         raise UserError(f"--metrics-out {args.metrics_out}: the table must be a .csv file")
@@ -415,8 +419,8 @@ def tune_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def tune_run(args: argparse.Namespace) -> int:
+    # lazy: what this subcommand computes with; --help and the other subcommands need none of it
     from scaledl.report import tuning
-    from scaledl.report.stats import plural
     from scaledl.report.tables import write_table
 
     protocol = tuning.read_protocol(args.protocol)
@@ -455,8 +459,8 @@ def compare_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def compare_run(args: argparse.Namespace) -> int:
+    # lazy: what this subcommand computes with; --help and the other subcommands need none of it
     from scaledl.report import compare as comparing
-    from scaledl.report.stats import plural
     from scaledl.report.tables import write_table
 
     if args.out.suffix != ".csv":
@@ -516,8 +520,8 @@ def timeline_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def timeline_run(args: argparse.Namespace) -> int:
+    # lazy: what this subcommand computes with; --help and the other subcommands need none of it
     from scaledl.report import trace
-    from scaledl.report.stats import plural
 
     path = args.timeline / "timeline.h5" if args.timeline.is_dir() else args.timeline
     ranks = trace.read_timeline(path)

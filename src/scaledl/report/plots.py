@@ -55,6 +55,7 @@ class Curve:
 
 
 def load_curve(path: str | Path, x: str, y: str) -> Curve:
+    # lazy: what this subcommand computes with; --help and the other subcommands need none of it
     from scaledl.report.runs import metrics_path, read_metrics, read_run
 
     path = metrics_path(path)

@@ -57,6 +57,7 @@ def factors(text: str, flag: str) -> list[float]:
 
 
 def claim_pair(text: str) -> tuple[str, str]:
+    # lazy: what this subcommand computes with; --help and the other subcommands need none of it
     from scaledl.grid.runs import TIMING_FREE_PATTERNS
 
     a, _, b = text.partition(":")
@@ -85,6 +86,7 @@ STEP_SETTINGS = (
 def read_side(run_paths: list[str], algorithm: str) -> tuple[dict[int, float], list[str]]:
     """{seed: steps to target} of `algorithm`'s runs (inf for a run that never reached its target), and the
     step-shaping settings of its lowest seed's run as `scaledl train` flags."""
+    # lazy: what this subcommand computes with; --help and the other subcommands need none of it
     from scaledl.grid.runs import NEGATABLE_SETTINGS, as_flags
     from scaledl.report.runs import expand_runs, read_run
 
@@ -120,6 +122,7 @@ def unanimous_verdict(ratios: list[float]) -> str:
 
 def seconds_per_step(platform_xml: Path, algorithm: str, flags: list[str], args, out: Path) -> float:
     """Simulated steady-state seconds per step of `algorithm` with its runs' settings on the platform file."""
+    # lazy: what this subcommand computes with; --help and the other subcommands need none of it
     from scaledl.report.runs import read_run
 
     ranks = args.workers + (1 if ALGORITHMS[algorithm].needs_master else 0)
@@ -137,6 +140,7 @@ def seconds_per_step(platform_xml: Path, algorithm: str, flags: list[str], args,
 
 
 def build_map(args) -> list[dict]:
+    # lazy: what this subcommand computes with; --help and the other subcommands need none of it
     from scaledl.sim.platform import resolve, scaled
 
     a, b = args.claim
@@ -180,6 +184,7 @@ def build_map(args) -> list[dict]:
 
 
 def write_outputs(rows: list[dict], args) -> None:
+    # lazy: what this subcommand computes with; --help and the other subcommands need none of it
     import pandas as pd
 
     a, b = args.claim

@@ -64,6 +64,7 @@ def memory_bandwidth(elements: int = 1 << 24) -> float:
 
 
 def op_overhead(ops: int = 2000) -> float:
+    # lazy: what this subcommand computes with; --help and the other subcommands need none of it
     import torch
 
     a, b, c = torch.zeros(1), torch.zeros(1), torch.empty(1)
@@ -77,6 +78,7 @@ def op_overhead(ops: int = 2000) -> float:
 
 def step_seconds_and_counts(model_name: str, batch: int, shape=(1, 28, 28), classes: int = 10):
     """The measured seconds of one forward and backward, and a function pricing it at a FLOP rate."""
+    # lazy: what this subcommand computes with; --help and the other subcommands need none of it
     import torch
     import torch.nn.functional as F
 
@@ -95,6 +97,7 @@ def step_seconds_and_counts(model_name: str, batch: int, shape=(1, 28, 28), clas
 
 def solve_speed(step, measured: float, memory_bw: float, overhead: float) -> float:
     """The FLOP rate at which the roofline price of `step` equals `measured` (bisection on a log scale)."""
+    # lazy: what this subcommand computes with; --help and the other subcommands need none of it
     from scaledl.sim.roofline import Device, OpCounter
 
     def price(flops_per_s: float) -> float:
@@ -150,6 +153,7 @@ TEMPLATE = """<?xml version='1.0'?>
 
 
 def calibrate(netbench: Path, model: str, batch: int, cores: int, name: str) -> tuple[str, dict]:
+    # lazy: what this subcommand computes with; --help and the other subcommands need none of it
     import torch
 
     torch.set_num_threads(1)

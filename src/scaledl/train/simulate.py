@@ -23,6 +23,7 @@ from scaledl.algorithms import ALGORITHMS
 from scaledl.config import TrainConfig
 from scaledl.errors import UserError
 from scaledl.train.command import add_arguments as add_train_arguments
+from scaledl.train.tuned import with_tuned
 
 HELP = "simulate a training run on a SimGrid platform: every rank an actor, real numerics, simulated time"
 
@@ -79,9 +80,10 @@ def run(args: argparse.Namespace) -> int:
     # Imported here: the simulator and the training loop import torch, which `--help` does not need.
     from scaledl.sim.platform import load
     from scaledl.sim.run import Simulation
+
+    # lazy, as above: the loop and its setup import torch
     from scaledl.train.loop import train
     from scaledl.train.setup import straggler_factor
-    from scaledl.train.tuned import with_tuned
 
     if args.ranks < 1:
         raise UserError(f"--ranks {args.ranks}: a job needs at least one rank")
