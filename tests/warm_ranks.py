@@ -80,6 +80,20 @@ def _recv(sock: socket.socket, max_fds: int = 0) -> tuple[dict | None, list[int]
 _servers: dict[str, tuple[subprocess.Popen, str]] = {}  # preload → (the server, its socket)
 
 
+def python_shim() -> str:
+    """A folder whose `python` is a warm stand-in: first on a workflow's PATH, its rules' `python -m ...`
+    commands start from the server (whatever the rule: the same command line)."""
+    folder = os.path.join(tempfile.gettempdir(), f"scaledl-warm-bin-{os.getpid()}")
+    shim = os.path.join(folder, "python")
+    if not os.path.exists(shim):
+        os.makedirs(folder, exist_ok=True)
+        with open(shim + ".tmp", "w") as out:
+            out.write(f'#!/bin/sh\nexec "{sys.executable}" -I -S "{os.path.abspath(__file__)}" "$@"\n')
+        os.chmod(shim + ".tmp", 0o755)
+        os.replace(shim + ".tmp", shim)
+    return folder
+
+
 def launch_python(preload: str = "package") -> tuple[list[str], dict[str, str]]:
     """The interpreter command and environment that start a process from the warm server that imported PRELOAD's
     modules (started on first use, ended with the test session: its stdin is this process's pipe)."""
@@ -101,7 +115,10 @@ def launch_python(preload: str = "package") -> tuple[list[str], dict[str, str]]:
 
 
 def client(argv: list[str]) -> int:
-    """Hand this process's job to the server and mirror the child's life: its signals in, its status out."""
+    """Hand this process's job to the server and mirror the child's life: its signals in, its status out.
+    Without a server, or for an interpreter option the server does not take, it becomes this interpreter."""
+    if SOCKET_VARIABLE not in os.environ or not argv or (argv[0] not in ("-m", "-c") and not os.path.isfile(argv[0])):
+        os.execv(sys.executable, [sys.executable, *argv])
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.connect(os.environ[SOCKET_VARIABLE])
     pmi = os.environ.get("PMI_FD")
