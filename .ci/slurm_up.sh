@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Bring up a one-node Slurm cluster on this machine, as root, without systemd:
 # Debian's slurmctld, slurmd, slurm-client and munge, daemons started by hand.
-# For tests/test_slurm.py (CI); undo it with .ci/slurm_down.sh PREFIX.
+# For tests/workflow/test_slurm.py (CI); undo it with .ci/slurm_down.sh PREFIX.
 #
 # Usage: .ci/slurm_up.sh PREFIX
 #   PREFIX  an empty scratch folder: keys, state, spool, logs and pid files go there
