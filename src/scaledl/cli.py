@@ -6,7 +6,7 @@ Each subcommand is one module exporting HELP, `add_arguments(parser)` and
 becomes one line on stderr and exit status 2. `scaledl --help` imports no
 subcommand's module, and the modules import what computes (torch, pandas,
 matplotlib) where they run, so that `scaledl COMMAND --help` answers at once
-too (tests/test_cli.py checks that `scaledl --help` imports none of them).
+too (tests/unit/test_cli.py checks that `scaledl --help` imports none of them).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from scaledl.errors import run_command
 
 # Subcommand name → the module that defines it (module:object: an object in it with the same three names)
 # and its HELP, copied here so that `scaledl --help` lists the subcommands without importing them (together
-# they import torch, pandas, scipy and Snakemake: seconds); tests/test_cli.py checks that the copies agree.
+# they import torch, pandas, scipy and Snakemake: seconds); tests/unit/test_cli.py checks that the copies agree.
 # Importing a module must not initialise MPI (a Slurm job step's PMI would break `prepare` and `aggregate`):
 # each imports mpi4py.MPI inside its `run`, where it needs it.
 SUBCOMMANDS = {
