@@ -1,9 +1,11 @@
 """Synchronous algorithms and round-robin EASGD are bitwise repeatable for a given seed and world size."""
 
+from pathlib import Path
+
 import pytest
 import torch
 
-from mpi_run import run_train
+from mpi_run import run_mpi, run_train
 from scaledl.algorithms import tasks_for
 from scaledl.run_record import read_run_json
 
@@ -128,3 +130,36 @@ def test_one_worker_equals_a_plain_pytorch_loop_bit_for_bit(digits_h5, tmp_path,
         F.cross_entropy(model(x), y).backward()
         opt.step()
     assert same(ours, model.state_dict()), "one-worker sync_sgd and a plain SGD loop disagree"
+
+
+def test_train_runs_on_the_communicator_it_is_given(digits_h5, tmp_path):
+    """Two jobs in one MPI world, each on a communicator of its own, compute what a job of their size does alone."""
+    check = Path(__file__).parent / "check_world.py"
+    result = run_mpi(3, [str(check), str(digits_h5), str(tmp_path / "world")], timeout=180)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    said = sorted(line for line in result.stdout.splitlines() if "world size" in line)
+    assert said == ["rank 0: world size 2", "rank 1: world size 2", "rank 2: world size 1"], result.stdout
+    alone = run_train(
+        2,
+        [
+            "--data",
+            str(digits_h5),
+            "--model",
+            "lenet",
+            "--algorithm",
+            "sync_sgd",
+            "--out-dir",
+            str(tmp_path / "alone"),
+            "--max-steps",
+            "6",
+            "--eval-every",
+            "3",
+            "--lr",
+            "0.05",
+            "--seed",
+            "7",
+        ],
+    )
+    assert alone.returncode == 0, alone.stderr[-3000:]
+    a, b = torch.load(tmp_path / "world" / "pair" / "model.pt"), torch.load(tmp_path / "alone" / "model.pt")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)

@@ -42,8 +42,10 @@ from scaledl.train.monitor import INTERRUPTED, StopSignals, evaluation_pause
 from scaledl.train.setup import TrainingRun, agree_on_setup, announce
 
 
-def train(cfg: TrainConfig) -> TrainingRun:
-    world = MPI.COMM_WORLD
+def train(cfg: TrainConfig, world: MPI.Comm | None = None) -> TrainingRun:
+    """Train on `world` (MPI.COMM_WORLD by default: the job's ranks; a sub-communicator runs a job on some
+    of them, e.g. several small jobs side by side in one MPI world)."""
+    world = world if world is not None else MPI.COMM_WORLD
     with StopSignals(on_second=_abort_now) as signals:  # Ctrl-C: stop at the next step boundary
         run = agree_on_setup(world, cfg)
         token = announce(run)
