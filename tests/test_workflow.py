@@ -4,7 +4,9 @@ Each test works in a fresh copy of the workflow files under tmp_path, so the
 checkout never gets a .snakemake/, results/ or logs/ from the tests. Snakemake
 runs as a subprocess in `workflow_env.snakemake_env()`: the interpreter's bin/
 first on PATH, so that the rules' `python` and `mpiexec` are the ones of this
-environment, and no wait on a Slurm client with no cluster behind it.
+environment, and no wait on a Slurm client with no cluster behind it. The
+shipped configs' plain dry runs are run once per session, all in one go
+(the `shipped_dry_runs` fixture, tests/dry_runs.py), and read from there.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from dry_runs import DEFAULT
 from workflow_env import snakemake_env
 
 from scaledl.algorithms import ALGORITHMS, BASE_ALGORITHMS
@@ -154,8 +157,8 @@ def test_rule_list_is_the_snakefile_diagram(workdir):
 
 
 @pytest.mark.workflow
-def test_dry_run_default_config(workdir):
-    result = snakemake(workdir, "-n", "-p")
+def test_dry_run_default_config(shipped_dry_runs):
+    result = shipped_dry_runs[DEFAULT]  # snakemake -n -p
     assert result.returncode == 0, output_of(result)
     assert job_counts(result) == {
         "prepare": 1,
@@ -293,8 +296,8 @@ def test_invalid_config_fails_naming_the_value(workdir, text, named):
 
 
 @pytest.mark.workflow
-def test_slurm_profile_dry_run(workdir):
-    result = snakemake(workdir, "-n", "-p", "--profile", "slurm")
+def test_slurm_profile_dry_run(shipped_dry_runs):
+    result = shipped_dry_runs[f"{DEFAULT} slurm"]  # snakemake -n -p --profile slurm
     assert result.returncode == 0, output_of(result)
     assert "srun --mpi=pmi2 -n 2 python -m mpi4py -m scaledl train" in output_of(result)
 
@@ -376,11 +379,11 @@ def test_slurm_profile_submits_the_default_config_without_cores(workdir):
 
 
 @pytest.mark.workflow
-def test_a_retrys_job_step_passes_its_attempt_to_the_ranks(workdir):
+def test_a_retrys_job_step_passes_its_attempt_to_the_ranks(workdir, shipped_dry_runs):
     """A Slurm job step runs `snakemake --attempt N`: the training ranks see SCALEDL_ATTEMPT=N (a run refused
     with exit 2 then stops at once: tests/test_refusal.py); a first attempt's command is unchanged."""
     retry = output_of(snakemake(workdir, "-n", "-p", "--profile", "slurm", "--attempt", "2"))
-    first = output_of(snakemake(workdir, "-n", "-p", "--profile", "slurm"))
+    first = output_of(shipped_dry_runs[f"{DEFAULT} slurm"])  # snakemake -n -p --profile slurm
     assert retry.count("Shell command: SCALEDL_ATTEMPT=2 ") == 12, retry  # every training, no other job
     assert "SCALEDL_ATTEMPT" not in first
 
@@ -480,9 +483,10 @@ def sbatch_requests(result):
 
 
 @pytest.mark.workflow
-def test_slurm_requests_for_gpu_and_knl_node_sweeps(workdir):
-    (workdir / "data/raw/cifar10").mkdir(parents=True)  # the download is only checked for existence
-    result = snakemake(workdir, "-n", "-p", "--profile", "slurm", "--configfile", "config/cluster.yaml")
+def test_slurm_requests_for_gpu_and_knl_node_sweeps(shipped_dry_runs):
+    # snakemake -n -p --profile slurm --configfile config/cluster.yaml (the raw data need not be there: the
+    # download rule makes it)
+    result = shipped_dry_runs["cluster.yaml slurm"]
     assert result.returncode == 0, output_of(result)
     requests = sbatch_requests(result)
     assert len(requests) == job_counts(result)["train"] == 2 * 3 * 4 + 2 * 4
@@ -570,11 +574,9 @@ def test_slurm_requests_for_gpu_and_knl_node_sweeps(workdir):
 
 
 @pytest.mark.workflow
-def test_paper_config_partitions_one_knl_chip(workdir):
+def test_paper_config_partitions_one_knl_chip(shipped_dry_runs):
     """Fig. 12: P = 1 … 16 parts of one 68-core KNL node, the cores shared out, MCDRAM checked."""
-    for raw in ("mnist", "cifar10"):
-        (workdir / "data/raw" / raw).mkdir(parents=True)
-    result = snakemake(workdir, "-n", "-p", "--profile", "slurm", "--configfile", "config/paper.yaml")
+    result = shipped_dry_runs["paper.yaml slurm"]  # snakemake -n -p --profile slurm --configfile config/paper.yaml
     assert result.returncode == 0, output_of(result)
     requests = sbatch_requests(result)
     # chip_partition has no master and knl_chip keeps no core for one (master_share: false)
