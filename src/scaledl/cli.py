@@ -35,7 +35,7 @@ SUBCOMMANDS = {
     "compare": "scaledl.report.commands:compare",
     "timeline": "scaledl.report.commands:timeline",
     "regime-map": "scaledl.report.regime",
-    "cost": "scaledl.grid.cost",
+    "cost": "scaledl.grid.nodehours",
 }
 
 # How argparse's message for missing required arguments begins.

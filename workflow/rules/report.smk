@@ -14,7 +14,7 @@ localrules:
 
 rule aggregate:
     input:
-        runs=run_files("run.json"),
+        runs=RUN_FILES,
     output:
         csv=report("results/{name}/tables/summary.csv", category="Summary"),
         md="results/{name}/tables/summary.md",
@@ -30,7 +30,7 @@ rule aggregate:
 # the definitions are in scaledl.report.scaling.
 rule scaling:
     input:
-        runs=run_files("run.json"),
+        runs=RUN_FILES,
     output:
         csv=report("results/{name}/tables/scaling.csv", category="Summary"),
         md="results/{name}/tables/scaling.md",
@@ -46,7 +46,7 @@ rule scaling:
 # slowdown a straggler causes (scaledl.report.averaging); empty when no run has them.
 rule averaging:
     input:
-        runs=run_files("run.json"),
+        runs=RUN_FILES,
     output:
         csv=report("results/{name}/tables/averaging.csv", category="Summary"),
         md="results/{name}/tables/averaging.md",
@@ -60,8 +60,8 @@ rule averaging:
 
 rule plot_accuracy_vs_time:
     input:
-        metrics=run_files("metrics.csv"),
-        runs=run_files("run.json"),  # labels come from here
+        metrics=METRICS_FILES,
+        runs=RUN_FILES,  # labels come from here
     output:
         report("results/{name}/plots/accuracy_vs_time.png", category="Figures"),
     log:
@@ -79,7 +79,7 @@ rule plot_accuracy_vs_time:
 rule claims:
     input:
         summary="results/{name}/tables/summary.csv",
-        netbench=claims_netbench,
+        netbench=NETBENCH.files(),
     output:
         md=report("results/{name}/report/claims.md", category="Claims"),
         csv="results/{name}/report/claims.csv",
@@ -88,7 +88,7 @@ rule claims:
     conda:
         "../envs/scaledl.yaml"
     params:
-        flags=claims_flags,
+        flags=CLAIMS_FLAGS,
     shell:
         "python -m scaledl claims --summary {input.summary} {params.flags}"
         " --out-md {output.md} --out-csv {output.csv} > {log} 2>&1"

@@ -42,8 +42,9 @@ import pandas as pd
 from scaledl.algorithms import ALGORITHMS
 from scaledl.atomic import atomic_path, write_text
 from scaledl.comm.sim.platform import resolve, scaled
+from scaledl.config import to_argv
 from scaledl.errors import UserError
-from scaledl.grid.runs import NEGATABLE_SETTINGS, TIMING_FREE_PATTERNS, as_flags
+from scaledl.grid.regime import TIMING_FREE_PATTERNS
 from scaledl.report.runs import expand_runs, read_run
 
 HELP = "map where a claim holds over network bandwidth × device speed, by simulation (needs SimGrid)"
@@ -96,7 +97,7 @@ def read_side(run_paths: list[str], algorithm: str) -> tuple[dict[int, float], l
         settings[seed] = {k: v for k, v in run.record.get("arguments", {}).items() if k in STEP_SETTINGS}
     if not found:
         raise UserError(f"--runs: no run of {algorithm} among them (give both sides' runs on the base platform)")
-    return found, shlex.split(as_flags(settings[min(settings)], NEGATABLE_SETTINGS))
+    return found, to_argv(settings[min(settings)])
 
 
 def time_ratio(time_a: float, time_b: float) -> float:
