@@ -163,14 +163,12 @@ def test_dry_run_default_config(shipped_dry_runs):
     assert job_counts(result) == {
         "prepare": 1,
         "train": len(BASE_ALGORITHMS),
-        "aggregate": 1,
-        "scaling": 1,
+        "aggregate": 3,  # a job per table: summary, scaling, averaging
         "plot_accuracy_vs_time": 1,
         "netbench": 1,
         "comm_model": 1,
         "claims": 1,
         "figures": 1,
-        "averaging": 1,
         "all": 1,
     }
     text = output_of(result)
@@ -187,6 +185,9 @@ def test_dry_run_default_config(shipped_dry_runs):
             in text
         )
     assert "python -m scaledl prepare digits --out data/hdf5/digits.h5" in text
+    for table in ("summary", "scaling", "averaging"):  # a job each, logged beside the others
+        assert f"--table {table} --out results/default/tables/{table}.csv" in text
+        assert f"> logs/default/aggregate/{table}.log 2>&1" in text
     # the figures job writes, and `all` asks for, every figure of the catalogue (and no other)
     assert set(re.findall(r"results/default/report/figures/(\w+)\.png", text)) == set(FIGURE_NAMES)
 
@@ -662,13 +663,11 @@ def test_tiny_run_end_to_end(workdir):
     assert job_counts(cascade) == {
         "prepare": 1,
         "train": 2,
-        "aggregate": 1,
-        "scaling": 1,
+        "aggregate": 3,  # a job per table: summary, scaling, averaging
         "plot_accuracy_vs_time": 1,
         "comm_model": 1,
         "claims": 1,
         "figures": 1,
-        "averaging": 1,
         "all": 1,
     }
 
@@ -680,13 +679,11 @@ def test_tiny_run_end_to_end(workdir):
     assert rerun.returncode == 0, output_of(rerun)
     assert job_counts(rerun) == {
         "train": 1,
-        "aggregate": 1,
-        "scaling": 1,
+        "aggregate": 3,  # a job per table: summary, scaling, averaging
         "plot_accuracy_vs_time": 1,
         "comm_model": 1,
         "claims": 1,
         "figures": 1,
-        "averaging": 1,
         "all": 1,
     }
     assert f"output: results/test/runs/synthetic/lenet/sync_sgd/local/p2/s0/metrics.csv, {target}" in output_of(rerun)

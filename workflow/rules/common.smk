@@ -57,6 +57,7 @@ DOWNLOAD_CONSTRAINTS = downloads.download_wildcard_constraints(config)
 # The prepare rule makes the built-in datasets and the plug-ins with a converter; no rule makes the others'
 # files (put in place by hand), so Snakemake names a missing one instead of trying to prepare it.
 PREPARED_DATASETS = one_of(run.dataset for run in RUNS if plugins.prepared_here(config, run.dataset))
+TABLES = one_of(TABLE_NAMES)  # the tables `scaledl aggregate` builds (scaledl.report.tables)
 
 # The options of the jobs whose command does not depend on their wildcards.
 NETBENCH_FLAGS = grid_rules.as_flags({key: config["netbench"][key] for key in ("max_size", "repeats")})

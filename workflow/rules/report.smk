@@ -6,56 +6,29 @@
 
 localrules:
     aggregate,
-    scaling,
-    averaging,
     plot_accuracy_vs_time,
     claims,
 
 
+# One job per table of `scaledl aggregate` (scaledl.report.tables.TABLES, named in scaledl.report.catalogue):
+# summary (a row per run), scaling (weak and strong scaling efficiency of every sweep over worker counts,
+# scaledl.report.scaling) and averaging (the averaging family side by side: bytes exchanged, accuracy, time
+# to target and the slowdown a straggler causes, scaledl.report.averaging; empty when no run has them).
 rule aggregate:
     input:
         runs=RUN_FILES,
     output:
-        csv=report("results/{name}/tables/summary.csv", category="Summary"),
-        md="results/{name}/tables/summary.md",
+        csv=report("results/{name}/tables/{table}.csv", category="Summary"),
+        md="results/{name}/tables/{table}.md",
     log:
-        "logs/{name}/aggregate/summary.log",
+        "logs/{name}/aggregate/{table}.log",
+    wildcard_constraints:
+        table=TABLES,
     conda:
         "../envs/scaledl.yaml"
     shell:
-        "python -m scaledl aggregate {input.runs} --out {output.csv} --markdown {output.md} > {log} 2>&1"
-
-
-# Weak and strong scaling efficiency of every sweep over worker (node) counts;
-# the definitions are in scaledl.report.scaling.
-rule scaling:
-    input:
-        runs=RUN_FILES,
-    output:
-        csv=report("results/{name}/tables/scaling.csv", category="Summary"),
-        md="results/{name}/tables/scaling.md",
-    log:
-        "logs/{name}/aggregate/scaling.log",
-    conda:
-        "../envs/scaledl.yaml"
-    shell:
-        "python -m scaledl aggregate {input.runs} --table scaling --out {output.csv} --markdown {output.md} > {log} 2>&1"
-
-
-# The averaging family side by side: bytes exchanged, accuracy, time to target, and the
-# slowdown a straggler causes (scaledl.report.averaging); empty when no run has them.
-rule averaging:
-    input:
-        runs=RUN_FILES,
-    output:
-        csv=report("results/{name}/tables/averaging.csv", category="Summary"),
-        md="results/{name}/tables/averaging.md",
-    log:
-        "logs/{name}/aggregate/averaging.log",
-    conda:
-        "../envs/scaledl.yaml"
-    shell:
-        "python -m scaledl aggregate {input.runs} --table averaging --out {output.csv} --markdown {output.md} > {log} 2>&1"
+        "python -m scaledl aggregate {input.runs} --table {wildcards.table} --out {output.csv} --markdown {output.md}"
+        " > {log} 2>&1"
 
 
 rule plot_accuracy_vs_time:
