@@ -294,6 +294,31 @@ def test_invalid_config_fails_naming_the_value(workdir, text, named):
     result = snakemake(workdir, "-n", "--configfile", write_config(workdir, text))
     assert result.returncode != 0
     assert named in output_of(result)
+    # one line, naming the config file given, not the line of the workflow that found the mistake
+    (line,) = [line for line in output_of(result).splitlines() if named in line]
+    assert line.startswith("config/custom.yaml: ") and "common.smk" not in output_of(result), output_of(result)
+
+
+@pytest.mark.workflow
+def test_a_config_error_names_the_config_files_not_the_workflow(workdir):
+    """`snakemake --configfile A B` with a mistake: one line that starts with the files given, no traceback
+    into workflow/rules/common.smk; without --configfile, the Snakefile's own config/config.yaml."""
+    (workdir / "config/short.yaml").write_text("train: {max_steps: 6}\n")
+    write_config(workdir, "experiments:\n  - platforms: [gpu]\n")
+    result = snakemake(workdir, "-n", "--configfile", "config/custom.yaml", "config/short.yaml")
+    assert result.returncode == 1
+    lines = [line for line in output_of(result).splitlines() if "extended by additional config" not in line]
+    assert lines == [
+        "config/custom.yaml + config/short.yaml: experiments[0] uses platform 'gpu', which is not defined under "
+        "`platforms` (defined: local)"
+    ], output_of(result)
+    with (workdir / "config/config.yaml").open("a") as config:
+        config.write("netbnch: {enabled: false}\n")
+    result = snakemake(workdir, "-n")
+    assert result.returncode == 1
+    assert output_of(result).strip().splitlines() == [
+        "config/config.yaml: netbnch: unknown key (did you mean 'netbench'?)"
+    ], output_of(result)
 
 
 @pytest.mark.workflow

@@ -5,7 +5,6 @@
 import os
 import shlex
 
-from snakemake.exceptions import WorkflowError
 from snakemake.logging import logger
 from snakemake.utils import validate
 from snakemake_interface_executor_plugins.settings import DeploymentMethod
@@ -17,9 +16,11 @@ from scaledl.grid.check import first_problem
 from scaledl.grid.keys import RUN_BENCHMARK, RUN_DIR, RUN_LOG, TUNE_STAGE, GridError, RunKey, one_of, results_name
 from scaledl.report.catalogue import CATALOGUE, FIGURE_NAMES, TABLE_NAMES
 
-# One line per mistake (with "did you mean"), before Snakemake's validation, which also fills the defaults.
+# One line per mistake (with "did you mean"), naming the config file(s) given, before Snakemake's
+# validation, which also fills the defaults.
+CONFIG_FILES = preflight.config_files(workflow)
 if problem := first_problem(config, os.path.join(workflow.current_basedir, "../schemas/config.schema.yaml")):
-    raise WorkflowError(problem)
+    preflight.stop(problem, CONFIG_FILES, logger)
 validate(config, schema="../schemas/config.schema.yaml")
 
 # Every run with its `train` settings, every download folder with its dataset, and the results name (`name:`,
@@ -31,7 +32,7 @@ try:
     preflight.check_slurm_extra(config["platforms"])
     NAME = results_name(config, workflow.overwrite_configfiles)
 except GridError as error:
-    raise WorkflowError(str(error)) from None
+    preflight.stop(str(error), CONFIG_FILES, logger)
 RESULTS = f"results/{NAME}"
 NETBENCH = grid_rules.NetbenchPlan(RUNS, config, RESULTS)  # which machines are measured, which modelled
 TRIAL_FILES = grid_rules.run_files(RUNS, NAME, "run.json", stage=TUNE_STAGE)  # the tune stage's trials

@@ -6,7 +6,7 @@ trials, and the checks the schema cannot make); `jobs` sizes each job (a
 run's placement, the train, netbench and prepare resources); `rules` gives the
 workflow's rules their wildcard patterns, file lists and command-line options;
 `regime` the regime map's part; `preflight` the checks that stop the workflow
-before anything runs (slurm_extra, the Slurm partitions). Beside
+before anything runs (the config, slurm_extra, the Slurm partitions). Beside
 them: `placement` lays a run out on its platform, `fit` checks a Slurm request
 against sinfo's nodes, `nodehours` is `scaledl cost`, `launch` the MPI
 prefix, `tune` the trials, `check` explains a config's mistakes in one line

@@ -1,5 +1,8 @@
 """The checks that stop the workflow before anything runs, each in one line a person can act on.
 
+- A config that cannot run (the schema, the grid, a platform's slurm_extra) is
+  named by the user's config file(s) and the key at fault (`stop`), not by the
+  line of workflow/rules/common.smk that found it.
 - Every platform's slurm_extra goes through the Slurm executor plugin's own
   check while the DAG is built (`check_slurm_extra`): a flag the plugin writes
   itself would otherwise fail each job at submission.
@@ -17,14 +20,34 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from types import SimpleNamespace
+from typing import NoReturn
 
 from snakemake_executor_plugin_slurm.validation import validate_slurm_extra
 from snakemake_interface_common.exceptions import WorkflowError
 
 from scaledl.grid import fit
 from scaledl.grid.keys import GridError
+
+
+def config_files(workflow) -> list[str]:
+    """The config files a person gave (`--configfile`), else the Snakefile's own; relative where they can be."""
+    shown = []
+    for path in workflow.overwrite_configfiles or workflow.configfiles:
+        try:
+            shown.append(str(Path(path).relative_to(Path.cwd())))
+        except ValueError:
+            shown.append(str(path))
+    return shown
+
+
+def stop(problem: str, files: Iterable[str], logger) -> NoReturn:
+    """End the workflow with one line naming the config file(s) and the problem (a schema problem's own
+    `config: ` gives way to the files)."""
+    logger.error(f"{' + '.join(files)}: {problem.removeprefix('config: ')}")
+    raise SystemExit(1)
 
 
 def check_slurm_extra(platforms: Mapping[str, Mapping]) -> None:
