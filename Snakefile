@@ -5,7 +5,7 @@
 #     --tune (each algorithm's best trial)--> results/NAME/tune/chosen.{csv,md}                   tune.smk
 #     --train (MPI, a job per grid point x seed)--> results/NAME/runs/.../{metrics.csv,run.json}   train.smk
 #     --train_simulated (a simulated platform: one process, every rank an actor)--> the same       train.smk
-#     --aggregate, scaling, averaging--> results/NAME/tables/{summary,scaling,averaging}.{csv,md}  report.smk
+#     --aggregate (a job per table)--> results/NAME/tables/{summary,scaling,averaging}.{csv,md}   report.smk
 #     --plot_accuracy_vs_time--> results/NAME/plots/accuracy_vs_time.png                           report.smk
 #   largest run's allocation --netbench--> results/NAME/netbench/{platform}.json                   net.smk
 #   a simulated platform --netbench_simulated--> results/NAME/netbench/{platform}.json             net.smk

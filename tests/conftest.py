@@ -130,3 +130,13 @@ def digits_h5(tmp_path_factory):
     out = tmp_path_factory.mktemp("data") / "digits.h5"
     CONVERTERS["digits"].convert(None, out, PrepareOptions(image_size=28))
     return out
+
+
+@pytest.fixture(scope="session")
+def shipped_dry_runs(tmp_path_factory):
+    """Every shipped config's `snakemake -n -p`, with and without `--profile slurm` (tests/dry_runs.py),
+    run once per session in a copy of the workflow: {key: CompletedProcess}, keys as in
+    tests/workflow/dryruns.json (`cluster.yaml slurm`, `(no --configfile)`, ...)."""
+    from dry_runs import run_all
+
+    return run_all(tmp_path_factory.mktemp("dry-runs") / "workflow")

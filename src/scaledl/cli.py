@@ -75,7 +75,7 @@ SUBCOMMANDS = {
         "map where a claim holds over network bandwidth × device speed, by simulation (needs SimGrid)",
     ),
     "cost": (
-        "scaledl.grid.cost",
+        "scaledl.grid.nodehours",
         "the node-hours and GPU-hours a config asks of Slurm, per platform and rule, before submitting",
     ),
 }

@@ -17,8 +17,10 @@ Slurm job step that would start a PMI handshake an ordinary job cannot answer.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 BACKENDS = ("auto", "mpi", "cuda_aware_mpi", "nccl", "gloo")
 MESSAGES = ("packed", "per_layer", "bucketed")
@@ -430,3 +432,41 @@ SETTINGS = tuple(f.name for f in fields(TrainConfig) if f.name not in SET_BY_WOR
 def defaults() -> dict[str, object]:
     """Every field's default (None for the required ones)."""
     return {f.name: f.default for f in fields(TrainConfig)}
+
+
+# ---- the command line, written where it is parsed ------------------------------------------------------------
+
+# Switches whose default (None) lets the algorithm decide: `scaledl train` takes --KEY and --no-KEY for them.
+NEGATABLE = frozenset(f.name for f in fields(TrainConfig) if f.metadata["switch"] and f.default is None)
+
+
+def flag_of(name: str) -> str:
+    """The command-line flag of a setting, as every scaledl parser spells it: batch_size is --batch-size."""
+    return "--" + name.replace("_", "-")
+
+
+def as_argv(values: Mapping[str, Any], negatable: frozenset[str] = frozenset()) -> list[str]:
+    """The arguments asking a scaledl command for these values: --key value for each non-null one; a list
+    as C,H,W; true as a bare switch; false left off, or --no-key for a key in `negatable`.
+
+    Sorted by key, so a command (which Snakemake compares to decide reruns)
+    does not depend on the order keys were written or merged in.
+    """
+    argv = []
+    for key, value in sorted(values.items()):
+        if value is False and key in negatable:
+            argv.append(flag_of(f"no_{key}"))
+        elif value is True:
+            argv.append(flag_of(key))
+        elif value is not None and value is not False:
+            argv += [flag_of(key), ",".join(map(str, value)) if isinstance(value, list) else str(value)]
+    return argv
+
+
+def to_argv(settings: Mapping[str, Any]) -> list[str]:
+    """The `scaledl train` arguments asking for these settings (TrainConfig fields; null ones left to the
+    defaults): the command line the parser built from the same fields reads back (scaledl.train.command)."""
+    unknown = sorted(set(settings) - {f.name for f in fields(TrainConfig)})
+    if unknown:
+        raise ValueError(f"not a scaledl train setting: {', '.join(unknown)}")
+    return as_argv(settings, NEGATABLE)

@@ -20,7 +20,7 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 
 # Imports a function may make instead of the module: initialising MPI, an optional dependency (SimGrid), or
 # loading a heavy library that most callers of the module never need.
-LAZY_TARGETS = ("mpi4py.MPI", "torch", "torchvision", "matplotlib", "sklearn", "scipy", "PIL", "simgrid", "pandas")
+LAZY_TARGETS = ("mpi4py.MPI", "torch", "torchvision", "matplotlib", "sklearn", "scipy", "PIL", "simgrid", "pandas", "h5py")
 # Package modules that import one of those at their top, so importing them lazily is lazy for the same reason
 # (the subcommands' computing modules: `scaledl --help` and a subcommand's --help import none of them).
 LAZY_MODULES = (
@@ -28,6 +28,8 @@ LAZY_MODULES = (
     "scaledl.sim.roofline", "scaledl.architectures", "scaledl.grid.runs", "scaledl.report.claims",
     "scaledl.report.comm_model", "scaledl.report.compare", "scaledl.report.figures", "scaledl.report.runs", "scaledl.report.tables", "scaledl.report.trace",
     "scaledl.report.tuning",
+    "scaledl.data.hdf5",  # h5py: what Snakemake imports while parsing reads a prepared file only where one exists
+    "scaledl.data.converters",  # every converter, so h5py too (scaledl.data.datasets: a default left out)
 )  # fmt: skip
 # The ground floor: small shared modules that everything may import and that import nothing above them.
 GROUND_FLOOR = (
@@ -245,7 +247,8 @@ def test_every_module_imports_alone_in_a_process_of_its_own():
     assert not failed, "\n".join(failed)
 
 
-PARSE_TIME_PACKAGES = ("scaledl.grid",)  # what Snakemake imports while it parses the workflow
+# What Snakemake imports while it parses the workflow.
+PARSE_TIME_PACKAGES = ("scaledl.grid", "scaledl.data.datasets", "scaledl.report.catalogue")
 
 
 def test_the_grid_imports_neither_torch_nor_mpi():

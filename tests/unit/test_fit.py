@@ -52,7 +52,7 @@ def test_request_of_the_plugins_resources():
             "runtime": 120,
         }
     )
-    assert train == fit.Request("gpu", 2, 5, 8, 64000, 4, "a100", None, 120)
+    assert train == fit.SlurmRequest("gpu", 2, 5, 8, 64000, 4, "a100", None, 120)
     assert train.cpus_per_node == 40
     # memory per CPU is per node × the node's CPUs; a one-task job's CPUs are its threads
     assert fit.request_of({"tasks": 3, "mem_mb_per_cpu": 2000, "mem_mb": 6000}).mem_mb_per_node == 6000
@@ -63,26 +63,29 @@ def test_request_of_the_plugins_resources():
 
 def test_a_request_no_node_can_run_is_refused_in_one_line_naming_the_largest_node(partitions):
     # the default config's master-based run on a cluster of 2-CPU nodes: 3 tasks on one node
-    three = fit.Request(None, 1, 3, 1, 6000)
+    three = fit.SlurmRequest(None, 1, 3, 1, 6000)
     line = fit.refusal("rule train (algorithm=easgd, workers=2)", three, partitions)
     assert line == (
         "rule train (algorithm=easgd, workers=2) asks for 3 task(s) × 1 CPU(s) = 3 CPUs, 6000 MB per node on 1 "
         "node(s), and no node of partition 'cpu' (the default) has that: its largest has 2 CPUs, 7800 MB, 0 GPU(s)"
     )
-    assert fit.refusal("job", fit.Request("cpu", 2, 2, 1, 7000), partitions) is None  # both nodes fit
+    assert fit.refusal("job", fit.SlurmRequest("cpu", 2, 2, 1, 7000), partitions) is None  # both nodes fit
 
 
 @pytest.mark.parametrize(
     "request_, says",
     [
-        (fit.Request("gpu", 1, 9, 8, 128000, 8), "no node of partition 'gpu' has that: its largest has 64 CPUs"),
-        (fit.Request("gpu", 1, 4, 8, 600000, 4), "its largest has 64 CPUs, 515000 MB, 4 GPU(s)"),
-        (fit.Request("gpu", 1, 2, 8, 64000, 2, "h100"), "0 h100 GPU(s)"),
-        (fit.Request("gpu", 3, 4, 8, 64000, 4, "a100"), "only 2 node(s) of partition 'gpu' have that"),
-        (fit.Request("gpu", 1, 4, 8, 64000, 4, minutes=180), "asks for 180 min, beyond the 120 min limit"),
-        (fit.Request("knl", 2, 4, 13, 86000, constraint="knl&flat"), "only 1 node(s) of partition 'knl'"),
-        (fit.Request("knl", 1, 4, 13, 104000), "no node of partition 'knl' has that"),  # 2000 MB × 52 CPUs
-        (fit.Request("debug", 1, 1, 1, 1000), "partition 'debug', which sinfo does not list (it lists cpu, gpu, knl)"),
+        (fit.SlurmRequest("gpu", 1, 9, 8, 128000, 8), "no node of partition 'gpu' has that: its largest has 64 CPUs"),
+        (fit.SlurmRequest("gpu", 1, 4, 8, 600000, 4), "its largest has 64 CPUs, 515000 MB, 4 GPU(s)"),
+        (fit.SlurmRequest("gpu", 1, 2, 8, 64000, 2, "h100"), "0 h100 GPU(s)"),
+        (fit.SlurmRequest("gpu", 3, 4, 8, 64000, 4, "a100"), "only 2 node(s) of partition 'gpu' have that"),
+        (fit.SlurmRequest("gpu", 1, 4, 8, 64000, 4, minutes=180), "asks for 180 min, beyond the 120 min limit"),
+        (fit.SlurmRequest("knl", 2, 4, 13, 86000, constraint="knl&flat"), "only 1 node(s) of partition 'knl'"),
+        (fit.SlurmRequest("knl", 1, 4, 13, 104000), "no node of partition 'knl' has that"),  # 2000 MB × 52 CPUs
+        (
+            fit.SlurmRequest("debug", 1, 1, 1, 1000),
+            "partition 'debug', which sinfo does not list (it lists cpu, gpu, knl)",
+        ),
     ],
 )
 def test_each_way_a_request_cannot_fit(partitions, request_, says):
@@ -91,11 +94,11 @@ def test_each_way_a_request_cannot_fit(partitions, request_, says):
 
 
 def test_requests_that_fit(partitions):
-    assert fit.refusal("j", fit.Request("gpu", 2, 5, 8, 128000, 4, "a100", "a100&ib", 120), partitions) is None
-    assert fit.refusal("j", fit.Request("gpu", 1, 3, 1, 1000, 3), partitions) is None  # gpu03: 2 v100 + 1 tesla
-    assert fit.refusal("j", fit.Request("knl", 1, 16, 4, 86000, constraint="knl&flat"), partitions) is None
+    assert fit.refusal("j", fit.SlurmRequest("gpu", 2, 5, 8, 128000, 4, "a100", "a100&ib", 120), partitions) is None
+    assert fit.refusal("j", fit.SlurmRequest("gpu", 1, 3, 1, 1000, 3), partitions) is None  # gpu03: 2 v100 + 1 tesla
+    assert fit.refusal("j", fit.SlurmRequest("knl", 1, 16, 4, 86000, constraint="knl&flat"), partitions) is None
     # a constraint beyond names, & and | is left to Slurm
-    assert fit.refusal("j", fit.Request("knl", 2, 4, 13, 86000, constraint="[quad*2]"), partitions) is None
+    assert fit.refusal("j", fit.SlurmRequest("knl", 2, 4, 13, 86000, constraint="[quad*2]"), partitions) is None
     # no partition named and none marked default: the plugin or Slurm chooses, nothing to check
     no_default = fit.parse_sinfo(SINFO.replace("cpu*", "cpu"))
-    assert fit.refusal("j", fit.Request(None, 1, 300, 1, None), no_default) is None
+    assert fit.refusal("j", fit.SlurmRequest(None, 1, 300, 1, None), no_default) is None

@@ -1,4 +1,5 @@
-"""The experiment grid (scaledl.grid.runs): expansion, settings, checks and job shapes, without Snakemake.
+"""The experiment grid (scaledl.grid: runs, jobs, rules, keys): expansion, settings, checks and job shapes,
+without Snakemake.
 
 Configs are written here as the schema leaves them after validation: every
 key present, `train` keys null unless set (null: the CLI default).
@@ -14,9 +15,13 @@ from pathlib import Path
 import pytest
 
 from scaledl.algorithms import ALGORITHMS, accepting, algorithm_options
+from scaledl.config import NEGATABLE, to_argv
+from scaledl.data import datasets
+from scaledl.grid import jobs, keys, regime
+from scaledl.grid import rules as grid_rules
 from scaledl.grid import runs as grid
+from scaledl.grid.keys import GridError, RunKey
 from scaledl.grid.launch import container_exec, launcher
-from scaledl.grid.runs import GridError, RunKey
 from scaledl.net.ladder import bound_minutes
 
 REPO = Path(__file__).resolve().parents[2]
@@ -306,23 +311,34 @@ def test_run_key_parses_wildcards_and_names_its_directory():
         {"dataset": "mnist", "model": "lenet", "algorithm": "sync_sgd", "platform": "gpu", "workers": "8", "seed": "1"}
     )
     assert key == RunKey("mnist", "lenet", "sync_sgd", "gpu", 8, 1)
-    assert grid.run_dir(key, "paper") == "results/paper/runs/mnist/lenet/sync_sgd/gpu/p8/s1"
-    assert grid.run_dir(key) == "results/{name}/runs/mnist/lenet/sync_sgd/gpu/p8/s1"  # the rule's wildcard
+    assert keys.run_dir(key, "paper") == "results/paper/runs/mnist/lenet/sync_sgd/gpu/p8/s1"
+    assert keys.run_dir(key) == "results/{name}/runs/mnist/lenet/sync_sgd/gpu/p8/s1"  # the rule's wildcard
 
 
 def test_each_config_has_its_own_results_namespace():
-    assert grid.results_name({"name": None}) == "default"
-    assert grid.results_name({"name": None}, ["config/paper.yaml"]) == "paper"
-    assert grid.results_name({"name": None}, ["a/first.yaml", "config/paper_small.yaml"]) == "paper_small"
-    assert grid.results_name({"name": "mine"}, ["config/paper.yaml"]) == "mine"
+    assert keys.results_name({"name": None}) == "default"
+    assert keys.results_name({"name": None}, ["config/paper.yaml"]) == "paper"
+    assert keys.results_name({"name": None}, ["a/first.yaml", "config/paper_small.yaml"]) == "paper_small"
+    assert keys.results_name({"name": "mine"}, ["config/paper.yaml"]) == "mine"
     with pytest.raises(GridError, match="^name '../x': a results folder name"):
-        grid.results_name({"name": "../x"})
+        keys.results_name({"name": "../x"})
 
 
 def test_run_dir_is_the_train_rules_output_folder():
+    """The train rules' outputs, log and benchmark come from the one template (scaledl.grid.keys), spelt
+    nowhere in the rules; the dry-run record (tests/workflow) holds what they expand to."""
     rules = (REPO / "workflow/rules/train.smk").read_text()
-    for name in ("metrics.csv", "run.json", "model.pt"):
-        assert f'"{grid.RUN_DIR}/{name}"' in rules
+    for name in ("metrics.csv", "run.json", "model.pt", "timeline.h5"):
+        assert rules.count(f'=f"{{RUN_DIR}}/{name}",') == 2, name  # train and train_simulated
+    assert rules.count("        RUN_LOG,\n") == rules.count("        RUN_BENCHMARK\n") == 2
+    assert "p{workers}" not in rules
+    assert keys.RUN_DIR == f"results/{{name}}/{keys.RUN_PATH}"
+    assert (keys.RUN_LOG, keys.RUN_BENCHMARK) == (
+        f"logs/{{name}}/{keys.RUN_PATH}.log",
+        f"benchmarks/{{name}}/{keys.RUN_PATH}.tsv",
+    )
+    key = RunKey("mnist", "lenet", "easgd", "knl", 8, 1, "lr0.1")
+    assert keys.run_dir(key, "paper") == "results/paper/runs/mnist/lenet/easgd/knl/p8/lr0.1/s1"
 
 
 def test_settings_of_a_run_outside_the_grid_names_it():
@@ -337,11 +353,11 @@ def test_placement_and_resources_of_a_run():
         block(algorithms=["async_easgd", "sync_sgd"], platforms=["knl"], nodes=[2]), platforms={"knl": platform(**KNL)}
     )
     runs = grid.expand(cfg)
-    master = grid.placement_of(RunKey("digits", "lenet", "async_easgd", "knl", 8, 0), cfg)
+    master = jobs.placement_of(RunKey("digits", "lenet", "async_easgd", "knl", 8, 0), cfg)
     assert (master.ranks, master.nodes, master.tasks_per_node, master.cpus_per_task) == (9, 2, 5, 13)
-    assert grid.cores_of(master) == 9 * 13
+    assert jobs.cores_of(master) == 9 * 13
     # KNL asks by CPU here (mem_mb_per_cpu 1400): mem_mb is the first node's 5 × 13 CPUs of it
-    assert grid.job_resources(master, cfg["platforms"]["knl"]) == {
+    assert jobs.job_resources(master, cfg["platforms"]["knl"]) == {
         "mem_mb": 5 * 13 * 1400,
         "mem_mb_per_cpu": 1400,
         "runtime": 120,
@@ -352,26 +368,26 @@ def test_placement_and_resources_of_a_run():
         "constraint": "knl",
         "slurm_extra": "--ntasks-per-node=5",
     }
-    assert tuple(grid.job_resources(master, cfg["platforms"]["knl"])) == grid.RESOURCES
+    assert tuple(jobs.job_resources(master, cfg["platforms"]["knl"])) == jobs.RESOURCES
     # the workers of a master-less run get the same 13 cores (one share of 68 // 5 kept for a master)
-    options = grid.train_options(RunKey("digits", "lenet", "sync_sgd", "knl", 8, 0), runs, cfg)
+    options = grid_rules.train_options(RunKey("digits", "lenet", "sync_sgd", "knl", 8, 0), runs, cfg)
     assert (options["device"], options["threads"], options["max_steps"]) == ("cpu", 13, 10)
 
 
 def test_memory_per_node_and_exclusive_nodes():
     knl = platform(**{**KNL, "mem_mb_per_cpu": None, "mem_mb_per_node": 86000, "exclusive": True})
     cfg = config(block(algorithms=["async_easgd"], platforms=["knl"], nodes=[2]), platforms={"knl": knl})
-    placement = grid.placement_of(RunKey("digits", "lenet", "async_easgd", "knl", 8, 0), cfg)
-    resources = grid.job_resources(placement, knl)
+    placement = jobs.placement_of(RunKey("digits", "lenet", "async_easgd", "knl", 8, 0), cfg)
+    resources = jobs.job_resources(placement, knl)
     assert (resources["mem_mb"], resources["mem_mb_per_cpu"]) == (86000, None)  # --mem 86000, per node
     assert resources["slurm_extra"] == "--ntasks-per-node=5 --exclusive"
 
 
 def test_local_resources_leave_the_cluster_ones_out():
     cfg = config()
-    placement = grid.placement_of(RunKey("digits", "lenet", "sync_sgd", "local", 2, 0), cfg)
+    placement = jobs.placement_of(RunKey("digits", "lenet", "sync_sgd", "local", 2, 0), cfg)
     # under --profile slurm a local platform is one node of its ranks, at the default 2000 MB per CPU
-    assert grid.job_resources(placement, cfg["platforms"]["local"]) == {
+    assert jobs.job_resources(placement, cfg["platforms"]["local"]) == {
         "mem_mb": 2 * 2000,
         "mem_mb_per_cpu": 2000,
         "runtime": 60,
@@ -398,11 +414,11 @@ def test_netbench_asks_for_two_nodes_of_one_core_ranks_for_its_ladders_time():
     )
     cfg["netbench"] = {"enabled": True, "max_size": "16M", "repeats": 5, "networks": "fdr_ib"}
     runs = grid.expand(cfg)
-    local = grid.netbench_placement("local", runs, cfg)
+    local = jobs.netbench_placement("local", runs, cfg)
     assert (local.ranks, local.cpus_per_task) == (2, 1)
-    knl = grid.netbench_placement("knl", runs, cfg)
+    knl = jobs.netbench_placement("knl", runs, cfg)
     assert (knl.ranks, knl.nodes, knl.tasks_per_node, knl.cpus_per_task, knl.gpus_per_node) == (8, 2, 4, 1, 0)
-    resources = grid.netbench_resources(knl, cfg["platforms"]["knl"], cfg["netbench"])
+    resources = jobs.netbench_resources(knl, cfg["platforms"]["knl"], cfg["netbench"])
     # four 16 MB buffers and the interpreter per rank; minutes from the ladder, far below the platform's 120
     assert resources["mem_mb"] == 4 * (512 + 4 * 16) and resources["mem_mb_per_cpu"] is None
     assert resources["runtime"] == bound_minutes("16M", 5, 8) < 15
@@ -411,9 +427,9 @@ def test_netbench_asks_for_two_nodes_of_one_core_ranks_for_its_ladders_time():
     # whole nodes still (timings), but no early warning: a measurement has nothing to checkpoint
     assert resources["slurm_extra"] == "--ntasks-per-node=4 --exclusive"
     # a machine whose runs fit on one node is measured on one node, with at most its largest run's ranks
-    gpu = grid.netbench_placement("gpu", runs, cfg)
+    gpu = jobs.netbench_placement("gpu", runs, cfg)
     assert (gpu.ranks, gpu.nodes, gpu.gpus_per_node, gpu.device) == (3, 1, 0, "cpu")
-    assert grid.netbench_resources(gpu, cfg["platforms"]["gpu"], cfg["netbench"])["slurm_extra"] == (
+    assert jobs.netbench_resources(gpu, cfg["platforms"]["gpu"], cfg["netbench"])["slurm_extra"] == (
         "--ntasks-per-node=3"  # no --gpus-per-node: it times host buffers
     )
 
@@ -430,14 +446,14 @@ def test_platforms_of_one_machine_share_one_network_measurement():
         },
     )
     runs = grid.expand(cfg)
-    assert grid.netbench_groups(runs, cfg) == {"knl": ["knl", "knl_strong"], "knl_quad": ["knl_quad"]}
-    shared = grid.netbench_placement("knl", runs, cfg)
+    assert jobs.netbench_groups(runs, cfg) == {"knl": ["knl", "knl_strong"], "knl_quad": ["knl_quad"]}
+    shared = jobs.netbench_placement("knl", runs, cfg)
     assert (shared.nodes, shared.ranks) == (2, 8)  # knl_strong's runs span 8 nodes: measured on two
-    assert grid.netbench_members("knl", runs, cfg) == ["knl", "knl_strong"]
+    assert jobs.netbench_members("knl", runs, cfg) == ["knl", "knl_strong"]
     with pytest.raises(GridError, match="^platform 'knl_strong' is measured as 'knl' .*files of knl$"):
-        grid.netbench_members("knl_strong", runs, cfg)
+        jobs.netbench_members("knl_strong", runs, cfg)
     with pytest.raises(GridError, match="^platform 'gpu' has no runs in this config"):
-        grid.netbench_members("gpu", runs, cfg)
+        jobs.netbench_members("gpu", runs, cfg)
 
 
 def test_netbench_threads_need_no_core_count_under_a_cluster_executor():
@@ -447,25 +463,25 @@ def test_netbench_threads_need_no_core_count_under_a_cluster_executor():
         platforms={"local": platform(), "knl": platform(**KNL)},
     )
     runs = grid.expand(cfg)
-    local = grid.netbench_placement("local", runs, cfg)
-    assert grid.netbench_threads(local, 8) == 8  # run here with --cores 8: the whole machine
-    assert grid.netbench_threads(local, 1) == 2  # never fewer than its ranks' cores
-    assert grid.netbench_threads(local, None) == 2  # --profile slurm: no --cores, its own allocation
-    knl = grid.netbench_placement("knl", runs, cfg)
-    assert grid.netbench_threads(knl, 8) == grid.netbench_threads(knl, None) == 4  # one core per rank
+    local = jobs.netbench_placement("local", runs, cfg)
+    assert jobs.netbench_threads(local, 8) == 8  # run here with --cores 8: the whole machine
+    assert jobs.netbench_threads(local, 1) == 2  # never fewer than its ranks' cores
+    assert jobs.netbench_threads(local, None) == 2  # --profile slurm: no --cores, its own allocation
+    knl = jobs.netbench_placement("knl", runs, cfg)
+    assert jobs.netbench_threads(knl, 8) == jobs.netbench_threads(knl, None) == 4  # one core per rank
 
 
 def test_prepare_resources_follow_the_dataset():
-    small = grid.prepare_resources("mnist", {"raw": None, "seed": 0})
+    small = jobs.prepare_resources("mnist", {"raw": None, "seed": 0})
     assert small == {"cpus_per_task": 1, "mem_mb": 4000, "mem_mb_per_cpu": None, "runtime": 120}
-    assert grid.prepare_threads({"raw": None}) == 1
-    one = grid.prepare_resources("imagenet", {"workers": 1})
-    many = grid.prepare_resources("imagenet", {"workers": 16})
-    assert grid.prepare_threads({"workers": 16}) == many["cpus_per_task"] == 16
+    assert jobs.prepare_threads({"raw": None}) == 1
+    one = jobs.prepare_resources("imagenet", {"workers": 1})
+    many = jobs.prepare_resources("imagenet", {"workers": 16})
+    assert jobs.prepare_threads({"workers": 16}) == many["cpus_per_task"] == 16
     # one decoding process: about 1.33 M images at 50 a second, plus an hour; more processes, less time
     assert one["runtime"] == 60 + 444 and many["runtime"] == 120
     assert many["mem_mb"] == 4000 + 15 * 500
-    assert tuple(one) == grid.PREPARE_RESOURCES
+    assert tuple(one) == jobs.PREPARE_RESOURCES
 
 
 def test_wildcard_constraints_are_the_grids_names():
@@ -475,7 +491,7 @@ def test_wildcard_constraints_are_the_grids_names():
             block(algorithms=["sync_easgd"]),
         )
     )
-    assert grid.wildcard_constraints(runs) == {
+    assert grid_rules.wildcard_constraints(runs) == {
         "dataset": "digits|synthetic",
         "model": "lenet",
         "algorithm": "easgd|sync_easgd|sync_sgd",
@@ -485,8 +501,8 @@ def test_wildcard_constraints_are_the_grids_names():
         "stage": "runs",
         "setting": "(?:)",
     }
-    assert grid.masterless_algorithms(runs) == "sync_easgd|sync_sgd"
-    assert grid.masterless_algorithms(grid.expand(config(block(algorithms=["easgd"])))) == "(?!)"
+    assert grid_rules.masterless_algorithms(runs) == "sync_easgd|sync_sgd"
+    assert grid_rules.masterless_algorithms(grid.expand(config(block(algorithms=["easgd"])))) == "(?!)"
 
 
 def test_launcher_prefix_and_none_for_a_singleton():
@@ -514,7 +530,7 @@ def test_launcher_binds_memory_passes_a_retry_and_starts_ranks_in_the_image():
 
 
 def test_as_flags_skips_null_and_false_and_sorts():
-    assert grid.as_flags(
+    assert grid_rules.as_flags(
         {
             "lr": 0.1,
             "momentum": None,
@@ -529,11 +545,17 @@ def test_as_flags_skips_null_and_false_and_sorts():
 
 # What the workflow imports while Snakemake parses it (common.smk).
 PARSE_TIME_MODULES = (
+    "scaledl.grid.keys",
     "scaledl.grid.runs",
+    "scaledl.grid.jobs",
+    "scaledl.grid.rules",
+    "scaledl.grid.regime",
+    "scaledl.grid.preflight",
     "scaledl.grid.placement",
     "scaledl.grid.check",
     "scaledl.grid.downloads",
     "scaledl.grid.schema",
+    "scaledl.data.datasets",
     "scaledl.report.catalogue",
 )
 
@@ -547,17 +569,17 @@ def test_the_module_imports_neither_torch_nor_mpi(module):
 
 
 def test_one_of_matches_exactly_one_of_its_words():
-    pattern = grid.one_of(["b.c", "a", "a", 3])
+    pattern = keys.one_of(["b.c", "a", "a", 3])
     assert pattern == r"3|a|b\.c"  # sorted, deduplicated, escaped
     assert all(re.fullmatch(pattern, word) for word in ("a", "b.c", "3"))
     assert not any(re.fullmatch(pattern, word) for word in ("bxc", "ab", ""))
-    assert grid.one_of([]) == "(?!)" and not re.fullmatch("(?!)", "")
+    assert keys.one_of([]) == "(?!)" and not re.fullmatch("(?!)", "")
 
 
 def test_train_flags_negate_a_false_switch_that_defaults_to_the_algorithm():
-    assert grid.NEGATABLE_SETTINGS == {"overlap"}
-    assert grid.as_flags({"overlap": False, "nesterov": False}, grid.NEGATABLE_SETTINGS) == "--no-overlap"
-    assert grid.as_flags({"overlap": True}, grid.NEGATABLE_SETTINGS) == "--overlap"
+    assert NEGATABLE == {"overlap"}
+    assert to_argv({"overlap": False, "nesterov": False}) == ["--no-overlap"]
+    assert to_argv({"overlap": True}) == ["--overlap"]
 
 
 def test_an_optional_block_runs_only_when_its_path_exists(tmp_path):
@@ -572,7 +594,7 @@ def test_an_optional_block_runs_only_when_its_path_exists(tmp_path):
 
 def test_a_batch_larger_than_a_shard_fails_while_the_grid_parses():
     # digits: 1797 images, 360 held out for testing (test_fraction 0.2), 1437 to train on
-    assert grid.train_images("digits", {"datasets": {"digits": {"test_fraction": 0.2}}}) == 1437
+    assert datasets.train_images("digits", {"test_fraction": 0.2}) == 1437
     cfg = config(block(algorithms=["sync_sgd"], workers=[4], train={"batch_size": 400}))
     assert refused(cfg) == (
         "experiments[0]: digits/lenet/sync_sgd/local/p4/s0: batch 400 is larger than a worker's "
@@ -599,7 +621,7 @@ def test_a_swept_key_gives_one_run_and_one_folder_per_value():
     assert [key.setting for key in runs] == ["lr0.01", "lr0.05", "lr0.1"]
     assert [settings["lr"] for settings in runs.values()] == [0.01, 0.05, 0.1]
     assert all(settings["sweep"] == "lr" and settings["setting"] == key.setting for key, settings in runs.items())
-    folders = [grid.run_dir(key, "n") for key in runs]
+    folders = [keys.run_dir(key, "n") for key in runs]
     assert folders[1] == "results/n/runs/digits/lenet/sync_sgd/local/p2/lr0.05/s0"
     assert len(set(folders)) == 3
     # two swept keys: their product, named in TrainConfig's order whatever the config's
@@ -611,15 +633,15 @@ def test_an_unswept_config_keeps_its_folders_and_settings():
     runs = grid.expand(config(block(algorithms=["sync_sgd"], train={"lr": 0.05})))
     [(key, settings)] = runs.items()
     assert key.setting == "" and key.stage == "runs" and "setting" not in settings
-    assert grid.run_dir(key, "n") == "results/n/runs/digits/lenet/sync_sgd/local/p2/s0"
+    assert keys.run_dir(key, "n") == "results/n/runs/digits/lenet/sync_sgd/local/p2/s0"
 
 
 def test_the_wildcards_know_every_setting_and_stage():
     runs = grid.expand(config(block(algorithms=["sync_sgd"], train={"lr": [0.01, 0.1]})))
-    constraints = grid.wildcard_constraints(runs)
+    constraints = grid_rules.wildcard_constraints(runs)
     assert re.fullmatch(constraints["setting"], "/lr0.01") and re.fullmatch(constraints["setting"], "")
     assert not re.fullmatch(constraints["setting"], "/lr0.5")
-    assert grid.RunKey.parse({**runs.__iter__().__next__()._asdict(), "setting": "/lr0.01"}).setting == "lr0.01"
+    assert RunKey.parse({**runs.__iter__().__next__()._asdict(), "setting": "/lr0.01"}).setting == "lr0.01"
 
 
 def test_a_tuned_block_gets_the_same_number_of_trials_for_every_algorithm_on_a_validation_split():
@@ -674,10 +696,10 @@ def test_a_config_plugin_model_runs_with_its_function_and_a_built_in_without():
     cfg["plugins"] = {"models": {"tiny_mlp": "my_models:tiny_mlp"}, "datasets": {}}
     runs = grid.expand(cfg)
     mine, builtin = (RunKey("digits", model, "sync_sgd", "local", 2, 0) for model in ("tiny_mlp", "lenet"))
-    assert grid.train_options(mine, runs, cfg)["model_from"] == "my_models:tiny_mlp"
-    assert grid.train_options(builtin, runs, cfg)["model_from"] is None
-    assert "--model-from my_models:tiny_mlp" in grid.train_flags(mine, runs, cfg)
-    assert "--model-from" not in grid.train_flags(builtin, runs, cfg)
+    assert grid_rules.train_options(mine, runs, cfg)["model_from"] == "my_models:tiny_mlp"
+    assert grid_rules.train_options(builtin, runs, cfg)["model_from"] is None
+    assert "--model-from my_models:tiny_mlp" in grid_rules.train_flags(mine, runs, cfg)
+    assert "--model-from" not in grid_rules.train_flags(builtin, runs, cfg)
 
 
 def test_a_plugin_datasets_file_gives_its_size_and_must_carry_its_name(tmp_path, monkeypatch):
@@ -705,7 +727,7 @@ def test_a_plugin_datasets_file_gives_its_size_and_must_carry_its_name(tmp_path,
         )
 
     put("survey", 100)
-    assert grid.train_images("survey", cfg) == 100
+    assert datasets.train_images("survey", {}) == 100
     assert "batch 32 is larger than a worker's shard of 25 images (100 survey training images" in refused(cfg)
     put("other", 400)
     assert refused(cfg).startswith(
@@ -716,19 +738,17 @@ def test_a_plugin_datasets_file_gives_its_size_and_must_carry_its_name(tmp_path,
 
 
 def test_a_regime_map_needs_a_simulated_platform_and_a_timing_free_pair():
-    from scaledl.grid.runs import GridError, check_regime_map, regime_map_of
-
     config = {
         "platforms": {"local": {"kind": "local"}, "sim": {"kind": "simulated", "platform_file": "k80x8"}},
         "regime_map": {"enabled": True, "claim": "sync_easgd3:easgd", "platform": "sim", "dataset": "mnist",
                        "model": "lenet", "workers": 8},
     }  # fmt: skip
-    check_regime_map(config)
-    assert regime_map_of(config)["workers"] == 8 and regime_map_of({"regime_map": {"enabled": False}}) is None
+    regime.check(config)
+    assert regime.map_of(config)["workers"] == 8 and regime.map_of({"regime_map": {"enabled": False}}) is None
     for change, words in (
         ({"platform": "local"}, "not a platform of kind simulated"),
         ({"claim": "sync_easgd3:nope"}, "'nope' is not an algorithm"),
         ({"claim": "async_easgd:async_sgd"}, "depend on the timing"),
     ):
         with pytest.raises(GridError, match=words):
-            check_regime_map({**config, "regime_map": {**config["regime_map"], **change}})
+            regime.check({**config, "regime_map": {**config["regime_map"], **change}})

@@ -10,7 +10,9 @@ import pytest
 import yaml
 
 from scaledl.algorithms import ALGORITHMS
+from scaledl.data import datasets
 from scaledl.grid import runs as grid
+from scaledl.grid.keys import run_label
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIGS = sorted(p.name for p in (REPO / "config").glob("*.yaml") if p.name != "config.yaml")
@@ -31,7 +33,7 @@ def expanded(name: str) -> dict:
 def steps_budget(key, settings: dict, config: dict) -> float:
     """The steps a run can take before its step or epoch budget ends it (the loader's steps per epoch:
     the smallest shard's whole batches)."""
-    images = grid.train_images(key.dataset, config)
+    images = datasets.train_images(key.dataset, config["datasets"].get(key.dataset) or {})
     batch = settings["batch_size"] or 64
     replicated = ALGORITHMS[key.algorithm].preset.get("data") == "replicated"
     steps_per_epoch = (images if replicated else images // key.workers) // batch
@@ -45,7 +47,10 @@ def test_a_timing_sweep_runs_the_same_steps_at_every_p(name):
     epoch budget would end the runs with the smallest shards (weak scaling: shard ∝ 1/P) sooner."""
     config, runs = expanded(name)
     timed = {
-        key: s for key, s in runs.items() if s["target_accuracy"] is None and grid.train_images(key.dataset, config)
+        key: s
+        for key, s in runs.items()
+        if s["target_accuracy"] is None
+        and datasets.train_images(key.dataset, config["datasets"].get(key.dataset) or {})
     }
     cell = lambda key: key._replace(workers=0)
     sweeps = 0
@@ -55,6 +60,6 @@ def test_a_timing_sweep_runs_the_same_steps_at_every_p(name):
             continue
         sweeps += 1
         steps = {key.workers: steps_budget(key, timed[key], config) for key in members}
-        assert len(set(steps.values())) == 1, f"{name}: {grid.run_label(members[0])}: steps by P {steps}"
+        assert len(set(steps.values())) == 1, f"{name}: {run_label(members[0])}: steps by P {steps}"
     if name == "paper.yaml":  # the 64-node weak-scaling sweep of Sync EASGD, 3 seeds
         assert sweeps == 3

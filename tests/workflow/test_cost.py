@@ -9,7 +9,7 @@ import sys
 import pytest
 from test_workflow import REPO, job_counts, output_of, snakemake, workdir  # noqa: F401  (workdir is a fixture)
 
-from scaledl.grid import cost
+from scaledl.grid import nodehours
 
 
 def scaledl_cost(*args, cwd=REPO):
@@ -88,9 +88,11 @@ def test_the_cost_is_what_the_workflow_submits(workdir):
         sums[0] += 1
         sums[1] += request.nodes * hours
         sums[2] += request.nodes * request.gpus_per_node * hours
-    config = cost.load_config([workdir / "config/cluster.yaml"], workdir / "config/config.yaml", workdir / cost.SCHEMA)
+    config = nodehours.load_config(
+        [workdir / "config/cluster.yaml"], workdir / "config/config.yaml", workdir / nodehours.SCHEMA
+    )
     counted: dict[str, list[float]] = {}
-    for job in cost.slurm_jobs(config):
+    for job in nodehours.slurm_jobs(config):
         sums = counted.setdefault(job.rule, [0, 0.0, 0.0])
         sums[0] += 1
         sums[1] += job.node_hours

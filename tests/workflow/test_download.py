@@ -31,7 +31,7 @@ from scaledl.cli import main
 from scaledl.data.download import BUILT_IN, RemoteFile, ensure_file
 from scaledl.errors import DataError
 from scaledl.grid import downloads
-from scaledl.grid.runs import GridError
+from scaledl.grid.keys import GridError
 from workflow_env import snakemake_env
 
 REPO = Path(__file__).resolve().parents[2]

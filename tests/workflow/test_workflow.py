@@ -4,7 +4,9 @@ Each test works in a fresh copy of the workflow files under tmp_path, so the
 checkout never gets a .snakemake/, results/ or logs/ from the tests. Snakemake
 runs as a subprocess in `workflow_env.snakemake_env()`: the interpreter's bin/
 first on PATH, so that the rules' `python` and `mpiexec` are the ones of this
-environment, and no wait on a Slurm client with no cluster behind it.
+environment, and no wait on a Slurm client with no cluster behind it. The
+shipped configs' plain dry runs are run once per session, all in one go
+(the `shipped_dry_runs` fixture, tests/dry_runs.py), and read from there.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from dry_runs import DEFAULT
 
 from scaledl.algorithms import ALGORITHMS, BASE_ALGORITHMS
 from scaledl.report.catalogue import FIGURE_NAMES
@@ -155,20 +158,18 @@ def test_rule_list_is_the_snakefile_diagram(workdir):
 
 
 @pytest.mark.workflow
-def test_dry_run_default_config(workdir):
-    result = snakemake(workdir, "-n", "-p")
+def test_dry_run_default_config(shipped_dry_runs):
+    result = shipped_dry_runs[DEFAULT]  # snakemake -n -p
     assert result.returncode == 0, output_of(result)
     assert job_counts(result) == {
         "prepare": 1,
         "train": len(BASE_ALGORITHMS),
-        "aggregate": 1,
-        "scaling": 1,
+        "aggregate": 3,  # a job per table: summary, scaling, averaging
         "plot_accuracy_vs_time": 1,
         "netbench": 1,
         "comm_model": 1,
         "claims": 1,
         "figures": 1,
-        "averaging": 1,
         "all": 1,
     }
     text = output_of(result)
@@ -185,6 +186,9 @@ def test_dry_run_default_config(workdir):
             in text
         )
     assert "python -m scaledl prepare digits --out data/hdf5/digits.h5" in text
+    for table in ("summary", "scaling", "averaging"):  # a job each, logged beside the others
+        assert f"--table {table} --out results/default/tables/{table}.csv" in text
+        assert f"> logs/default/aggregate/{table}.log 2>&1" in text
     # the figures job writes, and `all` asks for, every figure of the catalogue (and no other)
     assert set(re.findall(r"results/default/report/figures/(\w+)\.png", text)) == set(FIGURE_NAMES)
 
@@ -291,11 +295,36 @@ def test_invalid_config_fails_naming_the_value(workdir, text, named):
     result = snakemake(workdir, "-n", "--configfile", write_config(workdir, text))
     assert result.returncode != 0
     assert named in output_of(result)
+    # one line, naming the config file given, not the line of the workflow that found the mistake
+    (line,) = [line for line in output_of(result).splitlines() if named in line]
+    assert line.startswith("config/custom.yaml: ") and "common.smk" not in output_of(result), output_of(result)
 
 
 @pytest.mark.workflow
-def test_slurm_profile_dry_run(workdir):
-    result = snakemake(workdir, "-n", "-p", "--profile", "slurm")
+def test_a_config_error_names_the_config_files_not_the_workflow(workdir):
+    """`snakemake --configfile A B` with a mistake: one line that starts with the files given, no traceback
+    into workflow/rules/common.smk; without --configfile, the Snakefile's own config/config.yaml."""
+    (workdir / "config/short.yaml").write_text("train: {max_steps: 6}\n")
+    write_config(workdir, "experiments:\n  - platforms: [gpu]\n")
+    result = snakemake(workdir, "-n", "--configfile", "config/custom.yaml", "config/short.yaml")
+    assert result.returncode == 1
+    lines = [line for line in output_of(result).splitlines() if "extended by additional config" not in line]
+    assert lines == [
+        "config/custom.yaml + config/short.yaml: experiments[0] uses platform 'gpu', which is not defined under "
+        "`platforms` (defined: local)"
+    ], output_of(result)
+    with (workdir / "config/config.yaml").open("a") as config:
+        config.write("netbnch: {enabled: false}\n")
+    result = snakemake(workdir, "-n")
+    assert result.returncode == 1
+    assert output_of(result).strip().splitlines() == [
+        "config/config.yaml: netbnch: unknown key (did you mean 'netbench'?)"
+    ], output_of(result)
+
+
+@pytest.mark.workflow
+def test_slurm_profile_dry_run(shipped_dry_runs):
+    result = shipped_dry_runs[f"{DEFAULT} slurm"]  # snakemake -n -p --profile slurm
     assert result.returncode == 0, output_of(result)
     assert "srun --mpi=pmi2 -n 2 python -m mpi4py -m scaledl train" in output_of(result)
 
@@ -377,11 +406,11 @@ def test_slurm_profile_submits_the_default_config_without_cores(workdir):
 
 
 @pytest.mark.workflow
-def test_a_retrys_job_step_passes_its_attempt_to_the_ranks(workdir):
+def test_a_retrys_job_step_passes_its_attempt_to_the_ranks(workdir, shipped_dry_runs):
     """A Slurm job step runs `snakemake --attempt N`: the training ranks see SCALEDL_ATTEMPT=N (a run refused
     with exit 2 then stops at once: tests/process/test_refusal.py); a first attempt's command is unchanged."""
     retry = output_of(snakemake(workdir, "-n", "-p", "--profile", "slurm", "--attempt", "2"))
-    first = output_of(snakemake(workdir, "-n", "-p", "--profile", "slurm"))
+    first = output_of(shipped_dry_runs[f"{DEFAULT} slurm"])  # snakemake -n -p --profile slurm
     assert retry.count("Shell command: SCALEDL_ATTEMPT=2 ") == 12, retry  # every training, no other job
     assert "SCALEDL_ATTEMPT" not in first
 
@@ -481,9 +510,10 @@ def sbatch_requests(result):
 
 
 @pytest.mark.workflow
-def test_slurm_requests_for_gpu_and_knl_node_sweeps(workdir):
-    (workdir / "data/raw/cifar10").mkdir(parents=True)  # the download is only checked for existence
-    result = snakemake(workdir, "-n", "-p", "--profile", "slurm", "--configfile", "config/cluster.yaml")
+def test_slurm_requests_for_gpu_and_knl_node_sweeps(shipped_dry_runs):
+    # snakemake -n -p --profile slurm --configfile config/cluster.yaml (the raw data need not be there: the
+    # download rule makes it)
+    result = shipped_dry_runs["cluster.yaml slurm"]
     assert result.returncode == 0, output_of(result)
     requests = sbatch_requests(result)
     assert len(requests) == job_counts(result)["train"] == 2 * 3 * 4 + 2 * 4
@@ -571,11 +601,9 @@ def test_slurm_requests_for_gpu_and_knl_node_sweeps(workdir):
 
 
 @pytest.mark.workflow
-def test_paper_config_partitions_one_knl_chip(workdir):
+def test_paper_config_partitions_one_knl_chip(shipped_dry_runs):
     """Fig. 12: P = 1 … 16 parts of one 68-core KNL node, the cores shared out, MCDRAM checked."""
-    for raw in ("mnist", "cifar10"):
-        (workdir / "data/raw" / raw).mkdir(parents=True)
-    result = snakemake(workdir, "-n", "-p", "--profile", "slurm", "--configfile", "config/paper.yaml")
+    result = shipped_dry_runs["paper.yaml slurm"]  # snakemake -n -p --profile slurm --configfile config/paper.yaml
     assert result.returncode == 0, output_of(result)
     requests = sbatch_requests(result)
     # chip_partition has no master and knl_chip keeps no core for one (master_share: false)
@@ -661,13 +689,11 @@ def test_tiny_run_end_to_end(workdir):
     assert job_counts(cascade) == {
         "prepare": 1,
         "train": 2,
-        "aggregate": 1,
-        "scaling": 1,
+        "aggregate": 3,  # a job per table: summary, scaling, averaging
         "plot_accuracy_vs_time": 1,
         "comm_model": 1,
         "claims": 1,
         "figures": 1,
-        "averaging": 1,
         "all": 1,
     }
 
@@ -679,13 +705,11 @@ def test_tiny_run_end_to_end(workdir):
     assert rerun.returncode == 0, output_of(rerun)
     assert job_counts(rerun) == {
         "train": 1,
-        "aggregate": 1,
-        "scaling": 1,
+        "aggregate": 3,  # a job per table: summary, scaling, averaging
         "plot_accuracy_vs_time": 1,
         "comm_model": 1,
         "claims": 1,
         "figures": 1,
-        "averaging": 1,
         "all": 1,
     }
     assert f"output: results/test/runs/synthetic/lenet/sync_sgd/local/p2/s0/metrics.csv, {target}" in output_of(rerun)

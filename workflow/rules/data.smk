@@ -40,10 +40,10 @@ rule prepare:
         dataset=PREPARED_DATASETS,  # a plug-in dataset without a converter has its file put in place by hand
     conda:
         "../envs/scaledl.yaml"
-    # Cores, memory and time limit follow from the dataset (common.smk, scaledl.grid.runs.prepare_resources).
+    # Cores, memory and time limit follow from the dataset (common.smk, scaledl.grid.jobs.prepare_resources).
     threads: prepare_threads
     resources:
-        **prepare_job_resources(),
+        **PREPARE_RESOURCES,
     params:
         verify_raw=verify_raw,
         flags=prepare_flags,

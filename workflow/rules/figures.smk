@@ -4,7 +4,7 @@
 # config does not have is written as a placeholder that says so, so every output
 # below always exists; the job's log names them. With the network stage on, the
 # scaling figure adds the α-β model's efficiency for each platform, from its
-# machine's netbench file (common.smk, figures_netbench). A local rule, like the
+# machine's netbench file (common.smk: NETBENCH, scaledl.grid.rules.NetbenchPlan). A local rule, like the
 # tables: under --profile slurm it runs where Snakemake runs.
 
 
@@ -14,9 +14,9 @@ localrules:
 
 rule figures:
     input:
-        runs=run_files("run.json"),
-        metrics=run_files("metrics.csv"),  # read beside each run.json
-        netbench=figures_netbench_files,
+        runs=RUN_FILES,
+        metrics=METRICS_FILES,  # read beside each run.json
+        netbench=NETBENCH.files(),
     output:
         # One PNG per figure of scaledl.report.catalogue, captioned by workflow/report/NAME.rst.
         **{
@@ -35,7 +35,7 @@ rule figures:
     conda:
         "../envs/scaledl.yaml"
     params:
-        netbench=figures_netbench,
+        netbench=NETBENCH.flags(),
         out_dir=subpath(output[0], parent=True),
     shell:
         "python -m scaledl figures --runs {input.runs} {params.netbench} --out-dir {params.out_dir}"
@@ -47,8 +47,8 @@ rule figures:
 # sides (scaledl.report.regime). It runs simulations: a job of its own, on this machine's CPU.
 rule regime_map:
     input:
-        data=lambda wildcards: f"data/hdf5/{config['regime_map']['dataset']}.h5",
-        runs=regime_runs,
+        data=regime_data,
+        runs=REGIME_RUNS,
     output:
         png=report("results/{name}/report/regime/map.png", caption="../report/regime_map.rst", category="Figures"),
         csv="results/{name}/report/regime/map.csv",

@@ -10,7 +10,7 @@ localrules:
 # α, β, γ and collective bandwidths measured on two nodes of the machine (one when
 # none of its runs spans more), one core per rank, for as long as its message ladder
 # takes over a slow network: what the α-β model needs, not the largest run's
-# allocation (scaledl.grid.runs.netbench_placement, netbench_resources; platforms
+# allocation (scaledl.grid.jobs.netbench_placement, netbench_resources; platforms
 # differing only in time limit or memory share one measurement).
 rule netbench:
     output:
@@ -23,10 +23,10 @@ rule netbench:
     threads: netbench_threads
     resources:
         mpi="mpiexec",  # a cluster swaps in its launcher: see slurm/config.yaml
-        **netbench_job_resources(),
+        **NETBENCH_RESOURCES,
     params:
         launcher=netbench_launcher,
-        flags=netbench_flags,
+        flags=NETBENCH_FLAGS,
     shell:
         "{params.launcher}python -m mpi4py -m scaledl netbench --out {output} {params.flags} > {log} 2>&1"
 
@@ -48,10 +48,10 @@ rule netbench_simulated:
     threads: 1
     resources:
         mpi="",
-        **netbench_job_resources(),
+        **NETBENCH_RESOURCES,
     params:
         platform_file=simulated_platform_file,
-        flags=netbench_flags,
+        flags=NETBENCH_FLAGS,
     shell:
         "python -m scaledl netbench --platform-file {params.platform_file} --ranks 2 --out {output} {params.flags}"
         " > {log} 2>&1"
@@ -72,7 +72,7 @@ rule comm_model:
     conda:
         "../envs/scaledl.yaml"
     params:
-        networks=comm_model_networks,
+        networks=NETBENCH.networks,
     shell:
         "python -m scaledl comm-model {input.runs} --netbench {input.netbench} --networks {params.networks}"
         " --out {output.csv} --markdown {output.md} --scaling-out {output.scaling} > {log} 2>&1"

@@ -6,62 +6,35 @@
 
 localrules:
     aggregate,
-    scaling,
-    averaging,
     plot_accuracy_vs_time,
     claims,
 
 
+# One job per table of `scaledl aggregate` (scaledl.report.tables.TABLES, named in scaledl.report.catalogue):
+# summary (a row per run), scaling (weak and strong scaling efficiency of every sweep over worker counts,
+# scaledl.report.scaling) and averaging (the averaging family side by side: bytes exchanged, accuracy, time
+# to target and the slowdown a straggler causes, scaledl.report.averaging; empty when no run has them).
 rule aggregate:
     input:
-        runs=run_files("run.json"),
+        runs=RUN_FILES,
     output:
-        csv=report("results/{name}/tables/summary.csv", category="Summary"),
-        md="results/{name}/tables/summary.md",
+        csv=report("results/{name}/tables/{table}.csv", category="Summary"),
+        md="results/{name}/tables/{table}.md",
     log:
-        "logs/{name}/aggregate/summary.log",
+        "logs/{name}/aggregate/{table}.log",
+    wildcard_constraints:
+        table=TABLES,
     conda:
         "../envs/scaledl.yaml"
     shell:
-        "python -m scaledl aggregate {input.runs} --out {output.csv} --markdown {output.md} > {log} 2>&1"
-
-
-# Weak and strong scaling efficiency of every sweep over worker (node) counts;
-# the definitions are in scaledl.report.scaling.
-rule scaling:
-    input:
-        runs=run_files("run.json"),
-    output:
-        csv=report("results/{name}/tables/scaling.csv", category="Summary"),
-        md="results/{name}/tables/scaling.md",
-    log:
-        "logs/{name}/aggregate/scaling.log",
-    conda:
-        "../envs/scaledl.yaml"
-    shell:
-        "python -m scaledl aggregate {input.runs} --table scaling --out {output.csv} --markdown {output.md} > {log} 2>&1"
-
-
-# The averaging family side by side: bytes exchanged, accuracy, time to target, and the
-# slowdown a straggler causes (scaledl.report.averaging); empty when no run has them.
-rule averaging:
-    input:
-        runs=run_files("run.json"),
-    output:
-        csv=report("results/{name}/tables/averaging.csv", category="Summary"),
-        md="results/{name}/tables/averaging.md",
-    log:
-        "logs/{name}/aggregate/averaging.log",
-    conda:
-        "../envs/scaledl.yaml"
-    shell:
-        "python -m scaledl aggregate {input.runs} --table averaging --out {output.csv} --markdown {output.md} > {log} 2>&1"
+        "python -m scaledl aggregate {input.runs} --table {wildcards.table} --out {output.csv} --markdown {output.md}"
+        " > {log} 2>&1"
 
 
 rule plot_accuracy_vs_time:
     input:
-        metrics=run_files("metrics.csv"),
-        runs=run_files("run.json"),  # labels come from here
+        metrics=METRICS_FILES,
+        runs=RUN_FILES,  # labels come from here
     output:
         report("results/{name}/plots/accuracy_vs_time.png", category="Figures"),
     log:
@@ -79,7 +52,7 @@ rule plot_accuracy_vs_time:
 rule claims:
     input:
         summary="results/{name}/tables/summary.csv",
-        netbench=claims_netbench,
+        netbench=NETBENCH.files(),
     output:
         md=report("results/{name}/report/claims.md", category="Claims"),
         csv="results/{name}/report/claims.csv",
@@ -88,7 +61,7 @@ rule claims:
     conda:
         "../envs/scaledl.yaml"
     params:
-        flags=claims_flags,
+        flags=CLAIMS_FLAGS,
     shell:
         "python -m scaledl claims --summary {input.summary} {params.flags}"
         " --out-md {output.md} --out-csv {output.csv} > {log} 2>&1"

@@ -1,6 +1,8 @@
 # Stage 2: one MPI job per point of the grid. `-m mpi4py` turns an exception
-# on any rank into MPI_Abort, so a failing run ends instead of hanging.
-# Resources come from the run's platform (common.smk, scaledl.grid.runs); the
+# on any rank into MPI_Abort, so a failing run ends instead of hanging. Its
+# folder, log and benchmark follow the one run-folder template
+# (scaledl.grid.keys: RUN_DIR, RUN_LOG, RUN_BENCHMARK).
+# Resources come from the run's platform (common.smk, scaledl.grid.jobs); the
 # launcher `mpi` is the one runtime knob: mpiexec here, `srun --mpi=...` from
 # slurm/config.yaml (set-resources of the rule named `train`). The command
 # starts with `{mpi} -n {tasks} ` (params.launcher, common.smk's mpi_launcher:
@@ -27,21 +29,21 @@ rule train:
         data="data/hdf5/{dataset}.h5",
         chosen=tuned_choice,  # a tuned run reads its settings from the tune stage's choice
     output:
-        metrics="results/{name}/{stage}/{dataset}/{model}/{algorithm}/{platform}/p{workers}{setting}/s{seed}/metrics.csv",
-        run="results/{name}/{stage}/{dataset}/{model}/{algorithm}/{platform}/p{workers}{setting}/s{seed}/run.json",
-        model="results/{name}/{stage}/{dataset}/{model}/{algorithm}/{platform}/p{workers}{setting}/s{seed}/model.pt",
-        timeline="results/{name}/{stage}/{dataset}/{model}/{algorithm}/{platform}/p{workers}{setting}/s{seed}/timeline.h5",
+        metrics=f"{RUN_DIR}/metrics.csv",
+        run=f"{RUN_DIR}/run.json",
+        model=f"{RUN_DIR}/model.pt",
+        timeline=f"{RUN_DIR}/timeline.h5",
     log:
-        "logs/{name}/{stage}/{dataset}/{model}/{algorithm}/{platform}/p{workers}{setting}/s{seed}.log",
+        RUN_LOG,
     benchmark:
-        "benchmarks/{name}/{stage}/{dataset}/{model}/{algorithm}/{platform}/p{workers}{setting}/s{seed}.tsv"
+        RUN_BENCHMARK
     conda:
         "../envs/scaledl.yaml"
     container: None  # the ranks start in the image themselves (mpi_launcher)
-    threads: placed_threads(train_placement)
+    threads: train_threads
     resources:
         mpi="mpiexec",  # a cluster swaps in its launcher: see slurm/config.yaml
-        **placed_resources(train_placement),
+        **TRAIN_RESOURCES,
     params:
         launcher=mpi_launcher,
         out_dir=subpath(output.run, parent=True),
@@ -70,7 +72,7 @@ use rule train as train_single with:
         algorithm=SINGLE_RANK_ALGORITHMS,
     resources:
         mpi="",
-        **placed_resources(train_placement),  # tasks is 1 here
+        **TRAIN_RESOURCES,  # tasks is 1 here
 
 
 # Runs on a simulated platform (kind simulated; docs/simulation.md): one process simulates
@@ -86,22 +88,22 @@ rule train_simulated:
         data="data/hdf5/{dataset}.h5",
         chosen=tuned_choice,
     output:
-        metrics="results/{name}/{stage}/{dataset}/{model}/{algorithm}/{platform}/p{workers}{setting}/s{seed}/metrics.csv",
-        run="results/{name}/{stage}/{dataset}/{model}/{algorithm}/{platform}/p{workers}{setting}/s{seed}/run.json",
-        model="results/{name}/{stage}/{dataset}/{model}/{algorithm}/{platform}/p{workers}{setting}/s{seed}/model.pt",
-        timeline="results/{name}/{stage}/{dataset}/{model}/{algorithm}/{platform}/p{workers}{setting}/s{seed}/timeline.h5",
+        metrics=f"{RUN_DIR}/metrics.csv",
+        run=f"{RUN_DIR}/run.json",
+        model=f"{RUN_DIR}/model.pt",
+        timeline=f"{RUN_DIR}/timeline.h5",
     log:
-        "logs/{name}/{stage}/{dataset}/{model}/{algorithm}/{platform}/p{workers}{setting}/s{seed}.log",
+        RUN_LOG,
     benchmark:
-        "benchmarks/{name}/{stage}/{dataset}/{model}/{algorithm}/{platform}/p{workers}{setting}/s{seed}.tsv"
+        RUN_BENCHMARK
     wildcard_constraints:
         platform=SIMULATED_PLATFORMS,
     conda:
         "../envs/scaledl.yaml"
-    threads: placed_threads(train_placement)
+    threads: train_threads
     resources:
         mpi="",
-        **placed_resources(train_placement),  # tasks is 1: one process
+        **TRAIN_RESOURCES,  # tasks is 1: one process
     params:
         out_dir=subpath(output.run, parent=True),
         platform_file=simulated_platform_file,

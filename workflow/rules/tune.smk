@@ -11,7 +11,7 @@ localrules:
 
 rule tune:
     input:
-        trials=trial_files(),
+        trials=TRIAL_FILES,
     output:
         csv=report("results/{name}/tune/chosen.csv", category="Tuning"),
         md="results/{name}/tune/chosen.md",
@@ -20,7 +20,7 @@ rule tune:
     conda:
         "../envs/scaledl.yaml"
     params:
-        protocol=tune_protocol,
+        protocol=TUNE_PROTOCOL,
     shell:
         "python -m scaledl tune {input.trials} --protocol {params.protocol}"
         " --out-csv {output.csv} --out-md {output.md} > {log} 2>&1"

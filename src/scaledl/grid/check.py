@@ -23,8 +23,13 @@ from scaledl.plugins import TARGET
 NUMBER_LIKE = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
 
 
+# libyaml's loader where PyYAML was built with it: the schema is read on every parse of the workflow, and
+# the pure-Python loader takes most of a second over its thousand lines.
+SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def load_schema(path: str | Path) -> dict:
-    return yaml.safe_load(Path(path).read_text())
+    return yaml.load(Path(path).read_text(), Loader=SAFE_LOADER)
 
 
 def where(path) -> str:

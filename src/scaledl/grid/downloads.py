@@ -20,7 +20,7 @@ import shlex
 from collections.abc import Mapping
 from typing import Any
 
-from scaledl.grid.runs import GridError, one_of
+from scaledl.grid.keys import GridError, one_of
 
 
 class DownloadError(GridError):

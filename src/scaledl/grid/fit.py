@@ -3,8 +3,8 @@
 Slurm accepts a job that no node of its partition can ever run (more CPUs,
 memory or GPUs per node than any node has) and leaves it pending, reason
 PartitionConfig, until someone cancels it. Under the Slurm executor the
-workflow (workflow/rules/common.smk, `onstart`) reads the partitions' nodes
-with SINFO_COMMAND, turns every job it is about to submit into a `Request`
+workflow (scaledl.grid.preflight, the workflow's `onstart`) reads the partitions' nodes
+with SINFO_COMMAND, turns every job it is about to submit into a `SlurmRequest`
 (request_of: the executor plugin's resource names) and refuses the first one
 that does not fit, in one line naming the rule, the request and the largest
 node. Pure functions: no Slurm call here, no torch, no MPI, no Snakemake.
@@ -46,7 +46,7 @@ class Partition:
 
 
 @dataclass(frozen=True)
-class Request:
+class SlurmRequest:
     """What one job asks of each of its nodes, and of its partition."""
 
     partition: str | None  # None: the cluster's default partition
@@ -137,8 +137,8 @@ def _flag(extra: str, name: str) -> str | None:
     return match.group(1) if match else None
 
 
-def request_of(resources: Mapping, threads: int = 1) -> Request:
-    """The Request of a job's evaluated resources, in the names the Slurm executor plugin reads.
+def request_of(resources: Mapping, threads: int = 1) -> SlurmRequest:
+    """The SlurmRequest of a job's evaluated resources, in the names the Slurm executor plugin reads.
 
     Tasks per node: slurm_extra's --ntasks-per-node, else the tasks spread over
     the nodes; CPUs per task: cpus_per_task, else the job's threads; memory per
@@ -163,7 +163,7 @@ def request_of(resources: Mapping, threads: int = 1) -> Request:
     elif resources.get("gpu"):
         gpus, gpu_type = math.ceil(int(resources["gpu"]) / nodes), resources.get("gpu_model") or None
     runtime = resources.get("runtime")
-    return Request(
+    return SlurmRequest(
         partition=resources.get("slurm_partition") or None,
         nodes=nodes,
         tasks_per_node=tasks_per_node,
@@ -186,7 +186,7 @@ def satisfies(node: Node, constraint: str | None) -> bool:
     return any(all(name in node.features for name in term.split("&")) for term in constraint.split("|"))
 
 
-def fits(node: Node, request: Request) -> bool:
+def fits(node: Node, request: SlurmRequest) -> bool:
     return (
         node.cpus >= request.cpus_per_node
         and (request.mem_mb_per_node is None or node.mem_mb >= request.mem_mb_per_node)
@@ -209,7 +209,7 @@ def default_partition(partitions: Mapping[str, Partition]) -> str | None:
     return next((name for name, partition in partitions.items() if partition.default), None)
 
 
-def refusal(job: str, request: Request, partitions: Mapping[str, Partition]) -> str | None:
+def refusal(job: str, request: SlurmRequest, partitions: Mapping[str, Partition]) -> str | None:
     """One line saying why no node of its partition can run `job` (a rule and its wildcards), or None."""
     name = request.partition or default_partition(partitions)
     if name is None:

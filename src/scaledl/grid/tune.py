@@ -23,8 +23,8 @@ from collections.abc import Mapping
 from scipy.stats import qmc
 
 from scaledl.algorithms import INTEGER, LOG_SCALED, search_space
+from scaledl.grid.keys import TUNE_STAGE
 
-STAGE = "tune"
 TUNED = "tuned"  # the setting (folder) of a tuned block's runs
 CHOSEN = "tune/chosen.csv"  # under results/NAME/
 CHOSEN_MD = "tune/chosen.md"
@@ -86,7 +86,7 @@ def protocol(runs: Mapping, config: Mapping) -> str:
     """The tune stage as the choice's report states it (JSON): trials per algorithm, their seed, the
     validation share, the trials' own settings (budget, target) and each algorithm's search space."""
     settings = config["tune"]
-    algorithms = sorted({key.algorithm for key in runs if key.stage == STAGE})
+    algorithms = sorted({key.algorithm for key in runs if key.stage == TUNE_STAGE})
     return json.dumps(
         {
             "trials": settings["trials"],

@@ -1,7 +1,7 @@
 """The message sizes and repetitions of `scaledl netbench`, and a bound on how long they take.
 
 Pure arithmetic (no MPI, no numpy): scaledl.net.measure runs this ladder, and
-the workflow (scaledl.grid.runs, while Snakemake parses) sizes the netbench
+the workflow (scaledl.grid.jobs, while Snakemake parses) sizes the netbench
 job's time limit from the same numbers.
 """
 

@@ -1,7 +1,10 @@
-"""The report's figures by name: what `scaledl figures` draws and the workflow's figures rule declares.
+"""The report's figures and tables by name: what `scaledl figures` draws, what `scaledl aggregate` builds, and
+what the workflow's figures and aggregate rules declare.
 
-Kept free of plotting imports (no matplotlib, no torch), so that Snakemake can
-read it while it parses the workflow. Each figure is drawn by the function of
+Kept free of plotting imports (no matplotlib, no pandas, no torch), so that
+Snakemake can read it while it parses the workflow. Each table is built by its
+entry of scaledl.report.tables.TABLES (a test holds the two lists equal) and
+written to tables/NAME.{csv,md}. Each figure is drawn by the function of
 its name in scaledl.report.figures, written to NAME.png, and captioned in
 `snakemake --report` by workflow/report/NAME.rst. Adding a figure: a row here,
 its drawing function, its caption file.
@@ -35,3 +38,6 @@ CATALOGUE = (
     FigureEntry("averaging", "Averaging family"),
 )
 FIGURE_NAMES = tuple(entry.name for entry in CATALOGUE)
+
+# The tables of `scaledl aggregate --table NAME`, in the order `rule all` lists them.
+TABLE_NAMES = ("summary", "scaling", "averaging")

@@ -38,6 +38,7 @@ from pathlib import Path
 
 from scaledl.algorithms import ALGORITHMS
 from scaledl.atomic import atomic_path, write_text
+from scaledl.config import to_argv
 from scaledl.errors import UserError
 
 # pandas, the simulator's platforms (torch) and the grid (scipy) are imported where they are used, so that
@@ -57,8 +58,7 @@ def factors(text: str, flag: str) -> list[float]:
 
 
 def claim_pair(text: str) -> tuple[str, str]:
-    # lazy: what this subcommand computes with; --help and the other subcommands need none of it
-    from scaledl.grid.runs import TIMING_FREE_PATTERNS
+    from scaledl.grid.regime import TIMING_FREE_PATTERNS  # lazy: the grid's package imports scipy
 
     a, _, b = text.partition(":")
     for key in (a, b):
@@ -87,7 +87,6 @@ def read_side(run_paths: list[str], algorithm: str) -> tuple[dict[int, float], l
     """{seed: steps to target} of `algorithm`'s runs (inf for a run that never reached its target), and the
     step-shaping settings of its lowest seed's run as `scaledl train` flags."""
     # lazy: what this subcommand computes with; --help and the other subcommands need none of it
-    from scaledl.grid.runs import NEGATABLE_SETTINGS, as_flags
     from scaledl.report.runs import expand_runs, read_run
 
     found, settings = {}, {}
@@ -100,7 +99,7 @@ def read_side(run_paths: list[str], algorithm: str) -> tuple[dict[int, float], l
         settings[seed] = {k: v for k, v in run.record.get("arguments", {}).items() if k in STEP_SETTINGS}
     if not found:
         raise UserError(f"--runs: no run of {algorithm} among them (give both sides' runs on the base platform)")
-    return found, shlex.split(as_flags(settings[min(settings)], NEGATABLE_SETTINGS))
+    return found, to_argv(settings[min(settings)])
 
 
 def time_ratio(time_a: float, time_b: float) -> float:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from scaledl.grid.runs import results_name_of
+from scaledl.grid.keys import results_name_of
 from scaledl.report.communication import bytes_to_target, communication
 from scaledl.report.runs import RUN_KEY, Run, read_run
 from scaledl.report.scaling import samples_per_second

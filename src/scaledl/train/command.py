@@ -10,7 +10,7 @@ import sys
 from dataclasses import fields
 
 from scaledl.algorithms import ALGORITHMS
-from scaledl.config import GROUPS, TrainConfig
+from scaledl.config import GROUPS, TrainConfig, flag_of
 from scaledl.errors import UserError
 from scaledl.models import MODELS
 from scaledl.train import refusal
@@ -28,7 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     groups = {name: parser.add_argument_group(title) if title else parser for name, title in GROUPS.items()}
     for f in fields(TrainConfig):
         meta = f.metadata
-        flag = "--" + f.name.replace("_", "-")
+        flag = flag_of(f.name)
         help_text = meta["help"] + _LISTED.get(f.name, "")
         help_text += "" if meta["required"] or f.default is None else " (default %(default)s)"
         if meta["switch"]:

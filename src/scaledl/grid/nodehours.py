@@ -1,7 +1,7 @@
 """`scaledl cost`: the node-hours and GPU-hours a config asks of Slurm, per platform and rule, before submitting.
 
 Every job `snakemake --profile slurm` would submit for the config, from the
-same functions that size the workflow's jobs (scaledl.grid.runs: job_resources,
+same functions that size the workflow's jobs (scaledl.grid.jobs: job_resources,
 netbench_resources, prepare_resources; scaledl.grid.fit.request_of): each
 training run (train, train_single), each network measurement (netbench) and
 each dataset's conversion (prepare), every job for its full time limit. The
@@ -23,9 +23,11 @@ import yaml
 from snakemake.utils import update_config, validate
 
 from scaledl.errors import UserError
-from scaledl.grid import runs as grid
+from scaledl.grid import jobs as sizes
 from scaledl.grid.check import first_problem
-from scaledl.grid.fit import Request, request_of
+from scaledl.grid.fit import SlurmRequest, request_of
+from scaledl.grid.keys import GridError
+from scaledl.grid.runs import expand
 
 HELP = "the node-hours and GPU-hours a config asks of Slurm, per platform and rule, before submitting"
 BASE_CONFIG = Path("config/config.yaml")  # the Snakefile's `configfile:`, which --configfile merges over
@@ -39,7 +41,7 @@ WARN_GPU_HOURS = 100.0
 class Job:
     rule: str
     platform: str  # "-" for a job of no platform (prepare)
-    request: Request
+    request: SlurmRequest
 
     @property
     def hours(self) -> float:
@@ -56,23 +58,23 @@ class Job:
 
 def slurm_jobs(config: Mapping) -> list[Job]:
     """Every Slurm job of a validated config (schema defaults filled in), as the workflow sizes it."""
-    runs = grid.expand(config)
+    runs = expand(config)
     jobs = []
     for key in runs:
-        placement = grid.placement_of(key, config)
-        resources = grid.job_resources(placement, config["platforms"][key.platform])
+        placement = sizes.placement_of(key, config)
+        resources = sizes.job_resources(placement, config["platforms"][key.platform])
         rule = (
             "train_simulated" if placement.kind == "simulated" else "train_single" if placement.ranks == 1 else "train"
         )  # train.smk: which rule runs it
         jobs.append(Job(rule, key.platform, request_of(resources)))
     if config["netbench"]["enabled"]:
-        for platform in sorted(grid.netbench_groups(runs, config)):
-            placement = grid.netbench_placement(platform, runs, config)
-            resources = grid.netbench_resources(placement, config["platforms"][platform], config["netbench"])
+        for platform in sorted(sizes.netbench_groups(runs, config)):
+            placement = sizes.netbench_placement(platform, runs, config)
+            resources = sizes.netbench_resources(placement, config["platforms"][platform], config["netbench"])
             simulated = placement.kind == "simulated"
             jobs.append(Job("netbench_simulated" if simulated else "netbench", platform, request_of(resources)))
     for dataset in sorted({key.dataset for key in runs}):
-        resources = grid.prepare_resources(dataset, config["datasets"][dataset])
+        resources = sizes.prepare_resources(dataset, config["datasets"][dataset])
         jobs.append(Job("prepare", "-", request_of(resources, threads=resources["cpus_per_task"])))
     return jobs
 
@@ -196,7 +198,7 @@ def run(args: argparse.Namespace) -> int:
     config = load_config(args.configfile)
     try:
         jobs = slurm_jobs(config)
-    except grid.GridError as error:
+    except GridError as error:
         raise UserError(str(error)) from None
     rows = table(jobs)
     names = " + ".join(str(path) for path in [BASE_CONFIG, *args.configfile])
