@@ -20,7 +20,18 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 
 # Imports a function may make instead of the module: initialising MPI, an optional dependency (SimGrid), or
 # loading a heavy library that most callers of the module never need.
-LAZY_TARGETS = ("mpi4py.MPI", "torch", "torchvision", "matplotlib", "sklearn", "scipy", "PIL", "simgrid", "pandas", "h5py")
+LAZY_TARGETS = (
+    "mpi4py.MPI",
+    "torch",
+    "torchvision",
+    "matplotlib",
+    "sklearn",
+    "scipy",
+    "PIL",
+    "simgrid",
+    "pandas",
+    "h5py",
+)
 # Package modules that import one of those at their top, so importing them lazily is lazy for the same reason
 # (the subcommands' computing modules: `scaledl --help` and a subcommand's --help import none of them).
 LAZY_MODULES = (
