@@ -102,6 +102,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import bench_ddp, bench_ladder, common, stats  # noqa: E402
+from scaledl.grid.launch import flavor_flags as launch_flags  # noqa: E402  (the one launch module's)
+from scaledl.grid.launch import mpi_flavor  # noqa: E402
 
 NAME = "gpu"
 TITLE = "GPU node: copies, sync_sgd vs DDP and the ladder with cifar_alexnet"
@@ -141,31 +143,6 @@ def say(line: str, log: Path | None = None) -> None:
 
 
 # ------------------------------------------------------------------ launch
-
-
-def mpi_flavor(version_text: str) -> str:
-    """ "openmpi", "mpich" (MPICH's hydra and the MPIs built on it) or "unknown", from `mpiexec --version`."""
-    text = version_text.lower()
-    if any(name in text for name in ("open mpi", "openrte", "open-mpi", "prrte", "prterun")):  # 5.x: PRRTE
-        return "openmpi"
-    if "hydra" in text or "mpich" in text or "intel(r) mpi" in text:
-        return "mpich"
-    return "unknown"
-
-
-def launch_flags(flavor: str, ranks: int, cores: int, bind: str = "none") -> list[str]:
-    """mpiexec's flags for `ranks` ranks on `cores` cores: each rank may use several cores, so that its helper,
-    gloo and CUDA threads do not queue on one. bind "none": no binding; "cores": ⌊cores/ranks⌋ cores of its
-    own per rank, where that is at least one (else unbound). Open MPI also runs as root and never refuses a
-    rank for want of slots."""
-    per_rank = cores // ranks
-    pinned = bind == "cores" and per_rank >= 1
-    if flavor == "openmpi":
-        flags = ["--allow-run-as-root", "--oversubscribe"]
-        return flags + (["--map-by", f"slot:PE={per_rank}", "--bind-to", "core"] if pinned else ["--bind-to", "none"])
-    if flavor == "mpich":
-        return ["-bind-to", f"core:{per_rank}" if pinned else "none"]
-    return []
 
 
 def detect_flavor() -> tuple[str, str]:
