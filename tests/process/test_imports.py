@@ -36,7 +36,7 @@ LAZY_TARGETS = (
 # (the subcommands' computing modules: `scaledl --help` and a subcommand's --help import none of them).
 LAZY_MODULES = (
     "scaledl.train.loop", "scaledl.train.setup", "scaledl.sim.platform", "scaledl.sim.run",
-    "scaledl.sim.roofline", "scaledl.architectures", "scaledl.grid.runs", "scaledl.report.claims",
+    "scaledl.sim.roofline", "scaledl.architectures", "scaledl.grid.runs", "scaledl.grid.regime", "scaledl.report.claims",
     "scaledl.report.comm_model", "scaledl.report.compare", "scaledl.report.figures", "scaledl.report.runs", "scaledl.report.tables", "scaledl.report.trace",
     "scaledl.report.tuning",
     "scaledl.data.hdf5",  # h5py: what Snakemake imports while parsing reads a prepared file only where one exists
