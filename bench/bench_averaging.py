@@ -25,7 +25,6 @@ slower, faster, no difference within ±x %, not resolved at ±x %).
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 import tempfile
@@ -35,6 +34,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import common, stats  # noqa: E402
+from scaledl.run_record import read_run_json  # noqa: E402
 
 NAME = "averaging"
 TITLE = "The averaging family: compressed rounds, and stragglers"
@@ -109,7 +109,7 @@ def straggler_run(data: Path, out: Path, algorithm: str, straggler: str | None, 
         *(("--straggler", straggler) if straggler else ()),
     ]
     common.run_mpi(ranks_of(algorithm), args)
-    run = json.loads((out / "run.json").read_text())
+    run = read_run_json(out)
     reached = run["time_to_target_s"]
     return {"time_to_target_s": math.inf if reached is None else reached, "seconds_per_step": run["seconds_per_step"]}
 

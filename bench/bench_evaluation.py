@@ -24,7 +24,6 @@ are paired per round.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 import time
@@ -35,6 +34,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import common, stats  # noqa: E402
+from scaledl.run_record import read_run_json  # noqa: E402
 
 NAME = "evaluation"
 TITLE = "Evaluation beside no training"
@@ -105,7 +105,7 @@ def one_run(data: Path, out: Path, algorithm: str, steps: int, every: int) -> di
     ]
     t0 = time.monotonic()
     common.run_mpi(ALGORITHMS[algorithm], args, timeout=600)
-    run = json.loads((out / "run.json").read_text())
+    run = read_run_json(out)
     return {
         "seconds_per_step": run["seconds_per_step"],
         "comm_share": run["comm_share"],

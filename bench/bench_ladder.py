@@ -58,7 +58,6 @@ sync_easgd2 with one worker, both within the cores. Every raw sample goes to
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import sys
 import tempfile
@@ -69,6 +68,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import common, stats  # noqa: E402
+from scaledl.run_record import read_run_json  # noqa: E402
 
 NAME = "ladder"
 TITLE = "Sync EASGD ladder: original EASGD → Sync EASGD1 → 2 → 3"
@@ -166,7 +166,7 @@ def train_args(
 
 
 def read_run(out: Path) -> dict:
-    return json.loads((out / "run.json").read_text())
+    return read_run_json(out)
 
 
 def find_target_step(data: Path, out: Path, level: str, workers: int, target: float) -> dict:

@@ -24,7 +24,6 @@ from a tree with uncommitted changes never rewrites docs/benchmarks.md.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import subprocess
@@ -36,6 +35,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import common  # noqa: E402
+from scaledl.run_record import read_run_json  # noqa: E402
 
 NAME = "scale"
 TITLE = "Scale: every algorithm at P = 8 (master-based ones at P = 16) to a target accuracy"
@@ -145,7 +145,7 @@ def one_run(data: Path, out: Path, algorithm: str, workers: int, args) -> dict:
     result["load_before"], result["load_after"] = load, os.getloadavg()[0]
     if status != 0 or not (out / "run.json").exists():
         return {**result, "tail": tail}
-    run = json.loads((out / "run.json").read_text())
+    run = read_run_json(out)
     return {
         **result,
         "reached": run["time_to_target_s"] is not None,

@@ -41,6 +41,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import common, stats  # noqa: E402
+from scaledl.run_record import read_run_json  # noqa: E402
 
 NAME = "simulation"
 TITLE = "The simulated cluster: validation, collectives, cost"
@@ -225,7 +226,7 @@ def measure_cost(args, data: Path, tmp: Path) -> dict:
     for r in range(args.rounds):
         out = tmp / f"cost-{r}"
         run = run_simulated("k80x8", 8, train_args(data, out, "sync_easgd3", args.warmup, args.steps))
-        evaluation = json.loads((out / "run.json").read_text())["evaluation"]["seconds"]
+        evaluation = read_run_json(out)["evaluation"]["seconds"]
         found["k80x8 P=8 (digits)"].append({**run, "eval_real_s": evaluation})
         print(f"bench_{NAME}: cost round {r + 1} wall {run['wall_s']:.1f} s", flush=True)
     if args.mnist:
@@ -236,7 +237,7 @@ def measure_cost(args, data: Path, tmp: Path) -> dict:
             ["--data", str(args.mnist), "--model", "lenet", "--algorithm", "sync_easgd3", "--out-dir", str(out)]
             + ["--max-steps", "3000", "--eval-every", "50", "--target-accuracy", "0.95", "--lr", "0.05"],
         )
-        record = json.loads((out / "run.json").read_text())
+        record = read_run_json(out)
         found["k80x8 P=8 sync_easgd3 to 0.95 (MNIST)"] = [
             {**run, "eval_real_s": record["evaluation"]["seconds"], "steps": record["stop"]["steps"],
              "time_to_target_s": record["time_to_target_s"]}

@@ -21,6 +21,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from scaledl.run_record import read_run_json
+
 # Every bench process and every rank it launches allocates as `python -m scaledl` does: torch puts large
 # buffers on transparent huge pages only when this is set before torch is imported (the benches import
 # this module first). In-process loops (bench_overhead's plain loop) and peers (DDP) get the same.
@@ -396,7 +398,7 @@ def steady_state(run_dir: Path, warmup: int) -> dict:
     from scaledl.comm.timing import PHASES
     from scaledl.comm.timing import steady_state as rank_steady_state
 
-    run = json.loads((Path(run_dir) / "run.json").read_text())
+    run = read_run_json(Path(run_dir))
     quantities, phases = [], []
     with h5py.File(Path(run_dir) / "timeline.h5") as f:
         for rank in run["phases"]["per_rank"]:
