@@ -131,3 +131,30 @@ def test_the_slurm_check_passes_what_fits_and_skips_other_executors_and_job_step
         assert logger.lines == []
     no_plugin = SimpleNamespace(executor_plugin=None, remote_exec=False)
     preflight.check(no_plugin, Logger(), no_sinfo)
+
+
+def test_a_failed_workflow_names_the_trainings_the_same_command_resumes(tmp_path):
+    stopped, done, fresh = (tmp_path / name for name in ("stopped", "done", "fresh"))
+    (stopped / preflight.CHECKPOINTS).mkdir(parents=True)  # interrupted: its outputs deleted, its checkpoints kept
+    (done / preflight.CHECKPOINTS).mkdir(parents=True)
+    (done / "run.json").write_text("{}")  # finished (a finished run keeps no checkpoints, but say it is not resumable)
+    fresh.mkdir()
+    assert preflight.interrupted([str(stopped), str(done), str(fresh), str(tmp_path / "never")]) == [str(stopped)]
+    logger = Logger()
+    preflight.say_interrupted([str(stopped), str(fresh)], logger)
+    assert logger.lines == [
+        (
+            "warning",
+            f"scaledl: 1 training(s) stopped with a checkpoint (e.g. {stopped}): rerun the same command to resume "
+            "them where they stopped",
+        )
+    ]
+    quiet = Logger()
+    preflight.say_interrupted([str(fresh)], quiet)
+    assert quiet.lines == []
+
+
+def test_the_checkpoint_folder_is_the_trainings():
+    from scaledl.train.checkpoint import FOLDER
+
+    assert preflight.CHECKPOINTS == FOLDER

@@ -111,3 +111,25 @@ def check(workflow, logger, run: Callable = subprocess.run, which: Callable = sh
             "(or its partition) and run again"
         )
         raise SystemExit(1)
+
+
+# ---- after a failure -----------------------------------------------------------------------------------------
+
+CHECKPOINTS = "checkpoints"  # a run's checkpoint folder (scaledl.train.checkpoint.FOLDER): not a rule output
+
+
+def interrupted(run_dirs: Iterable[str]) -> list[str]:
+    """The run folders a failed workflow leaves with checkpoints and no run.json: trainings stopped by Ctrl-C,
+    SIGTERM or a time limit (Snakemake deletes a failed job's outputs, never its checkpoints)."""
+    return [d for d in run_dirs if (Path(d) / CHECKPOINTS).is_dir() and not (Path(d) / "run.json").exists()]
+
+
+def say_interrupted(run_dirs: Iterable[str], logger) -> None:
+    """One line, when a failed or interrupted workflow leaves trainings that can resume: the same command resumes
+    them from their checkpoints (an interrupted training exits 130, which Snakemake reports as an error)."""
+    stopped = interrupted(run_dirs)
+    if stopped:
+        logger.warning(
+            f"scaledl: {len(stopped)} training(s) stopped with a checkpoint (e.g. {stopped[0]}): rerun the same "
+            "command to resume them where they stopped"
+        )
