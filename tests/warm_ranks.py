@@ -10,9 +10,12 @@ own process in its own MPI world, started by the real `mpiexec`. The stand-in fo
 to its child and exits with the child's status; if the stand-in dies (mpiexec ended the job), the server
 kills the child.
 
-Only tests that check what a run computes or writes use it (mpi_run.run_mpi with warm=True, the default
-where the server runs); tests of processes themselves (signals to a process group, killed or hung ranks,
-one-line refusals at start-up) keep real, fresh interpreters.
+Tests that check what a run computes or writes use it: mpi_run.run_mpi, run_train and run_python (warm=True,
+the default), and the workflow tests' rules through a `python` shim first on PATH (workflow_env). Tests of
+processes themselves (signals to a process group, killed or hung ranks, refusals at start-up, what an import
+loads) and jobs submitted to Slurm keep real, fresh interpreters; SCALEDL_COLD_RANKS=1 makes every launch one.
+A server imports the package's training path once, at its start: code edited during a session reaches the
+warm processes at the next session.
 """
 
 from __future__ import annotations
