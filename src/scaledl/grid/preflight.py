@@ -30,6 +30,7 @@ from snakemake_interface_common.exceptions import WorkflowError
 
 from scaledl.grid import fit
 from scaledl.grid.keys import GridError
+from scaledl.run_record import RUN_JSON
 
 
 def config_files(workflow) -> list[str]:
@@ -121,7 +122,7 @@ CHECKPOINTS = "checkpoints"  # a run's checkpoint folder (scaledl.train.checkpoi
 def interrupted(run_dirs: Iterable[str]) -> list[str]:
     """The run folders a failed workflow leaves with checkpoints and no run.json: trainings stopped by Ctrl-C,
     SIGTERM or a time limit (Snakemake deletes a failed job's outputs, never its checkpoints)."""
-    return [d for d in run_dirs if (Path(d) / CHECKPOINTS).is_dir() and not (Path(d) / "run.json").exists()]
+    return [d for d in run_dirs if (Path(d) / CHECKPOINTS).is_dir() and not (Path(d) / RUN_JSON).exists()]
 
 
 def say_interrupted(run_dirs: Iterable[str], logger) -> None:
