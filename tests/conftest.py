@@ -27,8 +27,9 @@ sys.path[:0] = [
 
 import pytest
 
-# One torch thread a process, in this one and in every process the tests start: a reduction's order then does
-# not depend on the machine's cores, so a run and the plain loop it is compared with sum alike, bit for bit.
+# One torch thread in this process unless the shell chose otherwise: tests that start ranks leave the cores to
+# them. (Every rank is started with one thread or its --threads, and a test that compares its own computation
+# with a rank's sets both sides' count itself: mpi_run.torch_threads. Nothing needs exporting.)
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 # MPICH's ranks busy-poll: on a machine with fewer cores than a test's ranks, waiting ones yield theirs.
 os.environ.setdefault("MPIR_CVAR_ENABLE_HEAVY_YIELD", "1")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import warm_ranks
@@ -62,3 +63,17 @@ def run_python(
         cwd=cwd,
         env={**launch.job_env(1), **extra, **(env or {})},
     )
+
+
+@contextmanager
+def torch_threads(threads: int):
+    """This process's torch threads set to `threads` inside the block: a test that compares its own computation
+    with a rank's (run with `--threads`) sums in the same order at any OMP_NUM_THREADS and on any machine."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)

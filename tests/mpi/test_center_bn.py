@@ -4,7 +4,7 @@ exactly the evaluated center."""
 import pytest
 import torch
 
-from mpi_run import run_train
+from mpi_run import run_train, torch_threads
 from scaledl.data.hdf5 import read_info
 from scaledl.data.loader import Normalizer, iter_split
 from scaledl.models import build_model
@@ -107,9 +107,7 @@ def test_async_easgd_saves_the_evaluated_bn_center(digits_h5, tmp_path):
     model.load_state_dict(state)
     model.eval()
     normalize = Normalizer(info.mean, info.std, "cpu")
-    threads = torch.get_num_threads()
-    torch.set_num_threads(run["world"]["threads_per_rank"])
-    try:
+    with torch_threads(run["world"]["threads_per_rank"]):
         loss_sum, correct, count = 0.0, 0, 0
         with torch.no_grad():
             for images, labels in iter_split(digits_h5, "test", run["arguments"]["eval_batch_size"]):
@@ -118,7 +116,5 @@ def test_async_easgd_saves_the_evaluated_bn_center(digits_h5, tmp_path):
                 loss_sum += torch.nn.functional.cross_entropy(logits, y, reduction="sum").item()
                 correct += (logits.argmax(1) == y).sum().item()
                 count += len(y)
-    finally:
-        torch.set_num_threads(threads)
     assert correct / count == run["final"]["test_accuracy"]
     assert loss_sum / count == pytest.approx(run["final"]["test_loss"], rel=1e-6)

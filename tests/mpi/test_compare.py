@@ -33,6 +33,21 @@ def test_configurations_in_one_side_only_are_listed_not_compared():
     assert set(table["algorithm"]) == {"sync_sgd"} and [k[2] for k in only_a] == ["easgd"] and not only_b
 
 
+def test_a_condition_that_differs_between_the_sides_is_a_row_of_its_own():
+    a = frame({0: 0.91, 1: 0.93}).assign(threads=1, ranks=2, lr=0.05)
+    b = frame({0: 0.91, 1: 0.93}).assign(threads=2, ranks=2, lr=[0.05, 0.5])
+    table, _, _ = compare.compare(a, b)
+    changed = table[table["verdict"] == "setting changed"].set_index("metric")
+    assert sorted(changed.index) == ["lr", "threads"]  # ranks are equal: no row
+    assert (changed.loc["threads", "a_values"], changed.loc["threads", "b_values"]) == ("1", "2")
+    assert changed.loc["lr", "b_values"] == "0.05, 0.5" and changed.loc["threads", "b_over_a"] == 2
+    page = compare.markdown(table, "a", "b", [], [])
+    assert "**The sides ran under other settings** (lr 0.05 → 0.05, 0.5; threads 1 → 2)" in page
+    assert page.index("| threads |") < page.index("| final_test_accuracy |")
+    same, _, _ = compare.compare(a, a)
+    assert "setting changed" not in set(same["verdict"])
+
+
 def test_a_side_that_is_not_a_result_set_is_one_line(tmp_path):
     with pytest.raises(UserError, match="no such summary table, results folder or run"):
         compare.read_side(tmp_path / "nowhere")
@@ -45,13 +60,14 @@ def test_a_side_that_is_not_a_result_set_is_one_line(tmp_path):
         compare.read_side(bad)
 
 
-def train_set(digits_h5, folder, seeds, lr):
+def train_set(digits_h5, folder, seeds, lr, threads=1):
     for seed in seeds:
         out = folder / "runs" / f"s{seed}"
         result = run_train(
             1,
             ["--data", str(digits_h5), "--model", "lenet", "--algorithm", "sync_sgd", "--out-dir", str(out)]
-            + ["--max-steps", "20", "--eval-every", "20", "--seed", str(seed), "--lr", str(lr)],
+            + ["--max-steps", "20", "--eval-every", "20", "--seed", str(seed), "--lr", str(lr)]
+            + ["--threads", str(threads)],
         )
         assert result.returncode == 0, result.stderr[-2000:]
 
@@ -80,3 +96,7 @@ def test_other_seeds_are_within_the_spread_and_a_changed_lr_is_flagged(digits_h5
     assert changed.loc["final_test_accuracy", "verdict"] == "changed"
     assert changed.loc["final_test_accuracy", "b_minus_a"] < 0
     assert (tmp_path / "changed.md").read_text().startswith(f"# {tmp_path / 'slow'} against {tmp_path / 'a'}")
+    train_set(digits_h5, tmp_path / "two_threads", (4, 5, 6), lr=0.05, threads=2)
+    threads = scaledl_compare(tmp_path / "b", tmp_path / "two_threads", tmp_path / "threads.csv")
+    assert threads.loc["threads", "verdict"] == "setting changed", threads
+    assert (threads.loc["threads", "a_median"], threads.loc["threads", "b_median"]) == (1, 2)

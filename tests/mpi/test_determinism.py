@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from mpi_run import run_mpi, run_train
+from mpi_run import run_mpi, run_train, torch_threads
 from scaledl.algorithms import tasks_for
 from scaledl.run_record import read_run_json
 
@@ -106,31 +106,35 @@ def test_gloo_backend_equals_mpi_bit_for_bit(digits_h5, tmp_path, algorithm, ext
         assert counts[0] == {1}  # one Allreduce a round
 
 
+@pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("weight_decay", ["0", "0.01"])
-def test_one_worker_equals_a_plain_pytorch_loop_bit_for_bit(digits_h5, tmp_path, weight_decay):
+def test_one_worker_equals_a_plain_pytorch_loop_bit_for_bit(digits_h5, tmp_path, weight_decay, threads):
     """One worker keeps no flat gradient (autograd's own .grad, the update view by view): it must still be
-    exactly torch.optim.SGD on the same model, batches and learning rate, so nothing was lost or doubled."""
+    exactly torch.optim.SGD on the same model, batches and learning rate, so nothing was lost or doubled.
+    Both sides run at the same torch thread count (a convolution's backward sums in an order that depends on it),
+    whatever OMP_NUM_THREADS the shell exported."""
     import torch.nn.functional as F
 
     from scaledl.data.hdf5 import read_info
     from scaledl.data.loader import Normalizer, ShardLoader
     from scaledl.models import build_model
 
-    ours = train_once(
-        digits_h5, tmp_path / "ours", "sync_sgd", seed=4, workers=1, extra=["--weight-decay", weight_decay]
-    )
+    extra = ["--weight-decay", weight_decay, "--threads", str(threads)]
+    ours = train_once(digits_h5, tmp_path / "ours", "sync_sgd", seed=4, workers=1, extra=extra)
+    assert read_run_json(tmp_path / "ours" / "run.json")["world"]["threads_per_rank"] == threads
     info = read_info(digits_h5)
-    torch.manual_seed(4)
-    model = build_model("lenet", info.image_shape, info.classes)
-    opt = torch.optim.SGD(model.parameters(), lr=0.05, weight_decay=float(weight_decay))
-    loader = ShardLoader(digits_h5, shard=0, num_shards=1, batch_size=64, seed=4)
-    normalize = Normalizer(info.mean, info.std, "cpu")
-    for _ in range(30):
-        x, y = normalize(*loader.next_batch())
-        opt.zero_grad()
-        F.cross_entropy(model(x), y).backward()
-        opt.step()
-    assert same(ours, model.state_dict()), "one-worker sync_sgd and a plain SGD loop disagree"
+    with torch_threads(threads):
+        torch.manual_seed(4)
+        model = build_model("lenet", info.image_shape, info.classes)
+        opt = torch.optim.SGD(model.parameters(), lr=0.05, weight_decay=float(weight_decay))
+        loader = ShardLoader(digits_h5, shard=0, num_shards=1, batch_size=64, seed=4)
+        normalize = Normalizer(info.mean, info.std, "cpu")
+        for _ in range(30):
+            x, y = normalize(*loader.next_batch())
+            opt.zero_grad()
+            F.cross_entropy(model(x), y).backward()
+            opt.step()
+    assert same(ours, model.state_dict()), f"one-worker sync_sgd and a plain SGD loop disagree at {threads} thread(s)"
 
 
 def test_train_runs_on_the_communicator_it_is_given(digits_h5, tmp_path):

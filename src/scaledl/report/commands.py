@@ -475,6 +475,8 @@ def compare_run(args: argparse.Namespace) -> int:
     write_table(table, args.out, markdown, markdown=comparing.markdown(table, args.a, args.b, only_a, only_b))
     changed = int((table["verdict"] == "changed").sum())
     unmatched = f"; {len(only_a)} only in A, {len(only_b)} only in B" if only_a or only_b else ""
+    settings = sorted(set(table.loc[table["verdict"] == "setting changed", "metric"]))
+    unmatched += f"; the sides ran with other {', '.join(settings)}" if settings else ""
     print(
         f"wrote {args.out}" + (f" and {markdown}" if markdown else "") + f": {plural(len(table), 'metric')} of "
         f"{plural(len(table.groupby(comparing.MATCH)), 'configuration')}, {changed} changed beyond the seeds' "

@@ -12,6 +12,11 @@ a verdict:
     not beyond the seeds' spread    they overlap
     one seed                        a side has a single seed, so there is no spread to judge against
 
+A matched configuration that ran under other conditions on the two sides (threads per rank, ranks, a
+setting the grid varied) gets a row per condition with the verdict "setting changed": its metrics then
+differ by that too, not only by the code (a thread count changes a reduction's order, so even a bitwise
+repeatable accuracy may move).
+
 With s seeds a side, two identical configurations give disjoint ranges with
 probability 2 / C(2s, s) (0.1 at 3 seeds, 0.008 at 5): "changed" at 3
 seeds is a flag to look at, not a test at 5 %. Timing metrics vary from run
@@ -27,7 +32,7 @@ import pandas as pd
 from scaledl.errors import UserError
 from scaledl.report.claims import read_summary
 from scaledl.report.runs import RUN_KEY, expand_runs
-from scaledl.report.summary import summarize
+from scaledl.report.summary import SUMMARY_COLUMNS, summarize
 from scaledl.report.tables import format_cell
 
 MATCH = [column for column in RUN_KEY if column != "seed"]
@@ -45,9 +50,11 @@ METRICS = [
 ]
 COLUMNS = [
     *MATCH, "metric", "a_seeds", "a_median", "a_min", "a_max", "b_seeds", "b_median", "b_min", "b_max",
-    "b_minus_a", "b_over_a", "verdict",
+    "b_minus_a", "b_over_a", "verdict", "a_values", "b_values",
 ]  # fmt: skip
-VERDICTS = ("changed", "not beyond the seeds' spread", "one seed")
+VERDICTS = ("setting changed", "changed", "not beyond the seeds' spread", "one seed")
+# How a run ran rather than what it measured: a difference is reported, not judged against the seeds.
+CONDITIONS = ["ranks", "threads"]
 
 
 def read_side(path: Path) -> pd.DataFrame:
@@ -77,12 +84,44 @@ def spread_verdict(a: pd.Series, b: pd.Series) -> str:
     return "changed" if a.max() < b.min() or b.max() < a.min() else "not beyond the seeds' spread"
 
 
+def conditions(a: pd.DataFrame, b: pd.DataFrame) -> list[str]:
+    """The condition columns both sides have: CONDITIONS and the settings a grid varied (the columns a summary
+    holds beyond its own: scaledl.report.summary.summarize)."""
+    swept = [c for c in a.columns if c not in SUMMARY_COLUMNS and c not in METRICS and c != "seed"]
+    return [c for c in [*CONDITIONS, *swept] if c in a.columns and c in b.columns]
+
+
+def condition_row(key: tuple, name: str, va: pd.Series, vb: pd.Series) -> dict | None:
+    """A "setting changed" row where the two sides' values of condition `name` differ, else None."""
+    values_a, values_b = (sorted(set(v.dropna().tolist()), key=str) for v in (va, vb))
+    if values_a == values_b:
+        return None
+    na, nb = pd.to_numeric(va, errors="coerce").dropna(), pd.to_numeric(vb, errors="coerce").dropna()
+    numeric = len(na) == len(va.dropna()) and len(nb) == len(vb.dropna()) and len(na) and len(nb)
+    spread = {
+        f"{side}_{stat}": float(getattr(v, stat)()) if numeric else None
+        for side, v in (("a", na), ("b", nb))
+        for stat in ("median", "min", "max")
+    }
+    difference = spread["b_median"] - spread["a_median"] if numeric else None
+    ratio = spread["b_median"] / spread["a_median"] if numeric and spread["a_median"] else None
+    return {
+        **dict(zip(MATCH, key)), "metric": name, "a_seeds": len(va), "b_seeds": len(vb), **spread,
+        "b_minus_a": difference, "b_over_a": ratio, "verdict": "setting changed",
+        "a_values": ", ".join(map(str, values_a)), "b_values": ", ".join(map(str, values_b)),
+    }  # fmt: skip
+
+
 def compare(a: pd.DataFrame, b: pd.DataFrame) -> tuple[pd.DataFrame, list[tuple], list[tuple]]:
-    """(one row per matched configuration and metric, the keys only in A, the keys only in B)."""
+    """(one row per matched configuration and metric, the keys only in A, the keys only in B); a condition
+    that differs between the sides is a row of its own (condition_row)."""
     groups_a = {key: rows for key, rows in a.groupby(MATCH, dropna=False, sort=True)}
     groups_b = {key: rows for key, rows in b.groupby(MATCH, dropna=False, sort=True)}
     rows = []
     for key in sorted(set(groups_a) & set(groups_b), key=str):
+        for name in conditions(a, b):
+            row = condition_row(key, name, groups_a[key][name], groups_b[key][name])
+            rows += [row] if row else []
         for metric in METRICS:
             if metric not in groups_a[key] or metric not in groups_b[key]:
                 continue
@@ -114,7 +153,7 @@ def compare(a: pd.DataFrame, b: pd.DataFrame) -> tuple[pd.DataFrame, list[tuple]
 
 
 def markdown(table: pd.DataFrame, a: Path, b: Path, only_a: list[tuple], only_b: list[tuple]) -> str:
-    """The comparison page: the verdict counts, the changed rows first, then every row."""
+    """The comparison page: the verdict counts, the changed settings and rows first, then every row."""
     counts = ", ".join(f"{v}: {int((table['verdict'] == v).sum())}" for v in VERDICTS)
     lines = [
         f"# {b} against {a}",
@@ -123,8 +162,16 @@ def markdown(table: pd.DataFrame, a: Path, b: Path, only_a: list[tuple], only_b:
         "when the two ranges over seeds do not overlap; B − A and B ÷ A are of the medians.",
         "",
     ]
+    changed = table[table["verdict"] == "setting changed"]
+    if len(changed):
+        said = sorted({f"{r.metric} {r.a_values} → {r.b_values}" for r in changed.itertuples()})
+        lines += [
+            f"**The sides ran under other settings** ({'; '.join(said)}): their metrics differ by these too, "
+            "not only by the code.",
+            "",
+        ]
     shown = ["metric", *MATCH, "a_median", "a_min", "a_max", "b_median", "b_min", "b_max", "b_over_a", "verdict"]
-    ordered = table.assign(_first=table["verdict"] != "changed").sort_values("_first", kind="stable")
+    ordered = table.assign(_order=table["verdict"].map(VERDICTS.index)).sort_values("_order", kind="stable")
     lines.append("| " + " | ".join(shown) + " |")
     lines.append("|" + "---|" * len(shown))
     for _, row in ordered.iterrows():

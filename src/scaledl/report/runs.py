@@ -37,6 +37,7 @@ RUN_FIELDS: dict[str, str] = checked_paths(
         "workers": "world.workers",
         "setting": "arguments.setting",
         "ranks": "world.size",
+        "threads": "world.threads_per_rank",
         "nodes": "world.nodes",
         "seed": "arguments.seed",
         "batch_size": "hyper.batch_size",
@@ -64,6 +65,7 @@ RUN_FIELDS: dict[str, str] = checked_paths(
 # Columns a run.json of an older version may lack, and the value they then mean.
 FIELD_DEFAULTS = {
     "setting": "", "target_step": None, "commit": None, "dirty": None, "slurm_job_id": None, "simulated_on": "",
+    "threads": None,
 }  # fmt: skip
 
 # Files a run writes before its run.json (scaledl.train.outputs); metrics.csv is the one the tables read.
