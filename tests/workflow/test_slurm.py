@@ -33,6 +33,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 from test_workflow import REPO, output_of, snakemake, workdir  # noqa: F401  (workdir is a fixture)
 
 from scaledl.run_record import read_run_json
@@ -45,6 +46,8 @@ CI_OVERRIDES = [
     "--slurm-status-command",
     "squeue",
     "--slurm-init-seconds-before-status-checks",
+    "2",
+    "--seconds-between-status-checks",  # a finished job is seen in 2 s, not 10
     "2",
     "--slurm-keep-successful-logs",
     "--latency-wait",
@@ -247,8 +250,11 @@ def test_a_signalled_training_job_checkpoints_is_resubmitted_and_resumes(workdir
     assert "Shell command: SCALEDL_ATTEMPT=2 SRUN_CPUS_PER_TASK=1 srun" in Path(trains[retry]).read_text()
     assert "SCALEDL_ATTEMPT" not in Path(trains[signalled]).read_text()
     run = read_run_json(workdir / RESUME_RUN / "run.json")
-    assert run["stop"]["reason"] == "max_steps" and run["stop"]["steps"] == 4000
+    steps = yaml.safe_load((REPO / RESUME_CONFIG).read_text())["train"]["max_steps"]
+    assert run["stop"]["reason"] == "max_steps" and run["stop"]["steps"] == steps
     (resume,) = run["checkpoints"]["resumes"]
-    assert 0 < resume["step"] < 4000, resume
+    assert 0 < resume["step"] < steps, resume
     metrics = pd.read_csv(workdir / RESUME_RUN / "metrics.csv")
-    assert metrics["step"].iloc[0] == 0 and metrics["step"].iloc[-1] == 4000 and metrics["step"].is_monotonic_increasing
+    assert (
+        metrics["step"].iloc[0] == 0 and metrics["step"].iloc[-1] == steps and metrics["step"].is_monotonic_increasing
+    )
