@@ -21,11 +21,13 @@ the shell command (whitespace collapsed).
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import io
 import json
 import os
 import re
+import select
 import shutil
 import subprocess
 import sys
@@ -74,27 +76,41 @@ def run_all(workdir: Path, keys: list[str] | None = None, workers: int = 2) -> d
     copy_workflow(workdir)
     commands = invocations()
     keys = list(commands) if keys is None else keys
+    return run_many({key: (workdir, commands[key]) for key in keys}, workers)
+
+
+def run_many(
+    runs: dict[str, tuple[Path, list[str]]], workers: int = 2, scratch: Path | None = None
+) -> dict[str, subprocess.CompletedProcess]:
+    """`snakemake ARGS` in WORKDIR for each {key: (WORKDIR, ARGS)}, split over `workers` subprocesses that run
+    their share in turn in one interpreter each (Snakemake's import paid once a worker, not once a run); each
+    result a CompletedProcess whose stdout holds everything the run printed. Only for runs that start nothing
+    (dry runs, lint, config errors): a worker's runs share its process."""
+    keys = list(runs)
+    scratch = Path(tempfile.mkdtemp(prefix="scaledl-snakemake-runs-")) if scratch is None else scratch
     env = snakemake_env(OMP_NUM_THREADS="1", MPIR_CVAR_ENABLE_HEAVY_YIELD="1", TMPDIR=TMPDIR)
 
     def batch(index: int) -> dict:
-        share, out = keys[index::workers], workdir.parent / f"{workdir.name}-dry-runs-{index}.json"
+        share = {key: [str(runs[key][0]), list(runs[key][1])] for key in keys[index::workers]}
         if not share:
             return {}
+        jobs, out = scratch / f"runs-{index}.json", scratch / f"results-{index}.json"
+        jobs.write_text(json.dumps(share))
         proc = subprocess.run(
-            [sys.executable, __file__, "--in", str(workdir), str(out), *share],
+            [sys.executable, __file__, "--runs", str(jobs), str(out)],
             capture_output=True,
             text=True,
             env=env,
             timeout=600,
         )
         if proc.returncode:
-            raise RuntimeError(f"the dry runs {share} did not complete:\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
+            raise RuntimeError(f"the runs {list(share)} did not complete:\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
         return json.loads(out.read_text())
 
     with ThreadPoolExecutor(max_workers=workers) as pool:
         found = {key: value for share in pool.map(batch, range(workers)) for key, value in share.items()}
     return {
-        key: subprocess.CompletedProcess(["snakemake", *commands[key]], found[key]["exit"], found[key]["text"], "")
+        key: subprocess.CompletedProcess(["snakemake", *runs[key][1]], found[key]["exit"], found[key]["text"], "")
         for key in keys
     }
 
@@ -140,19 +156,75 @@ def _dry_run(args: list[str]) -> tuple[int, str]:
     return status, printed.getvalue()
 
 
+class Planner:
+    """One Snakemake interpreter for the session's planning runs (`-n`, `--lint`, `--list-rules`: runs that start
+    no job), each answered in a fraction of a second instead of a new process's import of Snakemake. Requests go
+    in on its stdin, answers come back on its stdout, one JSON line each (`serve`); it is started on first use
+    and again if it died."""
+
+    def __init__(self):
+        self.proc: subprocess.Popen | None = None
+
+    def run(self, workdir: Path, args: list[str], timeout: float = 120) -> subprocess.CompletedProcess:
+        if self.proc is None or self.proc.poll() is not None:
+            env = snakemake_env(OMP_NUM_THREADS="1", MPIR_CVAR_ENABLE_HEAVY_YIELD="1", TMPDIR=TMPDIR)
+            self.proc = subprocess.Popen(
+                [sys.executable, __file__, "--serve"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                text=True,
+                env=env,
+            )
+        self.proc.stdin.write(json.dumps({"workdir": str(workdir), "args": list(args)}) + "\n")
+        self.proc.stdin.flush()
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        answer = self.proc.stdout.readline() if ready else ""
+        if not answer:
+            self.proc.kill()
+            raise subprocess.TimeoutExpired(["snakemake", *args], timeout)
+        found = json.loads(answer)
+        return subprocess.CompletedProcess(["snakemake", *args], found["exit"], found["text"], "")
+
+    def close(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.stdin.close()
+            self.proc.wait(timeout=30)
+
+
+PLANNER = Planner()  # the session's (tests/workflow/test_workflow.py's `snakemake`); ends when its stdin closes
+atexit.register(PLANNER.close)
+
+
+def serve() -> None:
+    """--serve: each request line {"workdir", "args"} from stdin run in this interpreter, answered on the
+    original stdout with one line {"exit", "text"}."""
+    answers = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)  # whatever else writes to fd 1 (a child process) cannot get into the answers
+    os.cpu_count = lambda: CORES
+    for line in sys.stdin:
+        request = json.loads(line)
+        os.chdir(request["workdir"])
+        status, text = _dry_run(request["args"])
+        answers.write(json.dumps({"exit": status, "text": text}) + "\n")
+        answers.flush()
+
+
 def main(argv: list[str]) -> None:
+    if argv[0] == "--serve":
+        serve()
+        return
     if argv[0] == "--record":  # write the record: every dry run, run from the repository root
         runs = run_all(Path(tempfile.mkdtemp(prefix="scaledl-dry-runs-")) / "workflow")
         record = {key: {"exit": run.returncode, "jobs": jobs_of(run.stdout)} for key, run in runs.items()}
         Path(argv[1]).write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
         return
-    _, workdir, out, *keys = argv  # --in WORKDIR OUT KEY...: a worker, writing its share's results to OUT
-    os.chdir(workdir)
+    _, jobs, out = argv  # --runs JOBS OUT: a worker, running JOBS' {key: [workdir, args]}, writing results to OUT
     os.cpu_count = lambda: CORES
-    commands = invocations(Path(workdir))
     results = {}
-    for key in keys:
-        status, text = _dry_run(commands[key])
+    for key, (workdir, args) in json.loads(Path(jobs).read_text()).items():
+        os.chdir(workdir)
+        status, text = _dry_run(args)
         results[key] = {"exit": status, "text": text}
     Path(out).write_text(json.dumps(results))
 

@@ -154,6 +154,32 @@ def test_a_failed_workflow_names_the_trainings_the_same_command_resumes(tmp_path
     assert quiet.lines == []
 
 
+def test_the_log_of_an_unfinished_attempt_is_kept_under_its_own_name_before_the_rerun(tmp_path):
+    import os
+
+    def run(name: str, finished: bool, logged: bool) -> tuple[str, str]:
+        folder, log = tmp_path / "results" / name, tmp_path / "logs" / f"{name}.log"
+        folder.mkdir(parents=True), log.parent.mkdir(exist_ok=True)
+        if finished:
+            (folder / "run.json").write_text("{}")
+        if logged:
+            log.write_text(f"{name}'s first attempt\n")
+            os.utime(log, (0, 86400 + 3661))  # 1970-01-02 01:01:01 UTC
+        return str(folder), str(log)
+
+    stopped, done, never = run("stopped", False, True), run("done", True, True), run("never", False, False)
+    logger = Logger()
+    kept = preflight.keep_attempt_logs([stopped, done, never], logger)
+    assert kept == [str(tmp_path / "logs" / "stopped.attempt-19700102T010101.log")]
+    assert Path(kept[0]).read_text() == "stopped's first attempt\n" and not Path(stopped[1]).exists()
+    assert Path(done[1]).exists() and not Path(never[1]).exists()  # a finished run's log stays for the rerun
+    assert logger.lines == [
+        ("info", f"scaledl: kept the log of 1 earlier attempt(s) that did not finish (e.g. {kept[0]})")
+    ]
+    quiet = Logger()
+    assert preflight.keep_attempt_logs([done, never], quiet) == [] and quiet.lines == []
+
+
 def test_the_checkpoint_folder_is_the_trainings():
     from scaledl.train.checkpoint import FOLDER
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from dry_runs import DEFAULT
+from dry_runs import DEFAULT, PLANNER
 
 from scaledl.algorithms import ALGORITHMS, BASE_ALGORITHMS
 from scaledl.report.catalogue import FIGURE_NAMES
@@ -48,7 +48,14 @@ def workdir(tmp_path):
     return tmp_path
 
 
+PLANNING = {"-n", "--dry-run", "--lint", "--list-rules"}  # runs that start no job: the session's planner answers
+
+
 def snakemake(workdir, *args, timeout=120, slurm=False):
+    """`snakemake ARGS` in `workdir`: a planning run through the session's one Snakemake interpreter
+    (tests/dry_runs.Planner), any other as a process of its own."""
+    if PLANNING & set(args) and not slurm:
+        return PLANNER.run(workdir, list(args), timeout)
     env = snakemake_env(
         slurm=slurm,
         OMP_NUM_THREADS="1",
@@ -248,54 +255,68 @@ experiments:
             ), (algorithm, workers)
 
 
+# A config with one mistake each, and what its one line must name.
+INVALID_CONFIGS = [
+    ("experiments:\n  - algorithms: [sync_sgd, bogus_algo]\n", "bogus_algo"),
+    ("train:\n  learning_rate: 0.1\n", "learning_rate"),
+    ("experiments:\n  - train: {momentun: 0.5}\n", "momentun"),
+    ("experiments:\n  - dataset: svhn\n", "svhn"),
+    ("experiments:\n  - platforms: [gpu]\n", "'gpu'"),
+    ("experiments:\n  - {}\ntrain:\n  max_steps: null\n", "no budget"),
+    ("experiments:\n  - {}\n  - train: {lr: 0.5}\n", "different `train` settings"),
+    ("experiments:\n  - nodes: [2]\n", "list `workers` instead of `nodes`"),
+    (
+        "experiments:\n  - {nodes: [1], workers: [2], platforms: [c]}\n"
+        "platforms:\n  c: {kind: cpu, ranks_per_node: 2}\n",
+        "both `workers` and `nodes`",
+    ),
+    ("experiments:\n  - scaling: strong\n", "no global_batch"),
+    ("experiments:\n  - {scaling: strong, global_batch: 100, workers: [3]}\n", "does not split evenly over 3"),
+    ("experiments:\n  - global_batch: 64\n", "scaling is weak"),
+    ("experiments:\n  - platforms: [g]\nplatforms:\n  g: {kind: gpu}\n", "needs gpus_per_node"),
+    (
+        "experiments:\n  - platforms: [g]\nplatforms:\n  g: {kind: gpu, gpus_per_node: 4}\n",
+        "kind gpu needs cores_per_node",
+    ),
+    (
+        "experiments:\n  - {platforms: [k], algorithms: [easgd]}\n"
+        "platforms:\n  k: {kind: knl, ranks_per_node: 4, cores_per_node: 68, master_share: false}\n",
+        "has master_share: false",
+    ),
+    (
+        "experiments:\n  - platforms: [k]\n"
+        "platforms:\n  k: {kind: knl, ranks_per_node: 4, mem_mb_per_node: 86000, mem_mb_per_cpu: 1400}\n",
+        "sets both mem_mb_per_node and mem_mb_per_cpu",
+    ),
+    ("platforms:\n  local: {kind: cluster}\n", "cluster"),
+    (
+        "experiments:\n  - {platforms: [k], nodes: [1], algorithms: [easgd]}\n"
+        "platforms:\n  k: {kind: knl, ranks_per_node: 4, threads: 17, cores_per_node: 68}\n",
+        "5 × 17 threads exceed cores_per_node 68",
+    ),
+    ("platforms:\n  local: {numactl: '-m 1; rm -rf x'}\n", "numactl"),
+]
+
+
+@pytest.fixture(scope="module")
+def invalid_config_runs(tmp_path_factory):
+    """`snakemake -n --configfile config/custom.yaml` for each INVALID_CONFIGS text, each in a workflow copy of
+    its own, run in two Snakemake interpreters (tests/dry_runs.run_many): {text: CompletedProcess}."""
+    from dry_runs import copy_workflow, run_many
+
+    runs = {}
+    for index, (text, _) in enumerate(INVALID_CONFIGS):
+        if not re.search(r"^train:", text, re.M):
+            text += "train:\n  max_steps: 10\n"  # a budget, so that the mistake named is the first one found
+        workdir = copy_workflow(tmp_path_factory.mktemp(f"invalid-{index}"))
+        runs[INVALID_CONFIGS[index][0]] = (workdir, ["-n", "--configfile", write_config(workdir, text)])
+    return run_many(runs, scratch=tmp_path_factory.mktemp("invalid-runs"))
+
+
 @pytest.mark.workflow
-@pytest.mark.parametrize(
-    "text, named",
-    [
-        ("experiments:\n  - algorithms: [sync_sgd, bogus_algo]\n", "bogus_algo"),
-        ("train:\n  learning_rate: 0.1\n", "learning_rate"),
-        ("experiments:\n  - train: {momentun: 0.5}\n", "momentun"),
-        ("experiments:\n  - dataset: svhn\n", "svhn"),
-        ("experiments:\n  - platforms: [gpu]\n", "'gpu'"),
-        ("experiments:\n  - {}\ntrain:\n  max_steps: null\n", "no budget"),
-        ("experiments:\n  - {}\n  - train: {lr: 0.5}\n", "different `train` settings"),
-        ("experiments:\n  - nodes: [2]\n", "list `workers` instead of `nodes`"),
-        (
-            "experiments:\n  - {nodes: [1], workers: [2], platforms: [c]}\n"
-            "platforms:\n  c: {kind: cpu, ranks_per_node: 2}\n",
-            "both `workers` and `nodes`",
-        ),
-        ("experiments:\n  - scaling: strong\n", "no global_batch"),
-        ("experiments:\n  - {scaling: strong, global_batch: 100, workers: [3]}\n", "does not split evenly over 3"),
-        ("experiments:\n  - global_batch: 64\n", "scaling is weak"),
-        ("experiments:\n  - platforms: [g]\nplatforms:\n  g: {kind: gpu}\n", "needs gpus_per_node"),
-        (
-            "experiments:\n  - platforms: [g]\nplatforms:\n  g: {kind: gpu, gpus_per_node: 4}\n",
-            "kind gpu needs cores_per_node",
-        ),
-        (
-            "experiments:\n  - {platforms: [k], algorithms: [easgd]}\n"
-            "platforms:\n  k: {kind: knl, ranks_per_node: 4, cores_per_node: 68, master_share: false}\n",
-            "has master_share: false",
-        ),
-        (
-            "experiments:\n  - platforms: [k]\n"
-            "platforms:\n  k: {kind: knl, ranks_per_node: 4, mem_mb_per_node: 86000, mem_mb_per_cpu: 1400}\n",
-            "sets both mem_mb_per_node and mem_mb_per_cpu",
-        ),
-        ("platforms:\n  local: {kind: cluster}\n", "cluster"),
-        (
-            "experiments:\n  - {platforms: [k], nodes: [1], algorithms: [easgd]}\n"
-            "platforms:\n  k: {kind: knl, ranks_per_node: 4, threads: 17, cores_per_node: 68}\n",
-            "5 × 17 threads exceed cores_per_node 68",
-        ),
-        ("platforms:\n  local: {numactl: '-m 1; rm -rf x'}\n", "numactl"),
-    ],
-)
-def test_invalid_config_fails_naming_the_value(workdir, text, named):
-    if not re.search(r"^train:", text, re.M):
-        text += "train:\n  max_steps: 10\n"  # a budget, so that the mistake named is the first one found
-    result = snakemake(workdir, "-n", "--configfile", write_config(workdir, text))
+@pytest.mark.parametrize("text, named", INVALID_CONFIGS)
+def test_invalid_config_fails_naming_the_value(invalid_config_runs, text, named):
+    result = invalid_config_runs[text]
     assert result.returncode != 0
     assert named in output_of(result)
     # one line, naming the config file given, not the line of the workflow that found the mistake
@@ -658,9 +679,16 @@ def test_paper_config_partitions_one_knl_chip(shipped_dry_runs):
 @pytest.mark.workflow
 @pytest.mark.timeout(900)
 def test_tiny_run_end_to_end(workdir):
+    # an earlier attempt of one training that did not finish (Ctrl-C): its log must survive the run that redoes it
+    earlier = workdir / "logs/test/runs/synthetic/lenet/sync_sgd/local/p2/s0.log"
+    earlier.parent.mkdir(parents=True)
+    earlier.write_text("step 10/40 ... interrupted\n")
     result = snakemake(workdir, "--cores", "2", "--configfile", "config/test.yaml", timeout=600)
     logs = "\n".join(f"== {log}\n{log.read_text()}" for log in sorted(workdir.glob("logs/**/*.log")))
     assert result.returncode == 0, output_of(result) + logs
+    (kept,) = earlier.parent.glob("s0.attempt-*.log")
+    assert kept.read_text() == "step 10/40 ... interrupted\n" and "done: stopped by" in earlier.read_text()
+    assert "kept the log of 1 earlier attempt(s) that did not finish (e.g. logs/test/runs/" in output_of(result)
 
     summary = pd.read_csv(workdir / "results/test/tables/summary.csv")
     assert sorted(summary["algorithm"]) == ["sync_easgd", "sync_sgd"]

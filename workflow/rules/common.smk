@@ -13,7 +13,7 @@ from scaledl.grid import downloads, jobs, launch, plugins, preflight, regime, tu
 from scaledl.grid import rules as grid_rules  # Snakemake's own `rules` stays as it is
 from scaledl.grid import runs as grid
 from scaledl.grid.check import first_problem
-from scaledl.grid.keys import RUN_BENCHMARK, RUN_DIR, RUN_LOG, TUNE_STAGE, GridError, RunKey, one_of, results_name, run_dir
+from scaledl.grid.keys import RUN_BENCHMARK, RUN_DIR, RUN_LOG, TUNE_STAGE, GridError, RunKey, one_of, results_name, run_dir, run_log
 from scaledl.report.catalogue import CATALOGUE, FIGURE_NAMES, TABLE_NAMES
 
 # One line per mistake (with "did you mean"), naming the config file(s) given, before Snakemake's
@@ -208,9 +208,11 @@ NETBENCH_RESOURCES = grid_rules.resources_of(netbench_job, jobs.RESOURCES)
 PREPARE_RESOURCES = grid_rules.resources_of(prepare_job, jobs.PREPARE_RESOURCES)
 
 
-# Under the Slurm executor, before the first submission: node-hours, and every job against sinfo's nodes.
+# Before the first job: under Slurm, node-hours and every job against sinfo's nodes; the logs of unfinished
+# trainings kept under a name of their own (Snakemake deletes a job's log before running it again).
 onstart:
     preflight.check(workflow, logger)
+    preflight.keep_attempt_logs([(run_dir(run, NAME), run_log(run, NAME)) for run in RUNS], logger)
 
 
 # After Ctrl-C or a failure: say which trainings the same command resumes from their checkpoints.

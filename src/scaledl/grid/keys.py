@@ -73,6 +73,11 @@ def run_dir(key: RunKey, name: str = "{name}") -> str:
     return RUN_DIR.format(name=name, **{**key._asdict(), "setting": f"/{key.setting}" if key.setting else ""})
 
 
+def run_log(key: RunKey, name: str = "{name}") -> str:
+    """The run's training log (the train rule's `log:`), as run_dir names its folder."""
+    return RUN_LOG.format(name=name, **{**key._asdict(), "setting": f"/{key.setting}" if key.setting else ""})
+
+
 def run_label(key: RunKey) -> str:
     """dataset/model/algorithm/platform/pP[/SETTING]/sS: a run as messages name it (its folder under its stage)."""
     setting = f"/{key.setting}" if key.setting else ""

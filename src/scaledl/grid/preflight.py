@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from types import SimpleNamespace
@@ -117,6 +118,25 @@ def check(workflow, logger, run: Callable = subprocess.run, which: Callable = sh
 # ---- after a failure -----------------------------------------------------------------------------------------
 
 CHECKPOINTS = "checkpoints"  # a run's checkpoint folder (scaledl.train.checkpoint.FOLDER): not a rule output
+
+
+def keep_attempt_logs(runs: Iterable[tuple[str, str]], logger) -> list[str]:
+    """Before anything runs (the workflow's `onstart`): the log of each training that ran before and did not
+    finish (`runs`: (run folder, log) pairs; a log and no run.json) is renamed LOG.attempt-TIME.log, TIME its
+    last write, so that the rerun does not overwrite it (Snakemake deletes a job's log before the job runs).
+    Returns the new names."""
+    kept = []
+    for run_dir, log in runs:
+        path = Path(log)
+        if not path.is_file() or (Path(run_dir) / RUN_JSON).exists():
+            continue
+        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(path.stat().st_mtime))
+        target = path.with_name(f"{path.stem}.attempt-{stamp}{path.suffix}")
+        path.replace(target)
+        kept.append(str(target))
+    if kept:
+        logger.info(f"scaledl: kept the log of {len(kept)} earlier attempt(s) that did not finish (e.g. {kept[0]})")
+    return kept
 
 
 def interrupted(run_dirs: Iterable[str]) -> list[str]:
