@@ -8,6 +8,7 @@ What it measures, on one core (OMP_NUM_THREADS=1, as every rank runs):
     op_overhead  one PyTorch operation on a one-element tensor (the dispatch every operation pays)
     speed        the FLOP rate at which the cost model's roofline (scaledl.sim.roofline) prices the
                  model's forward and backward at the batch exactly as long as it measures here
+    noise_cv     the spread of the step's repeated timings (robust_cv)
     network      α and 1/β of netbench's α-β fit (a `scaledl netbench` result, or the record
                  bench/run_all.py keeps of one), as the host's loopback link
 
@@ -45,7 +46,7 @@ def netbench_alpha_beta(path: Path) -> tuple[float, float]:
         ) from None
 
 
-def _median_seconds(fn, repeats: int, warmup: int = 3) -> float:
+def _seconds(fn, repeats: int, warmup: int = 3) -> list[float]:
     for _ in range(warmup):
         fn()
     times = []
@@ -53,7 +54,18 @@ def _median_seconds(fn, repeats: int, warmup: int = 3) -> float:
         t0 = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    return times
+
+
+def _median_seconds(fn, repeats: int, warmup: int = 3) -> float:
+    return statistics.median(_seconds(fn, repeats, warmup))
+
+
+def robust_cv(times: list[float]) -> float:
+    """The spread of repeated timings as a coefficient of variation, from the interquartile range (a normal's
+    IQR is 1.349 σ) over the median: a rare stall (what noise_spike models) does not inflate it."""
+    q1, _, q3 = statistics.quantiles(times, n=4)
+    return (q3 - q1) / 1.349 / statistics.median(times)
 
 
 def memory_bandwidth(elements: int = 1 << 24) -> float:
@@ -77,7 +89,8 @@ def op_overhead(ops: int = 2000) -> float:
 
 
 def step_seconds_and_counts(model_name: str, batch: int, shape=(1, 28, 28), classes: int = 10):
-    """The measured seconds of one forward and backward, and a function pricing it at a FLOP rate."""
+    """The median measured seconds of one forward and backward, the step itself (to price at a FLOP rate), and
+    the spread of its timings (robust_cv)."""
     # lazy: what this subcommand computes with; --help and the other subcommands need none of it
     import torch
     import torch.nn.functional as F
@@ -91,8 +104,8 @@ def step_seconds_and_counts(model_name: str, batch: int, shape=(1, 28, 28), clas
             p.grad = None
         F.cross_entropy(model(x), y).backward()
 
-    measured = _median_seconds(step, 20)
-    return measured, model, step
+    times = _seconds(step, 40)
+    return statistics.median(times), step, robust_cv(times)
 
 
 def solve_speed(step, measured: float, memory_bw: float, overhead: float) -> float:
@@ -131,6 +144,7 @@ TEMPLATE = """<?xml version='1.0'?>
                 batch {batch} as long as the {step_ms:.3g} ms measured here (efficiency 1: the speed is effective)
     memory_bw   {mem:.4g} B/s: a float32 add over 64 MB arrays
     op_overhead {overhead:.3g} s: one PyTorch operation on a one-element tensor
+    noise_cv    {cv:.3g}: the spread of 40 timings of that step (interquartile range / 1.349 / median); no spikes
 -->
 <platform version="4.1">
   <config>
@@ -146,6 +160,7 @@ TEMPLATE = """<?xml version='1.0'?>
       <prop id="efficiency" value="1"/>
       <prop id="memory_bw" value="{mem:.6g}Bps"/>
       <prop id="op_overhead" value="{overhead:.6g}s"/>
+      <prop id="noise_cv" value="{cv:.3g}"/>
     </host>
   </zone>
 </platform>
@@ -160,7 +175,7 @@ def calibrate(netbench: Path, model: str, batch: int, cores: int, name: str) -> 
     alpha, beta = netbench_alpha_beta(netbench)
     mem = memory_bandwidth()
     overhead = op_overhead()
-    measured, _, step = step_seconds_and_counts(model, batch)
+    measured, step, cv = step_seconds_and_counts(model, batch)
     speed = solve_speed(step, measured, mem, overhead)
     values = {
         "name": name,
@@ -177,6 +192,7 @@ def calibrate(netbench: Path, model: str, batch: int, cores: int, name: str) -> 
         "step_ms": measured * 1e3,
         "mem": mem,
         "overhead": overhead,
+        "cv": cv,
     }
     return TEMPLATE.format(**values), values
 
@@ -196,5 +212,5 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     text, values = calibrate(args.netbench, args.model, args.batch, args.cores, args.name)
     write_text(args.out, text)
-    print(json.dumps({k: values[k] for k in ("alpha", "bw", "speed", "mem", "overhead", "step_ms")}))
+    print(json.dumps({k: values[k] for k in ("alpha", "bw", "speed", "mem", "overhead", "step_ms", "cv")}))
     return 0

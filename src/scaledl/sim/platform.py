@@ -14,6 +14,8 @@ all its hosts) what its cost model needs:
     cpu_host       the node's CPU host: host↔device copies cross the route to it (PCIe);
                    absent on a device that is its own host (a CPU, a KNL node)
     node           the node's name (ranks of one node share memory); default the host's name
+    noise_cv, noise_spike_rate, noise_spike
+                   the timing noise of the host's executions (scaledl.sim.noise); default none
 
 The shipped platforms (scaledl/sim/platforms/*.xml) state their sources
 in their header comments. Ranks are placed in the order of the file's device
@@ -29,6 +31,7 @@ from importlib import resources
 from pathlib import Path
 
 from scaledl.errors import UserError
+from scaledl.sim.noise import Noise
 from scaledl.sim.roofline import Device
 
 SHIPPED = resources.files("scaledl.sim") / "platforms"
@@ -45,6 +48,7 @@ class HostInfo:
     op_overhead: float
     cpu_host: str | None
     node: str
+    noise: Noise = Noise()
 
     def device(self) -> Device:
         return Device(
@@ -146,7 +150,17 @@ def _host(name: str, speed: str, props: dict[str, str], path: Path) -> HostInfo:
         op_overhead=_number(get("op_overhead", "0"), f"host {name} op_overhead"),
         cpu_host=props.get("cpu_host"),
         node=props.get("node", name),
+        noise=_noise(name, props, path),
     )
+
+
+def _noise(name: str, props: dict[str, str], path: Path) -> Noise:
+    try:
+        return Noise(*(float(props.get(key, "0")) for key in ("noise_cv", "noise_spike_rate", "noise_spike")))
+    except ValueError as error:
+        raise UserError(f"platform {path}: host {name}: a noise_* property is not a number ({error})") from None
+    except UserError as error:
+        raise UserError(f"platform {path}: host {name}: {error}") from None
 
 
 def _cluster_names(cluster) -> list[str]:

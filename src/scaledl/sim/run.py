@@ -10,6 +10,9 @@ exception escaping an actor would make SimGrid abort the process, so each
 actor's body keeps every exception and the first one ends the job: the other
 actors are killed, as MPI_Abort kills the other processes.
 
+Timing noise: each host's (its platform file's noise_* properties), drawn per rank from a stream
+seeded by `seed` and the rank (scaledl.sim.noise): one seed, one schedule.
+
 Faults and stragglers: `failures` turns hosts off at simulated times (their
 actors die; a peer's operation towards them fails as MPI's would, and each
 pattern's liveness rules apply); `host_speed` scales hosts' speeds (a slower
@@ -122,6 +125,7 @@ class Simulation:
     host_speed: dict[str, float] = field(default_factory=dict)  # host -> speed factor (< 1: slower)
     slowdown: dict[int, float] = field(default_factory=dict)  # rank -> compute stretch (--straggler)
     poll_s: float = 2e-5
+    seed: int = 0  # the run's: it seeds the hosts' timing noise (scaledl.sim.noise), one schedule per seed
 
     def __post_init__(self):
         self.placement = self.platform.place(self.ranks, self.dedicated_master)
@@ -142,6 +146,8 @@ class Simulation:
             "failures": dict(self.failures),
             "host_speed": dict(self.host_speed),
             "cost_model": "per-operation roofline on the host's device; host-device copies over the PCIe route",
+            "noise": {h.name: h.noise.describe() for h in self.placement if not h.noise.quiet},
+            "noise_seed": self.seed,
         }
 
     def run(self, main) -> Outcome:
@@ -159,7 +165,7 @@ class Simulation:
             host = sg.Host.by_name(info.name)
             state = RankState(cluster, rank, host, info.node)
             state.world = Comm("world", tuple(range(self.ranks)), rank)
-            state.meter = self._meter(sg, info, host, self.slowdown.get(rank, 1.0))
+            state.meter = self._meter(sg, info, host, self.slowdown.get(rank, 1.0), info.noise.factors(self.seed, rank))
             cluster.ranks.append(state)
         for state in cluster.ranks:
             state.actors.append(sg.Actor.create(f"rank{state.rank}", state.host, self._body, state, main))
@@ -182,12 +188,12 @@ class Simulation:
         self.outcome.simulated_s = sg.Engine.clock
         return self.outcome
 
-    def _meter(self, sg, info, host, slowdown: float) -> Meter:
+    def _meter(self, sg, info, host, slowdown: float, noise) -> Meter:
         cpu = self.platform.hosts[info.cpu_host] if info.cpu_host else info
         cpu_host = sg.Host.by_name(cpu.name)
 
-        def charge(seconds: float) -> None:
-            sg.this_actor.execute(seconds * sg.this_actor.get_host().speed)
+        def charge(seconds: float) -> None:  # every execution a rank pays, stretched by its host's noise
+            sg.this_actor.execute(seconds * noise() * sg.this_actor.get_host().speed)
 
         def pcie(nbytes: int, to_device: bool) -> None:
             src, dst = (cpu_host, host) if to_device else (host, cpu_host)

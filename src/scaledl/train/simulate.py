@@ -87,6 +87,11 @@ def run(args: argparse.Namespace) -> int:
 
     if args.ranks < 1:
         raise UserError(f"--ranks {args.ranks}: a job needs at least one rank")
+    if getattr(args, "center_window", None) == "shared":
+        # a shared-memory window's loads and stores are plain memory accesses the simulator cannot see or price
+        raise UserError(
+            "--center-window shared cannot be simulated: its traffic would cost nothing; use rma (the default)"
+        )
     platform = load(args.platform_file)
     if args.platform is None:
         args.platform = platform.name
@@ -99,6 +104,7 @@ def run(args: argparse.Namespace) -> int:
         host_speed=pairs(args.host_speed, "--host-speed", "factor"),
         # --straggler stretches a rank's compute: charged by its meter (a sleep measures nothing in simulated time)
         slowdown={rank: straggler_factor(cfg.straggler, rank, args.ranks) for rank in range(args.ranks)},
+        seed=cfg.seed,
     )
     signal.signal(signal.SIGINT, signal.SIG_DFL)  # the simulator holds the main thread: Ctrl-C ends it at once
     outcome = simulation.run(lambda: train(with_tuned(cfg, args.ranks)))
