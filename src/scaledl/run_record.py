@@ -172,6 +172,7 @@ class RunRecord:
     time_to_target_s: float | None  # the training clock of the first snapshot at or above the target
     evaluation: EvaluationBlock
     algorithm_report: list[dict]  # each rank's engine report (scaledl.algorithms.base.Algorithm.report)
+    staleness: dict | None  # scaledl.algorithms.master.staleness_summary of the workers' reports
     checkpoints: CheckpointsBlock
     versions: dict  # scaledl.train.outputs.versions
     provenance: dict  # scaledl.train.provenance.collect

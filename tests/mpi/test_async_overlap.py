@@ -131,6 +131,10 @@ def test_overlapped_by_default_and_recorded(digits_h5, tmp_path, algorithm):
         assert report["exposed_wait_s"] >= 0 and report["hidden_s"] >= 0
         assert report["hidden_s"] == pytest.approx(max(report["exchange_s"] - report["exposed_wait_s"], 0.0))
         assert report["exchanges"] > 0  # max_steps counts updates / P: one worker may make fewer
+    # every exchange's staleness, merged over the workers (what the summary's staleness columns read)
+    staleness = run["staleness"]
+    assert staleness["exchanges"] == sum(r["exchanges"] for r in reports) == sum(staleness["histogram"].values())
+    assert staleness["median"] <= staleness["p90"] <= staleness["max"] == max(r["staleness_max"] for r in reports)
     # A worker's main-thread phases still add up to its wall time (the helper's are beside them);
     # tests/mpi/test_breakdown.py checks every rank on longer runs.
     for rank in workers(run):

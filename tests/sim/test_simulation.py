@@ -62,6 +62,58 @@ def test_two_simulations_of_an_asynchronous_algorithm_are_identical(digits_h5, t
     assert metrics[0] == metrics[1]  # simulated clocks included, to the last digit
 
 
+def quiet_copy(tmp_path, name: str = "k80x8"):
+    """The shipped platform `name` without its timing noise (every noise_* property removed)."""
+    from scaledl.sim.platform import load
+
+    text = load(name).path.read_text()
+    quiet = tmp_path / f"{name}-quiet.xml"
+    quiet.write_text("\n".join(line for line in text.splitlines() if 'id="noise_' not in line) + "\n")
+    return quiet
+
+
+def test_timing_noise_makes_each_seed_its_own_schedule_and_without_it_prices_are_the_same(digits_h5, tmp_path):
+    """Prices depend only on shapes: without noise two seeds of a synchronous run take the same simulated
+    seconds per step (the behaviour before noise); with the platform's noise each seed is its own schedule."""
+    per_step = {}
+    for platform in ("k80x8", str(quiet_copy(tmp_path))):
+        for seed in ("0", "1"):
+            out = tmp_path / f"{len(per_step)}"
+            args = run_args(digits_h5, out, "sync_easgd", steps=12)
+            proc = simulate(["--platform-file", platform, "--ranks", "2", "--seed", seed, *args])
+            assert proc.returncode == 0, proc.stderr[-2000:]
+            per_step[platform != "k80x8", seed] = read_run_json(out / "run.json")["seconds_per_step"]
+    assert per_step[True, "0"] == per_step[True, "1"]
+    assert per_step[False, "0"] != per_step[False, "1"]
+
+
+def test_noise_breaks_the_lock_free_windows_lockstep(digits_h5, tmp_path):
+    """At one (η, β, seed), Hogwild EASGD's workers read the center at instants of their own, so its numerics
+    are not Sync EASGD's; on identical noiseless devices they were the same to six digits."""
+    losses = {}
+    for algorithm, ranks in (("hogwild_easgd", 5), ("sync_easgd", 4)):
+        out = tmp_path / algorithm
+        proc = simulate(["--platform-file", "k80x8", "--ranks", str(ranks), *run_args(digits_h5, out, algorithm)])
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        rows = list(csv.DictReader((out / "metrics.csv").open()))
+        losses[algorithm] = [float(r["test_loss"]) for r in rows if r["test_loss"]]
+    assert len(losses["hogwild_easgd"]) == len(losses["sync_easgd"]) >= 2
+    assert max(abs(a / b - 1) for a, b in zip(*losses.values())) > 1e-4, losses
+
+
+def test_simulated_hogwild_sgd_is_stale_and_each_seed_its_own_schedule(digits_h5, tmp_path):
+    histograms = []
+    for seed in ("0", "1"):
+        out = tmp_path / seed
+        args = run_args(digits_h5, out, "hogwild_sgd", steps=20)
+        proc = simulate(["--platform-file", "k80x8", "--ranks", "5", "--seed", seed, *args])
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        staleness = read_run_json(out / "run.json")["staleness"]
+        assert staleness["max"] > 0, staleness  # a lock-free window's reads are not all of the newest center
+        histograms.append(staleness["histogram"])
+    assert histograms[0] != histograms[1]
+
+
 @pytest.mark.parametrize(
     "algorithm, ranks",
     [("easgd", 3), ("async_easgd", 3), ("sync_easgd3", 2), ("local_sgd", 2)],  # one per message pattern
@@ -131,6 +183,7 @@ def test_a_failed_host_ends_a_round_robin_job_naming_the_worker(digits_h5, tmp_p
         (["--platform-file", "k80x8", "--ranks", "12"], "has 8 rank slot(s)"),
         (["--platform-file", "k80x8", "--fail", "gpu9:1"], "no host 'gpu9'"),
         (["--platform-file", "k80x8", "--host-speed", "gpu1:0"], "--host-speed gpu1:0"),
+        (["--platform-file", "k80x8", "--center-window", "shared"], "--center-window shared cannot be simulated"),
     ],
 )
 def test_bad_simulation_input_is_one_line(digits_h5, tmp_path, extra, words):

@@ -21,7 +21,8 @@ import torch
 
 from scaledl.algorithms import rules
 from scaledl.algorithms.boundary import BoundaryRequest
-from scaledl.algorithms.master import MasterBased, Staleness
+from scaledl.algorithms.master import MasterBased
+from scaledl.algorithms.staleness import Staleness
 from scaledl.comm.buffers import host_array
 from scaledl.comm.round_robin import RoundRobinMaster, RoundRobinWorker
 from scaledl.comm.tags import Tag

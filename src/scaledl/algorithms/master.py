@@ -23,34 +23,9 @@ import numpy as np
 
 from scaledl.algorithms.base import Algorithm
 from scaledl.algorithms.boundary import BoundaryRequest, StepBoundary
+from scaledl.algorithms.staleness import Staleness
 from scaledl.comm.board import LOSS_SUM, SAMPLES, UPDATES, Board
 from scaledl.comm.buffers import HostStage
-
-
-class Staleness:
-    """How many center updates by others happened between a worker's consecutive exchanges."""
-
-    def __init__(self):
-        self.count, self.total, self.max, self._expected = 0, 0, 0, 0
-
-    def note(self, version: int) -> None:
-        """`version`: the center's update count just before this worker's update."""
-        lag = version - self._expected
-        self.count += 1
-        self.total += lag
-        self.max = max(self.max, lag)
-        self._expected = version + 1
-
-    def as_dict(self) -> dict:
-        mean = self.total / self.count if self.count else None
-        return {"exchanges": self.count, "staleness_mean": mean, "staleness_max": self.max}
-
-    def state_dict(self) -> dict:
-        return {"count": self.count, "total": self.total, "max": self.max, "expected": self._expected}
-
-    def load_state_dict(self, state: dict) -> None:
-        self.count, self.total, self.max = state["count"], state["total"], state["max"]
-        self._expected = state["expected"]
 
 
 class BoardStats:

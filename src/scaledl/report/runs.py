@@ -51,6 +51,9 @@ RUN_FIELDS: dict[str, str] = checked_paths(
         "wait_per_step_s": "time.wait_per_step_s",
         "comm_share": "comm_share",
         "exposed_share": "exposed_share",
+        "staleness_median": "staleness.median",
+        "staleness_p90": "staleness.p90",
+        "staleness_max": "staleness.max",
         "steps": "stop.steps",
         "epochs": "stop.epochs",
         "wall_s": "stop.wall_s",
@@ -65,7 +68,7 @@ RUN_FIELDS: dict[str, str] = checked_paths(
 # Columns a run.json of an older version may lack, and the value they then mean.
 FIELD_DEFAULTS = {
     "setting": "", "target_step": None, "commit": None, "dirty": None, "slurm_job_id": None, "simulated_on": "",
-    "threads": None,
+    "threads": None, "staleness_median": None, "staleness_p90": None, "staleness_max": None,
 }  # fmt: skip
 
 # Files a run writes before its run.json (scaledl.train.outputs); metrics.csv is the one the tables read.

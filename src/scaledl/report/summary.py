@@ -24,6 +24,7 @@ RECORDED = [
     "dataset", "model", "algorithm", "platform", "workers", "setting", "ranks", "threads", "seed",
     "final_test_accuracy", "target_accuracy", "time_to_target_s", "target_step", "eval_every",
     "seconds_per_step", "transfer_per_step_s", "wait_per_step_s", "comm_share", "exposed_share",
+    "staleness_median", "staleness_p90", "staleness_max",
     "steps", "epochs", "wall_s", "stop_reason", "commit", "dirty", "slurm_job_id", "batch_size", "simulated_on",
 ]  # fmt: skip
 
@@ -31,6 +32,7 @@ SUMMARY_COLUMNS = [
     "config", "dataset", "model", "algorithm", "platform", "workers", "setting", "ranks", "threads", "seed",
     "final_test_accuracy", "best_test_accuracy", "target_accuracy", "time_to_target_s", "target_step", "eval_every",
     "seconds_per_step", "samples_per_s", "transfer_per_step_s", "wait_per_step_s", "comm_share", "exposed_share",
+    "staleness_median", "staleness_p90", "staleness_max",
     "steps", "epochs", "wall_s", "stop_reason", "resumed", "bytes_exchanged", "bytes_to_target",
     "commit", "dirty", "slurm_job_id", "simulated_on", "run",
 ]  # fmt: skip

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import torch
 
+from scaledl.algorithms.staleness import staleness_summary
 from scaledl.comm import transport
 from scaledl.comm.timing import PHASES, STEADY_KEYS
 from scaledl.models import model_source
@@ -121,6 +122,8 @@ def record_of(run, per_rank: list[dict], algo_reports: list[dict]) -> RunRecord:
             every_steps=cfg.eval_every, target_step=monitor.target_step, **monitor.evaluator.report()
         ),
         algorithm_report=[r for r in algo_reports if r],
+        # how far behind the newest center each worker's reads were (the asynchronous patterns; else None)
+        staleness=staleness_summary([r for r in algo_reports if r]),
         checkpoints=_checkpoints_block(run),
         versions=versions(),
         # The commit and its uncommitted edits, the Slurm job, the CPU/GPU models and the CUDA/cuDNN/NCCL/MPI
