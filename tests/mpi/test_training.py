@@ -11,9 +11,12 @@ pytestmark = pytest.mark.mpi
 
 
 def learning_rate(algorithm: str, workers: int) -> float:
-    """As in config/config.yaml. Momentum variants step by about η/(1−μ), so they need a smaller η;
-    Async MSGD's shared momentum also compounds every worker's stale gradient: η ∝ 1/P."""
-    return {"async_msgd": 0.01 / workers, "async_measgd": 0.01}.get(algorithm, 0.05)
+    """As in config/config.yaml at 2 workers. Momentum variants step by about η/(1−μ), so they need a smaller η;
+    Async MSGD's shared momentum also compounds every worker's stale gradient: η ∝ 1/P. Async and Hogwild SGD
+    add every worker's gradient to the center, P·η a round, from reads up to P − 1 updates stale: η ∝ 1/P
+    too (at 0.05 and 4 workers an unlucky interleaving diverged within 25 steps)."""
+    per_worker = {"async_msgd": 0.01, "async_sgd": 0.1, "hogwild_sgd": 0.1}
+    return per_worker[algorithm] / workers if algorithm in per_worker else {"async_measgd": 0.01}.get(algorithm, 0.05)
 
 
 @pytest.mark.parametrize("workers", [2, 4])
