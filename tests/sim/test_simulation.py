@@ -89,7 +89,7 @@ def test_timing_noise_makes_each_seed_its_own_schedule_and_without_it_prices_are
 
 def test_noise_breaks_the_lock_free_windows_lockstep(digits_h5, tmp_path):
     """At one (η, β, seed), Hogwild EASGD's workers read the center at instants of their own, so its numerics
-    are not Sync EASGD's; on identical noiseless devices they were the same to six digits."""
+    are not Sync EASGD's round (on identical noiseless devices they can fall into lockstep and compute it)."""
     losses = {}
     for algorithm, ranks in (("hogwild_easgd", 5), ("sync_easgd", 4)):
         out = tmp_path / algorithm
