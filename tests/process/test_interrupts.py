@@ -7,7 +7,6 @@ import json
 import math
 import os
 import re
-import shutil
 import signal
 import time
 
@@ -15,7 +14,7 @@ import pandas as pd
 import pytest
 import torch
 from test_aggregate import make_run
-from test_workflow import REPO, WORKFLOW_FILES, output_of, snakemake
+from test_workflow import output_of, snakemake, workdir  # noqa: F401  (workdir is a fixture)
 
 from mpi_run import run_train
 from scaledl.errors import UserError
@@ -110,12 +109,10 @@ def test_summary_refuses_a_run_json_without_its_metrics(tmp_path):
 
 
 @pytest.mark.workflow
-def test_the_timeline_is_an_output_of_rule_train(tmp_path):
+def test_the_timeline_is_an_output_of_rule_train(workdir):
     """Declared, so Snakemake deletes it with the other outputs of a failed, interrupted or rerun job."""
-    for name in WORKFLOW_FILES:
-        (shutil.copytree if (REPO / name).is_dir() else shutil.copy2)(REPO / name, tmp_path / name)
     run_dir = "results/default/runs/digits/lenet/sync_sgd/local/p2/s0"
-    result = snakemake(tmp_path, "-n", f"{run_dir}/timeline.h5")
+    result = snakemake(workdir, "-n", f"{run_dir}/timeline.h5")
     assert result.returncode == 0, output_of(result)
     assert re.search(r"^train\s+1$", output_of(result), re.M), output_of(result)
     assert f"{run_dir}/model.pt, {run_dir}/timeline.h5" in output_of(result)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -22,7 +21,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from dry_runs import DEFAULT, PLANNER
+from dry_runs import DEFAULT, PLANNER, copy_workflow
 
 from scaledl.algorithms import ALGORITHMS, BASE_ALGORITHMS
 from scaledl.report.catalogue import FIGURE_NAMES
@@ -34,18 +33,12 @@ from workflow_env import snakemake_env
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA = REPO / "workflow/schemas/config.schema.yaml"
-WORKFLOW_FILES = ["Snakefile", "workflow", "config", "slurm"]
 
 
 @pytest.fixture
 def workdir(tmp_path):
-    for name in WORKFLOW_FILES:
-        source = REPO / name
-        if source.is_dir():
-            shutil.copytree(source, tmp_path / name)
-        else:
-            shutil.copy2(source, tmp_path / name)
-    return tmp_path
+    """A copy of the workflow's files (tests/dry_runs.copy_workflow) to run Snakemake in."""
+    return copy_workflow(tmp_path)
 
 
 PLANNING = {"-n", "--dry-run", "--lint", "--list-rules"}  # runs that start no job: the session's planner answers
