@@ -62,3 +62,6 @@ def test_reaches_90_percent_on_digits(digits_h5, tmp_path, algorithm, workers):
             w["exchanges"] for r in reports for w in r.get("workers", [])
         )
         assert exchanges >= run["stop"]["steps"] * workers * 0.9
+        assert run["staleness"]["exchanges"] == exchanges  # every exchange's lag, the round robin's too
+    else:
+        assert run["staleness"] is None  # a synchronous pattern reads the newest center every time

@@ -37,3 +37,6 @@ def test_a_runs_summary_merges_its_workers_and_reads_the_quantiles_off_the_histo
         "exchanges": 9, "median": 0, "p90": 4, "max": 4, "histogram": {"0": 5, "1": 1, "2": 1, "3": 1, "4": 1},
     }  # fmt: skip
     assert staleness_summary([{"rank": 1, "messages_per_exchange": 1}]) is None  # a synchronous pattern's reports
+    # the round-robin master measures its workers' lags itself and reports them under `workers`
+    master = {"rank": 0, "workers": [{"rank": 1, **worker([0, 1, 5, 7]).as_dict()}]}
+    assert staleness_summary([master])["histogram"] == {"0": 2, "1": 1, "3": 1}

@@ -43,8 +43,10 @@ def staleness_summary(reports: list[dict]) -> dict | None:
     patterns read the newest center every time)."""
     merged: dict[int, int] = {}
     for report in reports:
-        for lag, n in (report.get("staleness") or {}).items():
-            merged[int(lag)] = merged.get(int(lag), 0) + n
+        # a window worker reports its own; the round-robin master reports every worker's under `workers`
+        for entry in [report, *report.get("workers", [])]:
+            for lag, n in (entry.get("staleness") or {}).items():
+                merged[int(lag)] = merged.get(int(lag), 0) + n
     if not merged:
         return None
     lags = sorted(merged)
