@@ -117,9 +117,9 @@ def compare(a: pd.DataFrame, b: pd.DataFrame) -> tuple[pd.DataFrame, list[tuple]
     that differs between the sides is a row of its own (condition_row)."""
     groups_a = {key: rows for key, rows in a.groupby(MATCH, dropna=False, sort=True)}
     groups_b = {key: rows for key, rows in b.groupby(MATCH, dropna=False, sort=True)}
-    rows = []
+    rows, compared = [], conditions(a, b)
     for key in sorted(set(groups_a) & set(groups_b), key=str):
-        for name in conditions(a, b):
+        for name in compared:
             row = condition_row(key, name, groups_a[key][name], groups_b[key][name])
             rows += [row] if row else []
         for metric in METRICS:
