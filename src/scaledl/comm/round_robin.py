@@ -28,7 +28,7 @@ from scaledl.comm.liveness import Liveness
 from scaledl.comm.tags import Tag
 from scaledl.comm.timing import PhaseTimer
 from scaledl.comm.transport import MPI
-from scaledl.comm.watchdog import abort_job, arrival_or_abort, wait_or_abort
+from scaledl.comm.watchdog import abort_job, arrival_or_abort, rank_name, wait_or_abort
 
 POLL_S = 2e-4  # a waiting worker's sleep between polls on shared cores, the master's arrival poll's
 SEND_SPIN_S = 2.0  # longer than W takes at any link speed we run on; then the liveness poll takes over
@@ -48,13 +48,17 @@ class RoundRobinMaster:
         """One turn: W to `worker`, its W^i back (returned; valid until the next turn).
 
         A worker that dies mid-turn makes MPI fail here (e.g. the shared-memory copy from its
-        vanished process): the job ends with one line naming it, not a traceback.
+        vanished process): the job ends with one line naming it, not a traceback. The line says what
+        its sentinel would (comm/sentinel.py), whichever of the two claims the report first.
         """
         try:
             return self._turn(worker, center, timer)
         except MPI.Exception as error:
             what = str(error).splitlines()[0].removesuffix(", error stack:")
-            abort_job(f"worker rank {worker} was lost during its turn (MPI: {what}); aborting the job")
+            abort_job(
+                f"{rank_name(worker)} died without finishing (killed or crashed): lost during its turn "
+                f"(MPI: {what}); aborting the job"
+            )
 
     def _turn(self, worker: int, center: np.ndarray, timer: PhaseTimer) -> np.ndarray:
         w = self._index[worker]

@@ -23,12 +23,22 @@ from scaledl.comm.sentinel import claim
 from scaledl.comm.transport import MPI
 
 _job_token: str | None = None
+_rank_names: list[str] = []
 
 
 def set_job_token(token: str) -> None:
     """The job's identity for the sentinels' claim file (see comm/sentinel.py)."""
     global _job_token
     _job_token = token
+
+
+def set_rank_names(names: list[str]) -> None:
+    """Every rank's announced identity ("rank 2/3 (worker 1, pid … on …)"), so a peer that sees it die can name it."""
+    _rank_names[:] = names
+
+
+def rank_name(rank: int) -> str:
+    return _rank_names[rank] if rank < len(_rank_names) else f"rank {rank}"
 
 
 def abort_job(message: str, status: int = 1) -> None:

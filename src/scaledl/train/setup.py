@@ -28,7 +28,7 @@ from scaledl.comm.roles import Roles, make_roles
 from scaledl.comm.sentinel import Sentinel
 from scaledl.comm.timing import PhaseTimer
 from scaledl.comm.transport import MPI
-from scaledl.comm.watchdog import set_job_token
+from scaledl.comm.watchdog import set_job_token, set_rank_names
 from scaledl.config import TrainConfig
 from scaledl.data.hdf5 import DatasetInfo, read_info
 from scaledl.data.loader import Normalizer, ShardLoader, held_out
@@ -334,6 +334,7 @@ def announce(run: TrainingRun) -> str:
     who = f"rank {r.rank}/{r.size} ({role}, pid {os.getpid()} on {transport.current().host_name()})"
     print(f"{who}: device {run.device}\n", end="", flush=True)  # one write: ranks share the stream
     token = r.world.bcast(uuid.uuid4().hex if r.is_master else None, root=r.master)
+    set_rank_names(r.world.allgather(who))
     if transport.current().guards_processes:  # a simulated rank is an actor, not a process that can die unseen
         set_job_token(token)
         run.sentinel = Sentinel(token, who)
