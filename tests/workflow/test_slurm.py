@@ -14,9 +14,14 @@ exactly the tasks Slurm gave it, so a launcher that starts singletons fails
 Last, the training command is taken from its Slurm log and run by hand under
 `srun --mpi=none`, which starts singletons: it must fail.
 
-A second workflow signals its running training job as Slurm does before a time
-limit or a preemption (SIGUSR1, `scancel --signal`): the job checkpoints and
-exits 130, the profile's retries resubmit it, and it resumes and completes.
+A second workflow, run at the same time on the same cluster, signals its running
+training job as Slurm does before a time limit or a preemption (SIGUSR1,
+`scancel --signal`): the job checkpoints and exits 130, the profile's retries
+resubmit it, and it resumes and completes.
+
+Both run tests/snakemake_steady_polling.py, Snakemake with the Slurm plugin's
+status checks at a steady 2 s (the plugin waits 10 s longer after each check
+that finds nothing finished, which here only adds idle time).
 """
 
 from __future__ import annotations
@@ -28,13 +33,15 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
-from test_workflow import REPO, output_of, snakemake, workdir  # noqa: F401  (workdir is a fixture)
+from dry_runs import copy_workflow
+from test_workflow import REPO, STEADY_POLLING, output_of, snakemake, workdir  # noqa: F401  (workdir is a fixture)
 
 from scaledl.run_record import read_run_json
 
@@ -47,7 +54,7 @@ CI_OVERRIDES = [
     "squeue",
     "--slurm-init-seconds-before-status-checks",
     "2",
-    "--seconds-between-status-checks",  # a finished job is seen in 2 s, not 10
+    "--seconds-between-status-checks",  # a finished job is seen within 2 s (steadily: snakemake_steady_polling.py)
     "2",
     "--slurm-keep-successful-logs",
     "--latency-wait",
@@ -93,7 +100,8 @@ def logs_of(workdir):
 
 
 @pytest.mark.timeout(480)
-def test_profile_submits_every_stage_and_wires_the_mpi_world(workdir, slurm_cluster):
+def test_profile_submits_every_stage_and_wires_the_mpi_world(workdir, slurm_cluster, signalled_workflow):
+    """(The preemption workflow of the test below runs meanwhile: `signalled_workflow` starts it.)"""
     started = time.monotonic()
     result = snakemake(workdir, "--profile", "slurm", "--configfile", CONFIG, *CI_OVERRIDES, timeout=300, slurm=True)
     print(f"workflow through Slurm: {time.monotonic() - started:.0f} s")
@@ -185,62 +193,81 @@ RESUME_RUN = "results/test_slurm_resume/runs/synthetic/lenet/sync_sgd/ci/p2/s0"
 RESUME_LOG = "logs/test_slurm_resume/runs/synthetic/lenet/sync_sgd/ci/p2/s0.log"
 
 
-def running_train_job() -> str | None:
-    """The Slurm job id of the running training job, if there is one."""
+def running_train_job(config_name: str) -> str | None:
+    """The Slurm job id of config `config_name`'s running training job, if there is one."""
     listing = subprocess.run(["squeue", "-h", "-t", "R", "-o", "%i %k"], capture_output=True, text=True).stdout
     return next(
         (
             job
             for job, comment in (line.split(maxsplit=1) for line in listing.splitlines() if " " in line)
-            if comment.startswith("rule_train")
+            if comment.startswith("rule_train") and f"_{config_name}_runs_" in comment
         ),
         None,
     )
 
 
-@pytest.mark.timeout(480)
-def test_a_signalled_training_job_checkpoints_is_resubmitted_and_resumes(workdir, slurm_cluster):
-    env = {
-        **os.environ,
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-        "OMP_NUM_THREADS": "1",
-        "MPIR_CVAR_ENABLE_HEAVY_YIELD": "1",
-    }
-    workflow = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "snakemake",
-            "--profile",
-            "slurm",
-            "--configfile",
-            RESUME_CONFIG,
-            *CI_OVERRIDES,
-            f"{RESUME_RUN}/run.json",
-        ],
-        cwd=workdir,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    try:
-        signalled = None
-        deadline = time.monotonic() + 300
-        while signalled is None and time.monotonic() < deadline and workflow.poll() is None:
-            log = workdir / RESUME_LOG
-            job = running_train_job()
+class SignalledWorkflow:
+    """The preemption workflow, started beside the other one (the one-node cluster runs both: its jobs ask for
+    3 of the node's 8 CPUs at most), and a thread that signals its training job once that has logged a step."""
+
+    def __init__(self, workdir: Path):
+        self.workdir = workdir
+        env = {
+            **os.environ,
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+            "OMP_NUM_THREADS": "1",
+            "MPIR_CVAR_ENABLE_HEAVY_YIELD": "1",
+        }
+        command = [sys.executable, str(STEADY_POLLING), "--profile", "slurm", "--configfile", RESUME_CONFIG]
+        self.process = subprocess.Popen(
+            [*command, *CI_OVERRIDES, f"{RESUME_RUN}/run.json"],
+            cwd=workdir,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        self.deadline = time.monotonic() + 300
+        self.signalled: str | None = None
+        self._signaller = threading.Thread(target=self._signal_when_running, daemon=True)
+        self._signaller.start()
+
+    def _signal_when_running(self) -> None:
+        while time.monotonic() < self.deadline and self.process.poll() is None:
+            log = self.workdir / RESUME_LOG
+            job = running_train_job("test_slurm_resume")
             if job and log.exists() and re.search(r"^step\s+[1-9]\d*/", log.read_text(), re.M):
                 # what Slurm does warn_before_limit_s before the limit: SIGUSR1 to every task of the job's steps
                 subprocess.run(["scancel", "--signal=USR1", job], check=True, timeout=30)
-                signalled = job
+                self.signalled = job
+                return
             time.sleep(0.5)
-        output, _ = workflow.communicate(timeout=max(deadline - time.monotonic(), 30))
-    finally:
-        if workflow.poll() is None:
-            workflow.kill()
+
+    def finish(self) -> str:
+        """Its output, once it has ended."""
+        try:
+            output, _ = self.process.communicate(timeout=max(self.deadline - time.monotonic(), 30))
+        finally:
+            if self.process.poll() is None:
+                self.process.kill()
+        self._signaller.join(timeout=30)
+        return output
+
+
+@pytest.fixture(scope="module")
+def signalled_workflow(slurm_cluster, tmp_path_factory):
+    workflow = SignalledWorkflow(copy_workflow(tmp_path_factory.mktemp("resume")))
+    yield workflow
+    if workflow.process.poll() is None:
+        workflow.process.kill()
+
+
+@pytest.mark.timeout(480)
+def test_a_signalled_training_job_checkpoints_is_resubmitted_and_resumes(signalled_workflow):
+    output = signalled_workflow.finish()
+    workdir, signalled = signalled_workflow.workdir, signalled_workflow.signalled
     assert signalled, "the training job never ran long enough to be signalled:\n" + (output or "")
-    assert workflow.returncode == 0, output + logs_of(workdir)
+    assert signalled_workflow.process.returncode == 0, output + logs_of(workdir)
     trains = {
         job: log for job, log in SUBMITTED.findall(output) if "rule_train" in scontrol_job(job).get("Comment", "")
     }

@@ -33,6 +33,9 @@ from workflow_env import snakemake_env
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA = REPO / "workflow/schemas/config.schema.yaml"
+STEADY_POLLING = (
+    REPO / "tests/snakemake_steady_polling.py"
+)  # Slurm runs: status checks every --seconds-between-status-checks
 
 
 @pytest.fixture
@@ -54,8 +57,9 @@ def snakemake(workdir, *args, timeout=120, slurm=False):
         OMP_NUM_THREADS="1",
         MPIR_CVAR_ENABLE_HEAVY_YIELD="1",  # MPICH busy-polls; yield when ranks share cores
     )
+    program = [str(STEADY_POLLING)] if slurm else ["-m", "snakemake"]
     return subprocess.run(
-        [sys.executable, "-m", "snakemake", *args],
+        [sys.executable, *program, *args],
         cwd=workdir,
         env=env,
         capture_output=True,
