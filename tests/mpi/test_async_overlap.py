@@ -97,6 +97,8 @@ def train(digits_h5, out, algorithm, *extra, steps=30):
             algorithm,
             "--out-dir",
             str(out),
+            "--batch-size",  # a quarter of the default: the same exchanges, a quarter of the compute
+            "16",
             "--max-steps",
             str(steps),
             "--eval-every",

@@ -34,6 +34,8 @@ def train_args(data, out, algorithm, *extra):
         algorithm,
         "--out-dir",
         str(out),
+        "--batch-size",  # a quarter of the default: the same arithmetic, a quarter of the compute
+        "16",
         "--max-steps",
         "30",
         "--eval-every",

@@ -43,7 +43,7 @@ def args(data, out, algorithm, *extra):
         "--eval-every",
         "10",
         "--batch-size",
-        "32",
+        "16",
         "--checkpoint-every",
         str(EVERY),
         *extra,

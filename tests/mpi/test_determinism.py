@@ -11,6 +11,7 @@ from scaledl.algorithms import tasks_for
 from scaledl.run_record import read_run_json
 
 pytestmark = pytest.mark.mpi
+BATCH = 16  # a quarter of the default: the same arithmetic to repeat, a quarter of the compute
 
 
 def train_once(digits_h5, out, algorithm, seed, workers=2, extra=()):
@@ -29,6 +30,8 @@ def train_once(digits_h5, out, algorithm, seed, workers=2, extra=()):
             "30",
             "--eval-every",
             "10",
+            "--batch-size",
+            str(BATCH),
             "--seed",
             str(seed),
             *extra,
@@ -127,7 +130,7 @@ def test_one_worker_equals_a_plain_pytorch_loop_bit_for_bit(digits_h5, tmp_path,
         torch.manual_seed(4)
         model = build_model("lenet", info.image_shape, info.classes)
         opt = torch.optim.SGD(model.parameters(), lr=0.05, weight_decay=float(weight_decay))
-        loader = ShardLoader(digits_h5, shard=0, num_shards=1, batch_size=64, seed=4)
+        loader = ShardLoader(digits_h5, shard=0, num_shards=1, batch_size=BATCH, seed=4)
         normalize = Normalizer(info.mean, info.std, "cpu")
         for _ in range(30):
             x, y = normalize(*loader.next_batch())
