@@ -28,6 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from scaledl.comm import transport
+from scaledl.comm.buffers import host_tensor
 from scaledl.comm.collectives import TORCH_DIST_BACKENDS
 from scaledl.comm.flat import FlatParams
 from scaledl.comm.transport import MPI
@@ -83,9 +85,10 @@ class GradientBuckets:
         self.before_send = before_send
         self.buckets = plan_buckets(params.numels, self.grad.element_size(), bucket_mb)
         self.torch_dist = backend in TORCH_DIST_BACKENDS
-        self.staged = backend == "mpi" and self.grad.is_cuda  # MPI cannot read device memory
+        # MPI cannot read device memory (nor, in a simulation, a simulated GPU's: comm.buffers.HostStage)
+        self.staged = backend == "mpi" and (self.grad.is_cuda or transport.current().device_behind_pcie())
         self.device_direct = backend == "cuda_aware_mpi"
-        self.host = torch.empty(self.grad.shape, dtype=self.grad.dtype, pin_memory=True) if self.staged else None
+        self.host = host_tensor(self.grad.shape, self.grad.dtype) if self.staged else None
         self.dist_group = dist_group
         self.messages = 0
         self._wire = [self._wire_view(b) for b in self.buckets]
@@ -127,7 +130,7 @@ class GradientBuckets:
         bucket = self.buckets[k]
         if self.before_send is not None:
             self.before_send(bucket.lo, bucket.hi)
-        if self.staged or self.device_direct:
+        if (self.staged or self.device_direct) and self.grad.is_cuda:
             torch.cuda.current_stream(self.grad.device).synchronize()  # MPI must not read before backward wrote
         if self.staged:
             self.host[bucket.lo : bucket.hi].copy_(self.grad[bucket.lo : bucket.hi])
@@ -149,5 +152,6 @@ class GradientBuckets:
         else:
             MPI.Request.Waitall(self._in_flight)
         if self.staged:
-            self.grad.copy_(self.host)
+            with transport.meter("param_copy"):  # priced in a simulation; over MPI the caller's phase times it
+                self.grad.copy_(self.host)
         self._reset()

@@ -9,10 +9,32 @@ the paper's CPU–GPU parameter communication and are timed as `param_copy`.
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 import torch
 
+from scaledl.comm import transport
 from scaledl.comm.timing import PhaseTimer
+
+# Where the host buffers that MPI reads and writes are: (first byte, end) of each live one. A simulation's numerics
+# keep every tensor in this machine's memory, so its meter asks here which side of a copy is the host's
+# (scaledl.sim.roofline: a copy between a host buffer and the device's memory crosses PCIe, in that direction).
+_host_buffers: set[tuple[int, int]] = set()
+
+
+def _register_host(owner: torch.Tensor | np.ndarray) -> None:
+    """Note `owner`'s memory as a host buffer for as long as `owner` lives."""
+    start = owner.data_ptr() if isinstance(owner, torch.Tensor) else owner.ctypes.data
+    span = (start, start + owner.nbytes)
+    _host_buffers.add(span)
+    weakref.finalize(owner, _host_buffers.discard, span)
+
+
+def is_host_buffer(t: torch.Tensor) -> bool:
+    """Whether `t` lies inside a host buffer made here (host_array, a HostStage's mirror)."""
+    start = t.data_ptr()
+    return any(first <= start < end for first, end in _host_buffers)
 
 
 def host_array(numel: int) -> np.ndarray:
@@ -20,7 +42,17 @@ def host_array(numel: int) -> np.ndarray:
     alive). torch's allocator gives large blocks huge pages (THP_MEM_ALLOC_ENABLE, set by `python -m
     scaledl`), as it does every other |W|-sized buffer of a run; a plain np.empty does not, and a 143 MB
     message into such a buffer took twice as long here (bench_exchange)."""
-    return torch.empty(numel, dtype=torch.float32).numpy()
+    array = torch.empty(numel, dtype=torch.float32).numpy()
+    _register_host(array)
+    return array
+
+
+def host_tensor(shape: torch.Size, dtype: torch.dtype) -> torch.Tensor:
+    """A host mirror for staging a device tensor: pinned where there is a GPU (its copies are DMA), noted as a
+    host buffer."""
+    mirror = torch.empty(shape, dtype=dtype, pin_memory=torch.cuda.is_available())
+    _register_host(mirror)
+    return mirror
 
 
 class HostStage:
@@ -28,11 +60,10 @@ class HostStage:
 
     def __init__(self, like: torch.Tensor, timer: PhaseTimer):
         self.device = like.device
-        self.on_host = like.device.type == "cpu"
+        # a simulated GPU's tensors are in this machine's memory, but its messages are staged as on the GPU
+        self.on_host = like.device.type == "cpu" and not transport.current().device_behind_pcie()
         self.timer = timer
-        self._host = (
-            None if self.on_host else torch.empty(like.shape, dtype=like.dtype, pin_memory=torch.cuda.is_available())
-        )
+        self._host = None if self.on_host else host_tensor(like.shape, like.dtype)
         self._views: dict[tuple, np.ndarray] = {}
 
     def view(self, t: torch.Tensor) -> np.ndarray:
@@ -53,7 +84,8 @@ class HostStage:
         if self.on_host:
             return self.view(t)
         with self.timer.phase("param_copy"):
-            torch.cuda.current_stream(self.device).synchronize()
+            if self.device.type == "cuda":
+                torch.cuda.current_stream(self.device).synchronize()
             self._host.copy_(t)
         return self.view(self._host)
 

@@ -58,6 +58,11 @@ class MPITransport:
     def meter(self, phase: str):
         return contextlib.nullcontext()
 
+    def device_behind_pcie(self) -> bool:
+        """Whether this rank's device tensors need host staging although torch places them on the CPU: never
+        here (a real device says so itself); in a simulation, a simulated GPU's."""
+        return False
+
     def complete(self, request, deadline: float, on_timeout: Callable[[], None], poll: float, spin_s: float) -> None:
         """Complete `request`, polling; call `on_timeout()` once time.monotonic() passes `deadline`.
 

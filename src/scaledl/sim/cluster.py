@@ -7,7 +7,9 @@ helper actors (an overlapped exchange, a nonblocking send or collective) are
 started with `spawn`, which hands them the rank's identity.
 
 Messages are eager: a send moves its bytes over the platform's route between
-the two ranks' hosts at once (SimGrid's flow model shares every link with the
+the two ranks' memory hosts (a GPU rank's is its node's CPU: MPI reads and
+writes host buffers, and the copies to and from the GPU are priced where the
+code makes them, scaledl.sim.roofline) at once (SimGrid's flow model shares every link with the
 transfers crossing it at the same time) and lands in the receiver's inbox,
 where a receive matching source and tag picks it up. A wait with a deadline
 blocks on a semaphore with a timeout, never by polling.
@@ -84,6 +86,8 @@ class RankState:
     rank: int
     host: object  # simgrid.Host of the rank's device (its actor runs there)
     node: str  # the node's name (ranks of one node share memory: Split_type)
+    memory_host: object = None  # simgrid.Host where its messages start and end: the node's CPU for a GPU (host
+    # buffers: comm.buffers stages a GPU's tensors, and param_copy crosses PCIe), else `host`
     meter: object = None  # scaledl.sim.roofline.Meter
     world: object = None  # its COMM_WORLD (scaledl.sim.mpi.Comm)
     alive: bool = True  # False once its host failed (Simulation's --fail)
@@ -114,7 +118,7 @@ class Cluster:
         for rank in (src, dst):
             if not self.ranks[rank].alive:
                 raise RankLost(f"rank {rank}'s host {self.ranks[rank].host.name} has failed")
-        a, b = self.ranks[src].host, self.ranks[dst].host
+        a, b = self.ranks[src].memory_host, self.ranks[dst].memory_host
         self.sg.Comm.sendto(a, b, max(int(nbytes), 0))
 
     def fail(self, rank: int) -> None:

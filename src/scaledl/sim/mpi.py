@@ -430,11 +430,11 @@ class Win:
 
     @contextlib.contextmanager
     def _applying(self, target: int, nbytes: int):
-        """Hold the target's accumulate mutex while it applies `nbytes` of operands (priced at its memory speed)."""
+        """Hold the target's accumulate mutex while it applies `nbytes` of operands (at its host memory's speed)."""
         mutex = self.applying[target]
         mutex.lock()
         try:
-            memory_bw = self.comm.cluster.ranks[self.comm.ranks[target]].meter.device.memory_bw
+            memory_bw = self.comm.cluster.ranks[self.comm.ranks[target]].meter.host_device.memory_bw  # a host buffer
             if nbytes:
                 self.comm.cluster.sg.this_actor.sleep_for(3 * nbytes / memory_bw)
             yield

@@ -11,9 +11,11 @@ host↔device copies, as a transfer over the node's PCIe link):
                as torch.utils.flop_counter counts them, bytes every tensor the operation
                reads and writes (views move nothing and cost nothing)
     h2d, param_copy
-               on a device behind PCIe: the bytes the phase copies (copy_, _to_copy)
-               cross the link between the node's CPU host and the rank's device host,
-               the rest as above; on a device without one (a CPU, a KNL): all as above
+               on a device behind PCIe: the bytes the phase copies to the device
+               (h2d: the batch) or between a host buffer and the device (param_copy,
+               in the copy's direction) cross the link between the node's CPU host
+               and the rank's device host; on a device without one (a CPU, a KNL):
+               as above
     comm, wait, eval, checkpoint
                nothing here: the messages cost what the network says, waits last as
                long as the peers take, and evaluation and checkpoints are off the clock
@@ -38,6 +40,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import flop_registry
 
+from scaledl.comm.buffers import is_host_buffer
+
 ROOFLINE = ("compute", "update", "center_update", "data")
 COPIES = ("h2d", "param_copy")
 REAL_WORK = (*ROOFLINE, *COPIES)  # phases whose real seconds are numerics (Meter.real_s; evaluations time themselves)
@@ -59,17 +63,21 @@ class Device:
 @dataclass
 class Price:
     seconds: float  # on the device
-    pcie_bytes: int  # across PCIe (copies, on a device behind it)
+    to_device: int = 0  # bytes across PCIe, host to device (copies, on a device behind it)
+    to_host: int = 0  # bytes across PCIe, device to host
 
 
 class OpCounter(TorchDispatchMode):
-    """Every operation's roofline seconds on `device`, and the bytes copied (the source's) by copy operations."""
+    """Every operation's roofline seconds on `device`, the bytes copied (the source's) by copy operations, and of
+    those the bytes between a host buffer and other memory (comm.buffers.is_host_buffer), by direction."""
 
     def __init__(self, device: Device):
         super().__init__()
         self.device = device
         self.seconds = 0.0
         self.copied = 0
+        self.to_device = 0
+        self.to_host = 0
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -82,7 +90,13 @@ class OpCounter(TorchDispatchMode):
         moved = sum(t.nbytes for t in inputs) + sum(t.nbytes for t in outputs)
         name = packet.__name__
         if name in COPY_OPS:
-            self.copied += inputs[-1].nbytes if name == "copy_" else inputs[0].nbytes
+            source, target = (inputs[-1], inputs[0]) if name == "copy_" else (inputs[0], outputs[0])
+            self.copied += source.nbytes
+            from_host, to_host = is_host_buffer(source), is_host_buffer(target)
+            if from_host and not to_host:
+                self.to_device += source.nbytes
+            elif to_host and not from_host:
+                self.to_host += source.nbytes
         flops = flop_registry[packet](*args, **kwargs, out_val=out) if packet in flop_registry else 0
         d = self.device
         self.seconds += d.op_overhead_s + max(flops / (d.flops * d.efficiency), moved / d.memory_bw)
@@ -131,21 +145,34 @@ class Meter:
             yield
         self.real_s += time.thread_time() - t0
         if counter is not None:
-            copies = counter.copied if name in COPIES and self.device.pcie else 0
-            price = self.prices[key] = Price(counter.seconds, copies)
+            price = self.prices[key] = self._price(name, counter)
         if price is not None:
             self._pay(name, price)
 
+    def _price(self, name: str, counter: OpCounter) -> Price:
+        """On a device behind PCIe, `h2d` moves the batch to the device (every byte it copies), and any phase
+        moves what it copies between a host buffer and the device (param_copy's weights; a gradient bucket
+        staged from a backward hook, inside compute), each copy in its own direction; a copy within one
+        memory is the roofline's."""
+        if not self.device.pcie:
+            return Price(counter.seconds)
+        if name == "h2d":
+            return Price(counter.seconds, to_device=counter.copied)
+        return Price(counter.seconds, to_device=counter.to_device, to_host=counter.to_host)
+
     def _pay(self, name: str, price: Price) -> None:
         seconds = price.seconds * (self.slowdown if name == "compute" else 1.0)
-        if price.pcie_bytes:
-            self.pcie(price.pcie_bytes, to_device=name == "h2d")
-            if name in COPIES:  # the copies' own roofline seconds are the PCIe transfer, already paid
-                seconds = 0.0
+        if price.to_host:
+            self.pcie(price.to_host, to_device=False)
+        if price.to_device:
+            self.pcie(price.to_device, to_device=True)
+        if name in COPIES and (price.to_host or price.to_device):
+            seconds = 0.0  # the copies' own roofline seconds are the PCIe transfer, already paid
         if seconds > 0:
             self.charge(seconds)
 
     def reduction(self, nbytes: int) -> None:
-        """A collective's arithmetic on `nbytes` of this rank's data: read two operands, write one (inside the
-        MPI library: no framework's per-operation overhead)."""
-        self.charge(3 * nbytes / self.device.memory_bw)
+        """A collective's arithmetic on `nbytes` of this rank's data: read two operands, write one, by the MPI
+        library on the host buffers it was given (comm.buffers stages a GPU's), so at the host's memory speed
+        and without a framework's per-operation overhead."""
+        self.charge(3 * nbytes / self.host_device.memory_bw)

@@ -87,6 +87,10 @@ class SimulatedTransport:
         meter = this_rank().meter
         return meter.phase(phase) if meter is not None else contextlib.nullcontext()
 
+    def device_behind_pcie(self) -> bool:
+        meter = this_rank().meter
+        return meter is not None and meter.device.pcie
+
     def complete(self, request, deadline: float, on_timeout, poll: float, spin_s: float) -> None:
         if not request.wait_until(deadline):
             on_timeout()
@@ -145,7 +149,10 @@ class Simulation:
             "rank_hosts": [h.name for h in self.placement],
             "failures": dict(self.failures),
             "host_speed": dict(self.host_speed),
-            "cost_model": "per-operation roofline on the host's device; host-device copies over the PCIe route",
+            "cost_model": (
+                "per-operation roofline on the host's device; messages between host buffers (a GPU rank's on its "
+                "node's CPU); host-device copies over the PCIe route, in their direction"
+            ),
             "noise": {h.name: h.noise.describe() for h in self.placement if not h.noise.quiet},
             "noise_seed": self.seed,
         }
@@ -163,7 +170,8 @@ class Simulation:
             sg.Host.by_name(host).set_speed_profile(f"0 {factor}\n", -1)
         for rank, info in enumerate(self.placement):
             host = sg.Host.by_name(info.name)
-            state = RankState(cluster, rank, host, info.node)
+            memory = sg.Host.by_name(info.cpu_host) if info.cpu_host else host
+            state = RankState(cluster, rank, host, info.node, memory_host=memory)
             state.world = Comm("world", tuple(range(self.ranks)), rank)
             state.meter = self._meter(sg, info, host, self.slowdown.get(rank, 1.0), info.noise.factors(self.seed, rank))
             cluster.ranks.append(state)

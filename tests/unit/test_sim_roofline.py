@@ -1,0 +1,74 @@
+"""The simulated meter (scaledl.sim.roofline): which copies cross PCIe, in which direction, and what they cost."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from scaledl.comm import buffers
+from scaledl.comm.buffers import HostStage, host_array, is_host_buffer
+from scaledl.comm.timing import PhaseTimer
+from scaledl.sim.roofline import Device, Meter
+
+GPU = Device("gpu", flops=4e12, efficiency=0.35, memory_bw=240e9, op_overhead_s=1e-5, pcie=True)
+CPU = Device("cpu", flops=2e12, efficiency=0.3, memory_bw=120e9, op_overhead_s=5e-6, pcie=False)
+N = 100_000  # float32 words: 400 kB
+
+
+class Ledger:
+    """What a meter paid: PCIe transfers (bytes, direction) and executions (seconds)."""
+
+    def __init__(self, device: Device = GPU):
+        self.pcie: list[tuple[int, bool]] = []
+        self.seconds: list[float] = []
+        self.meter = Meter(device, CPU, self.seconds.append, lambda n, to_device: self.pcie.append((n, to_device)))
+
+
+def test_a_center_copied_from_its_host_buffer_crosses_pcie_once_to_the_device():
+    ledger, center_host, center_copy = Ledger(), host_array(N), torch.empty(N)
+    for _ in range(3):  # priced once per call site, paid every time
+        with ledger.meter.phase("param_copy"):
+            center_copy.copy_(torch.from_numpy(center_host))
+    assert ledger.pcie == [(4 * N, True)] * 3 and ledger.seconds == []
+
+
+def test_a_staged_send_crosses_to_the_host_and_a_staged_receive_back():
+    ledger, weights = Ledger(), torch.randn(N)
+    stage = HostStage(weights, PhaseTimer())  # a real run's staging: here (a CPU tensor) it stays on the host
+    assert stage.on_host
+    host = torch.empty(N)
+    buffers._register_host(host)  # what HostStage does with its mirror where the device needs staging
+    with ledger.meter.phase("param_copy"):
+        host.copy_(weights)
+    with ledger.meter.phase("param_copy"):
+        weights.copy_(host)
+    assert ledger.pcie == [(4 * N, False), (4 * N, True)]
+
+
+def test_a_copy_within_one_memory_is_memory_traffic_and_a_cpu_has_no_pcie():
+    ledger, a, b = Ledger(), torch.randn(N), torch.empty(N)
+    with ledger.meter.phase("param_copy"):
+        b.copy_(a)  # device to device: neither side is a host buffer (read both, write one)
+    assert ledger.pcie == [] and ledger.seconds == [pytest.approx(GPU.op_overhead_s + 3 * 4 * N / GPU.memory_bw)]
+    cpu = Ledger(CPU)
+    with cpu.meter.phase("param_copy"):
+        b.copy_(torch.from_numpy(host_array(N)))
+    assert cpu.pcie == [] and len(cpu.seconds) == 1
+
+
+def test_the_batch_moves_to_the_device_and_host_buffers_are_forgotten_when_freed():
+    ledger, batch = Ledger(), torch.randn(64, 1, 28, 28)
+    with ledger.meter.phase("h2d"):
+        batch.clone()  # what .to(device) copies on a real GPU
+    assert ledger.pcie == [(batch.nbytes, True)]
+    buffer = host_array(N)
+    view = torch.from_numpy(buffer)
+    assert is_host_buffer(view) and is_host_buffer(view[N // 2 :])
+    del buffer, view
+    assert not is_host_buffer(torch.empty(N))  # (a new tensor may reuse the freed address: it must not count)
+
+
+def test_collective_arithmetic_is_the_hosts_memory_traffic():
+    ledger = Ledger()
+    ledger.meter.reduction(4 * N)
+    assert ledger.seconds == [pytest.approx(3 * 4 * N / CPU.memory_bw)]
