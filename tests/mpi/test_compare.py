@@ -1,12 +1,9 @@
 """`scaledl compare`: two result sets, matched by configuration, each metric judged against the seeds' spread."""
 
-import subprocess
-import sys
-
 import pandas as pd
 import pytest
 
-from mpi_run import run_train
+from mpi_run import run_python, run_train
 from scaledl.errors import UserError
 from scaledl.report import compare
 
@@ -73,12 +70,7 @@ def train_set(digits_h5, folder, seeds, lr, threads=1):
 
 
 def scaledl_compare(a, b, out):
-    proc = subprocess.run(
-        [sys.executable, "-m", "scaledl", "compare", str(a), str(b), "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = run_python(["-m", "scaledl", "compare", str(a), str(b), "--out", str(out)], timeout=120)
     assert proc.returncode == 0, proc.stderr
     return pd.read_csv(out).set_index("metric")
 

@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 
 import pytest
 from test_workflow import REPO, job_counts, output_of, snakemake, workdir  # noqa: F401  (workdir is a fixture)
 
+from mpi_run import run_python
 from scaledl.grid import nodehours
 
 
 def scaledl_cost(*args, cwd=REPO):
-    return subprocess.run(
-        [sys.executable, "-m", "scaledl", "cost", *args], cwd=cwd, capture_output=True, text=True, timeout=120
-    )
+    return run_python(["-m", "scaledl", "cost", *args], cwd=cwd, timeout=120, preload="libraries")
 
 
 def rows_of(text: str) -> dict[tuple[str, str], list[str]]:

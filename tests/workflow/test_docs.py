@@ -4,20 +4,17 @@ registry, docs/outputs.md names every column and run.json block, and every relat
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
-import sys
 import tomllib
 import typing
 from pathlib import Path
 
 import pytest
 import yaml
+from dry_runs import PLANNER, copy_workflow
 
 from mpi_run import run_train
 from scaledl.algorithms import ALGORITHMS
 from scaledl.run_record import read_run_json
-from workflow_env import snakemake_env
 
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
@@ -62,24 +59,9 @@ def assignments(cell: str) -> dict[str, str]:
 
 def workflow_rules(tmp_path: Path) -> set[str]:
     """`snakemake --list-rules`, run in a copy of the workflow so the checkout gets no .snakemake/."""
-    for name in ("Snakefile", "workflow", "config", "slurm"):
-        source = REPO / name
-        if source.is_dir():
-            shutil.copytree(source, tmp_path / name)
-        else:
-            shutil.copy2(source, tmp_path / name)
-    env = snakemake_env()
-    result = subprocess.run(
-        [sys.executable, "-m", "snakemake", "--list-rules", "--configfile", "config/test.yaml"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    return set(result.stdout.split())
+    result = PLANNER.run(copy_workflow(tmp_path), ["--list-rules", "--configfile", "config/test.yaml"])
+    assert result.returncode == 0, result.stdout
+    return {line for line in result.stdout.splitlines() if re.fullmatch(r"\w+", line)}  # (not the log's lines)
 
 
 @pytest.mark.workflow
