@@ -21,7 +21,12 @@ class Ledger:
     def __init__(self, device: Device = GPU):
         self.pcie: list[tuple[int, bool]] = []
         self.seconds: list[float] = []
-        self.meter = Meter(device, CPU, self.seconds.append, lambda n, to_device: self.pcie.append((n, to_device)))
+        self.on_cpu: list[bool] = []
+        self.meter = Meter(device, CPU, self.charge, lambda n, to_device: self.pcie.append((n, to_device)))
+
+    def charge(self, seconds: float, on_cpu: bool = False) -> None:
+        self.seconds.append(seconds)
+        self.on_cpu.append(on_cpu)
 
 
 def test_a_center_copied_from_its_host_buffer_crosses_pcie_once_to_the_device():
@@ -50,6 +55,7 @@ def test_a_copy_within_one_memory_is_memory_traffic_and_a_cpu_has_no_pcie():
     with ledger.meter.phase("param_copy"):
         b.copy_(a)  # device to device: neither side is a host buffer (read both, write one)
     assert ledger.pcie == [] and ledger.seconds == [pytest.approx(GPU.op_overhead_s + 3 * 4 * N / GPU.memory_bw)]
+    assert ledger.on_cpu == [False]  # the device's own memory
     cpu = Ledger(CPU)
     with cpu.meter.phase("param_copy"):
         b.copy_(torch.from_numpy(host_array(N)))
@@ -71,4 +77,13 @@ def test_the_batch_moves_to_the_device_and_host_buffers_are_forgotten_when_freed
 def test_collective_arithmetic_is_the_hosts_memory_traffic():
     ledger = Ledger()
     ledger.meter.reduction(4 * N)
-    assert ledger.seconds == [pytest.approx(3 * 4 * N / CPU.memory_bw)]
+    assert ledger.seconds == [pytest.approx(3 * 4 * N / CPU.memory_bw)] and ledger.on_cpu == [True]
+
+
+def test_arithmetic_on_host_buffers_inside_an_epoch_is_the_cpus():
+    """A window epoch's elastic difference runs on what MPI read into host memory: the node's CPU prices it."""
+    ledger, center, weights = Ledger(), torch.randn(N), torch.randn(N)
+    with ledger.meter.phase("host_arithmetic"):
+        weights - center  # read two, write one
+    assert ledger.pcie == [] and ledger.seconds == [pytest.approx(CPU.op_overhead_s + 3 * 4 * N / CPU.memory_bw)]
+    assert ledger.on_cpu == [True]  # host work

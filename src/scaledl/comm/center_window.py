@@ -47,6 +47,7 @@ import contextlib
 import numpy as np
 import torch
 
+from scaledl.comm import transport
 from scaledl.comm.transport import MPI
 from scaledl.config import CENTER_WINDOWS
 from scaledl.errors import UserError
@@ -166,7 +167,9 @@ class CenterWindow(_Center):
             held = self._held()
             self._read(out)
             self.win.Flush(self.master)
-            self.win.Accumulate(make_delta(out), self.master, op=MPI.SUM)
+            with transport.meter("host_arithmetic"):  # inside the epoch: a simulation prices it here
+                delta = make_delta(out)
+            self.win.Accumulate(delta, self.master, op=MPI.SUM)
             on_update()
             self._unlock(held)
 
@@ -185,7 +188,8 @@ class CenterWindow(_Center):
             held = self._held()
             self.win.Get(velocity, self.master, target=(self.numel, self.numel, MPI.FLOAT))
             self.win.Flush(self.master)
-            update_velocity(velocity)
+            with transport.meter("host_arithmetic"):
+                update_velocity(velocity)
             self.win.Put(velocity, self.master, target=(self.numel, self.numel, MPI.FLOAT))
             self.win.Accumulate(velocity, self.master, op=MPI.SUM)
             on_update()

@@ -430,13 +430,13 @@ class Win:
 
     @contextlib.contextmanager
     def _applying(self, target: int, nbytes: int):
-        """Hold the target's accumulate mutex while it applies `nbytes` of operands (at its host memory's speed)."""
+        """Hold the target's accumulate mutex while its node's CPU applies `nbytes` of operands (memory-bound)."""
         mutex = self.applying[target]
         mutex.lock()
         try:
-            memory_bw = self.comm.cluster.ranks[self.comm.ranks[target]].meter.host_device.memory_bw  # a host buffer
+            meter = self.comm.cluster.ranks[self.comm.ranks[target]].meter  # the window is a host buffer there
             if nbytes:
-                self.comm.cluster.sg.this_actor.sleep_for(3 * nbytes / memory_bw)
+                meter.charge(3 * nbytes / meter.host_device.memory_bw, on_cpu=True)
             yield
         finally:
             mutex.unlock()

@@ -5,7 +5,7 @@ platform's. When a rank leaves a phase that does work, its meter charges the
 phase's cost to the simulated clock as an execution on the rank's host (or, for
 host↔device copies, as a transfer over the node's PCIe link):
 
-    compute, update, center_update, data
+    compute, update, center_update, data, host_arithmetic
                per operation a roofline: overhead + max(FLOPs / (peak × efficiency),
                bytes / memory bandwidth); FLOPs of matrix products and convolutions
                as torch.utils.flop_counter counts them, bytes every tensor the operation
@@ -42,7 +42,10 @@ from torch.utils.flop_counter import flop_registry
 
 from scaledl.comm.buffers import is_host_buffer
 
-ROOFLINE = ("compute", "update", "center_update", "data")
+ROOFLINE = ("compute", "update", "center_update", "data", "host_arithmetic")
+# on the node's CPU: the batch's preparation, and arithmetic on host buffers inside a comm phase (a window
+# epoch's elastic difference or momentum: torch.from_numpy views of what MPI read), which no timer phase names
+ON_HOST = ("data", "host_arithmetic")
 COPIES = ("h2d", "param_copy")
 REAL_WORK = (*ROOFLINE, *COPIES)  # phases whose real seconds are numerics (Meter.real_s; evaluations time themselves)
 COPY_OPS = ("copy_", "_to_copy", "clone")
@@ -117,8 +120,9 @@ def call_site(skip: tuple[str, ...]) -> tuple:
 class Meter:
     """One simulated rank's prices (shared by its helper actors) and how they are charged.
 
-    `charge(seconds)` runs an execution of that length on the rank's host; `pcie(nbytes, to_device)`
-    moves bytes over the node's PCIe link; `slowdown` stretches the rank's compute (a straggler).
+    `charge(seconds, on_cpu)` runs an execution of that length for the rank (`on_cpu`: host work, priced at
+    the node's CPU: the batch, host arithmetic, MPI's reductions); `pcie(nbytes, to_device)` moves bytes over
+    the node's PCIe link; `slowdown` stretches the rank's compute (a straggler).
     """
 
     def __init__(self, device: Device, host_device: Device, charge, pcie, slowdown: float = 1.0, skip=()):
@@ -139,7 +143,7 @@ class Meter:
         priced = name in ROOFLINE or name in COPIES
         key = (name, call_site(self.skip)) if priced else None
         price = self.prices.get(key) if priced else None
-        counter = OpCounter(self.host_device if name == "data" else self.device) if priced and price is None else None
+        counter = OpCounter(self.host_device if name in ON_HOST else self.device) if priced and price is None else None
         t0 = time.thread_time()  # this actor's own CPU seconds: a simcall inside the phase lets other actors run
         with counter if counter is not None else contextlib.nullcontext():
             yield
@@ -169,10 +173,10 @@ class Meter:
         if name in COPIES and (price.to_host or price.to_device):
             seconds = 0.0  # the copies' own roofline seconds are the PCIe transfer, already paid
         if seconds > 0:
-            self.charge(seconds)
+            self.charge(seconds, on_cpu=name in ON_HOST)
 
     def reduction(self, nbytes: int) -> None:
         """A collective's arithmetic on `nbytes` of this rank's data: read two operands, write one, by the MPI
         library on the host buffers it was given (comm.buffers stages a GPU's), so at the host's memory speed
         and without a framework's per-operation overhead."""
-        self.charge(3 * nbytes / self.host_device.memory_bw)
+        self.charge(3 * nbytes / self.host_device.memory_bw, on_cpu=True)

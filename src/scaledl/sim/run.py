@@ -200,7 +200,11 @@ class Simulation:
         cpu = self.platform.hosts[info.cpu_host] if info.cpu_host else info
         cpu_host = sg.Host.by_name(cpu.name)
 
-        def charge(seconds: float) -> None:  # every execution a rank pays, stretched by its host's noise
+        def charge(seconds: float, on_cpu: bool = False) -> None:
+            """An execution the rank pays, stretched by its noise, on its own host. `on_cpu` (host work, priced
+            at the node's CPU) runs there too: an execution on another host (`exec_init` and a host) deadlocks
+            SimGrid 3.32's Python bindings once several actors do it, so the ranks of a node do not yet contend
+            for their CPU host."""
             sg.this_actor.execute(seconds * noise() * sg.this_actor.get_host().speed)
 
         def pcie(nbytes: int, to_device: bool) -> None:
