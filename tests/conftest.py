@@ -26,6 +26,7 @@ sys.path[:0] = [
 ]
 
 import pytest
+import slurm_background
 
 # One torch thread in this process unless the shell chose otherwise: tests that start ranks leave the cores to
 # them. (Every rank is started with one thread or its --threads, and a test that compares its own computation
@@ -63,6 +64,16 @@ def pytest_collection_modifyitems(config, items):
         marker = FOLDER_MARKERS.get(Path(item.fspath).parent.name)
         if marker:
             item.add_marker(marker)
+
+
+def pytest_collection_finish(session):
+    """The real-Slurm tests' cluster and workflows start now, in the background (tests/slurm_background.py)."""
+    if not session.config.option.collectonly and any(item.get_closest_marker("slurm") for item in session.items):
+        slurm_background.start()
+
+
+def pytest_sessionfinish(session):
+    slurm_background.stop()
 
 
 def pytest_terminal_summary(terminalreporter):

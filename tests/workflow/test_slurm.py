@@ -19,9 +19,12 @@ training job as Slurm does before a time limit or a preemption (SIGUSR1,
 `scancel --signal`): the job checkpoints and exits 130, the profile's retries
 resubmit it, and it resumes and completes.
 
-Both run tests/snakemake_steady_polling.py, Snakemake with the Slurm plugin's
-status checks at a steady 2 s (the plugin waits 10 s longer after each check
-that finds nothing finished, which here only adds idle time).
+Both workflows start in the background as soon as pytest has collected these
+tests (tests/slurm_background.py), so their minute of waiting on Slurm overlaps
+the rest of the suite; the tests here check what they did. Both run
+tests/snakemake_steady_polling.py, Snakemake with the Slurm plugin's status
+checks at a steady 2 s (the plugin waits 10 s longer after each check that
+finds nothing finished, which here only adds idle time).
 """
 
 from __future__ import annotations
@@ -29,65 +32,42 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
-import threading
 import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
+import slurm_background
 import yaml
-from dry_runs import copy_workflow
-from test_workflow import REPO, STEADY_POLLING, output_of, snakemake, workdir  # noqa: F401  (workdir is a fixture)
+from slurm_background import RESUME_CONFIG, RESUME_RUN
+from test_workflow import REPO, output_of
 
 from scaledl.run_record import read_run_json
 
 pytestmark = [pytest.mark.slurm, pytest.mark.workflow]
 
-CONFIG = "config/test_slurm.yaml"
-# What a cluster without slurmdbd needs (notes: snakemake-slurm-mpi-hdf5.md §3.3)
-CI_OVERRIDES = [
-    "--slurm-status-command",
-    "squeue",
-    "--slurm-init-seconds-before-status-checks",
-    "2",
-    "--seconds-between-status-checks",  # a finished job is seen within 2 s (steadily: snakemake_steady_polling.py)
-    "2",
-    "--slurm-keep-successful-logs",
-    "--latency-wait",
-    "5",
-]
-SUBMITTED = re.compile(r"Job \d+ has been submitted with SLURM jobid (\d+) \(log: (\S+)\)")
-
 
 @pytest.fixture(scope="module")
 def slurm_cluster():
-    """A running one-node cluster for this module; skips where it cannot be installed."""
-    if os.name != "posix" or os.geteuid() != 0:
-        pytest.skip("real-Slurm test needs root: it installs Slurm with apt and writes /etc/slurm/slurm.conf")
-    # not under pytest's private tmp: munged wants every folder above its socket world-searchable
-    prefix = Path(tempfile.mkdtemp(prefix="scaledl-slurm-"))
-    prefix.chmod(0o755)
-    up = subprocess.run(
-        ["bash", str(REPO / ".ci/slurm_up.sh"), str(prefix)], capture_output=True, text=True, timeout=600
-    )
-    try:
-        if up.returncode == 3:
-            pytest.skip(up.stderr.strip().splitlines()[-1])
-        assert up.returncode == 0, f"Slurm did not start:\n{up.stdout}\n{up.stderr}"
-        yield prefix
-    finally:
-        subprocess.run(["bash", str(REPO / ".ci/slurm_down.sh"), str(prefix)], capture_output=True, timeout=120)
-        shutil.rmtree(prefix, ignore_errors=True)
+    """The session's one-node cluster (tests/slurm_background.py: up since collection, its two workflows
+    running); skips where it cannot be installed."""
+    cluster = slurm_background.start()
+    cluster.ready()
+    if cluster.skip_reason:
+        pytest.skip(cluster.skip_reason)
+    assert cluster.failure is None, cluster.failure
+    return cluster
 
 
 def scontrol_job(job_id):
     """`scontrol show job` of a (finished) job as a dict; MinJobAge keeps it there for 10 minutes."""
     text = subprocess.run(["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True, check=True).stdout
     return dict(field.split("=", 1) for field in text.split() if "=" in field)
+
+
+SUBMITTED = re.compile(r"Job \d+ has been submitted with SLURM jobid (\d+) \(log: (\S+)\)")
 
 
 def submissions(result):
@@ -100,11 +80,10 @@ def logs_of(workdir):
 
 
 @pytest.mark.timeout(480)
-def test_profile_submits_every_stage_and_wires_the_mpi_world(workdir, slurm_cluster, signalled_workflow):
-    """(The preemption workflow of the test below runs meanwhile: `signalled_workflow` starts it.)"""
-    started = time.monotonic()
-    result = snakemake(workdir, "--profile", "slurm", "--configfile", CONFIG, *CI_OVERRIDES, timeout=300, slurm=True)
-    print(f"workflow through Slurm: {time.monotonic() - started:.0f} s")
+def test_profile_submits_every_stage_and_wires_the_mpi_world(slurm_cluster):
+    workflow = slurm_cluster.profile
+    result, workdir = workflow.finish(), workflow.workdir
+    print(f"workflow through Slurm: {time.monotonic() - workflow.started:.0f} s")
     assert result.returncode == 0, output_of(result) + logs_of(workdir)
 
     # every computing stage went through sbatch: one job id per job, with its Slurm log kept; the
@@ -188,86 +167,13 @@ def test_profile_submits_every_stage_and_wires_the_mpi_world(workdir, slurm_clus
     assert not (out_dir / "run.json").exists()
 
 
-RESUME_CONFIG = "config/test_slurm_resume.yaml"
-RESUME_RUN = "results/test_slurm_resume/runs/synthetic/lenet/sync_sgd/ci/p2/s0"
-RESUME_LOG = "logs/test_slurm_resume/runs/synthetic/lenet/sync_sgd/ci/p2/s0.log"
-
-
-def running_train_job(config_name: str) -> str | None:
-    """The Slurm job id of config `config_name`'s running training job, if there is one."""
-    listing = subprocess.run(["squeue", "-h", "-t", "R", "-o", "%i %k"], capture_output=True, text=True).stdout
-    return next(
-        (
-            job
-            for job, comment in (line.split(maxsplit=1) for line in listing.splitlines() if " " in line)
-            if comment.startswith("rule_train") and f"_{config_name}_runs_" in comment
-        ),
-        None,
-    )
-
-
-class SignalledWorkflow:
-    """The preemption workflow, started beside the other one (the one-node cluster runs both: its jobs ask for
-    3 of the node's 8 CPUs at most), and a thread that signals its training job once that has logged a step."""
-
-    def __init__(self, workdir: Path):
-        self.workdir = workdir
-        env = {
-            **os.environ,
-            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-            "OMP_NUM_THREADS": "1",
-            "MPIR_CVAR_ENABLE_HEAVY_YIELD": "1",
-        }
-        command = [sys.executable, str(STEADY_POLLING), "--profile", "slurm", "--configfile", RESUME_CONFIG]
-        self.process = subprocess.Popen(
-            [*command, *CI_OVERRIDES, f"{RESUME_RUN}/run.json"],
-            cwd=workdir,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        self.deadline = time.monotonic() + 300
-        self.signalled: str | None = None
-        self._signaller = threading.Thread(target=self._signal_when_running, daemon=True)
-        self._signaller.start()
-
-    def _signal_when_running(self) -> None:
-        while time.monotonic() < self.deadline and self.process.poll() is None:
-            log = self.workdir / RESUME_LOG
-            job = running_train_job("test_slurm_resume")
-            if job and log.exists() and re.search(r"^step\s+[1-9]\d*/", log.read_text(), re.M):
-                # what Slurm does warn_before_limit_s before the limit: SIGUSR1 to every task of the job's steps
-                subprocess.run(["scancel", "--signal=USR1", job], check=True, timeout=30)
-                self.signalled = job
-                return
-            time.sleep(0.5)
-
-    def finish(self) -> str:
-        """Its output, once it has ended."""
-        try:
-            output, _ = self.process.communicate(timeout=max(self.deadline - time.monotonic(), 30))
-        finally:
-            if self.process.poll() is None:
-                self.process.kill()
-        self._signaller.join(timeout=30)
-        return output
-
-
-@pytest.fixture(scope="module")
-def signalled_workflow(slurm_cluster, tmp_path_factory):
-    workflow = SignalledWorkflow(copy_workflow(tmp_path_factory.mktemp("resume")))
-    yield workflow
-    if workflow.process.poll() is None:
-        workflow.process.kill()
-
-
 @pytest.mark.timeout(480)
-def test_a_signalled_training_job_checkpoints_is_resubmitted_and_resumes(signalled_workflow):
-    output = signalled_workflow.finish()
-    workdir, signalled = signalled_workflow.workdir, signalled_workflow.signalled
-    assert signalled, "the training job never ran long enough to be signalled:\n" + (output or "")
-    assert signalled_workflow.process.returncode == 0, output + logs_of(workdir)
+def test_a_signalled_training_job_checkpoints_is_resubmitted_and_resumes(slurm_cluster):
+    workflow = slurm_cluster.signalled
+    result = workflow.finish()
+    output, workdir, signalled = result.stdout, workflow.workdir, workflow.signalled
+    assert signalled, "the training job never ran long enough to be signalled:\n" + output
+    assert result.returncode == 0, output + logs_of(workdir)
     trains = {
         job: log for job, log in SUBMITTED.findall(output) if "rule_train" in scontrol_job(job).get("Comment", "")
     }
