@@ -87,3 +87,17 @@ def test_arithmetic_on_host_buffers_inside_an_epoch_is_the_cpus():
         weights - center  # read two, write one
     assert ledger.pcie == [] and ledger.seconds == [pytest.approx(CPU.op_overhead_s + 3 * 4 * N / CPU.memory_bw)]
     assert ledger.on_cpu == [True]  # host work
+
+
+def test_a_mark_pays_the_phase_so_far_and_every_later_pass_pays_at_its_marks():
+    """A gradient bucket leaves from a backward hook: the backward pass up to it is charged before it starts."""
+    ledger, a = Ledger(CPU), torch.randn(N)
+    ledger.meter.mark()  # outside any phase: nothing to charge
+    for _ in range(2):  # one call site: counted in the first pass, paid from the record in the second
+        with ledger.meter.phase("compute"):
+            a * 2
+            ledger.meter.mark()
+            a * 2
+            a * 2
+    one = CPU.op_overhead_s + 2 * 4 * N / CPU.memory_bw
+    assert ledger.seconds == [pytest.approx(s) for s in (one, 2 * one, one, 2 * one)]

@@ -134,6 +134,7 @@ class GradientBuckets:
             torch.cuda.current_stream(self.grad.device).synchronize()  # MPI must not read before backward wrote
         if self.staged:
             self.host[bucket.lo : bucket.hi].copy_(self.grad[bucket.lo : bucket.hi])
+        transport.meter_mark()  # a simulation charges the backward pass up to here: the bucket leaves now
         if self.torch_dist:
             work = torch.distributed.all_reduce(self._wire[k], group=self.dist_group, async_op=True)
         else:

@@ -63,6 +63,9 @@ class MPITransport:
         here (a real device says so itself); in a simulation, a simulated GPU's."""
         return False
 
+    def meter_mark(self) -> None:
+        pass  # the host clock runs by itself
+
     def complete(self, request, deadline: float, on_timeout: Callable[[], None], poll: float, spin_s: float) -> None:
         """Complete `request`, polling; call `on_timeout()` once time.monotonic() passes `deadline`.
 
@@ -141,6 +144,11 @@ def helper(name: str = "scaledl-exchange"):
 
 def meter(phase: str):
     return _current.meter(phase)
+
+
+def meter_mark() -> None:
+    """In a simulation, charge the phase's work up to here before what follows starts (sim.roofline.Meter.mark)."""
+    _current.meter_mark()
 
 
 @contextlib.contextmanager

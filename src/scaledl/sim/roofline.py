@@ -23,7 +23,9 @@ host↔device copies, as a transfer over the node's PCIe link):
 A phase's operations are counted the first time a rank enters it from a given
 line of code, and charged at that price every later time (the work at one call
 site is the same every step: the same layers on the same batch shape), so the
-counting costs one step per call site, not every step. The price depends only
+counting costs one step per call site, not every step. Where the code marks a
+point inside a phase (a gradient bucket leaving from a backward hook,
+`Meter.mark`), the phase is charged in pieces, each at its mark. The price depends only
 on shapes, so two simulations of one configuration charge alike: a simulated
 run is repeatable to the bit.
 """
@@ -32,8 +34,9 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -68,6 +71,27 @@ class Price:
     seconds: float  # on the device
     to_device: int = 0  # bytes across PCIe, host to device (copies, on a device behind it)
     to_host: int = 0  # bytes across PCIe, device to host
+
+
+@dataclass
+class _Open:
+    """A phase a rank is in: counting its operations (first pass) or paying its recorded pieces."""
+
+    name: str
+    counter: OpCounter | None
+    pieces: list[Price] | None  # recorded in the first pass: one per mark(), then the rest of the phase
+    paid: int = 0
+    taken: list[Price] = field(default_factory=list)  # first pass: the pieces so far
+    _before: tuple = (0.0, 0, 0, 0)
+
+    def take(self, meter: Meter) -> Price:
+        """First pass: the price of what the counter saw since the last piece."""
+        c = self.counter
+        now = (c.seconds, c.copied, c.to_device, c.to_host)
+        piece = meter._price(self.name, tuple(a - b for a, b in zip(now, self._before)))
+        self._before = now
+        self.taken.append(piece)
+        return piece
 
 
 class OpCounter(TorchDispatchMode):
@@ -132,7 +156,8 @@ class Meter:
         self.pcie = pcie
         self.slowdown = slowdown
         self.skip = (*_HERE, *skip)
-        self.prices: dict[tuple, Price] = {}
+        self.prices: dict[tuple, list[Price]] = {}  # (phase, call site) -> its pieces (one without marks)
+        self._open: dict[int, _Open] = {}  # per actor thread: the innermost phase it is in
         self.real_s = 0.0  # this machine's CPU seconds in the rank's numerics (what a simulation cannot avoid)
 
     @contextlib.contextmanager
@@ -140,29 +165,51 @@ class Meter:
         if name not in REAL_WORK:
             yield
             return
-        priced = name in ROOFLINE or name in COPIES
-        key = (name, call_site(self.skip)) if priced else None
-        price = self.prices.get(key) if priced else None
-        counter = OpCounter(self.host_device if name in ON_HOST else self.device) if priced and price is None else None
+        key = (name, call_site(self.skip))
+        pieces = self.prices.get(key)
+        device = self.host_device if name in ON_HOST else self.device
+        current = _Open(name, OpCounter(device) if pieces is None else None, pieces)
+        me = threading.get_ident()  # each actor is a thread of its own; a rank's helpers share its meter
+        outer = self._open.get(me)
+        self._open[me] = current
         t0 = time.thread_time()  # this actor's own CPU seconds: a simcall inside the phase lets other actors run
-        with counter if counter is not None else contextlib.nullcontext():
-            yield
+        try:
+            with current.counter if current.counter is not None else contextlib.nullcontext():
+                yield
+        finally:
+            self._open[me] = outer
         self.real_s += time.thread_time() - t0
-        if counter is not None:
-            price = self.prices[key] = self._price(name, counter)
-        if price is not None:
-            self._pay(name, price)
+        if current.counter is not None:
+            self._pay(name, current.take(self))
+            self.prices[key] = current.taken
+        else:
+            for piece in pieces[current.paid :]:
+                self._pay(name, piece)
 
-    def _price(self, name: str, counter: OpCounter) -> Price:
+    def mark(self) -> None:
+        """Charge the innermost open phase's work up to here (a gradient bucket is about to leave from a backward
+        hook: its message must start when the backward pass got there, not when the phase began). The pieces
+        are counted in the first pass and paid at the same marks afterwards."""
+        current = self._open.get(threading.get_ident())
+        if current is None:
+            return
+        if current.counter is not None:
+            self._pay(current.name, current.take(self))
+        elif current.paid < len(current.pieces) - 1:  # the last piece is paid when the phase ends
+            self._pay(current.name, current.pieces[current.paid])
+            current.paid += 1
+
+    def _price(self, name: str, counted: tuple) -> Price:
         """On a device behind PCIe, `h2d` moves the batch to the device (every byte it copies), and any phase
         moves what it copies between a host buffer and the device (param_copy's weights; a gradient bucket
         staged from a backward hook, inside compute), each copy in its own direction; a copy within one
-        memory is the roofline's."""
+        memory is the roofline's. `counted`: an OpCounter's (seconds, copied, to_device, to_host)."""
+        seconds, copied, to_device, to_host = counted
         if not self.device.pcie:
-            return Price(counter.seconds)
+            return Price(seconds)
         if name == "h2d":
-            return Price(counter.seconds, to_device=counter.copied)
-        return Price(counter.seconds, to_device=counter.to_device, to_host=counter.to_host)
+            return Price(seconds, to_device=copied)
+        return Price(seconds, to_device=to_device, to_host=to_host)
 
     def _pay(self, name: str, price: Price) -> None:
         seconds = price.seconds * (self.slowdown if name == "compute" else 1.0)

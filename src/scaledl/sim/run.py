@@ -91,6 +91,11 @@ class SimulatedTransport:
         meter = this_rank().meter
         return meter is not None and meter.device.pcie
 
+    def meter_mark(self) -> None:
+        meter = this_rank().meter
+        if meter is not None:
+            meter.mark()
+
     def complete(self, request, deadline: float, on_timeout, poll: float, spin_s: float) -> None:
         if not request.wait_until(deadline):
             on_timeout()
