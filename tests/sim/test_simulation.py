@@ -126,6 +126,16 @@ def test_simulated_hogwild_sgd_is_stale_and_each_seed_its_own_schedule(digits_h5
     assert histograms[0] != histograms[1]
 
 
+def test_the_ranks_of_a_node_share_its_cpu_for_their_host_work(digits_h5, tmp_path):
+    """The batch is prepared on the node's CPU host: one GPU worker has it to itself, eight share it."""
+    runs = [["--platform-file", "k80x8", "--ranks", n, *run_args(digits_h5, tmp_path / n, "sync_sgd", 6)] for n in "18"]
+    data = {}
+    for ranks, proc in zip("18", simulate_side_by_side(*runs)):
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        data[ranks] = read_run_json(tmp_path / ranks / "run.json")["phases"]["workers_mean"]["data_s"]
+    assert data["8"] > 2 * data["1"], data
+
+
 @pytest.mark.parametrize(
     "algorithm, ranks",
     [("easgd", 3), ("async_easgd", 3), ("sync_easgd3", 2), ("local_sgd", 2)],  # one per message pattern

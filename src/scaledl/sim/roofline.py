@@ -144,9 +144,10 @@ def call_site(skip: tuple[str, ...]) -> tuple:
 class Meter:
     """One simulated rank's prices (shared by its helper actors) and how they are charged.
 
-    `charge(seconds, on_cpu)` runs an execution of that length for the rank (`on_cpu`: host work, priced at
-    the node's CPU: the batch, host arithmetic, MPI's reductions); `pcie(nbytes, to_device)` moves bytes over
-    the node's PCIe link; `slowdown` stretches the rank's compute (a straggler).
+    `charge(seconds, on_cpu)` runs an execution of that length on the rank's host, or (`on_cpu`: host work
+    priced at the node's CPU: the batch, host arithmetic, MPI's reductions) on the node's CPU host, shared
+    with the node's other ranks; `pcie(nbytes, to_device)` moves bytes over the node's PCIe link; `slowdown`
+    stretches the rank's compute (a straggler).
     """
 
     def __init__(self, device: Device, host_device: Device, charge, pcie, slowdown: float = 1.0, skip=()):

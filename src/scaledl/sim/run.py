@@ -26,6 +26,7 @@ import os
 import sys
 import time
 import traceback
+from collections import deque
 from dataclasses import dataclass, field
 
 from scaledl.comm import timing, transport
@@ -171,6 +172,7 @@ class Simulation:
         except (ValueError, RuntimeError) as error:
             raise UserError(f"platform file {self.platform.path}: SimGrid cannot load it ({error})") from None
         cluster = Cluster(sg, poll_s=self.poll_s)
+        self._lanes: list[CpuLane | None] = []
         for host, factor in self.host_speed.items():
             sg.Host.by_name(host).set_speed_profile(f"0 {factor}\n", -1)
         for rank, info in enumerate(self.placement):
@@ -205,12 +207,17 @@ class Simulation:
         cpu = self.platform.hosts[info.cpu_host] if info.cpu_host else info
         cpu_host = sg.Host.by_name(cpu.name)
 
+        lane = CpuLane(sg, cpu_host, f"cpu-lane{len(self._lanes)}") if cpu_host != host else None
+        self._lanes.append(lane)
+
         def charge(seconds: float, on_cpu: bool = False) -> None:
-            """An execution the rank pays, stretched by its noise, on its own host. `on_cpu` (host work, priced
-            at the node's CPU) runs there too: an execution on another host (`exec_init` and a host) deadlocks
-            SimGrid 3.32's Python bindings once several actors do it, so the ranks of a node do not yet contend
-            for their CPU host."""
-            sg.this_actor.execute(seconds * noise() * sg.this_actor.get_host().speed)
+            """An execution the rank pays, stretched by its noise: on its own host, or (`on_cpu`: host work,
+            priced at the node's CPU) on the node's CPU host through the rank's lane, where it shares that
+            host's speed with the node's other ranks' host work."""
+            if on_cpu and lane is not None:
+                lane.execute(seconds * noise() * cpu_host.speed)
+            else:
+                sg.this_actor.execute(seconds * noise() * sg.this_actor.get_host().speed)
 
         def pcie(nbytes: int, to_device: bool) -> None:
             src, dst = (cpu_host, host) if to_device else (host, cpu_host)
@@ -242,6 +249,35 @@ class Simulation:
             self.outcome.status, self.outcome.error, self.outcome.crashed = status, error, crashed
             if status != 0:
                 self.sg.Actor.kill_all()
+
+
+class CpuLane:
+    """A rank's executor on its node's CPU host (a daemon actor there, serving the rank's requests in order):
+    host work charged through it shares that host's speed with the node's other ranks' (SimGrid divides a
+    host among the executions running on it). An actor is how an execution runs on another host than its
+    caller's: SimGrid 3.32's Python `exec_init` with a host deadlocks once several actors use it."""
+
+    def __init__(self, sg, host, name: str):
+        self.sg = sg
+        self.jobs: deque = deque()
+        self.ready = sg.Semaphore(0)
+        sg.Actor.create(name, host, self._serve).daemonize()
+
+    def _serve(self) -> None:
+        try:
+            while True:
+                self.ready.acquire()
+                flops, done = self.jobs.popleft()
+                self.sg.this_actor.execute(flops)
+                done.release()
+        except self.sg.ActorKilled:  # the simulation ended (daemons are killed then)
+            return
+
+    def execute(self, flops: float) -> None:
+        done = self.sg.Semaphore(0)
+        self.jobs.append((flops, done))
+        self.ready.release()
+        done.acquire()
 
 
 def _fail_at(sg, cluster: Cluster, ranks: list[int], when: float) -> None:
