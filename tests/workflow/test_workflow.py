@@ -33,9 +33,6 @@ from workflow_env import snakemake_env
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA = REPO / "workflow/schemas/config.schema.yaml"
-STEADY_POLLING = (
-    REPO / "tests/snakemake_steady_polling.py"
-)  # Slurm runs: status checks every --seconds-between-status-checks
 
 
 @pytest.fixture
@@ -47,19 +44,17 @@ def workdir(tmp_path):
 PLANNING = {"-n", "--dry-run", "--lint", "--list-rules"}  # runs that start no job: the session's planner answers
 
 
-def snakemake(workdir, *args, timeout=120, slurm=False):
+def snakemake(workdir, *args, timeout=120):
     """`snakemake ARGS` in `workdir`: a planning run through the session's one Snakemake interpreter
-    (tests/dry_runs.Planner), any other as a process of its own."""
-    if PLANNING & set(args) and not slurm:
+    (tests/dry_runs.Planner), any other as a process of its own (runs through Slurm: tests/slurm_background.py)."""
+    if PLANNING & set(args):
         return PLANNER.run(workdir, list(args), timeout)
     env = snakemake_env(
-        slurm=slurm,
         OMP_NUM_THREADS="1",
         MPIR_CVAR_ENABLE_HEAVY_YIELD="1",  # MPICH busy-polls; yield when ranks share cores
     )
-    program = [str(STEADY_POLLING)] if slurm else ["-m", "snakemake"]
     return subprocess.run(
-        [sys.executable, *program, *args],
+        [sys.executable, "-m", "snakemake", *args],
         cwd=workdir,
         env=env,
         capture_output=True,

@@ -172,7 +172,6 @@ class Simulation:
         except (ValueError, RuntimeError) as error:
             raise UserError(f"platform file {self.platform.path}: SimGrid cannot load it ({error})") from None
         cluster = Cluster(sg, poll_s=self.poll_s)
-        self._lanes: list[CpuLane | None] = []
         for host, factor in self.host_speed.items():
             sg.Host.by_name(host).set_speed_profile(f"0 {factor}\n", -1)
         for rank, info in enumerate(self.placement):
@@ -207,8 +206,7 @@ class Simulation:
         cpu = self.platform.hosts[info.cpu_host] if info.cpu_host else info
         cpu_host = sg.Host.by_name(cpu.name)
 
-        lane = CpuLane(sg, cpu_host, f"cpu-lane{len(self._lanes)}") if cpu_host != host else None
-        self._lanes.append(lane)
+        lane = CpuLane(sg, cpu_host, f"cpu-lane-{info.name}") if cpu_host != host else None
 
         def charge(seconds: float, on_cpu: bool = False) -> None:
             """An execution the rank pays, stretched by its noise: on its own host, or (`on_cpu`: host work,
