@@ -365,6 +365,13 @@ class TrainConfig:
         group="execution",
         switch=True,
     )
+    time_only: bool = _setting(
+        False,
+        "scaledl simulate only: once an operation's price is known, charge it without computing it (seconds "
+        "per step at a model's full size, no accuracy; needs no --target-accuracy)",
+        group="execution",
+        switch=True,
+    )
     platform: str = _setting("local", "name of the machine/partition, recorded in run.json", group="execution")
     expect_ranks: int | None = _setting(
         None,

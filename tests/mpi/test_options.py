@@ -118,26 +118,18 @@ def test_every_algorithm_checks_its_options_before_anything_else(key):
 
 
 @pytest.mark.mpi
-def test_a_run_with_an_unused_option_stops_every_rank_with_one_line(digits_h5, tmp_path):
+@pytest.mark.parametrize(
+    "algorithm, option, error",
+    [
+        ("async_sgd", "--nesterov", "--nesterov does not apply to async_sgd: only async_measgd uses it"),
+        ("sync_sgd", "--time-only", "--time-only prices work it does not compute: only scaledl simulate can run it"),
+    ],
+)
+def test_a_run_with_an_unused_option_stops_every_rank_with_one_line(digits_h5, tmp_path, algorithm, option, error):
     """Master and worker raise alike; train._agree_on_setup turns that into one line from rank 0."""
-    result = run_train(
-        2,
-        [
-            "--data",
-            str(digits_h5),
-            "--model",
-            "lenet",
-            "--algorithm",
-            "async_sgd",
-            "--nesterov",
-            "--out-dir",
-            str(tmp_path / "run"),
-            "--max-steps",
-            "5",
-        ],
-        timeout=120,
-    )
+    args = ["--data", str(digits_h5), "--model", "lenet", "--algorithm", algorithm, option]
+    result = run_train(2, [*args, "--out-dir", str(tmp_path / "run"), "--max-steps", "5"], timeout=120)
     errors = [line for line in result.stderr.splitlines() if "error:" in line]
     assert result.returncode == 2, result.stdout[-2000:] + result.stderr[-2000:]
-    assert errors == ["scaledl train: error: --nesterov does not apply to async_sgd: only async_measgd uses it"]
+    assert errors == [f"scaledl train: error: {error}"]
     assert not (tmp_path / "run").exists()

@@ -126,6 +126,27 @@ def test_simulated_hogwild_sgd_is_stale_and_each_seed_its_own_schedule(digits_h5
     assert histograms[0] != histograms[1]
 
 
+@pytest.mark.parametrize("algorithm, ranks", [("sync_easgd", 2), ("hogwild_easgd", 3)])
+def test_time_only_gives_a_full_simulations_seconds_per_step(digits_h5, tmp_path, algorithm, ranks):
+    """Prices need only shapes: skipping the numerics leaves every charge as it was. Not to the bit: an
+    operation whose output shape depends on values (run for real on skipped, unwritten inputs) may price a few
+    bytes apart, and a lock-free window's schedule carries that on."""
+    sides = ("full", "time_only")
+    runs = [
+        ["--platform-file", "k80x8", "--ranks", str(ranks), *run_args(digits_h5, tmp_path / side, algorithm, 12)]
+        + (["--time-only"] if side == "time_only" else [])
+        for side in sides
+    ]
+    records = {}
+    for side, proc in zip(sides, simulate_side_by_side(*runs)):
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        records[side] = read_run_json(tmp_path / side / "run.json")
+    full, time_only = records["full"], records["time_only"]
+    assert time_only["seconds_per_step"] == pytest.approx(full["seconds_per_step"], rel=1e-3)
+    assert time_only["transport"]["time_only"] and time_only["final"]["test_accuracy"] is None
+    assert full["final"]["test_accuracy"] > 0.1
+
+
 def test_the_ranks_of_a_node_share_its_cpu_for_their_host_work(digits_h5, tmp_path):
     """The batch is prepared on the node's CPU host: one GPU worker has it to itself, eight share it."""
     runs = [["--platform-file", "k80x8", "--ranks", n, *run_args(digits_h5, tmp_path / n, "sync_sgd", 6)] for n in "18"]
@@ -208,6 +229,7 @@ def test_a_failed_host_ends_a_round_robin_job_naming_the_worker(digits_h5, tmp_p
         (["--platform-file", "k80x8", "--fail", "gpu9:1"], "no host 'gpu9'"),
         (["--platform-file", "k80x8", "--host-speed", "gpu1:0"], "--host-speed gpu1:0"),
         (["--platform-file", "k80x8", "--center-window", "shared"], "--center-window shared cannot be simulated"),
+        (["--platform-file", "k80x8", "--time-only", "--target-accuracy", "0.9"], "no accuracy can be reached"),
     ],
 )
 def test_bad_simulation_input_is_one_line(digits_h5, tmp_path, extra, words):

@@ -53,7 +53,7 @@ def test_closing_line_names_the_stop_the_result_and_the_folder():
         time_to_target=None,
         target_step=None,
     )
-    cfg = SimpleNamespace(target_accuracy=0.95)
+    cfg = SimpleNamespace(target_accuracy=0.95, time_only=False)
     text = closing_line(monitor, cfg, Path("results/runs/x"))
     assert text.startswith("done: stopped by max_steps after 600 steps, 12.35 s of training")
     assert "test accuracy 0.9100 (best 0.9300)" in text and "target 0.95 not reached" in text

@@ -8,7 +8,7 @@ import torch
 from scaledl.comm import buffers
 from scaledl.comm.buffers import HostStage, host_array, is_host_buffer
 from scaledl.comm.timing import PhaseTimer
-from scaledl.sim.roofline import Device, Meter
+from scaledl.sim.roofline import Device, Meter, SkipMode
 
 GPU = Device("gpu", flops=4e12, efficiency=0.35, memory_bw=240e9, op_overhead_s=1e-5, pcie=True)
 CPU = Device("cpu", flops=2e12, efficiency=0.3, memory_bw=120e9, op_overhead_s=5e-6, pcie=False)
@@ -101,3 +101,47 @@ def test_a_mark_pays_the_phase_so_far_and_every_later_pass_pays_at_its_marks():
             a * 2
     one = CPU.op_overhead_s + 2 * 4 * N / CPU.memory_bw
     assert ledger.seconds == [pytest.approx(s) for s in (one, 2 * one, one, 2 * one)]
+
+
+def a_training_step(model: torch.nn.Module, meter: Meter, batch: torch.Tensor) -> None:
+    model.zero_grad(set_to_none=True)  # every step's backward the same (a first one would assign, not add)
+    with meter.phase("compute"):
+        loss = torch.nn.functional.cross_entropy(model(batch), torch.zeros(len(batch), dtype=torch.long))
+        loss.backward()
+    with meter.phase("update"):
+        with torch.no_grad():
+            for p in model.parameters():
+                p.add_(p.grad, alpha=-0.1)
+
+
+def test_time_only_charges_what_computing_charges_and_computes_nothing():
+    """The price needs only shapes, so a time-only meter charges each phase as a computing one does, while the
+    weights keep their values and every rank but the first reuses the prices (counted once per job)."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.LazyLinear(10))
+    batch = torch.randn(4, 3, 12, 12)
+    model(batch)  # the lazy layer takes its shape
+    full, shared = Ledger(), {}
+    for _ in range(2):
+        a_training_step(model, full.meter, batch)
+    before = [p.detach().clone() for p in model.parameters()]
+    ranks = [Ledger() for _ in range(2)]
+    for ledger in ranks:
+        ledger.meter = Meter(GPU, CPU, ledger.charge, lambda n, to_device: None, prices=shared, time_only=True)
+        for _ in range(2):
+            a_training_step(model, ledger.meter, batch)
+    assert all(ledger.seconds == pytest.approx(full.seconds, rel=1e-12) for ledger in ranks)
+    assert len(shared) == 2  # two call sites, counted once for both ranks
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
+
+
+def test_a_skipped_operation_has_its_outputs_shapes_and_leaves_what_it_writes_as_it_was():
+    x, out = torch.randn(5, 7), torch.full((5, 3), 2.0)
+    with SkipMode():
+        product = x @ torch.randn(7, 3)
+        values, indices = x.max(dim=1)
+        written = torch.mm(x, torch.randn(7, 3), out=out)
+        loss = x.sum().item()  # small outputs are zeros: a value read back is finite
+    assert product.shape == (5, 3) and values.shape == indices.shape == (5,) and indices.dtype == torch.long
+    assert written is out and torch.equal(out, torch.full((5, 3), 2.0))
+    assert loss == 0.0

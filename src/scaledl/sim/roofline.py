@@ -28,6 +28,14 @@ point inside a phase (a gradient bucket leaving from a backward hook,
 `Meter.mark`), the phase is charged in pieces, each at its mark. The price depends only
 on shapes, so two simulations of one configuration charge alike: a simulated
 run is repeatable to the bit.
+
+Time-only (`--time-only`, for runs that want seconds per step, not accuracy):
+the priced phases' operations are not computed at all (SkipMode gives each
+output its shape, and leaves what an operation would write in place as it
+was; the counter needs only shapes), ranks on the same device share their
+prices (each call site is counted once per job), and an evaluation computes
+nothing. The messages keep their sizes, so the simulated
+seconds are a full simulation's; the losses and accuracies are not results.
 """
 
 from __future__ import annotations
@@ -40,7 +48,7 @@ from dataclasses import dataclass, field
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten
+from torch.utils._pytree import tree_flatten, tree_map
 from torch.utils.flop_counter import flop_registry
 
 from scaledl.comm.buffers import is_host_buffer
@@ -130,6 +138,85 @@ class OpCounter(TorchDispatchMode):
         return out
 
 
+class SkipMode(TorchDispatchMode):
+    """Time-only: an operation is not computed. Its outputs get their shapes (from the operation's meta
+    kernel, remembered per operation and input layout; _zeros_like); what it would write in place keeps its
+    values; views, and an operation without a meta kernel (a data-dependent shape, `.item()`), run for real."""
+
+    _shapes: dict = {}  # (operation, its inputs' layouts) -> its outputs on the meta device; shared by every rank
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func.is_view:
+            return func(*args, **kwargs)
+        key = _layout_key(func, args, kwargs)
+        shapes = self._shapes.get(key) if key is not None else None
+        if shapes is None:
+            try:
+                shapes = func(*tree_map(_to_meta, args), **tree_map(_to_meta, kwargs))
+            except (NotImplementedError, RuntimeError):
+                return func(*args, **kwargs)
+            if key is not None:
+                self._shapes[key] = shapes
+        written = _written_arguments(func, args, kwargs)
+        returns = func._schema.returns
+        if len(returns) == 1:
+            return _returned(returns[0], shapes, written)
+        return type(shapes)(_returned(r, value, written) for r, value in zip(returns, shapes))
+
+
+def _layout_key(func, args, kwargs):
+    """What an operation's output shapes depend on: its inputs' shapes, strides and dtypes and its other
+    arguments; None where an argument cannot be a key."""
+    leaves, structure = tree_flatten((args, kwargs))
+    key = [func, structure]
+    for leaf in leaves:
+        if isinstance(leaf, torch.Tensor):
+            key.append((tuple(leaf.shape), leaf.stride(), leaf.dtype, leaf.device.type))
+        elif leaf is None or isinstance(leaf, (bool, int, float, str, torch.dtype, torch.device, torch.layout)):
+            key.append(leaf)
+        elif isinstance(leaf, torch.memory_format):
+            key.append(str(leaf))
+        else:
+            return None
+    return tuple(key)
+
+
+def _to_meta(value):
+    return value.to("meta") if isinstance(value, torch.Tensor) else value
+
+
+def _written_arguments(func, args, kwargs) -> dict:
+    """The arguments an operation writes (in place, out=), by their alias set: what its aliasing outputs return."""
+    written = {}
+    for i, argument in enumerate(func._schema.arguments):
+        info = argument.alias_info
+        if info is not None and info.is_write:
+            value = args[i] if i < len(args) else kwargs.get(argument.name)
+            written[frozenset(info.before_set)] = value
+    return written
+
+
+def _returned(schema_return, shape, written: dict):
+    info = schema_return.alias_info
+    if info is not None and frozenset(info.before_set) in written:
+        return written[frozenset(info.before_set)]
+    return tree_map(_zeros_like, shape)
+
+
+ZEROED_BYTES = 1 << 20  # outputs up to this size are zeroed: the small ones are those read back (a loss)
+
+
+def _zeros_like(value):
+    """A real tensor shaped like `value` (a meta tensor). Zeros up to ZEROED_BYTES; a larger one (an activation,
+    a gradient) is left unwritten, so its pages are never touched and a skipped step costs little memory
+    traffic: what reads it is skipped too."""
+    if not isinstance(value, torch.Tensor):
+        return value
+    out = torch.empty_strided(value.shape, value.stride(), dtype=value.dtype)
+    return out.zero_() if out.nbytes <= ZEROED_BYTES else out
+
+
 _HERE = (__file__, contextlib.__file__)
 
 
@@ -150,39 +237,57 @@ class Meter:
     stretches the rank's compute (a straggler).
     """
 
-    def __init__(self, device: Device, host_device: Device, charge, pcie, slowdown: float = 1.0, skip=()):
+    def __init__(
+        self,
+        device: Device,
+        host_device: Device,
+        charge,
+        pcie,
+        slowdown: float = 1.0,
+        skip=(),
+        prices: dict | None = None,
+        time_only: bool = False,
+    ):
         self.device = device
         self.host_device = host_device  # the node's CPU: where `data` runs
         self.charge = charge
         self.pcie = pcie
         self.slowdown = slowdown
         self.skip = (*_HERE, *skip)
-        self.prices: dict[tuple, list[Price]] = {}  # (phase, call site) -> its pieces (one without marks)
+        # (phase, call site, device) -> its pieces (one without marks); shared by the ranks in time-only mode
+        self.prices: dict[tuple, list[Price]] = {} if prices is None else prices
+        self.time_only = time_only  # a priced phase's operations are skipped (SkipMode), only its price charged
         self._open: dict[int, _Open] = {}  # per actor thread: the innermost phase it is in
         self.real_s = 0.0  # this machine's CPU seconds in the rank's numerics (what a simulation cannot avoid)
 
     @contextlib.contextmanager
     def phase(self, name: str):
         if name not in REAL_WORK:
-            yield
+            with SkipMode() if self.time_only and name == "eval" else contextlib.nullcontext():
+                yield
             return
-        key = (name, call_site(self.skip))
-        pieces = self.prices.get(key)
         device = self.host_device if name in ON_HOST else self.device
+        key = (name, call_site(self.skip), device)
+        pieces = self.prices.get(key)
         current = _Open(name, OpCounter(device) if pieces is None else None, pieces)
         me = threading.get_ident()  # each actor is a thread of its own; a rank's helpers share its meter
         outer = self._open.get(me)
         self._open[me] = current
         t0 = time.thread_time()  # this actor's own CPU seconds: a simcall inside the phase lets other actors run
         try:
-            with current.counter if current.counter is not None else contextlib.nullcontext():
+            # time-only: nothing is computed, not even while counting (the counter reads shapes only)
+            with (
+                SkipMode() if self.time_only else contextlib.nullcontext(),
+                current.counter or contextlib.nullcontext(),
+            ):
                 yield
         finally:
             self._open[me] = outer
         self.real_s += time.thread_time() - t0
         if current.counter is not None:
-            self._pay(name, current.take(self))
-            self.prices[key] = current.taken
+            current.take(self)
+            self.prices[key] = current.taken  # before paying: paying lets the other ranks run, and they may skip
+            self._pay(name, current.taken[-1])
         else:
             for piece in pieces[current.paid :]:
                 self._pay(name, piece)

@@ -136,6 +136,7 @@ class Simulation:
     slowdown: dict[int, float] = field(default_factory=dict)  # rank -> compute stretch (--straggler)
     poll_s: float = 2e-5
     seed: int = 0  # the run's: it seeds the hosts' timing noise (scaledl.sim.noise), one schedule per seed
+    time_only: bool = False  # priced work is charged, not computed (scaledl.sim.roofline's SkipMode)
 
     def __post_init__(self):
         self.placement = self.platform.place(self.ranks, self.dedicated_master)
@@ -143,6 +144,7 @@ class Simulation:
             if host not in self.platform.hosts:
                 raise UserError(f"platform {self.platform.name} has no host {host!r}")
         self.sg = None
+        self.prices: dict | None = {} if self.time_only else None  # time-only: the ranks share their prices
         self.outcome = Outcome()
         self.hung: list[int] = []
 
@@ -161,6 +163,7 @@ class Simulation:
             ),
             "noise": {h.name: h.noise.describe() for h in self.placement if not h.noise.quiet},
             "noise_seed": self.seed,
+            "time_only": self.time_only,
         }
 
     def run(self, main) -> Outcome:
@@ -221,7 +224,7 @@ class Simulation:
             src, dst = (cpu_host, host) if to_device else (host, cpu_host)
             sg.Comm.sendto(src, dst, int(nbytes))
 
-        return Meter(info.device(), cpu.device(), charge, pcie, slowdown, skip=_TIMER_FILES)
+        return Meter(info.device(), cpu.device(), charge, pcie, slowdown, _TIMER_FILES, self.prices, self.time_only)
 
     def _body(self, state: RankState, main) -> None:
         bind(state)

@@ -61,6 +61,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         # A retry of a refused run stops here, before any data is read (scaledl.train.refusal).
         refusal.check(cfg.out_dir, refusal.attempt_of(), clear=rank == 0)
+        if cfg.time_only:
+            raise UserError("--time-only prices work it does not compute: only scaledl simulate can run it")
         train(with_tuned(cfg, MPI.COMM_WORLD.Get_size()))
     except UserError as exc:
         # Every rank agreed on the error (scaledl.train.setup.agree_on_setup): one line, from rank 0.

@@ -114,7 +114,10 @@ def record_of(run, per_rank: list[dict], algo_reports: list[dict]) -> RunRecord:
         seconds_per_step=workers_mean.get("seconds_per_step"),
         comm_share=workers_mean.get("comm_share"),
         exposed_share=workers_mean.get("exposed_share"),
-        final=FinalBlock(test_accuracy=monitor.last_accuracy, test_loss=monitor.last_loss),
+        # a time-only simulation computed nothing: its losses are not results
+        final=FinalBlock(test_accuracy=None, test_loss=None)
+        if cfg.time_only
+        else FinalBlock(test_accuracy=monitor.last_accuracy, test_loss=monitor.last_loss),
         target_accuracy=cfg.target_accuracy,
         # The training clock of the first snapshot at or above the target; snapshots every eval_every steps.
         time_to_target_s=monitor.time_to_target,
@@ -245,6 +248,8 @@ def closing_line(monitor, cfg, out: Path) -> str:
             else f"; target {cfg.target_accuracy:g} not reached"
         )
     accuracy = "" if best is None else f"; test accuracy {monitor.last_accuracy:.4f} (best {best:.4f})"
+    if cfg.time_only:
+        accuracy = "; time-only: seconds per step, no accuracy (nothing was computed)"
     if monitor.stop_reason == DIVERGED:
         target += f"; the loss was not finite at step {monitor.diverged_at}: try a smaller --lr"
     return (

@@ -92,6 +92,11 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(
             "--center-window shared cannot be simulated: its traffic would cost nothing; use rma (the default)"
         )
+    if args.time_only and args.target_accuracy is not None:
+        raise UserError(
+            "--time-only skips the numerics after pricing them, so no accuracy can be reached: drop "
+            "--target-accuracy (time-only runs give seconds per step)"
+        )
     platform = load(args.platform_file)
     if args.platform is None:
         args.platform = platform.name
@@ -105,6 +110,7 @@ def run(args: argparse.Namespace) -> int:
         # --straggler stretches a rank's compute: charged by its meter (a sleep measures nothing in simulated time)
         slowdown={rank: straggler_factor(cfg.straggler, rank, args.ranks) for rank in range(args.ranks)},
         seed=cfg.seed,
+        time_only=cfg.time_only,
     )
     signal.signal(signal.SIGINT, signal.SIG_DFL)  # the simulator holds the main thread: Ctrl-C ends it at once
     outcome = simulation.run(lambda: train(with_tuned(cfg, args.ranks)))
