@@ -175,7 +175,7 @@ def predicted(op: str, n: int, p: int, alpha: float, beta: float, gamma: float) 
 
     net = alphabeta.Network(alpha, beta, gamma, name="cori_knl (simulated)")
     if op == "allreduce":
-        name = "recursive_doubling" if n <= algorithms.ALLREDUCE_SHORT else "ring"
+        name = "recursive_doubling" if n <= algorithms.ALLREDUCE_SHORT else "rabenseifner"
         return alphabeta.allreduce(net, n, p, name), name
     if op == "bcast":
         name = "binomial" if n < algorithms.BCAST_SHORT or p < algorithms.BCAST_MIN_PROCS else "scatter_allgather"

@@ -40,7 +40,7 @@ def test_the_simulation_section_reads_its_goals(tmp_path):
     row = lambda words: next(line for line in tables.splitlines() if words in line)  # noqa: E731
     assert row("round robin (easgd)").endswith("| yes |")  # 1.1×: within ±20 %
     assert row("collectives (sync_sgd)").endswith("| no |")  # 1.5×: outside
-    assert "| 64 | 67108864 | allreduce | ring |" in tables  # the algorithm the simulated MPI runs at that size
+    assert "| 64 | 67108864 | allreduce | rabenseifner |" in tables  # the algorithm the simulated MPI runs at that size
     # 10 s of wall over 8 + 0.5 s of real compute: 1.18×, within the 1.3× goal
     assert "1.18" in row("k80x8 P=8 (digits)") and row("k80x8 P=8 (digits)").count("| yes |") == 1
     assert "Only 3 round(s)" in notes

@@ -306,7 +306,7 @@ COLLECTIVES = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("ranks", [3, 4, 5])
+@pytest.mark.parametrize("ranks", [3, 4, 5, 8])
 def test_the_simulated_collectives_compute_what_mpi_does(tmp_path, ranks):
     script = tmp_path / "collectives.py"
     script.write_text(COLLECTIVES)

@@ -144,3 +144,12 @@ def test_the_help_lists_every_subcommand_with_its_modules_help_and_the_whole_des
     out = " ".join(capsys.readouterr().out.split())
     assert "regime-map, cost." in out  # the description is not cut at its first line
     assert all(" ".join(summary.split()) in out for _, summary in SUBCOMMANDS.values())
+
+
+def test_a_simulation_refuses_the_shared_memory_center_window_in_one_line(capsys):
+    argv = ["simulate", "--platform-file", "k80x8", "--ranks", "2", *REQUIRED, "--center-window", "shared"]
+    assert main(argv) == 2  # refused before any platform or SimGrid is loaded
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.splitlines()) == 1
+    assert err.startswith("scaledl simulate: error: --center-window shared cannot be simulated")
+    assert "shared-memory" in err and "use rma (the default)" in err

@@ -6,9 +6,11 @@ message size n and communicator size P:
     Barrier    dissemination                      ⌈lg P⌉ rounds of empty messages
     Bcast      binomial tree (n < 12 KiB or P < 8), else scatter + ring allgather
     Reduce     binomial tree (n ≤ 2 KiB), else ring reduce-scatter + gather to the root
-    Allreduce  recursive doubling (n ≤ 2 KiB, P a power of two; else binomial reduce + bcast),
-               else ring reduce-scatter + ring allgather (the bandwidth term 2(P−1)/P·nβ of
-               Rabenseifner's; ring's α term is (P−1) instead of lg P per half)
+    Allreduce  recursive doubling (n ≤ 2 KiB, or fewer elements than P′), else Rabenseifner's:
+               reduce-scatter by recursive halving + allgather by recursive doubling,
+               2·lg P′·α + 2(P′−1)/P′·nβ. Both run on P′, the largest power of two ≤ P: the
+               first 2(P − P′) ranks first fold in pairs (the even one sends its data to the
+               odd one, which adds it) and the even ones get the result back at the end
     Gather     every rank to the root
 Object collectives (bcast, gather, allgather of pickled objects): binomial
 bcast, gather to the root, gather + bcast.
@@ -60,9 +62,14 @@ def _combine(op, into: np.ndarray, value: np.ndarray) -> None:
         meter.reduction(into.nbytes)
 
 
+def _edges(n: int, parts: int) -> list[int]:
+    """Where `parts` near-equal blocks of n elements start, and n at the end."""
+    return np.linspace(0, n, parts + 1).astype(np.int64).tolist()
+
+
 def _chunks(n: int, parts: int) -> list[tuple[int, int]]:
-    edges = np.linspace(0, n, parts + 1).astype(np.int64)
-    return list(zip(edges[:-1].tolist(), edges[1:].tolist()))
+    edges = _edges(n, parts)
+    return list(zip(edges[:-1], edges[1:]))
 
 
 # ------------------------------------------------------------------ barrier
@@ -113,14 +120,14 @@ def _scatter_allgather_bcast(ch: Channel, flat: np.ndarray, root: int) -> None:
     _ring_allgather(ch, flat, parts)
 
 
-def _ring_allgather(ch: Channel, flat: np.ndarray, parts: list[tuple[int, int]], first_offset: int = 0) -> None:
-    """Rank r starts with chunk (r + first_offset) % P; after P − 1 steps every rank has every chunk."""
+def _ring_allgather(ch: Channel, flat: np.ndarray, parts: list[tuple[int, int]]) -> None:
+    """Rank r starts with chunk r; after P − 1 steps every rank has every chunk."""
     p = ch.size
     right, left = (ch.rank + 1) % p, (ch.rank - 1) % p
     for step in range(p - 1):
-        lo, hi = parts[(ch.rank + first_offset - step) % p]
+        lo, hi = parts[(ch.rank - step) % p]
         ch.send_array(right, flat[lo:hi])
-        lo, hi = parts[(ch.rank + first_offset - step - 1) % p]
+        lo, hi = parts[(ch.rank - step - 1) % p]
         flat[lo:hi] = ch.recv(left)
 
 
@@ -170,25 +177,56 @@ def _ring_reduce_scatter(ch: Channel, acc: np.ndarray, op, parts: list[tuple[int
 
 # ------------------------------------------------------------------ allreduce
 def allreduce(ch: Channel, buf: np.ndarray, op) -> None:
+    """Every op here is a built-in, so commutative: MPICH's one condition left is the size."""
     if ch.size == 1:
         return
     flat = buf.reshape(-1)
-    if flat.nbytes <= ALLREDUCE_SHORT:
-        if ch.size & (ch.size - 1) == 0:
-            _recursive_doubling(ch, flat, op)
+    pof2 = _pof2(ch.size)
+    rem = ch.size - pof2
+    folded = _fold(ch, flat, op, rem)
+    if folded is not None:
+        if flat.nbytes <= ALLREDUCE_SHORT or flat.size < pof2:
+            _recursive_doubling(ch, flat, op, folded, pof2, rem)
         else:
-            _binomial_reduce(ch, flat, op, 0)
-            _binomial_bcast(ch, flat, 0)
-        return
-    parts = _chunks(flat.size, ch.size)
-    _ring_reduce_scatter(ch, flat, op, parts)
-    _ring_allgather(ch, flat, parts, first_offset=1)
+            _halving_doubling(ch, flat, op, folded, pof2, rem)
+    _unfold(ch, flat, rem)
 
 
-def _recursive_doubling(ch: Channel, flat: np.ndarray, op) -> None:
+def _pof2(p: int) -> int:
+    """The largest power of two ≤ p."""
+    return 1 << (p.bit_length() - 1)
+
+
+def _real_rank(folded: int, rem: int) -> int:
+    """The rank behind folded rank `folded`: the odd rank of a folded pair, or a rank past the pairs."""
+    return 2 * folded + 1 if folded < rem else folded + rem
+
+
+def _fold(ch: Channel, flat: np.ndarray, op, rem: int) -> int | None:
+    """Bring P down to a power of two: among the first 2·rem ranks the even one sends its data to its odd
+    neighbour, which adds it, and sits out (None); the others get their rank among the P′ left."""
+    if ch.rank >= 2 * rem:
+        return ch.rank - rem
+    if ch.rank % 2 == 0:
+        ch.send_array(ch.rank + 1, flat)
+        return None
+    _combine(op, flat, ch.recv(ch.rank - 1))
+    return ch.rank // 2
+
+
+def _unfold(ch: Channel, flat: np.ndarray, rem: int) -> None:
+    """The folded pairs' odd ranks hand the result back to the even ones that sat out."""
+    if ch.rank < 2 * rem:
+        if ch.rank % 2:
+            ch.send_array(ch.rank - 1, flat)
+        else:
+            flat[...] = ch.recv(ch.rank + 1)
+
+
+def _recursive_doubling(ch: Channel, flat: np.ndarray, op, folded: int, pof2: int, rem: int) -> None:
     mask = 1
-    while mask < ch.size:
-        partner = ch.rank ^ mask
+    while mask < pof2:
+        partner = _real_rank(folded ^ mask, rem)
         ch.send_array(partner, flat)
         other = ch.recv(partner)
         if partner < ch.rank:  # the lower rank's value first, on both sides: the same sum everywhere
@@ -198,6 +236,29 @@ def _recursive_doubling(ch: Channel, flat: np.ndarray, op) -> None:
         else:
             _combine(op, flat, other)
         mask <<= 1
+
+
+def _halving_doubling(ch: Channel, flat: np.ndarray, op, folded: int, pof2: int, rem: int) -> None:
+    """Rabenseifner's allreduce on the P′ folded ranks. Reduce-scatter by recursive halving: at distance 1,
+    2, 4, … each pair splits its blocks in half, the lower rank keeping the lower half, and adds the
+    partner's copy of the half it keeps; then allgather by recursive doubling retraces the splits backwards,
+    each rank sending the blocks it finished and receiving its partner's."""
+    edges = _edges(flat.size, pof2)
+    lo, hi = 0, pof2  # the blocks this rank still reduces
+    splits = []
+    mask = 1
+    while mask < pof2:
+        partner = _real_rank(folded ^ mask, rem)
+        mid = (lo + hi) // 2
+        keep, give = ((lo, mid), (mid, hi)) if folded & mask == 0 else ((mid, hi), (lo, mid))
+        ch.send_array(partner, flat[edges[give[0]] : edges[give[1]]])
+        _combine(op, flat[edges[keep[0]] : edges[keep[1]]], ch.recv(partner))
+        splits.append((partner, keep, give))
+        lo, hi = keep
+        mask <<= 1
+    for partner, keep, give in reversed(splits):
+        ch.send_array(partner, flat[edges[keep[0]] : edges[keep[1]]])
+        flat[edges[give[0]] : edges[give[1]]] = ch.recv(partner)
 
 
 # ------------------------------------------------------------------ gather

@@ -6,13 +6,14 @@ it. scaledl adds to each host (a `<prop>` of the host, or of a `<cluster>` for
 all its hosts) what its cost model needs:
 
     role           device (a rank runs here), master (a dedicated master's CPU), or cpu
-                   (the node's CPU seen by a device's host↔device copies); default device
+                   (a CPU no rank runs on, only its devices' host work, messages and copies); default device
     slots          ranks one host takes (default 1): a laptop's one host takes many
     efficiency     the fraction of peak FLOP/s that matrix products and convolutions reach
     memory_bw      bytes/s of the device's memory
     op_overhead    seconds per operation (kernel launch, framework dispatch)
-    cpu_host       the node's CPU host: host↔device copies cross the route to it (PCIe);
-                   absent on a device that is its own host (a CPU, a KNL node)
+    cpu_host       the CPU host (socket) the device hangs off: its host buffers' memory, where its
+                   messages start and end and its host work runs; host↔device copies cross the
+                   route to it (PCIe); absent on a device that is its own host (a CPU, a KNL node)
     node           the node's name (ranks of one node share memory); default the host's name
     noise_cv, noise_spike_rate, noise_spike
                    the timing noise of the host's executions (scaledl.sim.noise); default none

@@ -90,7 +90,8 @@ def run(args: argparse.Namespace) -> int:
     if getattr(args, "center_window", None) == "shared":
         # a shared-memory window's loads and stores are plain memory accesses the simulator cannot see or price
         raise UserError(
-            "--center-window shared cannot be simulated: its traffic would cost nothing; use rma (the default)"
+            "--center-window shared cannot be simulated: the shared-memory center window's loads and stores are "
+            "invisible to the simulator, so its traffic would cost nothing; use rma (the default)"
         )
     if args.time_only and args.target_accuracy is not None:
         raise UserError(
