@@ -11,7 +11,9 @@ Three tables, from one record:
    the same run (digits, LeNet, batch 64, warm-up + timed steps), steady-state
    seconds per step (bench.common.steady_state on both). Rounds alternate the
    two in rotating order; the ratio simulated / measured is paired per round,
-   the goal within ±20 %.
+   the goal within ±20 %. The same comparison phase by phase (compute, comm, wait,
+   data), on a platform calibrated with every core busy if asked, is
+   bench/bench_phases.py's.
 2. Collectives against the α-β model. On the cori_knl platform (a dragonfly of
    KNL nodes) at P = 8…64: the simulated time of one Allreduce, Bcast and
    Reduce of n bytes (the slowest rank, from a barrier) beside

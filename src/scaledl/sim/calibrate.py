@@ -2,7 +2,8 @@
 
     scaledl calibrate --netbench bench/raw/netbench.json --out laptop.xml [--model lenet --batch 64]
 
-What it measures, on one core (OMP_NUM_THREADS=1, as every rank runs):
+What it measures, on one core (OMP_NUM_THREADS=1, as every rank runs), alone or, with `--busy N`, while N
+other processes run the same step on the other cores (as a job's ranks do: every core busy):
 
     memory_bw    a float32 add over arrays far larger than the caches: 3 × 4 bytes per element
     op_overhead  one PyTorch operation on a one-element tensor (the dispatch every operation pays)
@@ -13,14 +14,18 @@ What it measures, on one core (OMP_NUM_THREADS=1, as every rank runs):
                  bench/run_all.py keeps of one), as the host's loopback link
 
 The file it writes is the shipped laptop platform's format; its header says
-what was measured, when, and from which netbench.
+what was measured, when, from which netbench, and how many other cores were busy
+(a line `busy: N other process(es) ran the same step`, read back by `calibration_load`).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import multiprocessing
 import platform as host_platform
+import re
 import statistics
 import time
 from datetime import UTC, datetime
@@ -88,9 +93,8 @@ def op_overhead(ops: int = 2000) -> float:
     return _median_seconds(many, 5) / ops
 
 
-def step_seconds_and_counts(model_name: str, batch: int, shape=(1, 28, 28), classes: int = 10):
-    """The median measured seconds of one forward and backward, the step itself (to price at a FLOP rate), and
-    the spread of its timings (robust_cv)."""
+def _lenet_step(model_name: str, batch: int, shape=(1, 28, 28), classes: int = 10):
+    """One forward and backward of `model_name` at `batch` on random data, as a function."""
     # lazy: what this subcommand computes with; --help and the other subcommands need none of it
     import torch
     import torch.nn.functional as F
@@ -104,6 +108,62 @@ def step_seconds_and_counts(model_name: str, batch: int, shape=(1, 28, 28), clas
             p.grad = None
         F.cross_entropy(model(x), y).backward()
 
+    return step
+
+
+def _keep_busy(model_name: str, batch: int, started, stop) -> None:
+    """A background process of `busy_cores`: the same step, one thread, until `stop` is set."""
+    import torch
+
+    torch.set_num_threads(1)
+    step = _lenet_step(model_name, batch)
+    step()
+    started.release()
+    while not stop.is_set():
+        step()
+
+
+@contextlib.contextmanager
+def busy_cores(count: int, model_name: str, batch: int):
+    """`count` other processes running the same step as fast as they can (one thread each) while the block
+    runs: the load a job's other ranks put on the machine's other cores and shared caches."""
+    if count <= 0:
+        yield
+        return
+    ctx = multiprocessing.get_context("spawn")
+    started, stop = ctx.Semaphore(0), ctx.Event()
+    workers = [
+        ctx.Process(target=_keep_busy, args=(model_name, batch, started, stop), daemon=True) for _ in range(count)
+    ]
+    for w in workers:
+        w.start()
+    try:
+        for _ in workers:
+            if not started.acquire(timeout=300):
+                raise UserError("calibrate --busy: a background process did not start its step within 5 minutes")
+        yield
+    finally:
+        stop.set()
+        for w in workers:
+            w.join(timeout=30)
+            if w.is_alive():
+                w.terminate()
+
+
+BUSY_LINE = re.compile(r"busy: (\d+) other process\(es\) ran the same step")
+
+
+def calibration_load(header: str) -> int | None:
+    """How many other processes ran the step while a platform file's compute was calibrated: its `busy:` line's
+    count; None for a file without one (calibrated before `--busy` existed, or written by hand)."""
+    found = BUSY_LINE.search(header)
+    return int(found.group(1)) if found else None
+
+
+def step_seconds_and_counts(model_name: str, batch: int, shape=(1, 28, 28), classes: int = 10):
+    """The median measured seconds of one forward and backward, the step itself (to price at a FLOP rate), and
+    the spread of its timings (robust_cv)."""
+    step = _lenet_step(model_name, batch, shape, classes)
     times = _seconds(step, 40)
     return statistics.median(times), step, robust_cv(times)
 
@@ -137,7 +197,7 @@ TEMPLATE = """<?xml version='1.0'?>
   {name}: this machine as one host ({cores} cores; ranks share them), calibrated {date}
   ({cpu}, torch {torch}) by `scaledl calibrate`.
 
-  Sources (measured on one core):
+  Sources (measured on one core; busy: {busy} other process(es) ran the same step meanwhile):
     network     loopback latency and bandwidth = netbench's alpha {alpha:.3g} s and 1/beta {bw:.3g} B/s
                 ({netbench})
     speed       {speed:.4g} FLOP/s: the rate at which the cost model prices {model}'s forward and backward at
@@ -167,7 +227,7 @@ TEMPLATE = """<?xml version='1.0'?>
 """
 
 
-def calibrate(netbench: Path, model: str, batch: int, cores: int, name: str) -> tuple[str, dict]:
+def calibrate(netbench: Path, model: str, batch: int, cores: int, name: str, busy: int = 0) -> tuple[str, dict]:
     # lazy: what this subcommand computes with; --help and the other subcommands need none of it
     import torch
 
@@ -175,7 +235,8 @@ def calibrate(netbench: Path, model: str, batch: int, cores: int, name: str) -> 
     alpha, beta = netbench_alpha_beta(netbench)
     mem = memory_bandwidth()
     overhead = op_overhead()
-    measured, step, cv = step_seconds_and_counts(model, batch)
+    with busy_cores(busy, model, batch):  # the step alone, or with every other core running it too
+        measured, step, cv = step_seconds_and_counts(model, batch)
     speed = solve_speed(step, measured, mem, overhead)
     values = {
         "name": name,
@@ -193,6 +254,7 @@ def calibrate(netbench: Path, model: str, batch: int, cores: int, name: str) -> 
         "mem": mem,
         "overhead": overhead,
         "cv": cv,
+        "busy": busy,
     }
     return TEMPLATE.format(**values), values
 
@@ -207,10 +269,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--cores", type=int, default=2, help="cores the ranks share (default %(default)s)")
     parser.add_argument("--name", default="laptop", help="the host's and the zone's name (default %(default)s)")
+    parser.add_argument(
+        "--busy",
+        type=int,
+        default=0,
+        metavar="N",
+        help="time the step while N other processes run it too (every core busy, as in a job: N = cores - 1); "
+        "default %(default)s, the step alone",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
-    text, values = calibrate(args.netbench, args.model, args.batch, args.cores, args.name)
+    if args.busy < 0:
+        raise UserError("--busy: a number of other processes, 0 or more")
+    text, values = calibrate(args.netbench, args.model, args.batch, args.cores, args.name, args.busy)
     write_text(args.out, text)
-    print(json.dumps({k: values[k] for k in ("alpha", "bw", "speed", "mem", "overhead", "step_ms", "cv")}))
+    print(json.dumps({k: values[k] for k in ("alpha", "bw", "speed", "mem", "overhead", "step_ms", "cv", "busy")}))
     return 0
