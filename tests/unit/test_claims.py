@@ -457,13 +457,20 @@ def test_chip_partition_compares_the_largest_part_count_with_one():
 # ------------------------------------------------------------------ weak scaling
 
 
-def sweep(step_at_largest, workers=(1, 64), platform="knl", run=("", "")):
+def sweep(step_at_largest, workers=(1, 64), platform="knl", run=("", ""), model="googlenet", simulated_on=""):
     """sync_easgd at 1 s per step at the smallest worker count, at `step_at_largest` at the largest."""
     n = len(step_at_largest)
 
     def at(count, seconds_per_step, folder):
         return runs(
-            "sync_easgd", [1] * n, workers=count, platform=platform, seconds_per_step=seconds_per_step, run=[folder] * n
+            "sync_easgd",
+            [1] * n,
+            workers=count,
+            platform=platform,
+            model=model,
+            seconds_per_step=seconds_per_step,
+            run=[folder] * n,
+            simulated_on=[simulated_on] * n,
         )
 
     return table(at(workers[0], [1.0] * n, run[0]), at(workers[1], list(step_at_largest), run[1]))
@@ -489,6 +496,16 @@ def test_weak_scaling_efficiency():
     assert no_sweep["verdict"] == NOT_COMPARABLE and "a second worker count" in no_sweep["reason"]
     few = check("weak_scaling", sweep(EFFICIENT[:2]), KNL)
     assert few["verdict"] == NOT_COMPARABLE and few["reason"] == "fewer than 3 seeds (P=1 has 2, P=64 has 2)"
+
+
+def test_weak_scaling_needs_an_imagenet_network_and_a_simulated_sweep_is_one_number():
+    lenet = check("weak_scaling", sweep(EFFICIENT, model="lenet"), KNL)
+    assert lenet["verdict"] == NOT_COMPARABLE and "lenet" in lenet["reason"], lenet["reason"]
+    simulated = check("weak_scaling", sweep([1.06], simulated_on="cori_knl"), KNL)  # one schedule, no sign test
+    assert simulated["verdict"] == HOLDS and simulated["ours_median"] == pytest.approx(1 / 1.06)
+    assert simulated["reason"].startswith("at least 89.5 % in simulation (one efficiency per configuration")
+    slow = check("weak_scaling", sweep([1.3], simulated_on="cori_knl"), KNL)
+    assert slow["verdict"] == REVERSED and slow["reason"].startswith("below 89.5 % in simulation")
 
 
 def write_run_json(path, compute_s):

@@ -87,6 +87,18 @@ def test_synthetic_shape_counts_determinism_and_learnability(out_dir):
     assert (predicted == a["test/labels"]).mean() > 0.8
 
 
+def test_imagenet_shaped_is_a_plug_in_converter_named_by_its_file(out_dir, monkeypatch):
+    """The workflow's plug-in prepare path: `scaledl prepare NAME --converter ...:imagenet_shaped`."""
+    from scaledl.data.converters import synthetic
+
+    monkeypatch.setitem(synthetic.IMAGENET_SHAPED, "train_count", 16)  # the shape is the point, not 4096 images
+    monkeypatch.setitem(synthetic.IMAGENET_SHAPED, "test_count", 4)
+    out = out_dir / "imagenet_shaped.h5"
+    prepare(["imagenet_shaped", "--converter", "scaledl.data.converters.synthetic:imagenet_shaped", "--out", str(out)])
+    info = read_info(out)
+    assert (info.dataset, info.image_shape, info.classes, info.n_train) == ("imagenet_shaped", (3, 224, 224), 1000, 16)
+
+
 def test_options_are_checked():
     with pytest.raises(UserError, match="--test-fraction"):
         PrepareOptions(test_fraction=1.5)

@@ -10,6 +10,7 @@ in memory; large sets are chunked like ImageNet.
 from __future__ import annotations
 
 import hashlib
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -25,8 +26,8 @@ CHUNKED_ABOVE_BYTES = 1 << 30
 BLOCK_BYTES = 32 << 20
 
 
-def convert(raw: Path | None, out: Path, opts: PrepareOptions) -> None:
-    """Write `opts.train_count` + `opts.test_count` generated images of `opts.shape` to `out`."""
+def convert(raw: Path | None, out: Path, opts: PrepareOptions, name: str = "synthetic") -> None:
+    """Write `opts.train_count` + `opts.test_count` generated images of `opts.shape` to `out`, as dataset `name`."""
     shape, k = tuple(opts.shape), opts.classes
     prototypes = np.random.default_rng([opts.seed, 0]).uniform(32, 224, size=(k, *shape)).astype(np.float32)
     counts = {TRAIN: opts.train_count, TEST: opts.test_count}
@@ -35,7 +36,7 @@ def convert(raw: Path | None, out: Path, opts: PrepareOptions) -> None:
     digest = hashlib.sha256()  # of the generated arrays, in write order: per block, images then labels
     with DatasetWriter(
         out,
-        dataset="synthetic",
+        dataset=name,
         classes=k,
         class_names=[f"class{c}" for c in range(k)],
         chunked=total_bytes > CHUNKED_ABOVE_BYTES,
@@ -54,3 +55,15 @@ def convert(raw: Path | None, out: Path, opts: PrepareOptions) -> None:
                 digest.update(x.tobytes())
                 digest.update(y.astype(np.int64).tobytes())
         w.source_sha256 = digest.hexdigest()
+
+
+IMAGENET_SHAPED = {"shape": (3, 224, 224), "classes": 1000, "train_count": 4096, "test_count": 64}
+
+
+def imagenet_shaped(raw: Path | None, out: Path, opts: PrepareOptions) -> None:
+    """ImageNet-shaped generated images (3×224×224, 1000 classes; 4096 for training: 64 workers' batches of
+    64) for a time-only simulation of an ImageNet network, whose seconds per step depend only on shapes. A
+    plug-in converter (`plugins.datasets.NAME.converter: scaledl.data.converters.synthetic:imagenet_shaped`),
+    so that a config can hold it beside a CIFAR-sized `synthetic`; the dataset is named by its file
+    (data/hdf5/NAME.h5)."""
+    convert(raw, out, replace(opts, **IMAGENET_SHAPED), name=out.stem)
