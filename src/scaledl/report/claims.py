@@ -91,7 +91,7 @@ from scaledl.errors import UserError
 from scaledl.net.alphabeta import COST_MODELS, Network, efficiency
 from scaledl.report.comm_model import measured_per_step
 from scaledl.report.runs import RUN_KEY, SETTING, read_run
-from scaledl.report.sensitivity import NOT_SWEPT, claim_text
+from scaledl.report.sensitivity import claim_text
 from scaledl.report.sides import first_present, side_name, side_spec
 from scaledl.report.stats import (
     ALPHA,
@@ -786,15 +786,12 @@ def simulated_platform(group: pd.DataFrame) -> str:
 
 
 def sensitivity_of(claim: Claim, group: pd.DataFrame, platform: str, ctx: Context) -> str:
-    """Beside a simulated verdict on two sides: how its sweep over the platform's constants came out (a sweep
-    of the claimed faster side against the other on this platform at the group's P), else "not swept"; ""
-    beside a measured one."""
-    if not platform:
+    """Beside a simulated verdict that one side reaches the target sooner: how its sweep over the platform's
+    constants came out (a sweep of the claimed faster side against the other on this platform at the group's
+    P), else "not swept"; "" beside a measured verdict or another kind of claim."""
+    if not platform or claim.metric != TIME_METRIC or set(claim.compares) != {"faster", "than"}:
         return ""
-    sides = sides_of(claim)
-    if len(sides) != 2:
-        return NOT_SWEPT
-    faster, slower = (side_spec(split_setting(spec)[0])[0] for spec in sides)
+    faster, slower = (side_spec(split_setting(claim.compares[key])[0])[0] for key in ("faster", "than"))
     workers = {str(int(w)) for w in group["workers"].dropna()} if "workers" in group else set()
     rows = [
         r
