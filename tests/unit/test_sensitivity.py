@@ -124,7 +124,7 @@ def test_the_claims_report_reads_a_sweep_as_held_flipped_or_not_swept():
             for c in ("efficiency", "pcie_bw")
         ] + [{"constant": "network_bw", "base_value": "", "base_verdict": "holds", "span": "×0.5-×2", "flips_at": ""}]
 
-    assert claim_text(rows()) == "holds across ×0.5-×2 of every constant"
+    assert claim_text(rows()) == "holds across ×0.5-×2 of every constant swept"
     assert claim_text(rows(efficiency="0.5")) == "holds; flips when efficiency ×0.5"
     assert claim_text(rows(efficiency="0.5;2", pcie_bw="2")) == (
         "holds; flips when efficiency ×0.5, efficiency ×2, pcie_bw ×2"

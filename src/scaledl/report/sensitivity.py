@@ -104,7 +104,7 @@ def claim_text(rows: Sequence[Mapping[str, str]]) -> str:
         f"{r['constant']} ×{float(f):g}" for r in swept for f in str(r.get("flips_at", "")).split(";") if f.strip()
     ]
     if not flipped:
-        return f"{base} across {swept[0]['span']} of every constant"
+        return f"{base} across {swept[0]['span']} of every constant swept"
     return f"{base}; flips when {', '.join(flipped)}"
 
 
