@@ -13,6 +13,7 @@
 #   summary + netbench --claims--> results/NAME/report/claims.{md,csv}                             report.smk
 #   runs + netbench --figures--> results/NAME/report/figures/*.png, metrics_long.csv               figures.smk
 #   runs on a simulated platform --regime_map (if configured)--> results/NAME/report/regime/map.*   figures.smk
+#     --sensitivity (if configured)--> results/NAME/report/sensitivity/A-vs-B/*, beside the claims  figures.smk
 #   (NAME: the config's `name`, else its file name: each config has its own results)
 #
 # Run: snakemake --cores 2                      (laptop, config/config.yaml)

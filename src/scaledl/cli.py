@@ -1,5 +1,5 @@
 """`scaledl` command line: download, prepare, train, simulate, calibrate, aggregate, plot, netbench, comm-model,
-claims, figures, tune, compare, timeline, regime-map, cost.
+claims, figures, tune, compare, timeline, regime-map, sensitivity, cost.
 
 Each subcommand is one module exporting HELP, `add_arguments(parser)` and
 `run(args)`; this file only lists them. A UserError, like a parser error,
@@ -73,6 +73,11 @@ SUBCOMMANDS = {
     "regime-map": (
         "scaledl.report.regime",
         "map where a claim holds over network bandwidth × device speed, by simulation (needs SimGrid)",
+    ),
+    "sensitivity": (
+        "scaledl.report.sensitivity",
+        "vary each assumed platform constant alone and say whether a simulated claim's verdict survives "
+        "(needs SimGrid)",
     ),
     "cost": (
         "scaledl.grid.nodehours",

@@ -202,6 +202,47 @@ def test_a_regime_map_simulates_each_side_with_its_own_runs_settings(digits_h5, 
     assert (tmp_path / "map" / "map.png").stat().st_size > 0
 
 
+def test_a_sensitivity_sweep_varies_each_constant_alone_on_the_sides_runs(digits_h5, tmp_path):
+    simulations = []
+    for algorithm in ("sync_sgd", "sync_easgd"):
+        flags = ["--data", str(digits_h5), "--out-dir", str(tmp_path / algorithm), "--algorithm", algorithm]
+        flags += ["--model", "lenet", "--batch-size", "16", "--max-steps", "3", "--eval-every", "3"]
+        simulations.append(["--platform-file", "k80x8", "--ranks", "2", *flags, "--target-accuracy", "0.99"])
+    runs = {}
+    for algorithm, proc in zip(("sync_sgd", "sync_easgd"), simulate_side_by_side(*simulations)):
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        runs[algorithm] = read_run_json(tmp_path / algorithm / "run.json")
+    cmd = ["-m", "scaledl", "sensitivity", "--platform-file", "k80x8", "--claim", "sync_sgd:sync_easgd"]
+    cmd += ["--workers", "2", "--data", str(digits_h5), "--runs", *(str(tmp_path / a / "run.json") for a in runs)]
+    cmd += ["--constants", "efficiency,pcie_bw", "--factors", "0.5", "--steps", "3", "--jobs", "2"]
+    cmd += ["--out-dir", str(tmp_path / "sweep")]
+    proc = run_python(cmd)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = csv.DictReader((tmp_path / "sweep" / "points.csv").open())
+    points = {(row["constant"], float(row["factor"])): row for row in rows}
+    assert set(points) == {("base", 1.0), ("efficiency", 0.5), ("pcie_bw", 0.5)}
+    for algorithm, record in runs.items():
+        # the base point repeats each side's run; half the efficiency or the PCIe bandwidth slows a step
+        assert float(points["base", 1.0][f"{algorithm}_s_per_step"]) == record["seconds_per_step"]
+        for constant in ("efficiency", "pcie_bw"):
+            assert float(points[constant, 0.5][f"{algorithm}_s_per_step"]) > record["seconds_per_step"]
+    constants = list(csv.DictReader((tmp_path / "sweep" / "sensitivity.csv").open()))
+    assert [(row["constant"], row["base_value"]) for row in constants] == [
+        ("efficiency", "0.3-0.35"),  # the CPU's and the GPUs'
+        ("pcie_bw", "1.2e+10 B/s"),
+    ]
+    # neither side reached 0.99 in 3 steps: no seed can decide, anywhere, so nothing flips
+    assert {row["conclusion"] for row in constants} == {"inconclusive across ×0.5"}
+    assert "inconclusive across ×0.5 of every constant" in (tmp_path / "sweep" / "sensitivity.md").read_text()
+
+
+def test_a_sensitivity_sweep_of_an_asynchronous_pair_needs_whole_runs(digits_h5, tmp_path):
+    cmd = ["-m", "scaledl", "sensitivity", "--platform-file", "k80x8", "--claim", "async_easgd:sync_sgd"]
+    cmd += ["--workers", "2", "--data", str(digits_h5), "--runs", str(tmp_path), "--out-dir", str(tmp_path / "s")]
+    proc = run_python(cmd)
+    assert proc.returncode == 2 and "give --whole-runs" in proc.stderr and "Traceback" not in proc.stderr
+
+
 def test_a_failed_host_ends_a_round_robin_job_naming_the_worker(digits_h5, tmp_path):
     proc = simulate(
         [

@@ -822,3 +822,39 @@ def test_simulated_runs_are_judged_apart_from_measured_ones(tmp_path):
     assert "## The paper's claims, measured" in page and "## The paper's claims, simulated on k80x8" in page
     overview_header = next(line for line in page.splitlines() if line.startswith("| figure | claim | measured"))
     assert "simulated on k80x8 (shared η)" in overview_header
+
+
+def test_a_simulated_verdict_shows_how_its_sensitivity_sweep_came_out(tmp_path, capsys):
+    measured = [*runs("async_easgd", FAST), *runs("async_sgd", SLOW)]
+    simulated = [
+        *runs("async_easgd", FAST, simulated_on=["k80x8"] * 5),
+        *runs("async_sgd", SLOW, simulated_on=["k80x8"] * 5),
+    ]
+    results = pd.DataFrame([*measured, *simulated], columns=COLUMNS)
+    results["simulated_on"] = results["simulated_on"].fillna("")
+    sweep = [
+        {"faster": "async_easgd", "slower": "async_sgd", "platform": "k80x8", "workers": "8", "constant": c,
+         "base_value": "1", "base_verdict": "holds", "span": "×0.5-×2", "flips_at": flip}
+        for c, flip in (("efficiency", ""), ("pcie_bw", "0.5"))
+    ]  # fmt: skip
+    claims = [CLAIMS["async_easgd_vs_async_sgd"]]
+    table = evaluate(results, claims, Context(devices={"gpu": "gpu"}, sensitivity=sweep))
+    texts = dict(zip(table["simulated_on"], table["sensitivity"]))
+    assert texts == {"": "", "k80x8": "holds; flips when pcie_bw ×0.5"}  # nothing beside a measured verdict
+    page = claims_markdown(table, tmp_path / "summary.csv", default_claims_text(), "claims.yaml")
+    assert "holds; flips when pcie_bw ×0.5" in page
+    # a sweep of another P, or none: "not swept"
+    other = [{**row, "workers": "4"} for row in sweep]
+    assert set(evaluate(results, claims, Context(devices={"gpu": "gpu"}, sensitivity=other))["sensitivity"]) == {
+        "",
+        "not swept",
+    }
+    # the command reads the sweeps' CSVs; anything else is one line
+    summary = tmp_path / "summary.csv"
+    results.to_csv(summary, index=False)
+    pd.DataFrame(sweep).to_csv(tmp_path / "sensitivity.csv", index=False)
+    outs = ["--out-md", str(tmp_path / "c.md"), "--out-csv", str(tmp_path / "c.csv"), "--device-of", "gpu=gpu"]
+    assert main(["claims", "--summary", str(summary), "--sensitivity", str(tmp_path / "sensitivity.csv"), *outs]) == 0
+    assert "flips when pcie_bw ×0.5" in pd.read_csv(tmp_path / "c.csv")["sensitivity"].fillna("").str.cat()
+    err = one_line_error(capsys, ["claims", "--summary", str(summary), "--sensitivity", str(summary), *outs])
+    assert "not a sensitivity.csv of scaledl sensitivity" in err

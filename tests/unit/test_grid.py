@@ -550,6 +550,7 @@ PARSE_TIME_MODULES = (
     "scaledl.grid.jobs",
     "scaledl.grid.rules",
     "scaledl.grid.regime",
+    "scaledl.grid.sensitivity",
     "scaledl.grid.preflight",
     "scaledl.grid.placement",
     "scaledl.grid.check",

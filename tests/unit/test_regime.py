@@ -1,4 +1,5 @@
-"""The regime map's part of the workflow (scaledl.grid.regime): its check, the runs it reads, its options."""
+"""The regime map's and the sensitivity sweeps' part of the workflow (scaledl.grid.regime, .sensitivity): their
+checks, the runs they read, their options."""
 
 from __future__ import annotations
 
@@ -7,9 +8,10 @@ import shlex
 import pytest
 from shipped_configs import shipped
 
-from scaledl.grid import regime
+from scaledl.grid import regime, sensitivity
 from scaledl.grid.keys import RUNS_STAGE, TUNE_STAGE, GridError, RunKey
 from scaledl.grid.runs import expand
+from scaledl.sim.platform import CONSTANTS
 
 
 def test_the_map_is_read_only_when_enabled_and_checked():
@@ -75,3 +77,42 @@ def test_the_maps_options_and_data():
         "--platform-file", config["platforms"]["gpu8_sim"]["platform_file"], "--speed-factors", "0.1,1,10",
         "--steps", steps, "--workers", "8",
     ]  # fmt: skip
+
+
+def test_the_sensitivity_sweeps_are_checked_and_read_their_pairs_runs(tmp_path, monkeypatch):
+    config = shipped("paper_simulated.yaml")
+    spec = sensitivity.spec_of(config)
+    assert spec["constants"] == list(CONSTANTS)  # the schema's default and enum: every constant there is
+    sensitivity.check(config)
+    for change, words in (
+        ({"platform": "local"}, "not a platform of kind simulated"),
+        ({"claims": ["sync_easgd3:nope"]}, "'nope' is not an algorithm"),
+        ({"claims": ["async_easgd:sync_sgd"]}, "set whole_runs: true"),
+    ):
+        with pytest.raises(GridError, match=words):
+            sensitivity.check({**config, "sensitivity": {**spec, **change}})
+    sensitivity.check({**config, "sensitivity": {**spec, "claims": ["async_easgd:sync_sgd"], "whole_runs": True}})
+    assert sensitivity.result_files(expand(config), config, "paper_simulated") == []  # its blocks need mnist
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data/raw/mnist").mkdir(parents=True)
+    runs = expand(config)
+    assert sensitivity.result_files(runs, config, "p") == [
+        "results/p/report/sensitivity/sync_easgd3-vs-easgd/sensitivity.csv",
+        "results/p/report/sensitivity/sync_easgd3-vs-sync_easgd2/sensitivity.csv",
+    ]
+    found = sensitivity.run_files(runs, config, "p", "sync_easgd3-vs-easgd")
+    assert found and {path.split("/")[5] for path in found} == {"sync_easgd3", "easgd"}
+    assert all("/gpu8_sim/p8/tuned/" in path for path in found)
+    flags = shlex.split(sensitivity.flags(config, "sync_easgd3-vs-easgd"))
+    assert flags[flags.index("--claim") + 1] == "sync_easgd3:easgd" and flags[flags.index("--factors") + 1] == "0.5,2"
+    assert (
+        "--whole-runs" not in flags
+        and "--max-steps" not in flags
+        and sensitivity.data_file(config).endswith("mnist.h5")
+    )
+    assert shlex.split(sensitivity.claims_flags(["a.csv", "b.csv"])) == [
+        "--sensitivity",
+        "a.csv",
+        "--sensitivity",
+        "b.csv",
+    ]

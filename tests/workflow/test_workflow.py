@@ -832,6 +832,16 @@ regime_map:
   bandwidth_factors: [0.1]
   speed_factors: [1]
   steps: 10
+sensitivity:
+  enabled: true
+  claims: ["sync_easgd3:easgd"]
+  platform: gpu8_sim
+  dataset: digits
+  model: lenet
+  workers: 2
+  constants: [efficiency]
+  factors: [0.5]
+  steps: 10
 """
 
 
@@ -853,3 +863,7 @@ def test_a_simulated_platform_runs_through_the_workflow(workdir):
     assert "## The paper's claims, simulated on k80x8" in claims and "claims, measured" not in claims
     regime = pd.read_csv(workdir / "results/simulated/report/regime/map.csv")  # each side at its runs' settings
     assert len(regime) == 1 and regime["verdict"].iloc[0] in ("holds", "reversed", "inconclusive")
+    swept = pd.read_csv(workdir / "results/simulated/report/sensitivity/sync_easgd3-vs-easgd/sensitivity.csv")
+    assert list(swept["constant"]) == ["efficiency"] and swept["base_value"].iloc[0] == "0.3-0.35"
+    # the claims report shows the sweep beside the simulated verdict of "Sync EASGD3 is faster than EASGD"
+    assert " across ×0.5 of every constant" in claims or "flips when efficiency ×0.5" in claims

@@ -1,5 +1,5 @@
 # Validation, names, wildcard constraints and the getters the rules call, each a line over scaledl.grid (keys,
-# runs: the grid, jobs: what each job asks for, rules: patterns, files, options, regime, preflight) and
+# runs: the grid, jobs: what each job asks for, rules: patterns, files, options, regime, sensitivity, preflight) and
 # scaledl.report.catalogue. Nothing here may import torch or mpi4py.MPI (MPI would start inside Snakemake).
 
 import os
@@ -9,7 +9,7 @@ from snakemake.logging import logger
 from snakemake.utils import validate
 from snakemake_interface_executor_plugins.settings import DeploymentMethod
 
-from scaledl.grid import downloads, jobs, launch, plugins, preflight, regime, tune
+from scaledl.grid import downloads, jobs, launch, plugins, preflight, regime, sensitivity, tune
 from scaledl.grid import rules as grid_rules  # Snakemake's own `rules` stays as it is
 from scaledl.grid import runs as grid
 from scaledl.grid.check import first_problem
@@ -37,6 +37,7 @@ RESULTS = f"results/{NAME}"
 NETBENCH = grid_rules.NetbenchPlan(RUNS, config, RESULTS)  # which machines are measured, which modelled
 TRIAL_FILES = grid_rules.run_files(RUNS, NAME, "run.json", stage=TUNE_STAGE)  # the tune stage's trials
 REGIME_RUNS = regime.run_files(RUNS, config, NAME)  # both sides of the regime map's claim, if configured
+SENSITIVITY_FILES = sensitivity.result_files(RUNS, config, NAME)  # each sensitivity sweep with runs of both sides
 RUN_FILES = grid_rules.run_files(RUNS, NAME, "run.json")  # every run of the blocks (not the trials), in order
 METRICS_FILES = grid_rules.run_files(RUNS, NAME, "metrics.csv")
 
@@ -63,6 +64,7 @@ TABLES = one_of(TABLE_NAMES)  # the tables `scaledl aggregate` builds (scaledl.r
 # The options of the jobs whose command does not depend on their wildcards.
 NETBENCH_FLAGS = grid_rules.as_flags({key: config["netbench"][key] for key in ("max_size", "repeats")})
 CLAIMS_FLAGS = grid_rules.claims_flags(RUNS, config, NETBENCH)
+SENSITIVITY_FLAGS = sensitivity.claims_flags(SENSITIVITY_FILES)  # claims shows each sweep beside its verdict
 TUNE_PROTOCOL = shlex.quote(tune.protocol(RUNS, config))  # what the choice's report prints
 
 # ---- software --------------------------------------------------------------
@@ -95,6 +97,7 @@ def final_outputs():
         f"{RESULTS}/report/metrics_long.csv",
         *([f"{RESULTS}/{tune.CHOSEN}", f"{RESULTS}/{tune.CHOSEN_MD}"] if TRIAL_FILES else []),
         *([f"{RESULTS}/report/regime/map.png"] if REGIME_RUNS else []),
+        *SENSITIVITY_FILES,
     ]
 
 
@@ -108,6 +111,18 @@ def regime_data(wildcards):
 
 def regime_flags(wildcards):
     return regime.flags(config)
+
+
+def sensitivity_runs(wildcards):
+    return sensitivity.run_files(RUNS, config, NAME, wildcards.pair)
+
+
+def sensitivity_data(wildcards):
+    return sensitivity.data_file(config)
+
+
+def sensitivity_flags(wildcards):
+    return sensitivity.flags(config, wildcards.pair)
 
 
 # ---- getters: download and prepare -----------------------------------------

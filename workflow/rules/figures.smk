@@ -64,3 +64,30 @@ rule regime_map:
     shell:
         "python -m scaledl regime-map --data {input.data} --runs {input.runs} {params.flags} --jobs {threads}"
         " --out-dir {params.out_dir} > {log} 2>&1"
+
+
+# Optional (config `sensitivity`): for each claim pair FASTER-vs-SLOWER, whether its simulated
+# verdict survives each assumed platform constant varied alone (efficiency, per-operation
+# overhead, PCIe and network bandwidth, memory bandwidth, noise), from this config's runs of
+# both sides (scaledl.report.sensitivity); the claims report shows it beside the verdict.
+rule sensitivity:
+    input:
+        data=sensitivity_data,
+        runs=sensitivity_runs,
+    output:
+        csv="results/{name}/report/sensitivity/{pair}/sensitivity.csv",
+        md="results/{name}/report/sensitivity/{pair}/sensitivity.md",
+        points="results/{name}/report/sensitivity/{pair}/points.csv",
+    log:
+        "logs/{name}/report/sensitivity/{pair}.log",
+    wildcard_constraints:
+        pair="[a-z0-9_]+-vs-[a-z0-9_]+",
+    conda:
+        "../envs/scaledl.yaml"
+    threads: 2
+    params:
+        flags=sensitivity_flags,
+        out_dir=subpath(output.csv, parent=True),
+    shell:
+        "python -m scaledl sensitivity --data {input.data} --runs {input.runs} {params.flags} --jobs {threads}"
+        " --out-dir {params.out_dir} > {log} 2>&1"

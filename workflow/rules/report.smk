@@ -53,6 +53,7 @@ rule claims:
     input:
         summary="results/{name}/tables/summary.csv",
         netbench=NETBENCH.files(),
+        sensitivity=SENSITIVITY_FILES,
     output:
         md=report("results/{name}/report/claims.md", category="Claims"),
         csv="results/{name}/report/claims.csv",
@@ -62,6 +63,7 @@ rule claims:
         "../envs/scaledl.yaml"
     params:
         flags=CLAIMS_FLAGS,
+        sensitivity=SENSITIVITY_FLAGS,
     shell:
-        "python -m scaledl claims --summary {input.summary} {params.flags}"
+        "python -m scaledl claims --summary {input.summary} {params.flags} {params.sensitivity}"
         " --out-md {output.md} --out-csv {output.csv} > {log} 2>&1"

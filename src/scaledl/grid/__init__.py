@@ -5,7 +5,7 @@ expands a config into its training runs (blocks, sweeps, the tune stage's
 trials, and the checks the schema cannot make); `jobs` sizes each job (a
 run's placement, the train, netbench and prepare resources); `rules` gives the
 workflow's rules their wildcard patterns, file lists and command-line options;
-`regime` the regime map's part; `preflight` the checks that stop the workflow
+`regime` the regime map's part; `sensitivity` the sensitivity sweeps'; `preflight` the checks that stop the workflow
 before anything runs (the config, slurm_extra, the Slurm partitions). Beside
 them: `placement` lays a run out on its platform, `fit` checks a Slurm request
 against sinfo's nodes, `nodehours` is `scaledl cost`, `launch` the MPI

@@ -40,7 +40,7 @@ from scaledl.algorithms import ALGORITHMS, accepting, algorithm_options
 from scaledl.config import TrainConfig, defaults
 from scaledl.data import datasets
 from scaledl.errors import DataError
-from scaledl.grid import regime, tune
+from scaledl.grid import regime, sensitivity, tune
 from scaledl.grid.jobs import placement_of
 from scaledl.grid.keys import TUNE_STAGE, GridError, RunKey, RunSettings, run_label
 from scaledl.grid.placement import PlacementError, workers_for_nodes
@@ -174,6 +174,7 @@ def _expand(config: Mapping) -> dict[RunKey, RunSettings]:
             for key, settings in trials_of(number, config, block):
                 add_run(runs, number, key, settings, config)
     regime.check(config)
+    sensitivity.check(config)
     return runs
 
 

@@ -75,6 +75,7 @@ whatever the rule found; the rule's numbers and finding stay in the reason.
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import math
 import statistics
@@ -92,6 +93,7 @@ from scaledl.errors import UserError
 from scaledl.net.alphabeta import COST_MODELS, Network, efficiency
 from scaledl.report.comm_model import measured_per_step
 from scaledl.report.runs import RUN_KEY, SETTING, read_run
+from scaledl.report.sensitivity import claim_text
 from scaledl.report.sides import first_present, side_name, side_spec
 from scaledl.report.stats import (
     ALPHA,
@@ -172,6 +174,7 @@ class Context:
     devices: dict[str, str] = field(default_factory=dict)
     network: Network | None = None  # every platform's, unless `networks` names the platform
     networks: dict[str, Network] = field(default_factory=dict)  # a platform's own (a simulated one's, say)
+    sensitivity: list[dict] = field(default_factory=list)  # sensitivity.csv rows of scaledl sensitivity's sweeps
 
     def network_of(self, rows: pd.DataFrame) -> Network | None:
         """The network of the rows' platform: its own when `networks` has it, else the common one."""
@@ -759,7 +762,9 @@ def setting_label(per: tuple[str, ...], key: tuple) -> str:
     return ", ".join([label, *rest] if label else rest)
 
 
-def row(claim: Claim, protocol: str, setting: str, verdict: Verdict, simulated_on: str = "") -> dict:
+def row(
+    claim: Claim, protocol: str, setting: str, verdict: Verdict, simulated_on: str = "", sensitivity: str = ""
+) -> dict:
     numbers = verdict.numbers
     return {
         "simulated_on": simulated_on,
@@ -778,6 +783,7 @@ def row(claim: Claim, protocol: str, setting: str, verdict: Verdict, simulated_o
         "ours_min": numbers.low if numbers else math.nan,
         "ours_max": numbers.high if numbers else math.nan,
         "ours_n": numbers.n if numbers else 0,
+        "sensitivity": sensitivity,
     }
 
 
@@ -787,6 +793,38 @@ def simulated_platform(group: pd.DataFrame) -> str:
         return ""
     found = sorted({str(v) for v in group["simulated_on"].dropna() if str(v)})
     return ", ".join(found)
+
+
+def sensitivity_of(claim: Claim, group: pd.DataFrame, platform: str, ctx: Context) -> str:
+    """Beside a simulated verdict that one side reaches the target sooner: how its sweep over the platform's
+    constants came out (a sweep of the claimed faster side against the other on this platform at the group's
+    P), else "not swept"; "" beside a measured verdict or another kind of claim."""
+    if not platform or claim.metric != TIME_METRIC or set(claim.compares) != {"faster", "than"}:
+        return ""
+    faster, slower = (side_spec(split_setting(claim.compares[key])[0])[0] for key in ("faster", "than"))
+    workers = {str(int(w)) for w in group["workers"].dropna()} if "workers" in group else set()
+    rows = [
+        r
+        for r in ctx.sensitivity
+        if r["faster"] in faster and r["slower"] in slower and r["platform"] == platform
+        and (not workers or str(r["workers"]) in workers)
+    ]  # fmt: skip
+    return claim_text(rows)
+
+
+def read_sensitivity(paths: list[Path]) -> list[dict]:
+    """The rows of scaledl sensitivity's sensitivity.csv files."""
+    rows = []
+    for path in paths:
+        try:
+            with open(path, newline="", encoding="utf-8") as handle:
+                found = list(csv.DictReader(handle))
+        except OSError as error:
+            raise UserError(f"--sensitivity {path}: cannot read it ({error.strerror})") from None
+        if not found or not {"faster", "slower", "platform", "constant", "flips_at"} <= set(found[0]):
+            raise UserError(f"--sensitivity {path}: not a sensitivity.csv of scaledl sensitivity")
+        rows += found
+    return rows
 
 
 def judge(group: pd.DataFrame, claim: Claim, ctx: Context) -> Verdict:
@@ -823,7 +861,8 @@ def evaluate_claim(results: pd.DataFrame, claim: Claim, ctx: Context, protocol: 
             incomplete.append(label)
             missing.update(dict.fromkeys(verdict.missing))
             continue
-        rows.append(row(claim, protocol, label, verdict, simulated_platform(group)))
+        platform = simulated_platform(group)
+        rows.append(row(claim, protocol, label, verdict, platform, sensitivity_of(claim, group, platform, ctx)))
     if incomplete and not rows:
         settings = plural(len(incomplete), "setting")
         shown = "; ".join(incomplete[:3]) + (f" and {len(incomplete) - 3} more" if len(incomplete) > 3 else "")
@@ -834,7 +873,7 @@ def evaluate_claim(results: pd.DataFrame, claim: Claim, ctx: Context, protocol: 
 
 CLAIM_COLUMNS = [
     "id", "figure", "claim", "protocol", "setting", "paper", "ours", "verdict", "reason", "decomposition",
-    "paper_value", "ours_median", "ours_min", "ours_max", "ours_n", "simulated_on",
+    "paper_value", "ours_median", "ours_min", "ours_max", "ours_n", "simulated_on", "sensitivity",
 ]  # fmt: skip
 
 
@@ -983,6 +1022,8 @@ def inclusion_ids(table: pd.DataFrame) -> list[str]:
 def side_by_side(paper: pd.DataFrame) -> pd.DataFrame:
     """One row per claim and setting, each protocol's verdict and numbers beside the other's."""
     columns = ["figure", "claim", "setting", "paper"]
+    if "sensitivity" in paper and paper["sensitivity"].fillna("").astype(str).ne("").any():
+        columns.append("sensitivity")  # a simulated verdict's survival of the platform's constants varied
     out = paper[["id", *columns]].drop_duplicates(["id", "setting"]).set_index(["id", "setting"])
     for protocol in (TUNED, SHARED):
         part = paper[paper["protocol"] == protocol].set_index(["id", "setting"])

@@ -268,6 +268,15 @@ def claims_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--claims", type=Path, metavar="YAML", help="claims file to check instead of the packaged claims.yaml"
     )
+    parser.add_argument(
+        "--sensitivity",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="CSV",
+        help="a scaledl sensitivity sweep's sensitivity.csv: shown beside the simulated verdict it swept "
+        "(repeat per sweep)",
+    )
     parser.add_argument("--out-md", required=True, type=Path, metavar="MD", help="markdown table to write")
     parser.add_argument("--out-csv", required=True, type=Path, metavar="CSV", help="CSV table to write")
 
@@ -298,6 +307,7 @@ def claims_run(args: argparse.Namespace) -> int:
         default_claims_text,
         evaluate,
         load_claims,
+        read_sensitivity,
         read_summary,
     )
     from scaledl.report.tables import write_table  # lazy, as above
@@ -309,7 +319,8 @@ def claims_run(args: argparse.Namespace) -> int:
     claims = load_claims(args.claims)
     networks = parse_netbench(args.netbench)
     results = read_summary(args.summary)
-    context = Context(devices=devices, network=networks.pop("*", None), networks=networks)
+    sensitivity = read_sensitivity(args.sensitivity)
+    context = Context(devices=devices, network=networks.pop("*", None), networks=networks, sensitivity=sensitivity)
     table = evaluate(results, claims, context, where=str(args.summary))
     text, where = (args.claims.read_text(), str(args.claims)) if args.claims else (default_claims_text(), "claims.yaml")
     write_table(

@@ -57,21 +57,32 @@ def factors(text: str, flag: str) -> list[float]:
     return values
 
 
-def claim_pair(text: str) -> tuple[str, str]:
-    from scaledl.grid.regime import TIMING_FREE_PATTERNS  # lazy: the grid's package imports scipy
-
+def algorithm_pair(text: str, flag: str = "--claim") -> tuple[str, str]:
+    """FASTER:SLOWER, two algorithm keys."""
     a, _, b = text.partition(":")
     for key in (a, b):
         if key not in ALGORITHMS:
             raise UserError(
-                f"--claim {text}: {key!r} is not an algorithm (expected FASTER:SLOWER, e.g. sync_easgd3:easgd)"
-            )
-        if ALGORITHMS[key].pattern not in TIMING_FREE_PATTERNS:
-            raise UserError(
-                f"--claim {text}: {key}'s numerics depend on the timing (pattern {ALGORITHMS[key].pattern}), so its "
-                "steps to target would need a whole run per point; map a synchronous or round-robin pair"
+                f"{flag} {text}: {key!r} is not an algorithm (expected FASTER:SLOWER, e.g. sync_easgd3:easgd)"
             )
     return a, b
+
+
+def timing_dependent(pair: tuple[str, str]) -> list[str]:
+    """The sides whose numerics depend on the timing: their steps to target change with the platform."""
+    from scaledl.grid.regime import TIMING_FREE_PATTERNS  # lazy: the grid's package imports scipy
+
+    return [key for key in pair if ALGORITHMS[key].pattern not in TIMING_FREE_PATTERNS]
+
+
+def claim_pair(text: str) -> tuple[str, str]:
+    pair = algorithm_pair(text)
+    for key in timing_dependent(pair):
+        raise UserError(
+            f"--claim {text}: {key}'s numerics depend on the timing (pattern {ALGORITHMS[key].pattern}), so its "
+            "steps to target would need a whole run per point; map a synchronous or round-robin pair"
+        )
+    return pair
 
 
 # The `scaledl train` settings that shape a step's work: a side is simulated with those of its own runs.
@@ -119,8 +130,9 @@ def unanimous_verdict(ratios: list[float]) -> str:
     return "inconclusive"
 
 
-def seconds_per_step(platform_xml: Path, algorithm: str, flags: list[str], args, out: Path) -> float:
-    """Simulated steady-state seconds per step of `algorithm` with its runs' settings on the platform file."""
+def simulate(platform_xml: Path, algorithm: str, flags: list[str], args, out: Path):
+    """The run record (scaledl.report.runs.Run) of `algorithm` simulated on the platform file with `flags`
+    (then --train-args), at --workers on --data with --model."""
     # lazy: what this subcommand computes with; --help and the other subcommands need none of it
     from scaledl.report.runs import read_run
 
@@ -128,14 +140,19 @@ def seconds_per_step(platform_xml: Path, algorithm: str, flags: list[str], args,
     cmd = [
         sys.executable, "-m", "scaledl", "simulate", "--platform-file", str(platform_xml), "--ranks", str(ranks),
         "--data", str(args.data), "--model", args.model, "--algorithm", algorithm, "--out-dir", str(out),
-        *flags, "--max-steps", str(args.steps), "--eval-every", str(args.steps), "--seed", "0",
-        *shlex.split(args.train_args),
+        *flags, *shlex.split(args.train_args),
     ]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
         raise UserError(f"the simulation of {algorithm} on {platform_xml.name} failed: {last}")
-    return float(read_run(out).get("seconds_per_step"))
+    return read_run(out)
+
+
+def seconds_per_step(platform_xml: Path, algorithm: str, flags: list[str], args, out: Path) -> float:
+    """Simulated steady-state seconds per step of `algorithm` with its runs' settings on the platform file."""
+    steps = ["--max-steps", str(args.steps), "--eval-every", str(args.steps), "--seed", "0"]
+    return float(simulate(platform_xml, algorithm, [*flags, *steps], args, out).get("seconds_per_step"))
 
 
 def build_map(args) -> list[dict]:

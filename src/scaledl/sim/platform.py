@@ -27,7 +27,9 @@ the first device host). More ranks than slots is refused in one line.
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from importlib import resources
 from pathlib import Path
 
@@ -199,33 +201,145 @@ def load(name_or_path: str | Path) -> Platform:
     return Platform(path.stem, path, hosts)
 
 
+# ---- scaled copies: a regime map's grid, a sensitivity sweep's constants ----------------------------------------
+
+
+def _times(element, attribute: str, factor: float, unit: str, cap: float | None = None) -> float | None:
+    """Multiply a numeric attribute (SimGrid units) in place, at most `cap`; its value before, None if absent."""
+    text = element.get(attribute)
+    if text is None:
+        return None
+    value = _number(text.split(",")[0], attribute)
+    element.set(attribute, f"{min(value * factor, cap) if cap is not None else value * factor:.9g}{unit}")
+    return value
+
+
+def _host_elements(root) -> list:
+    return [element for element in root.iter() if element.tag in ("host", "cluster")]
+
+
+def _scale_property(
+    root, factor: float, key: str, unit: str = "", default: float | None = None, cap: float | None = None
+) -> list[float]:
+    """Every host's (and cluster's) property `key` × factor, a host without it at its `default` (written in);
+    the values before."""
+    before = []
+    for element in _host_elements(root):
+        prop = next((p for p in element.findall("prop") if p.get("id") == key), None)
+        if prop is None and default is None:
+            continue
+        if prop is None:
+            prop = ET.SubElement(element, "prop", id=key, value=f"{default:.9g}")
+        before.append(_times(prop, "value", factor, unit, cap))
+    return before
+
+
+def _noise_level(root, factor: float) -> list[float]:
+    """Every host's timing noise × factor, as scaledl.sim.noise.Noise.scaled has it: the cv and the spikes' rate
+    (at most 1); the cvs before."""
+    _scale_property(root, factor, "noise_spike_rate", cap=1.0)
+    return _scale_property(root, factor, "noise_cv")
+
+
+def pcie_links(root) -> set[str]:
+    """The links of the routes between a device and its `cpu_host`: the host↔device copies' PCIe."""
+    cpu_of = {}
+    for element in root.iter("host"):
+        cpu = _props(element).get("cpu_host")
+        if cpu:
+            cpu_of[element.get("id")] = cpu
+    pairs = {frozenset(pair) for pair in cpu_of.items()}
+    return {
+        ctn.get("id")
+        for route in root.iter("route")
+        if frozenset((route.get("src"), route.get("dst"))) in pairs
+        for ctn in route.iter("link_ctn")
+    }
+
+
+def _link_bandwidth(root, factor: float, pcie: bool) -> list[float]:
+    """The PCIe links' bandwidth × factor (pcie), or every other bandwidth's: the other links, a cluster's
+    links, backbone and loopback, the loopback of hosts that are their own peers; the values before."""
+    chosen = pcie_links(root)
+    before = [
+        _times(link, "bandwidth", factor, "Bps") for link in root.iter("link") if (link.get("id") in chosen) == pcie
+    ]
+    if not pcie:
+        before += [_times(bone, "bandwidth", factor, "Bps") for bone in root.iter("backbone")]
+        for cluster in root.iter("cluster"):
+            before += [_times(cluster, attribute, factor, "Bps") for attribute in ("bw", "bb_bw", "loopback_bw")]
+        for prop in root.iter("prop"):
+            if prop.get("id") == "network/loopback-bw":
+                before.append(_times(prop, "value", factor, ""))
+    return [value for value in before if value is not None]
+
+
+@dataclass(frozen=True)
+class Constant:
+    """A platform constant a sensitivity sweep varies: what it is, its unit, and how a factor changes it."""
+
+    what: str
+    unit: str
+    vary: Callable  # (the platform's XML root, factor) -> the values it had (SI units), changed in place
+
+
+# The constants that are assumptions or carry a validation error (each shipped platform's header says which),
+# by name: scaledl sensitivity varies each alone.
+CONSTANTS = {
+    "efficiency": Constant(
+        "every host's fraction of peak FLOP/s in matrix products and convolutions", "",
+        partial(_scale_property, key="efficiency", default=1.0),
+    ),
+    "op_overhead": Constant(
+        "every host's seconds per operation (kernel launch, framework dispatch)", "s",
+        partial(_scale_property, key="op_overhead", unit="s"),
+    ),
+    "memory_bw": Constant(
+        "every host's memory bandwidth", "B/s", partial(_scale_property, key="memory_bw", unit="Bps"),
+    ),
+    "pcie_bw": Constant(
+        "the bandwidth of the links between a device and its cpu_host (PCIe)", "B/s",
+        partial(_link_bandwidth, pcie=True),
+    ),
+    "network_bw": Constant(
+        "every other link's bandwidth (the network, a cluster's links, the loopback)", "B/s",
+        partial(_link_bandwidth, pcie=False),
+    ),
+    "noise": Constant("every host's timing noise: its cv and its spikes' rate (at most 1)", "", _noise_level),
+}  # fmt: skip
+
+
+def _parse(path: Path):
+    try:
+        return ET.parse(path).getroot()
+    except ET.ParseError as error:
+        raise UserError(f"platform file {path} is not valid XML ({error})") from None
+
+
+def _text(root) -> str:
+    header = "<?xml version='1.0'?>\n<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n"
+    return header + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def varied(path: Path, constant: str, factor: float) -> tuple[str, list[float]]:
+    """The platform file at `path` with one constant (a CONSTANTS name) `factor`× its value, as XML text (the
+    header comment is not kept), and the values it had: none, or all 0, where the platform lacks it."""
+    if constant not in CONSTANTS:
+        raise UserError(f"unknown platform constant {constant!r}; one of {', '.join(CONSTANTS)}")
+    root = _parse(path)
+    before = CONSTANTS[constant].vary(root, factor)
+    return _text(root), before
+
+
 def scaled(path: Path, bandwidth: float, speed: float) -> str:
     """The platform file at `path` with every link (and loopback) `bandwidth`× as fast and every host's device
     `speed`× as fast (its FLOP rate and memory bandwidth multiplied, its per-operation overhead divided):
     the variants a regime map sweeps. Returned as XML text (the header comment is not kept)."""
-    tree = ET.parse(path)
-    root = tree.getroot()
-
-    def times(element, attribute: str, factor: float, unit: str) -> None:
-        if element.get(attribute) is not None:
-            value = _number(element.get(attribute).split(",")[0], attribute)
-            element.set(attribute, f"{value * factor:.9g}{unit}")
-
-    for element in root.iter():
-        if element.tag in ("host", "cluster"):
-            times(element, "speed", speed, "f")
-        if element.tag == "link":
-            times(element, "bandwidth", bandwidth, "Bps")
-        if element.tag == "cluster":
-            times(element, "bw", bandwidth, "Bps")
-            times(element, "loopback_bw", bandwidth, "Bps")
-        if element.tag == "prop":
-            key = element.get("id")
-            if key == "memory_bw":
-                times(element, "value", speed, "Bps")
-            elif key == "op_overhead":
-                times(element, "value", 1.0 / speed, "s")
-            elif key == "network/loopback-bw":
-                element.set("value", f"{_number(element.get('value'), key) * bandwidth:.9g}")
-    header = "<?xml version='1.0'?>\n<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n"
-    return header + ET.tostring(root, encoding="unicode") + "\n"
+    root = _parse(path)
+    for pcie in (True, False):
+        _link_bandwidth(root, bandwidth, pcie)
+    for element in _host_elements(root):
+        _times(element, "speed", speed, "f")
+    _scale_property(root, speed, "memory_bw", "Bps")
+    _scale_property(root, 1.0 / speed, "op_overhead", "s")
+    return _text(root)

@@ -1,0 +1,112 @@
+"""The sensitivity sweeps' part of the workflow (config `sensitivity`): their check, runs, command lines, outputs.
+
+`scaledl sensitivity` (scaledl.report.sensitivity) varies each assumed
+constant of a simulated platform alone and says whether a claim "A is faster
+than B" keeps its verdict there, from this config's runs of both sides on the
+platform. Each claim pair of the config is one sweep, in
+results/NAME/report/sensitivity/FASTER-vs-SLOWER/; the claims report puts its
+finding beside the simulated verdict (scaledl claims --sensitivity). A pair
+with an asynchronous side needs `whole_runs` (every seed's training simulated
+at every point): `check` refuses it otherwise, while the grid expands.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping
+
+from scaledl.algorithms import ALGORITHMS
+from scaledl.config import as_argv
+from scaledl.data.datasets import PREPARED
+from scaledl.grid.keys import RUNS_STAGE, GridError, RunKey, run_dir
+from scaledl.grid.regime import TIMING_FREE_PATTERNS
+from scaledl.grid.tune import TUNED
+
+SEPARATOR = "-vs-"  # FASTER-vs-SLOWER: a sweep's folder (algorithm keys hold no hyphen)
+RESULT = "{results}/report/sensitivity/{pair}/sensitivity.csv"
+
+
+def spec_of(config: Mapping) -> dict | None:
+    """The config's `sensitivity` when it is enabled (the schema fills its defaults), else None."""
+    spec = config.get("sensitivity") or {}
+    return spec if spec.get("enabled") else None
+
+
+def check(config: Mapping) -> None:
+    """GridError unless `sensitivity` (when given) names a simulated platform and pairs of algorithms it can
+    sweep: timing-free ones, or any with whole_runs."""
+    spec = spec_of(config)
+    if not spec:
+        return
+    platform = config["platforms"].get(spec.get("platform") or "")
+    if platform is None or platform.get("kind") != "simulated":
+        raise GridError(
+            f"sensitivity: platform {spec['platform']!r} is not a platform of kind simulated in this config"
+        )
+    for claim in spec["claims"]:
+        for side in claim.split(":"):
+            if side not in ALGORITHMS:
+                raise GridError(f"sensitivity: claim {claim}: {side!r} is not an algorithm")
+            if ALGORITHMS[side].pattern not in TIMING_FREE_PATTERNS and not spec["whole_runs"]:
+                raise GridError(
+                    f"sensitivity: claim {claim}: {side}'s numerics depend on the timing (pattern "
+                    f"{ALGORITHMS[side].pattern}); set whole_runs: true to simulate every seed's training at "
+                    "every point, or sweep a synchronous or round-robin pair"
+                )
+
+
+def pair_of(claim: str) -> str:
+    """FASTER:SLOWER as its sweep's folder name, FASTER-vs-SLOWER."""
+    return claim.replace(":", SEPARATOR)
+
+
+def run_files(runs: Mapping[RunKey, object], config: Mapping, name: str, pair: str) -> list[str]:
+    """run.json of both sides' runs of the sweep `pair` on the platform, dataset, model and P, in config
+    `name`'s results: the tuned ones where the config tunes them, else those at the shared settings."""
+    spec = spec_of(config)
+    if not spec:
+        return []
+    sides = pair.split(SEPARATOR)
+    found = [
+        key
+        for key in runs
+        if key.stage == RUNS_STAGE
+        and key.algorithm in sides
+        and (key.platform, key.dataset, key.model, key.workers)
+        == (spec["platform"], spec["dataset"], spec["model"], spec["workers"])
+    ]
+    setting = TUNED if any(key.setting == TUNED for key in found) else ""
+    return [f"{run_dir(key, name)}/run.json" for key in found if key.setting == setting]
+
+
+def result_files(runs: Mapping[RunKey, object], config: Mapping, name: str) -> list[str]:
+    """Each sweep's sensitivity.csv whose pair has runs of both sides in this config ([] without sweeps)."""
+    spec = spec_of(config)
+    files = []
+    for claim in spec["claims"] if spec else []:
+        pair = pair_of(claim)
+        have = {path.split("/")[5] for path in run_files(runs, config, name, pair)}  # results/N/runs/D/M/ALGO/...
+        if have == set(claim.split(":")):
+            files.append(RESULT.format(results=f"results/{name}", pair=pair))
+    return files
+
+
+def data_file(config: Mapping) -> str:
+    """The prepared dataset the sweeps' simulations train on."""
+    return PREPARED.format(dataset=config["sensitivity"]["dataset"])
+
+
+def flags(config: Mapping, pair: str) -> str:
+    """`scaledl sensitivity`'s options for the sweep `pair`; each side is simulated with its own runs' settings,
+    which the command reads from their run.json."""
+    spec = spec_of(config)
+    options = {key: spec[key] for key in ("workers", "model", "factors", "steps", "whole_runs", "max_steps")}
+    options["constants"] = spec["constants"]
+    platform_file = config["platforms"][spec["platform"]]["platform_file"]
+    claim = pair.replace(SEPARATOR, ":")
+    return shlex.join(as_argv({**options, "claim": claim, "platform_file": platform_file}))
+
+
+def claims_flags(files: list[str]) -> str:
+    """`scaledl claims`'s --sensitivity for each sweep's result."""
+    return shlex.join([arg for path in files for arg in ("--sensitivity", path)])
