@@ -28,7 +28,7 @@ def test_each_host_constant_is_scaled_on_every_host_and_nothing_else(tmp_path):
     for constant, field, before in (
         ("efficiency", "efficiency", [0.3, 0.35]),
         ("op_overhead", "op_overhead", [5e-6, 1e-5]),
-        ("memory_bw", "memory_bw", [1.2e11, 2.4e11]),
+        ("memory_bw", "memory_bw", [6e10, 2.4e11]),
     ):
         platform, root, values = varied_platform(tmp_path, "k80x8", constant, 0.5)
         assert sorted(set(values)) == pytest.approx(before)
@@ -37,7 +37,7 @@ def test_each_host_constant_is_scaled_on_every_host_and_nothing_else(tmp_path):
             others = {"efficiency", "op_overhead", "memory_bw"} - {field}
             assert all(getattr(host, other) == getattr(base.hosts[name], other) for other in others)
             assert host.speed == base.hosts[name].speed and host.noise == base.hosts[name].noise
-        assert bandwidths(root) == {link: 12e9 for link in bandwidths(root)}  # links untouched
+        assert bandwidths(root) == bandwidths(ET.parse(resolve("k80x8")).getroot())  # links untouched
 
 
 def test_the_noise_level_scales_the_cv_and_the_spikes_rate_as_noise_does(tmp_path):
@@ -51,10 +51,11 @@ def test_pcie_is_the_links_between_a_device_and_its_cpu_host_and_the_network_eve
     root = ET.parse(resolve("k80x8")).getroot()
     assert pcie_links(root) == {f"gpu{i}_pcie" for i in range(8)} | {f"board{i}_uplink" for i in range(4)}
     _, pcie, values = varied_platform(tmp_path, "k80x8", "pcie_bw", 0.5)
-    assert set(bandwidths(pcie).values()) == {6e9} and values == [12e9] * 12
-    # k80x8's only other bandwidth is its loopback: the network constant leaves its PCIe alone
+    assert bandwidths(pcie) == {**{link: 6e9 for link in pcie_links(root)}, "qpi": 28.8e9} and values == [12e9] * 12
+    # k80x8's other bandwidths are the sockets' QPI link and the loopback: the network constant leaves PCIe alone
     _, network, values = varied_platform(tmp_path, "k80x8", "network_bw", 0.5)
-    assert set(bandwidths(network).values()) == {12e9} and values == [6e10]
+    assert bandwidths(network) == {**{link: 12e9 for link in pcie_links(root)}, "qpi": 14.4e9}
+    assert values == [28.8e9, 6e10]
     loopback = next(p for p in network.iter("prop") if p.get("id") == "network/loopback-bw")
     assert float(loopback.get("value")) == 3e10
     # a cluster without cpu_host: no PCIe at all, and its links, loopback included, are the network
@@ -79,7 +80,7 @@ def test_a_regime_maps_scaling_is_still_every_bandwidth_and_the_device_speed(tmp
     path = tmp_path / "s.xml"
     path.write_text(scaled(resolve("k80x8"), 10, 2))
     root = ET.parse(path).getroot()
-    assert set(bandwidths(root).values()) == {1.2e11}
+    assert set(bandwidths(root).values()) == {1.2e11, 2.88e11}  # PCIe and QPI, ×10
     host, base = load(path).hosts["gpu0"], load("k80x8").hosts["gpu0"]
     assert (host.speed, host.memory_bw, host.efficiency) == (base.speed * 2, base.memory_bw * 2, base.efficiency)
     assert host.op_overhead == pytest.approx(base.op_overhead / 2)
