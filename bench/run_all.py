@@ -1,4 +1,4 @@
-"""Run every benchmark, keep every raw sample, and rewrite docs/benchmarks.md from them (about an hour on 2 cores).
+"""Run every benchmark, keep every raw sample, and rewrite docs/benchmarks.md from them (about two hours on 2 cores).
 
     python bench/run_all.py [--quick] [--no-doc] [--only NAME,...]
     python bench/run_all.py --render          # rebuild the doc from bench/raw/*.json, measuring nothing
@@ -9,8 +9,9 @@ refused before anything is measured: every record belongs to one commit.
 Order: netbench (α, β, γ and collective bandwidths of this machine; the
 benches that print the α-β model's predictions get its file), then
 bench_allreduce, bench_ddp, bench_exchange, bench_overhead, bench_scaling, bench_ladder,
-bench_hogwild, bench_checkpoint, bench_averaging, bench_evaluation and bench_simulation (when SimGrid is
-installed), each as its own process; the first failure stops the run.
+bench_hogwild, bench_checkpoint, bench_averaging, bench_evaluation, and with SimGrid installed
+bench_simulation, bench_phases and bench_paper_scale (the simulated experiments at the paper's scale, about
+45 minutes alone), each as its own process; the first failure stops the run.
 Each bench writes its raw record to bench/raw/NAME.json (every sample, the
 commit, the command, the launch environment, the machine, the load) and its
 section of docs/benchmarks.md rendered from that record alone, so the doc can
@@ -58,6 +59,8 @@ QUICK = {
     "bench_averaging.py": ["--rounds", "1", "--steps", "30", "--target", "0.8"],
     "bench_evaluation.py": ["--rounds", "1", "--steps", "30", "--factor", "10"],
     "bench_simulation.py": ["--rounds", "1", "--warmup", "5", "--steps", "10"],
+    "bench_phases.py": ["--rounds", "1", "--warmup", "5", "--steps", "10"],
+    "bench_paper_scale.py": ["--nodes", "1,2", "--steps", "4", "--constants", "noise", "--factors", "2"],
 }
 BENCHES = (
     "allreduce",
@@ -71,12 +74,14 @@ BENCHES = (
     "averaging",
     "evaluation",
     "simulation",
+    "phases",
+    "paper_scale",
 )
 # They print the α-β model's prediction beside measurements, from this run's netbench (measured in the same
 # launch environment as theirs); the ladder measures its own, in its table's environment (MPICH yielding).
 USES_NETBENCH = ("allreduce", "scaling")
-BUDGET_S = 70 * 60
-OPTIONAL = {"simulation": available}
+BUDGET_S = 130 * 60  # the simulated paper-scale experiments alone take about 45 minutes
+OPTIONAL = {"simulation": available, "phases": available, "paper_scale": available}
 MNIST = (
     common.REPO / "data" / "hdf5" / "mnist.h5"
 )  # prepared by the workflow (or scaledl prepare mnist), if here  # benches that need an optional dependency, and the check for it

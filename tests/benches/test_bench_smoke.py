@@ -18,6 +18,8 @@ SCRIPTS = [
     "bench_hogwild.py",
     "bench_evaluation.py",
     "bench_scale.py",
+    "bench_phases.py",
+    "bench_paper_scale.py",
     "run_all.py",
     "compare.py",
 ]
