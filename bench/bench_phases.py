@@ -181,6 +181,29 @@ def read_phases(run_dir: Path, warmup: int) -> list[dict]:
     return out
 
 
+def read_staleness(run_dir: Path) -> dict | None:
+    """run.json's staleness of the center's reads (median, p90, max); None for a pattern without a center."""
+    from scaledl.run_record import read_run_json
+
+    found = read_run_json(Path(run_dir)).get("staleness")
+    return {k: found[k] for k in ("median", "p90", "max")} if found and found.get("exchanges") else None
+
+
+def staleness_rows(staleness: dict, plan: list[dict]) -> list[dict]:
+    """Real and simulated staleness side by side, for the cells whose runs read a center."""
+    rows = []
+    for c in plan:
+        sides = staleness.get(c["cell"], {})
+        if not any(found for side in SIDES for found in sides.get(side, [])):
+            continue
+        words = {
+            side: ", ".join(f"{s['median']}/{s['p90']}/{s['max']}" for s in sides.get(side, []) if s) or "–"
+            for side in SIDES
+        }
+        rows.append({"pattern": c["algorithm"] + ("†" if c["oversubscribed"] else ""), "P": c["workers"], **words})
+    return rows
+
+
 def launch_for(ranks: int) -> common.Launch:
     """One rank per core, MPICH yielding only where the ranks exceed the cores."""
     return common.Launch(threads=1, yield_poll=common.oversubscribed(ranks))
@@ -243,10 +266,12 @@ def measure_record(args) -> Path:
         samples = {f"{c['cell']}: {side}": [] for c in plan for side in SIDES}
         details = {c["cell"]: {side: [] for side in SIDES} for c in plan}
         runs = {c["cell"]: {side: [] for side in SIDES} for c in plan}
+        staleness = {c["cell"]: {side: [] for side in SIDES} for c in plan}
         for c in plan:  # the simulation is deterministic for a seed: once
             out = tmp / f"sim-{c['algorithm']}-{c['workers']}"
             run_simulated(platform, c["ranks"], train_args(data, out, c["algorithm"], args.warmup, args.steps))
             record_run(samples, details, runs, c, "simulated", read_phases(out, args.warmup))
+            staleness[c["cell"]]["simulated"].append(read_staleness(out))
             print(f"bench_{NAME}: simulated {c['cell']}", flush=True)
         order = []
         for r in range(args.rounds):
@@ -257,6 +282,7 @@ def measure_record(args) -> Path:
                 t0 = time.monotonic()
                 common.train(c["ranks"], data, out, algorithm=c["algorithm"], warmup=args.warmup, steps=args.steps)
                 record_run(samples, details, runs, c, "measured", read_phases(out, args.warmup))
+                staleness[c["cell"]]["measured"].append(read_staleness(out))
                 print(f"bench_{NAME}: round {r + 1}/{args.rounds} {c['cell']} ({time.monotonic() - t0:.1f} s)",
                       flush=True)  # fmt: skip
         common.use_launch(launch_for(2))
@@ -284,6 +310,7 @@ def measure_record(args) -> Path:
                 "calibration_busy": calibration_load(platform_text),
             },  # fmt: skip
             "probe": probe,
+            "staleness": staleness,
             "raw": common.shown_path(args.raw),
             "wall_s": time.monotonic() - t_start,
         },
@@ -323,6 +350,12 @@ def render(record: dict) -> tuple[str, str, str, str]:
         tables += (
             f"\nA LeNet step's messages timed alone at 2 ranks ({meta['probe']['measured'][0]['bytes']:,} bytes of "
             "weights; bench/comm_probe.py):\n\n" + common.table(p, list(p[0]))
+        )
+    stale = staleness_rows(meta.get("staleness", {}), meta["plan"])
+    if stale:
+        tables += (
+            "\nStaleness of the center's reads (updates behind the newest; median/p90/max per run, run.json's "
+            "`staleness`), real and simulated at the same P:\n\n" + common.table(stale, list(stale[0]))
         )
     notes = (
         "compute: the compute, update and center_update phases; comm: comm, param_copy and h2d; other: the step "

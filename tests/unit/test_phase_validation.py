@@ -90,3 +90,18 @@ def test_calibration_load_reads_the_header_line():
     assert calibration_load(header) == 15
     assert calibration_load("<!-- a platform written by hand -->") is None
     assert calibration_load((REPO / "src/scaledl/sim/platforms/laptop.xml").read_text()) is None
+
+
+def test_staleness_is_shown_side_by_side_for_the_cells_that_read_a_center():
+    plan = [
+        {"cell": "hogwild_easgd P=2", "algorithm": "hogwild_easgd", "workers": 2, "oversubscribed": True},
+        {"cell": "sync_sgd P=2", "algorithm": "sync_sgd", "workers": 2, "oversubscribed": False},
+    ]
+    seen = {"median": 1, "p90": 2, "max": 3}
+    staleness = {
+        "hogwild_easgd P=2": {"measured": [seen, {**seen, "max": 4}], "simulated": [seen]},
+        "sync_sgd P=2": {"measured": [None], "simulated": [None]},
+    }
+    assert bench.staleness_rows(staleness, plan) == [
+        {"pattern": "hogwild_easgd†", "P": 2, "measured": "1/2/3, 1/2/4", "simulated": "1/2/3"}
+    ]
