@@ -585,6 +585,10 @@ def test_weak_scaling_needs_an_imagenet_network_and_a_simulated_sweep_is_one_num
     assert simulated["reason"].startswith("at least 89.5 % in simulation (one efficiency per configuration")
     slow = check("weak_scaling", sweep([1.3], simulated_on="cori_knl"), KNL)
     assert slow["verdict"] == REVERSED and slow["reason"].startswith("below 89.5 % in simulation")
+    # no seconds per step at the largest P: the efficiency is undefined, which is no reversal
+    undefined = check("weak_scaling", sweep([math.nan], simulated_on="cori_knl"), KNL)
+    assert undefined["verdict"] == INCONCLUSIVE
+    assert undefined["reason"] == "efficiency undefined: no seed with seconds per step at both P"
 
 
 def write_run_json(path, compute_s):
