@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -21,6 +22,7 @@ from scaledl.report.claims import (
     HOLDS,
     INCONCLUSIVE,
     NOT_COMPARABLE,
+    NOT_TIED,
     REVERSED,
     RULES,
     SHARED,
@@ -32,7 +34,7 @@ from scaledl.report.claims import (
     evaluate,
     load_claims,
 )
-from scaledl.report.stats import fmt_share
+from scaledl.report.stats import distinct, fmt_share, holm
 from scaledl.report.summary import SUMMARY_COLUMNS as COLUMNS
 
 CLAIMS = {claim.id: claim for claim in load_claims()}
@@ -40,6 +42,7 @@ GPU = Context(devices={"gpu": "gpu"})
 KNL = Context(devices={"knl": "knl"})
 FAST = [10, 11, 12, 13, 14]
 SLOW = [20, 21, 25, 26, 27]  # twice FAST's times, seed by seed: ratios 2, 1.91, 2.08, 2, 1.93
+RIVALS_OF_SIX = ["hogwild_easgd", "easgd", "async_sgd", "hogwild_sgd", "async_easgd", "async_measgd"]
 ONE_SIDED_P = "sign test p = 0.0312; n = 5 decides when 5 of 5 agree"  # 1/32: all 5 seeds one way
 
 
@@ -370,10 +373,34 @@ def test_faster_and_stable():
     assert check("async_measgd_vs_async_msgd", few)["verdict"] == NOT_COMPARABLE
 
 
-# ------------------------------------------------------------------ fastest and tied
+def test_more_stable_is_inconclusive_when_both_sides_are_constant_over_seeds():
+    # every seed gives the same time on each side (a deterministic simulated clock read every 40 steps):
+    # Levene's test is 0/0, which must not fall through to "reversed"
+    constant = table(runs("async_measgd", [10.0] * 5), runs("async_msgd", [20.0] * 5))
+    result = check("async_measgd_vs_async_msgd", constant)
+    assert result["verdict"] == INCONCLUSIVE
+    assert result["reason"].startswith("faster: holds")
+    assert "more stable: inconclusive" in result["reason"]
+    assert "both sides constant over seeds, no spread to compare" in result["reason"]
+    assert "async_measgd 10 s [10–10] n=5, 1 distinct" in result["ours"]
 
 
-def figure_8(hogwild_easgd=(10, 10.5, 11, 10.2, 10.6), async_easgd=(20, 21, 22, 20.5, 21.5), drop=None):
+def test_each_side_says_how_many_distinct_values_its_seeds_gave():
+    # times to target quantised by the evaluation interval: five seeds, two numbers
+    quantised = table(runs("async_easgd", [40, 40, 80, 40, 80]), runs("async_sgd", [200, 210, 220, 230, 240]))
+    ours = check("async_easgd_vs_async_sgd", quantised)["ours"]
+    assert "async_easgd 40 s [40–80] n=5, 2 distinct" in ours and "async_sgd 220 s [200–240] n=5, 5 distinct" in ours
+    assert distinct([1.0, 1.0 + 1e-9, 2.0, math.inf, math.inf, math.nan]) == 3  # round-off is no new value
+
+
+# ------------------------------------------------------------------ Fig. 8: unbeaten, unbeaten, tied
+
+FIG8 = ("fig8_sync_easgd_unbeaten", "fig8_hogwild_easgd_unbeaten", "fig8_tied")
+
+
+def figure_8(hogwild_easgd=(10, 10.5, 11, 10.2, 10.6), async_easgd=(20, 21, 22, 20.5, 21.5), drop=None, copies=1):
+    """The eight methods of Fig. 8, Sync and Hogwild EASGD tied and first by default; `copies` repeats every
+    method's times (seeds 0-4, 5-9, ...)."""
     groups = {
         "sync_easgd3": [10.2, 10.4, 10.8, 10.3, 10.5],
         "hogwild_easgd": list(hogwild_easgd),
@@ -384,34 +411,86 @@ def figure_8(hogwild_easgd=(10, 10.5, 11, 10.2, 10.6), async_easgd=(20, 21, 22, 
         "async_easgd": list(async_easgd),
         "async_measgd": [25, 26, 27, 28, 29],
     }
-    return table(*(runs(name, times) for name, times in groups.items() if name != drop))
+    return table(*(runs(name, times * copies) for name, times in groups.items() if name != drop))
 
 
-def test_fastest_and_tied_holds_when_both_lead_and_the_interval_lies_in_the_tie_band():
-    result = check("fastest_sync_and_hogwild_easgd", figure_8())
-    assert result["verdict"] == HOLDS
-    assert "sync_easgd3 over hogwild_easgd" in result["ours"] and "smallest lead" in result["ours"]
-    assert result["reason"].startswith("tied: 90 % CI of the speedup 0.98–1.02× against the tie band 0.91–1.10×")
-    assert "leads 12 of 12 hold" in result["reason"]
-    assert result["ours_median"] == pytest.approx(10.6 / 10.5)  # median of the paired hogwild/sync ratios
+def fig8(results: pd.DataFrame) -> dict[str, dict]:
+    return {claim_id: check(claim_id, results) for claim_id in FIG8}
 
 
-def test_fastest_and_tied_equivalence():
-    clearly_apart = check("fastest_sync_and_hogwild_easgd", figure_8(hogwild_easgd=(14, 15, 16, 14.5, 15.5)))
-    assert clearly_apart["verdict"] == REVERSED and clearly_apart["reason"].startswith("not tied")
+def test_fig8_is_three_claims_of_one_figure():
+    assert {c.id for c in CLAIMS.values() if c.figure == "Fig. 8"} == set(FIG8)
+    assert [CLAIMS[i].rule for i in FIG8] == ["unbeaten", "unbeaten", "tied"]
+    # each unbeaten claim's rivals are the seven other methods, its partner among them
+    for claim_id, partner in (("fig8_sync_easgd_unbeaten", "hogwild_easgd"), (FIG8[1], "sync_easgd3|sync_easgd")):
+        assert len(CLAIMS[claim_id].compares["by"]) == 7 and partner in CLAIMS[claim_id].compares["by"]
+
+
+def test_fig8_holds_when_both_lead_and_the_interval_lies_in_the_tie_band():
+    sync, hogwild, tied = fig8(figure_8()).values()
+    assert sync["verdict"] == HOLDS and hogwild["verdict"] == HOLDS
+    assert "not slower beyond the margin than each of 7 rivals" in sync["reason"]
+    assert "closest rival hogwild_easgd" in sync["ours"] and "sync_easgd3 10.4 s [10.2–10.8] n=5" in sync["ours"]
+    assert tied["verdict"] == HOLDS
+    assert tied["reason"].startswith("tied: 90 % CI of the speedup 0.98–1.02× against the tie band 0.91–1.10×")
+    assert tied["ours_median"] == pytest.approx(10.6 / 10.5)  # median of the paired hogwild/sync ratios
+
+
+def test_fig8_sync_easgd_fastest_and_not_tied_is_not_reversed():
+    sync, hogwild, tied = fig8(figure_8(hogwild_easgd=(14, 15, 16, 14.5, 15.5))).values()
+    # Sync EASGD clearly first: it is beaten by no method, which is what the paper says of it
+    assert sync["verdict"] == HOLDS
+    # the tie is refuted, and says so in its own word: a clear winner is not the opposite of the claim
+    assert tied["verdict"] == NOT_TIED and tied["verdict"] != REVERSED
+    assert tied["reason"].startswith("not tied: sync_easgd3 is faster, 90 % CI of the speedup")
+    # Hogwild EASGD is beaten by Sync EASGD in 5 of 5 seeds: p = 1/32 alone, 7/32 over the seven rivals
+    assert hogwild["verdict"] == INCONCLUSIVE
+    assert "smallest adjusted p = 0.219, sync_easgd3 faster in 5 of 5 seeds" in hogwild["reason"]
+    assert "not slower shown against 6 of 7 rivals (vs sync_easgd3: 0 of 5 seeds for, 5 against" in hogwild["reason"]
+
+
+def test_fig8_tie_not_shown_when_the_seeds_scatter():
     # the median is tied but the seeds scatter ±30 %: the interval reaches out of the band
-    noisy = check("fastest_sync_and_hogwild_easgd", figure_8(hogwild_easgd=(7, 10.5, 14, 9, 12.5)))
+    noisy = check("fig8_tied", figure_8(hogwild_easgd=(7, 10.5, 14, 9, 12.5)))
     assert noisy["verdict"] == INCONCLUSIVE and noisy["reason"].startswith("tie not shown")
     assert noisy["ours_median"] == pytest.approx(10.6 / 10.5, rel=0.01)
 
 
-def test_fastest_and_tied_needs_every_lead_and_every_side():
-    beaten = check("fastest_sync_and_hogwild_easgd", figure_8(async_easgd=(9, 9.2, 9.5, 9.1, 9.3)))
-    assert beaten["verdict"] == REVERSED and "sync_easgd3 vs async_easgd: reversed" in beaten["reason"]
-    close = check("fastest_sync_and_hogwild_easgd", figure_8(async_easgd=(10.4, 10.6, 10.9, 10.5, 10.7)))
-    assert close["verdict"] == INCONCLUSIVE and "hogwild_easgd vs async_easgd: inconclusive" in close["reason"]
-    missing = check("fastest_sync_and_hogwild_easgd", figure_8(drop="async_msgd"))
+def test_one_rival_faster_in_every_seed_decides_only_after_holm():
+    faster = (9, 9.2, 9.5, 9.1, 9.3)  # async_easgd beats both in all 5 seeds: p = 1/32 uncorrected
+    pairwise = replace(CLAIMS["async_easgd_vs_async_sgd"], compares={"faster": "sync_easgd3", "than": "async_easgd"})
+    alone = evaluate(figure_8(async_easgd=faster), [pairwise], GPU).iloc[0]
+    assert alone["verdict"] == REVERSED and ONE_SIDED_P in alone["reason"]  # one test alone: decided
+    sync = check("fig8_sync_easgd_unbeaten", figure_8(async_easgd=faster))
+    assert sync["verdict"] == INCONCLUSIVE
+    assert "no rival significantly faster after Holm's correction over 7 (smallest adjusted p = 0.219" in sync["reason"]
+    # the same among six rivals: an uncorrected sign test (p = 1/32) would call it reversed, Holm gives 6/32
+    six = replace(CLAIMS["fig8_sync_easgd_unbeaten"], compares={"unbeaten": "sync_easgd3", "by": RIVALS_OF_SIX})
+    result = evaluate(figure_8(async_easgd=faster), [six], GPU).iloc[0]
+    assert result["verdict"] == INCONCLUSIVE and "over 6 (smallest adjusted p = 0.188, async_easgd" in result["reason"]
+    # with 10 seeds the lead survives the correction (7/1024): Sync EASGD is beaten
+    beaten = check("fig8_sync_easgd_unbeaten", figure_8(async_easgd=faster, copies=2))
+    assert beaten["verdict"] == REVERSED
+    assert beaten["reason"] == (
+        "beaten: async_easgd faster in 10 of 10 seeds (Holm-adjusted p = 0.00684 over 7 rivals)"
+    )
+    # a rival that ties (within the margin in every seed) neither beats it nor lets it hold
+    close = check("fig8_hogwild_easgd_unbeaten", figure_8(async_easgd=(10.4, 10.6, 10.9, 10.5, 10.7)))
+    assert close["verdict"] == HOLDS and "closest rival" in close["ours"]
+
+
+def test_fig8_needs_every_side():
+    missing = check("fig8_sync_easgd_unbeaten", figure_8(drop="async_msgd"))
     assert missing["verdict"] == NOT_COMPARABLE and "missing runs of async_msgd" in missing["reason"]
+    assert check("fig8_tied", figure_8(drop="async_msgd"))["verdict"] == HOLDS  # the tie needs only its two
+
+
+def test_holm_adjusts_in_the_input_order():
+    # the textbook case: sorted p times 5, 4, 3, 2, 1, then made non-decreasing
+    assert holm([0.01, 0.02, 0.03, 0.04, 0.05]) == pytest.approx([0.05, 0.08, 0.09, 0.09, 0.09])
+    assert holm([0.04, 0.005, 0.03, 0.01]) == pytest.approx([0.06, 0.02, 0.06, 0.03])
+    assert holm([0.5, 0.6]) == [1.0, 1.0]  # capped at 1
+    assert holm([0.03125]) == [0.03125] and holm([]) == []
 
 
 # ------------------------------------------------------------------ share_lower
@@ -425,7 +504,7 @@ def shares(easgd, sync):
 def test_share_lower():
     result = check("comm_share_drop", shares([0.85, 0.87, 0.9, 0.86, 0.88], [0.1, 0.14, 0.2, 0.12, 0.16]))
     assert result["verdict"] == HOLDS and result["ours_median"] == pytest.approx(0.14)
-    assert "easgd 87.0 % [85.0–90.0] n=5 → sync_easgd3 14.0 % [10.0–20.0] n=5" in result["ours"]
+    assert "easgd 87.0 % [85.0–90.0] n=5, 5 distinct → sync_easgd3 14.0 % [10.0–20.0] n=5, 5 distinct" in result["ours"]
     higher = check("comm_share_drop", shares([0.1] * 5, [0.48, 0.49, 0.5, 0.52, 0.47]))
     assert higher["verdict"] == REVERSED and higher["reason"].startswith("sync_easgd3's share is higher")
     mixed = check("comm_share_drop", shares([0.5, 0.6, 0.7, 0.5, 0.6], [0.3, 0.4, 0.75, 0.55, 0.62]))
@@ -506,6 +585,10 @@ def test_weak_scaling_needs_an_imagenet_network_and_a_simulated_sweep_is_one_num
     assert simulated["reason"].startswith("at least 89.5 % in simulation (one efficiency per configuration")
     slow = check("weak_scaling", sweep([1.3], simulated_on="cori_knl"), KNL)
     assert slow["verdict"] == REVERSED and slow["reason"].startswith("below 89.5 % in simulation")
+    # no seconds per step at the largest P: the efficiency is undefined, which is no reversal
+    undefined = check("weak_scaling", sweep([math.nan], simulated_on="cori_knl"), KNL)
+    assert undefined["verdict"] == INCONCLUSIVE
+    assert undefined["reason"] == "efficiency undefined: no seed with seconds per step at both P"
 
 
 def write_run_json(path, compute_s):

@@ -6,8 +6,10 @@ Each names a rule from `RULES` and gives its parameters. A rule reads the
 runs of one *setting* (the claim's `per` columns, by default
 scaledl.report.runs.SETTING: dataset, model, platform and workers) under one
 *protocol* and returns a `Verdict`: **holds**, **reversed** (the opposite is
-shown), **inconclusive** (neither is shown at the claims' level) or **not
-comparable here** (the runs cannot say), with our numbers and a reason.
+shown), **not tied** (a tie claim whose sides are shown apart: the tie is
+refuted, which is not the opposite of the claim), **inconclusive** (neither
+is shown at the claims' level) or **not comparable here** (the runs cannot
+say), with our numbers and a reason.
 
 Protocols. A claim is judged twice where the config ran both: on the
 **tuned** runs (setting `tuned`: each algorithm at its own best settings from
@@ -41,17 +43,28 @@ Protocol of a comparison, common to every rule:
 Rules (parameter defaults in the claims file's `defaults`):
 
 - ``faster`` (A reaches the target sooner than B): a seed is for when
-  t_B / t_A > 1 + margin.
+  t_B / t_A > 1 + margin, against when t_A / t_B > 1 + margin.
 - ``faster_and_stable``: ``faster``, and A more stable than B: A reaches the
   target in more seeds (Fisher's exact test, one-sided), or, both in every
   seed, A's times vary less (the Brown–Forsythe test on log times, one-sided
-  by the sign of the spread difference). Holds when both hold; reversed when
+  by the sign of the spread difference; both sides constant over seeds leave
+  no spread to compare: inconclusive). Holds when both hold; reversed when
   either is reversed; inconclusive otherwise.
-- ``fastest_tied`` (F1, F2 fastest of others O, and tied): each F ``faster``
-  than every O, and F1, F2 *equivalent*: the 90 % bootstrap interval of the
-  median log speedup of F1 over F2 within ±log(1 + tie) (two one-sided
-  tests). Holds when all of it holds; reversed when some O is faster than an
-  F, or the interval lies wholly outside the equivalence band; else inconclusive.
+- ``unbeaten`` (A is beaten by no method of the list B1 … Bm): A is paired
+  with each Bi by seed as in ``faster``. **Reversed** when some Bi is
+  significantly faster than A after Holm's correction over the m one-sided
+  p-values (of "Bi faster"): the reason names each with its adjusted p.
+  **Holds** when A is shown not slower than every Bi: for each, the sign
+  test of "not slower beyond the margin" (a seed is for when
+  t_Bi / t_A ≥ 1 / (1 + margin)) is significant at α; all m must be, so no
+  correction applies (an intersection–union test). **Inconclusive**
+  otherwise: no rival is shown faster, nor is A shown not slower than all.
+- ``tied`` (A and B tied within ±tie): the 90 % bootstrap interval of the
+  median log speedup of A over B within ±log(1 + tie) (two one-sided tests):
+  holds; wholly outside it: **not tied** (its own verdict, naming the faster
+  side, never "reversed": a clear winner does not contradict that both are
+  the fastest); an interval that straddles the band, or is undefined:
+  inconclusive.
 - ``share_lower`` (a share falls from A to B): a seed is for when the drop
   exceeds the margin (share points).
 - ``less_communication`` (A reaches the target exchanging at most 1/factor of
@@ -67,6 +80,16 @@ Rules (parameter defaults in the claims file's `defaults`):
   is local SGD): holds unless the special case is significantly faster;
   then it is reversed and the reason reads "tuning budget too small for" the
   general method.
+
+**Undefined tests.** A test whose result is undefined (NaN: Levene's test
+on two constant sides, an interval or efficiency over undefined ratios) is
+inconclusive, its reason saying why; NaN never falls through a comparison
+into another verdict.
+
+**Distinct values.** Each side's numbers say how many distinct values its n
+seeds gave ("n=5, 2 distinct"): seeds that repeat one number (a
+deterministic simulated time, times to target quantised by the evaluation
+interval) are fewer observations than n says.
 
 **Needs.** A setting that misses a claim's `needs` (the device, dataset,
 model, target or scale the paper's number belongs to) is not comparable here
@@ -101,10 +124,12 @@ from scaledl.report.stats import (
     SignTest,
     Spread,
     bootstrap_interval,
+    distinct,
     divide,
     fmt_ratio,
     fmt_share,
     fmt_value,
+    holm,
     nan_last,
     plural,
     seeds_to_decide,
@@ -114,7 +139,8 @@ from scaledl.report.stats import (
 from scaledl.report.tables import markdown_table
 
 HOLDS, REVERSED, INCONCLUSIVE, NOT_COMPARABLE = "holds", "reversed", "inconclusive", "not comparable here"
-VERDICTS = (HOLDS, REVERSED, INCONCLUSIVE, NOT_COMPARABLE)
+NOT_TIED = "not tied"  # a tie claim refuted by a clear winner (the `tied` rule): not the claim's opposite
+VERDICTS = (HOLDS, REVERSED, NOT_TIED, INCONCLUSIVE, NOT_COMPARABLE)
 TUNED, SHARED, CONTROL = "tuned", "shared η", "control"  # the protocols a claim is judged under
 PROTOCOL_SETTINGS = {TUNED: ("tuned",), SHARED: ("",)}  # the summary's `setting` of each protocol's runs
 
@@ -254,7 +280,7 @@ def samples(side: Side, metric: str) -> list[tuple[object, float]]:
 def describe(side: Side, values: list[float], metric: str) -> str:
     if values and all(math.isinf(v) for v in values):
         return f"{side.label} not reached in any of {len(values)} seeds"
-    return f"{side.label} {spread_of(values).text(fmt_value(metric))}"
+    return f"{side.label} {spread_of(values).text(fmt_value(metric))}, {distinct(values)} distinct"
 
 
 def not_reached_note(side: Side, values: list[float]) -> str:
@@ -447,14 +473,15 @@ def more_stable(a_values: list[float], b_values: list[float], alpha: float) -> t
         verdict = HOLDS if p_for <= alpha else REVERSED if p_against <= alpha else INCONCLUSIVE
         return verdict, f"{reached} (Fisher's exact test p = {min(p_for, p_against):.3g})"
     log_a, log_b = [math.log(v) for v in a_values], [math.log(v) for v in b_values]
+    sd_a, sd_b = statistics.stdev(log_a), statistics.stdev(log_b)
+    spreads = f"relative spread of time to target {sd_a:.2f} vs {sd_b:.2f} (sd of log time"
+    if sd_a == 0 and sd_b == 0:  # Levene's statistic is 0/0
+        return INCONCLUSIVE, f"{reached}; {spreads}): both sides constant over seeds, no spread to compare"
     p = scipy_stats.levene(log_a, log_b, center="median").pvalue / 2  # one-sided, by the spreads' order
-    a_less = statistics.stdev(log_a) < statistics.stdev(log_b)
-    verdict = INCONCLUSIVE if p > alpha else HOLDS if a_less else REVERSED
-    spreads = (
-        f"relative spread of time to target {statistics.stdev(log_a):.2f} vs {statistics.stdev(log_b):.2f} "
-        f"(sd of log time; Brown–Forsythe p = {p:.3g})"
-    )
-    return verdict, f"{reached}; {spreads}"
+    if math.isnan(p):
+        return INCONCLUSIVE, f"{reached}; {spreads}; Brown–Forsythe test undefined): no spread to compare"
+    verdict = INCONCLUSIVE if p > alpha else HOLDS if sd_a < sd_b else REVERSED
+    return verdict, f"{reached}; {spreads}; Brown–Forsythe p = {p:.3g})"
 
 
 def combined(verdicts: list[str]) -> str:
@@ -483,13 +510,16 @@ def rule_faster_and_stable(frame: pd.DataFrame, claim: Claim, ctx: Context) -> V
 
 def equivalence(a: Side, b: Side, metric: str, tie: float, min_seeds: int) -> tuple[str, str, Spread]:
     """Whether a and b are tied: the 90 % interval of the median log speedup within ±log(1 + tie) (holds),
-    wholly outside it (reversed), or neither (inconclusive)."""
+    wholly outside it (not tied, naming the faster side), or neither, or undefined (inconclusive)."""
     ratios = [divide(tb, ta) for ta, tb in paired(samples(a, metric), samples(b, metric))]
     spread = spread_of(ratios)
     logs = [math.log(r) if r > 0 else -math.inf for r in ratios if not math.isnan(r)]
     if len(logs) < min_seeds:
-        return NOT_COMPARABLE, f"only {len(logs)} seeds where both reached the target", spread
+        defined = plural(len(logs), "seed")
+        return NOT_COMPARABLE, f"a speedup is defined in only {defined} (neither side reached in the rest)", spread
     low, high = bootstrap_interval(logs, level=0.90)
+    if math.isnan(low) or math.isnan(high):  # the median of a resample of +∞ and −∞ speedups
+        return INCONCLUSIVE, "tie not shown: the interval of the speedup is undefined (∞ both ways)", spread
     band = math.log(1 + tie)
     text = (
         f"90 % CI of the speedup {fmt_ratio(math.exp(low), unit=False)}{DASH}{fmt_ratio(math.exp(high))} "
@@ -498,37 +528,84 @@ def equivalence(a: Side, b: Side, metric: str, tie: float, min_seeds: int) -> tu
     if -band <= low and high <= band:
         return HOLDS, f"tied: {text}", spread
     if high < -band or low > band:
-        return REVERSED, f"not tied: {text}", spread
+        faster = a if low > band else b
+        return NOT_TIED, f"not tied: {faster.label} is faster, {text}", spread
     return INCONCLUSIVE, f"tie not shown: {text}", spread
 
 
-def rule_fastest_tied(frame: pd.DataFrame, claim: Claim, ctx: Context) -> Verdict:
-    fastest_specs, other_specs = list(claim.compares["fastest"]), list(claim.compares["of"])
-    sides, missing = sides_or_missing(frame, fastest_specs + other_specs)
+def rule_tied(frame: pd.DataFrame, claim: Claim, ctx: Context) -> Verdict:
+    sides, missing = sides_or_missing(frame, [claim.compares["tied"], claim.compares["with"]])
     if missing:
         return missing
-    margin, min_seeds, tie, alpha = (claim.param(k) for k in ("margin", "min_seeds", "tie", "alpha"))
-    first, second = sides[0], sides[1]
-    tied, tie_text, pair = equivalence(first, second, claim.metric, tie, min_seeds)
-    wins = [compare(f, o, claim.metric, margin, min_seeds, alpha) for f in sides[:2] for o in sides[2:]]
-    labels = [(f.label, o.label) for f in sides[:2] for o in sides[2:]]
-    closest = min(range(len(wins)), key=lambda i: nan_last(wins[i].ratio.median))
+    a, b = sides
+    verdict, reason, spread = equivalence(a, b, claim.metric, claim.param("tie"), claim.param("min_seeds"))
+    values = [[v for _, v in samples(side, claim.metric)] for side in sides]
     ours = (
-        f"{first.label} over {second.label}: {pair.text(fmt_ratio)}; smallest lead: {labels[closest][0]} over "
-        f"{labels[closest][1]} {wins[closest].ratio.text(fmt_ratio)}"
+        f"speedup of {a.label} over {b.label} {spread.text(fmt_ratio)}; "
+        f"{describe(a, values[0], claim.metric)}; {describe(b, values[1], claim.metric)}"
     )
-    verdict = combined([tied, *(c.verdict for c in wins)])
-    not_won = [f"{f} vs {o}: {c.verdict}" for (f, o), c in zip(labels, wins) if c.verdict != HOLDS]
-    reason = tie_text + (f"; leads {len(wins) - len(not_won)} of {len(wins)} hold" if wins else "")
-    reason += (
-        "; " + "; ".join(not_won[:3]) + (f" and {len(not_won) - 3} more" if len(not_won) > 3 else "") if not_won else ""
+    parts = " · ".join(filter(None, (decomposition(a), decomposition(b), factors(a, b))))
+    return Verdict(verdict, ours, reason, spread, decomposition=parts)
+
+
+def not_slower_test(test: SignTest) -> SignTest:
+    """The sign test of "a is not slower beyond the margin" from that of "a is faster beyond it": a seed
+    within the margin counts for a."""
+    return SignTest(wins=test.wins + test.ties, losses=test.losses, ties=0, undefined=test.undefined)
+
+
+def rule_unbeaten(frame: pd.DataFrame, claim: Claim, ctx: Context) -> Verdict:
+    """No rival is faster than `unbeaten`: reversed when one is, after Holm's correction over the rivals;
+    holds when `unbeaten` is shown not slower than each (every test at α: an intersection–union test)."""
+    rival_specs = list(claim.compares["by"])
+    sides, missing = sides_or_missing(frame, [claim.compares["unbeaten"], *rival_specs])
+    if missing:
+        return missing
+    ours_side, rivals = sides[0], sides[1:]
+    margin, min_seeds, alpha = claim.param("margin"), claim.param("min_seeds"), claim.param("alpha")
+    leads = [compare(ours_side, rival, claim.metric, margin, min_seeds, alpha) for rival in rivals]
+    closest = min(range(len(rivals)), key=lambda i: nan_last(leads[i].ratio.median))
+    values = [v for _, v in samples(ours_side, claim.metric)]
+    rival_values = leads[closest].b_values
+    ours = (
+        f"{describe(ours_side, values, claim.metric)}; closest rival {rivals[closest].label}: speedup over it "
+        f"{leads[closest].ratio.text(fmt_ratio)}; {describe(rivals[closest], rival_values, claim.metric)}"
     )
-    return Verdict(
-        verdict,
-        ours,
-        reason,
-        pair,
-        decomposition=" · ".join(filter(None, (decomposition(first), decomposition(second)))),
+
+    def verdict(word: str, reason: str) -> Verdict:
+        return Verdict(word, ours, reason, leads[closest].ratio, decomposition=leads[closest].decomposition)
+
+    unjudged = [f"vs {r.label}: {c.reason}" for r, c in zip(rivals, leads) if c.test is None]
+    if unjudged:
+        return verdict(NOT_COMPARABLE, "; ".join(unjudged))
+    m = len(rivals)
+    adjusted = holm([c.test.p_against for c in leads])
+    beaten = [
+        f"{r.label} faster in {c.test.losses} of {c.test.n} seeds (Holm-adjusted p = {p:.3g} over {m} rivals)"
+        for r, c, p in zip(rivals, leads, adjusted)
+        if p <= alpha
+    ]
+    if beaten:
+        return verdict(REVERSED, f"beaten: {'; '.join(beaten)}")
+    best = min(range(m), key=lambda i: adjusted[i])
+    no_rival = (
+        f"no rival significantly faster after Holm's correction over {m} (smallest adjusted p = "
+        f"{adjusted[best]:.3g}, {rivals[best].label} faster in {leads[best].test.losses} of {leads[best].test.n} "
+        "seeds)"
+    )
+    not_slower = [not_slower_test(c.test).p_for for c in leads]
+    worst = max(range(m), key=lambda i: not_slower[i])
+    if not_slower[worst] <= alpha:
+        return verdict(
+            HOLDS,
+            f"not slower beyond the margin than each of {m} rivals (every sign test p ≤ {alpha:g}; the largest "
+            f"p = {not_slower[worst]:.3g}, vs {rivals[worst].label}); {no_rival}",
+        )
+    shown = sum(p <= alpha for p in not_slower)
+    return verdict(
+        INCONCLUSIVE,
+        f"not slower shown against {shown} of {m} rivals (vs {rivals[worst].label}: "
+        f"{test_text(not_slower_test(leads[worst].test), alpha)}); {no_rival}",
     )
 
 
@@ -602,8 +679,9 @@ def rule_weak_scaling_efficiency(frame: pd.DataFrame, claim: Claim, ctx: Context
     largest = Side(f"P={counts[-1]}", frame[frame["workers"] == counts[-1]])
     base, top = samples(smallest, claim.metric), samples(largest, claim.metric)
     pairs = paired(base, top)
-    eff = spread_of([divide(b, t) for b, t in pairs])
-    ours = f"E(P={counts[-1]} vs {counts[0]}) = {eff.text(fmt_share)} paired by seed"
+    ratios = [divide(b, t) for b, t in pairs]
+    eff = spread_of(ratios)
+    ours = f"E(P={counts[-1]} vs {counts[0]}) = {eff.text(fmt_share)}, {distinct(ratios)} distinct, paired by seed"
     network = ctx.network_of(frame)
     if network is not None:
         ours += "; " + alpha_beta_efficiency(frame, algorithm, counts, int(claim.param("extrapolate_to")), network)
@@ -612,6 +690,8 @@ def rule_weak_scaling_efficiency(frame: pd.DataFrame, claim: Claim, ctx: Context
         # A simulated sweep's efficiency is a property of the platform, not a sample: its seeds differ only by
         # timing noise, so a sign test over them would test one number repeated. What moves it is the platform's
         # constants (the sensitivity sweep), not the seed.
+        if math.isnan(eff.median):  # no seed in common at both P, or only undefined ratios
+            return Verdict(INCONCLUSIVE, ours, "efficiency undefined: no seed with seconds per step at both P", eff)
         holds = eff.median >= target - margin
         where = "at least" if holds else "below"
         reason = f"{where} {fmt_share(target - margin)} in simulation (one efficiency per configuration, no sign test)"
@@ -619,7 +699,7 @@ def rule_weak_scaling_efficiency(frame: pd.DataFrame, claim: Claim, ctx: Context
     problem = seeds_problem([smallest, largest], [len(base), len(top)], claim.param("min_seeds"))
     if problem:
         return Verdict(NOT_COMPARABLE, ours, problem, eff)
-    test = sign_test(1 if divide(b, t) >= target - margin else -1 for b, t in pairs)
+    test = sign_test(None if math.isnan(e) else 1 if e >= target - margin else -1 for e in ratios)
     verdict = decided(test, alpha)
     reason = {
         HOLDS: f"at least {fmt_share(target - margin)}",
@@ -694,7 +774,8 @@ class Rule:
 RULES: dict[str, Rule] = {
     "faster": Rule(rule_faster, ("faster", "than")),
     "faster_and_stable": Rule(rule_faster_and_stable, ("faster", "than")),
-    "fastest_tied": Rule(rule_fastest_tied, ("fastest", "of")),
+    "unbeaten": Rule(rule_unbeaten, ("unbeaten", "by")),
+    "tied": Rule(rule_tied, ("tied", "with")),
     "share_lower": Rule(rule_share_lower, ("from", "to")),
     "weak_scaling_efficiency": Rule(rule_weak_scaling_efficiency, ("algorithms",)),
     "less_communication": Rule(rule_less_communication, ("less", "than")),
@@ -947,9 +1028,10 @@ def claims_markdown(table: pd.DataFrame, summary: Path, claims_text: str, claims
         "",
         f"Claims: {claims_where}, git blob {blob_hash(claims_text)[:12]}, fixed before the runs. Rows by "
         f"verdict: {counts}. Each comparison is paired by seed and decided by the exact sign test at "
-        f"α = {ALPHA:g} (holds, reversed, or inconclusive); ours is the median over seeds with its 95 % "
-        "bootstrap interval; time to target = steps to target × seconds per step for each side. The rules "
-        "are in scaledl.report.claims.",
+        f"α = {ALPHA:g} (holds, reversed, or inconclusive), Holm-corrected where one method is compared with "
+        "several; a tie refuted by a clear winner is not tied, never reversed. Ours is the median over seeds "
+        "with its 95 % bootstrap interval, n and how many distinct values the seeds gave; time to target = "
+        "steps to target × seconds per step for each side. The rules are in scaledl.report.claims.",
         "",
     ]
     paper = table[~table["protocol"].isin([CONTROL]) & ~table["id"].isin(inclusion_ids(table))]

@@ -206,6 +206,25 @@ def _binomial_tail(k: int, n: int) -> float:
     return sum(math.comb(n, i) for i in range(k, n + 1)) / 2**n if n else 1.0
 
 
+def holm(p_values: list[float]) -> list[float]:
+    """Holm's step-down adjustment of p-values (family-wise error at most α over all of them), in the input's
+    order: the i-th smallest p times (m − i + 1), made non-decreasing along that order, capped at 1. Rejecting
+    each adjusted p ≤ α rejects what Holm's sequential procedure rejects at α."""
+    m = len(p_values)
+    adjusted = [1.0] * m
+    running = 0.0
+    for rank, i in enumerate(sorted(range(m), key=lambda j: p_values[j])):
+        running = max(running, min(1.0, (m - rank) * p_values[i]))
+        adjusted[i] = running
+    return adjusted
+
+
+def distinct(values: Iterable[float]) -> int:
+    """How many different values there are (to 6 significant digits; NaNs left out): n seeds that give one
+    number n times are one observation, not n (a deterministic simulated time, say)."""
+    return len({float(f"{v:.6g}") for v in values if not math.isnan(v)})
+
+
 def seeds_to_decide(n: int, alpha: float = ALPHA) -> int | None:
     """How many of n seeds must agree for the sign test to decide at `alpha`; None if n cannot decide."""
     return next((k for k in range(n + 1) if _binomial_tail(k, n) <= alpha), None)
