@@ -27,7 +27,6 @@ recorded (what the experiment costs this machine).
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 import tempfile
@@ -37,6 +36,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import common  # noqa: E402
+from scaledl.report.runs import read_run  # noqa: E402
 
 NAME = "paper_scale"
 TITLE = "Simulated at the paper's scale: the ladder and weak scaling (time-only)"
@@ -60,11 +60,11 @@ def simulate(platform: str, ranks: int, data: Path, model: str, algorithm: str, 
     proc = subprocess.run(command, capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"scaledl simulate {algorithm} on {platform} failed: {proc.stderr.strip()[-1500:]}")
-    run = json.loads((out / "run.json").read_text())
+    run = read_run(out)
     return {
-        "s_per_step": run["seconds_per_step"],
-        "transfer_share": run["comm_share"],
-        "exposed_share": run["exposed_share"],
+        "s_per_step": run.get("seconds_per_step"),
+        "transfer_share": run.get("comm_share"),
+        "exposed_share": run.get("exposed_share"),
         "wall_s": round(time.monotonic() - started, 1),
     }
 

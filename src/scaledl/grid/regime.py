@@ -48,12 +48,16 @@ def check(config: Mapping) -> None:
 
 
 def run_files(runs: Mapping[RunKey, object], config: Mapping, name: str) -> list[str]:
-    """run.json of both sides' runs on the map's platform, dataset, model and P, in config `name`'s results:
-    the tuned ones where the config tunes them, else those at the shared settings; [] without a map."""
+    """run.json of both sides' runs on the map's platform, dataset, model and P, in config `name`'s results;
+    [] without a map."""
     spec = map_of(config)
-    if not spec:
-        return []
-    sides = spec["claim"].split(":")
+    return sides_run_files(runs, spec, spec["claim"].split(":"), name) if spec else []
+
+
+def sides_run_files(runs: Mapping[RunKey, object], spec: Mapping, sides: list[str], name: str) -> list[str]:
+    """run.json of the runs of `sides` on `spec`'s platform, dataset, model and P (a regime map's or a
+    sensitivity sweep's), in config `name`'s results: the tuned ones where the config tunes them, else those
+    at the shared settings."""
     found = [
         key
         for key in runs

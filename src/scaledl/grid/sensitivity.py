@@ -18,9 +18,8 @@ from collections.abc import Mapping
 from scaledl.algorithms import ALGORITHMS
 from scaledl.config import as_argv
 from scaledl.data.datasets import PREPARED
-from scaledl.grid.keys import RUNS_STAGE, GridError, RunKey, run_dir
-from scaledl.grid.regime import TIMING_FREE_PATTERNS
-from scaledl.grid.tune import TUNED
+from scaledl.grid.keys import GridError, RunKey
+from scaledl.grid.regime import TIMING_FREE_PATTERNS, sides_run_files
 
 SEPARATOR = "-vs-"  # FASTER-vs-SLOWER: a sweep's folder (algorithm keys hold no hyphen)
 RESULT = "{results}/report/sensitivity/{pair}/sensitivity.csv"
@@ -62,21 +61,9 @@ def pair_of(claim: str) -> str:
 
 def run_files(runs: Mapping[RunKey, object], config: Mapping, name: str, pair: str) -> list[str]:
     """run.json of both sides' runs of the sweep `pair` on the platform, dataset, model and P, in config
-    `name`'s results: the tuned ones where the config tunes them, else those at the shared settings."""
+    `name`'s results (scaledl.grid.regime.sides_run_files)."""
     spec = spec_of(config)
-    if not spec:
-        return []
-    sides = pair.split(SEPARATOR)
-    found = [
-        key
-        for key in runs
-        if key.stage == RUNS_STAGE
-        and key.algorithm in sides
-        and (key.platform, key.dataset, key.model, key.workers)
-        == (spec["platform"], spec["dataset"], spec["model"], spec["workers"])
-    ]
-    setting = TUNED if any(key.setting == TUNED for key in found) else ""
-    return [f"{run_dir(key, name)}/run.json" for key in found if key.setting == setting]
+    return sides_run_files(runs, spec, pair.split(SEPARATOR), name) if spec else []
 
 
 def result_files(runs: Mapping[RunKey, object], config: Mapping, name: str) -> list[str]:
