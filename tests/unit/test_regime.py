@@ -59,8 +59,8 @@ def test_the_map_reads_both_sides_on_its_cell_tuned_where_tuned():
 
 def test_the_shipped_map_needs_the_mnist_runs_and_then_reads_the_tuned_ones(tmp_path, monkeypatch):
     config = shipped("paper_simulated.yaml")
+    monkeypatch.chdir(tmp_path)  # a checkout's own data/raw/mnist must not decide
     assert regime.run_files(expand(config), config, "paper_simulated") == []  # its blocks need data/raw/mnist
-    monkeypatch.chdir(tmp_path)
     (tmp_path / "data/raw/mnist").mkdir(parents=True)
     found = regime.run_files(expand(config), config, "paper_simulated")
     assert found and all("/mnist/lenet/" in path and "/gpu8_sim/p8/tuned/" in path for path in found)
@@ -92,8 +92,8 @@ def test_the_sensitivity_sweeps_are_checked_and_read_their_pairs_runs(tmp_path, 
         with pytest.raises(GridError, match=words):
             sensitivity.check({**config, "sensitivity": {**spec, **change}})
     sensitivity.check({**config, "sensitivity": {**spec, "claims": ["async_easgd:sync_sgd"], "whole_runs": True}})
+    monkeypatch.chdir(tmp_path)  # a checkout's own data/raw/mnist must not decide
     assert sensitivity.result_files(expand(config), config, "paper_simulated") == []  # its blocks need mnist
-    monkeypatch.chdir(tmp_path)
     (tmp_path / "data/raw/mnist").mkdir(parents=True)
     runs = expand(config)
     assert sensitivity.result_files(runs, config, "p") == [
