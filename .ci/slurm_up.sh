@@ -87,7 +87,7 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 MpiDefault=none
 ReturnToService=2
-MinJobAge=600
+MinJobAge=3600
 SlurmdParameters=config_overrides
 NodeName=localhost NodeAddr=127.0.0.1 CPUs=$NCPUS RealMemory=8000 State=UNKNOWN
 PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP

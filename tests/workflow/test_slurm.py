@@ -62,7 +62,7 @@ def slurm_cluster():
 
 
 def scontrol_job(job_id):
-    """`scontrol show job` of a (finished) job as a dict; MinJobAge keeps it there for 10 minutes."""
+    """`scontrol show job` of a (finished) job as a dict; MinJobAge keeps it there for an hour."""
     text = subprocess.run(["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True, check=True).stdout
     return dict(field.split("=", 1) for field in text.split() if "=" in field)
 

@@ -113,7 +113,7 @@ def _lenet_step(model_name: str, batch: int, shape=(1, 28, 28), classes: int = 1
 
 def _keep_busy(model_name: str, batch: int, started, stop) -> None:
     """A background process of `busy_cores`: the same step, one thread, until `stop` is set."""
-    import torch
+    import torch  # here: a process of its own, and --help needs none of it
 
     torch.set_num_threads(1)
     step = _lenet_step(model_name, batch)
