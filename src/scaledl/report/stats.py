@@ -230,6 +230,40 @@ def seeds_to_decide(n: int, alpha: float = ALPHA) -> int | None:
     return next((k for k in range(n + 1) if _binomial_tail(k, n) <= alpha), None)
 
 
+@dataclass(frozen=True)
+class Interval:
+    """A distribution-free interval of a median: [x(k), x(n+1-k)] of the sorted values, which holds the true median
+    with probability `coverage` whatever the distribution (exact, from the binomial: no resampling)."""
+
+    low: float
+    high: float
+    coverage: float
+    n: int
+
+    def label(self) -> str:
+        """ "95.3 %" style: the interval's true coverage, never the level that was asked for."""
+        return f"{100 * self.coverage:.1f} %" if not math.isnan(self.coverage) else "no"
+
+
+def median_interval(values: Iterable[float], level: float = 0.95) -> Interval:
+    """The narrowest order-statistic interval of the median whose exact coverage is at least `level`; with
+    too few values for that level, [min, max] and its own (lower) coverage, 1 − 2^(1−n). NaNs are left out,
+    ±∞ kept (a time never reached); (nan, nan) without values."""
+    data = sorted(v for v in values if not math.isnan(v))
+    n = len(data)
+    if not n:
+        return Interval(math.nan, math.nan, math.nan, 0)
+    k = 1  # the interval [x(k), x(n+1-k)], 1-based; its coverage is P(k ≤ B ≤ n−k), B ~ Binomial(n, 1/2)
+    while k + 1 <= (n + 1) // 2 and _coverage(k + 1, n) >= level:
+        k += 1
+    return Interval(data[k - 1], data[n - k], _coverage(k, n), n)
+
+
+def _coverage(k: int, n: int) -> float:
+    """P(x(k) ≤ median ≤ x(n+1−k)) for n values of any continuous distribution."""
+    return 1.0 - 2.0 * (1.0 - _binomial_tail(k, n)) if 2 * k <= n else 0.0
+
+
 def bootstrap_interval(values: list[float], level: float = 0.95, statistic=statistics.median) -> tuple[float, float]:
     """Percentile bootstrap interval of `statistic` over `values` (±∞ allowed), resampled with a fixed seed so
     the same values always give the same interval; (nan, nan) without values."""
