@@ -54,21 +54,29 @@ def test_a_trial_never_reads_the_test_split(tmp_path, digits_h5):
 
 def trial(
     tmp_path: Path,
-    name: str,
+    lr: float,
     *,
-    algorithm="sync_sgd",
-    lr=0.05,
+    seed=0,
+    algorithm="async_sgd",
     time=None,
     step=None,
     accuracy=0.9,
     validation=0.1,
     workers=2,
+    max_steps=300,
 ) -> Path:
     """A trial's run.json and metrics.csv, as a tune trial writes them."""
-    folder = tmp_path / algorithm / name
+    folder = tmp_path / algorithm / f"lr{lr:g}" / f"s{seed}"
     folder.mkdir(parents=True)
     record = {
-        "arguments": {"setting": name, "sweep": "lr", "lr": lr, "validation_fraction": validation, "seed": 0},
+        "arguments": {
+            "setting": f"lr{lr:g}",
+            "sweep": "lr",
+            "lr": lr,
+            "validation_fraction": validation,
+            "seed": seed,
+            "max_steps": max_steps,
+        },
         "data": {"dataset": "digits"},
         "model": {"name": "lenet"},
         "algorithm": {"key": algorithm},
@@ -84,61 +92,76 @@ def trial(
     return folder / "run.json"
 
 
-def test_the_choice_is_the_trial_that_reached_the_target_soonest(tmp_path):
+def test_the_choice_is_the_point_whose_slowest_seed_reached_the_target_soonest(tmp_path):
     paths = [
-        trial(tmp_path, "t00", lr=0.01, time=None, accuracy=0.7),
-        trial(tmp_path, "t01", lr=0.1, time=4.0, step=80),
-        trial(tmp_path, "t02", lr=0.05, time=2.5, step=50),
-        trial(tmp_path, "t00", algorithm="async_sgd", lr=0.02, time=None, accuracy=0.6),
-        trial(tmp_path, "t01", algorithm="async_sgd", lr=0.2, time=None, accuracy=0.8),
+        *(trial(tmp_path, 0.01, seed=s, accuracy=0.7) for s in (0, 1)),  # missed
+        trial(tmp_path, 0.02, seed=0, time=4.0, step=80),
+        trial(tmp_path, 0.02, seed=1, time=4.4, step=88),  # slowest seed 4.4 s
+        trial(tmp_path, 0.04, seed=0, time=2.0, step=40),
+        trial(tmp_path, 0.04, seed=1, time=None, accuracy=0.85),  # one seed missed: the point is a miss
+        *(trial(tmp_path, 0.08, seed=s, time=5.0, step=100) for s in (0, 1)),
     ]
-    chosen = tuning.choose(tuning.trial_rows(paths)).set_index("algorithm")
-    assert chosen.loc["sync_sgd", "trial"] == "t02" and chosen.loc["sync_sgd", "lr"] == 0.05
-    assert chosen.loc["sync_sgd", "reached"] == 2 and chosen.loc["sync_sgd", "trials"] == 3
-    # no trial reached it: the best accuracy is chosen, and the table says so
-    assert chosen.loc["async_sgd", "trial"] == "t01" and chosen.loc["async_sgd", "reached"] == 0
-    page = tuning.chosen_markdown(chosen.reset_index(), tuning.trial_rows(paths), {"seed": 0, "space": {}})
-    assert "no trial reached the target" in page and "(**unequal**" in page  # 3 trials against 2
+    chosen = tuning.choose(tuning.trial_rows(paths)).iloc[0]
+    assert (chosen["lr"], chosen["time_to_target_s"], chosen["scored_by"]) == (0.02, 4.4, "time")
+    assert chosen["edge"] == "" and chosen["runner_up_lr"] == 0.08  # interior; the next best point at another η
+    assert chosen["effective_step"] == pytest.approx(2 * 0.02)  # P·η: both workers' steps land on the center
+    assert (chosen["trials"], chosen["points_reached"], chosen["budget_ok"]) == (4, 2, True)  # 88 × 2 ≤ 300
+
+
+def test_a_timing_independent_algorithm_is_scored_by_steps_and_an_edge_is_named(tmp_path):
+    paths = [
+        trial(tmp_path, 0.01, algorithm="sync_sgd", time=1.0, step=120, max_steps=150),  # fastest clock, more steps
+        trial(tmp_path, 0.02, algorithm="sync_sgd", time=3.0, step=100, max_steps=150),
+    ]
+    chosen = tuning.choose(tuning.trial_rows(paths)).iloc[0]
+    assert (chosen["lr"], chosen["scored_by"], chosen["edge"]) == (0.02, "steps", "high")
+    assert not chosen["budget_ok"]  # 100 steps of a 150-step budget: less than twice
+    assert tuning.edges(tuning.choose(tuning.trial_rows(paths))) == ["high"]
+
+
+def test_a_cell_where_nothing_reached_takes_the_best_accuracy_and_says_so(tmp_path):
+    paths = [trial(tmp_path, lr, accuracy=a) for lr, a in ((0.01, 0.6), (0.02, 0.8), (0.04, 0.7))]
+    chosen = tuning.choose(tuning.trial_rows(paths))
+    assert chosen.iloc[0]["lr"] == 0.02 and chosen.iloc[0]["points_reached"] == 0
+    page = tuning.chosen_markdown(chosen, tuning.trial_rows(paths), {"seeds": [0], "lr_grid": {}})
+    assert "no point reached the target" in page and "The test split was never read" in page
 
 
 def test_a_run_scored_on_the_test_split_is_not_a_trial(tmp_path):
     with pytest.raises(UserError, match="not a tune trial"):
-        tuning.trial_rows([trial(tmp_path, "t00", validation=None)])
+        tuning.trial_rows([trial(tmp_path, 0.01, validation=None)])
 
 
-def test_the_tune_command_writes_the_choice(tmp_path, capsys):
+def test_the_tune_command_writes_the_choice_and_a_round_names_the_next_grid(tmp_path):
     from scaledl.cli import main
 
-    paths = [trial(tmp_path, f"t0{i}", lr=lr, time=t, step=10) for i, (lr, t) in enumerate([(0.01, 3.0), (0.1, 2.0)])]
+    paths = [trial(tmp_path, lr, time=t, step=10) for lr, t in [(0.01, 3.0), (0.02, 2.0)]]
     out = tmp_path / "chosen.csv"
     protocol = json.dumps(
         {
-            "trials": 2,
-            "seed": 0,
+            "lr_grid": {"low": 0.01, "factor": 2, "count": 2},
+            "extend": 1,
+            "axes": {},
+            "seeds": [0],
             "validation_fraction": 0.1,
             "train": {"max_steps": 40},
-            "space": {"sync_sgd": {"lr": [0.001, 0.3]}},
+            "tuned": {"async_sgd": ["lr"]},
         }
     )
-    assert (
-        main(
-            [
-                "tune",
-                *map(str, paths),
-                "--protocol",
-                protocol,
-                "--out-csv",
-                str(out),
-                "--out-md",
-                str(tmp_path / "chosen.md"),
-            ]
-        )
-        == 0
-    )
+    args = ["tune", *map(str, paths), "--protocol", protocol]
+    assert main([*args, "--out-csv", str(out), "--out-md", str(tmp_path / "chosen.md")]) == 0
     rows = list(csv.DictReader(out.open()))
-    assert [(r["algorithm"], r["trial"], r["tuned"], float(r["lr"])) for r in rows] == [("sync_sgd", "t01", "lr", 0.1)]
+    assert [(r["algorithm"], r["tuned"], float(r["lr"]), r["edge"]) for r in rows] == [
+        ("async_sgd", "lr", 0.02, "high")
+    ]
     page = (tmp_path / "chosen.md").read_text()
-    assert "sync_sgd | lr [0.001, 0.3]" in page and "The test split was never read" in page
+    assert "at the high edge of the grid" in page and "The test split was never read" in page
+    assert main([*args, "--out-round", str(tmp_path / "round0.json")]) == 0
+    assert json.loads((tmp_path / "round0.json").read_text()) == {
+        "grid": [0.01, 0.02],
+        "edges": ["high"],
+        "next": [0.01, 0.02, 0.04],
+    }
 
 
 # ---- the tuned runs' settings
@@ -175,6 +198,15 @@ def test_a_tuned_run_takes_its_row_and_scales_it(tmp_path, digits_h5):
     scaled = with_tuned(config(digits_h5, tuned_from=path, tuned_scale="lr=0.1"), world_size=3)
     assert scaled.lr == pytest.approx(0.002) and scaled.beta == 0.7
     assert with_tuned(config(digits_h5), world_size=3).lr == TrainConfig.lr  # nothing to take
+
+
+def test_a_numerically_identical_algorithm_takes_the_row_tuned_for_its_twin(tmp_path, digits_h5):
+    path = chosen_csv(tmp_path, algorithm="sync_easgd2")
+    cfg = TrainConfig(data=digits_h5, model="lenet", algorithm="sync_easgd3", out_dir=Path("o"), tuned_from=path)
+    assert with_tuned(cfg, world_size=2).lr == 0.02
+    other = TrainConfig(data=digits_h5, model="lenet", algorithm="sync_sgd", out_dir=Path("o"), tuned_from=path)
+    with pytest.raises(UserError, match="has no choice"):
+        with_tuned(other, world_size=2)
 
 
 @pytest.mark.parametrize(

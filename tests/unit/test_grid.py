@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from scaledl.algorithms import ALGORITHMS, accepting, algorithm_options
-from scaledl.config import NEGATABLE, to_argv
+from scaledl.config import NEGATABLE, defaults, to_argv
 from scaledl.data import datasets
-from scaledl.grid import jobs, keys, regime
+from scaledl.grid import jobs, keys, regime, tune
 from scaledl.grid import rules as grid_rules
 from scaledl.grid import runs as grid
 from scaledl.grid.keys import GridError, RunKey
@@ -609,10 +609,12 @@ def test_a_batch_larger_than_a_shard_fails_while_the_grid_parses():
 # ---- sweeps and the tune stage -------------------------------------------------
 
 TUNE = {
-    "trials": 3,
+    "lr_grid": {"low": 0.01, "factor": 2, "count": 3},
+    "extend": 1,
+    "axes": {},
+    "seeds": 2,
     "seed": 0,
     "validation_fraction": 0.1,
-    "space": {},
     "train": {"max_steps": 40, "target_accuracy": 0.8, "eval_every": None},
 }
 
@@ -645,38 +647,68 @@ def test_the_wildcards_know_every_setting_and_stage():
     assert RunKey.parse({**runs.__iter__().__next__()._asdict(), "setting": "/lr0.01"}).setting == "lr0.01"
 
 
-def test_a_tuned_block_gets_the_same_number_of_trials_for_every_algorithm_on_a_validation_split():
-    tuned = block(algorithms=["sync_sgd", "async_easgd", "async_msgd"], tuned=True, scale={}, seeds=[0, 1])
+def test_every_tuned_algorithm_gets_the_same_eta_grid_and_seeds_on_a_validation_split():
+    tuned = block(algorithms=["sync_sgd", "async_easgd", "async_msgd"], tuned=True, scale={}, seeds=[0, 1, 2])
     runs = grid.expand({**config(tuned), "tune": TUNE})
     trials = [key for key in runs if key.stage == "tune"]
     finals = [key for key in runs if key.stage == "runs"]
-    per_algorithm = {a: sum(k.algorithm == a for k in trials) for a in tuned["algorithms"]}
-    assert per_algorithm == {"sync_sgd": 3, "async_easgd": 3, "async_msgd": 3}
-    assert {k.setting for k in finals} == {"tuned"} and len(finals) == 3 * 2
+    # the base grid 0.01, 0.02, 0.04 and one factor more a side (run only if a round asks), two seeds each
+    for algorithm in tuned["algorithms"]:
+        mine = [k for k in trials if k.algorithm == algorithm]
+        assert sorted({runs[k]["lr"] for k in mine}) == [0.005, 0.01, 0.02, 0.04, 0.08]
+        assert sorted({k.seed for k in mine}) == [0, 1] and len(mine) == 5 * 2
+    assert {k.setting for k in trials} == {"lr0.005", "lr0.01", "lr0.02", "lr0.04", "lr0.08"}
+    assert {k.setting for k in finals} == {"tuned"} and len(finals) == 3 * 3
     for key in trials:
         settings = runs[key]
         assert settings["validation_fraction"] == 0.1  # never the test split
         assert settings["max_steps"] == 40 and settings["target_accuracy"] == 0.8
-        assert (
-            set(settings["sweep"].split(",")) == set(ALGORITHMS[key.algorithm].options & {"beta", "momentum"}) | {"lr"}
-            or key.algorithm == "sync_sgd"
-        )
-    assert {runs[k]["sweep"] for k in finals if k.algorithm == "async_easgd"} == {"lr,beta"}
-    # quasi-random and seeded: the same draws at every parse, different ones per algorithm
-    again = grid.expand({**config(tuned), "tune": TUNE})
-    assert [runs[k]["lr"] for k in trials] == [again[k]["lr"] for k in trials]
-    lrs = [runs[k]["lr"] for k in trials if k.algorithm == "sync_sgd"]
-    assert len(set(lrs)) == 3 and all(0.001 <= lr <= 0.3 for lr in lrs)
+        assert settings["sweep"] == "lr"
+        assert settings.get("beta") is None and settings.get("momentum") is None  # the block's: the paper's 0.9
+    assert defaults()["beta"] == defaults()["momentum"] == 0.9
+    assert {runs[k]["sweep"] for k in finals} == {"lr"}
+    # the first round's files: the base grid only
+    first = tune.trial_files(runs, "n", tune.lr_grid(TUNE))
+    assert len(first) == 3 * 3 * 2 and not any("lr0.005" in f or "lr0.08" in f for f in first)
 
 
-def test_a_search_space_can_be_narrowed_or_cut_per_algorithm():
-    tuned = block(algorithms=["async_easgd"], tuned=True, scale={})
-    space = {"async_easgd": {"lr": [0.01, 0.02], "beta": None}}
-    runs = grid.expand({**config(tuned), "tune": {**TUNE, "space": space}})
-    trials = [runs[k] for k in runs if k.stage == "tune"]
-    assert all(0.01 <= t["lr"] <= 0.02 and t["sweep"] == "lr" and t["beta"] is None for t in trials)
-    bad = {**TUNE, "space": {"async_easgd": {"lr": [0.0, 0.1]}}}
-    assert "drawn log-uniformly" in refused({**config(tuned), "tune": bad})
+def test_an_axis_applies_to_every_algorithm_with_that_setting():
+    tuned = block(algorithms=["sync_sgd", "async_easgd"], tuned=True, scale={})
+    runs = grid.expand({**config(tuned), "tune": {**TUNE, "extend": 0, "axes": {"beta": [0.5, 0.9]}}})
+    easgd = {k.setting for k in runs if k.stage == "tune" and k.algorithm == "async_easgd"}
+    sgd = {k.setting for k in runs if k.stage == "tune" and k.algorithm == "sync_sgd"}
+    assert easgd == {f"lr{lr:g}-beta{b:g}" for lr in (0.01, 0.02, 0.04) for b in (0.5, 0.9)}
+    assert sgd == {"lr0.01", "lr0.02", "lr0.04"}  # no β: the axis is not its
+    assert {runs[k]["rho"] for k in runs if k.stage == "tune" and k.algorithm == "async_easgd"} == {None}
+
+
+def test_numerically_identical_algorithms_are_tuned_once_as_the_first_of_them():
+    tuned = block(algorithms=["sync_easgd2", "sync_easgd3", "sync_easgd1", "sync_sgd"], tuned=True, scale={})
+    runs = grid.expand({**config(tuned), "tune": TUNE})
+    assert {k.algorithm for k in runs if k.stage == "tune"} == {"sync_easgd2", "sync_sgd"}
+    assert {k.algorithm for k in runs if k.stage == "runs"} == set(tuned["algorithms"])
+
+
+def test_the_rounds_widen_the_grid_on_an_edge_side_up_to_the_limit(tmp_path):
+    settings = {**TUNE, "extend": 2}
+    assert tune.next_grid(settings, [0.01, 0.02, 0.04], []) is None  # interior everywhere: the last round
+    wider = tune.next_grid(settings, [0.01, 0.02, 0.04], ["high"])
+    assert wider == [0.01, 0.02, 0.04, 0.08]
+    both = tune.next_grid(settings, wider, ["low", "high"])
+    assert both == [0.005, 0.01, 0.02, 0.04, 0.08, 0.16]
+    assert tune.next_grid(settings, both, ["high"]) is None  # two factors above: the limit, the edge stays
+    # the rounds read one another's result: round 0 names round 1's grid, round 1 names none
+    files = {0: tmp_path / "round0.json", 1: tmp_path / "round1.json"}
+    tune.write_round(str(files[0]), [0.01, 0.02, 0.04], ["high"], wider)
+    tune.write_round(str(files[1]), wider, [], None)
+    assert tune.round_grid(settings, 1, lambda r: str(files[r])) == wider
+    assert tune.final_grid(settings, lambda r: str(files[r])) == wider
+
+
+def test_a_grid_that_cannot_grow_is_refused():
+    tuned = block(algorithms=["sync_sgd"], tuned=True, scale={})
+    bad = {**TUNE, "lr_grid": {"low": 0.01, "factor": 1.0, "count": 3}}
+    assert "factor 1.0 must be" in refused({**config(tuned), "tune": bad})
 
 
 def test_a_tuned_block_cannot_sweep_and_a_scale_needs_a_tuned_block():

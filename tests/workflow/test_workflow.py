@@ -21,7 +21,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from dry_runs import DEFAULT, PLANNER, copy_workflow
+from dry_runs import DEFAULT, PLANNER, copy_workflow, jobs_of, resources_of
 
 from scaledl.algorithms import ALGORITHMS, BASE_ALGORITHMS
 from scaledl.report.catalogue import FIGURE_NAMES
@@ -193,6 +193,31 @@ def test_dry_run_default_config(shipped_dry_runs):
         assert f"> logs/default/aggregate/{table}.log 2>&1" in text
     # the figures job writes, and `all` asks for, every figure of the catalogue (and no other)
     assert set(re.findall(r"results/default/report/figures/(\w+)\.png", text)) == set(FIGURE_NAMES)
+
+
+@pytest.mark.workflow
+def test_every_shipped_config_gives_every_tuned_method_the_same_grid(shipped_dry_runs):
+    """The tune stage's first round as `snakemake -n` plans it: per config, every tuned algorithm (one of a
+    numerically identical set) the same η values and trial seeds, on every cell."""
+    tuned = 0
+    for key, result in shipped_dry_runs.items():
+        assert result.returncode == 0, output_of(result)
+        jobs = jobs_of(output_of(result)).values()
+        trials = [
+            job["wildcards"] for job in jobs if job["rule"].startswith("train") and "stage=tune" in job["wildcards"]
+        ]
+        grids: dict[str, set] = {}
+        for wildcards in trials:
+            fields = resources_of(wildcards)  # "name=..., dataset=..., setting=/lr0.004, seed=0" as a mapping
+            cell = (fields["dataset"], fields["model"], fields["platform"], fields["workers"])
+            grids.setdefault(f"{cell} {fields['algorithm']}", set()).add((fields["setting"], fields["seed"]))
+        assert len({frozenset(grid) for grid in grids.values()}) <= 1, (key, grids)
+        tuned += bool(grids)
+        if key == "paper_small.yaml":
+            [grid] = {frozenset(grid) for grid in grids.values()}
+            lrs = sorted(float(setting.removeprefix("/lr")) for setting, _ in grid)
+            assert lrs[0] == 0.001 and lrs[-1] == 0.256 and len(set(lrs)) == 9 and len(grid) == 9 * 2
+    assert tuned >= 2  # paper_small, with and without the Slurm profile
 
 
 @pytest.mark.workflow

@@ -13,7 +13,7 @@ from scaledl.grid import downloads, jobs, launch, plugins, preflight, regime, se
 from scaledl.grid import rules as grid_rules  # Snakemake's own `rules` stays as it is
 from scaledl.grid import runs as grid
 from scaledl.grid.check import first_problem
-from scaledl.grid.keys import RUN_BENCHMARK, RUN_DIR, RUN_LOG, TUNE_STAGE, GridError, RunKey, one_of, results_name, run_dir, run_log
+from scaledl.grid.keys import RUN_BENCHMARK, RUN_DIR, RUN_LOG, GridError, RunKey, one_of, results_name, run_dir, run_log
 from scaledl.report.catalogue import CATALOGUE, FIGURE_NAMES, TABLE_NAMES
 
 # One line per mistake (with "did you mean"), naming the config file(s) given, before Snakemake's
@@ -35,7 +35,7 @@ except GridError as error:
     preflight.stop(str(error), CONFIG_FILES, logger)
 RESULTS = f"results/{NAME}"
 NETBENCH = grid_rules.NetbenchPlan(RUNS, config, RESULTS)  # which machines are measured, which modelled
-TRIAL_FILES = grid_rules.run_files(RUNS, NAME, "run.json", stage=TUNE_STAGE)  # the tune stage's trials
+TRIAL_FILES = tune.trial_files(RUNS, NAME, tune.lr_grid(config["tune"]))  # the tune stage's first round
 REGIME_RUNS = regime.run_files(RUNS, config, NAME)  # both sides of the regime map's claim, if configured
 SENSITIVITY_FILES = sensitivity.result_files(RUNS, config, NAME)  # each sensitivity sweep with runs of both sides
 RUN_FILES = grid_rules.run_files(RUNS, NAME, "run.json")  # every run of the blocks (not the trials), in order
@@ -192,6 +192,18 @@ def mpi_launcher(wildcards, resources):
 def tuned_choice(wildcards):
     """A tuned run's input: the tune stage's choice, which it reads its settings from; none for the others."""
     return [f"{RESULTS}/{tune.CHOSEN}"] if wildcards.setting.lstrip("/").startswith(tune.TUNED) else []
+
+
+def tune_round_result(round_number):  # a tune round's result: once it exists, Snakemake re-plans from it
+    return checkpoints.tune_round.get(name=NAME, round=round_number).output[0]
+
+
+def tune_round_trials(wildcards):
+    return tune.trial_files(RUNS, NAME, tune.round_grid(config["tune"], int(wildcards.round), tune_round_result))
+
+
+def tune_final_trials(wildcards):
+    return tune.trial_files(RUNS, NAME, tune.final_grid(config["tune"], tune_round_result))
 
 
 def tuned_flags(wildcards, input):

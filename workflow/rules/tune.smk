@@ -1,17 +1,36 @@
-# The tune stage: every algorithm of a `tuned` block gets the same number of trials (scaledl.grid.tune),
-# each a `train` job on a validation split under results/NAME/tune/; this rule picks, per algorithm and
-# setting, the trial that reached the validation target in the least training time (a miss counts as
-# infinite), and the tuned runs read that choice (workflow/rules/train.smk: tuned_choice).
-# A table from JSON files: a local rule, run where Snakemake runs.
+# The tune stage: every algorithm of a `tuned` block gets the same trials, the points of one η grid
+# (scaledl.grid.tune), each a `train` job per trial seed on a validation split under results/NAME/tune/.
+# Round 0 runs the base grid; a round whose best η sits at an edge of the grid for some cell names a next
+# round, one factor wider on that side (a checkpoint: the DAG grows when its result exists), up to
+# tune.extend a side. The last round's trials give the choice, which the tuned runs read
+# (workflow/rules/train.smk: tuned_choice). Tables from JSON files: local rules, run where Snakemake runs.
 
 
 localrules:
+    tune_round,
     tune,
+
+
+checkpoint tune_round:
+    wildcard_constraints:
+        round=r"\d+",
+    input:
+        trials=tune_round_trials,
+    output:
+        "results/{name}/tune/round{round}.json",
+    log:
+        "logs/{name}/tune/round{round}.log",
+    conda:
+        "../envs/scaledl.yaml"
+    params:
+        protocol=TUNE_PROTOCOL,
+    shell:
+        "python -m scaledl tune {input.trials} --protocol {params.protocol} --out-round {output} > {log} 2>&1"
 
 
 rule tune:
     input:
-        trials=TRIAL_FILES,
+        trials=tune_final_trials,
     output:
         csv=report("results/{name}/tune/chosen.csv", category="Tuning"),
         md="results/{name}/tune/chosen.md",

@@ -83,6 +83,8 @@ class AlgorithmInfo:
     defaults: Mapping = field(default_factory=dict)  # settings' values where the run leaves them unset and
     # no preset fixes them (algorithms/settings.py)
     rule: str | None = None  # the window engine's worker rule (WINDOW_RULES)
+    numerics_of: str | None = None  # does exactly this algorithm's arithmetic (only where data moves differs):
+    # the tune stage tunes them once and the reports expect them tied (an A/A check)
 
     def __post_init__(self):
         if self.pattern not in PATTERNS:
@@ -222,6 +224,7 @@ ALGORITHMS: dict[str, AlgorithmInfo] = {
             preset_of="sync_easgd",
             preset={"center_on": "host", "overlap": False},
             defaults=_ELASTIC,
+            numerics_of="sync_easgd",
         ),
         AlgorithmInfo(
             key="sync_easgd2",
@@ -234,6 +237,7 @@ ALGORITHMS: dict[str, AlgorithmInfo] = {
             preset_of="sync_easgd",
             preset={"center_on": "device", "overlap": False},
             defaults=_ELASTIC,
+            numerics_of="sync_easgd",
         ),
         AlgorithmInfo(
             key="sync_easgd3",
@@ -246,6 +250,7 @@ ALGORITHMS: dict[str, AlgorithmInfo] = {
             preset_of="sync_easgd",
             preset={"center_on": "device", "overlap": True},
             defaults=_ELASTIC,
+            numerics_of="sync_easgd",
         ),
         # Hard averaging with an outer step, the same engine (beyond the paper): the workers reset to the center.
         AlgorithmInfo(
@@ -338,25 +343,12 @@ ALGORITHMS: dict[str, AlgorithmInfo] = {
 BASE_ALGORITHMS = tuple(key for key, info in ALGORITHMS.items() if not info.is_preset)
 
 
-# The tune stage's default range of each setting (scaledl.grid.tune): (low, high), drawn log-uniformly for η and τ,
-# uniformly for the rest. An algorithm searches the settings it uses (`search_space`). The ranges are wide and the
-# same for every algorithm, and they hold each general method's special case (μ = 0, outer step 1 with no
-# momentum), so a general method tuned can be checked against its special case tuned.
-SEARCH_SPACE = {
-    "lr": (0.001, 0.3),
-    "beta": (0.1, 0.99),  # α = β/P: the elastic family's moving rate, independent of P
-    "momentum": (0.0, 0.95),
-    "tau": (1, 16),
-    "outer_lr": (0.25, 1.5),
-    "outer_momentum": (0.0, 0.95),
-}
-LOG_SCALED = ("lr", "tau")
-INTEGER = ("tau",)
+INTEGER = ("tau",)  # a tuned value of these is a whole number
 
 
-def search_space(key: str) -> dict[str, tuple[float, float]]:
-    """The settings the tune stage draws for algorithm `key`, with their default ranges: η for all, β for
-    the elastic family, μ where momentum is the algorithm's own, τ and the outer step where it has them."""
+def tunable_settings(key: str) -> list[str]:
+    """The settings the tune stage may vary for algorithm `key`: η for all, β for the elastic family, μ where
+    momentum is the algorithm's own, τ and the outer step where it has them."""
     info = ALGORITHMS[key]
     names = ["lr"]
     if "beta" in info.options and info.defaults.get("outer", "elastic") == "elastic":
@@ -367,7 +359,7 @@ def search_space(key: str) -> dict[str, tuple[float, float]]:
         names.append("tau")
     if info.defaults.get("outer") in ("nesterov", "slowmo"):
         names += ["outer_lr", "outer_momentum"]
-    return {name: SEARCH_SPACE[name] for name in names}
+    return names
 
 
 def engine_class(key: str):

@@ -167,7 +167,7 @@ def _expand(config: Mapping) -> dict[RunKey, RunSettings]:
             check_block(number, config, block, point)
             for key, settings in block_runs(number, config, block, point, setting):
                 if block.get("tuned"):  # the tables' columns: the settings tuned for this run's algorithm
-                    settings["sweep"] = ",".join(tune.space_of(key.algorithm, config)) or None
+                    settings["sweep"] = ",".join(tune.tuned_names(key.algorithm, config))
                 add_run(runs, number, key, settings, config)
     for number, block in enumerate(config["experiments"]):
         if block.get("tuned") and not (block.get("if_present") and not Path(block["if_present"]).exists()):
@@ -246,32 +246,36 @@ def block_runs(number: int, config: Mapping, block: Mapping, common: RunSettings
 
 
 def trials_of(number: int, config: Mapping, block: Mapping):
-    """(key, settings) of the tune stage's trials for a tuned block: `tune.trials` per algorithm and cell,
-    on the validation split, with the trials' own `train` settings and each trial's drawn values."""
+    """(key, settings) of the tune stage's trials for a tuned block: every point of the shared grid (its
+    extensions included: a round runs them only if it needs them) and every trial seed, per cell, on the
+    validation split, with the trials' own `train` settings. Numerically identical algorithms share one
+    cell, tuned as the first of them in the block (on its first platform, where steps decide: scaledl.grid.tune).
+    """
     settings = config["tune"]
+    tune.check(settings)
     trial_train = {name: value for name, value in settings["train"].items() if value is not None}
-    cells = {
-        key._replace(seed=settings["seed"], setting=""): values
-        for key, values in block_runs(number, config, block, block_settings(config, block), "")
-    }
+    cells: dict[RunKey, RunSettings] = {}
+    for key, values in block_runs(number, config, block, block_settings(config, block), ""):
+        if not any(tune.same_cell(cell, key) for cell in cells):
+            cells[key._replace(seed=0, setting="")] = values
     for cell, common in cells.items():
-        space = tune.space_of(cell.algorithm, config)
-        drawn_rho = {"rho": None} if "beta" in space else {}  # β drawn: ρ follows from it
-        for index, drawn in enumerate(tune.draws(cell.algorithm, space, settings["trials"], settings["seed"])):
-            key = cell._replace(setting=tune.trial_setting(index), stage=TUNE_STAGE)
-            yield (
-                key,
-                {
-                    **common,
-                    **trial_train,
-                    **drawn_rho,
-                    **drawn,
-                    "setting": key.setting,
-                    "sweep": ",".join(space) or None,
-                    "tuned_scale": None,
-                    "validation_fraction": settings["validation_fraction"],
-                },
-            )
+        names = tune.tuned_names(cell.algorithm, config)
+        for point in tune.points(cell.algorithm, config, tune.every_lr(settings)):
+            for seed in tune.trial_seeds(settings):
+                key = cell._replace(setting=tune.trial_setting(point), seed=seed, stage=TUNE_STAGE)
+                yield (
+                    key,
+                    {
+                        **common,
+                        **trial_train,
+                        **({"rho": None} if "beta" in point else {}),  # β tuned: ρ follows from it
+                        **point,
+                        "setting": key.setting,
+                        "sweep": ",".join(names),
+                        "tuned_scale": None,
+                        "validation_fraction": settings["validation_fraction"],
+                    },
+                )
 
 
 def add_run(runs: dict[RunKey, RunSettings], number: int, key: RunKey, settings: RunSettings, config: Mapping) -> None:

@@ -1,14 +1,26 @@
-"""The tune stage's trials: the same number for every algorithm, quasi-random draws from its own search space.
+"""The tune stage's trials: one grid of η shared by every method, extended at its edges in rounds.
 
 For each cell of a `tuned` block (dataset, model, algorithm, platform,
-workers), `tune.trials` points of a scrambled Halton sequence (scipy.stats.qmc,
-seeded by the tune seed and the algorithm, so the draws never change between
-parses) are mapped onto the algorithm's search space: the registry's ranges
-(scaledl.algorithms.SEARCH_SPACE), replaced or removed per algorithm by the
-config's `tune.space`. η and τ are drawn log-uniformly, the rest uniformly,
-τ rounded to an integer. Every trial is one run on a validation split held
-out of the training set; the choice (scaledl.report.tuning) is the trial with
-the least training time to the validation target.
+workers) the trials are the points of one grid: η on the log grid
+`tune.lr_grid` (low × factor^k, k < count), crossed with any axis the config
+declares in `tune.axes` (β, μ, τ, ...) for the algorithms that have that
+setting. Every other setting keeps its block's value (β and μ: 0.9, the
+paper's). Every point runs `tune.seeds` seeds on a validation split held out
+of the training set; the choice (scaledl.report.tuning) is the point whose
+slowest seed reaches the validation target first.
+
+Numerically identical variants (the registry's `numerics_of`: Sync EASGD1/2/3
+do one arithmetic) are tuned once, as the first of them in the block, and share
+that choice; an arithmetic that does not depend on timing (steps to target
+decide it) is tuned on the block's first platform only and shared by the others.
+
+Edges: when some cell's best η is the grid's smallest or largest, the tune
+stage runs a round more with the grid one factor wider on that side, for every
+cell alike, up to `tune.extend` factors a side; an edge that remains is
+printed. The rounds are a Snakemake checkpoint (workflow/rules/tune.smk): each
+round's result (`round_result`) names the next round's grid, so the trials of
+every extension the limit allows are in the grid from the start and run only
+when a round asks for them.
 
 Plain functions of the validated config: no torch, no MPI.
 """
@@ -16,65 +28,86 @@ Plain functions of the validated config: no torch, no MPI.
 from __future__ import annotations
 
 import json
-import math
-import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 
-from scipy.stats import qmc
-
-from scaledl.algorithms import INTEGER, LOG_SCALED, search_space
-from scaledl.grid.keys import TUNE_STAGE
+from scaledl.algorithms import ALGORITHMS, tunable_settings
+from scaledl.atomic import write_text
+from scaledl.grid.keys import TUNE_STAGE, RunKey, run_dir
 
 TUNED = "tuned"  # the setting (folder) of a tuned block's runs
 CHOSEN = "tune/chosen.csv"  # under results/NAME/
 CHOSEN_MD = "tune/chosen.md"
+ROUND = "tune/round{round}.json"  # a round's result: the grid it ran and the next round's, if any
 
 
 class TuneError(ValueError):
-    """A search space that cannot be drawn from; the one-line message says what to change."""
+    """A tune grid that cannot be run; the one-line message says what to change."""
 
 
-def space_of(algorithm: str, config: Mapping) -> dict[str, tuple[float, float]]:
-    """The algorithm's search space: the registry's ranges, with the config's `tune.space` over them."""
-    space = dict(search_space(algorithm))
-    for name, bounds in ((config.get("tune") or {}).get("space", {}).get(algorithm) or {}).items():
-        if bounds is None:
-            space.pop(name, None)
-            continue
-        low, high = bounds
-        if not low <= high or (name in LOG_SCALED and low <= 0):
-            raise TuneError(
-                f"tune.space.{algorithm}.{name}: [{low}, {high}] is not a range"
-                + (" of positive values (it is drawn log-uniformly)" if name in LOG_SCALED else "")
-            )
-        space[name] = (low, high)
-    return space
+def value(x: float) -> float:
+    """A grid value as every table and folder prints it: four significant digits, the same at every parse."""
+    return float(f"{x:.4g}")
 
 
-def draws(algorithm: str, space: Mapping[str, tuple[float, float]], trials: int, seed: int) -> list[dict]:
-    """`trials` settings for `algorithm`, one per point of a scrambled Halton sequence over `space`."""
-    if not space:
-        return [{} for _ in range(trials)]
-    names = list(space)
-    sampler = qmc.Halton(d=len(names), scramble=True, seed=zlib.crc32(f"{seed}:{algorithm}".encode()))
-    points = sampler.random(trials)
-    return [{name: _scaled(name, space[name], u) for name, u in zip(names, point)} for point in points]
+def lr_grid(settings: Mapping, low_steps: int = 0, high_steps: int = 0) -> list[float]:
+    """The η grid: low × factor^k for k in [−low_steps, count + high_steps)."""
+    grid = settings["lr_grid"]
+    return [value(grid["low"] * grid["factor"] ** k) for k in range(-low_steps, grid["count"] + high_steps)]
 
 
-def _scaled(name: str, bounds: tuple[float, float], u: float):
-    low, high = bounds
-    if name in LOG_SCALED:
-        value = math.exp(math.log(low) + u * (math.log(high) - math.log(low)))
-    else:
-        value = low + u * (high - low)
-    if name in INTEGER:
-        return int(round(value))
-    return float(f"{value:.4g}")  # four digits: readable in tables, and a flag that never changes between parses
+def every_lr(settings: Mapping) -> list[float]:
+    """The base grid and every extension the limit allows: the values whose trials exist in the grid."""
+    return lr_grid(settings, settings["extend"], settings["extend"])
 
 
-def trial_setting(index: int) -> str:
-    """The folder of trial `index` (t00, t01, ...)."""
-    return f"t{index:02d}"
+def axes_of(algorithm: str, config: Mapping) -> dict[str, list]:
+    """The settings tuned for `algorithm` and the values each takes beyond η: the config's axes that apply."""
+    uses = tunable_settings(numerics_of(algorithm))
+    axes = config["tune"].get("axes") or {}
+    for name in axes:
+        if name not in ALL_AXES:
+            raise TuneError(f"tune.axes.{name}: not a tunable setting; choose from {', '.join(ALL_AXES)}")
+    return {name: list(values) for name, values in axes.items() if name in uses}
+
+
+ALL_AXES = ("beta", "momentum", "tau", "outer_lr", "outer_momentum")
+
+
+def points(algorithm: str, config: Mapping, lrs: Iterable[float]) -> list[dict]:
+    """Every trial point of `algorithm`: η from `lrs` crossed with its axes, in grid order."""
+    result = [{"lr": lr} for lr in lrs]
+    for name, values in axes_of(algorithm, config).items():
+        result = [{**point, name: v} for point in result for v in values]
+    return result
+
+
+def trial_setting(point: Mapping) -> str:
+    """The folder of a trial: lr0.004, or lr0.004-beta0.5 with an axis."""
+    return "-".join(f"{name}{v:g}" for name, v in point.items())
+
+
+def numerics_of(algorithm: str) -> str:
+    """The algorithm whose arithmetic `algorithm` does (itself unless the registry says otherwise)."""
+    return ALGORITHMS[algorithm].numerics_of or algorithm
+
+
+def same_cell(a, b) -> bool:
+    """Whether runs `a` and `b` (RunKey or chosen.csv row: dataset, model, algorithm, platform, workers) take one
+    choice: the same data, model and worker count, the same arithmetic, and the same platform unless that
+    arithmetic does not depend on timing (steps to target then decide, and they are the platform's own)."""
+    same = [a.dataset, a.model, int(a.workers)] == [b.dataset, b.model, int(b.workers)]
+    numerics = numerics_of(a.algorithm)
+    timed = not ALGORITHMS[numerics].deterministic
+    return same and numerics == numerics_of(b.algorithm) and (a.platform == b.platform or not timed)
+
+
+def tuned_names(algorithm: str, config: Mapping) -> list[str]:
+    """The settings a tuned run of `algorithm` takes from the choice: η and its axes."""
+    return ["lr", *axes_of(algorithm, config)]
+
+
+def trial_seeds(settings: Mapping) -> list[int]:
+    return [settings["seed"] + i for i in range(settings["seeds"])]
 
 
 def scaled_setting(scale: Mapping[str, float]) -> str:
@@ -82,21 +115,80 @@ def scaled_setting(scale: Mapping[str, float]) -> str:
     return TUNED + "".join(f"-{name}{factor:g}x" for name, factor in sorted(scale.items()))
 
 
+def check(settings: Mapping) -> None:
+    grid = settings["lr_grid"]
+    if grid["low"] <= 0 or grid["factor"] <= 1:
+        raise TuneError(
+            f"tune.lr_grid: low {grid['low']} and factor {grid['factor']} must be > 0 and > 1 (η = low × factor^k)"
+        )
+
+
+# ---- the rounds: which trials each one runs -------------------------------------------------------
+
+
+def round_grid(settings: Mapping, round_number: int, round_file: Callable[[int], str]) -> list[float]:
+    """The η grid of round `round_number`: the base grid, else what the round before named as next."""
+    if round_number == 0:
+        return lr_grid(settings)
+    return read_round(round_file(round_number - 1))["next"] or []
+
+
+def trial_files(runs: Mapping[RunKey, Mapping], name: str, lrs: Iterable[float]) -> list[str]:
+    """The run.json of every trial at an η of `lrs`, in grid order."""
+    wanted = set(lrs)
+    return [
+        f"{run_dir(key, name)}/run.json"
+        for key, settings in runs.items()
+        if key.stage == TUNE_STAGE and value(settings["lr"]) in wanted
+    ]
+
+
+def final_grid(settings: Mapping, round_file: Callable[[int], str]) -> list[float]:
+    """The grid of the last round: rounds follow one another until one names no next grid."""
+    for round_number in range(2 * settings["extend"] + 1):  # each round widens at least one side
+        result = read_round(round_file(round_number))
+        if result["next"] is None:
+            return result["grid"]
+    raise TuneError(f"{round_file(round_number)}: more tune rounds than tune.extend allows; delete tune/round*.json")
+
+
+def next_grid(settings: Mapping, grid: list[float], edges: Iterable[str]) -> list[float] | None:
+    """The next round's η grid: one factor more on each side some cell's best η sits at, within the limit;
+    None when no side needs one (or the limit is reached on it)."""
+    base = lr_grid(settings)
+    low_steps = sum(v < base[0] for v in grid)
+    high_steps = sum(v > base[-1] for v in grid)
+    edges = set(edges)
+    grow_low = "low" in edges and low_steps < settings["extend"]
+    grow_high = "high" in edges and high_steps < settings["extend"]
+    if not (grow_low or grow_high):
+        return None
+    return lr_grid(settings, low_steps + grow_low, high_steps + grow_high)
+
+
+def read_round(path: str) -> dict:
+    with open(path) as f:
+        return json.load(f)
+
+
+def write_round(path: str, grid: list[float], edges: Iterable[str], following: list[float] | None) -> None:
+    write_text(path, json.dumps({"grid": grid, "edges": sorted(set(edges)), "next": following}) + "\n")
+
+
 def protocol(runs: Mapping, config: Mapping) -> str:
-    """The tune stage as the choice's report states it (JSON): trials per algorithm, their seed, the
-    validation share, the trials' own settings (budget, target) and each algorithm's search space."""
+    """The tune stage as the choice's report states it (JSON): the grid, its limit, seeds, the validation
+    share, the trials' own settings and, per algorithm, the settings tuned and whose numerics it shares."""
     settings = config["tune"]
     algorithms = sorted({key.algorithm for key in runs if key.stage == TUNE_STAGE})
     return json.dumps(
         {
-            "trials": settings["trials"],
-            "seed": settings["seed"],
+            "lr_grid": settings["lr_grid"],
+            "extend": settings["extend"],
+            "axes": settings.get("axes") or {},
+            "seeds": trial_seeds(settings),
             "validation_fraction": settings["validation_fraction"],
-            "train": {name: value for name, value in settings["train"].items() if value is not None},
-            "space": {
-                algorithm: {name: list(bounds) for name, bounds in space_of(algorithm, config).items()}
-                for algorithm in algorithms
-            },
+            "train": {name: v for name, v in settings["train"].items() if v is not None},
+            "tuned": {algorithm: tuned_names(algorithm, config) for algorithm in algorithms},
         },
         sort_keys=True,
     )

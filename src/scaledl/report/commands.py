@@ -425,28 +425,44 @@ figures = Subcommand(
 def tune_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("trials", nargs="+", type=Path, metavar="RUN_JSON", help="every trial's run.json")
     parser.add_argument("--protocol", help="the tune stage as JSON (scaledl.grid.tune.protocol), for the report")
-    parser.add_argument("--out-csv", type=Path, required=True, help="chosen.csv: one row per algorithm and setting")
-    parser.add_argument("--out-md", type=Path, required=True, help="chosen.md: the protocol, the choices, every trial")
+    parser.add_argument("--out-csv", type=Path, help="chosen.csv: one row per algorithm and setting")
+    parser.add_argument("--out-md", type=Path, help="chosen.md: the protocol, the choices, every trial")
+    parser.add_argument(
+        "--out-round", type=Path, help="a round's result instead: the grid it ran, its edges and the next grid"
+    )
 
 
 def tune_run(args: argparse.Namespace) -> int:
     # lazy: what this subcommand computes with; --help and the other subcommands need none of it
+    from scaledl.grid import tune as grid_tune
     from scaledl.report import tuning
     from scaledl.report.tables import write_table
 
+    if not (args.out_round or (args.out_csv and args.out_md)):
+        raise UserError("scaledl tune: give --out-csv and --out-md (the choice) or --out-round (a round)")
     protocol = tuning.read_protocol(args.protocol)
     trials = tuning.trial_rows(args.trials)
     chosen = tuning.choose(trials)
+    if args.out_round:
+        grid = sorted({grid_tune.value(lr) for lr in trials["lr"]})
+        edges = tuning.edges(chosen)
+        following = grid_tune.next_grid(protocol, grid, edges) if protocol else None
+        grid_tune.write_round(str(args.out_round), grid, edges, following)
+        print(
+            f"wrote {args.out_round}: {plural(len(chosen), 'cell')}, edges {', '.join(edges) or 'none'}; "
+            + (f"next round widens the grid to {following[0]:g}–{following[-1]:g}" if following else "the last round")
+        )
+        return 0
     write_table(
         chosen[tuning.CHOSEN_COLUMNS],
         args.out_csv,
         args.out_md,
         markdown=tuning.chosen_markdown(chosen, trials, protocol),
     )
-    missed = int((chosen["reached"] == 0).sum())
+    missed = int((chosen["points_reached"] == 0).sum())
     print(
         f"wrote {args.out_csv} and {args.out_md}: {plural(len(chosen), 'choice')} from "
-        f"{plural(len(trials), 'trial')}" + (f"; {missed} with no trial at the target" if missed else "")
+        f"{plural(len(trials), 'trial run')}" + (f"; {missed} with no point at the target" if missed else "")
     )
     return 0
 

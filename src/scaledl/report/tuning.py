@@ -1,15 +1,23 @@
-"""The tune stage's choice: per algorithm and setting, the trial that reached the validation target soonest.
+"""The tune stage's choice: per cell, the grid point whose slowest seed reached the validation target soonest.
 
 Every trial of a cell (dataset, model, algorithm, platform, workers) ran the
-same budget on the same validation split, with its own drawn settings
-(scaledl.grid.tune). A trial is scored by its training time to the validation
-target; one that never reached it counts as infinitely slow, so it is chosen
-only when no trial of its cell reached the target, and then by its best
-validation accuracy (flagged in the table: the budget or the space was too
-small for that cell). Ties go to the earlier trial. `chosen.csv` holds one row
-per cell with the chosen values of its tuned settings (the `tuned` column
-names them), which the tuned runs read (scaledl.train.tuned); `chosen.md`
-states the protocol and lists every trial.
+same budget on the same validation split at one point of the shared grid
+(scaledl.grid.tune), once per trial seed. A point is scored by its slowest
+seed: training time to the validation target, or steps to it for an algorithm
+whose arithmetic does not depend on timing (the registry's `deterministic`:
+its seconds per step do not depend on η, so steps decide); a seed that missed
+makes the point infinitely slow. A cell where no point reached the target
+takes its best mean validation accuracy (flagged: the budget or the grid was too
+small). Ties go to the better validation accuracy, then to the smaller η.
+
+Beside the choice each cell states what decided it: the chosen η and its
+effective step per round (what one round moves the center by, comparable across
+methods), whether it was interior or at an edge of the grid, the runner-up η
+(the best point at another η: the claims' robustness check), and whether the
+budget was at least twice the chosen point's steps to target. `chosen.csv`
+holds one row per cell, which the tuned runs read (scaledl.train.tuned; the
+numerically identical algorithms share their cell's row); `chosen.md` states the
+protocol and lists every point.
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ import math
 
 import pandas as pd
 
+from scaledl.algorithms import ALGORITHMS
 from scaledl.errors import UserError
 from scaledl.report.runs import read_runs
 from scaledl.report.stats import fmt_seconds
@@ -26,10 +35,29 @@ from scaledl.report.tables import markdown_table
 
 CELL = ["dataset", "model", "algorithm", "platform", "workers"]
 TUNABLE = ("lr", "beta", "momentum", "tau", "outer_lr", "outer_momentum")
+EDGES = ("low", "high")
+
+
+def effective_step(algorithm: str, lr: float, workers: int) -> float:
+    """How far one round moves the center, in units of one worker's gradient step: P·η where every worker's
+    step lands on the center (the SGD baselines' master, summed gradients), P/(P+1)·η for the elastic
+    family's center, η where the workers' steps are averaged."""
+    info = ALGORITHMS[algorithm]
+    if info.rule in ("sgd", "momentum") or info.preset.get("gradients") == "sum":
+        return workers * lr
+    elastic = info.rule in ("elastic", "momentum_elastic") or info.engine == "easgd"
+    if elastic or (info.engine == "averaging" and info.defaults.get("outer") == "elastic"):
+        return workers / (workers + 1) * lr
+    return lr
+
+
+def scores_steps(algorithm: str) -> bool:
+    """Whether a trial of `algorithm` is scored by steps (its numerics do not depend on timing)."""
+    return ALGORITHMS[algorithm].deterministic
 
 
 def trial_rows(paths) -> pd.DataFrame:
-    """One row per trial: its cell, its drawn values, its time and steps to the validation target."""
+    """One row per trial run (a point and a seed): its cell, its values, its time and steps to the target."""
     rows = []
     for run in read_runs(paths):
         arguments = run.get("arguments")
@@ -43,10 +71,12 @@ def trial_rows(paths) -> pd.DataFrame:
             {
                 **run.fields(CELL),
                 "trial": arguments.get("setting"),
+                "seed": arguments.get("seed"),
                 "tuned": ",".join(tuned),
                 **{name: arguments.get(name) if name in tuned else None for name in TUNABLE},
                 "time_to_target_s": run.get("time_to_target_s"),
                 "target_step": run.get("evaluation.target_step"),
+                "max_steps": arguments.get("max_steps"),
                 "seconds_per_step": run.get("seconds_per_step"),
                 "best_accuracy": best_accuracy_or_none(run),
                 "stop_reason": run.get("stop.reason"),
@@ -58,23 +88,62 @@ def trial_rows(paths) -> pd.DataFrame:
 
 
 def best_accuracy_or_none(run) -> float | None:
-    """Highest evaluated test accuracy in metrics.csv; None when the trial evaluated nothing (it then ranks last)."""
+    """Highest evaluated accuracy in metrics.csv; None when the trial evaluated nothing (it then ranks last)."""
     accuracy = run.metrics["test_accuracy"] if "test_accuracy" in run.metrics else pd.Series(dtype=float)
     return float(accuracy.max()) if len(accuracy) else None
 
 
+def points(trials: pd.DataFrame) -> pd.DataFrame:
+    """One row per grid point of a cell: its seeds, how many reached the target, its score (the slowest seed's
+    steps or time; ∞ when a seed missed) and its slowest seed's time and steps."""
+    rows = []
+    for _, group in trials.groupby([*CELL, "trial"], sort=True):
+        first = group.iloc[0]
+        reached = group["time_to_target_s"].notna()
+        by_steps = scores_steps(first["algorithm"])
+        missed = not reached.all()
+        steps = math.inf if missed else float(group["target_step"].max())
+        time = math.inf if missed else float(group["time_to_target_s"].max())
+        rows.append(
+            {
+                **first[[*CELL, "trial", "tuned", *TUNABLE]].to_dict(),
+                "seeds": len(group),
+                "reached": int(reached.sum()),
+                "score": steps if by_steps else time,
+                "scored_by": "steps" if by_steps else "time",
+                "steps_to_target": steps,
+                "time_to_target_s": time,
+                "max_steps": first["max_steps"],
+                "seconds_per_step": float(group["seconds_per_step"].median()),
+                "best_accuracy": float(group["best_accuracy"].fillna(-1.0).mean()),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
 def choose(trials: pd.DataFrame) -> pd.DataFrame:
-    """The chosen trial of every cell, with the cell's trial count and whether any trial reached the target."""
+    """The chosen point of every cell, with what decided it (see the module docstring)."""
     chosen = []
-    for _, group in trials.groupby(CELL, sort=True):
-        score = group["time_to_target_s"].fillna(math.inf)
-        reached = score < math.inf
-        order = group.assign(_score=score, _accuracy=-group["best_accuracy"].fillna(-1.0))
-        order = order.sort_values(["_score", "_accuracy", "trial"], kind="stable")
-        best = order.iloc[0].drop(["_score", "_accuracy"]).to_dict()
-        best.update(trials=len(group), reached=int(reached.sum()))
+    for _, group in points(trials).groupby(CELL, sort=True):
+        order = group.assign(_accuracy=-group["best_accuracy"]).sort_values(["score", "_accuracy", "lr"], kind="stable")
+        best = order.iloc[0].drop("_accuracy").to_dict()
+        others = order[order["lr"] != best["lr"]]
+        lrs = sorted(group["lr"])
+        best.update(
+            trials=len(group),
+            points_reached=int((group["score"] < math.inf).sum()),
+            edge="low" if best["lr"] == lrs[0] else "high" if best["lr"] == lrs[-1] else "",
+            runner_up_lr=others.iloc[0]["lr"] if len(others) else None,
+            effective_step=effective_step(best["algorithm"], best["lr"], int(best["workers"])),
+            budget_ok=bool(best["steps_to_target"] * 2 <= (best["max_steps"] or math.inf)),
+        )
         chosen.append(best)
     return pd.DataFrame(chosen)
+
+
+def edges(chosen: pd.DataFrame) -> list[str]:
+    """The sides of the grid some cell's choice sits at: where the next round widens the grid."""
+    return sorted(set(chosen["edge"]) - {""})
 
 
 CHOSEN_COLUMNS = [
@@ -82,68 +151,99 @@ CHOSEN_COLUMNS = [
     "trial",
     "tuned",
     *TUNABLE,
+    "scored_by",
     "time_to_target_s",
-    "target_step",
+    "steps_to_target",
     "seconds_per_step",
     "best_accuracy",
     "trials",
-    "reached",
+    "points_reached",
+    "edge",
+    "runner_up_lr",
+    "effective_step",
+    "budget_ok",
 ]
 
 
+def shown(x, fmt=fmt_seconds, missing="missed") -> str:
+    return missing if x is None or (isinstance(x, float) and not math.isfinite(x)) else fmt(x)
+
+
+def to_target(steps: float, seconds: float, missing: str) -> str:
+    return f"{steps:g} steps, {fmt_seconds(seconds)}" if math.isfinite(steps) else missing
+
+
 def chosen_markdown(chosen: pd.DataFrame, trials: pd.DataFrame, protocol: dict) -> str:
-    """The protocol (trials per algorithm, budget, target, search spaces), the choices, then every trial."""
+    """The protocol (grid, seeds, budget, target), the choices with what decided each, then every point."""
     counts = sorted(set(chosen["trials"]))
+    grid = protocol.get("lr_grid") or {}
+    tuned = protocol.get("tuned") or {}
     lines = [
         "# Tune stage",
         "",
-        f"Every algorithm had the same number of trials per setting: {', '.join(map(str, counts))}"
+        f"Every algorithm had the same grid: η = {grid.get('low')} × {grid.get('factor')}^k "
+        f"({grid.get('count')} values, widened by one factor on a side where some cell's best η sat at its edge, "
+        f"for every cell alike, at most {protocol.get('extend')} a side), crossed with the axes "
+        f"{json.dumps(protocol.get('axes') or {})}; every other setting at its block's value. "
+        f"Points per cell: {', '.join(map(str, counts))}"
         + (" (**unequal**: some trials are missing)" if len(counts) > 1 else "")
-        + f", drawn quasi-randomly (scrambled Halton, seed {protocol.get('seed')}) from its search space; each "
-        f"trial trained on the training set less a held-out {protocol.get('validation_fraction')} share and "
-        "was scored by its training time to the target on that held-out share (a miss counts as infinite). "
-        "The test split was never read.",
+        + f". Each point ran seeds {protocol.get('seeds')} on the training set less a held-out "
+        f"{protocol.get('validation_fraction')} share and was scored on that share by its slowest seed: steps to "
+        "the target where the arithmetic does not depend on timing, else training time (a seed that missed: "
+        "infinite). The test split was never read.",
         "",
         "Trials' own settings: "
         + (", ".join(f"{k} {v}" for k, v in sorted(protocol.get("train", {}).items())) or "their block's"),
         "",
     ]
-    space = protocol.get("space") or {}
-    if space:
-        lines += ["| algorithm | search space |", "|---|---|"]
+    shared = {a: ALGORITHMS[a].numerics_of for a in tuned if ALGORITHMS[a].numerics_of}
+    if shared:
         lines += [
-            f"| {algorithm} | " + ", ".join(f"{name} [{low:g}, {high:g}]" for name, (low, high) in dims.items()) + " |"
-            for algorithm, dims in sorted(space.items())
+            "Tuned once for the algorithms doing the same arithmetic: "
+            + ", ".join(f"{a} (as {n})" for a, n in sorted(shared.items()))
+            + "; they share its choice.",
+            "",
         ]
-        lines.append("")
-    shown = chosen.assign(
-        time_to_target=[fmt_seconds(x) if pd.notna(x) else "not reached" for x in chosen["time_to_target_s"]],
-        note=["" if r else "no trial reached the target: best accuracy chosen" for r in chosen["reached"]],
+    at_edge = chosen[chosen["edge"] != ""]
+    short = chosen[~chosen["budget_ok"].astype(bool)]
+    notes = [
+        f"**at the {row.edge} edge of the grid, widened to its limit**: "
+        f"{row.algorithm} on {row.platform}, p{row.workers}"
+        for row in at_edge.itertuples()
+    ] + [
+        f"**budget short**: {row.algorithm} on {row.platform}, p{row.workers} reached the target at step "
+        f"{shown(row.steps_to_target, '{:g}'.format)} of {row.max_steps} (less than twice)"
+        for row in short.itertuples()
+        if math.isfinite(row.steps_to_target)
+    ]
+    lines += [*(f"- {note}" for note in notes), *([""] if notes else [])]
+    table = chosen.assign(
+        to_target=[
+            to_target(s, t, "not reached") for s, t in zip(chosen["steps_to_target"], chosen["time_to_target_s"])
+        ],
+        effective=[f"{x:.3g}" for x in chosen["effective_step"]],
+        note=["" if r else "no point reached the target: best accuracy chosen" for r in chosen["points_reached"]],
     )
     columns = [
         *CELL,
-        "trial",
-        *[n for n in TUNABLE if shown[n].notna().any()],
-        "time_to_target",
-        "target_step",
+        *[n for n in TUNABLE if table[n].notna().any()],
+        "effective",
+        "edge",
+        "runner_up_lr",
+        "scored_by",
+        "to_target",
         "trials",
-        "reached",
+        "points_reached",
         "note",
     ]
-    lines += ["## Chosen", "", markdown_table(shown[columns]), "", "## Every trial", ""]
-    every = trials.assign(
-        time_to_target=[fmt_seconds(x) if pd.notna(x) else "missed" for x in trials["time_to_target_s"]]
+    lines += ["## Chosen", "", markdown_table(table[columns]), "", "## Every point", ""]
+    every = points(trials)
+    every = every.assign(
+        to_target=[to_target(s, t, "missed") for s, t in zip(every["steps_to_target"], every["time_to_target_s"])],
+        accuracy=[f"{x:.4f}" for x in every["best_accuracy"]],
     )
-    columns = [
-        *CELL,
-        "trial",
-        *[n for n in TUNABLE if every[n].notna().any()],
-        "time_to_target",
-        "target_step",
-        "best_accuracy",
-        "stop_reason",
-    ]
-    lines.append(markdown_table(every.sort_values([*CELL, "trial"])[columns]))
+    columns = [*CELL, *[n for n in TUNABLE if every[n].notna().any()], "seeds", "reached", "to_target", "accuracy"]
+    lines.append(markdown_table(every.sort_values([*CELL, "lr"])[columns]))
     return "\n".join(lines) + "\n"
 
 

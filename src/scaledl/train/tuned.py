@@ -1,8 +1,10 @@
 """A tuned run's settings: its row of the tune stage's choice (results/NAME/tune/chosen.csv).
 
-The row is the run's cell: dataset, model, algorithm, platform and worker
-count. Its tuned values (the columns named in its `tuned` column) replace the
-run's settings before anything is built, so run.json's `arguments` hold the
+The row is the run's cell: dataset, model, algorithm (or one doing the same
+arithmetic: they are tuned once), platform (any, for an arithmetic that does not
+depend on timing) and worker count. Its tuned values
+(the columns named in its `tuned` column) replace the run's settings before
+anything is built, so run.json's `arguments` hold the
 values the run used; `--tuned-scale lr=0.1` multiplies some of them (a
 control). Every rank reads the same file, so a missing row is the same one-line
 error everywhere.
@@ -13,11 +15,13 @@ from __future__ import annotations
 import csv
 import dataclasses
 import math
+from types import SimpleNamespace
 
 from scaledl.algorithms import ALGORITHMS, INTEGER
 from scaledl.config import TrainConfig
 from scaledl.data.hdf5 import read_info
 from scaledl.errors import UserError
+from scaledl.grid.tune import same_cell
 
 
 def with_tuned(cfg: TrainConfig, world_size: int) -> TrainConfig:
@@ -32,9 +36,14 @@ def with_tuned(cfg: TrainConfig, world_size: int) -> TrainConfig:
         "platform": cfg.platform,
         "workers": str(workers),
     }
+    run = SimpleNamespace(**cell)  # a numerically identical algorithm's choice is this one's (same_cell)
+
+    def of_cell(row: dict) -> bool:
+        return row.get("algorithm") in ALGORITHMS and same_cell(run, SimpleNamespace(**row))
+
     try:
         with open(cfg.tuned_from, newline="") as f:
-            rows = [row for row in csv.DictReader(f) if all(row.get(k) == v for k, v in cell.items())]
+            rows = [row for row in csv.DictReader(f) if of_cell(row)]
     except OSError as error:
         raise UserError(
             f"--tuned-from {cfg.tuned_from}: cannot read it ({error.strerror or error}); "
