@@ -140,7 +140,7 @@ def test_holds_when_all_five_seeds_agree_beyond_the_margin():
     # paired by seed: 20/10, 21/11, 25/12, 26/13, 27/14
     assert result["ours_median"] == pytest.approx(2.0) and result["ours_n"] == 5
     assert result["ours_min"] == pytest.approx(21 / 11) and result["ours_max"] == pytest.approx(25 / 12)
-    assert result["ours"].startswith("speedup median 2.00× [95 % CI 1.91–2.08], n=5; async_easgd 12 s")
+    assert result["ours"].startswith("speedup median 2.00× [1.91–2.08] 93.8 %, n=5; async_easgd 12 s")
 
 
 def test_reversed_when_the_other_is_faster_in_all_five_seeds():
@@ -432,7 +432,9 @@ def test_fig8_holds_when_both_lead_and_the_interval_lies_in_the_tie_band():
     assert "not slower beyond the margin than each of 7 rivals" in sync["reason"]
     assert "closest rival hogwild_easgd" in sync["ours"] and "sync_easgd3 10.4 s [10.2–10.8] n=5" in sync["ours"]
     assert tied["verdict"] == HOLDS
-    assert tied["reason"].startswith("tied: 90 % CI of the speedup 0.98–1.02× against the tie band 0.91–1.10×")
+    assert tied["reason"].startswith(
+        "tied: 93.8 % interval of the median speedup 0.98–1.02× against the tie band 0.91–1.10×"
+    )
     assert tied["ours_median"] == pytest.approx(10.6 / 10.5)  # median of the paired hogwild/sync ratios
 
 
@@ -442,7 +444,7 @@ def test_fig8_sync_easgd_fastest_and_not_tied_is_not_reversed():
     assert sync["verdict"] == HOLDS
     # the tie is refuted, and says so in its own word: a clear winner is not the opposite of the claim
     assert tied["verdict"] == NOT_TIED and tied["verdict"] != REVERSED
-    assert tied["reason"].startswith("not tied: sync_easgd3 is faster, 90 % CI of the speedup")
+    assert tied["reason"].startswith("not tied: sync_easgd3 is faster, 93.8 % interval of the median speedup")
     # Hogwild EASGD is beaten by Sync EASGD in 5 of 5 seeds: p = 1/32 alone, 7/32 over the seven rivals
     assert hogwild["verdict"] == INCONCLUSIVE
     assert "smallest adjusted p = 0.219, sync_easgd3 faster in 5 of 5 seeds" in hogwild["reason"]
@@ -640,7 +642,7 @@ def test_less_communication_holds_only_when_every_seed_saves_the_factor():
     held = check(
         "diloco_vs_sync_sgd", table(bytes_runs("diloco", [17, 17, 24, 20, 18]), bytes_runs("sync_sgd", SYNC_BYTES))
     )
-    assert held["verdict"] == HOLDS and "median 8.12× [95 % CI 8.00–8.62], n=5 less" in held["ours"], held
+    assert held["verdict"] == HOLDS and "median 8.12× [8.00–8.62] 93.8 %, n=5 less" in held["ours"], held
     short = check(
         "diloco_vs_sync_sgd", table(bytes_runs("diloco", [17, 60, 24, 20, 18]), bytes_runs("sync_sgd", SYNC_BYTES))
     )

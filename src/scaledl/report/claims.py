@@ -34,8 +34,10 @@ Protocol of a comparison, common to every rule:
   only when enough of them agree (all 5 of 5, 6 of 6, 7 of 8, ...): the row
   says how many, the smallest effect n could detect. A side with fewer than
   `min_seeds` samples makes the setting not comparable.
-- **Numbers.** The median speedup over the seeds with a 95 % percentile
-  bootstrap interval, n, and, for times to target, the decomposition
+- **Numbers.** The median speedup over the seeds with the exact
+  order-statistic interval of that median (stats.median_interval: the
+  narrowest [x(k), x(n+1−k)] covering it with at least 95 %, labelled with
+  its true coverage, e.g. "93.8 %" for [min, max] of 5), n, and, for times to target, the decomposition
   *time = steps to target × seconds per step* of each side, and of the
   speedup into its two factors: does a method win by needing fewer steps or
   by cheaper steps.
@@ -59,8 +61,9 @@ Rules (parameter defaults in the claims file's `defaults`):
   t_Bi / t_A ≥ 1 / (1 + margin)) is significant at α; all m must be, so no
   correction applies (an intersection–union test). **Inconclusive**
   otherwise: no rival is shown faster, nor is A shown not slower than all.
-- ``tied`` (A and B tied within ±tie): the 90 % bootstrap interval of the
-  median log speedup of A over B within ±log(1 + tie) (two one-sided tests):
+- ``tied`` (A and B tied within ±tie): the exact interval of the median log
+  speedup of A over B at a coverage of at least 90 % (printed with its true
+  coverage) within ±log(1 + tie) (two one-sided tests):
   holds; wholly outside it: **not tied** (its own verdict, naming the faster
   side, never "reversed": a clear winner does not contradict that both are
   the fastest); an interval that straddles the band, or is undefined:
@@ -123,13 +126,13 @@ from scaledl.report.stats import (
     DASH,
     SignTest,
     Spread,
-    bootstrap_interval,
     distinct,
     divide,
     fmt_ratio,
     fmt_share,
     fmt_value,
     holm,
+    median_interval,
     nan_last,
     plural,
     seeds_to_decide,
@@ -393,11 +396,16 @@ def outcome(ratio: float, threshold: float) -> int | None:
 
 
 def ratio_numbers(ratios: list[float]) -> tuple[Spread, str]:
-    """The median ratio over seeds with its 95 % bootstrap interval, as a Spread and as text."""
+    """The median ratio over seeds with its exact interval (at least 95 %, labelled with its true coverage), as a
+    Spread and as text: "median 2.00× [1.91–2.08] 93.8 %, n=5"."""
     spread = spread_of(ratios)
-    low, high = bootstrap_interval([r for r in ratios if not math.isnan(r)])
-    interval = f"95 % CI {fmt_ratio(low, unit=False)}{DASH}{fmt_ratio(high, unit=False)}" if not math.isnan(low) else ""
-    return spread, f"median {fmt_ratio(spread.median)}" + (f" [{interval}]" if interval else "") + f", n={spread.n}"
+    found = median_interval(ratios)
+    interval = (
+        f" [{fmt_ratio(found.low, unit=False)}{DASH}{fmt_ratio(found.high, unit=False)}] {found.label()}"
+        if found.n
+        else ""
+    )
+    return spread, f"median {fmt_ratio(spread.median)}{interval}, n={spread.n}"
 
 
 def compare(a: Side, b: Side, metric: str, margin: float, min_seeds: int, alpha: float = ALPHA) -> Comparison:
@@ -509,20 +517,21 @@ def rule_faster_and_stable(frame: pd.DataFrame, claim: Claim, ctx: Context) -> V
 
 
 def equivalence(a: Side, b: Side, metric: str, tie: float, min_seeds: int) -> tuple[str, str, Spread]:
-    """Whether a and b are tied: the 90 % interval of the median log speedup within ±log(1 + tie) (holds),
-    wholly outside it (not tied, naming the faster side), or neither, or undefined (inconclusive)."""
+    """Whether a and b are tied: the exact interval (coverage ≥ 90 %: two one-sided tests at 5 %) of the median
+    log speedup within ±log(1 + tie) (holds), wholly outside it (not tied, naming the faster side), or neither,
+    or undefined (inconclusive)."""
     ratios = [divide(tb, ta) for ta, tb in paired(samples(a, metric), samples(b, metric))]
     spread = spread_of(ratios)
     logs = [math.log(r) if r > 0 else -math.inf for r in ratios if not math.isnan(r)]
     if len(logs) < min_seeds:
         defined = plural(len(logs), "seed")
         return NOT_COMPARABLE, f"a speedup is defined in only {defined} (neither side reached in the rest)", spread
-    low, high = bootstrap_interval(logs, level=0.90)
-    if math.isnan(low) or math.isnan(high):  # the median of a resample of +∞ and −∞ speedups
-        return INCONCLUSIVE, "tie not shown: the interval of the speedup is undefined (∞ both ways)", spread
+    interval = median_interval(logs, level=0.90)
+    low, high = interval.low, interval.high
     band = math.log(1 + tie)
     text = (
-        f"90 % CI of the speedup {fmt_ratio(math.exp(low), unit=False)}{DASH}{fmt_ratio(math.exp(high))} "
+        f"{interval.label()} interval of the median speedup "
+        f"{fmt_ratio(math.exp(low), unit=False)}{DASH}{fmt_ratio(math.exp(high))} "
         f"against the tie band {fmt_ratio(1 / (1 + tie), unit=False)}{DASH}{fmt_ratio(1 + tie)}"
     )
     if -band <= low and high <= band:
@@ -1030,8 +1039,9 @@ def claims_markdown(table: pd.DataFrame, summary: Path, claims_text: str, claims
         f"verdict: {counts}. Each comparison is paired by seed and decided by the exact sign test at "
         f"α = {ALPHA:g} (holds, reversed, or inconclusive), Holm-corrected where one method is compared with "
         "several; a tie refuted by a clear winner is not tied, never reversed. Ours is the median over seeds "
-        "with its 95 % bootstrap interval, n and how many distinct values the seeds gave; time to target = "
-        "steps to target × seconds per step for each side. The rules are in scaledl.report.claims.",
+        "with the exact interval of that median (labelled with its true coverage: 93.8 % is [min, max] of 5), n "
+        "and how many distinct values the seeds gave; time to target (the crossing, interpolated between "
+        "evaluations) = steps to target × seconds per step for each side. The rules are in scaledl.report.claims.",
         "",
     ]
     paper = table[~table["protocol"].isin([CONTROL]) & ~table["id"].isin(inclusion_ids(table))]
