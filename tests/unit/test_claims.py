@@ -733,22 +733,80 @@ def test_the_inclusion_check_holds_when_the_general_method_is_as_fast():
     tied = table(digits("diloco", FAST, "tuned"), digits("local_sgd", [10.2, 10.8, 12.3, 12.9, 14.1], "tuned"))
     result = check("includes_diloco_local_sgd", tied)
     assert result["verdict"] == HOLDS and result["protocol"] == TUNED
-    assert result["reason"].startswith("diloco is not slower than local_sgd")
+    assert result["reason"].startswith(
+        "diloco is not slower than local_sgd beyond the margin (5 of 5 seeds within it or better, sign test "
+        "p = 0.0312); local_sgd not shown to reach it sooner"
+    )
     faster = table(digits("diloco", [8, 9, 10, 11, 12], "tuned"), digits("local_sgd", FAST, "tuned"))
     assert check("includes_diloco_local_sgd", faster)["verdict"] == HOLDS
-    # three seeds cannot show that the special case is faster
-    three = table(digits("diloco", SLOW[:3], "tuned"), digits("local_sgd", FAST[:3], "tuned"))
-    assert check("includes_diloco_local_sgd", three)["verdict"] == HOLDS
+
+
+def test_the_inclusion_check_does_not_pass_by_default():
+    # three seeds show nothing either way: not "holds", as the check once said of anything not reversed
+    three = check(
+        "includes_diloco_local_sgd", table(digits("diloco", SLOW[:3], "tuned"), digits("local_sgd", FAST[:3], "tuned"))
+    )
+    assert three["verdict"] == INCONCLUSIVE
+    assert three["reason"].startswith("diloco not shown not slower than local_sgd beyond the margin (0 of 3 seeds")
+    mixed = [9, 11.5, 12, 14, 14]  # 2 seeds faster, 2 slower, 1 within the margin
+    scattered = check(
+        "includes_diloco_local_sgd", table(digits("diloco", mixed, "tuned"), digits("local_sgd", FAST, "tuned"))
+    )
+    assert scattered["verdict"] == INCONCLUSIVE
 
 
 def test_the_inclusion_check_reports_a_tuning_budget_too_small():
     lost = table(digits("diloco", SLOW, "tuned"), digits("local_sgd", FAST, "tuned"))
     result = check("includes_diloco_local_sgd", lost)
     assert result["verdict"] == REVERSED
-    assert result["reason"].startswith("tuning budget too small for diloco: its special case local_sgd is faster")
-    assert "5 of 5 seeds for" in result["reason"]
+    assert result["reason"] == (
+        "tuning budget too small for diloco: its special case local_sgd reaches the target sooner "
+        "(0 of 5 seeds for, 5 against, one-sided sign test p = 0.0312)"
+    )
     text = markdown(lost, [CLAIMS["includes_diloco_local_sgd"]])
     assert "## Inclusion checks" in text and "tuning budget too small for diloco" in text
+
+
+EIGHT = [10, 11, 12, 13, 14, 15, 16, 17]
+
+
+def msgd_vs_sgd(msgd_steps, sgd_steps):
+    """Async MSGD (its steps twice as dear: momentum at the master) against Async SGD, tuned, steps given."""
+    n = len(msgd_steps)
+    return table(
+        digits("async_msgd", [0.2 * s for s in msgd_steps], "tuned", steps_to_target=msgd_steps,
+               target_step=[10 * math.ceil(s / 10) for s in msgd_steps], seconds_per_step=[0.2] * n),
+        digits("async_sgd", [0.1 * s for s in sgd_steps], "tuned", steps_to_target=sgd_steps,
+               target_step=[10 * math.ceil(s / 10) for s in sgd_steps], seconds_per_step=[0.1] * n),
+    )  # fmt: skip
+
+
+def test_the_inclusion_check_of_a_pair_equal_only_in_its_numerics_is_two_sided_on_steps():
+    claim = CLAIMS["includes_async_msgd_async_sgd"]
+    assert (claim.metric, claim.params["sided"]) == ("steps_to_target", 2)
+    assert {CLAIMS[i].metric for i in ("includes_diloco_local_sgd", "includes_async_measgd_async_easgd")} == {
+        "time_to_target_s"
+    }
+    # as many steps at twice the price a step: the time is no verdict on the tuning, the steps are
+    same = check("includes_async_msgd_async_sgd", msgd_vs_sgd([10 * s for s in EIGHT], [10 * s + 1 for s in EIGHT]))
+    assert same["verdict"] == HOLDS and "8 of 8 seeds within it or better" in same["reason"], same
+    assert "no significant difference either way" in same["reason"]
+    assert "async_msgd 135 steps [100–170] n=8" in same["ours"]
+    # the decomposition's steps are the interpolated ones (the evaluated target_step's median is 140)
+    assert "async_msgd: 135 steps × 200 ms/step" in same["decomposition"]
+    # fewer steps in every seed: the two-sided test decides for the general method
+    fewer = check("includes_async_msgd_async_sgd", msgd_vs_sgd([5 * s for s in EIGHT], [10 * s for s in EIGHT]))
+    assert fewer["verdict"] == HOLDS
+    assert fewer["reason"].startswith("async_msgd reaches the target in fewer steps than async_sgd (8 of 8 seeds for")
+    # more steps in every seed of 8: reversed, two-sided p = 2/256
+    more = check("includes_async_msgd_async_sgd", msgd_vs_sgd([20 * s for s in EIGHT], [10 * s for s in EIGHT]))
+    assert more["verdict"] == REVERSED and more["reason"].endswith("two-sided sign test p = 0.00781)")
+    assert more["reason"].startswith(
+        "tuning budget too small for async_msgd: its special case async_sgd reaches the target in fewer steps"
+    )
+    # 5 of 5 is p = 1/32 one-sided, 1/16 two-sided: not enough, and not "holds" either
+    five = check("includes_async_msgd_async_sgd", msgd_vs_sgd([20 * s for s in EIGHT[:5]], [10 * s for s in EIGHT[:5]]))
+    assert five["verdict"] == INCONCLUSIVE and "two-sided p = 0.0625" in five["reason"]
 
 
 def test_the_inclusion_check_reads_only_the_tuned_runs():

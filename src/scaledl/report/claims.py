@@ -80,9 +80,15 @@ Rules (parameter defaults in the claims file's `defaults`):
   model's efficiency at our largest P and at `extrapolate_to` is printed.
 - ``not_slower`` (the inclusion check: a general method tuned must not lose
   to its own special case tuned, e.g. DiLoCo with outer lr 1 and momentum 0
-  is local SGD): holds unless the special case is significantly faster;
-  then it is reversed and the reason reads "tuning budget too small for" the
-  general method.
+  is local SGD), on time to target for a timing-equivalent pair and on steps
+  to target for a pair equivalent only in its numerics (Async MSGD with its
+  momentum at the master moves twice the bytes per step of Async SGD). With
+  `sided` 1, reversed when the special case is significantly better
+  (one-sided); with `sided` 2, a two-sided test at α decides in the
+  direction it finds (the general better: holds). Otherwise holds only when
+  the general method is shown not worse beyond the margin (a seed within it
+  counts for), else inconclusive. The reason of a reversal reads "tuning
+  budget too small for" the general method.
 
 **Undefined tests.** A test whose result is undefined (NaN: Levene's test
 on two constant sides, an interval or efficiency over undefined ratios) is
@@ -148,7 +154,8 @@ TUNED, SHARED, CONTROL = "tuned", "shared η", "control"  # the protocols a clai
 PROTOCOL_SETTINGS = {TUNED: ("tuned",), SHARED: ("",)}  # the summary's `setting` of each protocol's runs
 
 TIME_METRIC = "time_to_target_s"
-TO_TARGET_METRICS = (TIME_METRIC, "bytes_to_target")  # a missing value means "not reached"
+STEPS_METRIC = "steps_to_target"  # interpolated, as the time (scaledl.train.monitor.crossing)
+TO_TARGET_METRICS = (TIME_METRIC, STEPS_METRIC, "bytes_to_target")  # missing in a run that missed: "not reached"
 DEVICE_KINDS = ("cpu", "gpu", "knl")  # the hardware a claim may need (--device-of)
 CLAIM_KEYS = {"id", "figure", "claim", "compares", "paper", "metric", "rule", "per", "needs", "note", "stable"}
 NEEDS_KEYS = {"device", "dataset", "model", "target_accuracy", "min_workers"}
@@ -269,11 +276,14 @@ def pick_side(frame: pd.DataFrame, spec) -> Side | None:
 
 
 def samples(side: Side, metric: str) -> list[tuple[object, float]]:
-    """(seed, value) per run; a missing time to target is ∞ (not reached), other missing values are left out."""
+    """(seed, value) per run; a to-target value of a run that never reached the target is ∞, other missing
+    values are left out (steps to target of a run.json older than the field, say)."""
     out = []
-    for seed, value in zip(side.rows["seed"], pd.to_numeric(side.rows[metric], errors="coerce")):
+    values = pd.to_numeric(side.rows[metric], errors="coerce")
+    times = pd.to_numeric(side.rows[TIME_METRIC], errors="coerce") if TIME_METRIC in side.rows else values
+    for seed, value, time in zip(side.rows["seed"], values, times):
         if math.isnan(value):
-            if metric not in TO_TARGET_METRICS:
+            if metric not in TO_TARGET_METRICS or not math.isnan(time):
                 continue
             value = math.inf
         out.append((seed, float(value)))
@@ -298,7 +308,7 @@ def decomposition(side: Side) -> str:
         return ""
     if not reached_rows(side).shape[0]:
         return f"{side.label}: not reached"
-    steps, per_step = reached_median(side, "target_step"), reached_median(side, "seconds_per_step")
+    steps, per_step = reached_median(side, STEPS_METRIC), reached_median(side, "seconds_per_step")
     if math.isnan(steps) or math.isnan(per_step):  # not recorded (a summary from before target_step)
         return ""
     return f"{side.label}: {steps:.0f} steps × {1e3 * per_step:.3g} ms/step"
@@ -309,14 +319,21 @@ def reached_rows(side: Side) -> pd.DataFrame:
 
 
 def reached_median(side: Side, column: str) -> float:
-    """The median of a column over the side's seeds that reached the target (NaN if none)."""
-    values = pd.to_numeric(reached_rows(side).get(column, pd.Series(dtype=float)), errors="coerce").dropna()
+    """The median of a column over the side's seeds that reached the target (NaN if none). Steps to target
+    are the interpolated ones, the evaluated target_step where a run predates them."""
+    rows = reached_rows(side)
+
+    def numbers(name: str) -> pd.Series:
+        return pd.to_numeric(rows[name], errors="coerce") if name in rows else pd.Series(math.nan, index=rows.index)
+
+    values = numbers(column).fillna(numbers("target_step")) if column == STEPS_METRIC else numbers(column)
+    values = values.dropna()
     return float(statistics.median(values)) if len(values) else math.nan
 
 
 def factors(a: Side, b: Side) -> str:
     """The speedup of a over b split into its factors: b's steps to target over a's, b's s/step over a's."""
-    steps = divide(reached_median(b, "target_step"), reached_median(a, "target_step"))
+    steps = divide(reached_median(b, STEPS_METRIC), reached_median(a, STEPS_METRIC))
     per_step = divide(reached_median(b, "seconds_per_step"), reached_median(a, "seconds_per_step"))
     if math.isnan(steps) or math.isnan(per_step):
         return ""
@@ -746,31 +763,57 @@ def alpha_beta_efficiency(frame: pd.DataFrame, algorithm: str, counts: list, ext
 
 
 def rule_not_slower(frame: pd.DataFrame, claim: Claim, ctx: Context) -> Verdict:
-    """The inclusion check: the general method tuned is not slower than its special case tuned."""
+    """The inclusion check: the general method tuned is not worse than its special case tuned, on the claim's
+    metric (time to target for a timing-equivalent pair, steps to target for a pair equivalent only in its
+    numerics). `sided` 1: the special case significantly better at α reverses it; 2: a significant difference
+    either way at α two-sided decides, in its direction. Without one, holds only when the general method is
+    shown not worse beyond the margin (a seed within it counts for), else inconclusive: nothing passes by
+    default."""
     sides, missing = sides_or_missing(frame, [claim.compares["general"], claim.compares["special"]])
     if missing:
         return missing
     general, special = sides
-    result = compare(
-        special, general, claim.metric, claim.param("margin"), claim.param("min_seeds"), claim.param("alpha")
-    )
-    if result.verdict == HOLDS:  # the special case is significantly faster: the general one was under-tuned
-        return Verdict(
-            REVERSED,
-            result.ours,
-            f"tuning budget too small for {general.label}: its special case "
-            f"{special.label} is faster ({result.reason})",
-            result.ratio,
-            decomposition=result.decomposition,
-        )
-    if result.verdict == NOT_COMPARABLE:
+    sided, alpha = claim.param("sided"), claim.param("alpha")
+    if sided not in (1, 2):
+        raise UserError(f"claim {claim.id}: rule not_slower takes sided: 1 or 2, not {sided!r}")
+    result = compare(general, special, claim.metric, claim.param("margin"), claim.param("min_seeds"), alpha)
+    if result.test is None:
         return as_verdict(result)
-    return Verdict(
-        HOLDS,
-        result.ours,
-        f"{general.label} is not slower than {special.label} ({result.reason})",
-        result.ratio,
-        decomposition=result.decomposition,
+    test, what = result.test, "in fewer steps" if claim.metric == STEPS_METRIC else "sooner"
+
+    def verdict(word: str, reason: str) -> Verdict:
+        return Verdict(word, result.ours, reason, result.ratio, decomposition=result.decomposition)
+
+    p_special, p_general = (min(1.0, sided * p) for p in (test.p_against, test.p_for))
+    kind = "two-sided" if sided == 2 else "one-sided"
+    if p_special <= alpha:
+        return verdict(
+            REVERSED,
+            f"tuning budget too small for {general.label}: its special case {special.label} reaches the target "
+            f"{what} ({test.text()}, {kind} sign test p = {p_special:.3g})",
+        )
+    if sided == 2 and p_general <= alpha:
+        return verdict(
+            HOLDS,
+            f"{general.label} reaches the target {what} than {special.label} ({test.text()}, two-sided sign test "
+            f"p = {p_general:.3g})",
+        )
+    no_difference = (
+        f"{special.label} not shown to reach it {what} ({test.text()}, one-sided p = {p_special:.3g})"
+        if sided == 1
+        else f"no significant difference either way ({test.text()}, two-sided p = {min(p_special, p_general):.3g})"
+    )
+    within = not_slower_test(test)
+    if within.p_for <= alpha:
+        return verdict(
+            HOLDS,
+            f"{general.label} is not slower than {special.label} beyond the margin ({within.wins} of {within.n} "
+            f"seeds within it or better, sign test p = {within.p_for:.3g}); {no_difference}",
+        )
+    return verdict(
+        INCONCLUSIVE,
+        f"{general.label} not shown not slower than {special.label} beyond the margin "
+        f"({test_text(within, alpha)}); {no_difference}",
     )
 
 

@@ -132,10 +132,20 @@ def fmt_bytes(x: float, unit: bool = True) -> str:
     return f"{x / 1e6:.3g}" + (" MB" if unit else "")
 
 
+def fmt_steps(x: float, unit: bool = True) -> str:
+    if math.isnan(x):
+        return "undefined"
+    if math.isinf(x):
+        return "not reached"
+    return f"{x:.4g}" + (" steps" if unit else "")
+
+
 def fmt_value(metric: str) -> Callable[..., str]:
-    """How a metric's values print: seconds, a share of a step, or bytes."""
+    """How a metric's values print: seconds, steps, a share of a step, or bytes."""
     if metric.startswith("bytes"):
         return fmt_bytes
+    if metric.startswith("steps"):
+        return fmt_steps
     return fmt_share if metric.endswith("_share") else fmt_seconds
 
 
