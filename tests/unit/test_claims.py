@@ -190,6 +190,15 @@ def test_a_seed_within_the_margin_is_tied_and_left_out_of_n():
     assert one_tied["verdict"] == HOLDS and "5 of 5 seeds for, 0 against (1 tied)" in one_tied["reason"]
 
 
+def test_eight_seeds_decide_at_seven_and_one_tie_leaves_seven_of_seven():
+    fast, slow = [10, 11, 12, 13, 14, 15, 16, 17], [20, 22, 24, 26, 28, 30, 32, 34]
+    seven = check("async_easgd_vs_async_sgd", table(runs("async_easgd", fast), runs("async_sgd", [*slow[:7], 8])))
+    assert seven["verdict"] == HOLDS and "7 of 8 seeds for, 1 against, sign test p = 0.0352" in seven["reason"]
+    assert "n = 8 decides when 7 of 8 agree" in seven["reason"] and "[0.47–2.00] 99.2 %, n=8" in seven["ours"]
+    tie = check("async_easgd_vs_async_sgd", table(runs("async_easgd", fast), runs("async_sgd", [*slow[:7], 17])))
+    assert tie["verdict"] == HOLDS and "7 of 7 seeds for, 0 against (1 tied)" in tie["reason"]
+
+
 # ------------------------------------------------------------------ pairing, misses, missing sides
 
 
@@ -515,6 +524,29 @@ def test_share_lower():
     assert same["verdict"] == INCONCLUSIVE and same["reason"].startswith("no significant drop: 0 of 0")
     unmeasured = check("comm_share_drop", shares([0.85, 0.87, 0.9], [0.1, math.nan, 0.2]))
     assert unmeasured["verdict"] == NOT_COMPARABLE and "sync_easgd3 has 2" in unmeasured["reason"]
+
+
+def test_a_simulated_share_is_one_measurement_never_sign_tested():
+    # a time-only simulation with seed [0]: one share per side is the whole measurement
+    one_seed = shares([0.87], [0.14])
+    one_seed["simulated_on"] = "k80x8"
+    result = check("comm_share_drop", one_seed)
+    assert result["verdict"] == HOLDS and result["reason"] == (
+        "sync_easgd3's share is lower by more than 5 points (+73.0 points, one measurement per side in simulation, "
+        "no sign test)"
+    )
+    # five seeds of one deterministic number are still one measurement, not five agreeing seeds
+    copies = shares([0.5] * 5, [0.52] * 5)
+    copies["simulated_on"] = "k80x8"
+    same = check("comm_share_drop", copies)
+    assert same["verdict"] == INCONCLUSIVE and same["reason"] == (
+        "the share moves by less than the margin of 5 points (-2.0 points, one measurement per side in "
+        "simulation, no sign test)"
+    )
+    assert "easgd 50.0 % [50.0–50.0] n=5, 1 distinct" in same["ours"]
+    higher = shares([0.1], [0.4])
+    higher["simulated_on"] = "k80x8"
+    assert check("comm_share_drop", higher)["verdict"] == REVERSED
 
 
 # ------------------------------------------------------------------ chip partitioning
