@@ -16,6 +16,7 @@ import pandas as pd
 import pytest
 
 from scaledl.cli import main
+from scaledl.errors import UserError
 from scaledl.net.alphabeta import Network, efficiency
 from scaledl.report.claims import (
     CONTROL,
@@ -846,6 +847,80 @@ def test_the_inclusion_check_reads_only_the_tuned_runs():
     assert evaluate(shared, [CLAIMS["includes_diloco_local_sgd"]], GPU).empty
     both = pd.concat([shared, table(digits("diloco", FAST, "tuned"), digits("local_sgd", FAST, "tuned"))])
     assert check("includes_diloco_local_sgd", both)["verdict"] == HOLDS
+
+
+# ---------------------------------------------------------------- the A/A check
+
+
+def twins(steps_2, steps_3, setting="tuned", settings_2=None, settings_3=None):
+    """Sync EASGD2 and 3 (the same arithmetic) reaching the target in the steps given, one run per seed; the
+    settings each ran at ({"lr": ..., "beta": ...}) go in the summary as the tune stage's columns."""
+    frames = []
+    for algorithm, steps, chosen in (("sync_easgd2", steps_2, settings_2), ("sync_easgd3", steps_3, settings_3)):
+        frame = table(digits(algorithm, [0.1 * s for s in steps], setting, steps_to_target=steps))
+        for name, value in (chosen or {}).items():
+            frame[name] = value
+        frames.append(frame)
+    return pd.concat(frames, ignore_index=True)
+
+
+def test_the_aa_pair_is_numerically_identical_in_the_registry(tmp_path):
+    claim = CLAIMS["aa_sync_easgd2_sync_easgd3"]
+    assert (claim.rule, claim.metric) == ("same_numerics", "steps_to_target")
+    wrong = tmp_path / "claims.yaml"
+    wrong.write_text(
+        default_claims_text().replace("{same: sync_easgd2, as: sync_easgd3}", "{same: sync_easgd2, as: easgd}")
+    )
+    with pytest.raises(UserError, match="same_numerics compares algorithms that do the same arithmetic"):
+        load_claims(wrong)
+
+
+def test_identical_arithmetic_comes_out_tied():
+    same = {"lr": 0.05, "beta": 0.9}
+    steps = [101.5, 96.25, 120.0, 88.75, 110.0, 99.5, 105.0, 93.0]
+    result = check("aa_sync_easgd2_sync_easgd3", twins(steps, steps, settings_2=same, settings_3=same))
+    assert result["verdict"] == HOLDS and result["protocol"] == TUNED
+    assert result["reason"].startswith(
+        "tied: 93.0 % interval of the median ratio of steps 1.00–1.00× against the tie band 0.95–1.05×"
+    )
+    assert "sync_easgd2 100.5 steps [88.75–120] n=8, 8 distinct" in result["ours"]
+
+
+def test_identical_arithmetic_not_tied_says_the_tuning_decided_it():
+    steps = [100, 110, 120, 130, 140, 150, 160, 170]
+    apart = twins(
+        steps, [2 * s for s in steps], settings_2={"lr": 0.207, "beta": 0.15}, settings_3={"lr": 0.066, "beta": 0.57}
+    )
+    result = check("aa_sync_easgd2_sync_easgd3", apart)
+    assert result["verdict"] == NOT_TIED
+    assert result["reason"].startswith("not tied: sync_easgd2 is faster")
+    assert result["reason"].endswith(
+        "; the tuning decided it: sync_easgd2 at lr=0.207, beta=0.15, sync_easgd3 at lr=0.066, beta=0.57"
+    )
+    # at the same settings the tuning cannot have decided it: the harness made identical arithmetic differ
+    broken = check(
+        "aa_sync_easgd2_sync_easgd3",
+        twins(steps, [2 * s for s in steps], settings_2={"lr": 0.05}, settings_3={"lr": 0.05}),
+    )
+    assert broken["verdict"] == NOT_TIED and broken["reason"].endswith(
+        "; not the tuning: both at lr=0.05, so the harness made identical arithmetic differ"
+    )
+
+
+def test_every_page_has_an_aa_line():
+    steps = [100, 110, 120, 130, 140]
+    results = pd.concat(
+        [
+            twins(steps, steps, setting=""),
+            twins(steps, [2 * s for s in steps], settings_2={"lr": 0.2}, settings_3={"lr": 0.07}),
+        ]
+    )
+    text = markdown(results, [CLAIMS["aa_sync_easgd2_sync_easgd3"]])
+    section = text[text.index("## A/A check") :]
+    assert "| tuned |" in section and "| shared η |" in section and "the tuning decided it" in section
+    # a config that ran neither twin still prints the line, saying so
+    empty = markdown(table(digits("sync_sgd", FAST)), [CLAIMS["aa_sync_easgd2_sync_easgd3"]])
+    assert "## A/A check" in empty and "no runs of sync_easgd2, sync_easgd3" in empty
 
 
 # ---------------------------------------------------------------- protocols

@@ -83,6 +83,8 @@ class AlgorithmInfo:
     defaults: Mapping = field(default_factory=dict)  # settings' values where the run leaves them unset and
     # no preset fixes them (algorithms/settings.py)
     rule: str | None = None  # the window engine's worker rule (WINDOW_RULES)
+    numerics_of: str | None = None  # does exactly this algorithm's arithmetic (only where data moves differs):
+    # the tune stage tunes them once and the reports expect them tied (an A/A check)
 
     def __post_init__(self):
         if self.pattern not in PATTERNS:
@@ -222,6 +224,7 @@ ALGORITHMS: dict[str, AlgorithmInfo] = {
             preset_of="sync_easgd",
             preset={"center_on": "host", "overlap": False},
             defaults=_ELASTIC,
+            numerics_of="sync_easgd",
         ),
         AlgorithmInfo(
             key="sync_easgd2",
@@ -234,6 +237,7 @@ ALGORITHMS: dict[str, AlgorithmInfo] = {
             preset_of="sync_easgd",
             preset={"center_on": "device", "overlap": False},
             defaults=_ELASTIC,
+            numerics_of="sync_easgd",
         ),
         AlgorithmInfo(
             key="sync_easgd3",
@@ -246,6 +250,7 @@ ALGORITHMS: dict[str, AlgorithmInfo] = {
             preset_of="sync_easgd",
             preset={"center_on": "device", "overlap": True},
             defaults=_ELASTIC,
+            numerics_of="sync_easgd",
         ),
         # Hard averaging with an outer step, the same engine (beyond the paper): the workers reset to the center.
         AlgorithmInfo(

@@ -92,6 +92,12 @@ Rules (parameter defaults in the claims file's `defaults`):
   counts for), else inconclusive. The reason of a reversal reads "tuning
   budget too small for" the general method.
 
+- ``same_numerics`` (the A/A check: two algorithms that do the same
+  arithmetic, the registry's `numerics_of`, reach the target in the same
+  steps): tied on steps to target as in ``tied``; when not, the reason says
+  what decided it: the tuning (the sides ran at different chosen settings,
+  printed) or, at the same settings, the harness.
+
 **Undefined tests.** A test whose result is undefined (NaN: Levene's test
 on two constant sides, an interval or efficiency over undefined ratios) is
 inconclusive, its reason saying why; NaN never falls through a comparison
@@ -114,7 +120,7 @@ import hashlib
 import math
 import statistics
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from importlib import resources
 from pathlib import Path
 
@@ -123,6 +129,7 @@ import yaml
 from scipy import stats as scipy_stats
 
 from scaledl.algorithms import ALGORITHMS
+from scaledl.config import TrainConfig
 from scaledl.errors import UserError
 from scaledl.net.alphabeta import COST_MODELS, Network, efficiency
 from scaledl.report.comm_model import measured_per_step
@@ -147,6 +154,7 @@ from scaledl.report.stats import (
     sign_test,
     spread_of,
 )
+from scaledl.report.summary import SUMMARY_COLUMNS
 from scaledl.report.tables import markdown_table
 
 HOLDS, REVERSED, INCONCLUSIVE, NOT_COMPARABLE = "holds", "reversed", "inconclusive", "not comparable here"
@@ -535,7 +543,9 @@ def rule_faster_and_stable(frame: pd.DataFrame, claim: Claim, ctx: Context) -> V
     return Verdict(verdict, f"{result.ours}; {numbers}", reason, result.ratio, decomposition=result.decomposition)
 
 
-def equivalence(a: Side, b: Side, metric: str, tie: float, min_seeds: int) -> tuple[str, str, Spread]:
+def equivalence(
+    a: Side, b: Side, metric: str, tie: float, min_seeds: int, ratio: str = "speedup"
+) -> tuple[str, str, Spread]:
     """Whether a and b are tied: the exact interval (coverage ≥ 90 %: two one-sided tests at 5 %) of the median
     log speedup within ±log(1 + tie) (holds), wholly outside it (not tied, naming the faster side), or neither,
     or undefined (inconclusive)."""
@@ -544,12 +554,12 @@ def equivalence(a: Side, b: Side, metric: str, tie: float, min_seeds: int) -> tu
     logs = [math.log(r) if r > 0 else -math.inf for r in ratios if not math.isnan(r)]
     if len(logs) < min_seeds:
         defined = plural(len(logs), "seed")
-        return NOT_COMPARABLE, f"a speedup is defined in only {defined} (neither side reached in the rest)", spread
+        return NOT_COMPARABLE, f"a {ratio} is defined in only {defined} (neither side reached in the rest)", spread
     interval = median_interval(logs, level=0.90)
     low, high = interval.low, interval.high
     band = math.log(1 + tie)
     text = (
-        f"{interval.label()} interval of the median speedup "
+        f"{interval.label()} interval of the median {ratio} "
         f"{fmt_ratio(math.exp(low), unit=False)}{DASH}{fmt_ratio(math.exp(high))} "
         f"against the tie band {fmt_ratio(1 / (1 + tie), unit=False)}{DASH}{fmt_ratio(1 + tie)}"
     )
@@ -842,6 +852,58 @@ def rule_not_slower(frame: pd.DataFrame, claim: Claim, ctx: Context) -> Verdict:
     )
 
 
+# The settings a run's configuration may choose: a summary column that is one of these, or that the summary does
+# not define (a setting the grid swept or tuned, beside its runs), is part of what a side ran at.
+HYPERPARAMETERS = frozenset(
+    f.name for f in fields(TrainConfig) if f.metadata["group"] == "hyperparameters" and f.name != "seed"
+)
+NOT_SETTINGS = frozenset({"device"})  # columns a claim may read that say nothing of the settings
+
+
+def chosen_settings(side: Side) -> str:
+    """The settings the side's runs ran at, "lr=0.066, beta=0.57"; values that differ between its runs are
+    joined by "/"."""
+    rows = side.rows
+    columns = [
+        column
+        for column in rows.columns
+        if (column not in SUMMARY_COLUMNS or column in HYPERPARAMETERS)
+        and column not in NOT_SETTINGS
+        and rows[column].notna().any()
+    ]
+
+    def shown(value) -> str:
+        return f"{value:g}" if isinstance(value, float) else str(value)
+
+    return ", ".join(f"{c}={'/'.join(shown(v) for v in rows[c].dropna().unique())}" for c in columns)
+
+
+def rule_same_numerics(frame: pd.DataFrame, claim: Claim, ctx: Context) -> Verdict:
+    """The A/A check: two algorithms that do the same arithmetic (the registry's `numerics_of`) must reach the
+    target in the same steps, tied as the ``tied`` rule ties. When they are not, the reason says what decided
+    it: different chosen settings (the tuning decided it), or, at the same settings, the harness (a bug)."""
+    sides, missing = sides_or_missing(frame, [claim.compares["same"], claim.compares["as"]])
+    if missing:
+        return missing
+    a, b = sides
+    tie, min_seeds = claim.param("tie"), claim.param("min_seeds")
+    verdict, reason, spread = equivalence(a, b, claim.metric, tie, min_seeds, ratio="ratio of steps")
+    values = [[v for _, v in samples(side, claim.metric)] for side in sides]
+    ours = (
+        f"steps of {b.label} over {a.label} {spread.text(fmt_ratio)}; "
+        f"{describe(a, values[0], claim.metric)}; {describe(b, values[1], claim.metric)}"
+    )
+    settings = [chosen_settings(side) for side in sides]
+    if verdict in (HOLDS, NOT_COMPARABLE):
+        return Verdict(verdict, ours, reason, spread)
+    if settings[0] != settings[1]:
+        decided_by = f"the tuning decided it: {a.label} at {settings[0]}, {b.label} at {settings[1]}"
+    else:
+        at = settings[0] or "the same settings"
+        decided_by = f"not the tuning: both at {at}, so the harness made identical arithmetic differ"
+    return Verdict(verdict, ours, f"{reason}; {decided_by}", spread)
+
+
 @dataclass(frozen=True)
 class Rule:
     evaluate: Callable[[pd.DataFrame, Claim, Context], Verdict]
@@ -857,6 +919,7 @@ RULES: dict[str, Rule] = {
     "weak_scaling_efficiency": Rule(rule_weak_scaling_efficiency, ("algorithms",)),
     "less_communication": Rule(rule_less_communication, ("less", "than")),
     "not_slower": Rule(rule_not_slower, ("general", "special")),
+    "same_numerics": Rule(rule_same_numerics, ("same", "as")),
 }
 INCLUSION_RULES = ("not_slower",)  # judged on the tuned runs only: a check of the tuning, not of the paper
 
@@ -1112,7 +1175,8 @@ def claims_markdown(table: pd.DataFrame, summary: Path, claims_text: str, claims
         "evaluations) = steps to target × seconds per step for each side. The rules are in scaledl.report.claims.",
         "",
     ]
-    paper = table[~table["protocol"].isin([CONTROL]) & ~table["id"].isin(inclusion_ids(table))]
+    checks = table["id"].isin(inclusion_ids(table) + aa_ids(table))  # checks of the harness, not the paper's
+    paper = table[~table["protocol"].isin([CONTROL]) & ~checks]
     simulated = paper["simulated_on"].fillna("").astype(str) if "simulated_on" in paper else pd.Series("", paper.index)
     unrun = paper["setting"] == "—"  # a claim with no runs at all: said once, beside the runs there are
     if simulated.any() and not ((simulated == "") & ~unrun).any():
@@ -1144,9 +1208,16 @@ def claims_markdown(table: pd.DataFrame, summary: Path, claims_text: str, claims
             "Inclusion checks (a general method tuned never loses to its special case tuned)",
             table[table["id"].isin(inclusion_ids(table))],
         ),
+        (
+            "A/A check (numerically identical configurations must come out tied; where they do not, the reason "
+            "says whether the tuning decided it)",
+            table[table["id"].isin(aa_ids(table))],
+        ),
     ):
         if not part.empty:
-            lines += [f"## {title}", "", markdown_table(part[["claim", "setting", "ours", "verdict", "reason"]]), ""]
+            columns = ["claim", "protocol", "setting", "ours", "verdict", "reason"]
+            columns = [c for c in columns if c != "protocol" or part["protocol"].nunique() > 1]
+            lines += [f"## {title}", "", markdown_table(part[columns]), ""]
             # a control that could not be judged (not run, too few seeds) says so in its row; it is no failure
             failed = part[part["verdict"].isin([REVERSED, INCONCLUSIVE])]
             if title.startswith("Controls") and not failed.empty:
@@ -1173,6 +1244,10 @@ def overview(paper: pd.DataFrame, simulated: pd.Series) -> pd.DataFrame:
             )
             claims[f"{kind} ({protocol})"] = cells
     return claims.reset_index(drop=True).fillna("—")
+
+
+def aa_ids(table: pd.DataFrame) -> list[str]:
+    return [str(i) for i in table["id"].unique() if str(i).startswith("aa_")]
 
 
 def inclusion_ids(table: pd.DataFrame) -> list[str]:
@@ -1281,6 +1356,10 @@ def parse_claim(entry, defaults: dict, where: str, index: int) -> Claim:
             f"unknown algorithm{'s' * (len(unknown_algorithms) > 1)} {', '.join(unknown_algorithms)}; "
             f"known: {', '.join(ALGORITHMS)}"
         )
+    if rule["name"] == "same_numerics":
+        numerics = {ALGORITHMS[a].numerics_of for a in algorithms_of(claim)}
+        if len(numerics) != 1 or None in numerics:
+            raise fail("same_numerics compares algorithms that do the same arithmetic (the registry's numerics_of)")
     if rule["name"] == "weak_scaling_efficiency" and claim.paper_value is None:
         raise fail("weak_scaling_efficiency compares with the paper's value; give paper.value")
     return claim
