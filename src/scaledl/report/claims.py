@@ -22,9 +22,11 @@ sides name a setting (`sync_sgd@tuned-lr0.1x`) is judged once, on those runs
 Protocol of a comparison, common to every rule:
 
 - **Samples.** A side is the runs of one algorithm (and worker count) in the
-  setting; its samples are the metric's values, one per seed. A time to target
-  never reached is +∞, never dropped. Another missing value (no steady state)
-  is left out, which lowers n.
+  setting; its samples are the metric's values, one per seed. A time, steps
+  or bytes to target of a run that never reached it is +∞, never dropped;
+  times and steps to target are the crossing interpolated between
+  evaluations (scaledl.train.monitor.crossing). Another missing value (no
+  steady state) is left out, which lowers n.
 - **Pairing and the test.** The sides are paired by seed; each seed is *for*
   the claim (beyond the margin), *against* it (beyond the margin the other
   way), *tied* (within it) or *undefined* (neither reached the target). The
