@@ -169,7 +169,8 @@ class RunRecord:
     exposed_share: float | None
     final: FinalBlock
     target_accuracy: float | None
-    time_to_target_s: float | None  # the training clock of the first snapshot at or above the target
+    time_to_target_s: float | None  # the training clock at which the target was crossed (interpolated)
+    steps_to_target: float | None  # the step at which it was crossed (interpolated; evaluation.target_step evaluated)
     evaluation: EvaluationBlock
     algorithm_report: list[dict]  # each rank's engine report (scaledl.algorithms.base.Algorithm.report)
     staleness: dict | None  # scaledl.algorithms.master.staleness_summary of the workers' reports

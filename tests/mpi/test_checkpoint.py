@@ -185,7 +185,8 @@ def test_a_resume_with_a_changed_target_reports_the_uninterrupted_runs_time_to_t
     ours, theirs = (read_run_json(folder / "run.json") for folder in (out, whole))
     assert ours["stop"]["reason"] == theirs["stop"]["reason"] == "target_accuracy"
     assert ours["evaluation"]["target_step"] == theirs["evaluation"]["target_step"] == crossed["step"]
-    assert ours["time_to_target_s"] == crossed["train_s"]  # the restored row's clock
+    # the restored row's clock: the target is that row's own accuracy, so the interpolation ends exactly on it
+    assert ours["time_to_target_s"] == crossed["train_s"] and ours["steps_to_target"] == crossed["step"]
     theirs_rows = pd.read_csv(whole / "metrics.csv").set_index("step")
     assert theirs["time_to_target_s"] == theirs_rows.loc[crossed["step"], "train_s"]
     assert (
@@ -414,8 +415,15 @@ def test_a_changed_target_is_found_again_in_the_restored_rows():
         monitor.load_state_dict(written)
         return monitor
 
-    assert (resumed(0.55).time_to_target, resumed(0.55).target_step) == (0.5, 5)  # the same target: unchanged
-    assert (resumed(0.75).time_to_target, resumed(0.75).target_step) == (1.0, 10)  # not 2.0, nor later
+    # the crossing is interpolated between the rows around it; the run stops at the row that reached it
+    same = resumed(0.55)  # the same target: unchanged, 0.9 of the way from step 0 (0.1) to step 5 (0.6)
+    assert (same.time_to_target, same.steps_to_target, same.target_step) == (pytest.approx(0.45), pytest.approx(4.5), 5)
+    changed = resumed(0.75)  # between steps 5 (0.6) and 10 (0.8): not after step 15's dip, nor later
+    assert (changed.time_to_target, changed.steps_to_target, changed.target_step) == (
+        pytest.approx(0.875),
+        pytest.approx(8.75),
+        10,
+    )
     for target in (0.95, None):
         monitor = resumed(target)
         assert monitor.time_to_target is None and not monitor.after_step(21, 0.52)

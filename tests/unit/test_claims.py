@@ -16,6 +16,7 @@ import pandas as pd
 import pytest
 
 from scaledl.cli import main
+from scaledl.errors import UserError
 from scaledl.net.alphabeta import Network, efficiency
 from scaledl.report.claims import (
     CONTROL,
@@ -140,7 +141,7 @@ def test_holds_when_all_five_seeds_agree_beyond_the_margin():
     # paired by seed: 20/10, 21/11, 25/12, 26/13, 27/14
     assert result["ours_median"] == pytest.approx(2.0) and result["ours_n"] == 5
     assert result["ours_min"] == pytest.approx(21 / 11) and result["ours_max"] == pytest.approx(25 / 12)
-    assert result["ours"].startswith("speedup median 2.00× [95 % CI 1.91–2.08], n=5; async_easgd 12 s")
+    assert result["ours"].startswith("speedup median 2.00× [1.91–2.08] 93.8 %, n=5; async_easgd 12 s")
 
 
 def test_reversed_when_the_other_is_faster_in_all_five_seeds():
@@ -188,6 +189,15 @@ def test_a_seed_within_the_margin_is_tied_and_left_out_of_n():
         table(runs("hogwild_easgd", [*FAST, 10]), runs("hogwild_sgd", [*SLOW, 10.3])),
     )
     assert one_tied["verdict"] == HOLDS and "5 of 5 seeds for, 0 against (1 tied)" in one_tied["reason"]
+
+
+def test_eight_seeds_decide_at_seven_and_one_tie_leaves_seven_of_seven():
+    fast, slow = [10, 11, 12, 13, 14, 15, 16, 17], [20, 22, 24, 26, 28, 30, 32, 34]
+    seven = check("async_easgd_vs_async_sgd", table(runs("async_easgd", fast), runs("async_sgd", [*slow[:7], 8])))
+    assert seven["verdict"] == HOLDS and "7 of 8 seeds for, 1 against, sign test p = 0.0352" in seven["reason"]
+    assert "n = 8 decides when 7 of 8 agree" in seven["reason"] and "[0.47–2.00] 99.2 %, n=8" in seven["ours"]
+    tie = check("async_easgd_vs_async_sgd", table(runs("async_easgd", fast), runs("async_sgd", [*slow[:7], 17])))
+    assert tie["verdict"] == HOLDS and "7 of 7 seeds for, 0 against (1 tied)" in tie["reason"]
 
 
 # ------------------------------------------------------------------ pairing, misses, missing sides
@@ -432,7 +442,9 @@ def test_fig8_holds_when_both_lead_and_the_interval_lies_in_the_tie_band():
     assert "not slower beyond the margin than each of 7 rivals" in sync["reason"]
     assert "closest rival hogwild_easgd" in sync["ours"] and "sync_easgd3 10.4 s [10.2–10.8] n=5" in sync["ours"]
     assert tied["verdict"] == HOLDS
-    assert tied["reason"].startswith("tied: 90 % CI of the speedup 0.98–1.02× against the tie band 0.91–1.10×")
+    assert tied["reason"].startswith(
+        "tied: 93.8 % interval of the median speedup 0.98–1.02× against the tie band 0.91–1.10×"
+    )
     assert tied["ours_median"] == pytest.approx(10.6 / 10.5)  # median of the paired hogwild/sync ratios
 
 
@@ -442,7 +454,7 @@ def test_fig8_sync_easgd_fastest_and_not_tied_is_not_reversed():
     assert sync["verdict"] == HOLDS
     # the tie is refuted, and says so in its own word: a clear winner is not the opposite of the claim
     assert tied["verdict"] == NOT_TIED and tied["verdict"] != REVERSED
-    assert tied["reason"].startswith("not tied: sync_easgd3 is faster, 90 % CI of the speedup")
+    assert tied["reason"].startswith("not tied: sync_easgd3 is faster, 93.8 % interval of the median speedup")
     # Hogwild EASGD is beaten by Sync EASGD in 5 of 5 seeds: p = 1/32 alone, 7/32 over the seven rivals
     assert hogwild["verdict"] == INCONCLUSIVE
     assert "smallest adjusted p = 0.219, sync_easgd3 faster in 5 of 5 seeds" in hogwild["reason"]
@@ -513,6 +525,29 @@ def test_share_lower():
     assert same["verdict"] == INCONCLUSIVE and same["reason"].startswith("no significant drop: 0 of 0")
     unmeasured = check("comm_share_drop", shares([0.85, 0.87, 0.9], [0.1, math.nan, 0.2]))
     assert unmeasured["verdict"] == NOT_COMPARABLE and "sync_easgd3 has 2" in unmeasured["reason"]
+
+
+def test_a_simulated_share_is_one_measurement_never_sign_tested():
+    # a time-only simulation with seed [0]: one share per side is the whole measurement
+    one_seed = shares([0.87], [0.14])
+    one_seed["simulated_on"] = "k80x8"
+    result = check("comm_share_drop", one_seed)
+    assert result["verdict"] == HOLDS and result["reason"] == (
+        "sync_easgd3's share is lower by more than 5 points (+73.0 points, one measurement per side in simulation, "
+        "no sign test)"
+    )
+    # five seeds of one deterministic number are still one measurement, not five agreeing seeds
+    copies = shares([0.5] * 5, [0.52] * 5)
+    copies["simulated_on"] = "k80x8"
+    same = check("comm_share_drop", copies)
+    assert same["verdict"] == INCONCLUSIVE and same["reason"] == (
+        "the share moves by less than the margin of 5 points (-2.0 points, one measurement per side in "
+        "simulation, no sign test)"
+    )
+    assert "easgd 50.0 % [50.0–50.0] n=5, 1 distinct" in same["ours"]
+    higher = shares([0.1], [0.4])
+    higher["simulated_on"] = "k80x8"
+    assert check("comm_share_drop", higher)["verdict"] == REVERSED
 
 
 # ------------------------------------------------------------------ chip partitioning
@@ -640,7 +675,7 @@ def test_less_communication_holds_only_when_every_seed_saves_the_factor():
     held = check(
         "diloco_vs_sync_sgd", table(bytes_runs("diloco", [17, 17, 24, 20, 18]), bytes_runs("sync_sgd", SYNC_BYTES))
     )
-    assert held["verdict"] == HOLDS and "median 8.12× [95 % CI 8.00–8.62], n=5 less" in held["ours"], held
+    assert held["verdict"] == HOLDS and "median 8.12× [8.00–8.62] 93.8 %, n=5 less" in held["ours"], held
     short = check(
         "diloco_vs_sync_sgd", table(bytes_runs("diloco", [17, 60, 24, 20, 18]), bytes_runs("sync_sgd", SYNC_BYTES))
     )
@@ -731,22 +766,80 @@ def test_the_inclusion_check_holds_when_the_general_method_is_as_fast():
     tied = table(digits("diloco", FAST, "tuned"), digits("local_sgd", [10.2, 10.8, 12.3, 12.9, 14.1], "tuned"))
     result = check("includes_diloco_local_sgd", tied)
     assert result["verdict"] == HOLDS and result["protocol"] == TUNED
-    assert result["reason"].startswith("diloco is not slower than local_sgd")
+    assert result["reason"].startswith(
+        "diloco is not slower than local_sgd beyond the margin (5 of 5 seeds within it or better, sign test "
+        "p = 0.0312); local_sgd not shown to reach it sooner"
+    )
     faster = table(digits("diloco", [8, 9, 10, 11, 12], "tuned"), digits("local_sgd", FAST, "tuned"))
     assert check("includes_diloco_local_sgd", faster)["verdict"] == HOLDS
-    # three seeds cannot show that the special case is faster
-    three = table(digits("diloco", SLOW[:3], "tuned"), digits("local_sgd", FAST[:3], "tuned"))
-    assert check("includes_diloco_local_sgd", three)["verdict"] == HOLDS
+
+
+def test_the_inclusion_check_does_not_pass_by_default():
+    # three seeds show nothing either way: not "holds", as the check once said of anything not reversed
+    three = check(
+        "includes_diloco_local_sgd", table(digits("diloco", SLOW[:3], "tuned"), digits("local_sgd", FAST[:3], "tuned"))
+    )
+    assert three["verdict"] == INCONCLUSIVE
+    assert three["reason"].startswith("diloco not shown not slower than local_sgd beyond the margin (0 of 3 seeds")
+    mixed = [9, 11.5, 12, 14, 14]  # 2 seeds faster, 2 slower, 1 within the margin
+    scattered = check(
+        "includes_diloco_local_sgd", table(digits("diloco", mixed, "tuned"), digits("local_sgd", FAST, "tuned"))
+    )
+    assert scattered["verdict"] == INCONCLUSIVE
 
 
 def test_the_inclusion_check_reports_a_tuning_budget_too_small():
     lost = table(digits("diloco", SLOW, "tuned"), digits("local_sgd", FAST, "tuned"))
     result = check("includes_diloco_local_sgd", lost)
     assert result["verdict"] == REVERSED
-    assert result["reason"].startswith("tuning budget too small for diloco: its special case local_sgd is faster")
-    assert "5 of 5 seeds for" in result["reason"]
+    assert result["reason"] == (
+        "tuning budget too small for diloco: its special case local_sgd reaches the target sooner "
+        "(0 of 5 seeds for, 5 against, one-sided sign test p = 0.0312)"
+    )
     text = markdown(lost, [CLAIMS["includes_diloco_local_sgd"]])
     assert "## Inclusion checks" in text and "tuning budget too small for diloco" in text
+
+
+EIGHT = [10, 11, 12, 13, 14, 15, 16, 17]
+
+
+def msgd_vs_sgd(msgd_steps, sgd_steps):
+    """Async MSGD (its steps twice as dear: momentum at the master) against Async SGD, tuned, steps given."""
+    n = len(msgd_steps)
+    return table(
+        digits("async_msgd", [0.2 * s for s in msgd_steps], "tuned", steps_to_target=msgd_steps,
+               target_step=[10 * math.ceil(s / 10) for s in msgd_steps], seconds_per_step=[0.2] * n),
+        digits("async_sgd", [0.1 * s for s in sgd_steps], "tuned", steps_to_target=sgd_steps,
+               target_step=[10 * math.ceil(s / 10) for s in sgd_steps], seconds_per_step=[0.1] * n),
+    )  # fmt: skip
+
+
+def test_the_inclusion_check_of_a_pair_equal_only_in_its_numerics_is_two_sided_on_steps():
+    claim = CLAIMS["includes_async_msgd_async_sgd"]
+    assert (claim.metric, claim.params["sided"]) == ("steps_to_target", 2)
+    assert {CLAIMS[i].metric for i in ("includes_diloco_local_sgd", "includes_async_measgd_async_easgd")} == {
+        "time_to_target_s"
+    }
+    # as many steps at twice the price a step: the time is no verdict on the tuning, the steps are
+    same = check("includes_async_msgd_async_sgd", msgd_vs_sgd([10 * s for s in EIGHT], [10 * s + 1 for s in EIGHT]))
+    assert same["verdict"] == HOLDS and "8 of 8 seeds within it or better" in same["reason"], same
+    assert "no significant difference either way" in same["reason"]
+    assert "async_msgd 135 steps [100–170] n=8" in same["ours"]
+    # the decomposition's steps are the interpolated ones (the evaluated target_step's median is 140)
+    assert "async_msgd: 135 steps × 200 ms/step" in same["decomposition"]
+    # fewer steps in every seed: the two-sided test decides for the general method
+    fewer = check("includes_async_msgd_async_sgd", msgd_vs_sgd([5 * s for s in EIGHT], [10 * s for s in EIGHT]))
+    assert fewer["verdict"] == HOLDS
+    assert fewer["reason"].startswith("async_msgd reaches the target in fewer steps than async_sgd (8 of 8 seeds for")
+    # more steps in every seed of 8: reversed, two-sided p = 2/256
+    more = check("includes_async_msgd_async_sgd", msgd_vs_sgd([20 * s for s in EIGHT], [10 * s for s in EIGHT]))
+    assert more["verdict"] == REVERSED and more["reason"].endswith("two-sided sign test p = 0.00781)")
+    assert more["reason"].startswith(
+        "tuning budget too small for async_msgd: its special case async_sgd reaches the target in fewer steps"
+    )
+    # 5 of 5 is p = 1/32 one-sided, 1/16 two-sided: not enough, and not "holds" either
+    five = check("includes_async_msgd_async_sgd", msgd_vs_sgd([20 * s for s in EIGHT[:5]], [10 * s for s in EIGHT[:5]]))
+    assert five["verdict"] == INCONCLUSIVE and "two-sided p = 0.0625" in five["reason"]
 
 
 def test_the_inclusion_check_reads_only_the_tuned_runs():
@@ -754,6 +847,80 @@ def test_the_inclusion_check_reads_only_the_tuned_runs():
     assert evaluate(shared, [CLAIMS["includes_diloco_local_sgd"]], GPU).empty
     both = pd.concat([shared, table(digits("diloco", FAST, "tuned"), digits("local_sgd", FAST, "tuned"))])
     assert check("includes_diloco_local_sgd", both)["verdict"] == HOLDS
+
+
+# ---------------------------------------------------------------- the A/A check
+
+
+def twins(steps_2, steps_3, setting="tuned", settings_2=None, settings_3=None):
+    """Sync EASGD2 and 3 (the same arithmetic) reaching the target in the steps given, one run per seed; the
+    settings each ran at ({"lr": ..., "beta": ...}) go in the summary as the tune stage's columns."""
+    frames = []
+    for algorithm, steps, chosen in (("sync_easgd2", steps_2, settings_2), ("sync_easgd3", steps_3, settings_3)):
+        frame = table(digits(algorithm, [0.1 * s for s in steps], setting, steps_to_target=steps))
+        for name, value in (chosen or {}).items():
+            frame[name] = value
+        frames.append(frame)
+    return pd.concat(frames, ignore_index=True)
+
+
+def test_the_aa_pair_is_numerically_identical_in_the_registry(tmp_path):
+    claim = CLAIMS["aa_sync_easgd2_sync_easgd3"]
+    assert (claim.rule, claim.metric) == ("same_numerics", "steps_to_target")
+    wrong = tmp_path / "claims.yaml"
+    wrong.write_text(
+        default_claims_text().replace("{same: sync_easgd2, as: sync_easgd3}", "{same: sync_easgd2, as: easgd}")
+    )
+    with pytest.raises(UserError, match="same_numerics compares algorithms that do the same arithmetic"):
+        load_claims(wrong)
+
+
+def test_identical_arithmetic_comes_out_tied():
+    same = {"lr": 0.05, "beta": 0.9}
+    steps = [101.5, 96.25, 120.0, 88.75, 110.0, 99.5, 105.0, 93.0]
+    result = check("aa_sync_easgd2_sync_easgd3", twins(steps, steps, settings_2=same, settings_3=same))
+    assert result["verdict"] == HOLDS and result["protocol"] == TUNED
+    assert result["reason"].startswith(
+        "tied: 93.0 % interval of the median ratio of steps 1.00–1.00× against the tie band 0.95–1.05×"
+    )
+    assert "sync_easgd2 100.5 steps [88.75–120] n=8, 8 distinct" in result["ours"]
+
+
+def test_identical_arithmetic_not_tied_says_the_tuning_decided_it():
+    steps = [100, 110, 120, 130, 140, 150, 160, 170]
+    apart = twins(
+        steps, [2 * s for s in steps], settings_2={"lr": 0.207, "beta": 0.15}, settings_3={"lr": 0.066, "beta": 0.57}
+    )
+    result = check("aa_sync_easgd2_sync_easgd3", apart)
+    assert result["verdict"] == NOT_TIED
+    assert result["reason"].startswith("not tied: sync_easgd2 is faster")
+    assert result["reason"].endswith(
+        "; the tuning decided it: sync_easgd2 at lr=0.207, beta=0.15, sync_easgd3 at lr=0.066, beta=0.57"
+    )
+    # at the same settings the tuning cannot have decided it: the harness made identical arithmetic differ
+    broken = check(
+        "aa_sync_easgd2_sync_easgd3",
+        twins(steps, [2 * s for s in steps], settings_2={"lr": 0.05}, settings_3={"lr": 0.05}),
+    )
+    assert broken["verdict"] == NOT_TIED and broken["reason"].endswith(
+        "; not the tuning: both at lr=0.05, so the harness made identical arithmetic differ"
+    )
+
+
+def test_every_page_has_an_aa_line():
+    steps = [100, 110, 120, 130, 140]
+    results = pd.concat(
+        [
+            twins(steps, steps, setting=""),
+            twins(steps, [2 * s for s in steps], settings_2={"lr": 0.2}, settings_3={"lr": 0.07}),
+        ]
+    )
+    text = markdown(results, [CLAIMS["aa_sync_easgd2_sync_easgd3"]])
+    section = text[text.index("## A/A check") :]
+    assert "| tuned |" in section and "| shared η |" in section and "the tuning decided it" in section
+    # a config that ran neither twin still prints the line, saying so
+    empty = markdown(table(digits("sync_sgd", FAST)), [CLAIMS["aa_sync_easgd2_sync_easgd3"]])
+    assert "## A/A check" in empty and "no runs of sync_easgd2, sync_easgd3" in empty
 
 
 # ---------------------------------------------------------------- protocols

@@ -22,9 +22,11 @@ sides name a setting (`sync_sgd@tuned-lr0.1x`) is judged once, on those runs
 Protocol of a comparison, common to every rule:
 
 - **Samples.** A side is the runs of one algorithm (and worker count) in the
-  setting; its samples are the metric's values, one per seed. A time to target
-  never reached is +∞, never dropped. Another missing value (no steady state)
-  is left out, which lowers n.
+  setting; its samples are the metric's values, one per seed. A time, steps
+  or bytes to target of a run that never reached it is +∞, never dropped;
+  times and steps to target are the crossing interpolated between
+  evaluations (scaledl.train.monitor.crossing). Another missing value (no
+  steady state) is left out, which lowers n.
 - **Pairing and the test.** The sides are paired by seed; each seed is *for*
   the claim (beyond the margin), *against* it (beyond the margin the other
   way), *tied* (within it) or *undefined* (neither reached the target). The
@@ -34,8 +36,10 @@ Protocol of a comparison, common to every rule:
   only when enough of them agree (all 5 of 5, 6 of 6, 7 of 8, ...): the row
   says how many, the smallest effect n could detect. A side with fewer than
   `min_seeds` samples makes the setting not comparable.
-- **Numbers.** The median speedup over the seeds with a 95 % percentile
-  bootstrap interval, n, and, for times to target, the decomposition
+- **Numbers.** The median speedup over the seeds with the exact
+  order-statistic interval of that median (stats.median_interval: the
+  narrowest [x(k), x(n+1−k)] covering it with at least 95 %, labelled with
+  its true coverage, e.g. "93.8 %" for [min, max] of 5), n, and, for times to target, the decomposition
   *time = steps to target × seconds per step* of each side, and of the
   speedup into its two factors: does a method win by needing fewer steps or
   by cheaper steps.
@@ -59,14 +63,17 @@ Rules (parameter defaults in the claims file's `defaults`):
   t_Bi / t_A ≥ 1 / (1 + margin)) is significant at α; all m must be, so no
   correction applies (an intersection–union test). **Inconclusive**
   otherwise: no rival is shown faster, nor is A shown not slower than all.
-- ``tied`` (A and B tied within ±tie): the 90 % bootstrap interval of the
-  median log speedup of A over B within ±log(1 + tie) (two one-sided tests):
+- ``tied`` (A and B tied within ±tie): the exact interval of the median log
+  speedup of A over B at a coverage of at least 90 % (printed with its true
+  coverage) within ±log(1 + tie) (two one-sided tests):
   holds; wholly outside it: **not tied** (its own verdict, naming the faster
   side, never "reversed": a clear winner does not contradict that both are
   the fastest); an interval that straddles the band, or is undefined:
   inconclusive.
 - ``share_lower`` (a share falls from A to B): a seed is for when the drop
-  exceeds the margin (share points).
+  exceeds the margin (share points). A simulated share is one measurement
+  per side (its median over seeds, which differ only by timing noise; one
+  seed suffices), the drop beyond ±margin deciding, with no sign test.
 - ``less_communication`` (A reaches the target exchanging at most 1/factor of
   B's bytes): a seed is for when B's bytes over A's is at least `factor`.
 - ``weak_scaling_efficiency``: per sweep over the worker count and per seed,
@@ -77,9 +84,21 @@ Rules (parameter defaults in the claims file's `defaults`):
   model's efficiency at our largest P and at `extrapolate_to` is printed.
 - ``not_slower`` (the inclusion check: a general method tuned must not lose
   to its own special case tuned, e.g. DiLoCo with outer lr 1 and momentum 0
-  is local SGD): holds unless the special case is significantly faster;
-  then it is reversed and the reason reads "tuning budget too small for" the
-  general method.
+  is local SGD), on time to target for a timing-equivalent pair and on steps
+  to target for a pair equivalent only in its numerics (Async MSGD with its
+  momentum at the master moves twice the bytes per step of Async SGD). With
+  `sided` 1, reversed when the special case is significantly better
+  (one-sided); with `sided` 2, a two-sided test at α decides in the
+  direction it finds (the general better: holds). Otherwise holds only when
+  the general method is shown not worse beyond the margin (a seed within it
+  counts for), else inconclusive. The reason of a reversal reads "tuning
+  budget too small for" the general method.
+
+- ``same_numerics`` (the A/A check: two algorithms that do the same
+  arithmetic, the registry's `numerics_of`, reach the target in the same
+  steps): tied on steps to target as in ``tied``; when not, the reason says
+  what decided it: the tuning (the sides ran at different chosen settings,
+  printed) or, at the same settings, the harness.
 
 **Undefined tests.** A test whose result is undefined (NaN: Levene's test
 on two constant sides, an interval or efficiency over undefined ratios) is
@@ -103,7 +122,7 @@ import hashlib
 import math
 import statistics
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from importlib import resources
 from pathlib import Path
 
@@ -112,6 +131,7 @@ import yaml
 from scipy import stats as scipy_stats
 
 from scaledl.algorithms import ALGORITHMS
+from scaledl.config import TrainConfig
 from scaledl.errors import UserError
 from scaledl.net.alphabeta import COST_MODELS, Network, efficiency
 from scaledl.report.comm_model import measured_per_step
@@ -123,19 +143,20 @@ from scaledl.report.stats import (
     DASH,
     SignTest,
     Spread,
-    bootstrap_interval,
     distinct,
     divide,
     fmt_ratio,
     fmt_share,
     fmt_value,
     holm,
+    median_interval,
     nan_last,
     plural,
     seeds_to_decide,
     sign_test,
     spread_of,
 )
+from scaledl.report.summary import SUMMARY_COLUMNS
 from scaledl.report.tables import markdown_table
 
 HOLDS, REVERSED, INCONCLUSIVE, NOT_COMPARABLE = "holds", "reversed", "inconclusive", "not comparable here"
@@ -145,7 +166,8 @@ TUNED, SHARED, CONTROL = "tuned", "shared η", "control"  # the protocols a clai
 PROTOCOL_SETTINGS = {TUNED: ("tuned",), SHARED: ("",)}  # the summary's `setting` of each protocol's runs
 
 TIME_METRIC = "time_to_target_s"
-TO_TARGET_METRICS = (TIME_METRIC, "bytes_to_target")  # a missing value means "not reached"
+STEPS_METRIC = "steps_to_target"  # interpolated, as the time (scaledl.train.monitor.crossing)
+TO_TARGET_METRICS = (TIME_METRIC, STEPS_METRIC, "bytes_to_target")  # missing in a run that missed: "not reached"
 DEVICE_KINDS = ("cpu", "gpu", "knl")  # the hardware a claim may need (--device-of)
 CLAIM_KEYS = {"id", "figure", "claim", "compares", "paper", "metric", "rule", "per", "needs", "note", "stable"}
 NEEDS_KEYS = {"device", "dataset", "model", "target_accuracy", "min_workers"}
@@ -266,11 +288,14 @@ def pick_side(frame: pd.DataFrame, spec) -> Side | None:
 
 
 def samples(side: Side, metric: str) -> list[tuple[object, float]]:
-    """(seed, value) per run; a missing time to target is ∞ (not reached), other missing values are left out."""
+    """(seed, value) per run; a to-target value of a run that never reached the target is ∞, other missing
+    values are left out (steps to target of a run.json older than the field, say)."""
     out = []
-    for seed, value in zip(side.rows["seed"], pd.to_numeric(side.rows[metric], errors="coerce")):
+    values = pd.to_numeric(side.rows[metric], errors="coerce")
+    times = pd.to_numeric(side.rows[TIME_METRIC], errors="coerce") if TIME_METRIC in side.rows else values
+    for seed, value, time in zip(side.rows["seed"], values, times):
         if math.isnan(value):
-            if metric not in TO_TARGET_METRICS:
+            if metric not in TO_TARGET_METRICS or not math.isnan(time):
                 continue
             value = math.inf
         out.append((seed, float(value)))
@@ -295,7 +320,7 @@ def decomposition(side: Side) -> str:
         return ""
     if not reached_rows(side).shape[0]:
         return f"{side.label}: not reached"
-    steps, per_step = reached_median(side, "target_step"), reached_median(side, "seconds_per_step")
+    steps, per_step = reached_median(side, STEPS_METRIC), reached_median(side, "seconds_per_step")
     if math.isnan(steps) or math.isnan(per_step):  # not recorded (a summary from before target_step)
         return ""
     return f"{side.label}: {steps:.0f} steps × {1e3 * per_step:.3g} ms/step"
@@ -306,14 +331,21 @@ def reached_rows(side: Side) -> pd.DataFrame:
 
 
 def reached_median(side: Side, column: str) -> float:
-    """The median of a column over the side's seeds that reached the target (NaN if none)."""
-    values = pd.to_numeric(reached_rows(side).get(column, pd.Series(dtype=float)), errors="coerce").dropna()
+    """The median of a column over the side's seeds that reached the target (NaN if none). Steps to target
+    are the interpolated ones, the evaluated target_step where a run predates them."""
+    rows = reached_rows(side)
+
+    def numbers(name: str) -> pd.Series:
+        return pd.to_numeric(rows[name], errors="coerce") if name in rows else pd.Series(math.nan, index=rows.index)
+
+    values = numbers(column).fillna(numbers("target_step")) if column == STEPS_METRIC else numbers(column)
+    values = values.dropna()
     return float(statistics.median(values)) if len(values) else math.nan
 
 
 def factors(a: Side, b: Side) -> str:
     """The speedup of a over b split into its factors: b's steps to target over a's, b's s/step over a's."""
-    steps = divide(reached_median(b, "target_step"), reached_median(a, "target_step"))
+    steps = divide(reached_median(b, STEPS_METRIC), reached_median(a, STEPS_METRIC))
     per_step = divide(reached_median(b, "seconds_per_step"), reached_median(a, "seconds_per_step"))
     if math.isnan(steps) or math.isnan(per_step):
         return ""
@@ -393,11 +425,16 @@ def outcome(ratio: float, threshold: float) -> int | None:
 
 
 def ratio_numbers(ratios: list[float]) -> tuple[Spread, str]:
-    """The median ratio over seeds with its 95 % bootstrap interval, as a Spread and as text."""
+    """The median ratio over seeds with its exact interval (at least 95 %, labelled with its true coverage), as a
+    Spread and as text: "median 2.00× [1.91–2.08] 93.8 %, n=5"."""
     spread = spread_of(ratios)
-    low, high = bootstrap_interval([r for r in ratios if not math.isnan(r)])
-    interval = f"95 % CI {fmt_ratio(low, unit=False)}{DASH}{fmt_ratio(high, unit=False)}" if not math.isnan(low) else ""
-    return spread, f"median {fmt_ratio(spread.median)}" + (f" [{interval}]" if interval else "") + f", n={spread.n}"
+    found = median_interval(ratios)
+    interval = (
+        f" [{fmt_ratio(found.low, unit=False)}{DASH}{fmt_ratio(found.high, unit=False)}] {found.label()}"
+        if found.n
+        else ""
+    )
+    return spread, f"median {fmt_ratio(spread.median)}{interval}, n={spread.n}"
 
 
 def compare(a: Side, b: Side, metric: str, margin: float, min_seeds: int, alpha: float = ALPHA) -> Comparison:
@@ -508,21 +545,24 @@ def rule_faster_and_stable(frame: pd.DataFrame, claim: Claim, ctx: Context) -> V
     return Verdict(verdict, f"{result.ours}; {numbers}", reason, result.ratio, decomposition=result.decomposition)
 
 
-def equivalence(a: Side, b: Side, metric: str, tie: float, min_seeds: int) -> tuple[str, str, Spread]:
-    """Whether a and b are tied: the 90 % interval of the median log speedup within ±log(1 + tie) (holds),
-    wholly outside it (not tied, naming the faster side), or neither, or undefined (inconclusive)."""
+def equivalence(
+    a: Side, b: Side, metric: str, tie: float, min_seeds: int, ratio: str = "speedup"
+) -> tuple[str, str, Spread]:
+    """Whether a and b are tied: the exact interval (coverage ≥ 90 %: two one-sided tests at 5 %) of the median
+    log speedup within ±log(1 + tie) (holds), wholly outside it (not tied, naming the faster side), or neither,
+    or undefined (inconclusive)."""
     ratios = [divide(tb, ta) for ta, tb in paired(samples(a, metric), samples(b, metric))]
     spread = spread_of(ratios)
     logs = [math.log(r) if r > 0 else -math.inf for r in ratios if not math.isnan(r)]
     if len(logs) < min_seeds:
         defined = plural(len(logs), "seed")
-        return NOT_COMPARABLE, f"a speedup is defined in only {defined} (neither side reached in the rest)", spread
-    low, high = bootstrap_interval(logs, level=0.90)
-    if math.isnan(low) or math.isnan(high):  # the median of a resample of +∞ and −∞ speedups
-        return INCONCLUSIVE, "tie not shown: the interval of the speedup is undefined (∞ both ways)", spread
+        return NOT_COMPARABLE, f"a {ratio} is defined in only {defined} (neither side reached in the rest)", spread
+    interval = median_interval(logs, level=0.90)
+    low, high = interval.low, interval.high
     band = math.log(1 + tie)
     text = (
-        f"90 % CI of the speedup {fmt_ratio(math.exp(low), unit=False)}{DASH}{fmt_ratio(math.exp(high))} "
+        f"{interval.label()} interval of the median {ratio} "
+        f"{fmt_ratio(math.exp(low), unit=False)}{DASH}{fmt_ratio(math.exp(high))} "
         f"against the tie band {fmt_ratio(1 / (1 + tie), unit=False)}{DASH}{fmt_ratio(1 + tie)}"
     )
     if -band <= low and high <= band:
@@ -622,6 +662,8 @@ def rule_share_lower(frame: pd.DataFrame, claim: Claim, ctx: Context) -> Verdict
         exposed = [spread_of([v for _, v in samples(s, "exposed_share")]).median for s in (high, low)]
         ours += f"; with wait (exposed_share): {fmt_share(exposed[0])} → {fmt_share(exposed[1])}"
     numbers = spread_of(low_values) if low_values else None
+    if simulated_platform(frame):
+        return simulated_share_drop(high, low, high_values, low_values, margin, ours, numbers)
     pairs = paired(high_samples, low_samples)
     problem = seeds_problem([high, low], [len(high_values), len(low_values)], min_seeds)
     if problem or len(pairs) < min_seeds:
@@ -635,6 +677,27 @@ def rule_share_lower(frame: pd.DataFrame, claim: Claim, ctx: Context) -> Verdict
         INCONCLUSIVE: "no significant drop",
     }[verdict]
     return Verdict(verdict, ours, f"{reason}: {test_text(test, alpha)}", numbers)
+
+
+def simulated_share_drop(
+    high: Side, low: Side, high_values: list[float], low_values: list[float], margin: float, ours: str, numbers
+) -> Verdict:
+    """share_lower on simulated runs: a simulated share is a property of the platform, not a sample (its seeds
+    differ only by timing noise, a time-only run may have one seed), so each side is one measurement, its
+    median over seeds, and the drop decides against the margin with no sign test, from any seed count."""
+    if not high_values or not low_values:
+        return Verdict(NOT_COMPARABLE, ours, "no share measured on one side", numbers)
+    drop = statistics.median(high_values) - statistics.median(low_values)
+    points = f"{100 * drop:+.1f} points, one measurement per side in simulation, no sign test"
+    if drop > margin:
+        return Verdict(
+            HOLDS, ours, f"{low.label}'s share is lower by more than {100 * margin:g} points ({points})", numbers
+        )
+    if drop < -margin:
+        return Verdict(REVERSED, ours, f"{low.label}'s share is higher ({points})", numbers)
+    return Verdict(
+        INCONCLUSIVE, ours, f"the share moves by less than the margin of {100 * margin:g} points ({points})", numbers
+    )
 
 
 def rule_less_communication(frame: pd.DataFrame, claim: Claim, ctx: Context) -> Verdict:
@@ -737,32 +800,110 @@ def alpha_beta_efficiency(frame: pd.DataFrame, algorithm: str, counts: list, ext
 
 
 def rule_not_slower(frame: pd.DataFrame, claim: Claim, ctx: Context) -> Verdict:
-    """The inclusion check: the general method tuned is not slower than its special case tuned."""
+    """The inclusion check: the general method tuned is not worse than its special case tuned, on the claim's
+    metric (time to target for a timing-equivalent pair, steps to target for a pair equivalent only in its
+    numerics). `sided` 1: the special case significantly better at α reverses it; 2: a significant difference
+    either way at α two-sided decides, in its direction. Without one, holds only when the general method is
+    shown not worse beyond the margin (a seed within it counts for), else inconclusive: nothing passes by
+    default."""
     sides, missing = sides_or_missing(frame, [claim.compares["general"], claim.compares["special"]])
     if missing:
         return missing
     general, special = sides
-    result = compare(
-        special, general, claim.metric, claim.param("margin"), claim.param("min_seeds"), claim.param("alpha")
-    )
-    if result.verdict == HOLDS:  # the special case is significantly faster: the general one was under-tuned
-        return Verdict(
-            REVERSED,
-            result.ours,
-            f"tuning budget too small for {general.label}: its special case "
-            f"{special.label} is faster ({result.reason})",
-            result.ratio,
-            decomposition=result.decomposition,
-        )
-    if result.verdict == NOT_COMPARABLE:
+    sided, alpha = claim.param("sided"), claim.param("alpha")
+    if sided not in (1, 2):
+        raise UserError(f"claim {claim.id}: rule not_slower takes sided: 1 or 2, not {sided!r}")
+    result = compare(general, special, claim.metric, claim.param("margin"), claim.param("min_seeds"), alpha)
+    if result.test is None:
         return as_verdict(result)
-    return Verdict(
-        HOLDS,
-        result.ours,
-        f"{general.label} is not slower than {special.label} ({result.reason})",
-        result.ratio,
-        decomposition=result.decomposition,
+    test, what = result.test, "in fewer steps" if claim.metric == STEPS_METRIC else "sooner"
+
+    def verdict(word: str, reason: str) -> Verdict:
+        return Verdict(word, result.ours, reason, result.ratio, decomposition=result.decomposition)
+
+    p_special, p_general = (min(1.0, sided * p) for p in (test.p_against, test.p_for))
+    kind = "two-sided" if sided == 2 else "one-sided"
+    if p_special <= alpha:
+        return verdict(
+            REVERSED,
+            f"tuning budget too small for {general.label}: its special case {special.label} reaches the target "
+            f"{what} ({test.text()}, {kind} sign test p = {p_special:.3g})",
+        )
+    if sided == 2 and p_general <= alpha:
+        return verdict(
+            HOLDS,
+            f"{general.label} reaches the target {what} than {special.label} ({test.text()}, two-sided sign test "
+            f"p = {p_general:.3g})",
+        )
+    no_difference = (
+        f"{special.label} not shown to reach it {what} ({test.text()}, one-sided p = {p_special:.3g})"
+        if sided == 1
+        else f"no significant difference either way ({test.text()}, two-sided p = {min(p_special, p_general):.3g})"
     )
+    within = not_slower_test(test)
+    if within.p_for <= alpha:
+        return verdict(
+            HOLDS,
+            f"{general.label} is not slower than {special.label} beyond the margin ({within.wins} of {within.n} "
+            f"seeds within it or better, sign test p = {within.p_for:.3g}); {no_difference}",
+        )
+    return verdict(
+        INCONCLUSIVE,
+        f"{general.label} not shown not slower than {special.label} beyond the margin "
+        f"({test_text(within, alpha)}); {no_difference}",
+    )
+
+
+# The settings a run's configuration may choose: a summary column that is one of these, or that the summary does
+# not define (a setting the grid swept or tuned, beside its runs), is part of what a side ran at.
+HYPERPARAMETERS = frozenset(
+    f.name for f in fields(TrainConfig) if f.metadata["group"] == "hyperparameters" and f.name != "seed"
+)
+NOT_SETTINGS = frozenset({"device"})  # columns a claim may read that say nothing of the settings
+
+
+def chosen_settings(side: Side) -> str:
+    """The settings the side's runs ran at, "lr=0.066, beta=0.57"; values that differ between its runs are
+    joined by "/"."""
+    rows = side.rows
+    columns = [
+        column
+        for column in rows.columns
+        if (column not in SUMMARY_COLUMNS or column in HYPERPARAMETERS)
+        and column not in NOT_SETTINGS
+        and rows[column].notna().any()
+    ]
+
+    def shown(value) -> str:
+        return f"{value:g}" if isinstance(value, float) else str(value)
+
+    return ", ".join(f"{c}={'/'.join(shown(v) for v in rows[c].dropna().unique())}" for c in columns)
+
+
+def rule_same_numerics(frame: pd.DataFrame, claim: Claim, ctx: Context) -> Verdict:
+    """The A/A check: two algorithms that do the same arithmetic (the registry's `numerics_of`) must reach the
+    target in the same steps, tied as the ``tied`` rule ties. When they are not, the reason says what decided
+    it: different chosen settings (the tuning decided it), or, at the same settings, the harness (a bug)."""
+    sides, missing = sides_or_missing(frame, [claim.compares["same"], claim.compares["as"]])
+    if missing:
+        return missing
+    a, b = sides
+    tie, min_seeds = claim.param("tie"), claim.param("min_seeds")
+    verdict, reason, spread = equivalence(a, b, claim.metric, tie, min_seeds, ratio="ratio of steps")
+    values = [[v for _, v in samples(side, claim.metric)] for side in sides]
+    ours = (
+        f"steps of {b.label} over {a.label} {spread.text(fmt_ratio)}; "
+        f"{describe(a, values[0], claim.metric)}; {describe(b, values[1], claim.metric)}"
+    )
+    settings = [chosen_settings(side) for side in sides]
+    if verdict in (HOLDS, NOT_COMPARABLE):
+        return Verdict(verdict, ours, reason, spread)
+    if settings[0] != settings[1]:
+        decided_by = f"the tuning decided it: {a.label} at {settings[0]}, {b.label} at {settings[1]}"
+    else:
+        at = settings[0] or "the same settings"
+        decided_by = f"not the tuning: both at {at}, so the harness made identical arithmetic differ"
+    return Verdict(verdict, ours, f"{reason}; {decided_by}", spread)
 
 
 @dataclass(frozen=True)
@@ -780,6 +921,7 @@ RULES: dict[str, Rule] = {
     "weak_scaling_efficiency": Rule(rule_weak_scaling_efficiency, ("algorithms",)),
     "less_communication": Rule(rule_less_communication, ("less", "than")),
     "not_slower": Rule(rule_not_slower, ("general", "special")),
+    "same_numerics": Rule(rule_same_numerics, ("same", "as")),
 }
 INCLUSION_RULES = ("not_slower",)  # judged on the tuned runs only: a check of the tuning, not of the paper
 
@@ -1030,11 +1172,13 @@ def claims_markdown(table: pd.DataFrame, summary: Path, claims_text: str, claims
         f"verdict: {counts}. Each comparison is paired by seed and decided by the exact sign test at "
         f"α = {ALPHA:g} (holds, reversed, or inconclusive), Holm-corrected where one method is compared with "
         "several; a tie refuted by a clear winner is not tied, never reversed. Ours is the median over seeds "
-        "with its 95 % bootstrap interval, n and how many distinct values the seeds gave; time to target = "
-        "steps to target × seconds per step for each side. The rules are in scaledl.report.claims.",
+        "with the exact interval of that median (labelled with its true coverage: 93.8 % is [min, max] of 5), n "
+        "and how many distinct values the seeds gave; time to target (the crossing, interpolated between "
+        "evaluations) = steps to target × seconds per step for each side. The rules are in scaledl.report.claims.",
         "",
     ]
-    paper = table[~table["protocol"].isin([CONTROL]) & ~table["id"].isin(inclusion_ids(table))]
+    checks = table["id"].isin(inclusion_ids(table) + aa_ids(table))  # checks of the harness, not the paper's
+    paper = table[~table["protocol"].isin([CONTROL]) & ~checks]
     simulated = paper["simulated_on"].fillna("").astype(str) if "simulated_on" in paper else pd.Series("", paper.index)
     unrun = paper["setting"] == "—"  # a claim with no runs at all: said once, beside the runs there are
     if simulated.any() and not ((simulated == "") & ~unrun).any():
@@ -1066,9 +1210,16 @@ def claims_markdown(table: pd.DataFrame, summary: Path, claims_text: str, claims
             "Inclusion checks (a general method tuned never loses to its special case tuned)",
             table[table["id"].isin(inclusion_ids(table))],
         ),
+        (
+            "A/A check (numerically identical configurations must come out tied; where they do not, the reason "
+            "says whether the tuning decided it)",
+            table[table["id"].isin(aa_ids(table))],
+        ),
     ):
         if not part.empty:
-            lines += [f"## {title}", "", markdown_table(part[["claim", "setting", "ours", "verdict", "reason"]]), ""]
+            columns = ["claim", "protocol", "setting", "ours", "verdict", "reason"]
+            columns = [c for c in columns if c != "protocol" or part["protocol"].nunique() > 1]
+            lines += [f"## {title}", "", markdown_table(part[columns]), ""]
             # a control that could not be judged (not run, too few seeds) says so in its row; it is no failure
             failed = part[part["verdict"].isin([REVERSED, INCONCLUSIVE])]
             if title.startswith("Controls") and not failed.empty:
@@ -1095,6 +1246,10 @@ def overview(paper: pd.DataFrame, simulated: pd.Series) -> pd.DataFrame:
             )
             claims[f"{kind} ({protocol})"] = cells
     return claims.reset_index(drop=True).fillna("—")
+
+
+def aa_ids(table: pd.DataFrame) -> list[str]:
+    return [str(i) for i in table["id"].unique() if str(i).startswith("aa_")]
 
 
 def inclusion_ids(table: pd.DataFrame) -> list[str]:
@@ -1203,6 +1358,10 @@ def parse_claim(entry, defaults: dict, where: str, index: int) -> Claim:
             f"unknown algorithm{'s' * (len(unknown_algorithms) > 1)} {', '.join(unknown_algorithms)}; "
             f"known: {', '.join(ALGORITHMS)}"
         )
+    if rule["name"] == "same_numerics":
+        numerics = {ALGORITHMS[a].numerics_of for a in algorithms_of(claim)}
+        if len(numerics) != 1 or None in numerics:
+            raise fail("same_numerics compares algorithms that do the same arithmetic (the registry's numerics_of)")
     if rule["name"] == "weak_scaling_efficiency" and claim.paper_value is None:
         raise fail("weak_scaling_efficiency compares with the paper's value; give paper.value")
     return claim

@@ -45,6 +45,7 @@ RUN_FIELDS: dict[str, str] = checked_paths(
         "target_accuracy": "target_accuracy",
         "time_to_target_s": "time_to_target_s",
         "target_step": "evaluation.target_step",
+        "steps_to_target": "steps_to_target",
         "eval_every": "evaluation.every_steps",
         "seconds_per_step": "seconds_per_step",
         "transfer_per_step_s": "time.transfer_per_step_s",
@@ -67,7 +68,8 @@ RUN_FIELDS: dict[str, str] = checked_paths(
 
 # Columns a run.json of an older version may lack, and the value they then mean.
 FIELD_DEFAULTS = {
-    "setting": "", "target_step": None, "commit": None, "dirty": None, "slurm_job_id": None, "simulated_on": "",
+    "setting": "", "target_step": None, "steps_to_target": None, "commit": None, "dirty": None,
+    "slurm_job_id": None, "simulated_on": "",
     "threads": None, "staleness_median": None, "staleness_p90": None, "staleness_max": None,
 }  # fmt: skip
 

@@ -20,8 +20,6 @@ import statistics
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 
-import numpy as np
-
 DASH = "–"  # en dash between the bounds of a range
 
 
@@ -134,10 +132,20 @@ def fmt_bytes(x: float, unit: bool = True) -> str:
     return f"{x / 1e6:.3g}" + (" MB" if unit else "")
 
 
+def fmt_steps(x: float, unit: bool = True) -> str:
+    if math.isnan(x):
+        return "undefined"
+    if math.isinf(x):
+        return "not reached"
+    return f"{x:.4g}" + (" steps" if unit else "")
+
+
 def fmt_value(metric: str) -> Callable[..., str]:
-    """How a metric's values print: seconds, a share of a step, or bytes."""
+    """How a metric's values print: seconds, steps, a share of a step, or bytes."""
     if metric.startswith("bytes"):
         return fmt_bytes
+    if metric.startswith("steps"):
+        return fmt_steps
     return fmt_share if metric.endswith("_share") else fmt_seconds
 
 
@@ -160,7 +168,6 @@ def plural(count: int, noun: str) -> str:
 
 
 ALPHA = 0.05  # the claims' significance level (one-sided)
-RESAMPLES = 4000  # bootstrap resamples of an interval
 
 
 @dataclass(frozen=True)
@@ -262,17 +269,3 @@ def median_interval(values: Iterable[float], level: float = 0.95) -> Interval:
 def _coverage(k: int, n: int) -> float:
     """P(x(k) ≤ median ≤ x(n+1−k)) for n values of any continuous distribution."""
     return 1.0 - 2.0 * (1.0 - _binomial_tail(k, n)) if 2 * k <= n else 0.0
-
-
-def bootstrap_interval(values: list[float], level: float = 0.95, statistic=statistics.median) -> tuple[float, float]:
-    """Percentile bootstrap interval of `statistic` over `values` (±∞ allowed), resampled with a fixed seed so
-    the same values always give the same interval; (nan, nan) without values."""
-    values = [v for v in values if not math.isnan(v)]
-    if not values:
-        return math.nan, math.nan
-    rng = np.random.default_rng(0)
-    data = np.asarray(values, dtype=float)
-    draws = data[rng.integers(0, len(data), size=(RESAMPLES, len(data)))]
-    stats = np.sort([statistic(row) for row in draws.tolist()])
-    tail = (1 - level) / 2
-    return float(stats[int(tail * (RESAMPLES - 1))]), float(stats[int((1 - tail) * (RESAMPLES - 1))])

@@ -136,8 +136,9 @@ class Monitor:
         self.stop_reason: str | None = None
         self.last_accuracy: float | None = None
         self.last_loss: float | None = None
-        self.time_to_target: float | None = None
-        self.target_step: int | None = None
+        self.time_to_target: float | None = None  # interpolated training clock of the crossing
+        self.steps_to_target: float | None = None  # interpolated step of the crossing
+        self.target_step: int | None = None  # the evaluated step at which the target was first seen
         self.final_wall: float | None = None
         self.stop_train_s: float | None = None
         self.diverged_at: int | None = None  # step of the first non-finite loss seen
@@ -238,7 +239,7 @@ class Monitor:
         self.last_loss, self.last_accuracy = ev.test_loss, ev.test_accuracy
         target = self.stop_rule.target_accuracy
         if target is not None and self.time_to_target is None and ev.test_accuracy >= target:
-            self.time_to_target, self.target_step = snap.train_s, snap.step
+            self._set_crossing(crossing(self.rows, target))
             self._target_state = self.evaluator.evaluated_state
         print(self.progress_line(snap, ev, previous), end="", file=sys.stdout, flush=True)  # one write: ranks share it
 
@@ -307,7 +308,7 @@ class Monitor:
         self._loss_sum, self._loss_count = state["loss_sum"], state["loss_count"]
         self._evaluated_step, self._next_eval = state["evaluated_step"], state["next_eval"]
         self.evaluator.evaluated_state = state["evaluated_state"]
-        self.time_to_target, self.target_step = first_at_target(self.rows, self.stop_rule.target_accuracy)
+        self._set_crossing(crossing(self.rows, self.stop_rule.target_accuracy))
         self._target_state = None
         if self.target_step is not None and self.target_step == state["target_step"]:
             self._target_state = state["target_state"]
@@ -316,6 +317,11 @@ class Monitor:
         if self.metrics_log is not None:
             for row in self.rows:
                 self.metrics_log.append(row)
+
+    def _set_crossing(self, found: Crossing | None) -> None:
+        self.time_to_target, self.steps_to_target, self.target_step = (
+            (found.train_s, found.steps, found.step) if found else (None, None, None)
+        )
 
     def evaluated_state(self) -> dict[str, torch.Tensor]:
         """The weights and buffers of the run's result (after `finish`): the model whose accuracy
@@ -344,13 +350,41 @@ class Monitor:
         self.final_wall = self.timer.wall()
 
 
-def first_at_target(rows: list[dict], target: float | None) -> tuple[float | None, int | None]:
-    """(train_s, step) of the first row whose test accuracy is at or above `target`; (None, None) if none."""
-    if target is not None:
-        for row in rows:
-            if row["test_accuracy"] >= target:
-                return row["train_s"], row["step"]
-    return None, None
+@dataclass(frozen=True)
+class Crossing:
+    """Where a run crossed its target accuracy: `train_s` and `steps` interpolated between evaluations, and
+    `step`, the evaluated step at which the target was first seen (where the run stops)."""
+
+    train_s: float
+    steps: float
+    step: int
+
+
+def crossing(rows: list[dict], target: float | None) -> Crossing | None:
+    """The crossing of `target` by the metrics rows (in step order); None if no row reaches it.
+
+    The training clock and step are interpolated linearly in test accuracy between the last evaluation below
+    the target and the first at or above it, so a time to target is not quantised to the evaluation interval
+    (at 40 steps an interval, seeds would otherwise share a handful of values). With no evaluation below it
+    before (the first row already reaches it) that row's own clock and step are taken.
+    """
+    if target is None:
+        return None
+    index = next((i for i, row in enumerate(rows) if row["test_accuracy"] >= target), None)
+    if index is None:
+        return None
+    row = rows[index]
+    if index == 0:
+        return Crossing(row["train_s"], float(row["step"]), row["step"])
+    before = rows[index - 1]
+    # the fraction of the way from `before` to `row` at which the accuracy reaches the target, in (0, 1]
+    fraction = (target - before["test_accuracy"]) / (row["test_accuracy"] - before["test_accuracy"])
+
+    def at(key: str) -> float:
+        # written from `row` back, so an accuracy exactly at the target gives that row's value to the bit
+        return row[key] - (1.0 - fraction) * (row[key] - before[key])
+
+    return Crossing(at("train_s"), at("step"), row["step"])
 
 
 PAUSE_POLL_S = 1e-3  # how often a paused rank looks whether the evaluation is over

@@ -119,8 +119,9 @@ def record_of(run, per_rank: list[dict], algo_reports: list[dict]) -> RunRecord:
         if cfg.time_only
         else FinalBlock(test_accuracy=monitor.last_accuracy, test_loss=monitor.last_loss),
         target_accuracy=cfg.target_accuracy,
-        # The training clock of the first snapshot at or above the target; snapshots every eval_every steps.
+        # The crossing of the target, interpolated between the evaluations around it (monitor.crossing).
         time_to_target_s=monitor.time_to_target,
+        steps_to_target=monitor.steps_to_target,
         evaluation=EvaluationBlock(
             every_steps=cfg.eval_every, target_step=monitor.target_step, **monitor.evaluator.report()
         ),
@@ -242,8 +243,8 @@ def closing_line(monitor, cfg, out: Path) -> str:
     target = ""
     if cfg.target_accuracy is not None:
         target = (
-            f"; target {cfg.target_accuracy:g} reached at {monitor.time_to_target:.2f} s of training "
-            f"(step {monitor.target_step})"
+            f"; target {cfg.target_accuracy:g} crossed at {monitor.time_to_target:.2f} s of training "
+            f"(step {monitor.steps_to_target:.1f}, seen at the evaluation of step {monitor.target_step})"
             if monitor.time_to_target is not None
             else f"; target {cfg.target_accuracy:g} not reached"
         )
