@@ -1072,6 +1072,10 @@ def test_simulated_runs_are_judged_apart_from_measured_ones(tmp_path):
     assert "## The paper's claims, measured" in page and "## The paper's claims, simulated on k80x8" in page
     overview_header = next(line for line in page.splitlines() if line.startswith("| figure | claim | measured"))
     assert "simulated on k80x8 (shared η)" in overview_header
+    # the twin's verdict is the opposite of the measured one: the agreement column says so
+    assert "agree (shared η, k80x8)" in overview_header
+    row = next(line for line in page.splitlines() if line.startswith("| Fig. 6.1") or "Async EASGD" in line)
+    assert row.rstrip(" |").endswith("**no**")
 
 
 def test_a_simulated_verdict_shows_how_its_sensitivity_sweep_came_out(tmp_path, capsys):

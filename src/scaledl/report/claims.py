@@ -1188,7 +1188,8 @@ def claims_markdown(table: pd.DataFrame, summary: Path, claims_text: str, claims
             "## Measured and simulated, claim by claim",
             "",
             "Each column's verdicts, setting by setting; a simulated platform's runs are judged on their own "
-            "(simulated seconds on the platform named), never with measured ones.",
+            "(simulated seconds on the platform named), never with measured ones; `agree` says whether the "
+            "simulated verdicts are the measured ones (— where either side was not judged).",
             "",
             markdown_table(overview(paper, simulated)),
             "",
@@ -1235,6 +1236,7 @@ def overview(paper: pd.DataFrame, simulated: pd.Series) -> pd.DataFrame:
     """One row per claim; a column per protocol and kind of runs (measured, or simulated on a platform), each
     cell its settings' verdicts."""
     claims = paper.drop_duplicates("id").set_index("id")[["figure", "claim"]]
+    verdicts: dict[tuple[str, str], pd.Series] = {}
     for platform in ["", *sorted(set(simulated) - {""})]:
         kind = f"simulated on {platform}" if platform else "measured"
         for protocol in (TUNED, SHARED):
@@ -1245,6 +1247,13 @@ def overview(paper: pd.DataFrame, simulated: pd.Series) -> pd.DataFrame:
                 lambda rows: "; ".join(f"{r.verdict} ({r.setting})" for r in rows.itertuples()), include_groups=False
             )
             claims[f"{kind} ({protocol})"] = cells
+            verdicts[platform, protocol] = part.groupby("id")["verdict"].agg(lambda v: tuple(sorted(v)))
+    for (platform, protocol), simulated_verdicts in verdicts.items():
+        measured = verdicts.get(("", protocol))
+        if platform and measured is not None:  # does the simulator give the verdicts this machine gives?
+            both = measured.index.intersection(simulated_verdicts.index)
+            agree = (measured[both] == simulated_verdicts[both]).map({True: "yes", False: "**no**"})
+            claims[f"agree ({protocol}, {platform})"] = agree
     return claims.reset_index(drop=True).fillna("—")
 
 

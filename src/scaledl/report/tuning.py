@@ -75,7 +75,8 @@ def trial_rows(paths) -> pd.DataFrame:
                 "tuned": ",".join(tuned),
                 **{name: arguments.get(name) if name in tuned else None for name in TUNABLE},
                 "time_to_target_s": run.get("time_to_target_s"),
-                "target_step": run.get("evaluation.target_step"),
+                # the interpolated crossing; a run.json from before it: the evaluated step
+                "target_step": first_known(run.field("steps_to_target"), run.get("evaluation.target_step")),
                 "max_steps": arguments.get("max_steps"),
                 "seconds_per_step": run.get("seconds_per_step"),
                 "best_accuracy": best_accuracy_or_none(run),
@@ -85,6 +86,10 @@ def trial_rows(paths) -> pd.DataFrame:
     if not rows:
         raise UserError("no trials given: the tune stage needs the trials' run.json files")
     return pd.DataFrame(rows)
+
+
+def first_known(*values):
+    return next((v for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))), None)
 
 
 def best_accuracy_or_none(run) -> float | None:
