@@ -34,6 +34,7 @@ from scaledl.report.claims import (
     default_claims_text,
     evaluate,
     load_claims,
+    with_choices,
 )
 from scaledl.report.stats import distinct, fmt_share, holm
 from scaledl.report.summary import SUMMARY_COLUMNS as COLUMNS
@@ -1112,3 +1113,53 @@ def test_a_simulated_verdict_shows_how_its_sensitivity_sweep_came_out(tmp_path, 
     assert "flips when pcie_bw ×0.5" in pd.read_csv(tmp_path / "c.csv")["sensitivity"].fillna("").str.cat()
     err = one_line_error(capsys, ["claims", "--summary", str(summary), "--sensitivity", str(summary), *outs])
     assert "not a sensitivity.csv of scaledl sensitivity" in err
+
+
+# ------------------------------------------------------------------ the tuned choice beside each side
+
+
+def chosen_rows(**reached) -> pd.DataFrame:
+    """chosen.csv rows for async_easgd and async_sgd (cifar10/cifar_alexnet/gpu/p8), `reached` points each."""
+    return pd.DataFrame(
+        [
+            {
+                "dataset": "cifar10",
+                "model": "cifar_alexnet",
+                "algorithm": algorithm,
+                "platform": "gpu",
+                "workers": 8,
+                "lr": lr,
+                "effective_step": effective,
+                "edge": edge,
+                "runner_up_lr": lr / 2,
+                "points_reached": reached.get(algorithm, 3),
+            }
+            for algorithm, lr, effective, edge in (
+                ("async_easgd", 0.064, 0.0569, ""),
+                ("async_sgd", 0.004, 0.032, "low"),
+            )
+        ]
+    )
+
+
+def test_a_tuned_side_says_which_choice_decided_it():
+    steps = {"target_step": [100] * 5, "steps_to_target": [100.0] * 5}
+    results = table(
+        runs("async_easgd", FAST, setting="tuned", **steps), runs("async_sgd", SLOW, setting="tuned", **steps)
+    )
+    row = check("async_easgd_vs_async_sgd", with_choices(results, chosen_rows()))
+    assert row["verdict"] == HOLDS
+    assert "async_easgd (η 0.064, effective 0.0569, interior):" in row["decomposition"]
+    assert "async_sgd (η 0.004, effective 0.032, at the low edge):" in row["decomposition"]
+    # runs that took no tuned choice (the shared-η ablation) are left as they were
+    untouched = with_choices(table(runs("async_easgd", FAST, **steps), runs("async_sgd", SLOW, **steps)), chosen_rows())
+    assert (
+        untouched["tuned_lr"].isna().all() and "(η" not in check("async_easgd_vs_async_sgd", untouched)["decomposition"]
+    )
+
+
+def test_a_side_whose_every_tune_point_missed_is_untuned_not_compared():
+    results = table(runs("async_easgd", FAST, setting="tuned"), runs("async_sgd", SLOW, setting="tuned"))
+    row = check("async_easgd_vs_async_sgd", with_choices(results, chosen_rows(async_sgd=0)))
+    assert row["verdict"] == NOT_COMPARABLE
+    assert "async_sgd" in row["reason"] and "(untuned)" in row["reason"]

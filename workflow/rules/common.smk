@@ -36,6 +36,7 @@ except GridError as error:
 RESULTS = f"results/{NAME}"
 NETBENCH = grid_rules.NetbenchPlan(RUNS, config, RESULTS)  # which machines are measured, which modelled
 TRIAL_FILES = tune.trial_files(RUNS, NAME, tune.lr_grid(config["tune"]))  # the tune stage's first round
+CHOSEN_FILES = [f"{RESULTS}/{tune.CHOSEN}"] if TRIAL_FILES else []  # its choice, if the config tunes
 REGIME_RUNS = regime.run_files(RUNS, config, NAME)  # both sides of the regime map's claim, if configured
 SENSITIVITY_FILES = sensitivity.result_files(RUNS, config, NAME)  # each sensitivity sweep with runs of both sides
 RUN_FILES = grid_rules.run_files(RUNS, NAME, "run.json")  # every run of the blocks (not the trials), in order
@@ -65,6 +66,7 @@ TABLES = one_of(TABLE_NAMES)  # the tables `scaledl aggregate` builds (scaledl.r
 NETBENCH_FLAGS = grid_rules.as_flags({key: config["netbench"][key] for key in ("max_size", "repeats")})
 CLAIMS_FLAGS = grid_rules.claims_flags(RUNS, config, NETBENCH)
 SENSITIVITY_FLAGS = sensitivity.claims_flags(SENSITIVITY_FILES)  # claims shows each sweep beside its verdict
+CHOSEN_FLAGS = " ".join(f"--chosen {path}" for path in CHOSEN_FILES)
 TUNE_PROTOCOL = shlex.quote(tune.protocol(RUNS, config))  # what the choice's report prints
 
 # ---- software --------------------------------------------------------------
@@ -95,7 +97,8 @@ def final_outputs():
         f"{RESULTS}/report/claims.md",
         *(f"{RESULTS}/report/figures/{figure}.png" for figure in FIGURE_NAMES),
         f"{RESULTS}/report/metrics_long.csv",
-        *([f"{RESULTS}/{tune.CHOSEN}", f"{RESULTS}/{tune.CHOSEN_MD}"] if TRIAL_FILES else []),
+        *CHOSEN_FILES,
+        *([f"{RESULTS}/{tune.CHOSEN_MD}"] if TRIAL_FILES else []),
         *([f"{RESULTS}/report/regime/map.png"] if REGIME_RUNS else []),
         *SENSITIVITY_FILES,
     ]

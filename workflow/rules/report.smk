@@ -54,6 +54,7 @@ rule claims:
         summary="results/{name}/tables/summary.csv",
         netbench=NETBENCH.files(),
         sensitivity=SENSITIVITY_FILES,
+        chosen=CHOSEN_FILES,  # the tune stage's choice: each tuned side says which η decided it
     output:
         md=report("results/{name}/report/claims.md", category="Claims"),
         csv="results/{name}/report/claims.csv",
@@ -64,6 +65,7 @@ rule claims:
     params:
         flags=CLAIMS_FLAGS,
         sensitivity=SENSITIVITY_FLAGS,
+        chosen=CHOSEN_FLAGS,
     shell:
         "python -m scaledl claims --summary {input.summary} {params.flags} {params.sensitivity}"
-        " --out-md {output.md} --out-csv {output.csv} > {log} 2>&1"
+        " {params.chosen} --out-md {output.md} --out-csv {output.csv} > {log} 2>&1"

@@ -125,6 +125,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from importlib import resources
 from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 import yaml
@@ -133,6 +134,8 @@ from scipy import stats as scipy_stats
 from scaledl.algorithms import ALGORITHMS
 from scaledl.config import TrainConfig
 from scaledl.errors import UserError
+from scaledl.grid.tune import TUNED as TUNED_SETTING
+from scaledl.grid.tune import same_cell
 from scaledl.net.alphabeta import COST_MODELS, Network, efficiency
 from scaledl.report.comm_model import measured_per_step
 from scaledl.report.runs import RUN_KEY, SETTING, read_run
@@ -314,16 +317,65 @@ def not_reached_note(side: Side, values: list[float]) -> str:
 
 
 def decomposition(side: Side) -> str:
-    """A side's time to target as median steps to target × median seconds per step (its reached seeds)."""
+    """A side's time to target as median steps to target × median seconds per step (its reached seeds),
+    after the tuned choice that decided it (its η, effective step and place in the grid), if it was tuned."""
     rows = side.rows
     if "target_step" not in rows or "seconds_per_step" not in rows:
         return ""
+    label = side.label + tuned_choice_text(rows)
     if not reached_rows(side).shape[0]:
-        return f"{side.label}: not reached"
+        return f"{label}: not reached"
     steps, per_step = reached_median(side, STEPS_METRIC), reached_median(side, "seconds_per_step")
     if math.isnan(steps) or math.isnan(per_step):  # not recorded (a summary from before target_step)
         return ""
-    return f"{side.label}: {steps:.0f} steps × {1e3 * per_step:.3g} ms/step"
+    return f"{label}: {steps:.0f} steps × {1e3 * per_step:.3g} ms/step"
+
+
+TUNED_COLUMNS = ("tuned_lr", "tuned_effective_step", "tuned_edge", "tuned_runner_up_lr", "tuned_reached")
+
+
+def tuned_choice_text(rows: pd.DataFrame) -> str:
+    """ " (η 0.064, effective 0.057, interior)" for runs that took a tuned choice (scaledl.report.tuning), else ""."""
+    if "tuned_lr" not in rows or rows["tuned_lr"].isna().all():
+        return ""
+    choice = rows.dropna(subset=["tuned_lr"]).iloc[0]
+    place = (
+        f"at the {choice['tuned_edge']} edge"
+        if isinstance(choice["tuned_edge"], str) and choice["tuned_edge"]
+        else "interior"
+    )
+    return f" (η {choice['tuned_lr']:g}, effective {choice['tuned_effective_step']:.3g}, {place})"
+
+
+def untuned(sides: list[Side]) -> list[str]:
+    """The sides whose tuned choice never reached the validation target: no verdict can rest on them."""
+    return [
+        s.label
+        for s in sides
+        if "tuned_reached" in s.rows and (pd.to_numeric(s.rows["tuned_reached"], errors="coerce") == 0).any()
+    ]
+
+
+def with_choices(results: pd.DataFrame, chosen: pd.DataFrame | None) -> pd.DataFrame:
+    """The results with each tuned run's choice beside it (TUNED_COLUMNS), found as a tuned run finds its
+    settings: its cell's row, or that of an algorithm doing the same arithmetic (scaledl.grid.tune.same_cell)."""
+    if chosen is None or chosen.empty:
+        return results
+    choices = [SimpleNamespace(**row) for row in chosen.to_dict("records")]
+    found = []
+    for row in results.itertuples(index=False):
+        tuned = str(getattr(row, "setting", "")).startswith(TUNED_SETTING)
+        match = next((c for c in choices if tuned and same_cell(row, c)), None)
+        found.append(
+            {
+                "tuned_lr": match.lr if match else math.nan,
+                "tuned_effective_step": match.effective_step if match else math.nan,
+                "tuned_edge": (match.edge if isinstance(match.edge, str) else "") if match else "",
+                "tuned_runner_up_lr": match.runner_up_lr if match else math.nan,
+                "tuned_reached": match.points_reached if match else math.nan,
+            }
+        )
+    return pd.concat([results.reset_index(drop=True), pd.DataFrame(found)], axis=1)
 
 
 def reached_rows(side: Side) -> pd.DataFrame:
@@ -1055,6 +1107,10 @@ def judge(group: pd.DataFrame, claim: Claim, ctx: Context) -> Verdict:
     verdict = RULES[claim.rule].evaluate(group, claim, ctx)
     if verdict.missing:
         return verdict
+    sides = [side for spec in sides_of(claim) if (side := pick_side(group, spec)) is not None]
+    if lost := untuned(sides):
+        reason = f"{', '.join(lost)}: no point of the tune grid reached the validation target (untuned)"
+        return Verdict(NOT_COMPARABLE, verdict.ours, reason, verdict.numbers, decomposition=verdict.decomposition)
     unmet = unmet_needs(group, claim, ctx)
     if not unmet:
         return verdict

@@ -277,6 +277,9 @@ def claims_arguments(parser: argparse.ArgumentParser) -> None:
         help="a scaledl sensitivity sweep's sensitivity.csv: shown beside the simulated verdict it swept "
         "(repeat per sweep)",
     )
+    parser.add_argument(
+        "--chosen", type=Path, metavar="CSV", help="the tune stage's chosen.csv: each tuned side's choice beside it"
+    )
     parser.add_argument("--out-md", required=True, type=Path, metavar="MD", help="markdown table to write")
     parser.add_argument("--out-csv", required=True, type=Path, metavar="CSV", help="CSV table to write")
 
@@ -298,6 +301,18 @@ def parse_devices(pairs: list[str]) -> dict[str, str]:
     return devices
 
 
+def read_chosen(path: Path | None):
+    """The tune stage's chosen.csv (None without one), so each tuned side says which choice decided it."""
+    if path is None:
+        return None
+    import pandas as pd  # lazy, as the command's other imports
+
+    try:
+        return pd.read_csv(path)
+    except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as error:
+        raise UserError(f"--chosen {path}: cannot read it as the tune stage's chosen.csv ({error})") from None
+
+
 def claims_run(args: argparse.Namespace) -> int:
     # lazy: what this subcommand computes with; --help and the other subcommands need none of it
     from scaledl.report.claims import (
@@ -309,6 +324,7 @@ def claims_run(args: argparse.Namespace) -> int:
         load_claims,
         read_sensitivity,
         read_summary,
+        with_choices,
     )
     from scaledl.report.tables import write_table  # lazy, as above
 
@@ -318,7 +334,7 @@ def claims_run(args: argparse.Namespace) -> int:
     devices = parse_devices(args.device_of)
     claims = load_claims(args.claims)
     networks = parse_netbench(args.netbench)
-    results = read_summary(args.summary)
+    results = with_choices(read_summary(args.summary), read_chosen(args.chosen))
     sensitivity = read_sensitivity(args.sensitivity)
     context = Context(devices=devices, network=networks.pop("*", None), networks=networks, sensitivity=sensitivity)
     table = evaluate(results, claims, context, where=str(args.summary))
