@@ -410,6 +410,13 @@ class TrainConfig:
         group="grid",
         metavar="KEY=FACTOR",
     )
+    tuned_pick: str = _setting(
+        "best",
+        "which of the tune stage's choices: its best point, or the runner_up (the best at another η: "
+        "whether a verdict survives the second-best η)",
+        group="grid",
+        choices=("best", "runner_up"),
+    )
 
 
 # Fields the workflow sets for each run from the grid and the platform; the
@@ -429,6 +436,7 @@ SET_BY_WORKFLOW = (
     "sweep",
     "tuned_from",
     "tuned_scale",
+    "tuned_pick",
 )
 # Decisions about one run folder, never settings of a grid (in the workflow's config a changed flag would
 # also rerun every finished run: Snakemake reruns a job whose command changed).

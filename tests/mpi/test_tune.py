@@ -200,6 +200,12 @@ def test_a_tuned_run_takes_its_row_and_scales_it(tmp_path, digits_h5):
     assert with_tuned(config(digits_h5), world_size=3).lr == TrainConfig.lr  # nothing to take
 
 
+def test_a_runner_up_run_takes_the_second_best_eta(tmp_path, digits_h5):
+    path = chosen_csv(tmp_path, runner_up_lr=0.04)
+    tuned = with_tuned(config(digits_h5, tuned_from=path, tuned_pick="runner_up"), world_size=3)
+    assert (tuned.lr, tuned.beta) == (0.04, 0.7)  # η the runner-up, the other tuned settings the choice's
+
+
 def test_a_numerically_identical_algorithm_takes_the_row_tuned_for_its_twin(tmp_path, digits_h5):
     path = chosen_csv(tmp_path, algorithm="sync_easgd2")
     cfg = TrainConfig(data=digits_h5, model="lenet", algorithm="sync_easgd3", out_dir=Path("o"), tuned_from=path)

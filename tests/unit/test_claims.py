@@ -26,6 +26,7 @@ from scaledl.report.claims import (
     NOT_TIED,
     REVERSED,
     RULES,
+    RUNNER_UP,
     SHARED,
     TUNED,
     Context,
@@ -1163,3 +1164,20 @@ def test_a_side_whose_every_tune_point_missed_is_untuned_not_compared():
     row = check("async_easgd_vs_async_sgd", with_choices(results, chosen_rows(async_sgd=0)))
     assert row["verdict"] == NOT_COMPARABLE
     assert "async_sgd" in row["reason"] and "(untuned)" in row["reason"]
+
+
+def test_the_runner_up_runs_say_whether_a_tuned_verdict_survives_the_second_best_eta(tmp_path):
+    steps = {"target_step": [100] * 5, "steps_to_target": [100.0] * 5}
+    results = table(
+        runs("async_easgd", FAST, setting="tuned", **steps),
+        runs("async_sgd", SLOW, setting="tuned", **steps),
+        runs("async_easgd", SLOW, setting="tuned-runnerup", **steps),  # at its second-best η it loses
+        runs("async_sgd", FAST, setting="tuned-runnerup", **steps),
+    )
+    out = evaluate(with_choices(results, chosen_rows()), [CLAIMS["async_easgd_vs_async_sgd"]], GPU)
+    verdicts = dict(zip(out["protocol"], out["verdict"]))
+    assert verdicts == {TUNED: HOLDS, RUNNER_UP: REVERSED}
+    runner_up = out[out["protocol"] == RUNNER_UP].iloc[0]
+    assert "async_easgd (η 0.032, effective 0.0284, interior)" in runner_up["decomposition"]  # the runner-up η
+    page = claims_markdown(out, tmp_path / "summary.csv", default_claims_text(), "claims.yaml")
+    assert "**no**: reversed at the runner-up η" in page

@@ -715,7 +715,11 @@ def test_a_tuned_block_cannot_sweep_and_a_scale_needs_a_tuned_block():
     assert "tuned and also sweeps lr" in refused(
         {**config(block(tuned=True, scale={}, train={"lr": [0.1, 0.2]})), "tune": TUNE}
     )
-    assert "sets `scale` but is not tuned" in refused(config(block(scale={"lr": 0.1})))
+    assert "sets `scale` or `pick` but is not tuned" in refused(config(block(scale={"lr": 0.1})))
+    assert "sets `scale` or `pick` but is not tuned" in refused(config(block(pick="runner_up")))
+    robust = grid.expand({**config(block(algorithms=["sync_sgd"], tuned=True, pick="runner_up")), "tune": TUNE})
+    [final] = [k for k in robust if k.stage == "runs"]
+    assert final.setting == "tuned-runnerup" and robust[final]["tuned_pick"] == "runner_up"
     control = grid.expand({**config(block(algorithms=["sync_sgd"], tuned=True, scale={"lr": 0.1})), "tune": TUNE})
     [final] = [k for k in control if k.stage == "runs"]
     assert final.setting == "tuned-lr0.1x" and control[final]["tuned_scale"] == "lr=0.1"

@@ -189,11 +189,13 @@ def block_points(number: int, config: Mapping, block: Mapping) -> list[tuple[str
                 "takes its settings from the tune stage; sweep in a block of its own"
             )
         scale = ",".join(f"{name}={factor:g}" for name, factor in sorted((block.get("scale") or {}).items()))
-        setting = tune.scaled_setting(block.get("scale") or {})
-        return [(setting, {**common, "setting": setting, "tuned_scale": scale or None})]
-    if block.get("scale") or {}:
+        pick = block.get("pick") or "best"
+        setting = tune.scaled_setting(block.get("scale") or {}, pick)
+        picked = {"tuned_pick": pick} if pick != "best" else {}  # the best: the flag's default, left off
+        return [(setting, {**common, "setting": setting, "tuned_scale": scale or None, **picked})]
+    if block.get("scale") or block.get("pick", "best") != "best":
         raise GridError(
-            f"experiments[{number}] sets `scale` but is not tuned: scale multiplies tuned settings; "
+            f"experiments[{number}] sets `scale` or `pick` but is not tuned: scale multiplies tuned settings; "
             "set `tuned: true` or give the values themselves"
         )
     points = []

@@ -110,9 +110,14 @@ def trial_seeds(settings: Mapping) -> list[int]:
     return [settings["seed"] + i for i in range(settings["seeds"])]
 
 
-def scaled_setting(scale: Mapping[str, float]) -> str:
-    """The folder of a tuned block's runs: `tuned`, or with factors `tuned-lr0.1x` (a control)."""
-    return TUNED + "".join(f"-{name}{factor:g}x" for name, factor in sorted(scale.items()))
+RUNNER_UP = "runnerup"  # the folder suffix of runs at the runner-up η
+
+
+def scaled_setting(scale: Mapping[str, float], pick: str = "best") -> str:
+    """The folder of a tuned block's runs: `tuned`, with factors `tuned-lr0.1x` (a control), at the runner-up
+    η `tuned-runnerup` (a robustness check)."""
+    factors = "".join(f"-{name}{factor:g}x" for name, factor in sorted(scale.items()))
+    return TUNED + factors + (f"-{RUNNER_UP}" if pick == "runner_up" else "")
 
 
 def check(settings: Mapping) -> None:

@@ -134,6 +134,7 @@ from scipy import stats as scipy_stats
 from scaledl.algorithms import ALGORITHMS
 from scaledl.config import TrainConfig
 from scaledl.errors import UserError
+from scaledl.grid.tune import RUNNER_UP as RUNNER_UP_SETTING
 from scaledl.grid.tune import TUNED as TUNED_SETTING
 from scaledl.grid.tune import same_cell
 from scaledl.net.alphabeta import COST_MODELS, Network, efficiency
@@ -161,12 +162,16 @@ from scaledl.report.stats import (
 )
 from scaledl.report.summary import SUMMARY_COLUMNS
 from scaledl.report.tables import markdown_table
+from scaledl.report.tuning import effective_step
 
 HOLDS, REVERSED, INCONCLUSIVE, NOT_COMPARABLE = "holds", "reversed", "inconclusive", "not comparable here"
 NOT_TIED = "not tied"  # a tie claim refuted by a clear winner (the `tied` rule): not the claim's opposite
 VERDICTS = (HOLDS, REVERSED, NOT_TIED, INCONCLUSIVE, NOT_COMPARABLE)
 TUNED, SHARED, CONTROL = "tuned", "shared η", "control"  # the protocols a claim is judged under
-PROTOCOL_SETTINGS = {TUNED: ("tuned",), SHARED: ("",)}  # the summary's `setting` of each protocol's runs
+RUNNER_UP = "runner-up η"  # the tuned runs again at each side's second-best η: does the verdict survive it?
+PROTOCOLS = (TUNED, RUNNER_UP, SHARED)  # the order of the report's columns
+# the summary's `setting` of each protocol's runs
+PROTOCOL_SETTINGS = {TUNED: ("tuned",), RUNNER_UP: (f"tuned-{RUNNER_UP_SETTING}",), SHARED: ("",)}
 
 TIME_METRIC = "time_to_target_s"
 STEPS_METRIC = "steps_to_target"  # interpolated, as the time (scaledl.train.monitor.crossing)
@@ -366,10 +371,12 @@ def with_choices(results: pd.DataFrame, chosen: pd.DataFrame | None) -> pd.DataF
     for row in results.itertuples(index=False):
         tuned = str(getattr(row, "setting", "")).startswith(TUNED_SETTING)
         match = next((c for c in choices if tuned and same_cell(row, c)), None)
+        runner_up = str(row.setting).endswith(RUNNER_UP_SETTING)  # these runs took the runner-up η
+        lr = (match.runner_up_lr if runner_up else match.lr) if match else math.nan
         found.append(
             {
-                "tuned_lr": match.lr if match else math.nan,
-                "tuned_effective_step": match.effective_step if match else math.nan,
+                "tuned_lr": lr,
+                "tuned_effective_step": effective_step(row.algorithm, lr, int(row.workers)) if match else math.nan,
                 "tuned_edge": (match.edge if isinstance(match.edge, str) else "") if match else "",
                 "tuned_runner_up_lr": match.runner_up_lr if match else math.nan,
                 "tuned_reached": match.points_reached if match else math.nan,
@@ -1295,7 +1302,7 @@ def overview(paper: pd.DataFrame, simulated: pd.Series) -> pd.DataFrame:
     verdicts: dict[tuple[str, str], pd.Series] = {}
     for platform in ["", *sorted(set(simulated) - {""})]:
         kind = f"simulated on {platform}" if platform else "measured"
-        for protocol in (TUNED, SHARED):
+        for protocol in PROTOCOLS:
             part = paper[(simulated == platform) & (paper["protocol"] == protocol)]
             if part.empty:
                 continue
@@ -1327,7 +1334,7 @@ def side_by_side(paper: pd.DataFrame) -> pd.DataFrame:
     if "sensitivity" in paper and paper["sensitivity"].fillna("").astype(str).ne("").any():
         columns.append("sensitivity")  # a simulated verdict's survival of the platform's constants varied
     out = paper[["id", *columns]].drop_duplicates(["id", "setting"]).set_index(["id", "setting"])
-    for protocol in (TUNED, SHARED):
+    for protocol in PROTOCOLS:
         part = paper[paper["protocol"] == protocol].set_index(["id", "setting"])
         if part.empty:
             continue
@@ -1338,6 +1345,12 @@ def side_by_side(paper: pd.DataFrame) -> pd.DataFrame:
         tuned, shared = out[f"{TUNED}: verdict"], out[f"{SHARED}: verdict"]
         # a setting judged under one protocol only has no verdict to change
         out["changed"] = (tuned.notna() & shared.notna() & (tuned != shared)).map({True: "yes", False: ""})
+    if {f"{TUNED}: verdict", f"{RUNNER_UP}: verdict"} <= set(out.columns):
+        best, second = out[f"{TUNED}: verdict"], out[f"{RUNNER_UP}: verdict"]
+        out["robust"] = [
+            "—" if pd.isna(a) or pd.isna(b) else "yes" if a == b else f"**no**: {b} at the runner-up η"
+            for a, b in zip(best, second)
+        ]
     out = out.reset_index().drop(columns=["id"]).fillna("—")
     return out[[*columns, *[c for c in out.columns if c not in columns]]]
 

@@ -77,6 +77,7 @@ RESUMABLE_CHANGES = frozenset(
         "sweep",
         "tuned_from",
         "tuned_scale",
+        "tuned_pick",
     }
 )
 

@@ -6,7 +6,8 @@ depend on timing) and worker count. Its tuned values
 (the columns named in its `tuned` column) replace the run's settings before
 anything is built, so run.json's `arguments` hold the
 values the run used; `--tuned-scale lr=0.1` multiplies some of them (a
-control). Every rank reads the same file, so a missing row is the same one-line
+control), `--tuned-pick runner_up` takes the runner-up η instead (a robustness
+check). Every rank reads the same file, so a missing row is the same one-line
 error everywhere.
 """
 
@@ -58,6 +59,10 @@ def with_tuned(cfg: TrainConfig, world_size: int) -> TrainConfig:
     for name in filter(None, rows[0]["tuned"].split(",")):
         value = float(rows[0][name])
         values[name] = int(value) if name in INTEGER else value
+    if cfg.tuned_pick == "runner_up":  # the best point at another η (scaledl.report.tuning)
+        if not rows[0].get("runner_up_lr"):
+            raise UserError(f"--tuned-from {cfg.tuned_from}: {cfg.algorithm} has no runner-up η (one η was tried)")
+        values["lr"] = float(rows[0]["runner_up_lr"])
     for name, factor in _factors(cfg.tuned_scale).items():
         if name not in values:
             raise UserError(
