@@ -488,9 +488,17 @@ def compare_run(args: argparse.Namespace) -> int:
     unmatched = f"; {len(only_a)} only in A, {len(only_b)} only in B" if only_a or only_b else ""
     settings = sorted(set(table.loc[table["verdict"] == "setting changed", "metric"]))
     unmatched += f"; the sides ran with other {', '.join(settings)}" if settings else ""
+    differ = table[table["verdict"] == comparing.SETTINGS_DIFFER]
+    compared = table[table["verdict"] != comparing.SETTINGS_DIFFER]
+    if len(differ):
+        keys = len(differ.groupby(comparing.MATCH))
+        unmatched += (
+            f"; {plural(keys, 'configuration')} not compared, the sides ran other "
+            f"{', '.join(sorted(set(differ['metric'])))} (the comparison's page says which)"
+        )
     print(
-        f"wrote {args.out}" + (f" and {markdown}" if markdown else "") + f": {plural(len(table), 'metric')} of "
-        f"{plural(len(table.groupby(comparing.MATCH)), 'configuration')}, {changed} changed beyond the seeds' "
+        f"wrote {args.out}" + (f" and {markdown}" if markdown else "") + f": {plural(len(compared), 'metric')} of "
+        f"{plural(len(compared.groupby(comparing.MATCH)), 'configuration')}, {changed} changed beyond the seeds' "
         f"spread{unmatched}"
     )
     return 0
