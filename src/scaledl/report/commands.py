@@ -323,9 +323,10 @@ def claims_run(args: argparse.Namespace) -> int:
     context = Context(devices=devices, network=networks.pop("*", None), networks=networks, sensitivity=sensitivity)
     table = evaluate(results, claims, context, where=str(args.summary))
     text, where = (args.claims.read_text(), str(args.claims)) if args.claims else (default_claims_text(), "claims.yaml")
-    write_table(
-        table[CLAIM_COLUMNS], args.out_csv, args.out_md, markdown=claims_markdown(table, args.summary, text, where)
-    )
+    from scaledl.report.judged import judged_markdown  # lazy, as above
+
+    page = claims_markdown(table, args.summary, text, where) + "\n" + judged_markdown(results, table)
+    write_table(table[CLAIM_COLUMNS], args.out_csv, args.out_md, markdown=page)
     print(f"wrote {args.out_md} and {args.out_csv} ({plural(len(claims), 'claim')}, {plural(len(table), 'row')})")
     return 0
 
