@@ -67,3 +67,24 @@ def test_a_summary_without_settings_columns_is_judged_as_before():
     assert isinstance(results, pd.DataFrame)
     (row,) = evaluate(results, FIG_6_1).to_dict("records")
     assert row["verdict"] == HOLDS and row["setting"] == "cifar10/cifar_alexnet, gpu, P=8"
+
+
+def test_a_one_seed_summary_says_it_is_a_smoke_test_and_names_the_config_that_gives_verdicts():
+    from scaledl.report.judged import SMOKE_TEST, smoke_note
+
+    one_seed = table(runs("async_easgd", [10], lr=[0.05]), runs("async_sgd", [20], lr=[0.05]))
+    assert smoke_note(one_seed) == SMOKE_TEST and "config/paper_small.yaml" in SMOKE_TEST
+    assert smoke_note(table(sweep(0.01, [10], [20]), sweep(0.05, [10], [20]))) == SMOKE_TEST  # 2 η are not 2 seeds
+    assert smoke_note(table(runs("async_easgd", FAST, lr=[0.05] * 5))) == ""
+
+
+def test_the_workflows_last_line_points_at_the_claims_and_figures():
+    from scaledl.grid.keys import RunKey
+    from scaledl.grid.rules import finished_line
+
+    one = {RunKey("digits", "lenet", a, "local", 2, 0): {} for a in ("async_easgd", "async_sgd")}
+    line = finished_line("default", one)
+    assert line.startswith("results/default/report/claims.md judges the paper's claims; figures in ")
+    assert "results/default/report/figures/" in line and "smoke test" in line and "config/paper_small.yaml" in line
+    five = {RunKey("digits", "lenet", "sync_sgd", "local", 2, seed): {} for seed in range(5)}
+    assert "smoke test" not in finished_line("paper_small", five)

@@ -60,3 +60,20 @@ def judged_markdown(results: pd.DataFrame, table: pd.DataFrame) -> str:
         algorithms = ", ".join(sorted(set(results.loc[points == point, "algorithm"].astype(str))))
         lines.append(f"Not judged: the runs at {point} ({algorithms}): no claim has runs of all its sides there.")
     return "\n".join(lines) + "\n"
+
+
+SMOKE_TEST = (
+    "**A smoke test: one seed per configuration.** No claim can be decided on one seed, so every verdict "
+    "below is *not comparable here*; `snakemake --cores 2 --configfile config/paper_small.yaml` (the same "
+    "comparisons over 5 seeds, tuned and at a shared η) gives verdicts."
+)
+
+
+def smoke_note(results: pd.DataFrame) -> str:
+    """SMOKE_TEST when no configuration of the summary ran more than one seed, else ""."""
+    key = [c for c in ("dataset", "model", "algorithm", "platform", "workers", "setting") if c in results]
+    names = [name for name in NAMES if name in results]
+    if results.empty or "seed" not in results:
+        return ""
+    seeds = results.astype({c: str for c in [*key, *names]}).groupby([*key, *names], dropna=False)["seed"].nunique()
+    return SMOKE_TEST if seeds.max() <= 1 else ""
