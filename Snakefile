@@ -57,3 +57,8 @@ rule all:
     default_target: True
     input:
         final_outputs(),
+
+
+# After a run that succeeded, its last line: where the claims and figures are (and whether it was a smoke test).
+onsuccess:
+    logger.info(grid_rules.finished_line(NAME, RUNS))

@@ -256,19 +256,37 @@ def test_plot_rejects_unknown_format_and_column(tmp_path):
         run_plot(parse(add_plot_arguments, [str(run), "--out", str(tmp_path / "x.png")]))
 
 
-def test_a_sweep_gives_the_summary_a_column_per_swept_key_and_target_step(tmp_path):
+def test_the_summary_has_a_column_per_setting_swept_or_not_and_target_step(tmp_path):
     folders = []
     for index, lr in enumerate((0.01, 0.05, 0.1)):
         folder = make_run(tmp_path / f"lr{index}", "sync_sgd")
         record = read_run_json(folder / "run.json")
         record["arguments"].update(lr=lr, setting=f"lr{lr:g}", sweep="lr")
+        record["hyper"]["lr"] = lr  # what the run used: run.json's hyper
         record["evaluation"]["target_step"] = 100 + index
         (folder / "run.json").write_text(json.dumps(record))
         folders.append(folder)
-    plain = make_run(tmp_path / "plain", "sync_easgd")
+    plain = make_run(tmp_path / "plain", "sync_easgd")  # unswept: its settings are columns all the same
     table = summarize([*folders, plain])
     columns = list(table.columns)
-    assert columns.index("lr") == columns.index("setting") + 1  # the swept key beside the setting
-    assert sorted(table["lr"].dropna()) == [0.01, 0.05, 0.1] and table["lr"].isna().sum() == 1
-    assert set(table["setting"]) == {"lr0.01", "lr0.05", "lr0.1", ""}  # an unswept run's setting is empty
+    assert columns.index("lr") == columns.index("setting") + 1  # the settings beside the setting
+    assert table.set_index("setting")["lr"].to_dict() == {"lr0.01": 0.01, "lr0.05": 0.05, "lr0.1": 0.1, "": 0.05}
+    assert {"batch_size", "momentum", "tau"} <= set(columns) and "alpha" not in columns  # α = ηρ: derived
     assert sorted(table["target_step"].dropna()) == [100, 101, 102] and "seconds_per_step" in columns
+
+
+def test_a_sweeps_curves_are_labelled_by_their_point_and_other_settings_by_their_values(tmp_path):
+    from scaledl.report.plots import labels
+
+    def run_at(folder, lr, setting):
+        folder = make_run(tmp_path / folder, "sync_sgd")
+        record = read_run_json(folder / "run.json")
+        record["hyper"]["lr"] = lr
+        record["arguments"].update(lr=lr, setting=setting, sweep="lr" if setting else None)
+        (folder / "run.json").write_text(json.dumps(record))
+        return load_curve(folder, "wall_s", "test_accuracy")
+
+    swept = [run_at("a", 0.01, "lr0.01"), run_at("b", 0.05, "lr0.05")]
+    assert labels(swept) == ["sync_sgd lr0.01", "sync_sgd lr0.05"]  # no two legend entries alike
+    unswept = [run_at("c", 0.005, None), run_at("d", 0.004, None)]  # two configs' runs plotted together
+    assert labels(unswept) == ["sync_sgd lr=0.005", "sync_sgd lr=0.004"]

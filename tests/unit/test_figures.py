@@ -412,3 +412,57 @@ def test_the_workflow_declares_the_figures_from_the_catalogue():
     common = (REPO / "workflow/rules/common.smk").read_text()
     assert "for figure in CATALOGUE" in rule and "for figure in FIGURE_NAMES" in common
     assert not re.findall(r"report/figures/(\w+)\.png", rule + common), "a figure spelt out by hand"
+
+
+def with_settings(run_dir, *, lr, setting="", seed=0):
+    """The run at `run_dir`, made a run at η `lr` (a sweep's point when `setting` names it)."""
+    record = json.loads((run_dir / "run.json").read_text())
+    record["hyper"]["lr"] = lr
+    record["arguments"].update(setting=setting or None, sweep="lr" if setting else None, lr=lr)
+    (run_dir / "run.json").write_text(json.dumps(record))
+    return run_dir
+
+
+def legend_labels(figure) -> dict[str, list[str]]:
+    """Each visible panel's title → its legend's labels (the targets left out)."""
+    return {
+        ax.get_title(): [t.get_text() for t in ax.get_legend().get_texts() if not t.get_text().startswith("target")]
+        for ax in figure.axes
+        if ax.get_visible() and ax.get_legend()
+    }
+
+
+def test_a_sweeps_points_are_panels_of_their_own_never_one_band_over_seeds(tmp_path):
+    """A two-value η sweep of Fig. 6.1's pair, one seed each: a panel per η, one line per algorithm with n=1,
+    never one line with n=2 whose band is the η range."""
+    runs = [
+        with_settings(make_run(tmp_path / f"lr{lr}", algorithm, accuracies=accuracies), lr=lr, setting=f"lr{lr:g}")
+        for lr, accuracies in ((0.01, (0.3, 0.5, 0.7)), (0.05, (0.5, 0.8, 0.95)))
+        for algorithm in ("async_easgd", "async_sgd")
+    ]
+    figure = FIGURES["fig6_1"](Inputs(load_runs(runs)))
+    assert legend_labels(figure) == {
+        "digits / lenet, local, P=2, lr0.01": ["async_easgd (n=1)", "async_sgd (n=1)"],
+        "digits / lenet, local, P=2, lr0.05": ["async_easgd (n=1)", "async_sgd (n=1)"],
+    }
+    breakdown = pair_breakdown(Inputs(load_runs(runs)))
+    titles = sorted(ax.get_title() for ax in breakdown.axes if ax.get_visible())
+    assert [title.splitlines()[1] for title in titles] == [
+        "digits / lenet, local, P=2, lr0.01",
+        "digits / lenet, local, P=2, lr0.05",
+    ]
+
+
+def test_runs_of_one_algorithm_at_two_settings_are_two_lines_named_by_what_differs(tmp_path):
+    """Two configs' runs drawn together (unswept η 0.005 and 0.004, two seeds each): two lines, each of its two
+    seeds, labelled with its η; the other side, at one setting, keeps its plain name."""
+    runs = [
+        with_settings(make_run(tmp_path / f"lr{lr}", "async_msgd", seed=seed), lr=lr, seed=seed)
+        for lr in (0.005, 0.004)
+        for seed in (0, 1)
+    ]
+    runs += [with_settings(make_run(tmp_path, "async_measgd", seed=seed), lr=0.01) for seed in (0, 1)]
+    figure = FIGURES["fig6_2"](Inputs(load_runs(runs)))
+    assert legend_labels(figure) == {
+        "digits / lenet, local, P=2": ["async_measgd (n=2)", "async_msgd lr=0.004 (n=2)", "async_msgd lr=0.005 (n=2)"]
+    }

@@ -593,6 +593,18 @@ def test_an_optional_block_runs_only_when_its_path_exists(tmp_path):
     assert {key.algorithm for key in grid.expand(cfg)} == {"sync_sgd"}
 
 
+def test_a_config_whose_every_block_is_skipped_is_refused_naming_the_folder_and_the_download(tmp_path):
+    absent = tmp_path / "raw/mnist"
+    cfg = config(
+        block(algorithms=["sync_sgd"], if_present=str(absent)),
+        block(algorithms=["sync_easgd"], if_present=str(absent)),
+    )
+    assert refused(cfg) == (
+        f"every experiment block is skipped: {absent} is missing (`if_present`), so nothing would train; "
+        f"run `scaledl download digits` (or put the dataset's files in {absent}) and start again"
+    )
+
+
 def test_a_batch_larger_than_a_shard_fails_while_the_grid_parses():
     # digits: 1797 images, 360 held out for testing (test_fraction 0.2), 1437 to train on
     assert datasets.train_images("digits", {"test_fraction": 0.2}) == 1437

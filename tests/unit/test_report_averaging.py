@@ -91,3 +91,24 @@ def test_the_averaging_table_pairs_a_straggler_with_its_uniform_twin(tmp_path):
         row["MB_to_target"] == f"{50 * 2 * 4 * PARAMETERS / 1e6:.4g} MB [{50 * 2 * 4 * PARAMETERS / 1e6:.4g}–"
         f"{50 * 2 * 4 * PARAMETERS / 1e6:.4g}] n=2"
     )
+
+
+def test_a_sweeps_points_are_rows_of_their_own_not_seeds_of_one(tmp_path):
+    """One seed at η 0.01 and one at 0.05 of each algorithm (the review's `lr: [0.01, 0.05]`): a row per η with
+    its lr and 1 seed, never "seeds 2, n=2" whose spread is the η range; an unvaried setting is no column."""
+    runs = [
+        with_fields(
+            make_run(tmp_path / f"lr{lr}", algorithm, time_to_target=time),
+            algorithm_report=[{"rank": 0, "exchanges": 150}],
+            **{"hyper.lr": lr, "arguments.setting": f"lr{lr:g}", "arguments.sweep": "lr", "evaluation.target_step": 40},
+        )
+        for lr, time in ((0.01, 4.0), (0.05, 2.0))
+        for algorithm in ("sync_sgd", "sync_easgd")
+    ]
+    table, notes = averaging_table(runs)
+    assert notes == [] and list(table.columns).index("lr") == list(table.columns).index("algorithm") + 1
+    assert "momentum" not in table.columns  # the same in every run
+    rows = table.set_index(["algorithm", "lr"])
+    assert sorted(rows.index) == [("sync_easgd", 0.01), ("sync_easgd", 0.05), ("sync_sgd", 0.01), ("sync_sgd", 0.05)]
+    assert (table["seeds"] == 1).all()
+    assert rows.loc[("sync_sgd", 0.01), "time_to_target_s"].startswith("4 ")

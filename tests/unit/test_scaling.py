@@ -137,6 +137,25 @@ def test_cli_writes_the_scaling_table(tmp_path, capsys):
     table = pd.read_csv(out)
     assert table["efficiency"].tolist() == pytest.approx([1.0, 0.5])
     markdown = out.with_suffix(".md").read_text()
-    assert markdown.startswith("| dataset | model | algorithm | platform | seed | scaling | nodes | workers |")
+    assert markdown.startswith(
+        "| dataset | model | algorithm | platform | seed | settings | scaling | nodes | workers |"
+    )
     assert "| weak |" in markdown and "0.5 |" in markdown
     assert "2 rows from 2 runs" in capsys.readouterr().out
+
+
+def test_two_step_sizes_are_two_sweeps_and_a_rho_set_by_beta_and_p_is_one(tmp_path):
+    """The same algorithm swept over P at η 0.01 and 0.05: two sweeps, each named by its η, never one sweep with
+    two runs per P; ρ = β/(ηP) changes with P alone, so it does not split a sweep."""
+    runs = []
+    for lr in (0.01, 0.05):
+        for workers, spp in ((4, 0.10), (8, 0.125)):
+            run_dir = make_run(tmp_path / f"lr{lr}", workers=workers, batch=64, spp=spp)
+            record = json.loads((run_dir / "run.json").read_text())
+            record["hyper"].update(lr=lr, beta=0.9, rho=0.9 / (lr * workers), alpha=0.9 / workers)
+            (run_dir / "run.json").write_text(json.dumps(record))
+            runs.append(run_dir)
+    table, notes = scaling_table(runs)
+    assert notes == []  # no "several runs share a worker count"
+    assert table.groupby("settings")["workers"].apply(list).to_dict() == {"lr=0.01": [4, 8], "lr=0.05": [4, 8]}
+    assert table["efficiency"].tolist() == pytest.approx([1.0, 0.8, 1.0, 0.8])

@@ -697,7 +697,7 @@ def test_paper_config_partitions_one_knl_chip(shipped_dry_runs):
 @pytest.mark.timeout(900)
 def test_tiny_run_end_to_end(workdir):
     # an earlier attempt of one training that did not finish (Ctrl-C): its log must survive the run that redoes it
-    earlier = workdir / "logs/test/runs/synthetic/lenet/sync_sgd/local/p2/s0.log"
+    earlier = workdir / "logs/test/runs/synthetic/lenet/sync_sgd/local/p2/lr0.05/s0.log"
     earlier.parent.mkdir(parents=True)
     earlier.write_text("step 10/40 ... interrupted\n")
     result = snakemake(workdir, "--cores", "2", "--configfile", "config/test.yaml", timeout=600)
@@ -708,14 +708,17 @@ def test_tiny_run_end_to_end(workdir):
     assert "kept the log of 1 earlier attempt(s) that did not finish (e.g. logs/test/runs/" in output_of(result)
 
     summary = pd.read_csv(workdir / "results/test/tables/summary.csv")
-    assert sorted(summary["algorithm"]) == ["sync_easgd", "sync_sgd"]
+    assert sorted(zip(summary["algorithm"], summary["lr"], summary["setting"])) == [
+        (algorithm, lr, f"lr{lr:g}") for algorithm in ("sync_easgd", "sync_sgd") for lr in (0.05, 0.1)
+    ]  # config/test.yaml sweeps η over two values
     assert set(summary["dataset"]) == {"synthetic"} and set(summary["platform"]) == {"local"}
     assert (summary["workers"] == 2).all() and (summary["steps"] > 0).all()
     assert summary["final_test_accuracy"].between(0, 1).all()
     assert (workdir / "results/test/tables/summary.md").read_text().count("\n") == 2 + len(summary)
     assert (workdir / "results/test/plots/accuracy_vs_time.png").read_bytes()[:4] == b"\x89PNG"
     for algorithm in ("sync_sgd", "sync_easgd"):
-        assert (workdir / f"benchmarks/test/runs/synthetic/lenet/{algorithm}/local/p2/s0.tsv").exists()
+        assert (workdir / f"benchmarks/test/runs/synthetic/lenet/{algorithm}/local/p2/lr0.1/s0.tsv").exists()
+    assert_the_sweeps_points_stay_apart(workdir, output_of(result))
 
     assert (workdir / "results/test/tables/scaling.csv").exists()  # no sweep here: a header only
 
@@ -724,7 +727,7 @@ def test_tiny_run_end_to_end(workdir):
     assert netbench["machine"]["ranks"] == 2 and netbench["alpha_s"] > 0 and netbench["beta_s_per_byte"] > 0
     assert max(row["bytes"] for row in netbench["p2p"]["links"][0]["table"]) == 64 << 10  # config/test.yaml's max_size
     comm_model = pd.read_csv(workdir / "results/test/tables/comm_model/local.csv")
-    assert sorted(comm_model["algorithm"]) == ["sync_easgd", "sync_sgd"]
+    assert sorted(comm_model["algorithm"]) == ["sync_easgd", "sync_easgd", "sync_sgd", "sync_sgd"]
     assert (comm_model["measured_exposed_s"] > 0).all() and (comm_model["predicted_bandwidth_optimal_s"] > 0).all()
     scaling_model = pd.read_csv(workdir / "results/test/tables/comm_model/local_scaling.csv")
     assert {"measured", "fdr_ib"} <= set(scaling_model["network"]) and 4253 in set(scaling_model["workers"])
@@ -736,7 +739,7 @@ def test_tiny_run_end_to_end(workdir):
     cascade = snakemake(workdir, "-n", "--configfile", "config/test.yaml", "--forcerun", "prepare")
     assert job_counts(cascade) == {
         "prepare": 1,
-        "train": 2,
+        "train": 4,
         "aggregate": 3,  # a job per table: summary, scaling, averaging
         "plot_accuracy_vs_time": 1,
         "comm_model": 1,
@@ -746,8 +749,8 @@ def test_tiny_run_end_to_end(workdir):
     }
 
     # rerunning one training target re-executes that job and the tables downstream, nothing else
-    target = "results/test/runs/synthetic/lenet/sync_sgd/local/p2/s0/run.json"
-    other = workdir / "results/test/runs/synthetic/lenet/sync_easgd/local/p2/s0/run.json"
+    target = "results/test/runs/synthetic/lenet/sync_sgd/local/p2/lr0.05/s0/run.json"
+    other = workdir / "results/test/runs/synthetic/lenet/sync_easgd/local/p2/lr0.05/s0/run.json"
     before = other.stat().st_mtime_ns
     rerun = snakemake(workdir, "--cores", "2", "--configfile", "config/test.yaml", "--forcerun", target, timeout=300)
     assert rerun.returncode == 0, output_of(rerun)
@@ -760,8 +763,38 @@ def test_tiny_run_end_to_end(workdir):
         "figures": 1,
         "all": 1,
     }
-    assert f"output: results/test/runs/synthetic/lenet/sync_sgd/local/p2/s0/metrics.csv, {target}" in output_of(rerun)
+    assert f"output: results/test/runs/synthetic/lenet/sync_sgd/local/p2/lr0.05/s0/metrics.csv, {target}" in output_of(
+        rerun
+    )
     assert other.stat().st_mtime_ns == before
+
+
+def assert_the_sweeps_points_stay_apart(workdir, output):
+    """config/test.yaml's two η, one seed each: the averaging table, the figures and the claims keep them apart
+    (never one configuration of two seeds whose spread is the η range), and the last line points at the report."""
+    averaging = pd.read_csv(workdir / "results/test/tables/averaging.csv")
+    assert sorted(zip(averaging["algorithm"], averaging["lr"])) == [
+        (algorithm, lr) for algorithm in ("sync_easgd", "sync_sgd") for lr in (0.05, 0.1)
+    ]
+    assert (averaging["seeds"] == 1).all()
+
+    from scaledl.report.figures import FIGURES, Inputs, load_runs  # the figures of the workflow's runs, redrawn
+
+    runs = load_runs(sorted(workdir.glob("results/test/runs/**/run.json")))
+    figure = FIGURES["averaging"](Inputs(runs))
+    panels = {
+        ax.get_title(): [t.get_text() for t in ax.get_legend().get_texts()] for ax in figure.axes if ax.get_visible()
+    }
+    assert sorted(panels) == ["synthetic / lenet, local, P=2, lr0.05", "synthetic / lenet, local, P=2, lr0.1"]
+    assert all(sum("(n=1)" in label for label in labels) == 2 for labels in panels.values())
+
+    claims = pd.read_csv(workdir / "results/test/report/claims.csv")
+    page = (workdir / "results/test/report/claims.md").read_text()
+    said_missing = claims["reason"].str.contains(r"no runs of (?:[\w, ]*, )?sync_(?:easgd|sgd)(?:,| in)", regex=True)
+    assert not said_missing.any(), claims["reason"].tolist()  # the four runs are there
+    assert "| shared η | lr0.05 | sync_easgd |" in page and "| shared η | lr0.1 | sync_easgd |" in page
+    assert "A smoke test: one seed per configuration" in page  # two η are not two seeds
+    assert "results/test/report/claims.md judges the paper's claims; figures in results/test/report/figures/" in output
 
 
 # ---- plug-ins ----------------------------------------------------------------

@@ -200,3 +200,19 @@ def resources_of(resources: Callable[[Any], Mapping[str, Any]], names: Iterable[
         return value
 
     return {name: pick(name) for name in names}
+
+
+def finished_line(name: str, runs: Mapping[RunKey, RunSettings]) -> str:
+    """The workflow's last line after a run that succeeded: where its claims and figures are, and, when every
+    configuration ran one seed, that they are a smoke test and which config gives verdicts."""
+    seeds = {}
+    for key in runs:
+        if key.stage == RUNS_STAGE:
+            seeds.setdefault(key._replace(seed=0), set()).add(key.seed)
+    line = f"results/{name}/report/claims.md judges the paper's claims; figures in results/{name}/report/figures/"
+    if seeds and max(map(len, seeds.values())) == 1:
+        line += (
+            "; one seed per configuration: a smoke test, no claim can be decided "
+            "(config/paper_small.yaml gives verdicts: snakemake --cores 2 --configfile config/paper_small.yaml)"
+        )
+    return line

@@ -158,10 +158,28 @@ def expand(config: Mapping) -> dict[RunKey, RunSettings]:
         raise GridError(str(error)) from None
 
 
+def absent(block: Mapping) -> bool:
+    """An optional block (`if_present`) whose path is not on this machine."""
+    return bool(block.get("if_present")) and not Path(block["if_present"]).exists()
+
+
+def every_block_skipped(blocks: list[Mapping]) -> str:
+    """The one line refusing a config whose every block is skipped: nothing would train."""
+    paths = ", ".join(dict.fromkeys(str(block["if_present"]) for block in blocks))
+    datasets = " ".join(dict.fromkeys(str(block["dataset"]) for block in blocks))
+    return (
+        f"every experiment block is skipped: {paths} is missing (`if_present`), so nothing would train; "
+        f"run `scaledl download {datasets}` (or put the dataset's files in {paths}) and start again"
+    )
+
+
 def _expand(config: Mapping) -> dict[RunKey, RunSettings]:
     runs: dict[RunKey, RunSettings] = {}
+    skipped = [block for block in config["experiments"] if absent(block)]
+    if skipped and len(skipped) == len(config["experiments"]):
+        raise GridError(every_block_skipped(skipped))
     for number, block in enumerate(config["experiments"]):
-        if block.get("if_present") and not Path(block["if_present"]).exists():
+        if absent(block):
             continue  # an optional block: its data (a real dataset, say) is not on this machine
         for setting, point in block_points(number, config, block):
             check_block(number, config, block, point)
@@ -170,7 +188,7 @@ def _expand(config: Mapping) -> dict[RunKey, RunSettings]:
                     settings["sweep"] = ",".join(tune.tuned_names(key.algorithm, config))
                 add_run(runs, number, key, settings, config)
     for number, block in enumerate(config["experiments"]):
-        if block.get("tuned") and not (block.get("if_present") and not Path(block["if_present"]).exists()):
+        if block.get("tuned") and not absent(block):
             for key, settings in trials_of(number, config, block):
                 add_run(runs, number, key, settings, config)
     regime.check(config)

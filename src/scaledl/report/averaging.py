@@ -1,10 +1,13 @@
 """The averaging family side by side (`scaledl aggregate --table averaging`).
 
-One row per variant (dataset, model, platform, workers, algorithm, τ, codec, straggler), its
-seeds summarised as median [min–max] n; bytes as scaledl.report.communication counts them. A row
+One row per variant (dataset, model, platform, workers, algorithm, τ, codec, straggler) and
+configuration (the settings it ran with, swept or not: scaledl.report.identity; those that differ
+between the table's rows are columns after `algorithm`), its seeds summarised as median [min–max] n;
+bytes as scaledl.report.communication counts them. Runs at other settings (a sweep's points) are
+rows of their own, never seeds of one row. A row
 run with a straggler (--straggler) also shows how much longer it took to reach the target than
 the same variant without one, paired by seed (the uniform run is the row with no straggler that
-differs only in its platform name, as configs name such variants).
+differs only in its platform name, at the same settings, as configs name such variants).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from scaledl.report.communication import bytes_to_target, communication
+from scaledl.report.identity import differing, frozen
 from scaledl.report.runs import Run, read_runs
 from scaledl.report.stats import fixed, measured, per_key_ratios, spread_of
 
@@ -47,6 +51,9 @@ def averaging_row(run: Run) -> dict:
         "bytes_to_target": bytes_to_target(record),
         "time_to_target_s": record["time_to_target_s"] if reached else math.inf,
         "seconds_per_step": record.get("seconds_per_step"),
+        # the configuration beyond the variant's own columns (hashable, to group by)
+        "settings": frozen({k: v for k, v in run.settings.items() if k not in VARIANT}),
+        "settings_values": run.settings,
     }
 
 
@@ -72,19 +79,24 @@ def averaging_table(paths: list[str | Path]) -> tuple[pd.DataFrame, list[str]]:
     out, notes = [], []
     if rows.empty:
         return pd.DataFrame(columns=AVERAGING_COLUMNS), notes
-    for key, group in rows.groupby([*VARIANT, "platform"], sort=True, dropna=False):
-        variant = dict(zip([*VARIANT, "platform"], key))
+    shown = [n for n in differing(rows["settings_values"]) if n not in VARIANT]  # what tells the rows apart
+    for key, group in rows.groupby([*VARIANT, "platform", "settings"], sort=True, dropna=False):
+        variant = dict(zip([*VARIANT, "platform", "settings"], key))
+        variant.pop("settings")
+        settings = group["settings_values"].iloc[0]
         uniform = None
         if variant["straggler"] != "none":
-            match = rows
+            match = rows[rows["settings"].map(key[-1].__eq__)]
             for column in VARIANT[:-1]:
                 match = match[match[column] == variant[column]]
             uniform = match[match["straggler"] == "none"]
             if uniform.empty:
-                notes.append(f"{'/'.join(str(v) for v in key)}: no run without a straggler to compare with")
+                label = "/".join(str(v) for v in variant.values())
+                notes.append(f"{label}: no run without a straggler to compare with")
         out.append(
             {
                 **variant,
+                **{name: settings.get(name) for name in shown},
                 "seeds": len(group),
                 "MB_per_step": float(group["bytes_per_step"].iloc[0]) / 1e6,
                 "final_test_accuracy": spread(group["final_test_accuracy"]),
@@ -96,4 +108,5 @@ def averaging_table(paths: list[str | Path]) -> tuple[pd.DataFrame, list[str]]:
                 "seconds_per_step": spread(group["seconds_per_step"]),
             }
         )
-    return pd.DataFrame(out, columns=AVERAGING_COLUMNS), notes
+    at = AVERAGING_COLUMNS.index("algorithm") + 1
+    return pd.DataFrame(out, columns=[*AVERAGING_COLUMNS[:at], *shown, *AVERAGING_COLUMNS[at:]]), notes

@@ -14,8 +14,11 @@ say), with our numbers and a reason.
 Protocols. A claim is judged twice where the config ran both: on the
 **tuned** runs (setting `tuned`: each algorithm at its own best settings from
 the tune stage, an equal budget of trials per method) and on the
-**shared-η** runs (no setting: one step size for every method, the ablation),
-so a reader sees how much of a verdict the protocol decides. A claim whose
+**shared-η** runs (no setting: one step size for every method, the ablation;
+and each point of a sweep, `lr0.05`, judged on its own: the row's setting names
+it), so a reader sees how much of a verdict the protocol decides. A side is one
+configuration (its settings, swept or not: scaledl.report.identity); runs of
+one algorithm at several settings are never pooled as seeds, but refused. A claim whose
 sides name a setting (`sync_sgd@tuned-lr0.1x`) is judged once, on those runs
 (the controls).
 
@@ -139,6 +142,7 @@ from scaledl.grid.tune import TUNED as TUNED_SETTING
 from scaledl.grid.tune import same_cell
 from scaledl.net.alphabeta import COST_MODELS, Network, efficiency
 from scaledl.report.comm_model import measured_per_step
+from scaledl.report.identity import NAMES, value_text
 from scaledl.report.runs import RUN_KEY, SETTING, read_run
 from scaledl.report.sensitivity import claim_text
 from scaledl.report.sides import first_present, side_name, side_spec
@@ -172,6 +176,8 @@ RUNNER_UP = "runner-up η"  # the tuned runs again at each side's second-best η
 PROTOCOLS = (TUNED, RUNNER_UP, SHARED)  # the order of the report's columns
 # the summary's `setting` of each protocol's runs
 PROTOCOL_SETTINGS = {TUNED: ("tuned",), RUNNER_UP: (f"tuned-{RUNNER_UP_SETTING}",), SHARED: ("",)}
+# ... and a sweep's points ("lr0.05"), judged as shared-η runs each apart; "tuned-lr0.1x" only by the controls
+TUNED_PREFIX = "tuned"
 
 TIME_METRIC = "time_to_target_s"
 STEPS_METRIC = "steps_to_target"  # interpolated, as the time (scaledl.train.monitor.crossing)
@@ -533,11 +539,22 @@ def sides_or_missing(frame: pd.DataFrame, specs: list) -> tuple[list[Side], Verd
     missing = tuple(f"runs of {side_name(split_setting(spec)[0])}" for spec, side in zip(specs, picked) if side is None)
     if missing:
         return [], Verdict(NOT_COMPARABLE, reason=f"missing {', '.join(missing)}", missing=missing)
+    pooled = [f"{side.label}: {apart}" for side in picked if (apart := several_configurations(side.rows))]
+    if pooled:
+        reason = f"a side is one configuration, never several pooled as seeds; here {'; '.join(pooled)}"
+        return [], Verdict(NOT_COMPARABLE, reason=reason)
     labels = [(side.label, tuple(side.rows.index)) for side in picked]
     if len(set(labels)) < len(labels):
         # e.g. chip_partition "largest" and "1" when only P = 1 ran: one set of runs, nothing to compare
         return [], Verdict(NOT_COMPARABLE, reason="both sides are the same runs", missing=("a second worker count",))
     return picked, None
+
+
+def several_configurations(rows: pd.DataFrame) -> str:
+    """ "lr 0.005, 0.004": the settings on which a side's runs differ (scaledl.report.identity), "" for none."""
+    names = [name for name in NAMES if name in rows]
+    differ = [name for name in names if rows[name].dropna().astype(str).nunique() > 1]
+    return "; ".join(f"{n} {', '.join(sorted(set(rows[n].dropna().map(value_text)), key=str))}" for n in differ)
 
 
 def as_verdict(c: Comparison) -> Verdict:
@@ -1044,6 +1061,11 @@ def setting_label(per: tuple[str, ...], key: tuple) -> str:
     return ", ".join([label, *rest] if label else rest)
 
 
+def grid_point(setting: str) -> str:
+    """A sweep's point as a row's setting ends (", lr0.05"); nothing for a protocol's own (none, tuned)."""
+    return f", {setting}" if setting and setting != TUNED_PREFIX else ""
+
+
 def row(
     claim: Claim, protocol: str, setting: str, verdict: Verdict, simulated_on: str = "", sensitivity: str = ""
 ) -> dict:
@@ -1139,9 +1161,12 @@ def evaluate_claim(results: pd.DataFrame, claim: Claim, ctx: Context, protocol: 
     rows, incomplete, missing = [], [], {}
     # simulated runs never share a verdict with measured ones, whatever the claim's `per`
     apart = ["simulated_on"] if "simulated_on" in runs and "simulated_on" not in claim.per else []
-    for key, group in runs.groupby([*claim.per, *apart], sort=True, dropna=False):
+    # each point of a sweep is judged on its own, its name ending the row's setting (a control's sides name theirs)
+    point = ["setting"] if "setting" in runs and "setting" not in claim.per and not claim.names_settings else []
+    runs = runs.assign(setting=runs["setting"].fillna("").astype(str)) if point else runs
+    for key, group in runs.groupby([*claim.per, *point, *apart], sort=True, dropna=False):
         key = key if isinstance(key, tuple) else (key,)
-        label = setting_label(claim.per, key[: len(claim.per)])
+        label = setting_label(claim.per, key[: len(claim.per)]) + grid_point(key[len(claim.per)] if point else "")
         verdict = judge(group, claim, ctx)
         if verdict.missing:
             incomplete.append(label)
@@ -1167,6 +1192,7 @@ def protocols_of(results: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """The protocols the results hold runs of: {tuned, shared η: their runs}, tuned first."""
     settings = results["setting"].fillna("").astype(str) if "setting" in results else pd.Series("", results.index)
     found = {name: results[settings.isin(values)] for name, values in PROTOCOL_SETTINGS.items()}
+    found[SHARED] = results[~settings.str.startswith(TUNED_PREFIX)]  # no setting, or a sweep's point
     return {name: runs for name, runs in found.items() if not runs.empty} or {SHARED: results.iloc[0:0]}
 
 

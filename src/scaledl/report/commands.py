@@ -339,9 +339,12 @@ def claims_run(args: argparse.Namespace) -> int:
     context = Context(devices=devices, network=networks.pop("*", None), networks=networks, sensitivity=sensitivity)
     table = evaluate(results, claims, context, where=str(args.summary))
     text, where = (args.claims.read_text(), str(args.claims)) if args.claims else (default_claims_text(), "claims.yaml")
-    write_table(
-        table[CLAIM_COLUMNS], args.out_csv, args.out_md, markdown=claims_markdown(table, args.summary, text, where)
-    )
+    from scaledl.report.judged import judged_markdown, smoke_note  # lazy, as above
+
+    title, _, body = claims_markdown(table, args.summary, text, where).partition("\n\n")
+    smoke = smoke_note(results)
+    page = "\n\n".join([title, *([smoke] if smoke else []), body]) + "\n" + judged_markdown(results, table)
+    write_table(table[CLAIM_COLUMNS], args.out_csv, args.out_md, markdown=page)
     print(f"wrote {args.out_md} and {args.out_csv} ({plural(len(claims), 'claim')}, {plural(len(table), 'row')})")
     return 0
 
@@ -520,9 +523,17 @@ def compare_run(args: argparse.Namespace) -> int:
     unmatched = f"; {len(only_a)} only in A, {len(only_b)} only in B" if only_a or only_b else ""
     settings = sorted(set(table.loc[table["verdict"] == "setting changed", "metric"]))
     unmatched += f"; the sides ran with other {', '.join(settings)}" if settings else ""
+    differ = table[table["verdict"] == comparing.SETTINGS_DIFFER]
+    compared = table[table["verdict"] != comparing.SETTINGS_DIFFER]
+    if len(differ):
+        keys = len(differ.groupby(comparing.MATCH))
+        unmatched += (
+            f"; {plural(keys, 'configuration')} not compared, the sides ran other "
+            f"{', '.join(sorted(set(differ['metric'])))} (the comparison's page says which)"
+        )
     print(
-        f"wrote {args.out}" + (f" and {markdown}" if markdown else "") + f": {plural(len(table), 'metric')} of "
-        f"{plural(len(table.groupby(comparing.MATCH)), 'configuration')}, {changed} changed beyond the seeds' "
+        f"wrote {args.out}" + (f" and {markdown}" if markdown else "") + f": {plural(len(compared), 'metric')} of "
+        f"{plural(len(compared.groupby(comparing.MATCH)), 'configuration')}, {changed} changed beyond the seeds' "
         f"spread{unmatched}"
     )
     return 0

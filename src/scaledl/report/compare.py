@@ -12,10 +12,13 @@ a verdict:
     not beyond the seeds' spread    they overlap
     one seed                        a side has a single seed, so there is no spread to judge against
 
-A matched configuration that ran under other conditions on the two sides (threads per rank, ranks, a
-setting the grid varied) gets a row per condition with the verdict "setting changed": its metrics then
-differ by that too, not only by the code (a thread count changes a reduction's order, so even a bitwise
-repeatable accuracy may move).
+A configuration is also its settings, swept or not (lr, beta, momentum, tau, ...: the summary's columns
+after `setting`, scaledl.report.identity): runs pair only at identical settings. Where both sides ran a
+configuration of that key at other settings (η 0.005 in A, 0.004 in B), its metrics are not compared: a
+row per differing setting says "settings differ", with each side's values. A matched configuration that
+ran under other conditions (threads per rank, ranks) gets a row per condition with the verdict "setting
+changed" beside its compared metrics: they then differ by that too, not only by the code (a thread count
+changes a reduction's order, so even a bitwise repeatable accuracy may move).
 
 With s seeds a side, two identical configurations give disjoint ranges with
 probability 2 / C(2s, s) (0.1 at 3 seeds, 0.008 at 5): "changed" at 3
@@ -31,8 +34,9 @@ import pandas as pd
 
 from scaledl.errors import UserError
 from scaledl.report.claims import read_summary
+from scaledl.report.identity import settings_text
 from scaledl.report.runs import RUN_KEY, expand_runs
-from scaledl.report.summary import SUMMARY_COLUMNS, summarize
+from scaledl.report.summary import settings_columns, summarize
 from scaledl.report.tables import format_cell
 
 MATCH = [column for column in RUN_KEY if column != "seed"]
@@ -49,10 +53,11 @@ METRICS = [
     "bytes_to_target",
 ]
 COLUMNS = [
-    *MATCH, "metric", "a_seeds", "a_median", "a_min", "a_max", "b_seeds", "b_median", "b_min", "b_max",
+    *MATCH, "settings", "metric", "a_seeds", "a_median", "a_min", "a_max", "b_seeds", "b_median", "b_min", "b_max",
     "b_minus_a", "b_over_a", "verdict", "a_values", "b_values",
 ]  # fmt: skip
-VERDICTS = ("setting changed", "changed", "not beyond the seeds' spread", "one seed")
+SETTINGS_DIFFER = "settings differ"  # not compared: the two sides' runs of this key are other configurations
+VERDICTS = (SETTINGS_DIFFER, "setting changed", "changed", "not beyond the seeds' spread", "one seed")
 # How a run ran rather than what it measured: a difference is reported, not judged against the seeds.
 CONDITIONS = ["ranks", "threads"]
 
@@ -73,7 +78,7 @@ def read_side(path: Path) -> pd.DataFrame:
         raise UserError(
             f"{path}: not a summary table (no column {', '.join(missing)}); write it with scaledl aggregate"
         )
-    frame["setting"] = frame["setting"].fillna("")
+    frame["setting"] = frame["setting"].astype(object).fillna("")
     return frame
 
 
@@ -85,14 +90,24 @@ def spread_verdict(a: pd.Series, b: pd.Series) -> str:
 
 
 def conditions(a: pd.DataFrame, b: pd.DataFrame) -> list[str]:
-    """The condition columns both sides have: CONDITIONS and the settings a grid varied (the columns a summary
-    holds beyond its own: scaledl.report.summary.summarize)."""
-    swept = [c for c in a.columns if c not in SUMMARY_COLUMNS and c not in METRICS and c != "seed"]
-    return [c for c in [*CONDITIONS, *swept] if c in a.columns and c in b.columns]
+    """The condition columns both sides have (CONDITIONS)."""
+    return [c for c in CONDITIONS if c in a.columns and c in b.columns]
 
 
-def condition_row(key: tuple, name: str, va: pd.Series, vb: pd.Series) -> dict | None:
-    """A "setting changed" row where the two sides' values of condition `name` differ, else None."""
+def identity(a: pd.DataFrame, b: pd.DataFrame) -> list[str]:
+    """The settings columns of either side (the columns a summary holds beyond its own); a side without one
+    (a summary of an older version) gets it empty."""
+    found = [c for c in [*settings_columns(a), *settings_columns(b)] if c not in METRICS and c != "seed"]
+    return list(dict.fromkeys(found))
+
+
+def settings_label(names: list[str], values: tuple) -> str:
+    """ "lr=0.05, beta=0.9": a configuration's settings (those it has)."""
+    return settings_text({name: value for name, value in zip(names, values) if value != ""})
+
+
+def condition_row(key: tuple, name: str, va: pd.Series, vb: pd.Series, verdict: str = "setting changed") -> dict | None:
+    """A `verdict` row where the two sides' values of condition (or setting) `name` differ, else None."""
     values_a, values_b = (sorted(set(v.dropna().tolist()), key=str) for v in (va, vb))
     if values_a == values_b:
         return None
@@ -107,7 +122,7 @@ def condition_row(key: tuple, name: str, va: pd.Series, vb: pd.Series) -> dict |
     ratio = spread["b_median"] / spread["a_median"] if numeric and spread["a_median"] else None
     return {
         **dict(zip(MATCH, key)), "metric": name, "a_seeds": len(va), "b_seeds": len(vb), **spread,
-        "b_minus_a": difference, "b_over_a": ratio, "verdict": "setting changed",
+        "b_minus_a": difference, "b_over_a": ratio, "verdict": verdict,
         "a_values": ", ".join(map(str, values_a)), "b_values": ", ".join(map(str, values_b)),
     }  # fmt: skip
 
@@ -115,13 +130,26 @@ def condition_row(key: tuple, name: str, va: pd.Series, vb: pd.Series) -> dict |
 def compare(a: pd.DataFrame, b: pd.DataFrame) -> tuple[pd.DataFrame, list[tuple], list[tuple]]:
     """(one row per matched configuration and metric, the keys only in A, the keys only in B); a condition
     that differs between the sides is a row of its own (condition_row)."""
-    groups_a = {key: rows for key, rows in a.groupby(MATCH, dropna=False, sort=True)}
-    groups_b = {key: rows for key, rows in b.groupby(MATCH, dropna=False, sort=True)}
+    names = identity(a, b)
+    a, b = (side.reindex(columns=[*side.columns, *[n for n in names if n not in side]]) for side in (a, b))
+    # one spelling of "none" on both sides (two NaN are no equal keys)
+    a, b = (side.astype({name: object for name in names}).fillna({name: "" for name in names}) for side in (a, b))
+    groups_a = {key: rows for key, rows in a.groupby([*MATCH, *names], dropna=False, sort=True)}
+    groups_b = {key: rows for key, rows in b.groupby([*MATCH, *names], dropna=False, sort=True)}
     rows, compared = [], conditions(a, b)
+    for key in sorted(set(groups_a) - set(groups_b), key=str):  # other settings on the other side: said, not paired
+        for other in sorted(
+            (k for k in set(groups_b) - set(groups_a) if k[: len(MATCH)] == key[: len(MATCH)]), key=str
+        ):
+            for name in names:
+                va, vb = groups_a[key][name], groups_b[other][name]
+                row = condition_row(key[: len(MATCH)], name, va, vb, SETTINGS_DIFFER)
+                rows += [{**row, "settings": settings_label(names, key[len(MATCH) :])}] if row else []
     for key in sorted(set(groups_a) & set(groups_b), key=str):
+        settings = settings_label(names, key[len(MATCH) :])
         for name in compared:
-            row = condition_row(key, name, groups_a[key][name], groups_b[key][name])
-            rows += [row] if row else []
+            row = condition_row(key[: len(MATCH)], name, groups_a[key][name], groups_b[key][name])
+            rows += [{**row, "settings": settings}] if row else []
         for metric in METRICS:
             if metric not in groups_a[key] or metric not in groups_b[key]:
                 continue
@@ -133,6 +161,7 @@ def compare(a: pd.DataFrame, b: pd.DataFrame) -> tuple[pd.DataFrame, list[tuple]
             rows.append(
                 {
                     **dict(zip(MATCH, key)),
+                    "settings": settings,
                     "metric": metric,
                     "a_seeds": len(va),
                     "a_median": ma,
@@ -147,8 +176,9 @@ def compare(a: pd.DataFrame, b: pd.DataFrame) -> tuple[pd.DataFrame, list[tuple]
                     "verdict": spread_verdict(va, vb),
                 }
             )
-    only_a = sorted(set(groups_a) - set(groups_b), key=str)
-    only_b = sorted(set(groups_b) - set(groups_a), key=str)
+    apart = {key[: len(MATCH)] for key in groups_a} & {key[: len(MATCH)] for key in groups_b}  # said above
+    only_a = sorted({key[: len(MATCH)] for key in set(groups_a) - set(groups_b)} - apart, key=str)
+    only_b = sorted({key[: len(MATCH)] for key in set(groups_b) - set(groups_a)} - apart, key=str)
     return pd.DataFrame(rows, columns=COLUMNS), only_a, only_b
 
 
@@ -158,10 +188,20 @@ def markdown(table: pd.DataFrame, a: Path, b: Path, only_a: list[tuple], only_b:
     lines = [
         f"# {b} against {a}",
         "",
-        f"Rows match on {', '.join(MATCH)}; each side's seeds are its repeats. Verdicts ({counts}): 'changed' "
-        "when the two ranges over seeds do not overlap; B − A and B ÷ A are of the medians.",
+        f"Rows match on {', '.join(MATCH)} and the settings the runs ran with (lr, beta, ...); each side's "
+        f"seeds are its repeats. Verdicts ({counts}): 'changed' when the two ranges over seeds do not overlap; "
+        "B − A and B ÷ A are of the medians.",
         "",
     ]
+    differ = table[table["verdict"] == SETTINGS_DIFFER]
+    if len(differ):
+        said = sorted({f"{'/'.join(map(str, (r.algorithm, r.platform, f'p{r.workers}')))} {r.metric} "
+                       f"{r.a_values} → {r.b_values}" for r in differ.itertuples()})  # fmt: skip
+        lines += [
+            f"**Not compared: the sides ran other settings** ({'; '.join(said)}): a configuration is compared "
+            "only with the same settings.",
+            "",
+        ]
     changed = table[table["verdict"] == "setting changed"]
     if len(changed):
         said = sorted({f"{r.metric} {r.a_values} → {r.b_values}" for r in changed.itertuples()})

@@ -5,9 +5,12 @@ returns a matplotlib Figure, or raises `NotDrawn` with the reason when the
 runs it needs are not in the set; `write_figures` then writes a placeholder
 PNG saying so, so a workflow can always declare every file.
 
-A *setting* is what a comparison holds fixed: dataset, model, platform and
-worker count. In a setting, the seeds of one algorithm are summarised, never
-drawn one by one:
+A *setting* is what a comparison holds fixed: dataset, model, platform, worker
+count and the run's point of the grid (tuned, a sweep's values: a panel each,
+as the claims judge them). In a setting, the seeds of one configuration of an
+algorithm (the settings it ran with: scaledl.report.identity) are summarised,
+never drawn one by one; two configurations are two lines, each named by what
+tells them apart, never one line whose spread is their difference:
 
 - accuracy vs training time (fig6_*, fig8): each seed's test accuracy is a
   step curve over its training clock (`train_s`: evaluation excluded,
@@ -43,6 +46,7 @@ from scaledl.report.catalogue import FIGURE_NAMES
 from scaledl.report.claims import load_claims, sides_of, split_setting
 from scaledl.report.comm_model import cost_options
 from scaledl.report.communication import communication, rounds_by
+from scaledl.report.identity import configurations
 from scaledl.report.runs import RUN_KEY, Run, read_runs
 from scaledl.report.scaling import efficiency_table, sweep_row
 from scaledl.report.sides import first_present, side_names
@@ -111,10 +115,16 @@ def load_runs(paths: list[str | Path]) -> list[Run]:
     return [checked(run) for run in read_runs(paths)]
 
 
+def run_setting(run: Run) -> tuple:
+    """What a comparison holds fixed, with the run's grid setting (tuned, swept values): the claims judge
+    tuned runs, runs at a shared η and each point of a sweep apart."""
+    return (*run.setting, run.key["setting"] or "")
+
+
 def by_setting(runs: list[Run]) -> dict[tuple, list[Run]]:
     groups: dict[tuple, list[Run]] = {}
     for run in runs:
-        groups.setdefault(run.setting, []).append(run)
+        groups.setdefault(run_setting(run), []).append(run)
     return dict(sorted(groups.items(), key=lambda item: tuple(map(str, item[0]))))
 
 
@@ -124,9 +134,17 @@ def pick(runs: list[Run], side: str) -> tuple[str, list[Run]] | None:
     return None if algorithm is None else (algorithm, [run for run in runs if run.algorithm == algorithm])
 
 
+def lines(label: str, runs: list[Run]) -> list[tuple[str, list[Run]]]:
+    """An algorithm's runs as one (label, runs) per configuration: its seeds only, each labelled with what
+    tells it from the others when there are several (`label lr=0.01`)."""
+    found = configurations(runs, lambda run: run.settings)
+    return [(f"{label} {apart}" if apart else label, group) for apart, group in found]
+
+
 def setting_title(setting: tuple) -> str:
-    dataset, model, platform, workers = setting
-    return f"{dataset} / {model}, {platform}, P={workers}"
+    dataset, model, platform, workers, *grid = setting
+    point = f", {grid[0]}" if grid and grid[0] else ""
+    return f"{dataset} / {model}, {platform}, P={workers}{point}"
 
 
 # --------------------------------------------------------------- numbers
@@ -247,7 +265,8 @@ def draw_targets(ax: Axes, runs: list[Run]) -> None:
 
 
 def accuracy_panel(ax: Axes, setting: tuple, chosen: list[tuple[str, list[Run]]]) -> None:
-    for index, (algorithm, runs) in enumerate(chosen):
+    drawn = [line for found in chosen for line in lines(*found)]
+    for index, (algorithm, runs) in enumerate(drawn):
         curves = [curve for curve in (accuracy_curve(run.metrics) for run in runs) if len(curve[0])]
         draw_band(ax, seed_band(curves), f"{algorithm} (n={len(curves)})", f"C{index % 10}")
     draw_targets(ax, [run for _, runs in chosen for run in runs])
@@ -270,7 +289,7 @@ def accuracy_figure(inputs: Inputs, sides: tuple[str, ...], title: str, *, min_s
             if needed == len(sides) == 2
             else f"at least {needed} of {side_names(sides)}"
         )
-        raise NotDrawn(f"no dataset/model/platform/workers setting has runs of {which}")
+        raise NotDrawn(f"no dataset/model/platform/workers/grid setting has runs of {which}")
     figure, axes = new_figure(len(panels))
     for ax, (setting, chosen) in zip(axes, panels):
         accuracy_panel(ax, setting, chosen)
@@ -319,11 +338,12 @@ def averaging(inputs: Inputs) -> Figure:
         variants: dict[str, list[Run]] = {}
         for run in runs:
             variants.setdefault(variant_label(run), []).append(run)
+        variants = {line: members for label, found in variants.items() for line, members in lines(label, found)}
         if len({run.algorithm for run in runs}) >= 2:
             panels.append((setting, variants))
     if not panels:
         raise NotDrawn(
-            f"no dataset/model/platform/workers setting has runs of at least 2 of {side_names(AVERAGING)} "
+            f"no dataset/model/platform/workers/grid setting has runs of at least 2 of {side_names(AVERAGING)} "
             "(without a straggler)"
         )
     figure, axes = new_figure(len(panels))
@@ -373,7 +393,7 @@ def stacked_bars(labelled: list[tuple[str, list[Run]]], seconds_of: Callable, se
 
 def ladder_bars(runs: list[Run]) -> list[Bar]:
     """The ladder's levels with a steady state, each a bar of BREAKDOWN phases."""
-    levels = [(level, [run for run in runs if run.algorithm == level]) for level in LADDER]
+    levels = [line for level in LADDER for line in lines(level, [run for run in runs if run.algorithm == level])]
     return stacked_bars(levels, phase_seconds_per_step, BREAKDOWN)
 
 
@@ -433,24 +453,16 @@ def compared_pairs() -> list[tuple[str, str, list[str]]]:
     return list(pairs.values())
 
 
-def run_setting(run: Run) -> tuple:
-    """What a comparison holds fixed, with the run's grid setting (tuned, swept values): the claims judge
-    tuned runs and runs at a shared η apart."""
-    return (*run.setting, run.key["setting"] or "")
-
-
 def pair_breakdown(inputs: Inputs) -> Figure:
     """A step's time by kind (compute, transfer, wait, other) for the two algorithms of every pair a claim
     compares, one panel per pair and setting where both have a steady state."""
-    groups: dict[tuple, list[Run]] = {}
-    for run in inputs.runs:
-        groups.setdefault(run_setting(run), []).append(run)
     panels: dict[tuple, tuple[list[Bar], list[str]]] = {}  # (setting, side, side) → bars, the claims' figures
-    for setting, runs in sorted(groups.items(), key=lambda item: tuple(map(str, item[0]))):
+    for setting, runs in by_setting(inputs.runs).items():
         for a, b, figures in compared_pairs():
             chosen = [found for side in (a, b) if (found := pick(runs, side))]
-            bars = stacked_bars(chosen, kind_seconds_per_step, KINDS) if len(chosen) == 2 else []
-            if len(bars) == 2:  # two pairs may pick the same algorithms ("sync_easgd3|sync_easgd", sync_easgd3)
+            drawn = [line for found in chosen for line in lines(*found)] if len(chosen) == 2 else []
+            bars = stacked_bars(drawn, kind_seconds_per_step, KINDS)
+            if len(bars) == len(drawn) >= 2:  # two pairs may pick the same algorithms ("sync_easgd3|sync_easgd")
                 _, named = panels.setdefault((setting, *(label for label, _, _ in bars)), (bars, []))
                 named += [f for f in figures if f not in named]
     if not panels:
@@ -459,9 +471,8 @@ def pair_breakdown(inputs: Inputs) -> Figure:
             f"{len(compared_pairs())} pairs the claims compare (async_easgd vs async_sgd, ...: claims.yaml)"
         )
     figure, axes = new_figure(len(panels), columns=4, width=4.4, height=3.8)
-    for ax, ((setting, a, b), (bars, named)) in zip(axes, panels.items()):
-        grid = f", {setting[-1]}" if setting[-1] else ""
-        title = f"{a} vs {b} ({', '.join(named)})\n{setting_title(setting[:-1])}{grid}"
+    for ax, ((setting, *sides), (bars, named)) in zip(axes, panels.items()):
+        title = f"{' vs '.join(sides)} ({', '.join(named)})\n{setting_title(setting)}"
         stacked_panel(ax, title, bars, KINDS, legend=False)
         ax.title.set_fontsize("small")
     handles, labels = axes[0].get_legend_handles_labels()  # one legend: every panel stacks the same kinds
@@ -504,7 +515,8 @@ def predicted_efficiency(
 def scaling_panel(
     ax: Axes, rows: pd.DataFrame, runs: list[Run], kind: str, net: Network | None, notes: list[str]
 ) -> None:
-    for index, (algorithm, group) in enumerate(rows.groupby("algorithm", sort=True)):
+    for index, ((algorithm, settings), group) in enumerate(rows.groupby(["algorithm", "settings"], sort=True)):
+        algorithm = f"{algorithm} {settings}" if isinstance(settings, str) and settings else algorithm
         color = f"C{index % 10}"
         stats = group.groupby("workers")["efficiency"].agg(["median", "min", "max", "count"]).reset_index()
         whiskers = [stats["median"] - stats["min"], stats["max"] - stats["median"]]
@@ -589,10 +601,19 @@ def chip_partition(inputs: Inputs) -> Figure:
     groups: dict[tuple, list[Run]] = {}
     for run in runs:
         groups.setdefault((run.key["dataset"], run.key["model"], run.key["platform"]), []).append(run)
-    figure, axes = new_figure(len(groups))
-    for ax, (key, members) in zip(axes, sorted(groups.items())):
+
+    def without_batch(run: Run) -> dict:  # the part count divides the batch; the rest tells configurations apart
+        return {name: value for name, value in run.settings.items() if name != "batch_size"}
+
+    panels = [
+        (key, found, group)
+        for key, members in sorted(groups.items())
+        for found, group in configurations(members, without_batch)
+    ]
+    figure, axes = new_figure(len(panels))
+    for ax, (key, found, members) in zip(axes, panels):
         chip_panel(ax, members)
-        ax.set_title(" / ".join(map(str, key[:2])) + f", {key[2]}")
+        ax.set_title(" / ".join(map(str, key[:2])) + f", {key[2]}" + (f", {found}" if found else ""))
     figure_title(
         figure,
         "Chip partitioning: time to target per part count\nbars: median over seeds, whiskers: min–max\n"

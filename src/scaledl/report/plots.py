@@ -2,12 +2,15 @@
 
 One panel per (dataset, model); one curve per run, styled by algorithm (a colour
 and a marker: `algorithm_style`), so the algorithms compare side by side at equal
-workers, platform and seed; the line style tells those apart where they vary.
+workers, platform, grid setting (a sweep's point, tuned) and seed; the line style
+tells those apart where they vary, and the label names them. Runs of one
+algorithm at other settings that are not a grid's point (two configs' runs
+plotted together) are named by the settings that differ (scaledl.report.identity).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -49,9 +52,10 @@ def line_style(algorithm: int, variant: int) -> str:
 class Curve:
     panel: str  # "dataset / model"
     algorithm: str
-    variant: tuple[str, ...]  # workers, platform, seed: what else tells runs apart
+    variant: tuple[str, ...]  # workers, platform, grid setting, seed: what else tells runs apart
     target: float | None
     frame: pd.DataFrame
+    settings: dict = field(default_factory=dict)  # what the run ran with (scaledl.report.identity)
 
 
 def load_curve(path: str | Path, x: str, y: str) -> Curve:
@@ -65,17 +69,31 @@ def load_curve(path: str | Path, x: str, y: str) -> Curve:
             raise UserError(f"{path}: metrics.csv has no column {column!r}")
     run_json = path.with_name(RUN_JSON)
     if not run_json.exists():  # a bare metrics.csv: label it by its folder
-        return Curve("", path.parent.as_posix(), ("", "", ""), None, frame)
+        return Curve("", path.parent.as_posix(), ("", "", "", ""), None, frame)
     run = read_run(run_json)
     panel = f"{run.get('data.dataset')} / {run.get('model.name')}"
-    variant = (f"P={run.get('world.workers')}", run.get("platform"), f"seed {run.get('arguments.seed')}")
-    return Curve(panel, run.get("algorithm.key"), variant, run.record.get("target_accuracy"), frame)
+    variant = (
+        f"P={run.get('world.workers')}",
+        run.get("platform"),
+        run.key["setting"] or "",
+        f"seed {run.get('arguments.seed')}",
+    )
+    return Curve(panel, run.get("algorithm.key"), variant, run.record.get("target_accuracy"), frame, run.settings)
 
 
 def labels(curves: list[Curve]) -> list[str]:
-    """Algorithm plus only those variant fields that differ between curves."""
-    varying = [i for i in range(3) if len({c.variant[i] for c in curves}) > 1]
-    return [" ".join(filter(None, [c.algorithm, *(c.variant[i] for i in varying)])) for c in curves]
+    """Algorithm plus only those variant fields that differ between curves, and the settings that tell two
+    curves of one algorithm and variant apart."""
+    from scaledl.report.identity import differing, settings_text
+
+    fields = len(curves[0].variant) if curves else 0
+    varying = [i for i in range(fields) if len({c.variant[i] for c in curves}) > 1]
+    out = []
+    for curve in curves:
+        twins = [c.settings for c in curves if (c.algorithm, c.variant) == (curve.algorithm, curve.variant)]
+        extra = settings_text(curve.settings, differing(twins)) if len(twins) > 1 else ""
+        out.append(" ".join(filter(None, [curve.algorithm, *(curve.variant[i] for i in varying), extra])))
+    return out
 
 
 def plot_curves(

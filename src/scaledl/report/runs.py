@@ -19,6 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from scaledl.errors import UserError
+from scaledl.report.identity import settings_of
 from scaledl.run_record import RUN_JSON, checked_paths, lookup, read_run_json, run_json_path
 
 # A run's key: what tells one run from another in every table and figure.
@@ -120,11 +121,11 @@ class Run:
             return FIELD_DEFAULTS[column] if value is None else value
         return self.get(RUN_FIELDS[column])
 
-    @property
-    def swept(self) -> dict:
-        """The settings the grid varied for this run (swept or tuned), with this run's values."""
-        arguments = self.get("arguments")
-        return {name: arguments.get(name) for name in (arguments.get("sweep") or "").split(",") if name}
+    @cached_property
+    def settings(self) -> dict:
+        """The settings it ran with, swept or not (scaledl.report.identity): what, with its key less the seed,
+        tells its configuration from another."""
+        return settings_of(self.record)
 
     @cached_property
     def key(self) -> dict:

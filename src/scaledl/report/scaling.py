@@ -1,7 +1,9 @@
 """Weak and strong scaling efficiency of sweeps over the worker count, from run.json files.
 
 A sweep is a set of runs that differ only in the worker count P: same dataset,
-model, algorithm, platform and seed (the workflow's run key without `p{P}`).
+model, algorithm, platform and seed (the workflow's run key without `p{P}`), and
+the same settings besides the batch (scaledl.report.identity: two η are two
+sweeps; the `settings` column names those that tell the table's sweeps apart).
 Its kind follows from what the runs did, as recorded in run.json:
 
 - weak: every run has the same per-worker batch b (`hyper.batch_size`), so the
@@ -31,6 +33,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from scaledl.report.identity import differing, frozen, settings_text
 from scaledl.report.runs import Run, read_runs
 
 # The run.json columns a sweep's row reads (scaledl.report.runs.RUN_FIELDS), in the order they are read.
@@ -50,14 +53,16 @@ SWEEP_FIELDS = [
 SWEEP = ["dataset", "model", "algorithm", "platform", "seed"]
 
 SCALING_COLUMNS = [
-    *SWEEP, "scaling", "nodes", "workers", "ranks", "batch_size", "global_batch",
+    *SWEEP, "settings", "scaling", "nodes", "workers", "ranks", "batch_size", "global_batch",
     "seconds_per_step", "samples_per_s", "speedup", "efficiency", "run",
 ]  # fmt: skip
 
 
 def sweep_row(run: Run) -> dict:
-    """A run's row before its sweep is known: the SWEEP_FIELDS and its folder."""
-    return {**run.fields(SWEEP_FIELDS), "run": run.folder}
+    """A run's row before its sweep is known: the SWEEP_FIELDS, its settings but the batch (which a sweep may
+    scale with P) and its folder."""
+    settings = {name: value for name, value in run.settings.items() if name != "batch_size"}
+    return {**run.fields(SWEEP_FIELDS), "settings": frozen(settings), "settings_values": settings, "run": run.folder}
 
 
 def sweep_kind(group: pd.DataFrame) -> str | None:
@@ -78,12 +83,16 @@ def samples_per_second(samples: float, seconds) -> float:
 
 def efficiency_table(rows: list[dict]) -> tuple[pd.DataFrame, list[str]]:
     """The scaling table of `rows` (sweep_row dicts) and notes on groups that are no sweep."""
-    runs = pd.DataFrame(rows, columns=[*SWEEP_FIELDS, "run"])
+    runs = pd.DataFrame(rows, columns=[*SWEEP_FIELDS, "settings", "settings_values", "run"])
+    runs["settings"] = runs["settings"].map(lambda found: () if found is None or found != found else found)
+    runs["settings_values"] = runs["settings_values"].map(lambda found: found if isinstance(found, dict) else {})
+    shown = differing(runs["settings_values"])
     out, notes = [], []
-    for key, group in runs.groupby(SWEEP, sort=True, dropna=False):
+    for key, group in runs.groupby([*SWEEP, "settings"], sort=True, dropna=False):
+        key, text = key[:-1], settings_text(group["settings_values"].iloc[0], shown)
         if group["workers"].nunique() < 2:
             continue  # one worker count: nothing to scale
-        label = "/".join(str(value) for value in key)
+        label = "/".join(str(value) for value in key) + (f" ({text})" if text else "")
         if group["workers"].nunique() != len(group):
             notes.append(f"{label}: several runs share a worker count; skipped")
             continue
@@ -97,12 +106,13 @@ def efficiency_table(rows: list[dict]) -> tuple[pd.DataFrame, list[str]]:
         group = group.sort_values("workers", kind="stable")
         base = group.iloc[0]
         base_rate = samples_per_second(base["workers"] * base["batch_size"], base["seconds_per_step"])
-        for record in group.to_dict("records"):
+        for record in group.drop(columns="settings_values").to_dict("records"):
             rate = samples_per_second(record["workers"] * record["batch_size"], record["seconds_per_step"])
             speedup = rate / base_rate if base_rate and not math.isnan(base_rate) else math.nan
             out.append(
                 {
                     **record,
+                    "settings": text,
                     "scaling": kind,
                     "global_batch": record["workers"] * record["batch_size"],
                     "samples_per_s": rate,

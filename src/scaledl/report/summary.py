@@ -5,7 +5,10 @@ target (with its resolution: the evaluation cadence, in steps), how long a
 step takes, how many samples a second that is, and how much of it is transfer
 and waiting. Every time quantity is the one docs/time.md defines
 (scaledl.comm.timing.steady_state). `config` names the workflow config that ran it,
-so that two result sets stay apart once their tables are put together.
+so that two result sets stay apart once their tables are put together. After
+`setting` come the settings the run ran with, swept or not (lr, beta, momentum,
+tau, ...: scaledl.report.identity), a column each: with the key less the seed,
+they tell one configuration from another.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import pandas as pd
 
 from scaledl.grid.keys import results_name_of
 from scaledl.report.communication import bytes_to_target, communication
+from scaledl.report.identity import NAMES
 from scaledl.report.runs import RUN_KEY, Run, read_run
 from scaledl.report.scaling import samples_per_second
 
@@ -67,15 +71,21 @@ def summary_row(path: str | Path) -> dict:
     row["bytes_exchanged"] = communication(run.record)["bytes_exchanged"]  # per worker (report.communication)
     row["bytes_to_target"] = bytes_to_target(run.record)
     row["run"] = run.folder
-    row.update(run.swept)
+    row.update({name: value for name, value in run.settings.items() if name not in SUMMARY_COLUMNS})
     return row
 
 
 def summarize(paths: list[str | Path]) -> pd.DataFrame:
     """The summary table of the runs at `paths` (run.json files or run directories): SUMMARY_COLUMNS, with a
-    column for every setting a run's grid point varied (swept or tuned) after `setting`."""
+    column for every setting a run ran with (swept, tuned or neither) after `setting`."""
     rows = [summary_row(path) for path in dict.fromkeys(str(path) for path in paths)]
-    swept = list(dict.fromkeys(name for row in rows for name in row if name not in SUMMARY_COLUMNS))
+    found = dict.fromkeys(name for row in rows for name in row if name not in SUMMARY_COLUMNS)
+    settings = sorted(found, key=lambda name: NAMES.index(name) if name in NAMES else len(NAMES))
     at = SUMMARY_COLUMNS.index("setting") + 1
-    table = pd.DataFrame(rows, columns=[*SUMMARY_COLUMNS[:at], *swept, *SUMMARY_COLUMNS[at:]])
+    table = pd.DataFrame(rows, columns=[*SUMMARY_COLUMNS[:at], *settings, *SUMMARY_COLUMNS[at:]])
     return table.sort_values(RUN_KEY, kind="stable").reset_index(drop=True)
+
+
+def settings_columns(frame: pd.DataFrame) -> list[str]:
+    """The columns of a summary frame that are settings (summarize's, between `setting` and `ranks`)."""
+    return [column for column in frame.columns if column not in SUMMARY_COLUMNS]
