@@ -1062,8 +1062,10 @@ def setting_label(per: tuple[str, ...], key: tuple) -> str:
 
 
 def grid_point(setting: str) -> str:
-    """A sweep's point as a row's setting ends (", lr0.05"); nothing for a protocol's own (none, tuned)."""
-    return f", {setting}" if setting and setting != TUNED_PREFIX else ""
+    """A sweep's point as a row's setting ends (", lr0.05"); nothing for a protocol's own (none, tuned, the
+    runner-up's): the protocol's column says which it is."""
+    own = {value for values in PROTOCOL_SETTINGS.values() for value in values}
+    return f", {setting}" if setting not in own else ""
 
 
 def row(

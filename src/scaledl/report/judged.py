@@ -11,15 +11,16 @@ from __future__ import annotations
 
 import pandas as pd
 
-from scaledl.report.claims import CONTROL, SHARED, TUNED, TUNED_PREFIX
+from scaledl.report.claims import CONTROL, PROTOCOL_SETTINGS, SHARED, TUNED_PREFIX
 from scaledl.report.identity import NAMES, differing, settings_text
 from scaledl.report.tables import markdown_table
 
 
 def protocol_of(point: str) -> str:
     """The protocol a run's grid setting puts it under (scaledl.report.claims.protocols_of)."""
-    if point == TUNED_PREFIX:
-        return TUNED
+    for protocol, settings in PROTOCOL_SETTINGS.items():
+        if point in settings and point:
+            return protocol
     return CONTROL if point.startswith(TUNED_PREFIX) else SHARED
 
 
