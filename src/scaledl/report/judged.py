@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from scaledl.report.claims import CONTROL, PROTOCOL_SETTINGS, SHARED, TUNED_PREFIX
+from scaledl.report.claims import CONTROL, PROTOCOL_SETTINGS, RUNNER_UP, SHARED, TUNED, TUNED_PREFIX
 from scaledl.report.identity import NAMES, differing, settings_text
 from scaledl.report.tables import markdown_table
 
@@ -41,7 +41,7 @@ def judged_markdown(results: pd.DataFrame, table: pd.DataFrame) -> str:
         }
     )
     counts = frame.value_counts(sort=False).rename("runs").reset_index()
-    order = {TUNED: 0, SHARED: 1, CONTROL: 2}
+    order = {TUNED: 0, RUNNER_UP: 1, SHARED: 2, CONTROL: 3}
     counts = counts.assign(_order=counts["protocol"].map(order)).sort_values(["_order", "point", "algorithm"])
     counts = counts.drop(columns="_order")
     lines = [
