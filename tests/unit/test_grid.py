@@ -679,6 +679,7 @@ def test_every_tuned_algorithm_gets_the_same_eta_grid_and_seeds_on_a_validation_
         assert settings.get("beta") is None and settings.get("momentum") is None  # the block's: the paper's 0.9
     assert defaults()["beta"] == defaults()["momentum"] == 0.9
     assert {runs[k]["sweep"] for k in finals} == {"lr"}
+    assert {runs[k]["eval_every"] for k in trials} == {10}  # unless tune.train says otherwise
     # the first round's files: the base grid only
     first = tune.trial_files(runs, "n", tune.lr_grid(TUNE))
     assert len(first) == 3 * 3 * 2 and not any("lr0.005" in f or "lr0.08" in f for f in first)

@@ -273,7 +273,8 @@ def trials_of(number: int, config: Mapping, block: Mapping):
     """
     settings = config["tune"]
     tune.check(settings)
-    trial_train = {name: value for name, value in settings["train"].items() if value is not None}
+    own = {name: value for name, value in settings["train"].items() if value is not None}
+    trial_train = {"eval_every": tune.TRIAL_EVAL_EVERY, **own}
     cells: dict[RunKey, RunSettings] = {}
     for key, values in block_runs(number, config, block, block_settings(config, block), ""):
         if not any(tune.same_cell(cell, key) for cell in cells):

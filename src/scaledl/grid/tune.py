@@ -37,7 +37,7 @@ from scaledl.grid.keys import TUNE_STAGE, RunKey, run_dir
 TUNED = "tuned"  # the setting (folder) of a tuned block's runs
 CHOSEN = "tune/chosen.csv"  # under results/NAME/
 CHOSEN_MD = "tune/chosen.md"
-ROUND = "tune/round{round}.json"  # a round's result: the grid it ran and the next round's, if any
+TRIAL_EVAL_EVERY = 10  # a trial evaluates this often unless tune.train says: steps to target resolved to 10
 
 
 class TuneError(ValueError):
