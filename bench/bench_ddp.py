@@ -251,20 +251,9 @@ def ddp_backend(device: str, ranks: int) -> str:
     return "nccl" if device == "cuda" and ranks <= torch.cuda.device_count() else "gloo"
 
 
-def ddp_label(device: str, ranks: int) -> str:
-    """ "gloo", "nccl", or "gloo, ranks share one GPU": DDP over gloo on shared GPUs is not DDP as deployed, and is labelled so."""
-    import torch
-
-    backend = ddp_backend(device, ranks)
-    if device == "cuda" and ranks > torch.cuda.device_count():
-        g = torch.cuda.device_count()
-        return f"{backend}, ranks share {'one GPU' if g == 1 else f'{g} GPUs'}"
-    return backend
-
-
 def run_ddp(ranks: int, data: Path, out: Path, args, tuned: bool = False, variant: Variant | None = None) -> dict:
     """One DDP run: {"seconds_per_step", "settings", "buckets", "split"} (split None on a GPU). Without a
-    variant: DDP over gloo (NCCL with a GPU per rank), defaults or tuned at args.bucket_mb (bench_gpu.py)."""
+    variant: DDP over gloo (NCCL with a GPU per rank), defaults or tuned at args.bucket_mb."""
     bucket_mb = variant.bucket_mb if variant else getattr(args, "bucket_mb", 1.0)
     tuned = variant.tuned if variant else tuned
     cmd = [
@@ -296,7 +285,7 @@ def run_ddp(ranks: int, data: Path, out: Path, args, tuned: bool = False, varian
 
 def run_ours(ranks: int, data: Path, out_dir: Path, args, backend: str | None = None, variant: Variant | None = None):
     """One run of ours: `common.train`'s state. A variant sets the backend, message and bucket size;
-    without one, the defaults (bench_gpu.py)."""
+    without one, the defaults."""
     extra = ("--device", args.device, "--wait-probe", "none")  # DDP has no timing barrier
     if variant is not None:
         backend = variant.backend
@@ -324,27 +313,6 @@ OURS_SPLIT = ("data_s", "h2d_s", "param_copy_s", "compute_s", "comm_s", "update_
 
 def ours_split(state: dict) -> dict:
     return {k: state.get(k) for k in OURS_SPLIT}
-
-
-def measure(args, ranks: int, data: Path, tmp: Path) -> dict:
-    """Ours (backend auto) and DDP defaults at `ranks`, alternating for args.rounds rounds; the fastest
-    round of each is kept. The two-variant form bench_gpu.py uses; this script's table is `measure_all`."""
-    ours, ddp, states = [], [], []
-    for r in range(args.rounds):
-        state = run_ours(ranks, data, tmp / f"ours{ranks}-{r}", args)
-        ours.append(state["seconds_per_step"])
-        states.append(state)
-        ddp.append(run_ddp(ranks, data, tmp / f"ddp{ranks}-{r}.json", args)["seconds_per_step"])
-    best = min(states, key=lambda s: s["seconds_per_step"])
-    return {
-        "ours_s": min(ours),
-        "ddp_s": min(ddp),
-        "ours_rounds": ours,
-        "ddp_rounds": ddp,
-        "ours_backend": best["run"]["codesign"]["backend"],
-        "ddp_backend": ddp_backend(args.device, ranks),
-        "ours_split": ours_split(best),
-    }
 
 
 def case_args(args, case: Case) -> argparse.Namespace:

@@ -14,7 +14,7 @@ SCRIPTS = [
     "bench_overhead.py",
     "bench_scaling.py",
     "bench_ladder.py",
-    "bench_gpu.py",
+    "gpu_first_light.py",
     "bench_hogwild.py",
     "bench_evaluation.py",
     "bench_scale.py",
@@ -34,13 +34,13 @@ def test_help(script):
     assert "usage:" in proc.stdout
 
 
-def test_gpu_bench_without_a_gpu_says_so_in_one_line():
+def test_gpu_first_light_without_a_gpu_says_so_in_one_line():
     import torch
 
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")
     proc = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "bench_gpu.py"), "--no-doc"],
+        [sys.executable, str(REPO / "bench" / "gpu_first_light.py")],
         capture_output=True,
         text=True,
         timeout=120,
@@ -48,7 +48,7 @@ def test_gpu_bench_without_a_gpu_says_so_in_one_line():
     )
     assert proc.returncode == 1
     assert proc.stderr.strip().splitlines() == [
-        "bench_gpu: no CUDA device visible; run it on a GPU node, or pass --device cpu to try it"
+        "gpu_first_light: no CUDA device visible; pass --device cpu to try it here"
     ]
 
 
