@@ -23,7 +23,7 @@ against one per parameter tensor (per-layer), with packed [A/A].
 Method. A sample is the slowest rank's mean seconds per call over ITERS
 back-to-back calls (ITERS chosen once per model so that a sample lasts about
 --sample-ms). Every round measures every variant once, in the order
-bench.stats.rotate gives for that round; cells print median [min–max] n over
+bench.stats.round_order gives for that round; cells print median [min–max] n over
 the rounds, ratios are paired per round, and a ratio's verdict
 reads the bootstrap interval of its median against the A/A floor (bench.stats.verdict:
 slower, faster, no difference within ±x %, not resolved at ±x %). Buffers hold zeros while timed, so the in-place
@@ -213,7 +213,7 @@ def slowest(comm, seconds: float) -> float:
 
 
 def measure_block(comm, variants: dict, rounds: int, sample_s: float, calibrate: str) -> dict:
-    """Every variant once per round, in the order stats.rotate(variants, round).
+    """Every variant once per round, in the order stats.round_order(variants, round).
 
     {"samples": {variant: [seconds per call, per round]}, "order": [[variant, ...] per round], "iters": n}
     """
@@ -226,16 +226,17 @@ def measure_block(comm, variants: dict, rounds: int, sample_s: float, calibrate:
     once = slowest(comm, common.timed(variants[calibrate].call, 2))
     iters = max(2, min(200, math.ceil(sample_s / max(once, 1e-9))))
     samples = {k: [] for k in variants}
-    order = []
+    order, log = [], {}
     for r in range(rounds):
-        order.append(stats.rotate(list(variants), r, rounds))
+        order.append(stats.round_order(list(variants), r, rounds))
         for key in order[-1]:
             comm.Barrier()
-            samples[key].append(slowest(comm, common.timed(variants[key].call, iters)))
+            with common.conditions(log, key):
+                samples[key].append(slowest(comm, common.timed(variants[key].call, iters)))
     for key, v in variants.items():
         if not comm.allreduce(v.holds(0.0), op=MPI.LAND):
             raise SystemExit(f"bench_allreduce: variant {key!r} no longer holds zeros after timing")
-    return {"samples": samples, "order": order, "iters": iters}
+    return {"samples": samples, "order": order, "iters": iters, "conditions": log}
 
 
 def memcpy_rate(comm, nbytes: int) -> float:
@@ -258,6 +259,7 @@ def worker(out: Path, rounds: int, sample_s: float) -> None:
         "ranks": comm.Get_size(),
         "samples": {},
         "order": {},
+        "conditions": {},
         "iters": {},
         "sizes": {},
         "memcpy_Bps": {},
@@ -272,6 +274,7 @@ def worker(out: Path, rounds: int, sample_s: float) -> None:
         gc.collect()
         key = f"{table}/{model}"
         result["samples"].update({cell(model, v): s for v, s in block["samples"].items()})
+        result["conditions"].update({cell(model, v): s for v, s in block["conditions"].items()})
         result["order"][key], result["iters"][key] = block["order"], block["iters"]
         result["sizes"][model] = sizes
         if model not in result["memcpy_Bps"]:
@@ -495,7 +498,7 @@ def render(record: dict, raw_path: str | None = None) -> tuple[str, str, str, st
         f"{p}{mark} ranks{' († more ranks than cores: time-sliced, unbound)' if mark else ''}, float32 sums, "
         f"one node (MPI through shared memory). A sample is the slowest rank's mean seconds per call over "
         f"back-to-back calls (calls per sample: {iters}); {meta['rounds']} rounds, each measuring every variant "
-        "of a model once in rotating order (bench.stats.rotate), cells median [min–max] n over rounds, ratios "
+        "of a model once in rotating order (bench.stats.round_order), cells median [min–max] n over rounds, ratios "
         "paired per round. Models: " + ", ".join(model_line(meta, m) for m in meta["sizes"]) + ". `ours` = "
         "`Collectives.allreduce_sum_` on FlatParams' flat gradient; `raw` = `comm.Allreduce(IN_PLACE)` on a "
         "preallocated numpy array; `raw on torch memory` = the same call on FlatParams' flat gradient; "
@@ -597,6 +600,7 @@ def measure(args) -> Path:
             "sizes": result["sizes"],
             "iters": result["iters"],
             "order": result["order"],
+            "conditions": result["conditions"],
             "memcpy_Bps": result["memcpy_Bps"],
             "block_s": result["block_s"],
             "hugepages": transparent_hugepages(),

@@ -22,7 +22,7 @@ cost: c / (300 s + c); at EVERY steps the ratio the checkpoints' own seconds
 alone would give, 1 + c / (EVERY·t), is printed beside the measured one.
 
 Every round measures every variant of every case once, in the order
-bench.stats.rotate gives for that round; cells print median [min–max] n;
+bench.stats.round_order gives for that round; cells print median [min–max] n;
 ratios are paired per round, and a ratio's verdict
 reads the bootstrap interval of its median against the A/A floor (bench.stats.verdict:
 slower, faster, no difference within ±x %, not resolved at ±x %).
@@ -219,6 +219,7 @@ def measure_record(args, cases: list[Case]) -> Path:
             "ranks": args.ranks,
             "rounds": args.rounds,
             "order": result["order"],
+            "conditions": result["conditions"],
             "details": result["details"],
             "cases": [
                 {"model": c.model, "dataset": c.dataset, "warmup": c.warmup, "steps": c.steps, "every": c.every}

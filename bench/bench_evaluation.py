@@ -194,6 +194,7 @@ def measure_record(args) -> Path:
             "factor": args.factor,
             "rounds": args.rounds,
             "order": result["order"],
+            "conditions": result["conditions"],
             "details": result["details"],
             "raw": common.shown_path(args.raw),
             "wall_s": time.monotonic() - t_start,

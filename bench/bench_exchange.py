@@ -3,7 +3,7 @@
     python bench/bench_exchange.py [--mb 143] [--reps 3] [--rounds 7]
                                    [--raw bench/raw/exchange.json] [--render] [--no-doc]
 
-Two ranks under one mpiexec, every cell once a round in the order bench.stats.rotate gives, for a whole
+Two ranks under one mpiexec, every cell once a round in the order bench.stats.round_order gives, for a whole
 number of Latin squares (bench.stats.balanced_rounds: at least --rounds). A sample is the seconds of
 --reps back-to-back exchanges over --reps (one untimed exchange first), the slower rank's:
 
@@ -107,22 +107,23 @@ def exchange_worker(out: Path, numel: int, reps: int, rounds: int) -> None:
         TURN: turn,
     }
     samples = {c: [] for c in CELLS}
-    order = []
+    order, log = [], {}
     for r in range(rounds):
-        order.append(stats.rotate(CELLS, r, rounds))
+        order.append(stats.round_order(CELLS, r, rounds))
         for c in order[-1]:
             op = ops[c.removesuffix(stats.AA_SUFFIX)]
             op()  # untimed: first touch of the buffers and of this pattern's MPI path
             world.Barrier()
-            t0 = time.perf_counter()
-            for _ in range(reps):
-                op()
-            samples[c].append(world.allreduce((time.perf_counter() - t0) / reps, op=MPI.MAX))
+            with common.conditions(log, c):
+                t0 = time.perf_counter()
+                for _ in range(reps):
+                    op()
+                samples[c].append(world.allreduce((time.perf_counter() - t0) / reps, op=MPI.MAX))
     assert np.isfinite(dst).all()  # the sums were written (and read nowhere else)
     if rank == 0:
         from scaledl.atomic import write_text
 
-        write_text(out, json.dumps({"samples": samples, "order": order}))
+        write_text(out, json.dumps({"samples": samples, "order": order, "conditions": log}))
 
 
 # --------------------------------------------------------------- rendering
@@ -145,7 +146,7 @@ def render(record: dict) -> tuple[str, str, str, str]:
     for this, ref, goal, what in COMPARISONS:
         r = stats.ratio(s[this], s[ref])
         noise = floors[FAMILY[this]]
-        words = f"{stats.goal_text(r, goal)}; " if goal else ""
+        words = f"{stats.goal_text(r, goal, noise)}; " if goal else ""
         lines.append(f"| {what} | {stats.format_ratio(r)} | {words}{stats.verdict_text(r, noise)} |")
     tables = (
         common.table(rows, list(rows[0]))
@@ -211,7 +212,7 @@ def measure_and_record(args) -> dict:
     common.use_launch(common.Launch.for_table(2))
     m = common.machine()
     numel = int(args.mb * 1e6 / 4)
-    rounds = stats.balanced_rounds(len(CELLS), args.rounds)
+    rounds = stats.headline_rounds(len(CELLS), args.rounds)  # the goals' table: ≥ 6 rounds, whole designs
     with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
         out = Path(tmp) / "exchange.json"
         cmd = [str(Path(__file__).resolve()), "--worker", str(out), "--numel", str(numel)]
@@ -227,6 +228,7 @@ def measure_and_record(args) -> dict:
         "reps": args.reps,
         "rounds": rounds,
         "order": result["order"],
+        "conditions": result["conditions"],
         "wall_s": wall,
         "raw": common.shown_path(args.raw),
     }

@@ -43,7 +43,7 @@ messages included) with α, β, γ from --netbench FILE, else from a netbench
 this script runs first in the table's launch environment (10–20 s).
 
 Statistics: every round measures every variant once in the order
-bench.stats.rotate gives, including an A/A twin (sync_easgd2 measured twice
+bench.stats.round_order gives, including an A/A twin (sync_easgd2 measured twice
 per round); cells are median [min–max] n over rounds, ratios are paired per
 round, and a ratio's verdict
 reads the bootstrap interval of its median against the A/A floor (bench.stats.verdict:
@@ -261,16 +261,18 @@ def heavy_run(data: Path, out: Path, v: Variant, warmup: int, steps: int) -> dic
 
 
 def rounds_of(variants: list[Variant], rounds: int, table: str, measure) -> tuple[dict, dict, list]:
-    """Every variant once per round in the order stats.rotate gives: (samples, details, orders)."""
+    """Every variant once per round in the order stats.round_order gives: (samples, details, orders)."""
     samples = {v.cell(table): [] for v in variants}
     details = {v.cell(table): [] for v in variants}
-    orders = []
+    orders, log = [], {}
     for r in range(rounds):
-        order = stats.rotate(variants, r, rounds)
+        order = stats.round_order(variants, r, rounds)
         orders.append([v.cell(table) for v in order])
         for i, v in enumerate(order):
             t0 = time.monotonic()
-            sample, detail = measure(v, f"r{r}-{i}")
+            with common.conditions(log, v.cell(table)):
+                sample, detail = measure(v, f"r{r}-{i}")
+            detail.update(log[v.cell(table)][-1])
             detail["run_wall_s"] = time.monotonic() - t0
             samples[v.cell(table)].append(sample)
             details[v.cell(table)].append(detail)
@@ -352,6 +354,10 @@ def measure(args) -> Path:
             "network": network,
             "targets": targets,
             "variants": {"ttt": [vars_of(v) for v in ttt], "heavy": [vars_of(v) for v in heavy]},
+            "conditions": {
+                c: [{"load": d["load"], "steal": d["steal"]} for d in ds]
+                for c, ds in {**ttt_details, **heavy_details}.items()
+            },
             "ttt": {
                 **TTT,
                 "rounds": args.rounds,
@@ -453,12 +459,11 @@ def previous_of(v: Variant, variants: list[Variant]) -> Variant | None:
 
 
 def aa_noise(record: dict, table: str, workers: int) -> tuple[float, dict]:
-    """The A/A noise floor of a table (max |x/y − 1| over rounds, taken both ways round so that it bounds
-    a ratio of either orientation) and the twin's ratio to its original."""
+    """The A/A noise floor of a table (stats.noise_floor, the one rule of every section) and the twin's ratio
+    to its original."""
     s = record["samples"]
     base, twin = s[Variant(TWIN, workers).cell(table)], s[Variant(TWIN, workers, twin=True).cell(table)]
-    floor = max(stats.noise_floor(zip(base, twin)), stats.noise_floor(zip(twin, base)))
-    return floor, stats.ratio(twin, base)
+    return stats.noise_floor(zip(base, twin)), stats.ratio(twin, base)
 
 
 def ttt_tables(record: dict, net) -> str:
@@ -725,7 +730,7 @@ def render(record: dict, raw_path: str | None = None) -> tuple[str, str, str, st
         f"master rank besides its workers ({easgd_ranks} ranks); the sync levels use worker 0 as master ({p} ranks). "
         f"The whole run uses one launch environment (machine line); † marks a cell with more ranks than the "
         f"{cores} cores, which runs time-sliced and unbound. Every round measures every variant once in rotating "
-        f"order (bench.stats.rotate), with {TWIN} twice (A/A). Predictions: the α-β model ({COST_MODEL} "
+        f"order (bench.stats.round_order), with {TWIN} twice (A/A). Predictions: the α-β model ({COST_MODEL} "
         f"collectives, control messages included), {prediction}."
     )
     tables = ttt_tables(record, net)

@@ -273,14 +273,15 @@ def measure_record(args) -> Path:
             record_run(samples, details, runs, c, "simulated", read_phases(out, args.warmup))
             staleness[c["cell"]]["simulated"].append(read_staleness(out))
             print(f"bench_{NAME}: simulated {c['cell']}", flush=True)
-        order = []
+        order, log = [], {}
         for r in range(args.rounds):
-            order.append([c["cell"] for c in stats.rotate(plan, r, args.rounds)])
-            for c in stats.rotate(plan, r, args.rounds):
+            order.append([c["cell"] for c in stats.round_order(plan, r, args.rounds)])
+            for c in stats.round_order(plan, r, args.rounds):
                 common.use_launch(launch_for(c["ranks"]))
                 out = tmp / f"mpi-{c['algorithm']}-{c['workers']}-{r}"
                 t0 = time.monotonic()
-                common.train(c["ranks"], data, out, algorithm=c["algorithm"], warmup=args.warmup, steps=args.steps)
+                with common.conditions(log, f"{c['cell']}: measured"):
+                    common.train(c["ranks"], data, out, algorithm=c["algorithm"], warmup=args.warmup, steps=args.steps)
                 record_run(samples, details, runs, c, "measured", read_phases(out, args.warmup))
                 staleness[c["cell"]]["measured"].append(read_staleness(out))
                 print(f"bench_{NAME}: round {r + 1}/{args.rounds} {c['cell']} ({time.monotonic() - t0:.1f} s)",
@@ -300,6 +301,7 @@ def measure_record(args) -> Path:
             "rounds": args.rounds,
             "plan": plan,
             "order": order,
+            "conditions": log,
             "details": details,
             "ranks": runs,
             "platform": {

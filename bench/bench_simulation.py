@@ -340,6 +340,7 @@ def measure_record(args) -> Path:
             "steps": args.steps,
             "rounds": args.rounds,
             "order": result["order"],
+            "conditions": result["conditions"],
             "details": result["details"],
             "collectives": collectives,
             "cost": cost,

@@ -8,6 +8,7 @@ benches written by others (the Sync EASGD ladder's `ladder`) keep theirs.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -364,28 +365,107 @@ def record_tail(meta: dict, budget_s: float) -> str:
 
 
 def rotating_rounds(bench: str, cells: list[str], rounds: int, measure_one) -> dict:
-    """Every cell once per round, in the order bench.stats.rotate gives for that round.
+    """Every cell once per round, in the order bench.stats.round_order gives for that round.
 
     measure_one(cell, round_index, position) → (sample, details). Returns {"samples": {cell: [sample per
-    round]}, "details": {cell: [details per round]}, "order": [[cell, ...] per round]}; prints a line per run.
+    round]}, "details": {cell: [details per round]}, "order": [[cell, ...] per round], "conditions": {cell:
+    [the machine's state per round]}}; prints a line per run.
     """
     from bench import stats
 
     samples = {c: [] for c in cells}
     details = {c: [] for c in cells}
-    order = []
+    order, log = [], {}
     for r in range(rounds):
-        order.append(stats.rotate(cells, r, rounds))
+        order.append(stats.round_order(cells, r, rounds))
         for i, c in enumerate(order[-1]):
             t0 = time.monotonic()
-            sample, detail = measure_one(c, r, i)
+            with conditions(log, c):
+                sample, detail = measure_one(c, r, i)
             samples[c].append(sample)
             details[c].append(detail)
             print(
                 f"bench_{bench}: round {r + 1}/{rounds} {c:<60} {sample:10.5f} ({time.monotonic() - t0:.1f} s)",
                 flush=True,
             )
-    return {"samples": samples, "details": details, "order": order}
+    return {"samples": samples, "details": details, "order": order, "conditions": log}
+
+
+# ------------------------------------------------- the machine's state per cell
+
+# A section whose cells met a 1-min load average above this share of the cores says it was measured under
+# load: the load average counts this bench's own ranks too, so a 2-rank cell on 2 cores alone can bring
+# the next cell's reading near 1 per core; above half, some of the demand was time-sliced.
+LOADED_PER_CORE = 0.5
+STOLEN = 0.01  # a hypervisor taking ≥ 1 % of the CPU time during a cell is said too
+
+
+def cpu_counters() -> tuple[int, int] | None:
+    """(steal, total) CPU ticks of all CPUs since boot, from /proc/stat; None where there is none."""
+    try:
+        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()
+    except OSError:
+        return None
+    if len(fields) < 9 or fields[0] != "cpu":
+        return None
+    ticks = [int(x) for x in fields[1:9]]  # user nice system idle iowait irq softirq steal (guest is in user)
+    return ticks[7], sum(ticks)
+
+
+@contextlib.contextmanager
+def conditions(log: dict, cell: str):
+    """Append to log[cell] the machine's state around one measurement of `cell`: the 1-min load average as
+    it started ("load") and the share of CPU time the hypervisor stole while it ran ("steal", None where
+    /proc/stat is missing or no tick passed)."""
+    load, before = os.getloadavg()[0], cpu_counters()
+    yield
+    after = cpu_counters()
+    steal = (after[0] - before[0]) / (after[1] - before[1]) if before and after and after[1] > before[1] else None
+    log.setdefault(cell, []).append({"load": round(load, 3), "steal": steal})
+
+
+def conditions_line(record: dict) -> str:
+    """What the record says of the machine's state while its cells were measured, and whether that was
+    under load (LOADED_PER_CORE, STOLEN); records from before per-cell recording say they have none."""
+    readings = [x for log in found(record.get("meta", {}), "conditions") for per_cell in log.values() for x in per_cell]
+    cores = record.get("machine", {}).get("cores") or usable_cores()
+    if not readings:
+        return "The machine's load and CPU steal were not recorded per cell (only at the section's start and end)."
+    loads = sorted(x["load"] for x in readings)
+    steals = [x["steal"] for x in readings if x.get("steal") is not None]
+    text = (
+        f"Per cell ({len(readings)} measurements): 1-min load average {loads[0]:.2f}–{loads[-1]:.2f} "
+        f"(median {statistics.median(loads):.2f}) on {cores} cores, counting this bench's own ranks"
+        + (f"; CPU steal at most {max(steals):.1%}" if steals else "; CPU steal not readable")
+    )
+    loaded = loads[-1] > LOADED_PER_CORE * cores or (steals and max(steals) >= STOLEN)
+    if loaded:
+        text += (
+            f". Measured under load (load above {LOADED_PER_CORE:g} per core or steal ≥ {STOLEN:.0%}): absolute "
+            "times are inflated and differ from other sections; ratios are paired by round"
+        )
+    return text + "."
+
+
+def order_line(meta: dict) -> str:
+    """Whether the orders of the rounds recorded anywhere in a record's meta (each an "order": a list of
+    rounds, or a dict of such lists) balanced carry-over (bench.stats.carryover_text)."""
+    from bench import stats
+
+    orders = []
+    for item in found(meta, "order"):
+        lists = item.values() if isinstance(item, dict) else [item]
+        orders.extend(o for rounds in lists for o in rounds if isinstance(o, list))
+    return stats.carryover_text(orders)
+
+
+def found(meta, key: str) -> list:
+    """Every value stored under `key` anywhere in a record's meta (a table's block may keep its own)."""
+    if not isinstance(meta, dict):
+        return []
+    return [item for k, item in meta.items() if k == key] + [
+        x for k, v in meta.items() if k != key for x in found(v, key)
+    ]
 
 
 def steady_state(run_dir: Path, warmup: int) -> dict:
@@ -489,9 +569,12 @@ def provenance(sections: str) -> str:
     return line + (f"; from another state: {', '.join(others)}." if others else ", every section.")
 
 
-def report(name: str, title: str, m: dict, intro: str, tables: str, notes: str = "", write: bool = True) -> str:
-    """Print a section and, if `write`, put it in docs/benchmarks.md."""
-    body = f"## {title}\n\n{machine_line(m)}\n\n{intro.strip()}\n\n{tables.strip()}\n"
+def report(
+    name: str, title: str, m: dict, intro: str, tables: str, notes: str = "", write: bool = True, state: str = ""
+) -> str:
+    """Print a section and, if `write`, put it in docs/benchmarks.md; `state` (the machine's load and the
+    order's balance) follows the machine line."""
+    body = f"## {title}\n\n{machine_line(m)}{' ' + state if state else ''}\n\n{intro.strip()}\n\n{tables.strip()}\n"
     if notes.strip():
         body += f"\n{notes.strip()}\n"
     print(body)
@@ -565,7 +648,9 @@ def shown_path(path) -> str:
 def publish(name: str, title: str, record: dict, intro: str, tables: str, notes: str = "", write: bool = True) -> str:
     """Print a section rendered from a raw record (bench.common.read_raw) and, if `write`, put it in
     docs/benchmarks.md: the machine line comes from the record, so the doc can be rebuilt from the file."""
-    return report(name, title, record["machine"], intro, tables, notes, write=write)
+    meta = record.get("meta", {})  # sections without rounds (netbench, simulated only) say nothing of either
+    state = f"{conditions_line(record)} {order_line(meta)}" if found(meta, "order") or found(meta, "conditions") else ""
+    return report(name, title, record["machine"], intro, tables, notes, write=write, state=state)
 
 
 # ------------------------------------------------------------ raw records
