@@ -34,7 +34,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import common, stats  # noqa: E402
-from scaledl.run_record import read_run_json  # noqa: E402
 
 NAME = "averaging"
 TITLE = "The averaging family: compressed rounds, and stragglers"
@@ -69,7 +68,9 @@ def compression_run(data: Path, out: Path, algorithm: str, codec: str, steps: in
         algorithm=algorithm,
         warmup=warmup,
         steps=steps - warmup,
-        extra=("--tau", str(COMPRESSED[algorithm]), "--compress", codec, "--seed", str(seed)),
+        tau=COMPRESSED[algorithm],
+        compress=codec,
+        seed=seed,
     )
     run = state["run"]
     report = run["algorithm_report"][0]
@@ -82,34 +83,11 @@ def compression_run(data: Path, out: Path, algorithm: str, codec: str, steps: in
 
 
 def straggler_run(data: Path, out: Path, algorithm: str, straggler: str | None, target: float, seed: int) -> dict:
-    args = [
-        "-m",
-        "scaledl",
-        "train",
-        "--data",
-        str(data),
-        "--model",
-        "lenet",
-        "--algorithm",
-        algorithm,
-        "--out-dir",
-        str(out),
-        "--max-steps",
-        "600",
-        "--eval-every",
-        "10",
-        "--target-accuracy",
-        str(target),
-        "--seed",
-        str(seed),
-        "--threads",
-        str(common.LAUNCH.threads),
-        "--lr",
-        "0.05",
-        *(("--straggler", straggler) if straggler else ()),
-    ]
+    args = common.train_argv(
+        data, out, algorithm, max_steps=600, eval_every=10, target_accuracy=target, seed=seed, straggler=straggler
+    )
     common.run_mpi(ranks_of(algorithm), args)
-    run = read_run_json(out)
+    run = common.read_run(out)
     reached = run["time_to_target_s"]
     return {"time_to_target_s": math.inf if reached is None else reached, "seconds_per_step": run["seconds_per_step"]}
 

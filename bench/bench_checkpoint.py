@@ -91,7 +91,6 @@ def case_cells(case: Case) -> tuple[str, str, str]:
 
 def one_run(data: Path, out: Path, case: Case, ranks: int, checkpoints: bool) -> dict:
     """Seconds per step without and with the checkpoint phase, and what one checkpoint cost."""
-    extra = ("--checkpoint-every", str(case.every)) if checkpoints else ("--checkpoint-interval", "0")
     state = common.train(
         ranks,
         data,
@@ -99,9 +98,10 @@ def one_run(data: Path, out: Path, case: Case, ranks: int, checkpoints: bool) ->
         algorithm="sync_easgd",
         warmup=case.warmup,
         steps=case.steps,
-        batch=32,
+        batch_size=32,
         model=case.model,
-        extra=extra,
+        checkpoint_every=case.every if checkpoints else None,
+        checkpoint_interval=None if checkpoints else 0,
     )
     run = state["run"]
     written = run["checkpoints"]["written"]

@@ -297,14 +297,11 @@ def run_ddp(ranks: int, data: Path, out: Path, args, tuned: bool = False, varian
 def run_ours(ranks: int, data: Path, out_dir: Path, args, backend: str | None = None, variant: Variant | None = None):
     """One run of ours: `common.train`'s state. A variant sets the backend, message and bucket size;
     without one, the defaults (bench_gpu.py)."""
-    extra = ("--device", args.device, "--wait-probe", "none")  # DDP has no timing barrier
+    options = {"device": args.device, "wait_probe": "none"}  # DDP has no timing barrier
     if variant is not None:
         backend = variant.backend
-        extra += ("--message", variant.message)
-        if variant.message == "bucketed":
-            extra += ("--bucket-mb", str(variant.bucket_mb))
-    if backend:
-        extra += ("--backend", backend)
+        options["message"] = variant.message
+        options["bucket_mb"] = variant.bucket_mb if variant.message == "bucketed" else None
     return common.train(
         ranks,
         data,
@@ -312,10 +309,11 @@ def run_ours(ranks: int, data: Path, out_dir: Path, args, backend: str | None = 
         algorithm="sync_sgd",
         warmup=args.warmup,
         steps=args.steps,
-        batch=args.batch,
+        batch_size=args.batch,
         model=args.model,
         lr=args.lr,
-        extra=extra,
+        backend=backend or None,
+        **options,
     )
 
 

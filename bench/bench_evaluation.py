@@ -34,7 +34,6 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import common, stats  # noqa: E402
-from scaledl.run_record import read_run_json  # noqa: E402
 
 NAME = "evaluation"
 TITLE = "Evaluation beside no training"
@@ -78,34 +77,10 @@ def parse_cell(cell: str) -> tuple[str, bool]:
 
 
 def one_run(data: Path, out: Path, algorithm: str, steps: int, every: int) -> dict:
-    args = [
-        "-m",
-        "scaledl",
-        "train",
-        "--data",
-        str(data),
-        "--model",
-        "lenet",
-        "--algorithm",
-        algorithm,
-        "--out-dir",
-        str(out),
-        "--max-steps",
-        str(steps),
-        "--eval-every",
-        str(every),
-        "--lr",
-        "0.05",
-        "--seed",
-        "0",
-        "--threads",
-        "1",
-        "--checkpoint-interval",
-        "0",
-    ]
+    args = common.train_argv(data, out, algorithm, max_steps=steps, eval_every=every, threads=1, checkpoint_interval=0)
     t0 = time.monotonic()
     common.run_mpi(ALGORITHMS[algorithm], args, timeout=600)
-    run = read_run_json(out)
+    run = common.read_run(out)
     return {
         "seconds_per_step": run["seconds_per_step"],
         "comm_share": run["comm_share"],

@@ -204,7 +204,7 @@ def measure_training(args, tmp: Path, data: Path) -> tuple[dict, dict, list, dic
                     algorithm=algorithm,
                     warmup=args.train_warmup,
                     steps=args.train_steps,
-                    extra=("--center-window", window),
+                    center_window=window,
                 )
             samples[cell].append(state["seconds_per_step"])
             detail[cell].append({k: state.get(k) or 0.0 for k in ("wait_s", "comm_s")})

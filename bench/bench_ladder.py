@@ -68,7 +68,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import common, stats  # noqa: E402
-from scaledl.run_record import read_run_json  # noqa: E402
 
 NAME = "ladder"
 TITLE = "Sync EASGD ladder: original EASGD → Sync EASGD1 → 2 → 3"
@@ -134,51 +133,22 @@ TTT_TABLE, HEAVY_TABLE = "time to target", "cifar_alexnet s/step"
 # ------------------------------------------------------------------ running
 
 
-def train_args(
-    data: Path, out: Path, level: str, spec: dict, *, max_steps: int, eval_every: int, extra: tuple[str, ...] = ()
-) -> list[str]:
-    return [
-        "-m",
-        "scaledl",
-        "train",
-        "--data",
-        str(data),
-        "--model",
-        spec["model"],
-        "--algorithm",
-        level,
-        "--out-dir",
-        str(out),
-        "--max-steps",
-        str(max_steps),
-        "--eval-every",
-        str(eval_every),
-        "--batch-size",
-        str(spec["batch"]),
-        "--lr",
-        str(spec["lr"]),
-        "--seed",
-        "0",
-        "--threads",
-        str(common.LAUNCH.threads),
-        *extra,
-    ]
-
-
-def read_run(out: Path) -> dict:
-    return read_run_json(out)
+def train_args(data: Path, out: Path, level: str, spec: dict, *, max_steps: int, eval_every: int, **options):
+    """`scaledl train`'s arguments for one run of a table (`spec`: its model, batch and lr)."""
+    return common.train_argv(
+        data, out, level, max_steps=max_steps, eval_every=eval_every, model=spec["model"],
+        batch_size=spec["batch"], lr=spec["lr"], **options,
+    )  # fmt: skip
 
 
 def find_target_step(data: Path, out: Path, level: str, workers: int, target: float) -> dict:
     """The first step whose center reaches `target`, from an untimed run evaluating after every step."""
     common.run_mpi(
         ranks_of(level, workers),
-        train_args(
-            data, out, level, TTT, max_steps=TARGET_MAX_STEPS, eval_every=1, extra=("--target-accuracy", str(target))
-        ),
+        train_args(data, out, level, TTT, max_steps=TARGET_MAX_STEPS, eval_every=1, target_accuracy=target),
         timeout=900,
     )
-    run = read_run(out)
+    run = common.read_run(out)
     step = run["evaluation"]["target_step"]
     if step is None:
         raise SystemExit(
@@ -239,7 +209,7 @@ def hidden_per_step(run: dict, warmup: int) -> float | None:
 def time_to_target(data: Path, out: Path, v: Variant, steps: int) -> dict:
     """A timed run of exactly `steps` steps, evaluated once after the loop."""
     common.run_mpi(v.ranks, train_args(data, out, v.level, TTT, max_steps=steps, eval_every=steps + 1), timeout=900)
-    run = read_run(out)
+    run = common.read_run(out)
     detail = {
         "train_s": run["stop"]["train_s"],
         "steps": run["stop"]["steps"],
@@ -255,7 +225,7 @@ def heavy_run(data: Path, out: Path, v: Variant, warmup: int, steps: int) -> dic
     total = warmup + steps
     common.run_mpi(v.ranks, train_args(data, out, v.level, HEAVY, max_steps=total, eval_every=total + 1), timeout=900)
     detail = per_step(out, warmup)
-    detail["hidden_s"] = hidden_per_step(read_run(out), warmup)
+    detail["hidden_s"] = hidden_per_step(common.read_run(out), warmup)
     shutil.rmtree(out)  # its model.pt alone is 144 MB; everything the tables need is in `detail`
     return detail
 

@@ -168,7 +168,7 @@ def ours_run(data: Path, out_dir: Path, case: Case, lr: float, model: str) -> di
         algorithm="sync_sgd",
         warmup=case.warmup,
         steps=case.steps,
-        batch=case.batch,
+        batch_size=case.batch,
         model=model,
         lr=lr,
     )

@@ -168,9 +168,7 @@ def read_phases(run_dir: Path, warmup: int) -> list[dict]:
     """Every rank's rank_phases from a run's run.json and timeline.h5."""
     import h5py
 
-    from scaledl.run_record import read_run_json
-
-    run = read_run_json(Path(run_dir))
+    run = common.read_run(Path(run_dir))
     out = []
     with h5py.File(Path(run_dir) / "timeline.h5") as f:
         for rank in run["phases"]["per_rank"]:
@@ -183,9 +181,7 @@ def read_phases(run_dir: Path, warmup: int) -> list[dict]:
 
 def read_staleness(run_dir: Path) -> dict | None:
     """run.json's staleness of the center's reads (median, p90, max); None for a pattern without a center."""
-    from scaledl.run_record import read_run_json
-
-    found = read_run_json(Path(run_dir)).get("staleness")
+    found = common.read_run(Path(run_dir)).get("staleness")
     return {k: found[k] for k in ("median", "p90", "max")} if found and found.get("exchanges") else None
 
 

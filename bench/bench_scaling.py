@@ -134,7 +134,7 @@ def measure(cells: dict, args, data: Path, tmp: Path) -> dict:
                     algorithm=cfg["algorithm"],
                     warmup=args.warmup,
                     steps=args.steps,
-                    batch=cfg["batch"],
+                    batch_size=cfg["batch"],
                     lr=args.lr,
                 )
             samples[cell].append(state["seconds_per_step"])

@@ -22,8 +22,6 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from scaledl.run_record import read_run_json
-
 # Every bench process and every rank it launches allocates as `python -m scaledl` does: torch puts large
 # buffers on transparent huge pages only when this is set before torch is imported (the benches import
 # this module first). In-process loops (bench_overhead's plain loop) and peers (DDP) get the same.
@@ -256,14 +254,17 @@ def mpi_env(ranks: int, launch: Launch | None = None) -> dict[str, str]:
 def run_mpi(
     ranks: int, args: list[str], timeout: float = 300, check: bool = True, launch: Launch | None = None
 ) -> subprocess.CompletedProcess:
-    """`mpiexec -n ranks python -m mpi4py ARGS` in the bench's launch environment (`use_launch`);
-    with `check`, exits with the tail of stderr if it fails."""
+    """`mpiexec -n ranks python -m mpi4py ARGS` through the project's launch module (scaledl.grid.launch: a
+    hung job is killed whole, its process group), in the bench's launch environment (`use_launch`); with
+    `check`, exits with the tail of stderr if it fails."""
+    from scaledl.grid import launch as jobs
+
     launch = launch or LAUNCH
-    cmd = [mpiexec(), *launch.mpiexec_args(ranks), "-n", str(ranks), sys.executable, "-m", "mpi4py", *args]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=mpi_env(ranks, launch), cwd=REPO)
+    flags = launch.mpiexec_args(ranks)
+    proc = jobs.run(ranks, args, timeout=timeout, cwd=REPO, env=mpi_env(ranks, launch), flags=flags)
     if check and proc.returncode != 0:
         tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-15:])
-        raise SystemExit(f"bench: {' '.join(cmd[:3])} ... failed (exit {proc.returncode}):\n{tail}")
+        raise SystemExit(f"bench: {' '.join(proc.args[:3])} ... failed (exit {proc.returncode}):\n{tail}")
     return proc
 
 
@@ -301,55 +302,37 @@ DATASETS = {"digits": prepare_digits, "synthetic32": prepare_synthetic32}
 # ---------------------------------------------------------------- training
 
 
-def train(
-    ranks: int,
-    data: Path,
-    out_dir: Path,
-    *,
-    algorithm: str,
-    warmup: int,
-    steps: int,
-    batch: int = 64,
-    model: str = "lenet",
-    lr: float = 0.05,
-    extra: tuple[str, ...] = (),
-) -> dict:
+def train_argv(data: Path, out: Path, algorithm: str, *, max_steps: int, eval_every: int, **options) -> list[str]:
+    """The arguments of `python -m scaledl train`, the benches' one builder of them: model lenet, lr 0.05,
+    seed 0 and the launch's threads unless `options` say otherwise; every other option by its name
+    (batch_size=64 is --batch-size 64, target_accuracy=None leaves the option out)."""
+    chosen = {"model": "lenet", "lr": 0.05, "seed": 0, "threads": LAUNCH.threads, **options}
+    chosen.update(data=data, algorithm=algorithm, out_dir=out, max_steps=max_steps, eval_every=eval_every)
+    flags = [(f"--{key.replace('_', '-')}", str(value)) for key, value in chosen.items() if value is not None]
+    return ["-m", "scaledl", "train", *(part for flag in flags for part in flag)]
+
+
+def read_run(out: Path) -> dict:
+    """A run's run.json as the package reads it (scaledl.report.runs.read_run): the benches' one reader."""
+    from scaledl.report.runs import read_run as read
+
+    return read(out).record
+
+
+def train(ranks: int, data: Path, out_dir: Path, *, algorithm: str, warmup: int, steps: int, **options) -> dict:
     """Run `scaledl train` and return its steady-state seconds per step (steps warmup+1 … warmup+steps).
 
     The center is evaluated only at step 0 and after the loop: an evaluation runs off the clock, but on a
     helper thread that shares the rank's core (bound, one per core), so one inside the timed steps would
     slow them, and the peers compared with (DDP, the plain loop) evaluate nothing. `steps` must be a
-    multiple of `warmup`. The seconds are the workers' means over the timeline (`steady_state`).
+    multiple of `warmup`. The seconds are the workers' means over the timeline (`steady_state`); `options`
+    go to `train_argv` (batch_size defaults to 64).
     """
     if steps % warmup:
         raise ValueError("steps must be a multiple of warmup")
-    args = [
-        "-m",
-        "scaledl",
-        "train",
-        "--data",
-        str(data),
-        "--model",
-        model,
-        "--algorithm",
-        algorithm,
-        "--out-dir",
-        str(out_dir),
-        "--max-steps",
-        str(warmup + steps),
-        "--eval-every",
-        str(warmup + steps + 1),
-        "--batch-size",
-        str(batch),
-        "--lr",
-        str(lr),
-        "--seed",
-        "0",
-        "--threads",
-        str(LAUNCH.threads),
-        *extra,
-    ]
-    run_mpi(ranks, args)
+    options.setdefault("batch_size", 64)
+    total = warmup + steps
+    run_mpi(ranks, train_argv(data, out_dir, algorithm, max_steps=total, eval_every=total + 1, **options))
     return steady_state(out_dir, warmup)
 
 
@@ -478,7 +461,7 @@ def steady_state(run_dir: Path, warmup: int) -> dict:
     from scaledl.comm.timing import PHASES
     from scaledl.comm.timing import steady_state as rank_steady_state
 
-    run = read_run_json(Path(run_dir))
+    run = read_run(Path(run_dir))
     quantities, phases = [], []
     with h5py.File(Path(run_dir) / "timeline.h5") as f:
         for rank in run["phases"]["per_rank"]:

@@ -157,3 +157,42 @@ def test_ddp_cases_parse_and_refuse_in_one_line():
         with pytest.raises(ValueError, match=words):
             bench_ddp.parse_cases(bad)
     assert len(bench_ddp.variants_for(sweep=True, ddp_over_mpi=False)) == len(bench_ddp.BASE) + len(bench_ddp.SWEEP)
+
+
+def test_one_builder_of_train_arguments():
+    argv = common.train_argv(Path("d.h5"), Path("out"), "sync_sgd", max_steps=40, eval_every=41, batch_size=32)
+    assert argv[:3] == ["-m", "scaledl", "train"]
+    flags = dict(zip(argv[3::2], argv[4::2]))
+    assert flags == {
+        "--model": "lenet",
+        "--lr": "0.05",
+        "--seed": "0",
+        "--threads": str(common.LAUNCH.threads),
+        "--batch-size": "32",
+        "--data": "d.h5",
+        "--algorithm": "sync_sgd",
+        "--out-dir": "out",
+        "--max-steps": "40",
+        "--eval-every": "41",
+    }
+    assert "--threads" not in common.train_argv(Path("d"), Path("o"), "easgd", max_steps=1, eval_every=2, threads=None)
+
+
+def test_bench_jobs_start_through_the_projects_launch_module(two_cores, monkeypatch):
+    """mpiexec's binding flags and the table's environment reach scaledl.grid.launch.run, which kills a hung
+    job's whole process group."""
+    import subprocess
+
+    from scaledl.grid import launch as jobs
+
+    seen = {}
+
+    def fake_run(ranks, argv, *, timeout, cwd, env, flags):
+        seen.update(ranks=ranks, argv=argv, env=env, flags=flags)
+        return subprocess.CompletedProcess(["mpiexec", *flags, "-n", str(ranks)], 0, "ok", "")
+
+    monkeypatch.setattr(jobs, "run", fake_run)
+    monkeypatch.setattr(common, "mpiexec", lambda: "/usr/bin/mpiexec")
+    common.run_mpi(2, ["-m", "scaledl", "train"], launch=common.Launch.for_table(2))
+    assert seen["flags"] == ["-bind-to", "core"] and seen["env"]["OMP_NUM_THREADS"] == "1"
+    assert jobs.job_argv(2, ["x"], flags=["-bind-to", "core"])[1:5] == ["-bind-to", "core", "-n", "2"]
