@@ -18,7 +18,7 @@ Stragglers: sync_sgd, sync_easgd and diloco (collectives over 2 workers) and asy
 
 Every round measures every variant of a table once, in the order bench.stats.round_order gives for
 that round. Cells print median [min–max] n; a ratio's verdict
-reads the bootstrap interval of its median against the A/A floor (bench.stats.verdict:
+reads the order-statistic interval of its median against the A/A floor (bench.stats.verdict:
 slower, faster, no difference within ±x %, not resolved at ±x %).
 """
 
@@ -174,7 +174,7 @@ def render(record: dict) -> tuple[str, str, str, str]:
     meta = record["meta"]
     intro = (
         f"P = 2 workers on digits with LeNet, lr 0.05, {meta['rounds']} rounds, each measuring every variant "
-        "of both tables once in rotating order (bench.stats.round_order); round r uses seed r. Compression: "
+        "of both tables once in a recorded order (bench.stats.round_order); round r uses seed r. Compression: "
         f"{meta['steps']} steps, evaluated at step 0 and after the loop only. Stragglers: to test accuracy "
         f"{meta['target']:g} (evaluated every 10 steps, off the clock), rank 1 slowed by a factor "
         f"{meta['straggler'].split(':')[1]} (`--straggler {meta['straggler']}`)."

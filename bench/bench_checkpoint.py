@@ -24,7 +24,7 @@ alone would give, 1 + c / (EVERY·t), is printed beside the measured one.
 Every round measures every variant of every case once, in the order
 bench.stats.round_order gives for that round; cells print median [min–max] n;
 ratios are paired per round, and a ratio's verdict
-reads the bootstrap interval of its median against the A/A floor (bench.stats.verdict:
+reads the order-statistic interval of its median against the A/A floor (bench.stats.verdict:
 slower, faster, no difference within ±x %, not resolved at ±x %).
 """
 
@@ -178,7 +178,7 @@ def render(record: dict) -> tuple[str, str, str, str]:
     )
     intro = (
         f"`scaledl train --algorithm sync_easgd` at P = {meta['ranks']} ranks (the master is worker 0), batch 32; "
-        f"{runs}. {meta['rounds']} rounds, each measuring every variant once in rotating order, `none` twice "
+        f"{runs}. {meta['rounds']} rounds, each measuring every variant once in a recorded order, `none` twice "
         "(the A/A twin). Evaluated only at step 0 and after the loop."
     )
     table_rows = rows(record)

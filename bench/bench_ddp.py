@@ -32,8 +32,8 @@ order), plain SGD; warm-up untimed, then the timed steps, the slowest rank's tim
 split into data, forward+backward+allreduce (overlapped, so not separable) and the optimizer update.
 
 Every round measures every variant of a case once, in the order bench.stats.round_order gives for that round,
-for a whole number of Latin squares (bench.stats.balanced_rounds: at least --rounds). Cells print median
-[min–max] n over the rounds; ratios are paired per round; a ratio's verdict reads the bootstrap interval of
+for whole Williams designs (bench.stats.headline_rounds: at least --rounds and 6). Cells print median
+[min–max] n over the rounds; ratios are paired per round; a ratio's verdict reads the order-statistic interval of
 its median against the A/A floor (bench.stats.verdict). Every raw sample and its metadata go to --raw
 (bench.common.write_raw; bench/compare.py compares two such files).
 """
@@ -354,7 +354,7 @@ def case_args(args, case: Case) -> argparse.Namespace:
 
 def measure_case(args, case: Case, variants: list[Variant], data: Path, tmp: Path) -> dict:
     """Every variant (and the A/A twin) once per round, in the order stats.round_order gives, for a whole number
-    of Latin squares. {"samples", "splits", "order", "ddp", "buckets", "ours_backends"} keyed by cell."""
+    of Williams designs, at least 6. {"samples", "splits", "order", "ddp", "buckets", "ours_backends"} keyed by cell."""
     by_cell = {cell(v.name, case): v for v in variants}
     by_cell[stats.aa_cell(cell(OURS.name, case))] = OURS
     cells = list(by_cell)
@@ -486,7 +486,7 @@ def render(record: dict) -> tuple[str, str, str, str]:
     ranks = meta["ranks"]
     intro = (
         f"{ranks} ranks{launch.mark(ranks)}, {meta['device']}, lr {meta['lr']}, plain SGD; per case every variant "
-        "once a round in rotating order, for a whole number of Latin squares (bench.stats.round_order, "
+        "once a round in a recorded order (bench.stats.round_order, "
         "balanced_rounds). Same initial weights, same shards and batch order everywhere. Ratios are s/step "
         "over s/step paired per round (> 1: the row is slower); the goal is ours bucketed ≤ 1.0× tuned DDP on "
         "the same transport, both sides given the same bucket sizes and each read at its fastest, met when the "
@@ -528,7 +528,7 @@ def main(argv: list[str] | None = None) -> int:
         "--rounds",
         type=int,
         default=7,
-        help="at least this many rounds per case, rounded up to a whole number of Latin squares (default %(default)s)",
+        help="at least this many rounds per case, rounded up to whole Williams designs (at least 6 for the goal) (default %(default)s)",
     )
     parser.add_argument(
         "--sweep", default="lenet", help="models whose case adds the bucket sweep (default %(default)s)"

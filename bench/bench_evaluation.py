@@ -17,7 +17,7 @@ Per run: the workers' steady-state seconds per step and communication share
 (run.json: `seconds_per_step`, `comm_share`), and the wall time. The goal: the
 seconds per step and the communication share with the ×FACTOR test set within
 20 % of the plain one's; the wall time grows by the evaluations, which no
-clock counts. Every round measures every cell once, in rotating order; ratios
+clock counts. Every round measures every cell once, in a recorded order; ratios
 are paired per round.
 """
 
@@ -138,7 +138,7 @@ def render(record: dict) -> tuple[str, str, str, str]:
     intro = (
         f"`scaledl train` on digits with LeNet, {meta['steps']} steps, an evaluation every {meta['every']} "
         f"steps; the test split as prepared and {meta['factor']}× larger (its images repeated). "
-        f"{meta['rounds']} rounds, every cell once per round in rotating order, the first twice (A/A)."
+        f"{meta['rounds']} rounds, every cell once per round in a recorded order, the first twice (A/A)."
     )
     table_rows = rows(record)
     tables = common.table(table_rows, list(table_rows[0]))

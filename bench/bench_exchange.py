@@ -4,7 +4,7 @@
                                    [--raw bench/raw/exchange.json] [--render] [--no-doc]
 
 Two ranks under one mpiexec, every cell once a round in the order bench.stats.round_order gives, for a whole
-number of Latin squares (bench.stats.balanced_rounds: at least --rounds). A sample is the seconds of
+number of Williams designs (bench.stats.headline_rounds: at least --rounds and 6). A sample is the seconds of
 --reps back-to-back exchanges over --reps (one untimed exchange first), the slower rank's:
 
   Allreduce (mpi4py)            one comm.Allreduce of |W| float32, src → dst: the floor of Sync EASGD's
@@ -163,8 +163,8 @@ def render(record: dict) -> tuple[str, str, str, str]:
     intro = (
         f"2 ranks{launch.mark(2)}, |W| = {meta['numel']:,} float32 ({meta['bytes'] / 1e6:.0f} MB, cifar_alexnet's "
         f"size); a sample is {meta['reps']} back-to-back exchanges over {meta['reps']} after one untimed, the "
-        f"slower rank's; {meta['rounds']} rounds, every cell once a round in rotating order (a whole number of "
-        "Latin squares). Ours are the classes the engines call (scaledl.comm.collectives, "
+        f"slower rank's; {meta['rounds']} rounds, every cell once a round in a recorded order (whole "
+        "designs). Ours are the classes the engines call (scaledl.comm.collectives, "
         "scaledl.comm.round_robin), with their staging and liveness checks; the floors are bare mpi4py calls."
     )
     notes = (
@@ -186,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
         "--rounds",
         type=int,
         default=7,
-        help="at least this many rounds, rounded up to whole Latin squares (default %(default)s)",
+        help="at least this many rounds, rounded up to whole Williams designs (at least 6 for the goals) (default %(default)s)",
     )
     parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)  # internal: the job under mpiexec
     parser.add_argument("--numel", type=int, help=argparse.SUPPRESS)

@@ -26,7 +26,7 @@ Every round measures every variant of a table once, in the order
 bench.stats.round_order gives for that round (the contention rounds run inside
 one mpiexec per N). Cells print median [min–max] n; ratios are paired per
 round; a ratio's verdict
-reads the bootstrap interval of its median against the A/A floor (bench.stats.verdict:
+reads the order-statistic interval of its median against the A/A floor (bench.stats.verdict:
 slower, faster, no difference within ±x %, not resolved at ±x %);
 cells with more ranks than cores are marked †.
 """
@@ -143,7 +143,7 @@ def contend_once(world, window: str, locked: bool, numel: int, k: int) -> dict |
 
 
 def contention_worker(out: Path, updates: int, rounds: int) -> None:
-    """Under mpiexec: every size, every variant in rotating order, `rounds` rounds; the master writes JSON."""
+    """Under mpiexec: every size, every variant in a recorded order, `rounds` rounds; the master writes JSON."""
     from mpi4py import MPI
 
     world = MPI.COMM_WORLD
@@ -426,7 +426,7 @@ def render(record: dict) -> tuple[str, str, str, str]:
     ks = ", ".join(f"K = {k} at {size}" for size, k in meta["updates"].items())
     tables = (
         f"Contention: N workers × K whole-vector `push_then_pull` updates (W += 1, read W back; {ks}), "
-        f"{rounds} rounds in rotating order. `wall for N×K` is the sample (first start to last finish); "
+        f"{rounds} rounds in a recorded order. `wall for N×K` is the sample (first start to last finish); "
         "epoch, overlapping epochs and lost adds (parts per million of N·K) are median [min–max] over the "
         "same rounds. `÷ exclusive lock` is this row's wall over the exclusive lock's on the same window, "
         "`÷ rma window` over the rma window's with the same lock, paired per round (< 1: this row is "
@@ -443,7 +443,7 @@ def render(record: dict) -> tuple[str, str, str, str]:
             f"\nTraining: {train['workers']} workers + a master ({train['workers'] + 1} ranks on "
             f"{record['machine']['cores']} cores), {train['model']} on {train['dataset']}, batch "
             f"{train['batch']}, {train['warmup']} warm-up + {train['steps']} timed steps per run, {rounds} "
-            "rounds in rotating order; s/step is the workers' steady-state mean (bench.common.train), lock "
+            "rounds in a recorded order; s/step is the workers' steady-state mean (bench.common.train), lock "
             "wait and comm per step are medians over rounds of the workers' means; `÷ Async` is paired per "
             "round (< 1: Hogwild is faster).\n\n"
             + common.table(t_rows, list(t_rows[0]))
@@ -506,7 +506,7 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=5,
         help="rounds of every table, each measuring every variant "
-        "once in rotating order; ≥ 5 for headline ratios (default %(default)s)",
+        "once in a recorded order; ≥ 5 for headline ratios (default %(default)s)",
     )
     parser.add_argument(
         "--train-workers", type=int, default=2, help="workers in the training runs, plus a master (default %(default)s)"

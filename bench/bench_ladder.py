@@ -46,7 +46,7 @@ Statistics: every round measures every variant once in the order
 bench.stats.round_order gives, including an A/A twin (sync_easgd2 measured twice
 per round); cells are median [min–max] n over rounds, ratios are paired per
 round, and a ratio's verdict
-reads the bootstrap interval of its median against the A/A floor (bench.stats.verdict:
+reads the order-statistic interval of its median against the A/A floor (bench.stats.verdict:
 slower, faster, no difference within ±x %, not resolved at ±x %). One
 launch environment for the whole run (bench.common.Launch.for_table with
 the largest rank count); a cell with more ranks than cores is marked †.
@@ -744,7 +744,7 @@ def main(argv: list[str] | None = None) -> int:
         "--rounds",
         type=int,
         default=5,
-        help="time-to-target rounds, each measuring every variant once in rotating order; ≥ 5 "
+        help="time-to-target rounds, each measuring every variant once in a recorded order; ≥ 5 "
         "for headline ratios (default %(default)s)",
     )
     parser.add_argument(

@@ -21,7 +21,7 @@ ours (phase timers, the step boundary, bookkeeping) is a visible share; the
 goal is ours ≤ 1.03× plain at both, certified by the ratio's interval. Every round measures every variant of every case once, in the
 order bench.stats.round_order gives for that round. Cells print median [min–max] n;
 ratios are paired per round; a ratio's verdict
-reads the bootstrap interval of its median against the A/A floor (bench.stats.verdict:
+reads the order-statistic interval of its median against the A/A floor (bench.stats.verdict:
 slower, faster, no difference within ±x %, not resolved at ±x %). The limits table holds each step's achieved FLOP/s against
 the float32 GEMM rate measured in the same run at the same thread count.
 """
@@ -331,8 +331,8 @@ def render(record: dict) -> tuple[str, str, str, str]:
     runs = "; ".join(f"{c['label']}: {c['warmup']} warm-up + {c['steps']} timed steps" for c in meta["cases"])
     intro = (
         f"One rank, {threads} thread(s), {meta['model']} on {meta['dataset']}, lr {meta['lr']}, plain SGD; "
-        f"{runs}. {rounds} rounds, each measuring every variant of every case once in rotating order "
-        "(bench.stats.round_order, whole Latin squares), ours twice (the A/A twin). Same initial weights, same batches in the same "
+        f"{runs}. {rounds} rounds, each measuring every variant of every case once in a recorded order "
+        "(bench.stats.round_order), ours twice (the A/A twin). Same initial weights, same batches in the same "
         "order. Ours is `scaledl train --algorithm sync_sgd` at one rank, evaluated only at step 0 and "
         "after the loop (an evaluation runs on a helper thread that would share the bound core with the "
         "timed steps); plain is a hand-written PyTorch loop in the bench process. "
@@ -429,8 +429,8 @@ def main(argv: list[str] | None = None) -> int:
         "--rounds",
         type=int,
         default=6,
-        help="at least this many rounds, each measuring every variant once in rotating order, rounded up "
-        "to whole Latin squares (default %(default)s)",
+        help="at least this many rounds, each measuring every variant once in a recorded order, rounded up "
+        "to whole Williams designs, at least 6 (default %(default)s)",
     )
     parser.add_argument("--threads", type=int, default=1, help="threads of both loops (default %(default)s)")
     parser.add_argument("--lr", type=float, default=0.05, help="learning rate (default %(default)s)")

@@ -14,7 +14,7 @@ names each rank's role), each rank's mean seconds per steady step in each phase
 group (PHASE_GROUPS): compute (forward, backward, update, center update), comm
 (the transfer phases: comm, param_copy, h2d), wait, data, other (what no phase
 covers) and the total; the workers averaged, the master apart. The measured
-runs repeat --rounds times in rotating order; the simulation is deterministic
+runs repeat --rounds times in a recorded order; the simulation is deterministic
 for a seed and runs once. Cells with more ranks than cores run only with
 --oversubscribed, labelled †, with MPICH yielding (MPIR_CVAR_ENABLE_HEAVY_YIELD=1)
 in that cell alone.
@@ -337,7 +337,7 @@ def render(record: dict) -> tuple[str, str, str, str]:
     meta = record["meta"]
     intro = (
         f"Digits, LeNet, batch 64, seed 0, {meta['warmup']} warm-up + {meta['steps']} timed steps; measured: "
-        f"{meta['rounds']} round(s) under mpiexec in rotating order, one rank per core; simulated: once (a seed "
+        f"{meta['rounds']} round(s) under mpiexec in a recorded order, one rank per core; simulated: once (a seed "
         f"is one schedule). {calibration_words(meta['platform'])} † marks more ranks than cores (MPICH yields "
         "there; the simulation shares the host's cores among ranks computing at once and prices no polling)."
     )

@@ -339,7 +339,7 @@ def render(record: dict) -> tuple[str, str, str, str]:
         f"{meta['dataset']} / {meta['model']} ({meta['message_bytes'] / 1e6:.3g} MB per model exchange), lr "
         f"{meta['lr']}; per run {meta['warmup']} warm-up steps then {meta['steps']} timed steps; "
         f"P = {', '.join(map(str, meta['workers']))}; {rounds} round{'s' if rounds != 1 else ''}, each running every "
-        "cell once in rotating order (bench.stats.round_order). Weak: batch "
+        "cell once in a recorded order (bench.stats.round_order). Weak: batch "
         f"{meta['batch']} per worker, efficiency t(1)/t(P), speedup P·t(1)/t(P) in samples/s. Strong: global batch "
         f"{meta['global_batch']} split over P, speedup t(1)/t(P), efficiency speedup/P. Ratios are paired per round "
         'and print median [min–max] n. Strong rows marked "A/A twin" run the configuration of the weak row at '
@@ -513,7 +513,7 @@ def main(argv: list[str] | None = None) -> int:
         "--rounds",
         type=int,
         default=5,
-        help="rounds, each running every cell once in rotating order; >= 5 for headline ratios (default %(default)s)",
+        help="rounds, each running every cell once in a recorded order; >= 5 for headline ratios (default %(default)s)",
     )
     parser.add_argument("--batch", type=int, default=64, help="weak scaling: batch per worker (default %(default)s)")
     parser.add_argument(

@@ -10,7 +10,7 @@ Three tables, from one record:
    platform calibrated to this machine: scaledl calibrate),
    the same run (digits, LeNet, batch 64, warm-up + timed steps), steady-state
    seconds per step (bench.common.steady_state on both). Rounds alternate the
-   two in rotating order; the ratio simulated / measured is paired per round,
+   two in a recorded order; the ratio simulated / measured is paired per round,
    the goal within ±20 %. The same comparison phase by phase (compute, comm, wait,
    data), on a platform calibrated with every core busy if asked, is
    bench/bench_phases.py's.
@@ -287,7 +287,7 @@ def render(record: dict) -> tuple[str, str, str, str]:
     meta = record["meta"]
     intro = (
         f"Validation: digits, LeNet, batch 64, {meta['warmup']} warm-up + {meta['steps']} timed steps, "
-        f"{meta['rounds']} rounds, measured and simulated in rotating order; the laptop platform as calibrated "
+        f"{meta['rounds']} rounds, measured and simulated in a recorded order; the laptop platform as calibrated "
         "in its file's header. Collectives: one simulated run per P on cori_knl. Cost: sync_easgd3 at P = 8 on "
         "k80x8, the same steps."
     )

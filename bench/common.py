@@ -29,42 +29,22 @@ os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
 
 REPO = Path(__file__).resolve().parent.parent
 DOC = REPO / "docs" / "benchmarks.md"
-DOC_HEADER = """# Benchmarks
+TEXT = REPO / "docs" / "benchmarks-text.md"  # the page's static prose, kept as text rather than in code
 
-Measured by the scripts in `bench/`: `python bench/run_all.py` runs them all
-(about an hour on 2 cores, from a clean commit: bench/raw keeps records of
-committed code only) and rewrites the sections below; each script can
-also run alone and rewrite only its own section. Every bench keeps every raw
-sample with its metadata (commit, command, environment, machine, load) in
-`bench/raw/NAME.json`, and each section is rendered from that record alone
-(`python bench/run_all.py --render` rebuilds this page without measuring);
-`python bench/compare.py OLD.json NEW.json` reports which cells of a rerun
-changed beyond the measured noise.
 
-How to read the tables. Every round measures every variant once, in an order
-that rotates from round to round (whole Latin squares where the rounds allow,
-else starting points spread evenly over the order), so drift in the machine's
-load hits every variant alike; each table also measures one configuration twice per round
-(its A/A row): how far the bootstrap interval of their median per-round
-ratio reaches from 1 is the table's noise floor. Cells print median
-[min–max] n over the rounds; ratios are paired per round, and their verdict
-reads the bootstrap interval of the median ratio: "slower" / "faster" when it
-lies beyond 1 and the median beyond the floor, "no difference within ±x %"
-when it lies inside the floor, "not resolved at ±x %" otherwise (the rounds
-allow a difference larger than the floor without showing one). The machine
-line of each section gives the load average at its start and end, the
-commit, and the one launch environment all its variants ran in (threads,
-huge pages, MPI progress mode, core binding); † marks a cell with more ranks
-than cores. The provenance line below names the commit of the page and any
-section measured at another.
+def text(name: str, **fields) -> str:
+    """The block `name` of docs/benchmarks-text.md (between `<!-- text:NAME -->` and `<!-- /text:NAME -->`),
+    its $fields filled in (string.Template), its lines joined into paragraphs as the page prints them."""
+    import string
 
-The predicted columns come from the α-β(-γ) cost model in `scaledl.net.alphabeta`
-(its docstring states every formula and assumption); `scaledl netbench`
-measures α, β, γ, and `scaledl comm-model` puts the model's predictions beside
-any run's measured communication and extrapolates weak scaling to 4096 workers.
-Every time quantity the tables print (seconds per step, transfer, wait, comm
-share) is defined once, in [time.md](time.md).
-"""
+    found = re.search(
+        rf"<!-- text:{re.escape(name)} -->\n(.*?)\n<!-- /text:{re.escape(name)} -->", TEXT.read_text(), re.S
+    )
+    if not found:
+        raise KeyError(f"{TEXT.name} has no block {name!r}")
+    body = string.Template(found.group(1)).substitute(fields)
+    return "\n\n".join(" ".join(part.split("\n")) for part in body.strip().split("\n\n"))
+
 
 if str(REPO / "src") not in sys.path:  # a checkout without `pip install -e .`
     sys.path.insert(1, str(REPO / "src"))
@@ -518,18 +498,19 @@ def update_section(name: str, body: str, doc: Path = DOC) -> Path:
 
     start, end = f"<!-- bench:{name} -->", f"<!-- /bench:{name} -->"
     block = f"{start}\n{body.rstrip()}\n{end}"
-    text = doc.read_text() if doc.exists() else DOC_HEADER
-    first = text.find("<!-- bench:")
-    if first >= 0:  # the page's introduction is generated too: keep it in step with DOC_HEADER
-        text = DOC_HEADER.rstrip() + "\n\n" + text[first:]
+    header = text("header").rstrip()
+    page = doc.read_text() if doc.exists() else header
+    first = page.find("<!-- bench:")
+    if first >= 0:  # the page's introduction is generated too: keep it in step with the header block
+        page = header + "\n\n" + page[first:]
     pattern = re.compile(re.escape(start) + r".*?" + re.escape(end), re.S)
-    if pattern.search(text):
-        text = pattern.sub(lambda _: block, text, count=1)
+    if pattern.search(page):
+        page = pattern.sub(lambda _: block, page, count=1)
     else:
-        text = text.rstrip() + "\n\n" + block + "\n"
-    first = text.find("<!-- bench:")
-    text = DOC_HEADER.rstrip() + "\n\n" + provenance(text[first:]) + "\n\n" + text[first:]
-    write_text(doc, text if text.endswith("\n") else text + "\n")
+        page = page.rstrip() + "\n\n" + block + "\n"
+    first = page.find("<!-- bench:")
+    page = header + "\n\n" + provenance(page[first:]) + "\n\n" + page[first:]
+    write_text(doc, page if page.endswith("\n") else page + "\n")
     return doc
 
 
