@@ -23,9 +23,9 @@ against one per parameter tensor (per-layer), with packed [A/A].
 Method. A sample is the slowest rank's mean seconds per call over ITERS
 back-to-back calls (ITERS chosen once per model so that a sample lasts about
 --sample-ms). Every round measures every variant once, in the order
-bench.stats.rotate gives for that round; cells print median [min–max] n over
+bench.stats.round_order gives for that round; cells print median [min–max] n over
 the rounds, ratios are paired per round, and a ratio's verdict
-reads the bootstrap interval of its median against the A/A floor (bench.stats.verdict:
+reads the order-statistic interval of its median against the A/A floor (bench.stats.verdict:
 slower, faster, no difference within ±x %, not resolved at ±x %). Buffers hold zeros while timed, so the in-place
 sums stay finite (before timing, every variant is checked once to return the
 true sum of the ranks' values).
@@ -213,7 +213,7 @@ def slowest(comm, seconds: float) -> float:
 
 
 def measure_block(comm, variants: dict, rounds: int, sample_s: float, calibrate: str) -> dict:
-    """Every variant once per round, in the order stats.rotate(variants, round).
+    """Every variant once per round, in the order stats.round_order(variants, round).
 
     {"samples": {variant: [seconds per call, per round]}, "order": [[variant, ...] per round], "iters": n}
     """
@@ -226,16 +226,17 @@ def measure_block(comm, variants: dict, rounds: int, sample_s: float, calibrate:
     once = slowest(comm, common.timed(variants[calibrate].call, 2))
     iters = max(2, min(200, math.ceil(sample_s / max(once, 1e-9))))
     samples = {k: [] for k in variants}
-    order = []
+    order, log = [], {}
     for r in range(rounds):
-        order.append(stats.rotate(list(variants), r, rounds))
+        order.append(stats.round_order(list(variants), r, rounds))
         for key in order[-1]:
             comm.Barrier()
-            samples[key].append(slowest(comm, common.timed(variants[key].call, iters)))
+            with common.conditions(log, key):
+                samples[key].append(slowest(comm, common.timed(variants[key].call, iters)))
     for key, v in variants.items():
         if not comm.allreduce(v.holds(0.0), op=MPI.LAND):
             raise SystemExit(f"bench_allreduce: variant {key!r} no longer holds zeros after timing")
-    return {"samples": samples, "order": order, "iters": iters}
+    return {"samples": samples, "order": order, "iters": iters, "conditions": log}
 
 
 def memcpy_rate(comm, nbytes: int) -> float:
@@ -258,6 +259,7 @@ def worker(out: Path, rounds: int, sample_s: float) -> None:
         "ranks": comm.Get_size(),
         "samples": {},
         "order": {},
+        "conditions": {},
         "iters": {},
         "sizes": {},
         "memcpy_Bps": {},
@@ -272,6 +274,7 @@ def worker(out: Path, rounds: int, sample_s: float) -> None:
         gc.collect()
         key = f"{table}/{model}"
         result["samples"].update({cell(model, v): s for v, s in block["samples"].items()})
+        result["conditions"].update({cell(model, v): s for v, s in block["conditions"].items()})
         result["order"][key], result["iters"][key] = block["order"], block["iters"]
         result["sizes"][model] = sizes
         if model not in result["memcpy_Bps"]:
@@ -491,17 +494,12 @@ def render(record: dict, raw_path: str | None = None) -> tuple[str, str, str, st
     iters = ", ".join(
         f"{key.split('/')[1]} {n} ({TABLE_LABELS.get(key.split('/')[0], key)})" for key, n in meta["iters"].items()
     )
-    intro = (
-        f"{p}{mark} ranks{' († more ranks than cores: time-sliced, unbound)' if mark else ''}, float32 sums, "
-        f"one node (MPI through shared memory). A sample is the slowest rank's mean seconds per call over "
-        f"back-to-back calls (calls per sample: {iters}); {meta['rounds']} rounds, each measuring every variant "
-        "of a model once in rotating order (bench.stats.rotate), cells median [min–max] n over rounds, ratios "
-        "paired per round. Models: " + ", ".join(model_line(meta, m) for m in meta["sizes"]) + ". `ours` = "
-        "`Collectives.allreduce_sum_` on FlatParams' flat gradient; `raw` = `comm.Allreduce(IN_PLACE)` on a "
-        "preallocated numpy array; `raw on torch memory` = the same call on FlatParams' flat gradient; "
-        "`torch.cat` = flatten the per-parameter gradients into a new buffer, Allreduce, copy back (PyTorch's "
-        "`average_parameters`); `persistent bucket` = copy them into one bucket allocated once, Allreduce, copy "
-        "back (DDP's buckets; with gradient_as_bucket_view=True DDP skips the copies, as `ours` does)."
+    intro = common.text(
+        "allreduce.intro",
+        ranks=f"{p}{mark}" + (" († more ranks than cores: time-sliced, unbound)" if mark else ""),
+        iters=iters,
+        rounds=meta["rounds"],
+        models=", ".join(model_line(meta, m) for m in meta["sizes"]),
     )
     if net is None:
         prediction = f"no prediction: {meta.get('network', {}).get('missing', 'no netbench file')}"
@@ -512,11 +510,8 @@ def render(record: dict, raw_path: str | None = None) -> tuple[str, str, str, st
             f"γ = {n['gamma_s_per_byte']:.3g} s/B, {n['source']}: {common.netbench_origin(n)}"
         )
     tables = (
-        "Limits per model: the copy bound is 2(P−1)/P · n / memcpy, the bytes a ring or recursive allreduce "
-        f"moves into and out of each rank (at P = {p}: {2 * (p - 1) / p:.3g} n) at the copy rate measured "
-        "at the same size with all ranks copying at once (bench.common.memcpy_bandwidth, best of 10, slowest "
-        "rank); the α-β prediction is scaledl.net.alphabeta.allreduce (recursive doubling up to 2 KiB, "
-        f"Rabenseifner above, per message) with {prediction}.\n\n"
+        common.text("allreduce.limits", p=p, share=f"{2 * (p - 1) / p:.3g}", prediction=prediction)
+        + "\n\n"
         + limits_table(meta, net, list(meta["sizes"]))
         + "\nOne model's gradients, six ways:\n\n"
         + overhead_table(record, net)
@@ -528,19 +523,7 @@ def render(record: dict, raw_path: str | None = None) -> tuple[str, str, str, st
     )
     thp = meta.get("hugepages")
     notes = (
-        "Reading: `ours ÷ raw on torch memory` is what the flat-buffer wrapper adds over a bare mpi4py call on "
-        "the same memory; `raw ÷ raw on torch memory` is the memory itself (numpy and torch allocate "
-        f"differently; torch puts large buffers on transparent huge pages only with THP_MEM_ALLOC_ENABLE=1, set "
-        f"here as `python -m scaledl` sets it; the kernel's THP mode: {thp}). `torch.cat ÷ ours` and "
-        "`persistent bucket ÷ ours` are what packing by copying costs on every call, with and without an "
-        "allocation per call. `÷ copy bound` ≥ 1 is the expected side: an allreduce also reduces and "
-        "synchronises, and in shared memory it moves its bytes more than once, so the bound is optimistic; "
-        "below 1 would mean the copy rate at that size underestimates what MPI reaches. `÷ α-β prediction` "
-        "holds the time against a ping-pong fit, whose β is a point-to-point copy rate. Per-layer pays one "
-        "collective's latency per extra tensor (L·α + nβ vs α + nβ); 'extra per message' is "
-        "(per-layer − packed) / (messages − 1), printed only when per-layer is slower beyond the A/A noise "
-        "(a negative or noise-sized difference is no latency estimate). Timed buffers hold zeros, so the "
-        "in-place sums stay finite; every variant was first checked to return the true sum."
+        common.text("allreduce.notes", thp=thp)
         + (f" Raw samples: {raw_path}." if raw_path else "")
         + (f" Wall time of the measuring run: {meta['wall_s']:.0f} s." if "wall_s" in meta else "")
     )
@@ -597,6 +580,7 @@ def measure(args) -> Path:
             "sizes": result["sizes"],
             "iters": result["iters"],
             "order": result["order"],
+            "conditions": result["conditions"],
             "memcpy_Bps": result["memcpy_Bps"],
             "block_s": result["block_s"],
             "hugepages": transparent_hugepages(),
@@ -615,7 +599,7 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=5,
         dest="rounds",
-        help="rounds, each measuring every variant once in rotating order; ≥ 5 for headline "
+        help="rounds, each measuring every variant once in a recorded order; ≥ 5 for headline "
         "ratios (default %(default)s)",
     )
     parser.add_argument(

@@ -16,9 +16,9 @@ Stragglers: sync_sgd, sync_easgd and diloco (collectives over 2 workers) and asy
     accuracy (evaluated every 10 steps, off the clock) within 600 steps; sample: its training
     time to the target. The slowdown a straggler causes is paired per round.
 
-Every round measures every variant of a table once, in the order bench.stats.rotate gives for
+Every round measures every variant of a table once, in the order bench.stats.round_order gives for
 that round. Cells print median [min–max] n; a ratio's verdict
-reads the bootstrap interval of its median against the A/A floor (bench.stats.verdict:
+reads the order-statistic interval of its median against the A/A floor (bench.stats.verdict:
 slower, faster, no difference within ±x %, not resolved at ±x %).
 """
 
@@ -34,7 +34,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import common, stats  # noqa: E402
-from scaledl.run_record import read_run_json  # noqa: E402
 
 NAME = "averaging"
 TITLE = "The averaging family: compressed rounds, and stragglers"
@@ -69,7 +68,9 @@ def compression_run(data: Path, out: Path, algorithm: str, codec: str, steps: in
         algorithm=algorithm,
         warmup=warmup,
         steps=steps - warmup,
-        extra=("--tau", str(COMPRESSED[algorithm]), "--compress", codec, "--seed", str(seed)),
+        tau=COMPRESSED[algorithm],
+        compress=codec,
+        seed=seed,
     )
     run = state["run"]
     report = run["algorithm_report"][0]
@@ -82,34 +83,11 @@ def compression_run(data: Path, out: Path, algorithm: str, codec: str, steps: in
 
 
 def straggler_run(data: Path, out: Path, algorithm: str, straggler: str | None, target: float, seed: int) -> dict:
-    args = [
-        "-m",
-        "scaledl",
-        "train",
-        "--data",
-        str(data),
-        "--model",
-        "lenet",
-        "--algorithm",
-        algorithm,
-        "--out-dir",
-        str(out),
-        "--max-steps",
-        "600",
-        "--eval-every",
-        "10",
-        "--target-accuracy",
-        str(target),
-        "--seed",
-        str(seed),
-        "--threads",
-        str(common.LAUNCH.threads),
-        "--lr",
-        "0.05",
-        *(("--straggler", straggler) if straggler else ()),
-    ]
+    args = common.train_argv(
+        data, out, algorithm, max_steps=600, eval_every=10, target_accuracy=target, seed=seed, straggler=straggler
+    )
     common.run_mpi(ranks_of(algorithm), args)
-    run = read_run_json(out)
+    run = common.read_run(out)
     reached = run["time_to_target_s"]
     return {"time_to_target_s": math.inf if reached is None else reached, "seconds_per_step": run["seconds_per_step"]}
 
@@ -196,7 +174,7 @@ def render(record: dict) -> tuple[str, str, str, str]:
     meta = record["meta"]
     intro = (
         f"P = 2 workers on digits with LeNet, lr 0.05, {meta['rounds']} rounds, each measuring every variant "
-        "of both tables once in rotating order (bench.stats.rotate); round r uses seed r. Compression: "
+        "of both tables once in a recorded order (bench.stats.round_order); round r uses seed r. Compression: "
         f"{meta['steps']} steps, evaluated at step 0 and after the loop only. Stragglers: to test accuracy "
         f"{meta['target']:g} (evaluated every 10 steps, off the clock), rank 1 slowed by a factor "
         f"{meta['straggler'].split(':')[1]} (`--straggler {meta['straggler']}`)."
@@ -244,6 +222,7 @@ def measure_record(args) -> Path:
             "target": args.target,
             "straggler": args.straggler,
             "order": result["order"],
+            "conditions": result["conditions"],
             "details": result["details"],
             "raw": common.shown_path(args.raw),
             "wall_s": time.monotonic() - t_start,

@@ -22,9 +22,9 @@ cost: c / (300 s + c); at EVERY steps the ratio the checkpoints' own seconds
 alone would give, 1 + c / (EVERY·t), is printed beside the measured one.
 
 Every round measures every variant of every case once, in the order
-bench.stats.rotate gives for that round; cells print median [min–max] n;
+bench.stats.round_order gives for that round; cells print median [min–max] n;
 ratios are paired per round, and a ratio's verdict
-reads the bootstrap interval of its median against the A/A floor (bench.stats.verdict:
+reads the order-statistic interval of its median against the A/A floor (bench.stats.verdict:
 slower, faster, no difference within ±x %, not resolved at ±x %).
 """
 
@@ -91,7 +91,6 @@ def case_cells(case: Case) -> tuple[str, str, str]:
 
 def one_run(data: Path, out: Path, case: Case, ranks: int, checkpoints: bool) -> dict:
     """Seconds per step without and with the checkpoint phase, and what one checkpoint cost."""
-    extra = ("--checkpoint-every", str(case.every)) if checkpoints else ("--checkpoint-interval", "0")
     state = common.train(
         ranks,
         data,
@@ -99,9 +98,10 @@ def one_run(data: Path, out: Path, case: Case, ranks: int, checkpoints: bool) ->
         algorithm="sync_easgd",
         warmup=case.warmup,
         steps=case.steps,
-        batch=32,
+        batch_size=32,
         model=case.model,
-        extra=extra,
+        checkpoint_every=case.every if checkpoints else None,
+        checkpoint_interval=None if checkpoints else 0,
     )
     run = state["run"]
     written = run["checkpoints"]["written"]
@@ -178,7 +178,7 @@ def render(record: dict) -> tuple[str, str, str, str]:
     )
     intro = (
         f"`scaledl train --algorithm sync_easgd` at P = {meta['ranks']} ranks (the master is worker 0), batch 32; "
-        f"{runs}. {meta['rounds']} rounds, each measuring every variant once in rotating order, `none` twice "
+        f"{runs}. {meta['rounds']} rounds, each measuring every variant once in a recorded order, `none` twice "
         "(the A/A twin). Evaluated only at step 0 and after the loop."
     )
     table_rows = rows(record)
@@ -219,6 +219,7 @@ def measure_record(args, cases: list[Case]) -> Path:
             "ranks": args.ranks,
             "rounds": args.rounds,
             "order": result["order"],
+            "conditions": result["conditions"],
             "details": result["details"],
             "cases": [
                 {"model": c.model, "dataset": c.dataset, "warmup": c.warmup, "steps": c.steps, "every": c.every}

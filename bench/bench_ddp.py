@@ -31,9 +31,9 @@ and size from mpi4py, the same model from the same seed, scaledl's ShardLoader (
 order), plain SGD; warm-up untimed, then the timed steps, the slowest rank's time kept; on CPU each step is
 split into data, forward+backward+allreduce (overlapped, so not separable) and the optimizer update.
 
-Every round measures every variant of a case once, in the order bench.stats.rotate gives for that round,
-for a whole number of Latin squares (bench.stats.balanced_rounds: at least --rounds). Cells print median
-[min–max] n over the rounds; ratios are paired per round; a ratio's verdict reads the bootstrap interval of
+Every round measures every variant of a case once, in the order bench.stats.round_order gives for that round,
+for whole Williams designs (bench.stats.headline_rounds: at least --rounds and 6). Cells print median
+[min–max] n over the rounds; ratios are paired per round; a ratio's verdict reads the order-statistic interval of
 its median against the A/A floor (bench.stats.verdict). Every raw sample and its metadata go to --raw
 (bench.common.write_raw; bench/compare.py compares two such files).
 """
@@ -286,14 +286,11 @@ def run_ddp(ranks: int, data: Path, out: Path, args, tuned: bool = False, varian
 def run_ours(ranks: int, data: Path, out_dir: Path, args, backend: str | None = None, variant: Variant | None = None):
     """One run of ours: `common.train`'s state. A variant sets the backend, message and bucket size;
     without one, the defaults."""
-    extra = ("--device", args.device, "--wait-probe", "none")  # DDP has no timing barrier
+    options = {"device": args.device, "wait_probe": "none"}  # DDP has no timing barrier
     if variant is not None:
         backend = variant.backend
-        extra += ("--message", variant.message)
-        if variant.message == "bucketed":
-            extra += ("--bucket-mb", str(variant.bucket_mb))
-    if backend:
-        extra += ("--backend", backend)
+        options["message"] = variant.message
+        options["bucket_mb"] = variant.bucket_mb if variant.message == "bucketed" else None
     return common.train(
         ranks,
         data,
@@ -301,10 +298,11 @@ def run_ours(ranks: int, data: Path, out_dir: Path, args, backend: str | None = 
         algorithm="sync_sgd",
         warmup=args.warmup,
         steps=args.steps,
-        batch=args.batch,
+        batch_size=args.batch,
         model=args.model,
         lr=args.lr,
-        extra=extra,
+        backend=backend or None,
+        **options,
     )
 
 
@@ -323,25 +321,28 @@ def case_args(args, case: Case) -> argparse.Namespace:
 
 
 def measure_case(args, case: Case, variants: list[Variant], data: Path, tmp: Path) -> dict:
-    """Every variant (and the A/A twin) once per round, in the order stats.rotate gives, for a whole number
-    of Latin squares. {"samples", "splits", "order", "ddp", "buckets", "ours_backends"} keyed by cell."""
+    """Every variant (and the A/A twin) once per round, in the order stats.round_order gives, for a whole number
+    of Williams designs, at least 6. {"samples", "splits", "order", "ddp", "buckets", "ours_backends"} keyed by cell."""
     by_cell = {cell(v.name, case): v for v in variants}
     by_cell[stats.aa_cell(cell(OURS.name, case))] = OURS
     cells = list(by_cell)
-    rounds = 1 if args.rounds == 1 else stats.balanced_rounds(len(cells), args.rounds)  # one round: a trial
+    rounds = stats.headline_rounds(len(cells), args.rounds)  # the goal's table: ≥ 6 rounds, whole designs
     run_args = case_args(args, case)
-    result = {"samples": {c: [] for c in cells}, "splits": {c: [] for c in cells}, "order": []}
+    result = {"samples": {c: [] for c in cells}, "splits": {c: [] for c in cells}, "order": [], "conditions": {}}
     result.update(ddp={}, buckets={}, ours_backends={}, rounds=rounds)
     for r in range(rounds):
-        result["order"].append(stats.rotate(cells, r, rounds))
+        result["order"].append(stats.round_order(cells, r, rounds))
         for i, c in enumerate(result["order"][-1]):
             v, t0, tag = by_cell[c], time.monotonic(), f"{case.model}-r{r}-{i}"
+            with common.conditions(result["conditions"], c):
+                if v.side == "ours":
+                    state = run_ours(args.ranks, data, tmp / f"ours-{tag}", run_args, variant=v)
+                else:
+                    res = run_ddp(args.ranks, data, tmp / f"ddp-{tag}.json", run_args, variant=v)
             if v.side == "ours":
-                state = run_ours(args.ranks, data, tmp / f"ours-{tag}", run_args, variant=v)
                 seconds, split = state["seconds_per_step"], ours_split(state)
                 result["ours_backends"][c] = state["run"]["codesign"]["backend"]
             else:
-                res = run_ddp(args.ranks, data, tmp / f"ddp-{tag}.json", run_args, variant=v)
                 seconds, split = res["seconds_per_step"], res["split"]
                 result["ddp"][c], result["buckets"][c] = res["settings"], res["buckets"]
             result["samples"][c].append(seconds)
@@ -418,11 +419,11 @@ def case_table(record: dict, case: Case, names: list[str]) -> tuple[str, dict]:
     goal = stats.ratio(s[cell(ours_best, case)], s[cell(fastest, case)])
     lines = [
         f"each side's fastest bucket size: {ours_best} ÷ {fastest} = {stats.format_ratio(goal)}: "
-        f"{stats.goal_text(goal, GOAL)}; {stats.verdict_text(goal, noise)}"
+        f"{stats.goal_text(goal, GOAL, noise)}; {stats.verdict_text(goal, noise)}"
     ]
     if DDP_MPI.name in names:
         r = stats.ratio(s[cell(OURS_MPI.name, case)], s[cell(DDP_MPI.name, case)])
-        lines.append(f"{OURS_MPI.name} ÷ {DDP_MPI.name} = {stats.format_ratio(r)}: {stats.goal_text(r, GOAL)}")
+        lines.append(f"{OURS_MPI.name} ÷ {DDP_MPI.name} = {stats.format_ratio(r)}: {stats.goal_text(r, GOAL, noise)}")
     text = (
         f"**{label}** ({case.warmup} warm-up + {case.steps} timed steps, {meta['rounds_by_case'][label]} rounds):\n\n"
         + common.table(rows, list(rows[0]))
@@ -435,7 +436,13 @@ def case_table(record: dict, case: Case, names: list[str]) -> tuple[str, dict]:
         g_rows, g_note = gap
         fmt = [{k: (f"{v * 1e3:.3f} ms" if isinstance(v, float) else v) for k, v in r.items()} for r in g_rows]
         text += f"\nWhere {OURS.name} − {fastest} goes:\n\n" + common.table(fmt, list(fmt[0])) + "\n" + g_note + "\n"
-    return text, {"case": label, "ratio": goal, "goal": stats.goal(goal, GOAL), "reference": fastest, "ours": ours_best}
+    return text, {
+        "case": label,
+        "ratio": goal,
+        "goal": stats.goal(goal, GOAL, noise),
+        "reference": fastest,
+        "ours": ours_best,
+    }
 
 
 def render(record: dict) -> tuple[str, str, str, str]:
@@ -447,7 +454,7 @@ def render(record: dict) -> tuple[str, str, str, str]:
     ranks = meta["ranks"]
     intro = (
         f"{ranks} ranks{launch.mark(ranks)}, {meta['device']}, lr {meta['lr']}, plain SGD; per case every variant "
-        "once a round in rotating order, for a whole number of Latin squares (bench.stats.rotate, "
+        "once a round in a recorded order (bench.stats.round_order, "
         "balanced_rounds). Same initial weights, same shards and batch order everywhere. Ratios are s/step "
         "over s/step paired per round (> 1: the row is slower); the goal is ours bucketed ≤ 1.0× tuned DDP on "
         "the same transport, both sides given the same bucket sizes and each read at its fastest, met when the "
@@ -489,7 +496,7 @@ def main(argv: list[str] | None = None) -> int:
         "--rounds",
         type=int,
         default=7,
-        help="at least this many rounds per case, rounded up to a whole number of Latin squares (default %(default)s)",
+        help="at least this many rounds per case, rounded up to whole Williams designs (at least 6 for the goal) (default %(default)s)",
     )
     parser.add_argument(
         "--sweep", default="lenet", help="models whose case adds the bucket sweep (default %(default)s)"
@@ -539,14 +546,14 @@ def measure_and_record(args, cases: list[Case]) -> dict:
     m = common.machine()
     over_mpi = ddp_over_mpi_available()
     sweep = set(filter(None, args.sweep.split(",")))
-    merged = {"samples": {}, "splits": {}, "order": [], "ddp": {}, "buckets": {}, "ours_backends": {}}
+    merged = {"samples": {}, "splits": {}, "order": [], "ddp": {}, "buckets": {}, "ours_backends": {}, "conditions": {}}
     variants_by_case, rounds_by_case = {}, {}
     with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
         for case in cases:
             variants = variants_for(case.model in sweep, over_mpi)
             data = common.DATASETS[case.dataset](Path(tmp))
             result = measure_case(args, case, variants, data, Path(tmp))
-            for key in ("samples", "splits", "ddp", "buckets", "ours_backends"):
+            for key in ("samples", "splits", "ddp", "buckets", "ours_backends", "conditions"):
                 merged[key].update(result[key])
             merged["order"] += result["order"]
             variants_by_case[case.label] = [v.name for v in variants]
@@ -570,6 +577,7 @@ def measure_and_record(args, cases: list[Case]) -> dict:
             "rounds_by_case": rounds_by_case,
             "rounds": min(rounds_by_case.values()),
             "order": merged["order"],
+            "conditions": merged["conditions"],
             "ddp_over_mpi": over_mpi,
             "ddp_settings_by_variant": settings,
             "ddp_buckets": merged["buckets"],

@@ -17,7 +17,7 @@ Per run: the workers' steady-state seconds per step and communication share
 (run.json: `seconds_per_step`, `comm_share`), and the wall time. The goal: the
 seconds per step and the communication share with the ×FACTOR test set within
 20 % of the plain one's; the wall time grows by the evaluations, which no
-clock counts. Every round measures every cell once, in rotating order; ratios
+clock counts. Every round measures every cell once, in a recorded order; ratios
 are paired per round.
 """
 
@@ -34,7 +34,6 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import common, stats  # noqa: E402
-from scaledl.run_record import read_run_json  # noqa: E402
 
 NAME = "evaluation"
 TITLE = "Evaluation beside no training"
@@ -78,34 +77,10 @@ def parse_cell(cell: str) -> tuple[str, bool]:
 
 
 def one_run(data: Path, out: Path, algorithm: str, steps: int, every: int) -> dict:
-    args = [
-        "-m",
-        "scaledl",
-        "train",
-        "--data",
-        str(data),
-        "--model",
-        "lenet",
-        "--algorithm",
-        algorithm,
-        "--out-dir",
-        str(out),
-        "--max-steps",
-        str(steps),
-        "--eval-every",
-        str(every),
-        "--lr",
-        "0.05",
-        "--seed",
-        "0",
-        "--threads",
-        "1",
-        "--checkpoint-interval",
-        "0",
-    ]
+    args = common.train_argv(data, out, algorithm, max_steps=steps, eval_every=every, threads=1, checkpoint_interval=0)
     t0 = time.monotonic()
     common.run_mpi(ALGORITHMS[algorithm], args, timeout=600)
-    run = read_run_json(out)
+    run = common.read_run(out)
     return {
         "seconds_per_step": run["seconds_per_step"],
         "comm_share": run["comm_share"],
@@ -163,7 +138,7 @@ def render(record: dict) -> tuple[str, str, str, str]:
     intro = (
         f"`scaledl train` on digits with LeNet, {meta['steps']} steps, an evaluation every {meta['every']} "
         f"steps; the test split as prepared and {meta['factor']}× larger (its images repeated). "
-        f"{meta['rounds']} rounds, every cell once per round in rotating order, the first twice (A/A)."
+        f"{meta['rounds']} rounds, every cell once per round in a recorded order, the first twice (A/A)."
     )
     table_rows = rows(record)
     tables = common.table(table_rows, list(table_rows[0]))
@@ -194,6 +169,7 @@ def measure_record(args) -> Path:
             "factor": args.factor,
             "rounds": args.rounds,
             "order": result["order"],
+            "conditions": result["conditions"],
             "details": result["details"],
             "raw": common.shown_path(args.raw),
             "wall_s": time.monotonic() - t_start,

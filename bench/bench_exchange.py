@@ -3,8 +3,8 @@
     python bench/bench_exchange.py [--mb 143] [--reps 3] [--rounds 7]
                                    [--raw bench/raw/exchange.json] [--render] [--no-doc]
 
-Two ranks under one mpiexec, every cell once a round in the order bench.stats.rotate gives, for a whole
-number of Latin squares (bench.stats.balanced_rounds: at least --rounds). A sample is the seconds of
+Two ranks under one mpiexec, every cell once a round in the order bench.stats.round_order gives, for a whole
+number of Williams designs (bench.stats.headline_rounds: at least --rounds and 6). A sample is the seconds of
 --reps back-to-back exchanges over --reps (one untimed exchange first), the slower rank's:
 
   Allreduce (mpi4py)            one comm.Allreduce of |W| float32, src → dst: the floor of Sync EASGD's
@@ -60,7 +60,7 @@ FAMILY = {SYNC: ALLREDUCE, ROOTED: ALLREDUCE, TURN: SENDRECV}  # whose A/A floor
 
 
 def exchange_worker(out: Path, numel: int, reps: int, rounds: int) -> None:
-    """Both ranks: every cell once a round in rotated order; rank 0 writes {"samples": {cell: [s]}, "order"}."""
+    """Both ranks: every cell once a round in its recorded order; rank 0 writes {"samples": {cell: [s]}, "order"}."""
     import numpy as np
     import torch
     from mpi4py import MPI
@@ -107,22 +107,23 @@ def exchange_worker(out: Path, numel: int, reps: int, rounds: int) -> None:
         TURN: turn,
     }
     samples = {c: [] for c in CELLS}
-    order = []
+    order, log = [], {}
     for r in range(rounds):
-        order.append(stats.rotate(CELLS, r, rounds))
+        order.append(stats.round_order(CELLS, r, rounds))
         for c in order[-1]:
             op = ops[c.removesuffix(stats.AA_SUFFIX)]
             op()  # untimed: first touch of the buffers and of this pattern's MPI path
             world.Barrier()
-            t0 = time.perf_counter()
-            for _ in range(reps):
-                op()
-            samples[c].append(world.allreduce((time.perf_counter() - t0) / reps, op=MPI.MAX))
+            with common.conditions(log, c):
+                t0 = time.perf_counter()
+                for _ in range(reps):
+                    op()
+                samples[c].append(world.allreduce((time.perf_counter() - t0) / reps, op=MPI.MAX))
     assert np.isfinite(dst).all()  # the sums were written (and read nowhere else)
     if rank == 0:
         from scaledl.atomic import write_text
 
-        write_text(out, json.dumps({"samples": samples, "order": order}))
+        write_text(out, json.dumps({"samples": samples, "order": order, "conditions": log}))
 
 
 # --------------------------------------------------------------- rendering
@@ -145,7 +146,7 @@ def render(record: dict) -> tuple[str, str, str, str]:
     for this, ref, goal, what in COMPARISONS:
         r = stats.ratio(s[this], s[ref])
         noise = floors[FAMILY[this]]
-        words = f"{stats.goal_text(r, goal)}; " if goal else ""
+        words = f"{stats.goal_text(r, goal, noise)}; " if goal else ""
         lines.append(f"| {what} | {stats.format_ratio(r)} | {words}{stats.verdict_text(r, noise)} |")
     tables = (
         common.table(rows, list(rows[0]))
@@ -162,8 +163,8 @@ def render(record: dict) -> tuple[str, str, str, str]:
     intro = (
         f"2 ranks{launch.mark(2)}, |W| = {meta['numel']:,} float32 ({meta['bytes'] / 1e6:.0f} MB, cifar_alexnet's "
         f"size); a sample is {meta['reps']} back-to-back exchanges over {meta['reps']} after one untimed, the "
-        f"slower rank's; {meta['rounds']} rounds, every cell once a round in rotating order (a whole number of "
-        "Latin squares). Ours are the classes the engines call (scaledl.comm.collectives, "
+        f"slower rank's; {meta['rounds']} rounds, every cell once a round in a recorded order (whole "
+        "designs). Ours are the classes the engines call (scaledl.comm.collectives, "
         "scaledl.comm.round_robin), with their staging and liveness checks; the floors are bare mpi4py calls."
     )
     notes = (
@@ -185,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
         "--rounds",
         type=int,
         default=7,
-        help="at least this many rounds, rounded up to whole Latin squares (default %(default)s)",
+        help="at least this many rounds, rounded up to whole Williams designs (at least 6 for the goals) (default %(default)s)",
     )
     parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)  # internal: the job under mpiexec
     parser.add_argument("--numel", type=int, help=argparse.SUPPRESS)
@@ -211,7 +212,7 @@ def measure_and_record(args) -> dict:
     common.use_launch(common.Launch.for_table(2))
     m = common.machine()
     numel = int(args.mb * 1e6 / 4)
-    rounds = stats.balanced_rounds(len(CELLS), args.rounds)
+    rounds = stats.headline_rounds(len(CELLS), args.rounds)  # the goals' table: ≥ 6 rounds, whole designs
     with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
         out = Path(tmp) / "exchange.json"
         cmd = [str(Path(__file__).resolve()), "--worker", str(out), "--numel", str(numel)]
@@ -227,6 +228,7 @@ def measure_and_record(args) -> dict:
         "reps": args.reps,
         "rounds": rounds,
         "order": result["order"],
+        "conditions": result["conditions"],
         "wall_s": wall,
         "raw": common.shown_path(args.raw),
     }

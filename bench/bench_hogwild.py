@@ -23,10 +23,10 @@ Training: async_sgd against hogwild_sgd (and, with --train-pairs sgd,easgd,
     (bench.common.train).
 
 Every round measures every variant of a table once, in the order
-bench.stats.rotate gives for that round (the contention rounds run inside
+bench.stats.round_order gives for that round (the contention rounds run inside
 one mpiexec per N). Cells print median [min–max] n; ratios are paired per
 round; a ratio's verdict
-reads the bootstrap interval of its median against the A/A floor (bench.stats.verdict:
+reads the order-statistic interval of its median against the A/A floor (bench.stats.verdict:
 slower, faster, no difference within ±x %, not resolved at ±x %);
 cells with more ranks than cores are marked †.
 """
@@ -143,7 +143,7 @@ def contend_once(world, window: str, locked: bool, numel: int, k: int) -> dict |
 
 
 def contention_worker(out: Path, updates: int, rounds: int) -> None:
-    """Under mpiexec: every size, every variant in rotating order, `rounds` rounds; the master writes JSON."""
+    """Under mpiexec: every size, every variant in a recorded order, `rounds` rounds; the master writes JSON."""
     from mpi4py import MPI
 
     world = MPI.COMM_WORLD
@@ -152,7 +152,7 @@ def contention_worker(out: Path, updates: int, rounds: int) -> None:
     for r in range(rounds):
         for size, numel in SIZES.items():
             k = size_updates(numel, updates)
-            for cell, window, lock in stats.rotate(contention_cells(n, size), r, rounds):
+            for cell, window, lock in stats.round_order(contention_cells(n, size), r, rounds):
                 res = contend_once(world, window, lock == "exclusive", numel, k)
                 if res is not None:
                     rows.append({"round": r, "cell": cell, "size": size, "numel": numel, "updates": k, **res})
@@ -184,26 +184,28 @@ def measure_contention(workers: int, updates: int, rounds: int, tmp: Path) -> tu
     return samples, detail
 
 
-def measure_training(args, tmp: Path, data: Path) -> tuple[dict, dict, list]:
-    """samples {cell: [s/step per round]}, detail {cell: [{wait_s, comm_s} per round]} and the order per round."""
+def measure_training(args, tmp: Path, data: Path) -> tuple[dict, dict, list, dict]:
+    """samples {cell: [s/step per round]}, detail {cell: [{wait_s, comm_s} per round]}, the order per round and
+    the machine's state per cell (common.conditions)."""
     cells = training_cells(args.train_pairs, args.train_windows)
     samples = {c: [] for c, _, _ in cells}
     detail = {c: [] for c, _, _ in cells}
-    order = []
+    order, log = [], {}
     for r in range(args.rounds):
-        rotated = stats.rotate(cells, r, args.rounds)
+        rotated = stats.round_order(cells, r, args.rounds)
         order.append([c for c, _, _ in rotated])
         for i, (cell, algorithm, window) in enumerate(rotated):
             t0 = time.monotonic()
-            state = common.train(
-                args.train_workers + 1,
-                data,
-                tmp / f"train-r{r}-{i}",
-                algorithm=algorithm,
-                warmup=args.train_warmup,
-                steps=args.train_steps,
-                extra=("--center-window", window),
-            )
+            with common.conditions(log, cell):
+                state = common.train(
+                    args.train_workers + 1,
+                    data,
+                    tmp / f"train-r{r}-{i}",
+                    algorithm=algorithm,
+                    warmup=args.train_warmup,
+                    steps=args.train_steps,
+                    center_window=window,
+                )
             samples[cell].append(state["seconds_per_step"])
             detail[cell].append({k: state.get(k) or 0.0 for k in ("wait_s", "comm_s")})
             print(
@@ -211,7 +213,7 @@ def measure_training(args, tmp: Path, data: Path) -> tuple[dict, dict, list]:
                 f"ms/step ({time.monotonic() - t0:.1f} s)",
                 flush=True,
             )
-    return samples, detail, order
+    return samples, detail, order, log
 
 
 def measure_record(args, counts: list[int]) -> Path:
@@ -223,6 +225,7 @@ def measure_record(args, counts: list[int]) -> Path:
     contention: dict = {}
     training: dict = {}
     order: list = []
+    log: dict = {}
     with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
         tmp = Path(tmp)
         for n in counts:
@@ -230,7 +233,7 @@ def measure_record(args, counts: list[int]) -> Path:
             samples.update(s)
             contention.update(d)
         if args.train_steps:
-            s, training, order = measure_training(args, tmp, common.prepare_digits(tmp))
+            s, training, order, log = measure_training(args, tmp, common.prepare_digits(tmp))
             samples.update(s)
     return common.write_raw(
         args.raw,
@@ -256,6 +259,7 @@ def measure_record(args, counts: list[int]) -> Path:
                     "dataset": "digits",
                     "batch": 64,
                     "order": order,
+                    "conditions": log,
                     "detail": training,
                 }
                 if args.train_steps
@@ -422,7 +426,7 @@ def render(record: dict) -> tuple[str, str, str, str]:
     ks = ", ".join(f"K = {k} at {size}" for size, k in meta["updates"].items())
     tables = (
         f"Contention: N workers × K whole-vector `push_then_pull` updates (W += 1, read W back; {ks}), "
-        f"{rounds} rounds in rotating order. `wall for N×K` is the sample (first start to last finish); "
+        f"{rounds} rounds in a recorded order. `wall for N×K` is the sample (first start to last finish); "
         "epoch, overlapping epochs and lost adds (parts per million of N·K) are median [min–max] over the "
         "same rounds. `÷ exclusive lock` is this row's wall over the exclusive lock's on the same window, "
         "`÷ rma window` over the rma window's with the same lock, paired per round (< 1: this row is "
@@ -439,7 +443,7 @@ def render(record: dict) -> tuple[str, str, str, str]:
             f"\nTraining: {train['workers']} workers + a master ({train['workers'] + 1} ranks on "
             f"{record['machine']['cores']} cores), {train['model']} on {train['dataset']}, batch "
             f"{train['batch']}, {train['warmup']} warm-up + {train['steps']} timed steps per run, {rounds} "
-            "rounds in rotating order; s/step is the workers' steady-state mean (bench.common.train), lock "
+            "rounds in a recorded order; s/step is the workers' steady-state mean (bench.common.train), lock "
             "wait and comm per step are medians over rounds of the workers' means; `÷ Async` is paired per "
             "round (< 1: Hogwild is faster).\n\n"
             + common.table(t_rows, list(t_rows[0]))
@@ -502,7 +506,7 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=5,
         help="rounds of every table, each measuring every variant "
-        "once in rotating order; ≥ 5 for headline ratios (default %(default)s)",
+        "once in a recorded order; ≥ 5 for headline ratios (default %(default)s)",
     )
     parser.add_argument(
         "--train-workers", type=int, default=2, help="workers in the training runs, plus a master (default %(default)s)"

@@ -43,10 +43,10 @@ messages included) with α, β, γ from --netbench FILE, else from a netbench
 this script runs first in the table's launch environment (10–20 s).
 
 Statistics: every round measures every variant once in the order
-bench.stats.rotate gives, including an A/A twin (sync_easgd2 measured twice
+bench.stats.round_order gives, including an A/A twin (sync_easgd2 measured twice
 per round); cells are median [min–max] n over rounds, ratios are paired per
 round, and a ratio's verdict
-reads the bootstrap interval of its median against the A/A floor (bench.stats.verdict:
+reads the order-statistic interval of its median against the A/A floor (bench.stats.verdict:
 slower, faster, no difference within ±x %, not resolved at ±x %). One
 launch environment for the whole run (bench.common.Launch.for_table with
 the largest rank count); a cell with more ranks than cores is marked †.
@@ -68,7 +68,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import common, stats  # noqa: E402
-from scaledl.run_record import read_run_json  # noqa: E402
 
 NAME = "ladder"
 TITLE = "Sync EASGD ladder: original EASGD → Sync EASGD1 → 2 → 3"
@@ -134,51 +133,22 @@ TTT_TABLE, HEAVY_TABLE = "time to target", "cifar_alexnet s/step"
 # ------------------------------------------------------------------ running
 
 
-def train_args(
-    data: Path, out: Path, level: str, spec: dict, *, max_steps: int, eval_every: int, extra: tuple[str, ...] = ()
-) -> list[str]:
-    return [
-        "-m",
-        "scaledl",
-        "train",
-        "--data",
-        str(data),
-        "--model",
-        spec["model"],
-        "--algorithm",
-        level,
-        "--out-dir",
-        str(out),
-        "--max-steps",
-        str(max_steps),
-        "--eval-every",
-        str(eval_every),
-        "--batch-size",
-        str(spec["batch"]),
-        "--lr",
-        str(spec["lr"]),
-        "--seed",
-        "0",
-        "--threads",
-        str(common.LAUNCH.threads),
-        *extra,
-    ]
-
-
-def read_run(out: Path) -> dict:
-    return read_run_json(out)
+def train_args(data: Path, out: Path, level: str, spec: dict, *, max_steps: int, eval_every: int, **options):
+    """`scaledl train`'s arguments for one run of a table (`spec`: its model, batch and lr)."""
+    return common.train_argv(
+        data, out, level, max_steps=max_steps, eval_every=eval_every, model=spec["model"],
+        batch_size=spec["batch"], lr=spec["lr"], **options,
+    )  # fmt: skip
 
 
 def find_target_step(data: Path, out: Path, level: str, workers: int, target: float) -> dict:
     """The first step whose center reaches `target`, from an untimed run evaluating after every step."""
     common.run_mpi(
         ranks_of(level, workers),
-        train_args(
-            data, out, level, TTT, max_steps=TARGET_MAX_STEPS, eval_every=1, extra=("--target-accuracy", str(target))
-        ),
+        train_args(data, out, level, TTT, max_steps=TARGET_MAX_STEPS, eval_every=1, target_accuracy=target),
         timeout=900,
     )
-    run = read_run(out)
+    run = common.read_run(out)
     step = run["evaluation"]["target_step"]
     if step is None:
         raise SystemExit(
@@ -239,7 +209,7 @@ def hidden_per_step(run: dict, warmup: int) -> float | None:
 def time_to_target(data: Path, out: Path, v: Variant, steps: int) -> dict:
     """A timed run of exactly `steps` steps, evaluated once after the loop."""
     common.run_mpi(v.ranks, train_args(data, out, v.level, TTT, max_steps=steps, eval_every=steps + 1), timeout=900)
-    run = read_run(out)
+    run = common.read_run(out)
     detail = {
         "train_s": run["stop"]["train_s"],
         "steps": run["stop"]["steps"],
@@ -255,22 +225,24 @@ def heavy_run(data: Path, out: Path, v: Variant, warmup: int, steps: int) -> dic
     total = warmup + steps
     common.run_mpi(v.ranks, train_args(data, out, v.level, HEAVY, max_steps=total, eval_every=total + 1), timeout=900)
     detail = per_step(out, warmup)
-    detail["hidden_s"] = hidden_per_step(read_run(out), warmup)
+    detail["hidden_s"] = hidden_per_step(common.read_run(out), warmup)
     shutil.rmtree(out)  # its model.pt alone is 144 MB; everything the tables need is in `detail`
     return detail
 
 
 def rounds_of(variants: list[Variant], rounds: int, table: str, measure) -> tuple[dict, dict, list]:
-    """Every variant once per round in the order stats.rotate gives: (samples, details, orders)."""
+    """Every variant once per round in the order stats.round_order gives: (samples, details, orders)."""
     samples = {v.cell(table): [] for v in variants}
     details = {v.cell(table): [] for v in variants}
-    orders = []
+    orders, log = [], {}
     for r in range(rounds):
-        order = stats.rotate(variants, r, rounds)
+        order = stats.round_order(variants, r, rounds)
         orders.append([v.cell(table) for v in order])
         for i, v in enumerate(order):
             t0 = time.monotonic()
-            sample, detail = measure(v, f"r{r}-{i}")
+            with common.conditions(log, v.cell(table)):
+                sample, detail = measure(v, f"r{r}-{i}")
+            detail.update(log[v.cell(table)][-1])
             detail["run_wall_s"] = time.monotonic() - t0
             samples[v.cell(table)].append(sample)
             details[v.cell(table)].append(detail)
@@ -352,6 +324,10 @@ def measure(args) -> Path:
             "network": network,
             "targets": targets,
             "variants": {"ttt": [vars_of(v) for v in ttt], "heavy": [vars_of(v) for v in heavy]},
+            "conditions": {
+                c: [{"load": d["load"], "steal": d["steal"]} for d in ds]
+                for c, ds in {**ttt_details, **heavy_details}.items()
+            },
             "ttt": {
                 **TTT,
                 "rounds": args.rounds,
@@ -453,12 +429,11 @@ def previous_of(v: Variant, variants: list[Variant]) -> Variant | None:
 
 
 def aa_noise(record: dict, table: str, workers: int) -> tuple[float, dict]:
-    """The A/A noise floor of a table (max |x/y − 1| over rounds, taken both ways round so that it bounds
-    a ratio of either orientation) and the twin's ratio to its original."""
+    """The A/A noise floor of a table (stats.noise_floor, the one rule of every section) and the twin's ratio
+    to its original."""
     s = record["samples"]
     base, twin = s[Variant(TWIN, workers).cell(table)], s[Variant(TWIN, workers, twin=True).cell(table)]
-    floor = max(stats.noise_floor(zip(base, twin)), stats.noise_floor(zip(twin, base)))
-    return floor, stats.ratio(twin, base)
+    return stats.noise_floor(zip(base, twin)), stats.ratio(twin, base)
 
 
 def ttt_tables(record: dict, net) -> str:
@@ -725,7 +700,7 @@ def render(record: dict, raw_path: str | None = None) -> tuple[str, str, str, st
         f"master rank besides its workers ({easgd_ranks} ranks); the sync levels use worker 0 as master ({p} ranks). "
         f"The whole run uses one launch environment (machine line); † marks a cell with more ranks than the "
         f"{cores} cores, which runs time-sliced and unbound. Every round measures every variant once in rotating "
-        f"order (bench.stats.rotate), with {TWIN} twice (A/A). Predictions: the α-β model ({COST_MODEL} "
+        f"order (bench.stats.round_order), with {TWIN} twice (A/A). Predictions: the α-β model ({COST_MODEL} "
         f"collectives, control messages included), {prediction}."
     )
     tables = ttt_tables(record, net)
@@ -769,7 +744,7 @@ def main(argv: list[str] | None = None) -> int:
         "--rounds",
         type=int,
         default=5,
-        help="time-to-target rounds, each measuring every variant once in rotating order; ≥ 5 "
+        help="time-to-target rounds, each measuring every variant once in a recorded order; ≥ 5 "
         "for headline ratios (default %(default)s)",
     )
     parser.add_argument(

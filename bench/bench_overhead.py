@@ -19,9 +19,9 @@ The default cases are LeNet at batch 64 (tens of ms per step, compute-bound)
 and at batch 4 (about a millisecond per step), where a fixed per-step cost of
 ours (phase timers, the step boundary, bookkeeping) is a visible share; the
 goal is ours ≤ 1.03× plain at both, certified by the ratio's interval. Every round measures every variant of every case once, in the
-order bench.stats.rotate gives for that round. Cells print median [min–max] n;
+order bench.stats.round_order gives for that round. Cells print median [min–max] n;
 ratios are paired per round; a ratio's verdict
-reads the bootstrap interval of its median against the A/A floor (bench.stats.verdict:
+reads the order-statistic interval of its median against the A/A floor (bench.stats.verdict:
 slower, faster, no difference within ±x %, not resolved at ±x %). The limits table holds each step's achieved FLOP/s against
 the float32 GEMM rate measured in the same run at the same thread count.
 """
@@ -168,7 +168,7 @@ def ours_run(data: Path, out_dir: Path, case: Case, lr: float, model: str) -> di
         algorithm="sync_sgd",
         warmup=case.warmup,
         steps=case.steps,
-        batch=case.batch,
+        batch_size=case.batch,
         model=model,
         lr=lr,
     )
@@ -183,7 +183,7 @@ def ours_run(data: Path, out_dir: Path, case: Case, lr: float, model: str) -> di
 
 
 def measure(args, cases: list[Case], data: Path, tmp: Path) -> dict:
-    """Every variant of every case once per round, in the order stats.rotate(cells, round).
+    """Every variant of every case once per round, in the order stats.round_order(cells, round).
 
     {"samples": {cell: [s/step per round]}, "splits": {cell: [parts per round]}, "order": [[cell, ...]],
      "gemm_peak": [gemm_peak_flops() per round]}
@@ -195,19 +195,20 @@ def measure(args, cases: list[Case], data: Path, tmp: Path) -> dict:
     cells = list(by_cell)
     samples = {c: [] for c in cells}
     splits = {c: [] for c in cells}
-    order, peaks = [], []
+    order, peaks, log = [], [], {}
     threads = common.LAUNCH.threads
-    rounds = 1 if args.rounds == 1 else stats.balanced_rounds(len(cells), args.rounds)  # one round: a trial
+    rounds = stats.headline_rounds(len(cells), args.rounds)  # the goal's table: ≥ 6 rounds, whole designs
     for r in range(rounds):
-        order.append(stats.rotate(cells, r, rounds))
+        order.append(stats.round_order(cells, r, rounds))
         for i, c in enumerate(order[-1]):
             variant, case = by_cell[c]
             t0 = time.monotonic()
-            if variant == OURS:
-                res = ours_run(data, tmp / f"ours-r{r}-{i}", case, args.lr, args.model)
-            else:
-                with on_rank0_core():
-                    res = plain_loop(data, case, args.lr, args.model, threads)
+            with common.conditions(log, c):
+                if variant == OURS:
+                    res = ours_run(data, tmp / f"ours-r{r}-{i}", case, args.lr, args.model)
+                else:
+                    with on_rank0_core():
+                        res = plain_loop(data, case, args.lr, args.model, threads)
             samples[c].append(res["seconds_per_step"])
             splits[c].append(res)
             print(
@@ -217,7 +218,7 @@ def measure(args, cases: list[Case], data: Path, tmp: Path) -> dict:
             )
         with on_rank0_core():  # the ceiling, once per round: the best round is the ceiling, the rest its spread
             peaks.append(common.gemm_peak_flops(threads))
-    return {"samples": samples, "splits": splits, "order": order, "gemm_peak": peaks}
+    return {"samples": samples, "splits": splits, "order": order, "gemm_peak": peaks, "conditions": log}
 
 
 # ----------------------------------------------------------------- rendering
@@ -260,7 +261,7 @@ def headline_rows(record: dict) -> list[dict]:
                 "ours [A/A] s/step": stats.format_cell(stats.summary(s[aa])),
                 "ours ÷ plain": stats.format_ratio(r),
                 "verdict": verdict_text(r, noise),
-                "goal ours ≤ 1.03× plain": stats.goal_text(r, GOAL),
+                "goal ours ≤ 1.03× plain": stats.goal_text(r, GOAL, noise),
                 "ours − plain per step": format_us([o - p for o, p in zip(s[ours], s[plain])]),
             }
         )
@@ -330,8 +331,8 @@ def render(record: dict) -> tuple[str, str, str, str]:
     runs = "; ".join(f"{c['label']}: {c['warmup']} warm-up + {c['steps']} timed steps" for c in meta["cases"])
     intro = (
         f"One rank, {threads} thread(s), {meta['model']} on {meta['dataset']}, lr {meta['lr']}, plain SGD; "
-        f"{runs}. {rounds} rounds, each measuring every variant of every case once in rotating order "
-        "(bench.stats.rotate, whole Latin squares), ours twice (the A/A twin). Same initial weights, same batches in the same "
+        f"{runs}. {rounds} rounds, each measuring every variant of every case once in a recorded order "
+        "(bench.stats.round_order), ours twice (the A/A twin). Same initial weights, same batches in the same "
         "order. Ours is `scaledl train --algorithm sync_sgd` at one rank, evaluated only at step 0 and "
         "after the loop (an evaluation runs on a helper thread that would share the bound core with the "
         "timed steps); plain is a hand-written PyTorch loop in the bench process. "
@@ -406,6 +407,7 @@ def measure_record(args, cases: list[Case]) -> Path:
             "rounds": len(result["order"]),
             "cases": [{"label": c.label, "batch": c.batch, "warmup": c.warmup, "steps": c.steps} for c in cases],
             "order": result["order"],
+            "conditions": result["conditions"],
             "splits": result["splits"],
             "gemm_peak": result["gemm_peak"],
             "plain_core": rank0_core(),
@@ -427,8 +429,8 @@ def main(argv: list[str] | None = None) -> int:
         "--rounds",
         type=int,
         default=6,
-        help="at least this many rounds, each measuring every variant once in rotating order, rounded up "
-        "to whole Latin squares (default %(default)s)",
+        help="at least this many rounds, each measuring every variant once in a recorded order, rounded up "
+        "to whole Williams designs, at least 6 (default %(default)s)",
     )
     parser.add_argument("--threads", type=int, default=1, help="threads of both loops (default %(default)s)")
     parser.add_argument("--lr", type=float, default=0.05, help="learning rate (default %(default)s)")

@@ -36,7 +36,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import common  # noqa: E402
-from scaledl.report.runs import read_run  # noqa: E402
 
 NAME = "paper_scale"
 TITLE = "Simulated at the paper's scale: the ladder and weak scaling (time-only)"
@@ -50,17 +49,16 @@ QUIET = "noise off"
 
 def simulate(platform: str, ranks: int, data: Path, model: str, algorithm: str, out: Path, steps: int, extra=()):
     """One time-only simulation: its run.json's seconds per step and shares, and the wall time it took."""
-    command = [
-        sys.executable, "-m", "scaledl", "simulate", "--platform-file", str(platform), "--ranks", str(ranks),
-        "--data", str(data), "--model", model, "--algorithm", algorithm, "--out-dir", str(out),
-        "--max-steps", str(steps), "--eval-every", str(steps + 1), "--lr", "0.01", "--seed", "0",
-        "--batch-size", "64", "--time-only", *extra,
-    ]  # fmt: skip
+    options = common.train_argv(
+        data, out, algorithm, max_steps=steps, eval_every=steps + 1, model=model, lr=0.01, batch_size=64, threads=None
+    )[3:]  # the options of `scaledl train`, which `scaledl simulate` takes too
+    command = [sys.executable, "-m", "scaledl", "simulate", "--platform-file", str(platform), "--ranks", str(ranks)]
+    command += [*options, "--time-only", *extra]
     started = time.monotonic()
     proc = subprocess.run(command, capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"scaledl simulate {algorithm} on {platform} failed: {proc.stderr.strip()[-1500:]}")
-    run = read_run(out)
+    run = common.read_run(out)
     return {
         "s_per_step": run.get("seconds_per_step"),
         "transfer_share": run.get("comm_share"),

@@ -14,7 +14,7 @@ names each rank's role), each rank's mean seconds per steady step in each phase
 group (PHASE_GROUPS): compute (forward, backward, update, center update), comm
 (the transfer phases: comm, param_copy, h2d), wait, data, other (what no phase
 covers) and the total; the workers averaged, the master apart. The measured
-runs repeat --rounds times in rotating order; the simulation is deterministic
+runs repeat --rounds times in a recorded order; the simulation is deterministic
 for a seed and runs once. Cells with more ranks than cores run only with
 --oversubscribed, labelled †, with MPICH yielding (MPIR_CVAR_ENABLE_HEAVY_YIELD=1)
 in that cell alone.
@@ -168,9 +168,7 @@ def read_phases(run_dir: Path, warmup: int) -> list[dict]:
     """Every rank's rank_phases from a run's run.json and timeline.h5."""
     import h5py
 
-    from scaledl.run_record import read_run_json
-
-    run = read_run_json(Path(run_dir))
+    run = common.read_run(Path(run_dir))
     out = []
     with h5py.File(Path(run_dir) / "timeline.h5") as f:
         for rank in run["phases"]["per_rank"]:
@@ -183,9 +181,7 @@ def read_phases(run_dir: Path, warmup: int) -> list[dict]:
 
 def read_staleness(run_dir: Path) -> dict | None:
     """run.json's staleness of the center's reads (median, p90, max); None for a pattern without a center."""
-    from scaledl.run_record import read_run_json
-
-    found = read_run_json(Path(run_dir)).get("staleness")
+    found = common.read_run(Path(run_dir)).get("staleness")
     return {k: found[k] for k in ("median", "p90", "max")} if found and found.get("exchanges") else None
 
 
@@ -273,14 +269,15 @@ def measure_record(args) -> Path:
             record_run(samples, details, runs, c, "simulated", read_phases(out, args.warmup))
             staleness[c["cell"]]["simulated"].append(read_staleness(out))
             print(f"bench_{NAME}: simulated {c['cell']}", flush=True)
-        order = []
+        order, log = [], {}
         for r in range(args.rounds):
-            order.append([c["cell"] for c in stats.rotate(plan, r, args.rounds)])
-            for c in stats.rotate(plan, r, args.rounds):
+            order.append([c["cell"] for c in stats.round_order(plan, r, args.rounds)])
+            for c in stats.round_order(plan, r, args.rounds):
                 common.use_launch(launch_for(c["ranks"]))
                 out = tmp / f"mpi-{c['algorithm']}-{c['workers']}-{r}"
                 t0 = time.monotonic()
-                common.train(c["ranks"], data, out, algorithm=c["algorithm"], warmup=args.warmup, steps=args.steps)
+                with common.conditions(log, f"{c['cell']}: measured"):
+                    common.train(c["ranks"], data, out, algorithm=c["algorithm"], warmup=args.warmup, steps=args.steps)
                 record_run(samples, details, runs, c, "measured", read_phases(out, args.warmup))
                 staleness[c["cell"]]["measured"].append(read_staleness(out))
                 print(f"bench_{NAME}: round {r + 1}/{args.rounds} {c['cell']} ({time.monotonic() - t0:.1f} s)",
@@ -300,6 +297,7 @@ def measure_record(args) -> Path:
             "rounds": args.rounds,
             "plan": plan,
             "order": order,
+            "conditions": log,
             "details": details,
             "ranks": runs,
             "platform": {
@@ -339,7 +337,7 @@ def render(record: dict) -> tuple[str, str, str, str]:
     meta = record["meta"]
     intro = (
         f"Digits, LeNet, batch 64, seed 0, {meta['warmup']} warm-up + {meta['steps']} timed steps; measured: "
-        f"{meta['rounds']} round(s) under mpiexec in rotating order, one rank per core; simulated: once (a seed "
+        f"{meta['rounds']} round(s) under mpiexec in a recorded order, one rank per core; simulated: once (a seed "
         f"is one schedule). {calibration_words(meta['platform'])} † marks more ranks than cores (MPICH yields "
         "there; the simulation shares the host's cores among ranks computing at once and prices no polling)."
     )

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -35,7 +34,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import common  # noqa: E402
-from scaledl.run_record import read_run_json  # noqa: E402
 
 NAME = "scale"
 TITLE = "Scale: every algorithm at P = 8 (master-based ones at P = 16) to a target accuracy"
@@ -74,67 +72,24 @@ def learning_rate(algorithm: str, workers: int) -> float:
 
 
 def launch(ranks: int, args: list[str], timeout: float) -> tuple[int | str, str]:
-    """`mpiexec -n ranks python -m mpi4py ARGS` in the table's launch environment, in a process group of its
-    own so that a hung job is ended whole (mpiexec, its proxies and every rank): (exit status or "timeout",
-    stderr and stdout)."""
-    launch = common.LAUNCH
-    cmd = [common.mpiexec(), *launch.mpiexec_args(ranks), "-n", str(ranks), sys.executable, "-m", "mpi4py", *args]
-    proc = subprocess.Popen(
-        cmd,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=common.mpi_env(ranks, launch),
-        cwd=common.REPO,
-        start_new_session=True,
-    )
+    """`mpiexec -n ranks python -m mpi4py ARGS` in the table's launch environment (common.run_mpi: a hung job
+    is ended whole, mpiexec, its proxies and every rank): (exit status or "timeout", stdout and stderr)."""
     try:
-        output, _ = proc.communicate(timeout=timeout)
-        return proc.returncode, output
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        output, _ = proc.communicate()
-        return "timeout", output
-    except BaseException:
-        os.killpg(proc.pid, signal.SIGKILL)
-        raise
+        proc = common.run_mpi(ranks, args, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired as error:
+        return "timeout", f"{error.stdout or ''}{error.stderr or ''}"
+    return proc.returncode, proc.stdout + proc.stderr
 
 
 def one_run(data: Path, out: Path, algorithm: str, workers: int, args) -> dict:
     from scaledl.algorithms import tasks_for
 
     ranks = tasks_for(algorithm, workers)
-    train = [
-        "-m",
-        "scaledl",
-        "train",
-        "--data",
-        str(data),
-        "--model",
-        "lenet",
-        "--algorithm",
-        algorithm,
-        "--out-dir",
-        str(out),
-        "--target-accuracy",
-        str(args.target),
-        "--max-steps",
-        str(args.max_steps),
-        "--eval-every",
-        str(args.eval_every),
-        "--batch-size",
-        "64",
-        "--lr",
-        f"{learning_rate(algorithm, workers):g}",
-        "--seed",
-        "0",
-        "--threads",
-        "1",
-        "--checkpoint-interval",
-        "0",
-        "--expect-ranks",
-        str(ranks),
-    ]
+    train = common.train_argv(
+        data, out, algorithm, max_steps=args.max_steps, eval_every=args.eval_every, target_accuracy=args.target,
+        batch_size=64, lr=f"{learning_rate(algorithm, workers):g}", threads=1, checkpoint_interval=0,
+        expect_ranks=ranks,
+    )  # fmt: skip
     load = os.getloadavg()[0]
     t0 = time.monotonic()
     status, output = launch(ranks, train, args.timeout)
@@ -145,7 +100,7 @@ def one_run(data: Path, out: Path, algorithm: str, workers: int, args) -> dict:
     result["load_before"], result["load_after"] = load, os.getloadavg()[0]
     if status != 0 or not (out / "run.json").exists():
         return {**result, "tail": tail}
-    run = read_run_json(out)
+    run = common.read_run(out)
     return {
         **result,
         "reached": run["time_to_target_s"] is not None,

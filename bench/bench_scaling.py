@@ -11,7 +11,7 @@ speedup/P. t is the steady-state seconds per step: the workers' mean over the
 timed steps, warm-up and evaluation excluded (bench.common.train, docs/time.md).
 
 Cells are (algorithm, P, batch per worker) configurations. Every round runs
-every cell once, in the order bench.stats.rotate gives for that round. With
+every cell once, in the order bench.stats.round_order gives for that round. With
 the default batches strong P = 2 (128 / 2 = 64 per worker) is the very
 configuration of weak P = 2, so it is measured as that cell's A/A twin: the
 two rows differ only by noise, which gives each algorithm's noise floor
@@ -112,7 +112,7 @@ def split_of(state: dict) -> dict:
 
 
 def measure(cells: dict, args, data: Path, tmp: Path) -> dict:
-    """Every cell once per round, in the order stats.rotate(cells, round), for args.rounds rounds.
+    """Every cell once per round, in the order stats.round_order(cells, round), for args.rounds rounds.
 
     {"samples": {cell: [s/step per round]}, "splits": {cell: [split_of per round]},
      "order": [[cell, ...] per round], "message_bytes": bytes of one model exchange}
@@ -120,22 +120,23 @@ def measure(cells: dict, args, data: Path, tmp: Path) -> dict:
     names = list(cells)
     samples = {c: [] for c in names}
     splits = {c: [] for c in names}
-    order, message_bytes = [], None
+    order, message_bytes, log = [], None, {}
     for r in range(args.rounds):
-        order.append(stats.rotate(names, r, args.rounds))
+        order.append(stats.round_order(names, r, args.rounds))
         for i, cell in enumerate(order[-1]):
             cfg = cells[cell]
             t0 = time.monotonic()
-            state = common.train(
-                cfg["workers"],
-                data,
-                tmp / f"r{r}-{i}",
-                algorithm=cfg["algorithm"],
-                warmup=args.warmup,
-                steps=args.steps,
-                batch=cfg["batch"],
-                lr=args.lr,
-            )
+            with common.conditions(log, cell):
+                state = common.train(
+                    cfg["workers"],
+                    data,
+                    tmp / f"r{r}-{i}",
+                    algorithm=cfg["algorithm"],
+                    warmup=args.warmup,
+                    steps=args.steps,
+                    batch_size=cfg["batch"],
+                    lr=args.lr,
+                )
             samples[cell].append(state["seconds_per_step"])
             splits[cell].append(split_of(state))
             message_bytes = state["run"]["model"]["bytes"]
@@ -144,7 +145,7 @@ def measure(cells: dict, args, data: Path, tmp: Path) -> dict:
                 f"ms/step ({time.monotonic() - t0:.1f} s)",
                 flush=True,
             )
-    return {"samples": samples, "splits": splits, "order": order, "message_bytes": message_bytes}
+    return {"samples": samples, "splits": splits, "order": order, "message_bytes": message_bytes, "conditions": log}
 
 
 # ----------------------------------------------------------------- render
@@ -186,7 +187,7 @@ def aa_series(record: dict, algorithm: str) -> dict:
 
 
 def noise_floors(record: dict) -> dict:
-    """The table's noise floor per quantity: max over the algorithms' A/A pairs of max |x/y − 1|."""
+    """The table's noise floor per quantity: the largest stats.noise_floor over the algorithms' A/A pairs."""
     pairs = [aa_series(record, a) for a in record["meta"]["aa"]]
     return {key: max(_floor(*series[key]) for series in pairs) for key in ("s/step", *SPLIT_KEYS)}
 
@@ -338,7 +339,7 @@ def render(record: dict) -> tuple[str, str, str, str]:
         f"{meta['dataset']} / {meta['model']} ({meta['message_bytes'] / 1e6:.3g} MB per model exchange), lr "
         f"{meta['lr']}; per run {meta['warmup']} warm-up steps then {meta['steps']} timed steps; "
         f"P = {', '.join(map(str, meta['workers']))}; {rounds} round{'s' if rounds != 1 else ''}, each running every "
-        "cell once in rotating order (bench.stats.rotate). Weak: batch "
+        "cell once in a recorded order (bench.stats.round_order). Weak: batch "
         f"{meta['batch']} per worker, efficiency t(1)/t(P), speedup P·t(1)/t(P) in samples/s. Strong: global batch "
         f"{meta['global_batch']} split over P, speedup t(1)/t(P), efficiency speedup/P. Ratios are paired per round "
         'and print median [min–max] n. Strong rows marked "A/A twin" run the configuration of the weak row at '
@@ -361,8 +362,8 @@ def render(record: dict) -> tuple[str, str, str, str]:
         f"applies the verdict rule with the A/A noise floor of compute ({floors['compute_s']:.1%}). In strong "
         "scaling the smaller per-worker batch also lowers the arithmetic efficiency, so there the ratio "
         "mixes both effects.\n\n"
-        + "A/A: the same configuration twice per round; noise floor = max over rounds of |first / twin − 1| "
-        "(the floors above are the largest over the algorithms):\n\n" + aa_table(record).rstrip() + "\n"
+        + f"A/A: the same configuration twice per round; {stats.RULE} (the floors above are the largest over "
+        "the algorithms):\n\n" + aa_table(record).rstrip() + "\n"
     )
     notes = []
     marked = sorted(int(p) for p, mark in meta["marks"].items() if mark)
@@ -484,6 +485,7 @@ def run_measurement(args, workers: list[int]) -> None:
             "cells": layout["cells"],
             "aa": layout["aa"],
             "order": result["order"],
+            "conditions": result["conditions"],
             "splits": result["splits"],
             "message_bytes": result["message_bytes"],
             "marks": {str(p): common.LAUNCH.mark(p) for p in workers},
@@ -511,7 +513,7 @@ def main(argv: list[str] | None = None) -> int:
         "--rounds",
         type=int,
         default=5,
-        help="rounds, each running every cell once in rotating order; >= 5 for headline ratios (default %(default)s)",
+        help="rounds, each running every cell once in a recorded order; >= 5 for headline ratios (default %(default)s)",
     )
     parser.add_argument("--batch", type=int, default=64, help="weak scaling: batch per worker (default %(default)s)")
     parser.add_argument(

@@ -10,7 +10,7 @@ Three tables, from one record:
    platform calibrated to this machine: scaledl calibrate),
    the same run (digits, LeNet, batch 64, warm-up + timed steps), steady-state
    seconds per step (bench.common.steady_state on both). Rounds alternate the
-   two in rotating order; the ratio simulated / measured is paired per round,
+   two in a recorded order; the ratio simulated / measured is paired per round,
    the goal within ±20 %. The same comparison phase by phase (compute, comm, wait,
    data), on a platform calibrated with every core busy if asked, is
    bench/bench_phases.py's.
@@ -43,7 +43,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import common, stats  # noqa: E402
-from scaledl.run_record import read_run_json  # noqa: E402
 
 NAME = "simulation"
 TITLE = "The simulated cluster: validation, collectives, cost"
@@ -79,11 +78,8 @@ def run_simulated(platform: str, ranks: int, train_args: list[str]) -> dict:
 def train_args(data: Path, out: Path, algorithm: str, warmup: int, steps: int) -> list[str]:
     """The arguments bench.common.train gives `scaledl train`, for the simulated twin of its run."""
     total = warmup + steps
-    return [
-        "--data", str(data), "--model", "lenet", "--algorithm", algorithm, "--out-dir", str(out),
-        "--max-steps", str(total), "--eval-every", str(total + 1), "--batch-size", "64", "--lr", "0.05",
-        "--seed", "0", "--threads", "1",
-    ]  # fmt: skip
+    argv = common.train_argv(data, out, algorithm, max_steps=total, eval_every=total + 1, batch_size=64, threads=1)
+    return argv[3:]  # the options, without `-m scaledl train`
 
 
 # ------------------------------------------------------------------ 1. validation
@@ -228,7 +224,7 @@ def measure_cost(args, data: Path, tmp: Path) -> dict:
     for r in range(args.rounds):
         out = tmp / f"cost-{r}"
         run = run_simulated("k80x8", 8, train_args(data, out, "sync_easgd3", args.warmup, args.steps))
-        evaluation = read_run_json(out)["evaluation"]["seconds"]
+        evaluation = common.read_run(out)["evaluation"]["seconds"]
         found["k80x8 P=8 (digits)"].append({**run, "eval_real_s": evaluation})
         print(f"bench_{NAME}: cost round {r + 1} wall {run['wall_s']:.1f} s", flush=True)
     if args.mnist:
@@ -239,7 +235,7 @@ def measure_cost(args, data: Path, tmp: Path) -> dict:
             ["--data", str(args.mnist), "--model", "lenet", "--algorithm", "sync_easgd3", "--out-dir", str(out)]
             + ["--max-steps", "3000", "--eval-every", "50", "--target-accuracy", "0.95", "--lr", "0.05"],
         )
-        record = read_run_json(out)
+        record = common.read_run(out)
         found["k80x8 P=8 sync_easgd3 to 0.95 (MNIST)"] = [
             {**run, "eval_real_s": record["evaluation"]["seconds"], "steps": record["stop"]["steps"],
              "time_to_target_s": record["time_to_target_s"]}
@@ -291,7 +287,7 @@ def render(record: dict) -> tuple[str, str, str, str]:
     meta = record["meta"]
     intro = (
         f"Validation: digits, LeNet, batch 64, {meta['warmup']} warm-up + {meta['steps']} timed steps, "
-        f"{meta['rounds']} rounds, measured and simulated in rotating order; the laptop platform as calibrated "
+        f"{meta['rounds']} rounds, measured and simulated in a recorded order; the laptop platform as calibrated "
         "in its file's header. Collectives: one simulated run per P on cori_knl. Cost: sync_easgd3 at P = 8 on "
         "k80x8, the same steps."
     )
@@ -340,6 +336,7 @@ def measure_record(args) -> Path:
             "steps": args.steps,
             "rounds": args.rounds,
             "order": result["order"],
+            "conditions": result["conditions"],
             "details": result["details"],
             "collectives": collectives,
             "cost": cost,

@@ -8,6 +8,7 @@ benches written by others (the Sync EASGD ladder's `ladder`) keep theirs.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -21,8 +22,6 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from scaledl.run_record import read_run_json
-
 # Every bench process and every rank it launches allocates as `python -m scaledl` does: torch puts large
 # buffers on transparent huge pages only when this is set before torch is imported (the benches import
 # this module first). In-process loops (bench_overhead's plain loop) and peers (DDP) get the same.
@@ -30,42 +29,22 @@ os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
 
 REPO = Path(__file__).resolve().parent.parent
 DOC = REPO / "docs" / "benchmarks.md"
-DOC_HEADER = """# Benchmarks
+TEXT = REPO / "docs" / "benchmarks-text.md"  # the page's static prose, kept as text rather than in code
 
-Measured by the scripts in `bench/`: `python bench/run_all.py` runs them all
-(about an hour on 2 cores, from a clean commit: bench/raw keeps records of
-committed code only) and rewrites the sections below; each script can
-also run alone and rewrite only its own section. Every bench keeps every raw
-sample with its metadata (commit, command, environment, machine, load) in
-`bench/raw/NAME.json`, and each section is rendered from that record alone
-(`python bench/run_all.py --render` rebuilds this page without measuring);
-`python bench/compare.py OLD.json NEW.json` reports which cells of a rerun
-changed beyond the measured noise.
 
-How to read the tables. Every round measures every variant once, in an order
-that rotates from round to round (whole Latin squares where the rounds allow,
-else starting points spread evenly over the order), so drift in the machine's
-load hits every variant alike; each table also measures one configuration twice per round
-(its A/A row): how far the bootstrap interval of their median per-round
-ratio reaches from 1 is the table's noise floor. Cells print median
-[min–max] n over the rounds; ratios are paired per round, and their verdict
-reads the bootstrap interval of the median ratio: "slower" / "faster" when it
-lies beyond 1 and the median beyond the floor, "no difference within ±x %"
-when it lies inside the floor, "not resolved at ±x %" otherwise (the rounds
-allow a difference larger than the floor without showing one). The machine
-line of each section gives the load average at its start and end, the
-commit, and the one launch environment all its variants ran in (threads,
-huge pages, MPI progress mode, core binding); † marks a cell with more ranks
-than cores. The provenance line below names the commit of the page and any
-section measured at another.
+def text(name: str, **fields) -> str:
+    """The block `name` of docs/benchmarks-text.md (between `<!-- text:NAME -->` and `<!-- /text:NAME -->`),
+    its $fields filled in (string.Template), its lines joined into paragraphs as the page prints them."""
+    import string
 
-The predicted columns come from the α-β(-γ) cost model in `scaledl.net.alphabeta`
-(its docstring states every formula and assumption); `scaledl netbench`
-measures α, β, γ, and `scaledl comm-model` puts the model's predictions beside
-any run's measured communication and extrapolates weak scaling to 4096 workers.
-Every time quantity the tables print (seconds per step, transfer, wait, comm
-share) is defined once, in [time.md](time.md).
-"""
+    found = re.search(
+        rf"<!-- text:{re.escape(name)} -->\n(.*?)\n<!-- /text:{re.escape(name)} -->", TEXT.read_text(), re.S
+    )
+    if not found:
+        raise KeyError(f"{TEXT.name} has no block {name!r}")
+    body = string.Template(found.group(1)).substitute(fields)
+    return "\n\n".join(" ".join(part.split("\n")) for part in body.strip().split("\n\n"))
+
 
 if str(REPO / "src") not in sys.path:  # a checkout without `pip install -e .`
     sys.path.insert(1, str(REPO / "src"))
@@ -255,14 +234,17 @@ def mpi_env(ranks: int, launch: Launch | None = None) -> dict[str, str]:
 def run_mpi(
     ranks: int, args: list[str], timeout: float = 300, check: bool = True, launch: Launch | None = None
 ) -> subprocess.CompletedProcess:
-    """`mpiexec -n ranks python -m mpi4py ARGS` in the bench's launch environment (`use_launch`);
-    with `check`, exits with the tail of stderr if it fails."""
+    """`mpiexec -n ranks python -m mpi4py ARGS` through the project's launch module (scaledl.grid.launch: a
+    hung job is killed whole, its process group), in the bench's launch environment (`use_launch`); with
+    `check`, exits with the tail of stderr if it fails."""
+    from scaledl.grid import launch as jobs
+
     launch = launch or LAUNCH
-    cmd = [mpiexec(), *launch.mpiexec_args(ranks), "-n", str(ranks), sys.executable, "-m", "mpi4py", *args]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=mpi_env(ranks, launch), cwd=REPO)
+    flags = launch.mpiexec_args(ranks)
+    proc = jobs.run(ranks, args, timeout=timeout, cwd=REPO, env=mpi_env(ranks, launch), flags=flags)
     if check and proc.returncode != 0:
         tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-15:])
-        raise SystemExit(f"bench: {' '.join(cmd[:3])} ... failed (exit {proc.returncode}):\n{tail}")
+        raise SystemExit(f"bench: {' '.join(proc.args[:3])} ... failed (exit {proc.returncode}):\n{tail}")
     return proc
 
 
@@ -300,55 +282,37 @@ DATASETS = {"digits": prepare_digits, "synthetic32": prepare_synthetic32}
 # ---------------------------------------------------------------- training
 
 
-def train(
-    ranks: int,
-    data: Path,
-    out_dir: Path,
-    *,
-    algorithm: str,
-    warmup: int,
-    steps: int,
-    batch: int = 64,
-    model: str = "lenet",
-    lr: float = 0.05,
-    extra: tuple[str, ...] = (),
-) -> dict:
+def train_argv(data: Path, out: Path, algorithm: str, *, max_steps: int, eval_every: int, **options) -> list[str]:
+    """The arguments of `python -m scaledl train`, the benches' one builder of them: model lenet, lr 0.05,
+    seed 0 and the launch's threads unless `options` say otherwise; every other option by its name
+    (batch_size=64 is --batch-size 64, target_accuracy=None leaves the option out)."""
+    chosen = {"model": "lenet", "lr": 0.05, "seed": 0, "threads": LAUNCH.threads, **options}
+    chosen.update(data=data, algorithm=algorithm, out_dir=out, max_steps=max_steps, eval_every=eval_every)
+    flags = [(f"--{key.replace('_', '-')}", str(value)) for key, value in chosen.items() if value is not None]
+    return ["-m", "scaledl", "train", *(part for flag in flags for part in flag)]
+
+
+def read_run(out: Path) -> dict:
+    """A run's run.json as the package reads it (scaledl.report.runs.read_run): the benches' one reader."""
+    from scaledl.report.runs import read_run as read
+
+    return read(out).record
+
+
+def train(ranks: int, data: Path, out_dir: Path, *, algorithm: str, warmup: int, steps: int, **options) -> dict:
     """Run `scaledl train` and return its steady-state seconds per step (steps warmup+1 … warmup+steps).
 
     The center is evaluated only at step 0 and after the loop: an evaluation runs off the clock, but on a
     helper thread that shares the rank's core (bound, one per core), so one inside the timed steps would
     slow them, and the peers compared with (DDP, the plain loop) evaluate nothing. `steps` must be a
-    multiple of `warmup`. The seconds are the workers' means over the timeline (`steady_state`).
+    multiple of `warmup`. The seconds are the workers' means over the timeline (`steady_state`); `options`
+    go to `train_argv` (batch_size defaults to 64).
     """
     if steps % warmup:
         raise ValueError("steps must be a multiple of warmup")
-    args = [
-        "-m",
-        "scaledl",
-        "train",
-        "--data",
-        str(data),
-        "--model",
-        model,
-        "--algorithm",
-        algorithm,
-        "--out-dir",
-        str(out_dir),
-        "--max-steps",
-        str(warmup + steps),
-        "--eval-every",
-        str(warmup + steps + 1),
-        "--batch-size",
-        str(batch),
-        "--lr",
-        str(lr),
-        "--seed",
-        "0",
-        "--threads",
-        str(LAUNCH.threads),
-        *extra,
-    ]
-    run_mpi(ranks, args)
+    options.setdefault("batch_size", 64)
+    total = warmup + steps
+    run_mpi(ranks, train_argv(data, out_dir, algorithm, max_steps=total, eval_every=total + 1, **options))
     return steady_state(out_dir, warmup)
 
 
@@ -364,28 +328,107 @@ def record_tail(meta: dict, budget_s: float) -> str:
 
 
 def rotating_rounds(bench: str, cells: list[str], rounds: int, measure_one) -> dict:
-    """Every cell once per round, in the order bench.stats.rotate gives for that round.
+    """Every cell once per round, in the order bench.stats.round_order gives for that round.
 
     measure_one(cell, round_index, position) → (sample, details). Returns {"samples": {cell: [sample per
-    round]}, "details": {cell: [details per round]}, "order": [[cell, ...] per round]}; prints a line per run.
+    round]}, "details": {cell: [details per round]}, "order": [[cell, ...] per round], "conditions": {cell:
+    [the machine's state per round]}}; prints a line per run.
     """
     from bench import stats
 
     samples = {c: [] for c in cells}
     details = {c: [] for c in cells}
-    order = []
+    order, log = [], {}
     for r in range(rounds):
-        order.append(stats.rotate(cells, r, rounds))
+        order.append(stats.round_order(cells, r, rounds))
         for i, c in enumerate(order[-1]):
             t0 = time.monotonic()
-            sample, detail = measure_one(c, r, i)
+            with conditions(log, c):
+                sample, detail = measure_one(c, r, i)
             samples[c].append(sample)
             details[c].append(detail)
             print(
                 f"bench_{bench}: round {r + 1}/{rounds} {c:<60} {sample:10.5f} ({time.monotonic() - t0:.1f} s)",
                 flush=True,
             )
-    return {"samples": samples, "details": details, "order": order}
+    return {"samples": samples, "details": details, "order": order, "conditions": log}
+
+
+# ------------------------------------------------- the machine's state per cell
+
+# A section whose cells met a 1-min load average above this share of the cores says it was measured under
+# load: the load average counts this bench's own ranks too, so a 2-rank cell on 2 cores alone can bring
+# the next cell's reading near 1 per core; above half, some of the demand was time-sliced.
+LOADED_PER_CORE = 0.5
+STOLEN = 0.01  # a hypervisor taking ≥ 1 % of the CPU time during a cell is said too
+
+
+def cpu_counters() -> tuple[int, int] | None:
+    """(steal, total) CPU ticks of all CPUs since boot, from /proc/stat; None where there is none."""
+    try:
+        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()
+    except OSError:
+        return None
+    if len(fields) < 9 or fields[0] != "cpu":
+        return None
+    ticks = [int(x) for x in fields[1:9]]  # user nice system idle iowait irq softirq steal (guest is in user)
+    return ticks[7], sum(ticks)
+
+
+@contextlib.contextmanager
+def conditions(log: dict, cell: str):
+    """Append to log[cell] the machine's state around one measurement of `cell`: the 1-min load average as
+    it started ("load") and the share of CPU time the hypervisor stole while it ran ("steal", None where
+    /proc/stat is missing or no tick passed)."""
+    load, before = os.getloadavg()[0], cpu_counters()
+    yield
+    after = cpu_counters()
+    steal = (after[0] - before[0]) / (after[1] - before[1]) if before and after and after[1] > before[1] else None
+    log.setdefault(cell, []).append({"load": round(load, 3), "steal": steal})
+
+
+def conditions_line(record: dict) -> str:
+    """What the record says of the machine's state while its cells were measured, and whether that was
+    under load (LOADED_PER_CORE, STOLEN); records from before per-cell recording say they have none."""
+    readings = [x for log in found(record.get("meta", {}), "conditions") for per_cell in log.values() for x in per_cell]
+    cores = record.get("machine", {}).get("cores") or usable_cores()
+    if not readings:
+        return "The machine's load and CPU steal were not recorded per cell (only at the section's start and end)."
+    loads = sorted(x["load"] for x in readings)
+    steals = [x["steal"] for x in readings if x.get("steal") is not None]
+    text = (
+        f"Per cell ({len(readings)} measurements): 1-min load average {loads[0]:.2f}–{loads[-1]:.2f} "
+        f"(median {statistics.median(loads):.2f}) on {cores} cores, counting this bench's own ranks"
+        + (f"; CPU steal at most {max(steals):.1%}" if steals else "; CPU steal not readable")
+    )
+    loaded = loads[-1] > LOADED_PER_CORE * cores or (steals and max(steals) >= STOLEN)
+    if loaded:
+        text += (
+            f". Measured under load (load above {LOADED_PER_CORE:g} per core or steal ≥ {STOLEN:.0%}): absolute "
+            "times are inflated and differ from other sections; ratios are paired by round"
+        )
+    return text + "."
+
+
+def order_line(meta: dict) -> str:
+    """Whether the orders of the rounds recorded anywhere in a record's meta (each an "order": a list of
+    rounds, or a dict of such lists) balanced carry-over (bench.stats.carryover_text)."""
+    from bench import stats
+
+    orders = []
+    for item in found(meta, "order"):
+        lists = item.values() if isinstance(item, dict) else [item]
+        orders.extend(o for rounds in lists for o in rounds if isinstance(o, list))
+    return stats.carryover_text(orders)
+
+
+def found(meta, key: str) -> list:
+    """Every value stored under `key` anywhere in a record's meta (a table's block may keep its own)."""
+    if not isinstance(meta, dict):
+        return []
+    return [item for k, item in meta.items() if k == key] + [
+        x for k, v in meta.items() if k != key for x in found(v, key)
+    ]
 
 
 def steady_state(run_dir: Path, warmup: int) -> dict:
@@ -398,7 +441,7 @@ def steady_state(run_dir: Path, warmup: int) -> dict:
     from scaledl.comm.timing import PHASES
     from scaledl.comm.timing import steady_state as rank_steady_state
 
-    run = read_run_json(Path(run_dir))
+    run = read_run(Path(run_dir))
     quantities, phases = [], []
     with h5py.File(Path(run_dir) / "timeline.h5") as f:
         for rank in run["phases"]["per_rank"]:
@@ -455,18 +498,19 @@ def update_section(name: str, body: str, doc: Path = DOC) -> Path:
 
     start, end = f"<!-- bench:{name} -->", f"<!-- /bench:{name} -->"
     block = f"{start}\n{body.rstrip()}\n{end}"
-    text = doc.read_text() if doc.exists() else DOC_HEADER
-    first = text.find("<!-- bench:")
-    if first >= 0:  # the page's introduction is generated too: keep it in step with DOC_HEADER
-        text = DOC_HEADER.rstrip() + "\n\n" + text[first:]
+    header = text("header").rstrip()
+    page = doc.read_text() if doc.exists() else header
+    first = page.find("<!-- bench:")
+    if first >= 0:  # the page's introduction is generated too: keep it in step with the header block
+        page = header + "\n\n" + page[first:]
     pattern = re.compile(re.escape(start) + r".*?" + re.escape(end), re.S)
-    if pattern.search(text):
-        text = pattern.sub(lambda _: block, text, count=1)
+    if pattern.search(page):
+        page = pattern.sub(lambda _: block, page, count=1)
     else:
-        text = text.rstrip() + "\n\n" + block + "\n"
-    first = text.find("<!-- bench:")
-    text = DOC_HEADER.rstrip() + "\n\n" + provenance(text[first:]) + "\n\n" + text[first:]
-    write_text(doc, text if text.endswith("\n") else text + "\n")
+        page = page.rstrip() + "\n\n" + block + "\n"
+    first = page.find("<!-- bench:")
+    page = header + "\n\n" + provenance(page[first:]) + "\n\n" + page[first:]
+    write_text(doc, page if page.endswith("\n") else page + "\n")
     return doc
 
 
@@ -489,9 +533,12 @@ def provenance(sections: str) -> str:
     return line + (f"; from another state: {', '.join(others)}." if others else ", every section.")
 
 
-def report(name: str, title: str, m: dict, intro: str, tables: str, notes: str = "", write: bool = True) -> str:
-    """Print a section and, if `write`, put it in docs/benchmarks.md."""
-    body = f"## {title}\n\n{machine_line(m)}\n\n{intro.strip()}\n\n{tables.strip()}\n"
+def report(
+    name: str, title: str, m: dict, intro: str, tables: str, notes: str = "", write: bool = True, state: str = ""
+) -> str:
+    """Print a section and, if `write`, put it in docs/benchmarks.md; `state` (the machine's load and the
+    order's balance) follows the machine line."""
+    body = f"## {title}\n\n{machine_line(m)}{' ' + state if state else ''}\n\n{intro.strip()}\n\n{tables.strip()}\n"
     if notes.strip():
         body += f"\n{notes.strip()}\n"
     print(body)
@@ -565,7 +612,9 @@ def shown_path(path) -> str:
 def publish(name: str, title: str, record: dict, intro: str, tables: str, notes: str = "", write: bool = True) -> str:
     """Print a section rendered from a raw record (bench.common.read_raw) and, if `write`, put it in
     docs/benchmarks.md: the machine line comes from the record, so the doc can be rebuilt from the file."""
-    return report(name, title, record["machine"], intro, tables, notes, write=write)
+    meta = record.get("meta", {})  # sections without rounds (netbench, simulated only) say nothing of either
+    state = f"{conditions_line(record)} {order_line(meta)}" if found(meta, "order") or found(meta, "conditions") else ""
+    return report(name, title, record["machine"], intro, tables, notes, write=write, state=state)
 
 
 # ------------------------------------------------------------ raw records

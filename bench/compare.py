@@ -11,7 +11,7 @@ removed and not compared.
 The rule. Every cell has its own noise, the largest of: --threshold
 (default 2 %), the "noise_floor" either file recorded, the A/A floor of the
 cell and its twin where the files have one ("NAME" and "NAME [A/A]",
-bench.stats.noise_floor), and the cell's own spread (how far the bootstrap
+bench.stats.noise_floor), and the cell's own spread (how far the order-statistic
 interval of its median reaches from that median, in either file). A noisy
 cell thus cannot blind the comparison of a quiet one. A cell has changed
 when BOTH
@@ -58,11 +58,12 @@ def aa_floor(record: dict, cell: str) -> float:
 
 
 def spread(samples: list[float]) -> float:
-    """How far the bootstrap interval of the samples' median reaches from the median, as a fraction."""
+    """How far the order-statistic interval of the samples' median reaches from the median, as a fraction."""
     middle = summary(samples)["median"]
     if middle == 0:
         return 0.0
-    low, high = median_interval(samples)
+    interval = median_interval(samples)
+    low, high = interval.low, interval.high
     return max(abs(low / middle - 1), abs(high / middle - 1))
 
 

@@ -6,37 +6,34 @@ them into what the tables print, always with n and a spread:
 
     summary(samples)        n, median, min, max, q1, q3
     format_cell(summary)    "12.3 ms [11.9–13.0] n=5"    (median [min–max] n)
-    ratio(a, b)             a over b: median, min, max, n, paired, and (paired) a bootstrap
-                            interval of the median per-round ratio, ci_low–ci_high
+    ratio(a, b)             a over b: median, min, max, n, paired, and the interval of the median
+                            per-round ratio, ci_low–ci_high, with its true coverage
     format_ratio(ratio)     "1.04× [0.98–1.09] n=5"
-    median_interval(values) the percentile-bootstrap 95 % interval of a median (scipy.stats.bootstrap)
-    noise_floor(aa_pairs)   how far from 1 the bootstrap interval of an A/A pair's median ratio reaches
-                            (the same configuration twice a round): one cold round cannot set it
+    median_interval(values) the exact order-statistic interval of a median (scaledl.report.stats)
+    noise_floor(aa_pairs)   how far from 1 the interval of an A/A pair's median ratio reaches, either way
     verdict(ratio, noise)   "slower" / "faster" / "no difference" / "not resolved" (rule in its docstring)
-    goal(ratio, limit)      "met" / "missed" / "not certified": a goal "at most limit" against the interval
-    rotate(items, round, rounds)  the order in which round `round` measures the variants: a Latin square
-                            (fewer rounds than variants: offsets spread evenly over the order)
+    goal(ratio, limit, floor)  "met" / "missed" / "not certified" / "not certifiable" (rule in its docstring)
+    round_order(items, round, rounds)  the order of round `round`: a row of a Williams design
 
-Headline ratios should come from ≥ 5 rounds in which every variant (and the
-A/A twin) is measured once, in the order `rotate(variants, round)`, so that
-drift in the machine's load and warm-up effects hit every variant alike and
-the rounds can be paired; `balanced_rounds(cells, rounds)` says how many
-rounds put every cell in every position equally often.
-
-Cells and ratios print, and ratios pair (by round), as the report's do
-(scaledl.report.stats); what is the bench's own is the checks on raw
-samples, the quartiles, the unit prefixes and the noise floor.
+The intervals are distribution-free: [x(k), x(n+1−k)] of the sorted values,
+the narrowest that reaches 95 %, labelled with its exact coverage (with
+fewer than 6 values no interval reaches 95 %, and [min, max] is labelled
+with its own, lower coverage). Headline ratios need ≥ HEADLINE_ROUNDS
+rounds in which every variant (and the A/A twin) is measured once, in the
+order `round_order(variants, round)`, so that drift in the machine's load,
+warm-up and what ran just before hit every variant alike and the rounds
+can be paired.
 """
 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterable, Sequence
 
-import numpy as np
-
 # DASH is re-exported: the benches' own cells put it between bounds too
-from scaledl.report.stats import DASH, Spread, fixed, paired_ratio, unpaired_ratio  # noqa: F401
+from scaledl.report.stats import DASH, Interval, Spread, fixed, paired_ratio, unpaired_ratio  # noqa: F401
+from scaledl.report.stats import median_interval as exact_median_interval
 
 
 def _clean(samples: Iterable[float]) -> list[float]:
@@ -126,37 +123,28 @@ def format_ratio(r: dict) -> str:
 
 # ----------------------------------------------------------------- ratios
 
+LEVEL = 0.95  # the coverage every interval is asked for; each prints the coverage it really has
+# n rounds give [min, max] of the per-round ratios at coverage 1 − 2^(1−n): 93.8 % at 5, 96.9 % at 6. So a
+# headline goal gets at least 6 rounds (headline_rounds), the fewest whose interval reaches 95 %.
+HEADLINE_ROUNDS = 6
 
-CONFIDENCE = 0.95  # of every bootstrap interval
-RESAMPLES = 4000
-SEED = 0  # the intervals are reproducible: one record gives one table
 
-
-def median_interval(values: Iterable[float], confidence: float = CONFIDENCE) -> tuple[float, float]:
-    """The percentile-bootstrap interval of the median of `values` (scipy.stats.bootstrap, fixed seed).
-
-    Fewer than 3 values cannot be resampled usefully: their range is returned instead.
-    """
-    data = np.asarray(_clean(values))
-    if len(data) < 3 or np.all(data == data[0]):
-        return float(data.min()), float(data.max())
-    from scipy.stats import bootstrap  # lazy: the benches' tables only
-
-    result = bootstrap(
-        (data,), np.median, confidence_level=confidence, n_resamples=RESAMPLES, method="percentile", rng=SEED
-    )
-    low, high = result.confidence_interval
-    return float(low), float(high)
+def median_interval(values: Iterable[float], level: float = LEVEL) -> Interval:
+    """The exact distribution-free interval of the median of `values` (scaledl.report.stats.median_interval):
+    the narrowest [x(k), x(n+1−k)] whose coverage reaches `level`, else [min, max] with its lower coverage."""
+    return exact_median_interval(_clean(values), level)
 
 
 def ratio(a_samples: Iterable[float], b_samples: Iterable[float], paired: bool | None = None) -> dict:
-    """`a` over `b` (with times, > 1 means a is slower): {"median", "min", "max", "n", "paired", "ci_low", "ci_high"}.
+    """`a` over `b` (with times, > 1 means a is slower):
+    {"median", "min", "max", "n", "paired", "ci_low", "ci_high", "coverage"}.
 
     Paired (the default when both have the same length: sample i of each comes from the same round),
     the per-round ratios a_i / b_i give the median and the min–max, n is the number of rounds, and
-    ci_low–ci_high is the bootstrap interval of their median. Unpaired, the median is
-    median(a) / median(b) and the bounds, the interval too, are the most extreme ratios the two
-    ranges allow, min(a) / max(b) and max(a) / min(b); n is the smaller sample count.
+    ci_low–ci_high is the order-statistic interval of their median, `coverage` its exact coverage.
+    Unpaired, the median is median(a) / median(b) and the bounds, the interval too, are the most extreme
+    ratios the two ranges allow, min(a) / max(b) and max(a) / min(b); n is the smaller sample count and
+    `coverage` the chance that both ranges hold their medians (a lower bound for the ratio's).
     """
     a, b = _clean(a_samples), _clean(b_samples)
     if paired is None:
@@ -167,31 +155,54 @@ def ratio(a_samples: Iterable[float], b_samples: Iterable[float], paired: bool |
         raise ValueError("ratio over a zero sample")
     if paired:
         r, _ = paired_ratio(list(enumerate(a)), list(enumerate(b)))  # round i of a over round i of b
-        low, high = median_interval(x / y for x, y in zip(a, b))
+        interval = median_interval(x / y for x, y in zip(a, b))
+        low, high, coverage = interval.low, interval.high, interval.coverage
     else:
         r = unpaired_ratio(a, b)
         low, high = r.low, r.high
-    return {"median": r.median, "min": r.low, "max": r.high, "n": r.n, "paired": paired, "ci_low": low, "ci_high": high}
+        coverage = exact_median_interval(a, 1.0).coverage * exact_median_interval(b, 1.0).coverage
+    return {
+        "median": r.median,
+        "min": r.low,
+        "max": r.high,
+        "n": r.n,
+        "paired": paired,
+        "ci_low": low,
+        "ci_high": high,
+        "coverage": coverage,
+    }
+
+
+def _interval(r: dict) -> tuple[float, float]:
+    return r.get("ci_low", r["min"]), r.get("ci_high", r["max"])
+
+
+def interval_text(r: dict) -> str:
+    """The ratio's interval with its true coverage: "0.964–1.266 (98.4 % interval of the median)"."""
+    low, high = _interval(r)
+    coverage = r.get("coverage")
+    label = f"{100 * coverage:.1f} %" if coverage is not None and not math.isnan(coverage) else "min–max"
+    return f"{low:.3f}{DASH}{high:.3f} ({label} interval of the median)"
 
 
 def noise_floor(aa_pairs: Iterable[tuple[float, float]]) -> float:
-    """The noise floor from A/A measurements (x, y: the same configuration twice in one round): how far
-    from 1 the bootstrap interval of the median per-round ratio x / y reaches. 0.04 means the median of
-    two identical configurations is known only to ±4 %. A single cold round moves it little, where the
-    largest |x / y − 1| would have taken that round's deviation whole."""
+    """The noise floor from A/A measurements (x, y: the same configuration twice in one round): how far from 1
+    the interval of the median per-round ratio reaches, read both ways (x / y and y / x), so it does not
+    depend on which twin is named first. 0.04 means the median of two identical configurations is known
+    only to ±4 %. With ≥ 10 rounds one cold round does not set it; with fewer, the interval is [min, max]."""
     pairs = [(float(x), float(y)) for x, y in aa_pairs]
     if not pairs:
         raise ValueError("no A/A pairs")
-    if any(y == 0 for _, y in pairs):
+    if any(y == 0 or x == 0 for x, y in pairs):
         raise ValueError("A/A pair with a zero sample")
-    low, high = median_interval(x / y for x, y in pairs)
-    return max(abs(low - 1), abs(high - 1))
+    interval = median_interval(x / y for x, y in pairs)
+    return max(abs(interval.low - 1), abs(interval.high - 1), abs(1 / interval.low - 1), abs(1 / interval.high - 1))
 
 
 def verdict(r: dict, noise: float) -> str:
     """What a ratio a/b of times (from `ratio`) says, given the noise floor: one of VERDICTS.
 
-    With [lo, hi] the ratio's interval (the bootstrap interval of its median; the min–max where it
+    With [lo, hi] the ratio's interval (the order-statistic interval of its median; the min–max where it
     has none): "slower" when lo > 1 and the median exceeds 1 + noise; "faster" when hi < 1 and the
     median is below 1 − noise; "no difference" when the whole interval lies within 1 ± noise (the
     data exclude a difference larger than the noise); "not resolved" otherwise: the rounds allow a
@@ -199,7 +210,7 @@ def verdict(r: dict, noise: float) -> str:
     """
     if noise < 0:
         raise ValueError("noise must be >= 0")
-    low, high = r.get("ci_low", r["min"]), r.get("ci_high", r["max"])
+    low, high = _interval(r)
     if low > 1 and r["median"] > 1 + noise:
         return "slower"
     if high < 1 and r["median"] < 1 - noise:
@@ -212,10 +223,12 @@ def verdict(r: dict, noise: float) -> str:
 VERDICTS = ("slower", "faster", "no difference", "not resolved")
 # The rule in one sentence, for the tables' notes.
 RULE = (
-    "the noise floor is how far from 1 the bootstrap 95 % interval of the A/A median per-round ratio reaches; "
-    "a verdict is 'slower' or 'faster' when the ratio's interval excludes 1 and its median lies beyond 1 ± the "
-    "floor, 'no difference within ±x' when the whole interval lies inside 1 ± the floor, else 'not resolved at "
-    "±x' (a difference beyond the floor is neither shown nor excluded)"
+    "intervals are the exact order-statistic intervals of the median per-round ratio, the narrowest that reaches "
+    "95 % (with fewer than 6 rounds [min, max], below 95 %), labelled with their true coverage; the noise floor is "
+    "how far from 1 the interval of the A/A ratio reaches, either way; a verdict is 'slower' or 'faster' when the "
+    "ratio's interval excludes 1 and its median lies beyond 1 ± the floor, 'no difference within ±x' when the "
+    "whole interval lies inside 1 ± the floor, else 'not resolved at ±x'; a goal 'at most L' is met only when the "
+    "interval lies at or below L and the floor is narrower than L − 1, else 'not certifiable at ±floor'"
 )
 
 
@@ -227,11 +240,22 @@ def verdict_text(r: dict, noise: float) -> str:
     return f"{words[v]} ±{noise:.1%}" if v in words else f"{v} (beyond ±{noise:.1%})"
 
 
-def goal(r: dict, limit: float) -> str:
-    """Whether a ratio of times meets a goal "at most `limit`", read from its interval (as `verdict`): "met"
-    when the whole interval is at or below the limit, "missed" when it is wholly above, else "not
-    certified" (the rounds allow either side)."""
-    low, high = r.get("ci_low", r["min"]), r.get("ci_high", r["max"])
+GOALS = ("met", "missed", "not certified", "not certifiable")
+
+
+def goal(r: dict, limit: float, floor: float) -> str:
+    """Whether a ratio of times meets a goal "at most `limit`", given the A/A noise floor of its table.
+
+    "not certifiable" when the floor is at least the goal's margin, limit − 1: two identical cells then
+    differ by as much as the goal allows, so no interval can tell a met goal from a missed one. Else,
+    from the ratio's interval: "met" when it lies wholly at or below the limit, "missed" when wholly
+    above, "not certified" when it straddles the limit (the rounds allow either side).
+    """
+    if floor < 0:
+        raise ValueError("floor must be >= 0")
+    if floor >= limit - 1:
+        return "not certifiable"
+    low, high = _interval(r)
     if high <= limit:
         return "met"
     if low > limit:
@@ -239,34 +263,112 @@ def goal(r: dict, limit: float) -> str:
     return "not certified"
 
 
-def goal_text(r: dict, limit: float) -> str:
-    """`goal` in words with the interval it was read from: "goal ≤ 1.15×: met (95 % interval 0.93–1.10)"."""
-    low, high = r.get("ci_low", r["min"]), r.get("ci_high", r["max"])
-    return f"goal ≤ {limit:.2f}×: {goal(r, limit)} ({CONFIDENCE:.0%} interval of the median {low:.3f}–{high:.3f})"
+def goal_text(r: dict, limit: float, floor: float) -> str:
+    """`goal` in words with the floor and interval it was read from:
+    "goal ≤ 1.15×: not certifiable at ±19.2 % (A/A floor ≥ the goal's margin 15 %); 0.964–1.266 (98.4 % ...)"."""
+    g = goal(r, limit, floor)
+    head = f"goal ≤ {limit:.2f}×: "
+    if g == "not certifiable":
+        head += f"not certifiable at ±{floor:.1%} (A/A floor ≥ the goal's margin {max(limit - 1, 0):.0%})"
+    else:
+        head += f"{g} (A/A floor ±{floor:.1%})"
+    return f"{head}; {interval_text(r)}"
 
 
-def rotate(items: Sequence, round_index: int, rounds: int | None = None) -> list:
-    """`items` rotated left by round `round_index`'s offset: round 0 → a b c, round 1 → b c a, round 2 → c a b.
+# ------------------------------------------------------------------- order
 
-    Rounds 0 … len(items) − 1 form a Latin square: every variant takes every position once. Given the run's
-    `rounds` and fewer of them than items, the offsets spread evenly over the order instead (round r starts
-    at item ⌊r · len / rounds⌋), so every item visits each of `rounds` equal slices of the order once and
-    no item is always measured early or late; `balanced_rounds` says how many rounds make whole squares.
-    """
+
+def williams(n: int) -> list[list[int]]:
+    """A Williams design for n cells: rows are rounds, entries cell indices. Every cell takes every position
+    equally often and every ordered pair of different cells is adjacent (one right after the other) equally
+    often, so carry-over from the cell before is balanced too, which a cyclic Latin square does not do (there
+    cell i always follows cell i − 1). n rows for even n; for odd n one square cannot balance pairs, and its
+    n rows are followed by their reverses (2n rows)."""
+    if n <= 0:
+        return []
+    first, low, high = [0], 1, n - 1
+    while len(first) < n:  # 0, 1, n−1, 2, n−2, ...: the differences between neighbours are all distinct mod n
+        if len(first) % 2:
+            first.append(low)
+            low += 1
+        else:
+            first.append(high)
+            high -= 1
+    rows = [[(x + r) % n for x in first] for r in range(n)]
+    return rows + [row[::-1] for row in rows] if n % 2 else rows
+
+
+def design_size(cells: int) -> int:
+    """How many rounds one whole Williams design takes for `cells` cells."""
+    return cells if cells % 2 == 0 or cells <= 1 else 2 * cells
+
+
+def round_order(items: Sequence, round_index: int, rounds: int | None = None) -> list:
+    """The order in which round `round_index` measures `items`: row `round_index` of their Williams design
+    (cycling through it). Given the run's `rounds` and fewer of them than the design has rows, the rows are
+    taken evenly spread over the design, so no item is always measured early or late; `balanced_rounds`
+    says how many rounds make whole designs. The benches record every round's order."""
     items = list(items)
     if not items:
         return []
-    n = len(items)
-    k = (round_index * n // rounds if rounds and rounds < n else round_index) % n
-    return items[k:] + items[:k]
+    design = williams(len(items))
+    size = len(design)
+    row = round_index * size // rounds if rounds and rounds < size else round_index % size
+    return [items[i] for i in design[row]]
+
+
 
 
 def balanced_rounds(cells: int, rounds: int) -> int:
-    """The fewest rounds ≥ `rounds` in which `rotate` puts each of `cells` cells in every position equally
-    often (a whole number of Latin squares)."""
+    """The fewest rounds ≥ `rounds` that make a whole number of Williams designs for `cells` cells."""
     if cells <= 1:
         return rounds
-    return math.ceil(rounds / cells) * cells
+    size = design_size(cells)
+    return math.ceil(rounds / size) * size
+
+
+def headline_rounds(cells: int, rounds: int) -> int:
+    """Rounds for a table that judges a headline goal: whole Williams designs and at least HEADLINE_ROUNDS,
+    so the interval of the median reaches 95 %; one round stays one round (a trial of the script)."""
+    return 1 if rounds == 1 else balanced_rounds(cells, max(rounds, HEADLINE_ROUNDS))
+
+
+def carryover(orders: Iterable[Sequence]) -> dict:
+    """How the recorded orders of the rounds treat carry-over, per table (rounds grouped by their set of cells):
+    {"tables", "balanced" (tables where every ordered pair of different cells is adjacent equally often),
+    "cells", "fixed" (cells that came right after the same cell in every round they were not first, in ≥ 2)}."""
+    groups: dict[frozenset, list[list]] = {}
+    for order in orders:
+        groups.setdefault(frozenset(order), []).append(list(order))
+    found = {"tables": 0, "balanced": 0, "cells": 0, "fixed": 0}
+    for cells, rounds in groups.items():
+        if len(cells) < 2:
+            continue
+        pairs = Counter((a, b) for order in rounds for a, b in zip(order, order[1:]))
+        before: dict = {}
+        for order in rounds:
+            for a, b in zip(order, order[1:]):
+                before.setdefault(b, []).append(a)
+        found["tables"] += 1
+        found["balanced"] += len(pairs) == len(cells) * (len(cells) - 1) and len(set(pairs.values())) == 1
+        found["cells"] += len(cells)
+        found["fixed"] += sum(len(p) >= 2 and len(set(p)) == 1 for p in before.values())
+    return found
+
+
+def carryover_text(orders: Iterable[Sequence] | None) -> str:
+    """`carryover` in one sentence for a section's machine paragraph."""
+    orders = list(orders or [])
+    if not orders:
+        return "The order of the rounds was not recorded."
+    c = carryover(orders)
+    if c["tables"] and c["balanced"] == c["tables"]:
+        return "Order: a Williams design, every cell right after every other equally often (carry-over balanced)."
+    return (
+        f"Order: carry-over not balanced ({c['balanced']} of {c['tables']} table(s) balanced; {c['fixed']} of "
+        f"{c['cells']} cells came right after the same cell in every round), so the A/A floor includes what the "
+        "cell before does to the next."
+    )
 
 
 # ------------------------------------------------------------ A/A cells

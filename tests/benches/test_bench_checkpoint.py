@@ -80,7 +80,7 @@ def test_bad_cases_are_refused_in_one_line(text, message):
         bench_checkpoint.parse_cases(text)
 
 
-def test_rotating_rounds_measure_every_cell_once_per_round_in_rotated_order(capsys):
+def test_rotating_rounds_measure_every_cell_once_per_round_in_the_designs_order(capsys):
     from bench import common
 
     seen = []
@@ -90,7 +90,8 @@ def test_rotating_rounds_measure_every_cell_once_per_round_in_rotated_order(caps
         return float(10 * r + i), {"round": r}
 
     result = common.rotating_rounds("test", ["a", "b", "c"], 2, measure_one)
-    assert result["order"] == [["a", "b", "c"], ["b", "c", "a"]]
-    assert result["samples"] == {"a": [0.0, 12.0], "b": [1.0, 10.0], "c": [2.0, 11.0]}
+    assert result["order"] == [["a", "b", "c"], ["c", "b", "a"]]  # rows 0 and 3 of the 6-row Williams design
+    assert result["samples"] == {"a": [0.0, 12.0], "b": [1.0, 11.0], "c": [2.0, 10.0]}
+    assert [len(result["conditions"][c]) for c in "abc"] == [2, 2, 2]  # the load and steal each run met
     assert result["details"]["a"] == [{"round": 0}, {"round": 1}]
     assert capsys.readouterr().out.count("bench_test: round") == 6

@@ -76,7 +76,7 @@ def test_ratio_paired_and_unpaired():
         "n": 3,
         "paired": True,
     }
-    assert 2 <= r["ci_low"] <= r["median"] <= r["ci_high"] <= 3  # the bootstrap interval of the median
+    assert 2 <= r["ci_low"] <= r["median"] <= r["ci_high"] <= 3  # the order-statistic interval of the median
     u = stats.ratio([2, 4, 6], [1, 2])  # medians 4 / 1.5, bounds 2/2 and 6/1
     assert u["paired"] is False and u["n"] == 2
     assert u["median"] == pytest.approx(4 / 1.5) and u["min"] == 1 and u["max"] == 6
@@ -84,19 +84,28 @@ def test_ratio_paired_and_unpaired():
     assert stats.format_ratio(r) == "2.000× [2.000–3.000] n=3"
 
 
-def test_the_median_interval_is_a_reproducible_bootstrap():
-    values = [1.00, 1.02, 0.99, 1.01, 1.03, 0.98, 1.00, 1.02]
-    low, high = stats.median_interval(values)
-    assert 0.98 <= low < 1.005 < high <= 1.03
-    assert stats.median_interval(values) == (low, high)  # a fixed seed: one record, one table
-    assert stats.median_interval([3.0, 1.0]) == (1.0, 3.0)  # too few to resample: the range
+def test_the_median_interval_is_exact_and_labelled_with_its_coverage():
+    """The order-statistic interval, never a bootstrap: 7 rounds give [min, max] at 98.4 % (a percentile
+    bootstrap gave [x(2), x(6)] and called its 87.5 % "95 %"); 10 give [x(2), x(9)] at 97.9 %."""
+    seven = stats.median_interval([1.00, 1.02, 0.99, 1.01, 1.03, 0.98, 1.00])
+    assert (seven.low, seven.high, seven.n) == (0.98, 1.03, 7) and seven.label() == "98.4 %"
+    ten = stats.median_interval(range(10))
+    assert (ten.low, ten.high) == (1, 8) and ten.coverage >= 0.95
+    assert stats.median_interval([3.0, 1.0]).coverage == 0.5  # too few for 95 %: the range, labelled honestly
+    r = stats.ratio([1.0, 1.1, 0.9, 1.2, 1.0, 1.05, 0.95], [1.0] * 7)
+    assert stats.interval_text(r) == "0.900–1.200 (98.4 % interval of the median)"
+    five = stats.ratio([1.0, 1.1, 0.9, 1.2, 1.0], [1.0] * 5)
+    assert "93.8 % interval" in stats.interval_text(five)  # five rounds cannot reach 95 %, and say so
+    assert stats.headline_rounds(3, 5) == 6 and stats.headline_rounds(7, 5) == 14 and stats.headline_rounds(7, 1) == 1
 
 
-def test_one_cold_round_of_eight_does_not_set_the_noise_floor():
+def test_one_cold_round_of_ten_does_not_set_the_noise_floor():
     quiet = [(10.0, 10.0), (10.3, 10.0), (9.8, 10.0), (10.1, 10.0), (9.9, 10.0), (10.2, 10.0), (10.0, 10.1)]
-    floor = stats.noise_floor([*quiet, (19.0, 10.0)])  # one round 90 % off
+    quiet += [(10.1, 10.0), (9.9, 10.0)]
+    floor = stats.noise_floor([*quiet, (19.0, 10.0)])  # one round 90 % off, of 10: [x(2), x(9)]
     assert floor < 0.05, floor  # the largest |x/y − 1| would have said 90 %
     assert stats.noise_floor(quiet) <= floor
+    assert stats.noise_floor([(1.0, 1.25)] * 3) == stats.noise_floor([(1.25, 1.0)] * 3) == pytest.approx(0.25)
 
 
 def test_the_four_verdicts():
@@ -106,40 +115,75 @@ def test_the_four_verdicts():
     assert stats.verdict({"median": 1.02, "min": 1.01, "max": 1.03}, noise) == "no difference"  # inside the noise
     assert stats.verdict({"median": 1.10, "min": 0.98, "max": 1.2}, noise) == "not resolved"  # rounds disagree
     assert stats.verdict({"median": 1.01, "min": 0.90, "max": 1.10}, noise) == "not resolved"  # too wide to tell
-    # with a bootstrap interval, that (not the min–max) decides: 4 of 5 rounds at 2×, one at 1× ...
-    r = stats.ratio([2.0, 2.1, 1.9, 2.05, 1.0, 2.0, 1.95, 2.02], [1.0] * 8)
+    # with ≥ 10 rounds the interval (not the min–max) decides: 9 of 10 rounds at 2×, one at 1× ...
+    r = stats.ratio([2.0, 2.1, 1.9, 2.05, 1.0, 2.0, 1.95, 2.02, 2.03, 1.98], [1.0] * 10)
     assert stats.verdict(r, noise) == "slower" and r["min"] == 1.0  # ... is slower, not "no difference"
     assert stats.verdict_text({"median": 1.01, "min": 0.90, "max": 1.10}, noise) == "not resolved at ±3.0%"
     assert stats.verdict_text({"median": 1.02, "min": 1.01, "max": 1.03}, noise) == "no difference within ±3.0%"
 
 
-def test_balanced_rounds_make_whole_latin_squares():
-    assert stats.balanced_rounds(3, 5) == 6 and stats.balanced_rounds(5, 5) == 5 and stats.balanced_rounds(7, 5) == 7
-    cells = ["a", "b", "c"]
-    positions = {c: sorted(stats.rotate(cells, r).index(c) for r in range(stats.balanced_rounds(3, 5))) for c in cells}
-    assert all(p == [0, 0, 1, 1, 2, 2] for p in positions.values())
+def test_a_goal_is_not_met_while_the_floor_exceeds_its_margin():
+    """The exchange's case: the ratio's interval lies below 1.15, but two identical cells differ by 19 %,
+    more than the 15 % the goal allows: the table cannot certify the goal either way."""
+    inside = {"median": 1.03, "min": 0.99, "max": 1.12, "ci_low": 0.99, "ci_high": 1.12, "coverage": 0.984}
+    assert stats.goal(inside, 1.15, floor=0.05) == "met"
+    assert stats.goal(inside, 1.15, floor=0.192) == "not certifiable"
+    assert stats.goal(inside, 1.15, floor=0.15) == "not certifiable"  # a floor as wide as the margin: no better
+    assert stats.goal(inside, 1.0, floor=0.0) == "not certifiable"  # "≤ 1.0×" has no margin at all
+    above = {**inside, "ci_low": 1.2, "ci_high": 1.4}
+    assert stats.goal(above, 1.15, floor=0.05) == "missed" and stats.goal(above, 1.15, floor=0.2) == "not certifiable"
+    straddle = {**inside, "ci_low": 1.1, "ci_high": 1.2}
+    assert stats.goal(straddle, 1.15, floor=0.05) == "not certified"
+    text = stats.goal_text(inside, 1.15, floor=0.192)
+    assert text.startswith("goal ≤ 1.15×: not certifiable at ±19.2%") and "98.4 % interval" in text
 
 
-def test_rotate_puts_every_item_first_once():
-    items = ["a", "b", "c"]
-    orders = [stats.rotate(items, r) for r in range(3)]
-    assert orders == [["a", "b", "c"], ["b", "c", "a"], ["c", "a", "b"]]
-    assert stats.rotate(items, 4) == ["b", "c", "a"]
-    assert {o[0] for o in orders} == set(items)
+@pytest.mark.parametrize("n", range(2, 12))
+def test_the_williams_design_balances_carry_over(n):
+    """Every ordered pair of different cells is adjacent equally often (once per square; odd n needs the
+    square and its mirror), and every cell takes every position equally often."""
+    from collections import Counter
+
+    cells = [f"c{i}" for i in range(n)]
+    rounds = stats.balanced_rounds(n, 1)
+    orders = [stats.round_order(cells, r) for r in range(rounds)]
+    assert rounds == (n if n % 2 == 0 else 2 * n)
+    pairs = Counter((a, b) for order in orders for a, b in zip(order, order[1:]))
+    assert len(pairs) == n * (n - 1) and set(pairs.values()) == {rounds // n}
+    positions = Counter((c, order.index(c)) for order in orders for c in cells)
+    assert set(positions.values()) == {rounds // n}
+    assert stats.carryover(orders)["balanced"] == 1 and stats.carryover(orders)["fixed"] == 0
+    assert stats.carryover_text(orders).startswith("Order: a Williams design")
 
 
-def test_fewer_rounds_than_cells_spread_every_cell_over_the_order():
-    """20 cells in 5 rounds: plain rotation keeps cell 0 in the first 5 places; spread offsets put every
-    cell once in each fifth of the order, so no cell's mean position is far from the middle."""
+def test_a_cyclic_rotation_is_named_for_what_it_is():
+    """The old records' orders (a cyclic shift): every cell always follows the same one."""
+    cells = ["a", "b", "c", "d"]
+    cyclic = [cells[r:] + cells[:r] for r in range(4)]
+    found = stats.carryover(cyclic)
+    assert found == {"tables": 1, "balanced": 0, "cells": 4, "fixed": 4}
+    assert "not balanced" in stats.carryover_text(cyclic) and "not recorded" in stats.carryover_text(None)
+
+
+def test_fewer_rounds_than_the_design_spread_its_rows():
+    """20 cells in 5 rounds: rows spread over the design put every cell early in some round and late in
+    another, so no cell's mean position is far from the middle."""
     cells = list(range(20))
-    plain = [sum(stats.rotate(cells, r).index(c) for r in range(5)) / 5 for c in cells]
-    spread = [sum(stats.rotate(cells, r, 5).index(c) for r in range(5)) / 5 for c in cells]
-    assert max(plain) - min(plain) > 10
-    assert max(spread) - min(spread) <= 3
-    for c in cells:
-        slices = sorted(stats.rotate(cells, r, 5).index(c) // 4 for r in range(5))
-        assert slices == [0, 1, 2, 3, 4]
-    assert [stats.rotate("abc", r, 3) for r in range(3)] == [stats.rotate("abc", r) for r in range(3)]
+    mean = [sum(stats.round_order(cells, r, 5).index(c) for r in range(5)) / 5 for c in cells]
+    assert max(mean) - min(mean) <= 8
+    assert [stats.round_order("abcd", r, 4) for r in range(4)] == [stats.round_order("abcd", r) for r in range(4)]
+
+
+def test_each_cell_records_the_load_and_steal_it_met(tmp_path):
+    log = {}
+    with common.conditions(log, "a"):
+        sum(range(10000))
+    assert set(log["a"][0]) == {"load", "steal"} and log["a"][0]["load"] >= 0
+    record = {"meta": {"conditions": {"a": [{"load": 1.8, "steal": 0.0}]}}, "machine": {"cores": 2}}
+    assert "Measured under load" in common.conditions_line(record)
+    record["meta"]["conditions"]["a"][0]["load"] = 0.2
+    assert "under load" not in common.conditions_line(record)
+    assert "not recorded per cell" in common.conditions_line({"meta": {}, "machine": {}})
 
 
 # ------------------------------------------------------------ raw records

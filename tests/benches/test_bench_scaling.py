@@ -68,7 +68,7 @@ def record(step, compute=None, workers=(1, 2, 4), aa_jitter=0.01, network=NET):
         "rows": layout["rows"],
         "cells": layout["cells"],
         "aa": layout["aa"],
-        "order": [stats.rotate(list(layout["cells"]), r) for r in range(ROUNDS)],
+        "order": [stats.round_order(list(layout["cells"]), r, ROUNDS) for r in range(ROUNDS)],
         "splits": splits,
         "message_bytes": BYTES,
         "marks": {str(p): "†" if p > MACHINE["cores"] else "" for p in workers},

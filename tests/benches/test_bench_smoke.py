@@ -54,11 +54,12 @@ def test_gpu_first_light_without_a_gpu_says_so_in_one_line():
 
 def test_update_section_replaces_only_its_own(tmp_path):
     sys.path.insert(0, str(REPO))
-    from bench.common import DOC_HEADER, update_section
+    from bench.common import text as page_text
+    from bench.common import update_section
 
     doc = tmp_path / "benchmarks.md"
     update_section("allreduce", "## A\nfirst", doc)
-    assert doc.read_text().startswith(DOC_HEADER.splitlines()[0])
+    assert doc.read_text().startswith(page_text("header").splitlines()[0])
     text = doc.read_text() + "\n<!-- bench:ladder -->\n## Ladder\nkept \\1 as is\n<!-- /bench:ladder -->\n"
     doc.write_text(text)
     update_section("allreduce", "## A\nsecond", doc)

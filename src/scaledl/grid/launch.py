@@ -126,10 +126,10 @@ def job_env(ranks: int, extra: Mapping[str, str] | None = None) -> dict[str, str
     return {**env, **(extra or {})}
 
 
-def job_argv(ranks: int, argv: Sequence[str], python: Sequence[str] = ()) -> list[str]:
-    """`mpiexec -n RANKS PYTHON -m mpi4py ARGV`: `-m mpi4py` turns an exception on one rank into the job's end.
-    `python` is the interpreter's command (this one by default)."""
-    return [mpiexec(), "-n", str(ranks), *(python or [sys.executable]), "-m", "mpi4py", *argv]
+def job_argv(ranks: int, argv: Sequence[str], python: Sequence[str] = (), flags: Sequence[str] = ()) -> list[str]:
+    """`mpiexec FLAGS -n RANKS PYTHON -m mpi4py ARGV`: `-m mpi4py` turns an exception on one rank into the job's
+    end. `python` is the interpreter's command (this one by default); `flags` mpiexec's own (binding, say)."""
+    return [mpiexec(), *flags, "-n", str(ranks), *(python or [sys.executable]), "-m", "mpi4py", *argv]
 
 
 def run(
@@ -140,10 +140,11 @@ def run(
     cwd: str | Path | None = None,
     env: Mapping[str, str] | None = None,
     python: Sequence[str] = (),
+    flags: Sequence[str] = (),
 ) -> subprocess.CompletedProcess:
     """Run `python -m mpi4py ARGV` on `ranks` ranks to its end, its output captured; a job still running after
     `timeout` seconds is killed, its whole process group, and raises subprocess.TimeoutExpired (a hang)."""
-    job = Job(ranks, argv, env=env, cwd=cwd, python=python)
+    job = Job(ranks, argv, env=env, cwd=cwd, python=python, flags=flags)
     try:
         status = job.finish(timeout)
     except JobTimeout:
@@ -170,8 +171,9 @@ class Job:
         env: Mapping[str, str] | None = None,
         cwd: str | Path | None = None,
         python: Sequence[str] = (),
+        flags: Sequence[str] = (),
     ):
-        self.argv = job_argv(ranks, argv, python)
+        self.argv = job_argv(ranks, argv, python, flags)
         self.proc = subprocess.Popen(
             self.argv,
             stdout=subprocess.PIPE,
