@@ -17,7 +17,6 @@ SCRIPTS = [
     "gpu_first_light.py",
     "bench_hogwild.py",
     "bench_evaluation.py",
-    "bench_scale.py",
     "bench_phases.py",
     "bench_paper_scale.py",
     "run_all.py",

@@ -102,20 +102,6 @@ def mpi_flavor(version_text: str) -> str:
     return "unknown"
 
 
-def flavor_flags(flavor: str, ranks: int, cores: int, bind: str = "none") -> list[str]:
-    """mpiexec's flags for `ranks` ranks on `cores` cores. bind "none": no binding; "cores": ⌊cores/ranks⌋ cores
-    of its own per rank, where that is at least one. Open MPI also runs as root and never refuses a rank for want
-    of slots."""
-    per_rank = cores // ranks
-    pinned = bind == "cores" and per_rank >= 1
-    if flavor == "openmpi":
-        flags = ["--allow-run-as-root", "--oversubscribe"]
-        return flags + (["--map-by", f"slot:PE={per_rank}", "--bind-to", "core"] if pinned else ["--bind-to", "none"])
-    if flavor == "mpich":
-        return ["-bind-to", f"core:{per_rank}" if pinned else "none"]
-    return []
-
-
 def job_env(ranks: int, extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """This environment for a job of `ranks` ranks: one torch thread a rank, unbuffered output, this interpreter's
     bin/ first on PATH, and MPICH's yield mode when the ranks outnumber the cores; then `extra`."""
