@@ -1,36 +1,18 @@
-"""Single-rank overhead of our training loop against a plain PyTorch loop: same model, data order and batch.
+"""Single-rank overhead of our training loop against a plain PyTorch loop (section `overhead`).
 
-    python bench/bench_overhead.py [--cases 64:10:60,4:40:200] [--rounds 5] [--threads 1]
+    python bench/bench_overhead.py [--cases 64:10:60,4:40:200] [--rounds 6] [--threads 1]
                                    [--raw bench/raw/overhead.json] [--render] [--no-doc]
 
-Variants, per case (a batch size with its warm-up and timed steps):
-
-  ours           `mpiexec -n 1 python -m mpi4py -m scaledl train --algorithm sync_sgd` on digits
-                 with LeNet, `--threads` from the launch environment; steady-state seconds per step
-                 and per phase from its timeline (bench.common.train: evaluated only at step 0
-                 and after the loop, so no evaluation shares its core during the timed steps)
-  plain PyTorch  in this process, the launch's thread count: scaledl's ShardLoader (shard 0 of 1,
-                 same seed: the same batches in the same order) and Normalizer, the same LeNet from
-                 the same seed, torch.optim.SGD at the same learning rate; a step is batch →
-                 forward/backward → optimizer step, each part timed with perf_counter
-  ours [A/A]     ours a second time in every round: the noise floor
-
-The default cases are LeNet at batch 64 (tens of ms per step, compute-bound)
-and at batch 4 (about a millisecond per step), where a fixed per-step cost of
-ours (phase timers, the step boundary, bookkeeping) is a visible share; the
-goal is ours ≤ 1.03× plain at both, certified by the ratio's interval. Every round measures every variant of every case once, in the
-order bench.stats.round_order gives for that round. Cells print median [min–max] n;
-ratios are paired per round; a ratio's verdict
-reads the order-statistic interval of its median against the A/A floor (bench.stats.verdict:
-slower, faster, no difference within ±x %, not resolved at ±x %). The limits table holds each step's achieved FLOP/s against
-the float32 GEMM rate measured in the same run at the same thread count.
+Per case (batch:warm-up:steps) four cells a round, in a Williams order: ours (`scaledl train --algorithm
+sync_sgd` at one rank), the plain loop (this script's --plain-worker mode), and an A/A twin of each. Both
+sides run as `mpiexec -n 1` children under the same launch, with the same data, model, seed and update
+code (FlatParams views, scaledl.algorithms.rules). What the page says is in docs/benchmarks-text.md.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
+import json
 import sys
 import tempfile
 import time
@@ -45,8 +27,8 @@ NAME = "overhead"
 TITLE = "Training-loop overhead at one rank vs a plain PyTorch loop"
 OURS, PLAIN = "ours", "plain PyTorch"
 DATASET = "digits"
-BUDGET_S = 150
-GOAL = 1.03  # ours ÷ plain at one rank: no fixed per-step cost
+BUDGET_S = 200
+GOAL = 1.03  # ours ÷ plain at one rank; in µs: the loop's own cost ≤ (GOAL − 1) × plain's step
 
 
 @dataclass(frozen=True)
@@ -84,54 +66,46 @@ def cell(variant: str, label: str) -> str:
     return f"{variant} ({label})"
 
 
-def case_cells(label: str) -> tuple[str, str, str]:
-    """ours, plain and ours' A/A twin of one case, in measuring order before rotation."""
-    ours = cell(OURS, label)
-    return ours, cell(PLAIN, label), stats.aa_cell(ours)
+def case_cells(label: str) -> tuple[str, str, str, str]:
+    """ours, plain and the A/A twin of each, for one case."""
+    ours, plain = cell(OURS, label), cell(PLAIN, label)
+    return ours, plain, stats.aa_cell(ours), stats.aa_cell(plain)
 
 
 # ----------------------------------------------------------------- measuring
 
 
-def rank0_core() -> int | None:
-    """The core `mpiexec -bind-to core` pins a one-rank job to (the lowest CPU this process may use), or None
-    where the launch does not bind or the platform cannot pin."""
-    if not hasattr(os, "sched_getaffinity") or not common.LAUNCH.bound(1):
-        return None
-    return min(os.sched_getaffinity(0))
+def plain_argv(data: Path, case: Case, out: Path, lr: float, model: str, threads: int) -> list[str]:
+    """The plain loop's arguments after `mpiexec -n 1 python -m mpi4py`: this script as its own child, so
+    both sides start, allocate and get bound the same way (common.run_mpi)."""
+    return [
+        str(Path(__file__).resolve()),
+        "--plain-worker",
+        str(out),
+        *("--data", str(data), "--model", model, "--lr", str(lr), "--threads", str(threads)),
+        *("--batch", str(case.batch), "--warmup", str(case.warmup), "--steps", str(case.steps)),
+    ]
 
 
-@contextlib.contextmanager
-def on_rank0_core():
-    """Run the block pinned to `rank0_core()`: ours' rank runs there, so the in-process plain loop and the
-    GEMM ceiling must too, or on a shared machine they could float to a core idler than ours'."""
-    core = rank0_core()
-    if core is None:
-        yield
-        return
-    allowed = os.sched_getaffinity(0)
-    os.sched_setaffinity(0, {core})
-    try:
-        yield
-    finally:
-        os.sched_setaffinity(0, allowed)
-
-
-def plain_loop(data: Path, case: Case, lr: float, model_name: str, threads: int) -> dict:
-    """Seconds per step of the plain PyTorch loop after `case.warmup` untimed steps, total and per part."""
+def plain_worker(args) -> None:
+    """The plain loop: ours' data, model, seed and update code, none of its loop; writes its timings to
+    args.worker. The GEMM ceiling is measured here too, on the core this child is bound to."""
     import torch
     import torch.nn.functional as F
 
+    from scaledl.algorithms import rules
+    from scaledl.comm.flat import FlatParams
     from scaledl.data.hdf5 import read_info
     from scaledl.data.loader import Normalizer, ShardLoader
     from scaledl.models import build_model
 
-    torch.set_num_threads(threads)
-    info = read_info(data)
+    torch.set_num_threads(args.threads)
+    info = read_info(args.data)
     torch.manual_seed(0)
-    model = build_model(model_name, info.image_shape, info.classes)
-    opt = torch.optim.SGD(model.parameters(), lr=lr)
-    loader = ShardLoader(data, shard=0, num_shards=1, batch_size=case.batch, seed=0)
+    model = build_model(args.model, info.image_shape, info.classes)
+    flat = FlatParams(model)
+    flat.release_grads()  # as ours at one rank: autograd's own .grad, the update view by view
+    loader = ShardLoader(args.data, shard=0, num_shards=1, batch_size=args.batch, seed=0)
     normalize = Normalizer(info.mean, info.std, "cpu")
     parts = {"data_s": 0.0, "compute_s": 0.0, "update_s": 0.0}
     clock = time.perf_counter
@@ -140,23 +114,27 @@ def plain_loop(data: Path, case: Case, lr: float, model_name: str, threads: int)
         t0 = clock()
         x, y = normalize(*loader.next_batch())
         t1 = clock()
-        opt.zero_grad()
+        flat.zero_grad()
         F.cross_entropy(model(x), y).backward()
         t2 = clock()
-        opt.step()
+        with torch.no_grad():
+            for w, grad in flat.pairs():
+                rules.mean_sgd_(w, grad, 1, args.lr)  # sync_sgd's update at one worker
         t3 = clock()
         parts["data_s"] += t1 - t0
         parts["compute_s"] += t2 - t1
         parts["update_s"] += t3 - t2
 
-    for _ in range(case.warmup):
+    for _ in range(args.warmup):
         step()
     parts.update(dict.fromkeys(parts, 0.0))
     t0 = clock()
-    for _ in range(case.steps):
+    for _ in range(args.steps):
         step()
     total = clock() - t0
-    return {"seconds_per_step": total / case.steps, **{k: v / case.steps for k, v in parts.items()}}
+    result = {"seconds_per_step": total / args.steps, **{k: v / args.steps for k, v in parts.items()}}
+    result["gemm_peak"] = common.gemm_peak_flops(args.threads)
+    Path(args.worker).write_text(json.dumps(result))
 
 
 def ours_run(data: Path, out_dir: Path, case: Case, lr: float, model: str) -> dict:
@@ -183,42 +161,24 @@ def ours_run(data: Path, out_dir: Path, case: Case, lr: float, model: str) -> di
 
 
 def measure(args, cases: list[Case], data: Path, tmp: Path) -> dict:
-    """Every variant of every case once per round, in the order stats.round_order(cells, round).
-
-    {"samples": {cell: [s/step per round]}, "splits": {cell: [parts per round]}, "order": [[cell, ...]],
-     "gemm_peak": [gemm_peak_flops() per round]}
-    """
+    """Every cell of every case once a round (common.rotating_rounds)."""
     by_cell = {}
     for case in cases:
-        ours, plain, aa = case_cells(case.label)
-        by_cell.update({ours: (OURS, case), plain: (PLAIN, case), aa: (OURS, case)})
-    cells = list(by_cell)
-    samples = {c: [] for c in cells}
-    splits = {c: [] for c in cells}
-    order, peaks, log = [], [], {}
-    threads = common.LAUNCH.threads
-    rounds = stats.headline_rounds(len(cells), args.rounds)  # the goal's table: ≥ 6 rounds, whole designs
-    for r in range(rounds):
-        order.append(stats.round_order(cells, r, rounds))
-        for i, c in enumerate(order[-1]):
-            variant, case = by_cell[c]
-            t0 = time.monotonic()
-            with common.conditions(log, c):
-                if variant == OURS:
-                    res = ours_run(data, tmp / f"ours-r{r}-{i}", case, args.lr, args.model)
-                else:
-                    with on_rank0_core():
-                        res = plain_loop(data, case, args.lr, args.model, threads)
-            samples[c].append(res["seconds_per_step"])
-            splits[c].append(res)
-            print(
-                f"bench_overhead: round {r + 1}/{rounds} {c:<32} {res['seconds_per_step'] * 1e3:8.3f} ms/step "
-                f"({time.monotonic() - t0:.1f} s)",
-                flush=True,
-            )
-        with on_rank0_core():  # the ceiling, once per round: the best round is the ceiling, the rest its spread
-            peaks.append(common.gemm_peak_flops(threads))
-    return {"samples": samples, "splits": splits, "order": order, "gemm_peak": peaks, "conditions": log}
+        ours, plain, ours_aa, plain_aa = case_cells(case.label)
+        by_cell.update({ours: (OURS, case), plain: (PLAIN, case), ours_aa: (OURS, case), plain_aa: (PLAIN, case)})
+
+    def measure_one(c: str, r: int, i: int):
+        variant, case = by_cell[c]
+        if variant == OURS:
+            res = ours_run(data, tmp / f"ours-r{r}-{i}", case, args.lr, args.model)
+        else:
+            out = tmp / f"plain-r{r}-{i}.json"
+            common.run_mpi(1, plain_argv(data, case, out, args.lr, args.model, common.LAUNCH.threads))
+            res = json.loads(out.read_text())
+        return res["seconds_per_step"], res
+
+    rounds = stats.headline_rounds(len(by_cell), args.rounds)  # the goal's table: ≥ 6 rounds, whole designs
+    return common.rotating_rounds(NAME, list(by_cell), rounds, measure_one)
 
 
 # ----------------------------------------------------------------- rendering
@@ -229,40 +189,61 @@ def fmt_s(seconds: float) -> str:
     return f"{seconds * 1e3:.3g} ms" if abs(seconds) >= 1e-3 else f"{seconds * 1e6:.3g} µs"
 
 
-def format_us(values: list[float]) -> str:
-    """Per-round differences in seconds as "+123 µs [+98–+150] n=5" (median [min–max] n)."""
-    s = stats.summary(v * 1e6 for v in values)
-    return f"{s['median']:+.0f} µs [{s['min']:+.0f}{stats.DASH}{s['max']:+.0f}] n={s['n']}"
+def loop_s(row: dict) -> float:
+    """The step's seconds outside data, forward + backward, update and comm: the loop's own cost."""
+    return row["seconds_per_step"] - row["data_s"] - row["compute_s"] - row["update_s"] - row.get("comm_wait_s", 0.0)
 
 
-def verdict_text(r: dict, noise: float) -> str:
-    """The verdict of ours ÷ plain against the A/A noise floor, in words with the floor."""
-    text = stats.verdict_text(r, noise)
-    return text if stats.verdict(r, noise) in ("no difference", "not resolved") else f"ours {text}"
+def twins(s: dict, ours: str, plain: str, ours_aa: str, plain_aa: str) -> list[tuple[str, str]]:
+    """The A/A pairs a record holds: ours' always, plain's in records since the plain loop had a twin."""
+    return [(a, b) for a, b in ((ours, ours_aa), (plain, plain_aa)) if a in s and b in s]
 
 
-def rest(row: dict) -> float:
-    """The step's seconds outside the timed parts (loop, bookkeeping; for ours also its comm and wait)."""
-    return row["seconds_per_step"] - row["data_s"] - row["compute_s"] - row["update_s"]
+def loop_goal(record: dict, label: str) -> dict:
+    """The µs goal: ours' loop cost − plain's, per round, against (GOAL − 1) × plain's median step; the floor is
+    how far the interval of each twin's own loop-cost difference reaches from 0 (the wider of the two)."""
+    splits, s = record["meta"]["splits"], record["samples"]
+    ours, plain, ours_aa, plain_aa = case_cells(label)
+    diff = lambda a, b: [loop_s(x) - loop_s(y) for x, y in zip(splits[a], splits[b])]  # noqa: E731
+    found = stats.median_interval(diff(ours, plain))
+    floors = [stats.median_interval(diff(b, a)) for a, b in twins(s, ours, plain, ours_aa, plain_aa)]
+    floor = max(max(abs(f.low), abs(f.high)) for f in floors)
+    budget = (GOAL - 1) * common.median(s[plain])
+    verdict = stats.goal({"ci_low": found.low, "ci_high": found.high, "min": 0, "max": 0}, budget, floor, margin=budget)
+    return {
+        "low": found.low,
+        "high": found.high,
+        "coverage": found.coverage,
+        "floor": floor,
+        "budget": budget,
+        "goal": verdict,
+    }
+
+
+def loop_goal_text(g: dict) -> str:
+    head = f"goal ≤ +{g['budget'] * 1e6:.0f} µs: {g['goal']}"
+    return f"{head} (A/A floor ±{g['floor'] * 1e6:.0f} µs); {g['low'] * 1e6:+.0f}{stats.DASH}{g['high'] * 1e6:+.0f} µs ({100 * g['coverage']:.1f} %)"
 
 
 def headline_rows(record: dict) -> list[dict]:
     s, meta = record["samples"], record["meta"]
     rows = []
     for case in meta["cases"]:
-        ours, plain, aa = case_cells(case["label"])
-        noise = stats.noise_floor(zip(s[ours], s[aa]))
+        ours, plain, ours_aa, plain_aa = case_cells(case["label"])
+        noise = max(stats.noise_floor(zip(s[a], s[b])) for a, b in twins(s, ours, plain, ours_aa, plain_aa))
         r = stats.ratio(s[ours], s[plain])
+        verdict = stats.verdict_text(r, noise)
         rows.append(
             {
                 "case": f"{meta['model']}, {case['label']}",
                 "plain s/step": stats.format_cell(stats.summary(s[plain])),
                 "ours s/step": stats.format_cell(stats.summary(s[ours])),
-                "ours [A/A] s/step": stats.format_cell(stats.summary(s[aa])),
                 "ours ÷ plain": stats.format_ratio(r),
-                "verdict": verdict_text(r, noise),
-                "goal ours ≤ 1.03× plain": stats.goal_text(r, GOAL, noise),
-                "ours − plain per step": format_us([o - p for o, p in zip(s[ours], s[plain])]),
+                "verdict": verdict
+                if stats.verdict(r, noise) in ("no difference", "not resolved")
+                else f"ours {verdict}",
+                f"goal ours ≤ {GOAL}× plain": stats.goal_text(r, GOAL, noise),
+                "loop's own cost, ours − plain": loop_goal_text(loop_goal(record, case["label"])),
             }
         )
     return rows
@@ -271,9 +252,9 @@ def headline_rows(record: dict) -> list[dict]:
 SPLIT_PARTS = (
     ("batch (read + normalise)", lambda row: row["data_s"]),
     ("forward + backward", lambda row: row["compute_s"]),
-    ("update (optimizer step)", lambda row: row["update_s"]),
+    ("update", lambda row: row["update_s"]),
     ("ours' comm + wait (none at one rank)", lambda row: row.get("comm_wait_s", 0.0)),
-    ("untimed (loop, bookkeeping)", lambda row: rest(row) - row.get("comm_wait_s", 0.0)),
+    ("the loop's own (untimed: loop, bookkeeping)", loop_s),
     ("**step**", lambda row: row["seconds_per_step"]),
 )
 
@@ -285,7 +266,7 @@ def split_rows(record: dict) -> list[dict]:
     for name, part in SPLIT_PARTS:
         row = {"part": name}
         for case in meta["cases"]:
-            ours, plain, _ = case_cells(case["label"])
+            ours, plain, *_ = case_cells(case["label"])
             o = stats.summary(part(x) for x in splits[ours])["median"]
             p = stats.summary(part(x) for x in splits[plain])["median"]
             row[f"ours ({case['label']})"] = fmt_s(o)
@@ -295,15 +276,22 @@ def split_rows(record: dict) -> list[dict]:
     return rows
 
 
+def peaks(meta: dict) -> list[float]:
+    """The GEMM ceilings of the run: one per plain run (its child), or per round in older records."""
+    found = meta.get("gemm_peak") or [
+        x["gemm_peak"] for rows in meta["splits"].values() for x in rows if "gemm_peak" in x
+    ]
+    return [p["flops_per_s"] for p in found]
+
+
 def limit_rows(record: dict) -> list[dict]:
-    """Achieved FLOP/s per step (counted FLOPs ÷ s/step, per round) against the best GEMM rate of the run
-    (a ceiling: load only ever lowers a measured rate)."""
+    """Achieved FLOP/s per step (counted FLOPs ÷ s/step, per round) against the best GEMM rate of the run."""
     s, meta = record["samples"], record["meta"]
-    peak = max(p["flops_per_s"] for p in meta["gemm_peak"])
+    peak = max(peaks(meta))
     rows = []
     for case in meta["cases"]:
         flops = meta["step_flops"][case["label"]]
-        ours, plain, _ = case_cells(case["label"])
+        ours, plain, *_ = case_cells(case["label"])
         row = {"case": f"{meta['model']}, {case['label']}", "FLOPs per step": f"{flops / 1e6:.1f} M"}
         for name, c in (("plain", plain), ("ours", ours)):
             rates = [flops / t for t in s[c]]
@@ -314,66 +302,43 @@ def limit_rows(record: dict) -> list[dict]:
 
 
 def aa_sentence(samples: dict, label: str) -> str:
-    """ "batch 64: 1.010× [0.98–1.03] n=5, noise floor 3.0%": ours' A/A twin over ours, and the floor it gives."""
-    ours, _, aa = case_cells(label)
-    return (
-        f"{label}: {stats.format_ratio(stats.ratio(samples[aa], samples[ours]))}, "
-        f"noise floor {stats.noise_floor(zip(samples[ours], samples[aa])):.1%}"
+    """ "batch 64: ours 1.010× [...] (floor 3.0%), plain ...": each twin over its first, and the floor it gives."""
+    pairs = twins(samples, *case_cells(label))
+    return f"{label}: " + ", ".join(
+        f"{a.split(' (')[0]} [A/A] ÷ {a.split(' (')[0]} {stats.format_ratio(stats.ratio(samples[b], samples[a]))} "
+        f"(floor {stats.noise_floor(zip(samples[a], samples[b])):.1%})"
+        for a, b in pairs
     )
 
 
 def render(record: dict) -> tuple[str, str, str, str]:
     """title, intro, tables and notes of the doc section, from a raw record alone."""
     meta, s = record["meta"], record["samples"]
-    rounds = meta["rounds"]
-    peaks = stats.summary(p["flops_per_s"] / 1e9 for p in meta["gemm_peak"])
-    threads = meta["threads"]
-    runs = "; ".join(f"{c['label']}: {c['warmup']} warm-up + {c['steps']} timed steps" for c in meta["cases"])
-    intro = (
-        f"One rank, {threads} thread(s), {meta['model']} on {meta['dataset']}, lr {meta['lr']}, plain SGD; "
-        f"{runs}. {rounds} rounds, each measuring every variant of every case once in a recorded order "
-        "(bench.stats.round_order), ours twice (the A/A twin). Same initial weights, same batches in the same "
-        "order. Ours is `scaledl train --algorithm sync_sgd` at one rank, evaluated only at step 0 and "
-        "after the loop (an evaluation runs on a helper thread that would share the bound core with the "
-        "timed steps); plain is a hand-written PyTorch loop in the bench process. "
-        "Both allocate with THP_MEM_ALLOC_ENABLE=1 and run the launch's thread count"
-        + (
-            f"; the plain loop is pinned to CPU {meta['plain_core']}, the core mpiexec binds ours' rank to."
-            if meta.get("plain_core") is not None
-            else "; neither is bound to a core."
-        )
+    child = meta.get("plain_launch") == "mpiexec -n 1"
+    intro = common.text(
+        "overhead.intro",
+        threads=meta["threads"],
+        model=meta["model"],
+        dataset=meta["dataset"],
+        lr=meta["lr"],
+        runs="; ".join(f"{c['label']}: {c['warmup']} warm-up + {c['steps']} timed steps" for c in meta["cases"]),
+        rounds=meta["rounds"],
+        plain=common.text("overhead.plain_child" if child else "overhead.plain_in_process"),
     )
     headline = headline_rows(record)
     tables = common.table(headline, list(headline[0]))
-    aa_text = "; ".join(aa_sentence(s, c["label"]) for c in meta["cases"])
-    tables += (
-        "\ns/step: steady-state seconds per step, median [min–max] n over rounds. `ours ÷ plain` is paired "
-        "per round (> 1: ours is slower); `ours − plain` is the per-round difference in µs per step, the "
-        f"fixed cost ours adds to every step. A/A (ours [A/A] ÷ ours) — {aa_text}; {stats.RULE}.\n"
+    tables += "\n" + common.text(
+        "overhead.reading", goal=GOAL, aa="; ".join(aa_sentence(s, c["label"]) for c in meta["cases"]), rule=stats.RULE
     )
     split = split_rows(record)
-    tables += (
-        "\nWhere a step's time goes (each part's median over rounds; medians need not add up to the "
-        "step's):\n\n" + common.table(split, list(split[0]))
-    )
+    tables += "\n\n" + common.text("overhead.split") + "\n\n" + common.table(split, list(split[0]))
     limits = limit_rows(record)
-    tables += (
-        f"\nLimits: FLOPs per step counted by torch's FlopCounterMode (matrix products and convolutions of "
-        f"forward + backward; elementwise work not counted) over seconds per step, per round, against the "
-        f"float32 GEMM ceiling (1024×1024 matrix product, {threads} thread(s), on the core ours runs on) "
-        f"measured once per round of this run: the best round, {peaks['max']:.1f} GFLOP/s (all rounds: "
-        f"{stats.format_cell(peaks, unit='GFLOP/s')}).\n\n" + common.table(limits, list(limits[0]))
+    p = stats.summary(x / 1e9 for x in peaks(meta))
+    tables += "\n" + common.text(
+        "overhead.limits", threads=meta["threads"], peak=f"{p['max']:.1f}", peaks=stats.format_cell(p, unit="GFLOP/s")
     )
-    notes = (
-        "What ours adds at one rank: the phase timers, the step boundary and the monitor's per-step "
-        "bookkeeping. It sends nothing (one worker has no one to agree with) and keeps no flat gradient "
-        "(autograd's own .grad per parameter, the update view by view: a preset flat gradient cost a zeroing "
-        "and an accumulating pass over |W| a step); parameters stay views into one flat buffer. It also runs in a process of its own under mpiexec, while the "
-        f"plain loop runs in the bench process. Raw samples: {meta['raw']}; wall time of the measuring run "
-        f"{meta['wall_s']:.0f} s (budget {BUDGET_S} s)."
-    )
-    if rounds < 5:
-        notes += f" Only {rounds} round(s): not enough for a headline ratio (use ≥ 5)."
+    tables += "\n\n" + common.table(limits, list(limits[0]))
+    notes = common.text("overhead.notes") + common.record_tail(meta, BUDGET_S)
     return TITLE, intro, tables, notes
 
 
@@ -408,9 +373,8 @@ def measure_record(args, cases: list[Case]) -> Path:
             "cases": [{"label": c.label, "batch": c.batch, "warmup": c.warmup, "steps": c.steps} for c in cases],
             "order": result["order"],
             "conditions": result["conditions"],
-            "splits": result["splits"],
-            "gemm_peak": result["gemm_peak"],
-            "plain_core": rank0_core(),
+            "splits": result["details"],
+            "plain_launch": "mpiexec -n 1",
             "step_flops": flops,
             "raw": common.shown_path(args.raw),
             "wall_s": time.monotonic() - t_start,
@@ -420,23 +384,26 @@ def measure_record(args, cases: list[Case]) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--cases",
-        default="64:10:60,4:40:200",
-        help="BATCH:WARMUP:STEPS,... one case per batch size; STEPS a multiple of WARMUP (default %(default)s)",
-    )
+    parser.add_argument("--cases", default="64:10:60,4:40:200", help="BATCH:WARMUP:STEPS,... (default %(default)s)")
     parser.add_argument(
         "--rounds",
         type=int,
         default=6,
-        help="at least this many rounds, each measuring every variant once in a recorded order, rounded up "
-        "to whole Williams designs, at least 6 (default %(default)s)",
+        help="at least this many rounds, whole Williams designs, ≥ 6 (default %(default)s)",
     )
     parser.add_argument("--threads", type=int, default=1, help="threads of both loops (default %(default)s)")
     parser.add_argument("--lr", type=float, default=0.05, help="learning rate (default %(default)s)")
     parser.add_argument("--model", default="lenet", help="model of both loops (default %(default)s)")
+    # internal: the plain loop as its own mpiexec child (plain_argv)
+    parser.add_argument("--plain-worker", dest="worker", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--data", type=Path, help=argparse.SUPPRESS)
+    for flag in ("--batch", "--warmup", "--steps"):
+        parser.add_argument(flag, type=int, help=argparse.SUPPRESS)
     common.common_arguments(parser, NAME)
     args = common.parse_bench_args(parser, argv)
+    if args.worker:
+        plain_worker(args)
+        return 0
     try:
         cases = parse_cases(args.cases)
     except ValueError as exc:

@@ -243,17 +243,17 @@ def verdict_text(r: dict, noise: float) -> str:
 GOALS = ("met", "missed", "not certified", "not certifiable")
 
 
-def goal(r: dict, limit: float, floor: float) -> str:
+def goal(r: dict, limit: float, floor: float, margin: float | None = None) -> str:
     """Whether a ratio of times meets a goal "at most `limit`", given the A/A noise floor of its table.
 
-    "not certifiable" when the floor is at least the goal's margin, limit − 1: two identical cells then
-    differ by as much as the goal allows, so no interval can tell a met goal from a missed one. Else,
-    from the ratio's interval: "met" when it lies wholly at or below the limit, "missed" when wholly
-    above, "not certified" when it straddles the limit (the rounds allow either side).
+    "not certifiable" when the floor is at least the goal's margin (limit − 1 unless given: a goal on a
+    difference passes its own): two identical cells then differ by as much as the goal allows, so no
+    interval can tell a met goal from a missed one. Else, from the ratio's interval: "met" when it lies
+    wholly at or below the limit, "missed" when wholly above, "not certified" when it straddles the limit.
     """
     if floor < 0:
         raise ValueError("floor must be >= 0")
-    if floor >= limit - 1:
+    if floor >= (limit - 1 if margin is None else margin):
         return "not certifiable"
     low, high = _interval(r)
     if high <= limit:
@@ -273,6 +273,27 @@ def goal_text(r: dict, limit: float, floor: float) -> str:
     else:
         head += f"{g} (A/A floor ±{floor:.1%})"
     return f"{head}; {interval_text(r)}"
+
+
+def within(r: dict, margin: float, floor: float) -> str:
+    """Whether a ratio meets a goal "≈ 1 within ±margin" (one of GOALS): "not certifiable" when the A/A
+    floor is at least the margin; "met" when the interval lies inside 1 ± margin, "missed" when it lies
+    wholly outside it, else "not certified"."""
+    if floor >= margin:
+        return "not certifiable"
+    low, high = _interval(r)
+    if 1 - margin <= low and high <= 1 + margin:
+        return "met"
+    if high < 1 - margin or low > 1 + margin:
+        return "missed"
+    return "not certified"
+
+
+def within_text(r: dict, margin: float, floor: float) -> str:
+    """`within` in words: "goal ≈ 1× within ±10%: met (A/A floor ±4.0%); 0.93–1.02 (97.9 % ...)"."""
+    g = within(r, margin, floor)
+    how = f"at ±{floor:.1%} (A/A floor ≥ the margin)" if g == "not certifiable" else f"(A/A floor ±{floor:.1%})"
+    return f"goal ≈ 1× within ±{margin:.0%}: {g} {how}; {interval_text(r)}"
 
 
 # ------------------------------------------------------------------- order
@@ -315,8 +336,6 @@ def round_order(items: Sequence, round_index: int, rounds: int | None = None) ->
     size = len(design)
     row = round_index * size // rounds if rounds and rounds < size else round_index % size
     return [items[i] for i in design[row]]
-
-
 
 
 def balanced_rounds(cells: int, rounds: int) -> int:
