@@ -56,6 +56,20 @@ def test_a_goal_is_not_certified_past_its_twins_floor(tmp_path):
     assert "98.4 % interval of the median" in line  # 7 rounds: [min, max], labelled with its true coverage
 
 
+def test_each_goal_is_judged_against_both_copies_of_its_floor(tmp_path):
+    """The Send + Recv twin runs 10 % faster than its first copy every round (floor 11.1 %, inside the 15 %
+    margin): the turn at 1.1× the first copy is met against it but 1.22× its twin, so the goal is not met."""
+    rec = record(tmp_path, turn_factor=1.1)
+    twin = stats.aa_cell(bench_exchange.SENDRECV)
+    rec["samples"][twin] = [x * 0.9 for x in rec["samples"][bench_exchange.SENDRECV]]
+    _, _, tables, _ = bench_exchange.render(rec)
+    assert "goal ≤ 1.15×: met" in comparison(tables, "standalone Send + Recv of |W| |")
+    assert "goal ≤ 1.15×: missed" in comparison(tables, "Send + Recv of |W|, its A/A twin")
+    both = comparison(tables, "Judged against both copies")
+    assert "round-robin turn: not certified (met against the first copy, missed against the twin)" in both
+    assert "Sync EASGD: allreduce: met" in both  # 1.02× both copies of the Allreduce (twin 1.004×)
+
+
 @pytest.mark.mpi
 def test_the_exchange_job_measures_every_cell(tmp_path):
     """A tiny |W| through the real two-rank job: every cell gets one sample per round, all positive."""

@@ -139,11 +139,21 @@ def test_ddp_section_is_rendered_from_the_record_alone(tmp_path):
     # ours bucketed (gloo) 18.5–19.2 ms against 19.5–19.8 ms: its whole interval is below 1.0
     # each side at its fastest bucket size: ours 25 MB (not 1 MB) against DDP tuned 1 MB (not 25 MB)
     assert "fastest bucket size: ours bucketed (gloo) ÷ DDP tuned 1 MB (gloo)" in tables
-    assert "goal ≤ 1.00×: not certifiable" in tables  # "≤ 1.0×" leaves no margin for any A/A floor
+    # restated as "≈ tuned DDP within ±10 %" ("≤ 1.0×" left no margin for any A/A floor): 0.94–0.98, floor < 1 %
+    assert "goal ≈ 1× within ±10%: met" in tables and "≤ 1.00×" not in tables
     ours = bench_ddp.cell("ours bucketed (gloo)", bench_ddp.Case("lenet", "digits", 64, 20, 60))
     noise = stats.noise_floor(zip(record["samples"][ours], record["samples"][stats.aa_cell(ours)]))
     assert f"noise floor {noise:.1%}" in tables and "Where ours bucketed (gloo)" in tables
     assert "no MPI backend" in notes
+
+
+def test_a_ddp_case_shorter_than_3_plus_12_steps_gets_no_verdict(tmp_path):
+    record = ddp_record()
+    record["meta"]["cases"][0].update(warmup=1, steps=3)
+    record["meta"]["variants_by_case"] = {"lenet, batch 64": record["meta"]["variants_by_case"]["lenet, batch 64"]}
+    tables = bench_ddp.render(record)[2]
+    assert "no verdict: 1 warm-up + 3 timed steps" in tables and "goal ≈" not in tables
+    assert bench_ddp.parse_cases(bench_ddp.DEFAULT_CASES)[1] == bench_ddp.Case("resnet18", "synthetic32", 8, 3, 12)
 
 
 def test_ddp_cases_parse_and_refuse_in_one_line():
