@@ -181,6 +181,7 @@ def per_step(run_dir: Path, warmup: int) -> dict:
         "steady_steps": state["steps"],
         "warmup": warmup,
         "backend": state["run"]["codesign"]["backend"],
+        "exchange": common.run_exchange(state["run"]),
         "phase_gap": phase_gap(state["run"]),
         "model_bytes": state["run"]["model"]["bytes"],
     }
@@ -370,13 +371,18 @@ def network_of(record: dict):
     return Network(net["alpha_s"], net["beta_s_per_byte"], net.get("gamma_s_per_byte") or 0.0, name="netbench")
 
 
-def predicted(net, v: Variant, nbytes: float, compute_s: float):
-    """scaledl.net.alphabeta.step_cost of the level (its family decides the formula), or None without α-β."""
+def predicted(net, v: Variant, details: list[dict]):
+    """scaledl.net.alphabeta.step_cost of the level (its family decides the formula) with the exchange its runs
+    used, at their median compute, or None without α-β."""
     from scaledl.net.alphabeta import step_cost
 
     if net is None:
         return None
-    return step_cost(v.level, net, nbytes, v.workers, model=COST_MODEL, compute_s=compute_s, control=True)
+    compute_s, exchange = common.median([x["compute_s"] for x in details]), common.priced_exchange(details)
+    nbytes = details[0]["model_bytes"]
+    return step_cost(
+        v.level, net, nbytes, v.workers, model=COST_MODEL, compute_s=compute_s, control=True, exchange=exchange
+    )
 
 
 def dagger(record: dict, v: Variant) -> str:
@@ -448,7 +454,7 @@ def ttt_tables(record: dict, net) -> str:
         cell = v.cell(TTT_TABLE)
         d = detail[cell]
         steps = meta["targets"][f"{arithmetic(v.level)}, P={v.workers}"]["step"]
-        cost = predicted(net, v, d[0]["model_bytes"], med([x["compute_s"] for x in d]))
+        cost = predicted(net, v, d)
         name = f"{v.level}{' [A/A]' if v.twin else ''}"
         row = {
             "level": name,
@@ -540,7 +546,7 @@ def heavy_table(record: dict, net) -> str:
     for v in variants:
         cell = v.cell(HEAVY_TABLE)
         d = h["detail"][cell]
-        cost = predicted(net, v, d[0]["model_bytes"], med([x["compute_s"] for x in d]))
+        cost = predicted(net, v, d)
         hidden = [x["hidden_s"] for x in d if x.get("hidden_s") is not None]
         row = {
             "level": f"{v.level}{' [A/A]' if v.twin else ''}",

@@ -108,6 +108,7 @@ def split_of(state: dict) -> dict:
         "wait_s": state["exposed_s"] - state["transfer_s"],
         "exposed_s": state["exposed_s"],
         "phases": {p: state[f"{p}_s"] for p in PHASES},
+        "exchange": common.run_exchange(state["run"]),  # the model column prices the messages the run sent
     }
 
 
@@ -209,8 +210,11 @@ def predictions(record: dict, row: dict) -> dict | None:
     if net is None:
         return None
     n = record["meta"]["message_bytes"]
+    exchange = common.priced_exchange(record["meta"]["splits"][row["cell"]])  # what the runs sent
     costs = [
-        step_cost(row["algorithm"], net, n, row["workers"], model=COST_MODEL, compute_s=t_c, control=True)
+        step_cost(
+            row["algorithm"], net, n, row["workers"], model=COST_MODEL, compute_s=t_c, control=True, exchange=exchange
+        )
         for t_c in _quantity(record, row["cell"], "compute_s")
     ]
     return {"exposed_s": costs[0].exposed_s, "step_s": [c.step_s for c in costs], "formula": costs[0].formula}

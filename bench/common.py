@@ -299,6 +299,22 @@ def read_run(out: Path) -> dict:
     return read(out).record
 
 
+# Records from before the benches kept each run's exchange were measured after the averaging engine's default
+# became one Allreduce for fp32 (scaledl.algorithms.settings): their runs used it, not Bcast + Reduce.
+UNRECORDED_EXCHANGE = "allreduce"
+
+
+def run_exchange(run: dict) -> str | None:
+    """The exchange a run used, as its run.json records it (the Sync EASGD family's round), else None."""
+    return (run.get("codesign") or {}).get("exchange")
+
+
+def priced_exchange(details) -> str:
+    """The exchange to price a cell's model column with: the one its runs recorded (UNRECORDED_EXCHANGE where
+    the record predates keeping it), so the α-β column describes the messages the runs sent."""
+    return next((d["exchange"] for d in details if d.get("exchange")), UNRECORDED_EXCHANGE)
+
+
 def train(ranks: int, data: Path, out_dir: Path, *, algorithm: str, warmup: int, steps: int, **options) -> dict:
     """Run `scaledl train` and return its steady-state seconds per step (steps warmup+1 … warmup+steps).
 
@@ -530,7 +546,34 @@ def provenance(sections: str) -> str:
     page = max(dict.fromkeys(measured), key=measured.count)  # the most frequent, the first on a tie
     others = [f"{name} ({commit or 'no commit recorded'})" for name, commit in commits.items() if commit != page]
     line = f"Provenance: measured at commit {page}"
-    return line + (f"; from another state: {', '.join(others)}." if others else ", every section.")
+    line += f"; from another state: {', '.join(others)}." if others else ", every section."
+    return line + load_change(sections)
+
+
+LOADS = re.compile(r"load average ([\d.]+)(?: at start, |–)([\d.]+)")
+CORES = re.compile(r", (\d+) cores,")
+
+
+def load_change(sections: str) -> str:
+    """A sentence naming each section's load when it changed between sections by more than LOADED_PER_CORE per
+    core (the same 143 MB Allreduce took 1.7× as long in a section at load 2 as in one at 0.4), else ""."""
+    spans, cores = {}, 1
+    for name, body in SECTION.findall(sections):
+        values = [float(x) for pair in LOADS.findall(body) for x in pair]
+        if values:
+            spans[name] = (min(values), max(values))
+        if found := CORES.search(body):
+            cores = max(cores, int(found.group(1)))
+    if (
+        not spans
+        or max(hi for _, hi in spans.values()) - min(lo for lo, _ in spans.values()) <= LOADED_PER_CORE * cores
+    ):
+        return ""
+    listed = ", ".join(f"{name} {lo:.2f}–{hi:.2f}" for name, (lo, hi) in spans.items())
+    return (
+        f" The machine's load changed between sections (1-min load average per section on {cores} cores: {listed}): "
+        "absolute times compare only within a section, where every cell met the same drift."
+    )
 
 
 def report(

@@ -128,6 +128,20 @@ def test_every_measured_row_carries_an_alpha_beta_prediction():
     assert "P·(T_c + 2(Lα + nβ))" in tables  # round-robin's formula for easgd
 
 
+def test_the_model_columns_price_the_exchange_each_run_used():
+    """Sync EASGD's α-β cells follow the runs' recorded exchange; a record from before it was kept prices the
+    Allreduce default its runs used (step_cost's own default is Bcast + Reduce)."""
+    rec = record()
+    _, _, tables, _ = ladder.render(rec)
+    assert "allreduce[" in tables and "bcast[" not in tables
+    for table in ("ttt", "heavy"):
+        for details in rec["meta"][table]["detail"].values():
+            for d in details:
+                d["exchange"] = "rooted"
+    _, _, rooted, _ = ladder.render(rec)
+    assert "bcast[" in rooted and rooted != tables
+
+
 def test_without_alpha_beta_the_tables_say_so():
     _, intro, tables, _ = ladder.render(record(network=False))
     assert "no α-β prediction: netbench failed here" in intro

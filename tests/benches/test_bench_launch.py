@@ -68,6 +68,20 @@ def test_the_page_introduction_is_regenerated(tmp_path):
     assert "<!-- bench:a -->\n## A" in text and "## B" in text
 
 
+def test_the_provenance_line_says_when_the_load_changed_between_sections():
+    def section(name: str, start: float, end: float) -> str:
+        return (
+            f"<!-- bench:{name} -->\n## {name}\n\nMachine: CPU, 2 cores, 1 GiB; 1-min load average {start:.2f} at start, "
+            f"{end:.2f} at end; commit abcdef1234. Per cell (4 measurements): 1-min load average {start:.2f}–{end:.2f}\n"
+            f"<!-- /bench:{name} -->\n"
+        )
+
+    calm = common.provenance(section("a", 0.3, 0.5) + section("b", 0.4, 0.9))
+    assert calm == "Provenance: measured at commit abcdef1234, every section."  # within 0.5 per core of 2
+    line = common.provenance(section("a", 0.4, 0.9) + section("b", 2.0, 2.1))
+    assert "load changed between sections" in line and "a 0.40–0.90, b 2.00–2.10" in line and "2 cores" in line
+
+
 def ddp_record() -> dict:
     case = bench_ddp.Case("lenet", "digits", 64, 20, 60)
     per_variant = {

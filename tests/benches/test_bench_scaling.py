@@ -159,6 +159,22 @@ def test_prediction_takes_t_c_from_the_compute_measured_at_that_p():
     assert "| no difference |" not in row_of(split, "sync_sgd", "weak", "2")
 
 
+@pytest.mark.parametrize("exchange", ["allreduce", "rooted", None])
+def test_the_model_column_prices_the_exchange_the_runs_used(exchange):
+    """Sync EASGD's α-β column follows each run's recorded exchange (a record from before it was kept: the
+    Allreduce default its runs used), not step_cost's rooted default."""
+    rec = record(weak_perfect)
+    row = next(r for r in rec["meta"]["rows"] if r["algorithm"] == "sync_easgd" and r["workers"] == 2)
+    for split in rec["meta"]["splits"][row["cell"]]:
+        split["exchange"] = exchange
+    net = Network(NET["alpha_s"], NET["beta_s_per_byte"], NET["gamma_s_per_byte"])
+    priced = exchange or common.UNRECORDED_EXCHANGE
+    cost = step_cost("sync_easgd", net, BYTES, 2, model="bandwidth_optimal", control=True, exchange=priced)
+    pred = bench_scaling.predictions(rec, row)
+    assert pred["exposed_s"] == pytest.approx(cost.exposed_s) and pred["formula"] == cost.formula
+    assert ("bcast" in pred["formula"]) == (priced == "rooted")
+
+
 def test_without_network_every_row_says_no_prediction():
     rec = record(weak_perfect, network=None)
     steps, split = tables_of(rec)
