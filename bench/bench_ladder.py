@@ -4,55 +4,11 @@
                                  [--heavy-warmup 3] [--heavy-steps 10] [--heavy-levels ...] [--fair]
                                  [--netbench FILE] [--raw bench/raw/ladder.json] [--render] [--no-doc]
 
-The levels (scaledl's registry presets): easgd, the original round-robin
-EASGD with a master rank of its own (P + 1 ranks); sync_easgd1, tree
-collectives with the center in host memory; sync_easgd2, the center beside
-the workers' weights on the device; sync_easgd3, sync_easgd2 with the
-exchange on a helper thread, overlapped with data and forward/backward.
-
-Table 1, time to a test accuracy of --target (LeNet on the embedded digits
-set, P = --workers, batch 64, lr 0.05, seed 0). The step at which the
-center first reaches the target is a property of the arithmetic, not of the
-clock: every level is deterministic, and Sync EASGD 1/2/3 are bitwise equal.
-So one untimed run per arithmetic (easgd; sync_easgd2 for the three sync
-levels) evaluates the center after EVERY step and finds that step N; the
-timed runs then train exactly N steps with no evaluation inside the loop
-(--eval-every N + 1: the center is evaluated once, after the clock stops).
-A sample is the training clock through step N (run.json stop.train_s): one
-step of resolution, and no evaluation thread competing for the cores. Each
-timed run's final accuracy is checked against the untimed run's at step N.
-Beside it, from the same runs' timelines (steady state, docs/time.md): s/step,
-the transfer share (h2d + param_copy + comm over step time: the paper's
-communication share) and the exposed share (transfer + wait).
-
-Table 2, where the exchange time goes with a communication-heavy model
-(cifar_alexnet, 36 M parameters, synthetic 3×32×32, batch 16, lr 0.01; the
-sync levels by default, easgd with --heavy-levels, for the time budget):
---heavy-warmup untimed steps then --heavy-steps timed ones, no evaluation
-inside the run (the center is evaluated after the loop), steady-state
-s/step per worker split into compute, transfer, wait, and for sync_easgd3
-the exchange seconds hidden behind compute (the helper thread's exchange
-time minus the part the main thread waited for, per exchange, over the same
-steady-state steps).
-
-Every measured row carries the α-β(-γ) prediction of scaledl.net.alphabeta
-(step_cost with the level's family: round_robin for easgd, bcast_reduce for
-the sync levels, overlapped for sync_easgd3; the "paper" model, binomial
-trees, with the row's own measured compute per step as T_c and control
-messages included) with α, β, γ from --netbench FILE, else from a netbench
-this script runs first in the table's launch environment (10–20 s).
-
-Statistics: every round measures every variant once in the order
-bench.stats.round_order gives, including an A/A twin (sync_easgd2 measured twice
-per round); cells are median [min–max] n over rounds, ratios are paired per
-round, and a ratio's verdict
-reads the order-statistic interval of its median against the A/A floor (bench.stats.verdict:
-slower, faster, no difference within ±x %, not resolved at ±x %). One
-launch environment for the whole run (bench.common.Launch.for_table with
-the largest rank count); a cell with more ranks than cores is marked †.
---fair adds easgd with one worker (worker + master: 2 ranks) against
-sync_easgd2 with one worker, both within the cores. Every raw sample goes to
---raw; the tables are rendered from that record alone (--render).
+Table 1: time to --target test accuracy (LeNet, digits). The target step is a property of the arithmetic
+(the sync levels are bitwise equal), so one untimed run per arithmetic evaluating after every step finds it,
+and the timed runs stop there with no evaluation inside the clock. Table 2: steady-state s/step of
+cifar_alexnet, split into compute, transfer and wait. Every row carries the α-β prediction
+(scaledl.net.alphabeta.step_cost with the runs' own exchange). The page's words: docs/benchmarks-text.md.
 """
 
 from __future__ import annotations
@@ -231,28 +187,17 @@ def heavy_run(data: Path, out: Path, v: Variant, warmup: int, steps: int) -> dic
     return detail
 
 
-def rounds_of(variants: list[Variant], rounds: int, table: str, measure) -> tuple[dict, dict, list]:
-    """Every variant once per round in the order stats.round_order gives: (samples, details, orders)."""
-    samples = {v.cell(table): [] for v in variants}
-    details = {v.cell(table): [] for v in variants}
-    orders, log = [], {}
-    for r in range(rounds):
-        order = stats.round_order(variants, r, rounds)
-        orders.append([v.cell(table) for v in order])
-        for i, v in enumerate(order):
-            t0 = time.monotonic()
-            with common.conditions(log, v.cell(table)):
-                sample, detail = measure(v, f"r{r}-{i}")
-            detail.update(log[v.cell(table)][-1])
-            detail["run_wall_s"] = time.monotonic() - t0
-            samples[v.cell(table)].append(sample)
-            details[v.cell(table)].append(detail)
-            print(
-                f"bench_ladder: {table} round {r + 1}/{rounds} {v.label + (' [A/A]' if v.twin else ''):<22} "
-                f"{sample:8.3f} s  (run {time.monotonic() - t0:.1f} s)",
-                flush=True,
-            )
-    return samples, details, orders
+def rounds_of(variants: list[Variant], rounds: int, table: str, measure) -> tuple[dict, dict, list, dict]:
+    """Every variant once per round (common.rotating_rounds): (samples, details, orders, conditions)."""
+    by_cell = {v.cell(table): v for v in variants}
+
+    def measure_one(c: str, r: int, i: int):
+        t0 = time.monotonic()
+        sample, detail = measure(by_cell[c], f"r{r}-{i}")
+        return sample, {**detail, "run_wall_s": time.monotonic() - t0}
+
+    result = common.rotating_rounds(NAME, list(by_cell), rounds, measure_one)
+    return result["samples"], result["details"], result["order"], result["conditions"]
 
 
 def measure(args) -> Path:
@@ -292,7 +237,7 @@ def measure(args) -> Path:
             return detail["train_s"], detail
 
         t0 = time.monotonic()
-        ttt_samples, ttt_details, ttt_order = rounds_of(ttt, args.rounds, TTT_TABLE, ttt_measure)
+        ttt_samples, ttt_details, ttt_order, conditions = rounds_of(ttt, args.rounds, TTT_TABLE, ttt_measure)
         blocks["time_to_target_s"] = time.monotonic() - t0
 
         heavy_samples, heavy_details, heavy_order = {}, {}, []
@@ -305,7 +250,10 @@ def measure(args) -> Path:
                 detail = heavy_run(synthetic, work / f"heavy-{tag}", v, args.heavy_warmup, args.heavy_steps)
                 return detail["seconds_per_step"], detail
 
-            heavy_samples, heavy_details, heavy_order = rounds_of(heavy, args.heavy_rounds, HEAVY_TABLE, heavy_measure)
+            heavy_samples, heavy_details, heavy_order, more = rounds_of(
+                heavy, args.heavy_rounds, HEAVY_TABLE, heavy_measure
+            )
+            conditions.update(more)
             blocks["heavy_s"] = time.monotonic() - t0
     wall = time.monotonic() - t_start
     print(
@@ -325,10 +273,7 @@ def measure(args) -> Path:
             "network": network,
             "targets": targets,
             "variants": {"ttt": [vars_of(v) for v in ttt], "heavy": [vars_of(v) for v in heavy]},
-            "conditions": {
-                c: [{"load": d["load"], "steal": d["steal"]} for d in ds]
-                for c, ds in {**ttt_details, **heavy_details}.items()
-            },
+            "conditions": conditions,
             "ttt": {
                 **TTT,
                 "rounds": args.rounds,
@@ -514,25 +459,25 @@ def ttt_tables(record: dict, net) -> str:
         "paper: previous ÷ this",
     ]
     warm = sorted({x["warmup"] for runs in detail.values() for x in runs})
-    paper = (
-        "The paper's speed-ups were measured with GPUs, where levels 1 → 2 remove CPU–GPU copies that do not "
-        "exist on a CPU-only machine. "
-        if record["machine"].get("gpus") == "no GPU"
-        else ""
-    )
+    t = meta["ttt"]
     return (
-        f"Time to {meta['target']:.0%} test accuracy: {meta['ttt']['model']} on {meta['ttt']['dataset']}, batch "
-        f"{meta['ttt']['batch']} per worker, lr {meta['ttt']['lr']}, seed 0; {rounds_text(n)}. Resolution: one "
-        "step (the target step is found by evaluating after every step in an untimed run; the timed runs stop at "
-        "that step and are evaluated after the clock stops).\n\n"
+        common.text(
+            "ladder.ttt",
+            target=f"{meta['target']:.0%}",
+            model=t["model"],
+            dataset=t["dataset"],
+            batch=t["batch"],
+            lr=t["lr"],
+            rounds=rounds_text(n),
+        )
+        + "\n\n"
         + common.table(rows, order)
-        + f"\nA/A: {TWIN} twice per round, ratio {stats.format_ratio(aa)}, noise floor {noise:.1%}. "
-        f"Speed-ups are paired per round (> 1: this level is faster); {stats.RULE}. "
-        "The α-β column is the target step count times the model's step time (below), so it leaves out the "
-        f"first steps' warm-up that the measured time contains. {paper}\n\n"
-        + f"The same runs per step (steady state: the workers' mean over the steps after the first "
-        f"{'/'.join(map(str, warm))}, docs/time.md; compute ms/step and shares median [min–max] over "
-        f"{rounds_text(n)}; α-β with the row's median compute as T_c):\n\n"
+        + "\n"
+        + common.text("ladder.ttt_aa", twin=TWIN, aa=stats.format_ratio(aa), floor=f"{noise:.1%}", rule=stats.RULE)
+        + (" " + common.text("ladder.paper_gpu") if record["machine"].get("gpus") == "no GPU" else "")
+        + "\n\n"
+        + common.text("ladder.per_step", warm="/".join(map(str, warm)), rounds=rounds_text(n))
+        + "\n\n"
         + common.table(step_rows, list(step_rows[0]))
     )
 
@@ -574,26 +519,13 @@ def heavy_table(record: dict, net) -> str:
         )
         rows.append(row)
     nbytes = h["detail"][variants[0].cell(HEAVY_TABLE)][0]["model_bytes"]
-    return (
-        f"Where one step's time goes: {h['model']} ({nbytes / 4e6:.1f} M parameters, {nbytes / 1e6:.0f} MB) on "
-        f"{h['dataset']} (3×32×32), batch {h['batch']} per worker, lr {h['lr']}; {h['warmup']} untimed steps then "
-        f"{h['steps']} timed steps per run, no evaluation inside the run; {rounds_text(h['rounds'])}. Times in ms "
-        f"per step (the workers' mean over the {h['steps']} timed steps), median [min–max] over "
-        f"{rounds_text(h['rounds'])} except where n is printed. Hidden (sync_easgd3): per exchange, the helper "
-        "thread's exchange seconds minus the seconds the main thread waited for it, over the same timed steps. "
-        "α-β columns are scaledl.net.alphabeta.step_cost: exchange = the worker's own messages, s/step with the "
-        "row's median compute as T_c.\n\n"
-        + common.table(rows, list(rows[0]))
-        + f"\nA/A: {TWIN} twice per round, ratio {stats.format_ratio(aa)}, noise floor {noise:.1%}; speed-ups "
-        "(previous ÷ this) paired per round, verdicts against that floor."
-        + (
-            ""
-            if any(v.level == "easgd" for v in variants)
-            else " easgd is left out of this table by default, for the time budget (its cells take P + 1 ranks and P "
-            "serialised computations per step); --heavy-levels easgd,sync_easgd1,sync_easgd2,sync_easgd3 adds it."
-        )
-        + "\n"
-    )
+    caption = common.text(
+        "ladder.heavy", model=h["model"], params=f"{nbytes / 4e6:.1f}", mb=f"{nbytes / 1e6:.0f}", dataset=h["dataset"],
+        batch=h["batch"], lr=h["lr"], warmup=h["warmup"], steps=h["steps"], rounds=rounds_text(h["rounds"]),
+    )  # fmt: skip
+    aa_text = common.text("ladder.heavy_aa", twin=TWIN, aa=stats.format_ratio(aa), floor=f"{noise:.1%}")
+    no_easgd = "" if any(v.level == "easgd" for v in variants) else " " + common.text("ladder.heavy_no_easgd")
+    return f"{caption}\n\n{common.table(rows, list(rows[0]))}\n{aa_text}{no_easgd}\n"
 
 
 def fair_sentence(record: dict) -> str:
@@ -604,22 +536,14 @@ def fair_sentence(record: dict) -> str:
         return ""
     noise, _ = aa_noise(record, TTT_TABLE, record["meta"]["workers"])
     speedup, verdict = ratio_cells(s, sync.cell(TTT_TABLE), easgd.cell(TTT_TABLE), noise)
-    return (
-        f" Fair pair, one worker each, every rank on a core of its own: easgd (worker + master, 2 ranks) ÷ "
-        f"{TWIN} (1 rank) = {speedup} ({TWIN} is {verdict}, against the P={record['meta']['workers']} floor)."
-    )
+    return " " + common.text("ladder.fair", twin=TWIN, speedup=speedup, verdict=verdict, p=record["meta"]["workers"])
 
 
 def fair_absent(record: dict) -> str:
     """Why the fair pair is not in the table (it was not asked for), with what it would have cost."""
     walls = [d["run_wall_s"] for runs in record["meta"]["ttt"]["detail"].values() for d in runs if "run_wall_s" in d]
     cost = f"; the time-to-target runs here took {min(walls):.0f}–{max(walls):.0f} s of wall time each" if walls else ""
-    return (
-        " A fairer pair, easgd with one worker + master (2 ranks) against sync_easgd2 with one worker, both "
-        "within the cores, is measured with --fair. It is off by default: it adds two runs to every round, "
-        f"beyond this bench's share of the time budget{cost}; and with one worker the sync levels send no "
-        "message to another rank, so the pair measures the round-robin protocol's own cost, not the ladder."
-    )
+    return " " + common.text("ladder.fair_absent", cost=cost)
 
 
 def accuracy_check(record: dict) -> str:
@@ -634,51 +558,22 @@ def accuracy_check(record: dict) -> str:
                     f"{v.label}{' [A/A]' if v.twin else ''} round {r + 1}: step {d['steps']}, accuracy "
                     f"{d['final_accuracy']:.4f}"
                 )
-    if not off:
-        return (
-            "Every timed run stopped at its target step with the same test accuracy, to the last digit, as the "
-            "untimed run that found that step."
-        )
-    return (
-        "Timed runs that did not reproduce the target-step run (their sample is not a time to the target): "
-        + "; ".join(off)
-        + "."
-    )
+    return common.text("ladder.reproduced") if not off else common.text("ladder.not_reproduced", runs="; ".join(off))
 
 
 def baseline_note(record: dict) -> str:
     """How easgd was launched against the sync levels, and where to read how far it runs above its model."""
     p, cores = record["meta"]["workers"], record["machine"].get("cores")
     easgd, sync = Variant("easgd", p), Variant(TWIN, p)
-    if dagger(record, easgd):
-        where = (
-            f"easgd at P = {p} runs {easgd.ranks} ranks on {cores} cores (†: time-sliced and unbound"
-            + (
-                f", where the sync levels' {sync.ranks} ranks are bound one per core"
-                if not dagger(record, sync)
-                else ""
-            )
-            + "), so its turns and waits depend on the scheduler and on MPICH's yield mode; "
-        )
-    else:
-        where = f"easgd at P = {p} runs {easgd.ranks} ranks, within the cores; "
-    return (
-        where + "the α-β column, P·(T_c + S) with its own measured compute T_c, shows how far it runs above its model."
-    )
+    if not dagger(record, easgd):
+        return common.text("ladder.baseline_fits", p=p, ranks=easgd.ranks)
+    bound = "" if dagger(record, sync) else f", where the sync levels' {sync.ranks} ranks are bound one per core"
+    return common.text("ladder.baseline_sliced", p=p, ranks=easgd.ranks, cores=cores, bound=bound)
 
 
 def hardware_note(record: dict) -> str:
     """What a CPU-only machine cannot show of the paper's ladder."""
-    if record["machine"].get("gpus") != "no GPU":
-        return ""
-    return (
-        " On a CPU-only machine host and device are the same memory: Sync EASGD1 differs from 2 by one memory "
-        "copy of W^i per step (param_copy; on a GPU those host buffers are page-locked, as the device levels' "
-        "staging is), so the paper's CPU–GPU traffic (its 1.3×) cannot appear, and the α-β model predicts 1 "
-        "and 2 alike (host↔device copies are not network messages). Sync EASGD3's helper thread shares its "
-        "rank's core with compute here, so 'hidden' exchange time still slows compute; with a core to spare, "
-        "or a GPU computing, it would not."
-    )
+    return " " + common.text("ladder.cpu_only") if record["machine"].get("gpus") == "no GPU" else ""
 
 
 def render(record: dict, raw_path: str | None = None) -> tuple[str, str, str, str]:
@@ -697,32 +592,23 @@ def render(record: dict, raw_path: str | None = None) -> tuple[str, str, str, st
             f"γ = {n['gamma_s_per_byte']:.3g} s/B, {n['source']}: {common.netbench_origin(n)}"
         )
         if "wall_s" in n and (record.get("launch") or {}).get("yield_poll"):
-            prediction += (
-                "; with MPICH yielding, as in every cell, a message's latency includes the time a "
-                "waiting rank takes to be scheduled again"
-            )
-    intro = (
-        f"Each level against the one below it, same data, seed and learning rate, P = {p} workers. easgd needs a "
-        f"master rank besides its workers ({easgd_ranks} ranks); the sync levels use worker 0 as master ({p} ranks). "
-        f"The whole run uses one launch environment (machine line); † marks a cell with more ranks than the "
-        f"{cores} cores, which runs time-sliced and unbound. Every round measures every variant once in rotating "
-        f"order (bench.stats.round_order), with {TWIN} twice (A/A). Predictions: the α-β model ({COST_MODEL} "
-        f"collectives, control messages included), {prediction}."
+            prediction += "; " + common.text("ladder.yielding")
+    intro = common.text(
+        "ladder.intro", p=p, easgd_ranks=easgd_ranks, cores=cores, twin=TWIN, model=COST_MODEL, prediction=prediction
     )
     tables = ttt_tables(record, net)
     if meta["heavy"]["rounds"] and meta["variants"]["heavy"]:
         tables += "\n\n" + heavy_table(record, net)
     gaps = [d["phase_gap"] for part in ("ttt", "heavy") for runs in meta[part]["detail"].values() for d in runs]
     notes = (
-        "Sync EASGD 1/2/3 do the same arithmetic (bitwise-equal models), so they reach the target at the same "
-        "step: their time-to-target ratios are ratios of s/step (plus the first steps' warm-up). "
+        common.text("ladder.same_arithmetic")
+        + " "
         + accuracy_check(record)
         + " "
         + baseline_note(record)
         + (fair_sentence(record) or fair_absent(record))
-        + " Shares: the transfer share is (h2d + param_copy + comm) over step time, the paper's communication "
-        "share (its 87 % → 14 %); the exposed share adds `wait`, time blocked on peers (with the collectives' "
-        "barrier probe: skew between ranks; for easgd: waiting for the turn)."
+        + " "
+        + common.text("ladder.shares")
         + hardware_note(record)
         + f" The largest unaccounted share of any rank's wall time was {max(gaps):.1%} (phases cover the rest)."
         + (f" Raw samples: {raw_path}." if raw_path else "")
@@ -745,51 +631,19 @@ def render(record: dict, raw_path: str | None = None) -> tuple[str, str, str, st
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workers", type=int, default=2, help="P, workers per level (default %(default)s)")
-    parser.add_argument(
-        "--rounds",
-        type=int,
-        default=5,
-        help="time-to-target rounds, each measuring every variant once in a recorded order; ≥ 5 "
-        "for headline ratios (default %(default)s)",
-    )
-    parser.add_argument(
-        "--target",
-        type=float,
-        default=0.9,
-        help="test accuracy to reach (default %(default)s; higher costs more steps per run)",
-    )
-    parser.add_argument(
-        "--heavy-rounds",
-        type=int,
-        default=3,
-        help="rounds of the cifar_alexnet table, 0 to skip it (default %(default)s)",
-    )
-    parser.add_argument(
-        "--heavy-warmup", type=int, default=3, help="untimed steps per cifar_alexnet run (default %(default)s)"
-    )
-    parser.add_argument(
-        "--heavy-steps", type=int, default=10, help="timed steps per cifar_alexnet run (default %(default)s)"
-    )
-    parser.add_argument(
-        "--heavy-levels",
-        type=lambda text: [x for x in text.split(",") if x],
-        default=list(HEAVY_LEVELS),
-        metavar="L1,L2",
-        help=f"levels of the cifar_alexnet table (default {','.join(HEAVY_LEVELS)}; easgd "
-        "adds one run of P + 1 ranks per round)",
-    )
-    parser.add_argument(
-        "--fair",
-        action="store_true",
-        help="also measure easgd with one worker (+ master) against sync_easgd2 with one worker",
-    )
-    parser.add_argument(
-        "--netbench",
-        type=Path,
-        metavar="FILE",
-        help="α, β, γ from this `scaledl netbench` JSON (default: measure one first, 10–20 s)",
-    )
+    add = parser.add_argument
+    add("--workers", type=int, default=2, help="P, workers per level (default %(default)s)")
+    add("--rounds", type=int, default=5, help="time-to-target rounds, ≥ 5 for headline ratios (default %(default)s)")
+    add("--target", type=float, default=0.9, help="test accuracy to reach (default %(default)s)")
+    add("--heavy-rounds", type=int, default=3, help="rounds of the cifar_alexnet table, 0: none (default %(default)s)")
+    add("--heavy-warmup", type=int, default=3, help="untimed steps per cifar_alexnet run (default %(default)s)")
+    add("--heavy-steps", type=int, default=10, help="timed steps per cifar_alexnet run (default %(default)s)")
+    add(
+        "--heavy-levels", type=lambda text: [x for x in text.split(",") if x], default=list(HEAVY_LEVELS),
+        metavar="L1,L2", help=f"levels of the cifar_alexnet table (default {','.join(HEAVY_LEVELS)})",
+    )  # fmt: skip
+    add("--fair", action="store_true", help="also easgd with one worker (+ master) against sync_easgd2 with one")
+    add("--netbench", type=Path, metavar="FILE", help="α, β, γ from this `scaledl netbench` JSON (default: measure)")
     common.common_arguments(parser, NAME)
     args = common.parse_bench_args(parser, argv)
     if args.workers < 1:
@@ -808,20 +662,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--netbench {args.netbench}: no such file (write one with `scaledl netbench`)")
     if not args.render:
         print(f"raw samples: {measure(args)}")
-    try:
-        record = common.read_raw(args.raw)
-        if record.get("bench") != NAME:
-            raise common.RawError(f"{args.raw}: a record of bench {record.get('bench')!r}, not {NAME!r}")
-        title, intro, tables, notes = render(record, common.shown_path(args.raw))
-    except common.RawError as error:
-        raise SystemExit(f"bench_ladder: {error}") from None
-    except (KeyError, TypeError, ValueError, IndexError) as error:
-        raise SystemExit(
-            f"bench_ladder: {args.raw}: not a record of this bench ({type(error).__name__}: "
-            f"{error}); rerun without --render to measure one"
-        ) from None
-    common.publish(NAME, title, record, intro, tables, notes, write=not args.no_doc)
-    return 0
+    render_here = lambda record: render(record, common.shown_path(args.raw))  # noqa: E731
+    return common.publish_record(args.raw, NAME, render_here, write=not args.no_doc)
 
 
 if __name__ == "__main__":
