@@ -1,39 +1,13 @@
-"""Weak and strong scaling of sync_sgd and sync_easgd on digits/LeNet, beside the α-β cost model.
+"""Weak and strong scaling of sync_sgd and sync_easgd on digits/LeNet, beside the α-β cost model (section `scaling`).
 
     python bench/bench_scaling.py [--workers 1,2] [--warmup 10] [--steps 30] [--rounds 5]
                                   [--batch 64] [--global-batch 128] [--netbench FILE]
                                   [--raw bench/raw/scaling.json] [--render] [--no-doc]
 
-Weak scaling: a fixed batch per worker (--batch); efficiency E = t(1)/t(P),
-speedup P·t(1)/t(P) in samples per second. Strong scaling: a fixed global
-batch (--global-batch) split over the P workers; speedup t(1)/t(P), efficiency
-speedup/P. t is the steady-state seconds per step: the workers' mean over the
-timed steps, warm-up and evaluation excluded (bench.common.train, docs/time.md).
-
-Cells are (algorithm, P, batch per worker) configurations. Every round runs
-every cell once, in the order bench.stats.round_order gives for that round. With
-the default batches strong P = 2 (128 / 2 = 64 per worker) is the very
-configuration of weak P = 2, so it is measured as that cell's A/A twin: the
-two rows differ only by noise, which gives each algorithm's noise floor
-(where no strong row coincides with a weak one, an extra A/A run is added).
-Cells print median [min–max] n over the rounds; efficiencies and speedups are
-ratios paired per round; a verdict is "below/above ideal" only beyond the
-A/A noise floor, else "no difference" or "not resolved" (bench.stats.verdict).
-
-Beside each measured row: compute per step (data, forward/backward, update:
-contention between ranks shows up as compute growing with P), the exposed
-time split into transfer (the collectives' bytes) and wait (the skew the
-barrier before each collective absorbs), and the α-β prediction: T_c = the
-compute measured at that P in that round plus the cost model's communication
-(scaledl.net.alphabeta, bandwidth-optimal collectives, control messages
-included), with α, β, γ from --netbench (a `scaledl netbench` JSON; without
-it this script measures one first, ≈ 5–20 s).
-
-Every raw sample, the per-round splits and everything the tables need go to
---raw (bench.common.write_raw); --render rebuilds the section from that file
-without measuring. The default (P = 1, 2; 10 + 30 steps; 5 rounds: 8 runs of
-≈ 3 s per round) is sized to finish in about 150 s on 2 cores; --workers 1,2,4
-adds the oversubscribed P = 4 cells (marked †) at about twice the wall time.
+Cells are (algorithm, P, batch per worker) configurations (`plan`); with the default batches strong P = 2 is
+weak P = 2's configuration, so it is measured as that cell's A/A twin. Each row carries the α-β prediction
+(scaledl.net.alphabeta, the runs' own exchange, T_c = the compute measured at that P and round). The page's
+words: docs/benchmarks-text.md.
 """
 
 from __future__ import annotations
@@ -113,40 +87,21 @@ def split_of(state: dict) -> dict:
 
 
 def measure(cells: dict, args, data: Path, tmp: Path) -> dict:
-    """Every cell once per round, in the order stats.round_order(cells, round), for args.rounds rounds.
+    """Every cell once per round (common.rotating_rounds): {"samples", "splits", "order", "conditions",
+    "message_bytes"}."""
+    sizes = []
 
-    {"samples": {cell: [s/step per round]}, "splits": {cell: [split_of per round]},
-     "order": [[cell, ...] per round], "message_bytes": bytes of one model exchange}
-    """
-    names = list(cells)
-    samples = {c: [] for c in names}
-    splits = {c: [] for c in names}
-    order, message_bytes, log = [], None, {}
-    for r in range(args.rounds):
-        order.append(stats.round_order(names, r, args.rounds))
-        for i, cell in enumerate(order[-1]):
-            cfg = cells[cell]
-            t0 = time.monotonic()
-            with common.conditions(log, cell):
-                state = common.train(
-                    cfg["workers"],
-                    data,
-                    tmp / f"r{r}-{i}",
-                    algorithm=cfg["algorithm"],
-                    warmup=args.warmup,
-                    steps=args.steps,
-                    batch_size=cfg["batch"],
-                    lr=args.lr,
-                )
-            samples[cell].append(state["seconds_per_step"])
-            splits[cell].append(split_of(state))
-            message_bytes = state["run"]["model"]["bytes"]
-            print(
-                f"bench_scaling: round {r + 1}/{args.rounds} {cell:<32} {state['seconds_per_step'] * 1e3:8.2f} "
-                f"ms/step ({time.monotonic() - t0:.1f} s)",
-                flush=True,
-            )
-    return {"samples": samples, "splits": splits, "order": order, "message_bytes": message_bytes, "conditions": log}
+    def measure_one(cell: str, r: int, i: int):
+        cfg = cells[cell]
+        state = common.train(
+            cfg["workers"], data, tmp / f"r{r}-{i}", algorithm=cfg["algorithm"], warmup=args.warmup,
+            steps=args.steps, batch_size=cfg["batch"], lr=args.lr,
+        )  # fmt: skip
+        sizes.append(state["run"]["model"]["bytes"])
+        return state["seconds_per_step"], split_of(state)
+
+    result = common.rotating_rounds(NAME, list(cells), args.rounds, measure_one)
+    return {**result, "splits": result["details"], "message_bytes": sizes[-1]}
 
 
 # ----------------------------------------------------------------- render
@@ -339,43 +294,36 @@ def render(record: dict) -> tuple[str, str, str, str]:
     meta = record["meta"]
     floors = noise_floors(record)
     rounds = meta["rounds"]
-    intro = (
-        f"{meta['dataset']} / {meta['model']} ({meta['message_bytes'] / 1e6:.3g} MB per model exchange), lr "
-        f"{meta['lr']}; per run {meta['warmup']} warm-up steps then {meta['steps']} timed steps; "
-        f"P = {', '.join(map(str, meta['workers']))}; {rounds} round{'s' if rounds != 1 else ''}, each running every "
-        "cell once in a recorded order (bench.stats.round_order). Weak: batch "
-        f"{meta['batch']} per worker, efficiency t(1)/t(P), speedup P·t(1)/t(P) in samples/s. Strong: global batch "
-        f"{meta['global_batch']} split over P, speedup t(1)/t(P), efficiency speedup/P. Ratios are paired per round "
-        'and print median [min–max] n. Strong rows marked "A/A twin" run the configuration of the weak row at '
-        "the same P a second time in every round: the two rows differ only by noise. The default run (P = 1, 2; "
-        "10 + 30 steps; 5 rounds) is sized to about 150 s on 2 cores, each run of `scaledl train` costing "
-        "≈ 3 s, mostly start-up; `--workers 1,2,4` adds the 4-worker cells at about twice the wall time."
-    )
+    intro = common.text(
+        "scaling.intro", dataset=meta["dataset"], model=meta["model"], mb=f"{meta['message_bytes'] / 1e6:.3g}",
+        lr=meta["lr"], warmup=meta["warmup"], steps=meta["steps"], workers=", ".join(map(str, meta["workers"])),
+        rounds=f"{rounds} round{'s' if rounds != 1 else ''}", batch=meta["batch"], global_batch=meta["global_batch"],
+    )  # fmt: skip
     tables = (
-        "Step time, scaling and the α-β prediction (s/step = the workers' steady-state mean):\n\n"
+        common.text("scaling.steps")
+        + "\n\n"
         + scaling_table(record, floors).rstrip()
-        + f"\n\n'vs ideal' compares t(P) (weak) or P·t(P) (strong) with t(1), paired per round, against the "
-        f"A/A noise floor of s/step ({floors['s/step']:.1%}): 'below ideal' only when the median ratio is "
-        "beyond 1 + floor and every round agrees, else 'no difference'. Predicted s/step = T_c + the "
-        "model's communication, T_c = the compute measured at that P in the same round.\n\n"
-        + "Where a step goes: compute (data + forward/backward + update: T_c) and the exposed time, split "
-        "into wait and transfer (docs/time.md):\n\n"
+        + "\n\n"
+        + common.text("scaling.vs_ideal", floor=f"{floors['s/step']:.1%}")
+        + "\n\n"
+        + common.text("scaling.split")
+        + "\n\n"
         + time_table(record, floors).rstrip()
-        + f"\n\n'compute/sample ÷ P=1' is compute per sample over P = 1's, paired per round: ranks contending "
-        f"for cores and memory make it grow with P, whereas the model assumes it constant. 'contention' "
-        f"applies the verdict rule with the A/A noise floor of compute ({floors['compute_s']:.1%}). In strong "
-        "scaling the smaller per-worker batch also lowers the arithmetic efficiency, so there the ratio "
-        "mixes both effects.\n\n"
-        + f"A/A: the same configuration twice per round; {stats.RULE} (the floors above are the largest over "
-        "the algorithms):\n\n" + aa_table(record).rstrip() + "\n"
+        + "\n\n"
+        + common.text("scaling.contention", floor=f"{floors['compute_s']:.1%}")
+        + "\n\n"
+        + common.text("scaling.aa", rule=stats.RULE)
+        + "\n\n"
+        + aa_table(record).rstrip()
+        + "\n"
     )
     notes = []
     marked = sorted(int(p) for p, mark in meta["marks"].items() if mark)
     if marked:
         notes.append(
-            f"† {', '.join(map(str, marked))} workers exceed the {record['machine'].get('cores', '?')} "
-            "cores: ranks time-share cores, unbound, so these rows measure oversubscription rather than "
-            "communication."
+            common.text(
+                "scaling.marked", workers=", ".join(map(str, marked)), cores=record["machine"].get("cores", "?")
+            )
         )
     net = meta.get("network")
     if net:
@@ -383,15 +331,17 @@ def render(record: dict) -> tuple[str, str, str, str]:
         for r in meta["rows"]:
             first_rows.setdefault(r["algorithm"], r)
         formulas = "; ".join(f"{a}: {predictions(record, row)['formula']}" for a, row in first_rows.items())
+        source = f"{net['source']}: {common.netbench_origin(net)}{'; ' + net['note'] if net.get('note') else ''}"
         notes.append(
-            f"Model: scaledl.net.alphabeta, {COST_MODEL.replace('_', '-')} collectives, control messages included "
-            f"({formulas}), with α = {net['alpha_s']:.3g} s, β = {net['beta_s_per_byte']:.3g} s/B, "
-            f"γ = {net['gamma_s_per_byte'] or 0:.3g} s/B from netbench ({net['source']}: "
-            f"{common.netbench_origin(net)}"
-            f"{'; ' + net['note'] if net.get('note') else ''}). Predicted transfer is the model's communication per "
-            "step; measured transfer is h2d + param_copy + comm. The model has no skew: the barrier before each "
-            "collective (--wait-probe barrier, the default) times the ranks' skew as wait, which the prediction "
-            "leaves out, as it leaves out loop overhead."
+            common.text(
+                "scaling.model",
+                collectives=COST_MODEL.replace("_", "-"),
+                formulas=formulas,
+                alpha=f"{net['alpha_s']:.3g}",
+                beta=f"{net['beta_s_per_byte']:.3g}",
+                gamma=f"{net['gamma_s_per_byte'] or 0:.3g}",
+                source=source,
+            )  # fmt: skip
         )
     else:
         notes.append("No prediction: the record holds no α, β.")
@@ -503,35 +453,15 @@ def run_measurement(args, workers: list[int]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--workers",
-        default="1,2",
-        help="comma-separated worker counts, 1 included (default %(default)s; 1,2,4 adds the "
-        "oversubscribed P = 4 cells at about twice the wall time)",
-    )
-    parser.add_argument("--warmup", type=int, default=10, help="untimed steps per run (default %(default)s)")
-    parser.add_argument(
-        "--steps", type=int, default=30, help="timed steps per run, a multiple of --warmup (default %(default)s)"
-    )
-    parser.add_argument(
-        "--rounds",
-        type=int,
-        default=5,
-        help="rounds, each running every cell once in a recorded order; >= 5 for headline ratios (default %(default)s)",
-    )
-    parser.add_argument("--batch", type=int, default=64, help="weak scaling: batch per worker (default %(default)s)")
-    parser.add_argument(
-        "--global-batch",
-        type=int,
-        default=128,
-        help="strong scaling: global batch split over the workers (default %(default)s)",
-    )
-    parser.add_argument("--lr", type=float, default=0.05, help="learning rate (default %(default)s)")
-    parser.add_argument(
-        "--netbench",
-        type=Path,
-        help="scaledl netbench JSON with α, β, γ for the predictions (default: measure one first)",
-    )
+    add = parser.add_argument
+    add("--workers", default="1,2", help="comma-separated worker counts, 1 included (default %(default)s)")
+    add("--warmup", type=int, default=10, help="untimed steps per run (default %(default)s)")
+    add("--steps", type=int, default=30, help="timed steps per run, a multiple of --warmup (default %(default)s)")
+    add("--rounds", type=int, default=5, help="rounds; >= 5 for headline ratios (default %(default)s)")
+    add("--batch", type=int, default=64, help="weak scaling: batch per worker (default %(default)s)")
+    add("--global-batch", type=int, default=128, help="strong scaling: global batch (default %(default)s)")
+    add("--lr", type=float, default=0.05, help="learning rate (default %(default)s)")
+    add("--netbench", type=Path, help="scaledl netbench JSON with α, β, γ (default: measure one first)")
     common.common_arguments(parser, NAME)
     args = common.parse_bench_args(parser, argv)
     try:
