@@ -2,43 +2,11 @@
 
     python bench/bench_allreduce.py [--ranks 2] [--rounds 5] [--netbench FILE] [--raw FILE] [--render] [--no-doc]
 
-Runs itself under `mpiexec -n RANKS` (the --worker mode) and times the
-allreduce (sum, float32) of gradients shaped like real models' (LeNet,
-cifar_alexnet) in six ways:
-
-  ours                  Collectives.allreduce_sum_ on FlatParams' flat gradient
-  raw                   comm.Allreduce(IN_PLACE) on a preallocated numpy array of the same size
-  raw on torch memory   the same call on a numpy view of FlatParams' flat gradient: ours vs this is
-                        the wrapper's cost, this vs raw the memory's (allocator, pages)
-  torch.cat             flatten the per-parameter gradients with torch.cat, Allreduce, copy back:
-                        a new buffer every call, as torch.distributed's average_parameters does
-  persistent bucket     copy the per-parameter gradients into one bucket allocated once,
-                        Allreduce, copy back: DDP's buckets (gradient_as_bucket_view=False)
-  ours [A/A]            ours measured a second time in every round: the noise floor
-
-and, at LeNet (8 tensors) and torchvision's resnet50 (161 tensors, built on
-the CPU for its shapes), one Allreduce of the whole flat buffer (packed)
-against one per parameter tensor (per-layer), with packed [A/A].
-
-Method. A sample is the slowest rank's mean seconds per call over ITERS
-back-to-back calls (ITERS chosen once per model so that a sample lasts about
---sample-ms). Every round measures every variant once, in the order
-bench.stats.round_order gives for that round; cells print median [min–max] n over
-the rounds, ratios are paired per round, and a ratio's verdict
-reads the order-statistic interval of its median against the A/A floor (bench.stats.verdict:
-slower, faster, no difference within ±x %, not resolved at ±x %). Buffers hold zeros while timed, so the in-place
-sums stay finite (before timing, every variant is checked once to return the
-true sum of the ranks' values).
-
-Limits beside the times: the memory-copy bound 2(P−1)/P · n / memcpy (the
-bytes a ring or recursive allreduce moves into and out of each rank, at the
-copy rate bench.common.memcpy_bandwidth measures at the same size, all ranks
-copying at once, in the same run), and the α-β-γ prediction of
-scaledl.net.alphabeta.allreduce with α, β, γ from a `scaledl netbench` file
-(--netbench; without one this script measures one, ≈ 10 s).
-
-Every raw sample goes to --raw (bench.common.write_raw); the tables are
-rendered from that record alone, so --render rebuilds them without measuring.
+Runs itself under `mpiexec -n RANKS` (--worker) and times the float32 sum of gradients shaped like real
+models' in the ways VARIANTS names, each model with ours' A/A twin, plus packed against per-layer at LeNet and
+resnet50. A sample is the slowest rank's mean seconds per call over ITERS back-to-back calls; buffers hold
+zeros while timed (every variant is first checked to return the true sum). The page's words, and the copy
+bound and α-β limits beside the times: docs/benchmarks-text.md.
 """
 
 from __future__ import annotations

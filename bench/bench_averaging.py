@@ -3,23 +3,10 @@
     python bench/bench_averaging.py [--rounds 5] [--steps 100] [--straggler 1:3] [--target 0.9]
                                     [--raw bench/raw/averaging.json] [--render] [--no-doc]
 
-Compression: `scaledl train` at P = 2 on digits with LeNet, sync_easgd (a round every step) and
-    diloco (τ = 8), each with its messages in fp32, fp16, bf16 and int8 (error feedback), plus
-    sync_easgd fp32 a second time (A/A). STEPS steps (the first tenth a warm-up), evaluated at
-    step 0 and after the loop only; round r uses seed r, so the accuracy column spans seeds.
-    Sample: steady-state seconds per step (bench.common.train); beside it the run's bytes per
-    round per worker, its transfer seconds per step and its final test accuracy.
-Stragglers: sync_sgd, sync_easgd and diloco (collectives over 2 workers) and async_sgd and
-    async_easgd (a master and 2 workers: 3 ranks on 2 cores, marked †), each uniform and with
-    rank 1 slowed by --straggler (its forward/backward stretched by sleeping; rank 1 is a worker
-    in both layouts), plus sync_sgd uniform a second time (A/A). Each runs to --target test
-    accuracy (evaluated every 10 steps, off the clock) within 600 steps; sample: its training
-    time to the target. The slowdown a straggler causes is paired per round.
-
-Every round measures every variant of a table once, in the order bench.stats.round_order gives for
-that round. Cells print median [min–max] n; a ratio's verdict
-reads the order-statistic interval of its median against the A/A floor (bench.stats.verdict:
-slower, faster, no difference within ±x %, not resolved at ±x %).
+Compression: sync_easgd and diloco at P = 2 with fp32, fp16, bf16 and int8 messages (steady-state s/step,
+bytes per round, final accuracy; round r uses seed r). Stragglers: sync and async algorithms uniform and with
+rank 1 slowed by --straggler, each to --target accuracy (time to target). Each table has an A/A twin and runs
+its cells once a round in a recorded order. The page's words: docs/benchmarks-text.md.
 """
 
 from __future__ import annotations

@@ -3,29 +3,10 @@
     python bench/bench_checkpoint.py [--cases lenet:digits:10:60:10,cifar_alexnet:synthetic32:2:8:2]
                                      [--ranks 2] [--rounds 5] [--raw bench/raw/checkpoint.json] [--render] [--no-doc]
 
-A case is MODEL:DATASET:WARMUP:STEPS:EVERY. Variants per case, each a
-`scaledl train --algorithm sync_easgd` run of P ranks (the master is worker 0:
-its file holds W^0, the center and the monitor; every other rank's, its W^i):
-
-  none        --checkpoint-interval 0: no checkpoint at all
-  every K     --checkpoint-every EVERY: a checkpoint every EVERY steps inside the timed steps
-  none [A/A]  the first variant a second time in every round: the noise floor
-
-Per run: the steady-state seconds per step with checkpoints excluded (the
-training clock leaves them out, like evaluations; bench.common.steady_state),
-the same with them included (each step's checkpoint seconds added back: what
-the job's wall clock pays), and the cost of one checkpoint (a rank's
-`checkpoint` phase over the checkpoints it wrote, the slowest rank's: the
-write ends in a collective, so every rank waits for it). The share of step
-time at the default interval (--checkpoint-interval 300 s) follows from that
-cost: c / (300 s + c); at EVERY steps the ratio the checkpoints' own seconds
-alone would give, 1 + c / (EVERY·t), is printed beside the measured one.
-
-Every round measures every variant of every case once, in the order
-bench.stats.round_order gives for that round; cells print median [min–max] n;
-ratios are paired per round, and a ratio's verdict
-reads the order-statistic interval of its median against the A/A floor (bench.stats.verdict:
-slower, faster, no difference within ±x %, not resolved at ±x %).
+A case is MODEL:DATASET:WARMUP:STEPS:EVERY; per case `scaledl train --algorithm sync_easgd` with no
+checkpoint, with one every EVERY steps, and the first again (A/A). Per run: s/step with checkpoints excluded
+and included, and one checkpoint's cost (the slowest rank's `checkpoint` phase), from which the share at the
+default 300 s interval follows. The page's words: docs/benchmarks-text.md.
 """
 
 from __future__ import annotations

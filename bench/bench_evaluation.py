@@ -3,22 +3,10 @@
     python bench/bench_evaluation.py [--steps 60] [--every 10] [--factor 100] [--rounds 5]
                                      [--raw bench/raw/evaluation.json] [--render] [--no-doc]
 
-Cells, each a `scaledl train` run on the embedded digits set with LeNet,
-evaluating the center every EVERY steps (every rank pauses off its clock while
-the master evaluates, scaledl.train.evaluation):
-
-  sync_sgd P=2, test ×1         2 ranks, the test split as prepared (360 images)
-  sync_sgd P=2, test ×FACTOR    the same, with a test split of FACTOR copies of it
-  async_easgd P=2, test ×1      3 ranks (a dedicated master)
-  async_easgd P=2, test ×FACTOR
-  sync_sgd P=2, test ×1 [A/A]   the first cell a second time in every round: the noise floor
-
-Per run: the workers' steady-state seconds per step and communication share
-(run.json: `seconds_per_step`, `comm_share`), and the wall time. The goal: the
-seconds per step and the communication share with the ×FACTOR test set within
-20 % of the plain one's; the wall time grows by the evaluations, which no
-clock counts. Every round measures every cell once, in a recorded order; ratios
-are paired per round.
+Cells (`cells`): sync_sgd and async_easgd at P = 2 on digits, evaluating every EVERY steps, with the test
+split as prepared and FACTOR times larger, and the first a second time (A/A). The goal: seconds per step and
+communication share with the large test set within 20 % of the plain one's; the wall time grows by the
+evaluations, which no clock counts.
 """
 
 from __future__ import annotations

@@ -4,31 +4,10 @@
                                   [--train-warmup 4] [--train-steps 16] [--train-pairs sgd]
                                   [--train-windows shared] [--raw bench/raw/hogwild.json] [--render] [--no-doc]
 
-Contention: a master (rank 0, spinning on MPI as the training master does)
-    holds the center window; N worker ranks each make K whole-vector updates
-    (`push_then_pull` of ones: W += 1, then read W back) as fast as they can,
-    for a LeNet-sized vector (431,080 float32) and a 4 M one (K/5 updates,
-    at least 10). Variants: the window ("rma": Get/Accumulate; "shared":
-    loads and stores on an MPI shared-memory window) × the lock (exclusive:
-    Async's; shared: Hogwild's), plus the first of them a second time (the
-    A/A twin). Sample: the wall time of the N×K updates (first start to last
-    finish). Per round, beside it: the mean epoch length, the fraction of
-    epochs that overlap in time another worker's epoch (each epoch stamped
-    with MPI.Wtime from lock held to release; one clock on one node) and the
-    adds lost (N·K − W, averaged over elements, as a fraction of N·K).
-Training: async_sgd against hogwild_sgd (and, with --train-pairs sgd,easgd,
-    async_easgd against hogwild_easgd), `scaledl train` with N workers and a
-    master on digits with LeNet, on the windows of --train-windows, plus the
-    first variant a second time (A/A). Sample: steady-state seconds per step
-    (bench.common.train).
-
-Every round measures every variant of a table once, in the order
-bench.stats.round_order gives for that round (the contention rounds run inside
-one mpiexec per N). Cells print median [min–max] n; ratios are paired per
-round; a ratio's verdict
-reads the order-statistic interval of its median against the A/A floor (bench.stats.verdict:
-slower, faster, no difference within ±x %, not resolved at ±x %);
-cells with more ranks than cores are marked †.
+Contention (one mpiexec per N, --worker): N workers each make K whole-vector `push_then_pull` updates of a
+master's window, per window kind (rma, shared) × lock (exclusive, shared), with an A/A twin; a sample is the
+wall time of the N×K updates, with the epochs' overlap and the adds lost beside it. Training: async against
+hogwild `scaledl train` runs (steady-state s/step). The page's words: docs/benchmarks-text.md.
 """
 
 from __future__ import annotations

@@ -5,23 +5,10 @@ sensitivity of its efficiency to the platform's assumed constants.
                                       [--constants efficiency,op_overhead,network_bw,noise]
                                       [--raw bench/raw/paper_scale.json] [--render] [--no-doc]
 
-Every run is `scaledl simulate --time-only` (docs/simulation.md, "Time-only runs"): seconds per step from the
-operations' shapes, nothing computed, so the paper's model sizes fit on a laptop.
-
-- The ladder (the paper's Table 3): original EASGD and Sync EASGD1/2/3 at P = 8 on k80x8 (8 K80 GPUs, the CPU
-  as the round robin's master), the CIFAR-sized AlexNet (cifar_alexnet) on 3×32×32 generated images, batch
-  64, seed 0: each level's seconds per step, its speedup over the level before, its transfer share (the
-  copies and messages over the step) and its exposed share (with the waits, which is what a round robin's
-  worker spends in its turn).
-- Weak scaling (the abstract's 91.5 %): Sync EASGD and Sync EASGD3 (overlap) with an ImageNet GoogLeNet on
-  3×224×224 generated images, batch 64 per node, on 1 to 64 simulated KNL nodes (cori_knl): E(P) = seconds
-  per step at one node over those at P.
-- Its band: Sync EASGD's E at the largest P with each assumed constant of cori_knl varied alone by each
-  factor (scaledl.sim.platform.varied), and with the timing noise off. The claim's threshold is the paper's
-  91.5 % less 2 points.
-
-A simulation is deterministic for its seed, so each cell is one sample; the wall time of every simulation is
-recorded (what the experiment costs this machine).
+Every run is `scaledl simulate --time-only` (docs/simulation.md): the ladder at P = 8 on k80x8 with
+cifar_alexnet; weak scaling of Sync EASGD and Sync EASGD3 with an ImageNet GoogLeNet on 1 to 64 cori_knl
+nodes; and Sync EASGD's efficiency at the largest P with each assumed constant varied alone
+(scaledl.sim.platform.varied). Deterministic for its seed: one sample per cell, with its wall time.
 """
 
 from __future__ import annotations

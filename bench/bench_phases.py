@@ -4,27 +4,12 @@
                                  [--platform-file laptop | --calibrate busy|idle] [--oversubscribed]
                                  [--markdown FILE] [--raw bench/raw/phases.json] [--render] [--no-doc]
 
-bench_simulation.py compares each message pattern's step total; this compares
-its parts. For every algorithm of ALGORITHMS at every P of --workers whose ranks
-(P, plus the master of a master-based pattern) fit the cores, the same run twice:
-`scaledl train` under mpiexec (one rank per core, OMP_NUM_THREADS=1, MPICH
-busy-polling) and `scaledl simulate` on the platform (digits, LeNet, batch 64,
-seed 0, warm-up + timed steps). From each run's timeline (timeline.h5; run.json
-names each rank's role), each rank's mean seconds per steady step in each phase
-group (PHASE_GROUPS): compute (forward, backward, update, center update), comm
-(the transfer phases: comm, param_copy, h2d), wait, data, other (what no phase
-covers) and the total; the workers averaged, the master apart. The measured
-runs repeat --rounds times in a recorded order; the simulation is deterministic
-for a seed and runs once. Cells with more ranks than cores run only with
---oversubscribed, labelled †, with MPICH yielding (MPIR_CVAR_ENABLE_HEAVY_YIELD=1)
-in that cell alone.
-
-The platform: --platform-file (default the shipped laptop, calibrated with one
-rank alone), or --calibrate idle|busy: first `scaledl netbench` on 2 ranks and
-`scaledl calibrate` (with --busy cores − 1 for busy: the step timed while every
-other core runs it too, as in a job), into the work folder; the record keeps the
-platform file's text and its calibration load. Also recorded: bench/comm_probe.py
-(a LeNet step's messages timed alone) on both sides, to attribute the comm gap.
+For every algorithm at every P whose ranks fit the cores (more with --oversubscribed, †, MPICH yielding in
+that cell), the same run under mpiexec (--rounds times, a recorded order) and simulated on the platform
+(once: deterministic), each rank's mean seconds per steady step in each PHASE_GROUPS group from its
+timeline; the workers averaged, the master apart. --calibrate measures the platform first (netbench +
+`scaledl calibrate`, with every other core busy for busy). bench/comm_probe.py times a step's messages alone
+on both sides, to attribute the comm gap.
 """
 
 from __future__ import annotations

@@ -3,30 +3,11 @@
     python bench/bench_simulation.py [--rounds 3] [--warmup 10] [--steps 30] [--mnist FILE]
                                      [--raw bench/raw/simulation.json] [--render] [--no-doc]
 
-Three tables, from one record:
-
-1. Validation. Each message pattern at P = 2 on this machine: `scaledl train`
-   under mpiexec (measured) and `scaledl simulate --platform-file laptop` (the
-   platform calibrated to this machine: scaledl calibrate),
-   the same run (digits, LeNet, batch 64, warm-up + timed steps), steady-state
-   seconds per step (bench.common.steady_state on both). Rounds alternate the
-   two in a recorded order; the ratio simulated / measured is paired per round,
-   the goal within ±20 %. The same comparison phase by phase (compute, comm, wait,
-   data), on a platform calibrated with every core busy if asked, is
-   bench/bench_phases.py's.
-2. Collectives against the α-β model. On the cori_knl platform (a dragonfly of
-   KNL nodes) at P = 8…64: the simulated time of one Allreduce, Bcast and
-   Reduce of n bytes (the slowest rank, from a barrier) beside
-   scaledl.net.alphabeta's prediction for the algorithm the simulated MPI runs, with
-   α = the simulated latency of an empty message between two nodes, β = 1 / the
-   link bandwidth and γ = the reduction's charge per byte. α is the mean over
-   rank 0's routes to the others (a dragonfly's routes differ in length). Deterministic: one
-   run each.
-3. Cost. The wall time of a simulated run of P = 8 workers on the k80x8
-   platform against the real compute it contains (each actor's CPU seconds in
-   its numerics, and the evaluations'): the simulator's overhead, goal ≤ 1.3×;
-   and the wall time of the whole process (imports, data, evaluations) for a
-   P = 8 run to its target on MNIST when --mnist names a prepared file.
+Three tables from one record: (1) validation, each message pattern at P = 2 measured under mpiexec and
+simulated on the `laptop` platform, paired per round, goal within ±20 % (per phase: bench_phases.py);
+(2) the simulated collectives on cori_knl at P = 8…64 beside scaledl.net.alphabeta's prediction
+(deterministic, one run each); (3) the simulator's wall time against the compute it contains, goal ≤ 1.3×,
+and with --mnist a P = 8 run to its target. The page's words: docs/benchmarks-text.md.
 """
 
 from __future__ import annotations

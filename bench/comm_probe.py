@@ -3,17 +3,10 @@
     mpiexec -n 2 python -m mpi4py bench/comm_probe.py [--bytes N]              # measured
     python bench/comm_probe.py --simulate PLATFORM [--bytes N]                 # simulated, 2 ranks
 
-The same code runs on both sides (scaledl.comm.transport: mpi4py's MPI, or the simulated one). Rank 0 and
-rank 1, each operation `iters` times back to back after 3 untimed ones; printed as one JSON line of
-seconds per operation (rank 0's clock; the collectives' the slower rank's):
-
-    p2p_small    one way, an 8-byte Send/Recv (half a ping-pong): α, what one call costs
-    p2p_weights  one way, the weights (--bytes, default LeNet's 431,080 float32): the round robin's message
-    allreduce    Allreduce (sum, in place) of the weights at 2 ranks: sync SGD's gradients, Sync EASGD's sum
-    window_epoch rank 1 locks rank 0's window exclusively, Gets the weights, Accumulates them, unlocks:
-                 the FCFS window's exchange (rank 0 waits in a Barrier meanwhile, so it calls MPI)
-
-bench_phases.py runs it on both sides and puts the ratios beside the per-phase table.
+The same code on both sides (scaledl.comm.transport). Each operation `iters` times after 3 untimed, printed
+as one JSON line of seconds per operation: p2p_small (8 bytes one way: α), p2p_weights (the weights one way),
+allreduce (the weights at 2 ranks), window_epoch (an exclusive lock, Get, Accumulate, unlock). bench_phases.py
+runs it on both sides.
 """
 
 from __future__ import annotations

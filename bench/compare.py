@@ -2,33 +2,12 @@
 
     python bench/compare.py OLD.json NEW.json [--threshold 0.02] [--alpha 0.01]
 
-OLD and NEW are the JSON files a bench writes with bench.common.write_raw
-(every raw sample of every cell, with the git commit, command, environment,
-machine and load). For every cell present in both files the sample
-distributions are compared; cells in only one file are listed as added or
-removed and not compared.
-
-The rule. Every cell has its own noise, the largest of: --threshold
-(default 2 %), the "noise_floor" either file recorded, the A/A floor of the
-cell and its twin where the files have one ("NAME" and "NAME [A/A]",
-bench.stats.noise_floor), and the cell's own spread (how far the order-statistic
-interval of its median reaches from that median, in either file). A noisy
-cell thus cannot blind the comparison of a quiet one. A cell has changed
-when BOTH
-
-  1. range: the new median lies outside the old run's [min, max] widened by
-     the noise, i.e. above old max × (1 + noise) or below old min × (1 − noise);
-  2. rank test (only where the sample sizes can reach
-     p < alpha at all, e.g. 5 + 5 samples for alpha 0.01): the two-sided
-     Mann–Whitney U test of old against new gives p < --alpha (default 0.01).
-
-With times (unit "s") a higher new median is "slower", a lower one "faster";
-with a rate (a unit ending in "/s" other than "s") the other way round.
-Anything else is "no difference". The output states the rule it applied.
-
-Exit status: 0 when nothing changed beyond the noise, 1 when some cell did
-(so CI can use it), 2 on bad input (missing or malformed file, no cell in
-common), with one line on stderr.
+For every cell in both files (cells in one only are listed, not compared), the noise is the largest of
+--threshold, either file's "noise_floor", the cell's A/A floor ("NAME" and "NAME [A/A]") and the cell's own
+spread (its median interval's reach). A cell has changed when BOTH its new median lies outside the old
+[min, max] widened by the noise AND, where the sample sizes can reach p < --alpha, a two-sided Mann–Whitney U
+test gives p < --alpha. Times: higher is "slower"; rates ("/s" units): the other way round. Exit status 0
+when nothing changed, 1 when some cell did, 2 on bad input (one line on stderr).
 """
 
 from __future__ import annotations

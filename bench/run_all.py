@@ -3,20 +3,9 @@
     python bench/run_all.py [--quick] [--no-doc] [--only NAME,...]
     python bench/run_all.py --render          # rebuild the doc from bench/raw/*.json, measuring nothing
 
-A run that would write bench/raw from a tree with uncommitted changes is
-refused before anything is measured: every record belongs to one commit.
-
-Order: netbench (α, β, γ and collective bandwidths of this machine; the
-benches that print the α-β model's predictions get its file), then
-bench_allreduce, bench_ddp, bench_exchange, bench_overhead, bench_scaling, bench_ladder,
-bench_hogwild, bench_checkpoint, bench_averaging, bench_evaluation, and with SimGrid installed
-bench_simulation, bench_phases and bench_paper_scale (the simulated experiments at the paper's scale, about
-45 minutes alone), each as its own process; the first failure stops the run.
-Each bench writes its raw record to bench/raw/NAME.json (every sample, the
-commit, the command, the launch environment, the machine, the load) and its
-section of docs/benchmarks.md rendered from that record alone, so the doc can
-always be rebuilt from the records and `python bench/compare.py OLD NEW`
-can tell a rerun's changes from noise. --quick shortens every bench for trying
+netbench first (its file goes to USES_NETBENCH), then BENCHES in order, each its own process, the first
+failure stopping the run (the SimGrid ones only where it is installed). A run that would write bench/raw from
+a tree with uncommitted changes is refused before anything is measured. --quick shortens every bench to try
 the scripts: its records go to a temporary folder and the doc is left alone.
 """
 

@@ -1,28 +1,10 @@
-"""Small statistics for the benchmark tables (no MPI, no torch).
+"""Small statistics for the benchmark tables (no MPI, no torch): summaries, paired ratios, the A/A noise floor,
+verdicts and goals, and the Williams order of the rounds.
 
-Every cell of a bench table is a list of raw samples (seconds, or any other
-unit); every comparison is a ratio between two such lists. This module turns
-them into what the tables print, always with n and a spread:
-
-    summary(samples)        n, median, min, max, q1, q3
-    format_cell(summary)    "12.3 ms [11.9–13.0] n=5"    (median [min–max] n)
-    ratio(a, b)             a over b: median, min, max, n, paired, and the interval of the median
-                            per-round ratio, ci_low–ci_high, with its true coverage
-    format_ratio(ratio)     "1.04× [0.98–1.09] n=5"
-    median_interval(values) the exact order-statistic interval of a median (scaledl.report.stats)
-    noise_floor(aa_pairs)   how far from 1 the interval of an A/A pair's median ratio reaches, either way
-    verdict(ratio, noise)   "slower" / "faster" / "no difference" / "not resolved" (rule in its docstring)
-    goal(ratio, limit, floor)  "met" / "missed" / "not certified" / "not certifiable" (rule in its docstring)
-    round_order(items, round, rounds)  the order of round `round`: a row of a Williams design
-
-The intervals are distribution-free: [x(k), x(n+1−k)] of the sorted values,
-the narrowest that reaches 95 %, labelled with its exact coverage (with
-fewer than 6 values no interval reaches 95 %, and [min, max] is labelled
-with its own, lower coverage). Headline ratios need ≥ HEADLINE_ROUNDS
-rounds in which every variant (and the A/A twin) is measured once, in the
-order `round_order(variants, round)`, so that drift in the machine's load,
-warm-up and what ran just before hit every variant alike and the rounds
-can be paired.
+Intervals are distribution-free: [x(k), x(n+1−k)] of the sorted values, the narrowest that reaches 95 %,
+labelled with its exact coverage (with fewer than 6 values, [min, max] and its lower coverage). Headline
+ratios need ≥ HEADLINE_ROUNDS rounds, every variant (and the A/A twin) once a round in the order
+`round_order(variants, round)`, so drift and carry-over hit every variant alike and rounds can be paired.
 """
 
 from __future__ import annotations

@@ -94,6 +94,8 @@ def test_every_quick_flag_is_an_option_of_its_bench():
 
     for script, args in run_all.QUICK.items():
         source = (REPO / "bench" / script).read_text()
-        defined = set(re.findall(r'add_argument\(\s*"(--[a-z-]+)"', source))
+        defined = set(
+            re.findall(r'(?:add_argument|\badd)\(\s*"(--[a-z-]+)"', source)
+        )  # parser.add_argument or its alias
         unknown = [a for a in args if a.startswith("--") and a not in defined]
         assert not unknown, f"run_all --quick gives {script} {unknown}, which it does not define"
