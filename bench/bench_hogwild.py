@@ -165,34 +165,19 @@ def measure_contention(workers: int, updates: int, rounds: int, tmp: Path) -> tu
 
 def measure_training(args, tmp: Path, data: Path) -> tuple[dict, dict, list, dict]:
     """samples {cell: [s/step per round]}, detail {cell: [{wait_s, comm_s} per round]}, the order per round and
-    the machine's state per cell (common.conditions)."""
-    cells = training_cells(args.train_pairs, args.train_windows)
-    samples = {c: [] for c, _, _ in cells}
-    detail = {c: [] for c, _, _ in cells}
-    order, log = [], {}
-    for r in range(args.rounds):
-        rotated = stats.round_order(cells, r, args.rounds)
-        order.append([c for c, _, _ in rotated])
-        for i, (cell, algorithm, window) in enumerate(rotated):
-            t0 = time.monotonic()
-            with common.conditions(log, cell):
-                state = common.train(
-                    args.train_workers + 1,
-                    data,
-                    tmp / f"train-r{r}-{i}",
-                    algorithm=algorithm,
-                    warmup=args.train_warmup,
-                    steps=args.train_steps,
-                    center_window=window,
-                )
-            samples[cell].append(state["seconds_per_step"])
-            detail[cell].append({k: state.get(k) or 0.0 for k in ("wait_s", "comm_s")})
-            print(
-                f"bench_hogwild: round {r + 1}/{args.rounds} {cell:<36} {state['seconds_per_step'] * 1e3:8.2f} "
-                f"ms/step ({time.monotonic() - t0:.1f} s)",
-                flush=True,
-            )
-    return samples, detail, order, log
+    the machine's state per cell (common.rotating_rounds)."""
+    cells = {c: (algorithm, window) for c, algorithm, window in training_cells(args.train_pairs, args.train_windows)}
+
+    def measure_one(cell: str, r: int, i: int):
+        algorithm, window = cells[cell]
+        state = common.train(
+            args.train_workers + 1, data, tmp / f"train-r{r}-{i}", algorithm=algorithm, warmup=args.train_warmup,
+            steps=args.train_steps, center_window=window,
+        )  # fmt: skip
+        return state["seconds_per_step"], {k: state.get(k) or 0.0 for k in ("wait_s", "comm_s")}
+
+    result = common.rotating_rounds(NAME, list(cells), args.rounds, measure_one)
+    return result["samples"], result["details"], result["order"], result["conditions"]
 
 
 def measure_record(args, counts: list[int]) -> Path:
@@ -363,38 +348,26 @@ def reading(record: dict) -> str:
         return max(row[key] for rounds in cells_of(window, lock) for row in rounds)
 
     excl = max(worst(w, "exclusive", "overlap") for w in WINDOWS)
-    lines = [
-        (
-            "- No two exclusive-lock epochs overlapped in any round, on either window: the lock excludes, and "
-            "MPICH's `Win.Lock` returns only once the lock is granted (the epoch stamps rely on it)."
-            if excl == 0
-            else f"- Exclusive-lock epochs overlapped (up to {excl:.1%} of epochs): the lock is not granted when "
-            "`Win.Lock` returns, so the epoch stamps and the wait/comm split of the window algorithms are off."
-        )
-    ]
     rma_overlap, rma_lost = worst("rma", "shared", "overlap"), worst("rma", "shared", "lost")
-    lines.append(
-        f"- `rma`, shared lock: up to {rma_overlap:.0%} of a round's epochs overlapped another worker's, and "
-        + (
-            "no add was lost in any round: the library applies each whole-vector `Accumulate` atomically and one at "
-            "a time, so what runs concurrently is the lock handling and the `Get`s, not the adds; a speed-up over "
-            "the exclusive lock comes from a shorter critical section, not from parallel adds."
-            if rma_lost == 0
-            else f"up to {share(rma_lost)} of the adds were lost."
-        )
-    )
     sh_overlap, sh_lost = worst("shared", "shared", "overlap"), worst("shared", "shared", "lost")
-    lines.append(
-        f"- `shared`, shared lock: up to {sh_overlap:.0%} of a round's epochs overlapped another worker's; "
+    lines = [
+        common.text("hogwild.exclusive_held")
+        if excl == 0
+        else common.text("hogwild.exclusive_overlap", share=f"{excl:.1%}"),
+        common.text("hogwild.rma", overlap=f"{rma_overlap:.0%}")
+        + " "
         + (
-            f"up to {share(sh_lost)} of the adds were lost in a round: two workers added into the same elements at once "
-            "with plain loads and stores, as Hogwild allows — element-wise concurrent updates, which `rma` does "
-            "not show."
+            common.text("hogwild.rma_none_lost") if rma_lost == 0 else f"up to {share(rma_lost)} of the adds were lost."
+        ),
+        common.text("hogwild.shared", overlap=f"{sh_overlap:.0%}")
+        + " "
+        + (
+            common.text("hogwild.shared_lost", lost=share(sh_lost))
             if sh_lost > 0
-            else "no add was lost: concurrent epochs never hit the same element at the same instant in these rounds."
-        )
-    )
-    return "\n".join(lines)
+            else common.text("hogwild.shared_none_lost")
+        ),
+    ]
+    return "\n".join(f"- {line}" for line in lines)
 
 
 def render(record: dict) -> tuple[str, str, str, str]:
@@ -404,46 +377,25 @@ def render(record: dict) -> tuple[str, str, str, str]:
     rows, aa_lines = contention_rows(record)
     ks = ", ".join(f"K = {k} at {size}" for size, k in meta["updates"].items())
     tables = (
-        f"Contention: N workers × K whole-vector `push_then_pull` updates (W += 1, read W back; {ks}), "
-        f"{rounds} rounds in a recorded order. `wall for N×K` is the sample (first start to last finish); "
-        "epoch, overlapping epochs and lost adds (parts per million of N·K) are median [min–max] over the "
-        "same rounds. `÷ exclusive lock` is this row's wall over the exclusive lock's on the same window, "
-        "`÷ rma window` over the rma window's with the same lock, paired per round (< 1: this row is "
-        "faster).\n\n"
+        common.text("hogwild.contention", ks=ks, rounds=rounds)
+        + "\n\n"
         + common.table(rows, list(rows[0]))
-        + "\nA/A (the rma window with the exclusive lock measured twice per round) — "
-        + "; ".join(aa_lines)
-        + f"; {stats.RULE}.\n"
+        + "\n"
+        + common.text("hogwild.contention_aa", aa="; ".join(aa_lines), rule=stats.RULE)
+        + "\n"
     )
     train = meta.get("train")
     if train:
         t_rows, aa_line = training_rows(record)
-        tables += (
-            f"\nTraining: {train['workers']} workers + a master ({train['workers'] + 1} ranks on "
-            f"{record['machine']['cores']} cores), {train['model']} on {train['dataset']}, batch "
-            f"{train['batch']}, {train['warmup']} warm-up + {train['steps']} timed steps per run, {rounds} "
-            "rounds in a recorded order; s/step is the workers' steady-state mean (bench.common.train), lock "
-            "wait and comm per step are medians over rounds of the workers' means; `÷ Async` is paired per "
-            "round (< 1: Hogwild is faster).\n\n"
-            + common.table(t_rows, list(t_rows[0]))
-            + f"\nA/A ({t_rows[0]['algorithm']} on the {t_rows[0]['window']} window twice per round) — "
-            f"{aa_line}.\n"
-        )
-    intro = (
-        "The center window of the window algorithms (`--center-window`): `rma` = `MPI.Win.Allocate` on the "
-        "master, workers `Get` and `Accumulate`; `shared` = `MPI.Win.Allocate_shared`, workers map the "
-        "master's segment (`Win.Shared_query`) and add with numpy in their own process. The exclusive lock is "
-        "Async's, the shared lock Hogwild's; nothing else differs. An epoch is stamped from the return of "
-        "`Win.Lock` to just before `Win.Unlock`, after its operations completed. † marks cells with more "
-        "ranks than cores: ranks time-slice, and an epoch can lose its core mid-way."
-    )
-    notes = (
-        reading(record) + f"\n\nRaw samples: {meta['raw']}; wall time of the measuring run {meta['wall_s']:.0f} s "
-        f"(budget {BUDGET_S} s)."
-    )
-    if rounds < 5:
-        notes += f" Only {rounds} round(s): not enough for a headline ratio (use ≥ 5)."
-    return TITLE, intro, tables, notes
+        caption = common.text(
+            "hogwild.training", workers=train["workers"], ranks=train["workers"] + 1, cores=record["machine"]["cores"],
+            model=train["model"], dataset=train["dataset"], batch=train["batch"], warmup=train["warmup"],
+            steps=train["steps"], rounds=rounds,
+        )  # fmt: skip
+        aa = f"A/A ({t_rows[0]['algorithm']} on the {t_rows[0]['window']} window twice per round) — {aa_line}."
+        tables += f"\n{caption}\n\n{common.table(t_rows, list(t_rows[0]))}\n{aa}\n"
+    notes = reading(record) + "\n\n" + common.record_tail(meta, BUDGET_S).strip()
+    return TITLE, common.text("hogwild.intro"), tables, notes
 
 
 # ---------------------------------------------------------------------- main
@@ -468,45 +420,17 @@ def parse_counts(text: str) -> list[int]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--workers",
-        default="2",
-        help="worker counts N of the contention test, comma-separated; "
-        "one mpiexec of N + 1 ranks each (default %(default)s)",
-    )
-    parser.add_argument(
-        "--updates",
-        type=int,
-        default=40,
-        help="K, updates per worker at LeNet's size (a fifth, at least 10, at 4 M) (default %(default)s)",
-    )
-    parser.add_argument(
-        "--rounds",
-        type=int,
-        default=5,
-        help="rounds of every table, each measuring every variant "
-        "once in a recorded order; ≥ 5 for headline ratios (default %(default)s)",
-    )
-    parser.add_argument(
+    add = parser.add_argument
+    add("--workers", default="2", help="worker counts N of the contention test, comma-separated (default %(default)s)")
+    add("--updates", type=int, default=40, help="K, updates per worker at LeNet's size (default %(default)s)")
+    add("--rounds", type=int, default=5, help="rounds of every table; ≥ 5 for headline ratios (default %(default)s)")
+    add(
         "--train-workers", type=int, default=2, help="workers in the training runs, plus a master (default %(default)s)"
     )
-    parser.add_argument("--train-warmup", type=int, default=4, help="untimed training steps (default %(default)s)")
-    parser.add_argument(
-        "--train-steps",
-        type=int,
-        default=16,
-        help="timed training steps, a multiple of --train-warmup; 0 skips training (default %(default)s)",
-    )
-    parser.add_argument(
-        "--train-pairs",
-        default="sgd",
-        help="Async/Hogwild pairs to train: sgd (async_sgd, hogwild_sgd) and/or easgd (default %(default)s)",
-    )
-    parser.add_argument(
-        "--train-windows",
-        default="shared",
-        help="center windows of the training runs: rma and/or shared (default %(default)s)",
-    )
+    add("--train-warmup", type=int, default=4, help="untimed training steps (default %(default)s)")
+    add("--train-steps", type=int, default=16, help="timed training steps; 0 skips training (default %(default)s)")
+    add("--train-pairs", default="sgd", help="Async/Hogwild pairs to train: sgd and/or easgd (default %(default)s)")
+    add("--train-windows", default="shared", help="center windows of the training runs (default %(default)s)")
     parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)  # internal: under mpiexec, JSON here
     common.common_arguments(parser, NAME)
     args = common.parse_bench_args(parser, argv)
