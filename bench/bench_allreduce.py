@@ -3,7 +3,7 @@
     python bench/bench_allreduce.py [--ranks 2] [--rounds 5] [--netbench FILE] [--raw FILE] [--render] [--no-doc]
 
 Runs itself under `mpiexec -n RANKS` (--worker) and times the float32 sum of gradients shaped like real
-models' in the ways VARIANTS names, each model with ours' A/A twin, plus packed against per-layer at LeNet and
+models' in the ways OVERHEAD_VARIANTS names (ours twice: A/A), plus packed against per-layer at LeNet and
 resnet50. A sample is the slowest rank's mean seconds per call over ITERS back-to-back calls; buffers hold
 zeros while timed (every variant is first checked to return the true sum). The page's words, and the copy
 bound and α-β limits beside the times: docs/benchmarks-text.md.
@@ -511,19 +511,8 @@ def measure(args) -> Path:
     with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
         network = common.network(args.netbench, Path(tmp), "bench_allreduce")
         out = Path(tmp) / "allreduce.json"
-        common.run_mpi(
-            args.ranks,
-            [
-                str(Path(__file__).resolve()),
-                "--worker",
-                str(out),
-                "--rounds",
-                str(args.rounds),
-                "--sample-ms",
-                str(args.sample_ms),
-            ],
-            timeout=600,
-        )
+        argv = ["--worker", str(out), "--rounds", str(args.rounds), "--sample-ms", str(args.sample_ms)]
+        common.run_mpi(args.ranks, [str(Path(__file__).resolve()), *argv], timeout=600)
         result = json.loads(out.read_text())
     wall = time.monotonic() - t_start
     print(
@@ -560,27 +549,19 @@ def measure(args) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--ranks", type=int, default=2, help="MPI ranks (default %(default)s)")
-    parser.add_argument(
+    add = parser.add_argument
+    add("--ranks", type=int, default=2, help="MPI ranks (default %(default)s)")
+    add(
         "--rounds",
         "--repeats",
         type=int,
         default=5,
         dest="rounds",
-        help="rounds, each measuring every variant once in a recorded order; ≥ 5 for headline "
-        "ratios (default %(default)s)",
+        help="rounds; ≥ 5 for headline ratios (default %(default)s)",
     )
-    parser.add_argument(
-        "--sample-ms",
-        type=float,
-        default=40.0,
-        help="about how long one sample lasts: calls per sample are chosen from it, 2 to 200 (default %(default)s)",
-    )
-    parser.add_argument(
-        "--netbench",
-        type=Path,
-        metavar="FILE",
-        help="α, β, γ from this `scaledl netbench` JSON (default: measure one, ≈ 10 s)",
+    add("--sample-ms", type=float, default=40.0, help="about how long one sample lasts (default %(default)s)")
+    add(
+        "--netbench", type=Path, metavar="FILE", help="α, β, γ from this `scaledl netbench` JSON (default: measure one)"
     )
     parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)  # internal: run under mpiexec, write JSON here
     common.common_arguments(parser, NAME)
