@@ -157,30 +157,10 @@ def render(record: dict) -> tuple[str, str, str, str]:
         f"every {c['every']} of them"
         for c in meta["cases"]
     )
-    intro = (
-        f"`scaledl train --algorithm sync_easgd` at P = {meta['ranks']} ranks (the master is worker 0), batch 32; "
-        f"{runs}. {meta['rounds']} rounds, each measuring every variant once in a recorded order, `none` twice "
-        "(the A/A twin). Evaluated only at step 0 and after the loop."
-    )
+    intro = common.text("checkpoint.intro", ranks=meta["ranks"], runs=runs, rounds=meta["rounds"])
     table_rows = rows(record)
-    tables = common.table(table_rows, list(table_rows[0]))
-    tables += (
-        "\n`one checkpoint`: the slowest rank's `checkpoint` phase over the checkpoints it wrote (barrier, "
-        "state copy, torch.save of its file and its SHA-256, the master's manifest and pruning). `s/step`: "
-        "steady-state seconds per step with each step's checkpoint seconds included (what the job's wall "
-        "clock pays; the training clock leaves them out), and the same without them: a step slower there "
-        "than `none` is an indirect cost (the steps after a large write compete with the kernel writing "
-        "it back). `every K ÷ none` is paired per round; `1 + c/(K·t)` is what the checkpoints' own "
-        "seconds alone would make of it (c and t medians). `share at 300 s`: c / (300 s + c), the direct "
-        "cost at the default --checkpoint-interval.\n"
-    )
-    notes = (
-        "At the default interval the overhead is the checkpoint's cost over five minutes of training; the "
-        "aggressive schedule above is there to make it measurable side by side and to check the model. The "
-        "cost grows with the weights (every worker's W^i, the center, the last evaluated center and momentum "
-        "buffers where an algorithm has them)." + common.record_tail(meta, BUDGET_S)
-    )
-    return TITLE, intro, tables, notes
+    tables = common.table(table_rows, list(table_rows[0])) + "\n" + common.text("checkpoint.reading") + "\n"
+    return TITLE, intro, tables, common.text("checkpoint.notes") + common.record_tail(meta, BUDGET_S)
 
 
 def measure_record(args, cases: list[Case]) -> Path:
