@@ -228,29 +228,12 @@ def run_ddp(ranks: int, data: Path, out: Path, args, tuned: bool = False, varian
     variant: DDP over gloo (NCCL with a GPU per rank), defaults or tuned at args.bucket_mb."""
     bucket_mb = variant.bucket_mb if variant else getattr(args, "bucket_mb", 1.0)
     tuned = variant.tuned if variant else tuned
-    cmd = [
-        str(Path(__file__).resolve()),
-        "--worker",
-        str(out),
-        "--data",
-        str(data),
-        "--model",
-        args.model,
-        "--warmup",
-        str(args.warmup),
-        "--steps",
-        str(args.steps),
-        "--batch",
-        str(args.batch),
-        "--lr",
-        str(args.lr),
-        "--device",
-        args.device,
-        "--bucket-mb",
-        str(bucket_mb),
-        "--ddp-backend",
-        variant.backend if variant else "auto",
-    ]
+    options = {
+        "--worker": out, "--data": data, "--model": args.model, "--warmup": args.warmup, "--steps": args.steps,
+        "--batch": args.batch, "--lr": args.lr, "--device": args.device, "--bucket-mb": bucket_mb,
+        "--ddp-backend": variant.backend if variant else "auto",
+    }  # fmt: skip
+    cmd = [str(Path(__file__).resolve()), *(str(x) for pair in options.items() for x in pair)]
     common.run_mpi(ranks, cmd + (["--ddp-tuned"] if tuned else []))
     return json.loads(out.read_text())
 
@@ -336,14 +319,7 @@ def gap_split(samples: dict, splits: dict, ours: str, ddp: str) -> tuple[list[di
         part("other (data, loop, rest)", o_tot - o_up - o_xfer - o_cmp, d_tot - d_up - d_fba),
         part("total s/step", o_tot, d_tot),
     ]
-    note = (
-        f"Medians over rounds, seconds per step. Ours: its phases (update = `update`; exposed transfer = h2d + "
-        f"param_copy + comm + wait: the buckets' allreduce still running after backward, or a slower peer). "
-        f"Both sides overlap allreduce with backward, so DDP's transfer cannot be timed alone: its row takes "
-        f"DDP's forward+backward+allreduce ({d_fba * 1e3:.3f} ms) minus ours' forward+backward with its "
-        f"overlapped buckets ({o_cmp * 1e3:.3f} ms), i.e. assumes both spend alike inside backward."
-    )
-    return rows, note
+    return rows, common.text("ddp.gap", fba=f"{d_fba * 1e3:.3f}", compute=f"{o_cmp * 1e3:.3f}")
 
 
 def long_enough(case: Case) -> bool:
@@ -448,39 +424,23 @@ DEFAULT_CASES = "lenet:digits:64:10:30,resnet18:synthetic32:8:3:12"
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--ranks", type=int, default=2, help="MPI ranks = workers (default %(default)s)")
-    parser.add_argument(
-        "--cases",
-        default=DEFAULT_CASES,
-        help="MODEL:DATASET:BATCH:WARMUP:STEPS,... (default %(default)s)",
-    )
-    parser.add_argument(
-        "--rounds",
-        type=int,
-        default=7,
-        help="at least this many rounds per case, rounded up to whole Williams designs (at least 6 for the goal) (default %(default)s)",
-    )
-    parser.add_argument(
-        "--sweep", default="lenet", help="models whose case adds the bucket sweep (default %(default)s)"
-    )
-    parser.add_argument("--lr", type=float, default=0.05)
-    parser.add_argument(
-        "--device",
-        choices=("cpu", "cuda"),
-        default="cpu",
-        help="where both sides train; with cuda, DDP uses NCCL when every rank has a GPU, else Gloo",
-    )
-    parser.add_argument("--section", default="ddp", help="docs/benchmarks.md section to rewrite (default %(default)s)")
+    add = parser.add_argument
+    add("--ranks", type=int, default=2, help="MPI ranks = workers (default %(default)s)")
+    add("--cases", default=DEFAULT_CASES, help="MODEL:DATASET:BATCH:WARMUP:STEPS,... (default %(default)s)")
+    add("--rounds", type=int, default=7, help="rounds per case, whole Williams designs, ≥ 6 (default %(default)s)")
+    add("--sweep", default="lenet", help="models whose case adds the bucket sweep (default %(default)s)")
+    add("--lr", type=float, default=0.05)
+    add("--device", choices=("cpu", "cuda"), default="cpu", help="where both sides train (cuda: DDP over NCCL)")
+    add("--section", default="ddp", help="docs/benchmarks.md section to rewrite (default %(default)s)")
     # internal: the DDP side under mpiexec (--worker), its settings
-    parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
-    parser.add_argument("--data", type=Path, help=argparse.SUPPRESS)
-    parser.add_argument("--model", default="lenet", help=argparse.SUPPRESS)
-    parser.add_argument("--batch", type=int, default=64, help=argparse.SUPPRESS)
-    parser.add_argument("--warmup", type=int, default=20, help=argparse.SUPPRESS)
-    parser.add_argument("--steps", type=int, default=60, help=argparse.SUPPRESS)
-    parser.add_argument("--bucket-mb", type=float, default=1.0, help=argparse.SUPPRESS)
-    parser.add_argument("--ddp-backend", default="auto", help=argparse.SUPPRESS)
-    parser.add_argument("--ddp-tuned", action="store_true", help=argparse.SUPPRESS)
+    add("--worker", type=Path, help=argparse.SUPPRESS)
+    add("--data", type=Path, help=argparse.SUPPRESS)
+    add("--model", default="lenet", help=argparse.SUPPRESS)
+    for flag, default in (("--batch", 64), ("--warmup", 20), ("--steps", 60)):
+        add(flag, type=int, default=default, help=argparse.SUPPRESS)
+    add("--bucket-mb", type=float, default=1.0, help=argparse.SUPPRESS)
+    add("--ddp-backend", default="auto", help=argparse.SUPPRESS)
+    add("--ddp-tuned", action="store_true", help=argparse.SUPPRESS)
     common.common_arguments(parser, NAME)
     args = common.parse_bench_args(parser, argv)
     if args.worker:
