@@ -31,18 +31,7 @@ QUICK = {
     "bench_exchange.py": ["--rounds", "1", "--mb", "16"],
     "bench_overhead.py": ["--rounds", "1", "--cases", "64:5:10,4:10:30"],
     "bench_scaling.py": ["--workers", "1,2", "--warmup", "10", "--steps", "30", "--rounds", "1"],
-    "bench_ladder.py": [
-        "--rounds",
-        "1",
-        "--heavy-rounds",
-        "1",
-        "--heavy-warmup",
-        "1",
-        "--heavy-steps",
-        "2",
-        "--target",
-        "0.6",
-    ],
+    "bench_ladder.py": "--rounds 1 --heavy-rounds 1 --heavy-warmup 1 --heavy-steps 2 --target 0.6".split(),
     "bench_hogwild.py": ["--workers", "2", "--updates", "40", "--rounds", "1", "--train-steps", "8"],
     "bench_checkpoint.py": ["--rounds", "1", "--cases", "lenet:digits:10:30:10"],
     "bench_averaging.py": ["--rounds", "1", "--steps", "30", "--target", "0.8"],
@@ -71,9 +60,7 @@ BENCHES = (
 USES_NETBENCH = ("allreduce", "scaling")
 BUDGET_S = 130 * 60  # the simulated paper-scale experiments alone take about 45 minutes
 OPTIONAL = {"simulation": available, "phases": available, "paper_scale": available}
-MNIST = (
-    common.REPO / "data" / "hdf5" / "mnist.h5"
-)  # prepared by the workflow (or scaledl prepare mnist), if here  # benches that need an optional dependency, and the check for it
+MNIST = common.REPO / "data" / "hdf5" / "mnist.h5"  # prepared by the workflow (or scaledl prepare mnist), if here
 
 
 def record_netbench(path: Path, m: dict, raw: Path) -> dict:
@@ -111,30 +98,20 @@ def netbench_section(record: dict, write: bool) -> None:
             row[f"{op} µs"] = r["time_s"] * 1e6
             row[f"{op} busbw GB/s"] = r["busbw_Bps"] / 1e9
         coll.append(row)
-    tables = (
-        f"α = {result['alpha_s'] * 1e6:.3g} µs, β = {result['beta_s_per_byte']:.3g} s/B "
-        f"(1/β = {1 / result['beta_s_per_byte'] / 1e9:.3g} GB/s), γ = {result['gamma_s_per_byte']:.3g} s/B "
-        f"(float32 add, {1 / result['gamma_s_per_byte'] / 1e9:.3g} GB/s); {result['p2p']['note']}.\n\n"
-        "Ping-pong (one-way time = half the median round trip) and the α-β fit:\n\n"
-        + common.table(rows, list(rows[0]))
-        + f"\nCollectives at P = {p} (slowest rank, median of repeats; busbw as nccl-tests: allreduce × 2(P−1)/P, "
-        "bcast and reduce × 1):\n\n" + common.table(coll, list(coll[0]))
-    )
-    intro = (
-        f"`mpiexec -n {p} python -m mpi4py -m scaledl.net.measure` (the `scaledl netbench` command): {p} ranks on "
-        f"{result['machine']['nodes']} node(s), sizes {result['settings']['sizes'][0]} B … "
-        f"{result['settings']['sizes'][-1] >> 20} MiB, {result['settings']['repeats']} repeats. These α, β feed the "
-        "cost model (`scaledl comm-model`, bench_scaling's predicted column)."
-    )
-    notes = (
-        "Within one node MPI moves messages through shared memory: α is a few microseconds and 1/β is a memory "
-        "copy rate, far from any network in the paper's Table 2 (FDR IB: α 0.7 µs, β 0.2 ns/B, as we recall it). "
-        "The α-β line is piecewise in practice (eager below a threshold, rendezvous above), so the fit is a "
-        "summary, not a law."
-    )
-    common.publish(
-        "netbench", "netbench: α, β and collective bandwidth of this machine", record, intro, tables, notes, write=write
-    )
+    beta, gamma = result["beta_s_per_byte"], result["gamma_s_per_byte"]
+    fit = common.text(
+        "netbench.fit", alpha=f"{result['alpha_s'] * 1e6:.3g}", beta=f"{beta:.3g}", rate=f"{1 / beta / 1e9:.3g}",
+        gamma=f"{gamma:.3g}", add=f"{1 / gamma / 1e9:.3g}", note=result["p2p"]["note"],
+    )  # fmt: skip
+    tables = f"{fit}\n\n{common.table(rows, list(rows[0]))}\n{common.text('netbench.collectives', p=p)}\n\n"
+    tables += common.table(coll, list(coll[0]))
+    sizes = result["settings"]["sizes"]
+    intro = common.text(
+        "netbench.intro", p=p, nodes=result["machine"]["nodes"], low=sizes[0], high=sizes[-1] >> 20,
+        repeats=result["settings"]["repeats"],
+    )  # fmt: skip
+    title = "netbench: α, β and collective bandwidth of this machine"
+    common.publish("netbench", title, record, intro, tables, common.text("netbench.notes"), write=write)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -168,19 +145,9 @@ def main(argv: list[str] | None = None) -> int:
         if any(wanted(name) for name in ("netbench", *USES_NETBENCH)):
             t0 = time.perf_counter()
             size = "1M" if args.quick else "16M"
+            repeats = "3" if args.quick else "5"
             common.run_mpi(
-                2,
-                [
-                    "-m",
-                    "scaledl.net.measure",
-                    "--out",
-                    str(nb),
-                    "--max-size",
-                    size,
-                    "--quiet",
-                    "--repeats",
-                    "3" if args.quick else "5",
-                ],
+                2, ["-m", "scaledl.net.measure", "--out", str(nb), "--max-size", size, "--quiet", "--repeats", repeats]
             )
             if wanted("netbench"):
                 raw = quick_dir / "netbench.json" if args.quick else common.raw_path("netbench")
