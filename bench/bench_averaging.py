@@ -159,35 +159,17 @@ def straggler_rows(record: dict) -> list[dict]:
 
 def render(record: dict) -> tuple[str, str, str, str]:
     meta = record["meta"]
-    intro = (
-        f"P = 2 workers on digits with LeNet, lr 0.05, {meta['rounds']} rounds, each measuring every variant "
-        "of both tables once in a recorded order (bench.stats.round_order); round r uses seed r. Compression: "
-        f"{meta['steps']} steps, evaluated at step 0 and after the loop only. Stragglers: to test accuracy "
-        f"{meta['target']:g} (evaluated every 10 steps, off the clock), rank 1 slowed by a factor "
-        f"{meta['straggler'].split(':')[1]} (`--straggler {meta['straggler']}`)."
-    )
-    comp = compression_rows(record)
-    strag = straggler_rows(record)
+    intro = common.text(
+        "averaging.intro", rounds=meta["rounds"], steps=meta["steps"], target=f"{meta['target']:g}",
+        factor=meta["straggler"].split(":")[1], straggler=meta["straggler"],
+    )  # fmt: skip
+    comp, strag = compression_rows(record), straggler_rows(record)
     tables = (
-        "Compressed rounds (the averaging stays float32; the messages carry the difference from the center "
-        "both sides hold):\n\n"
-        + common.table(comp, list(comp[0]))
-        + "\n`÷ fp32` is paired per round, its verdict against the A/A noise floor of sync_easgd fp32; "
-        "`accuracy − fp32's` pairs runs of the same seed.\n\nA straggler, synchronous against asynchronous "
-        "(time to target, training clock):\n\n"
-        + common.table(strag, list(strag[0]))
-        + "\n`slowdown` = with the straggler ÷ uniform, paired per round; verdict against the A/A noise floor "
-        "of sync_sgd uniform. † more ranks than cores (a master and 2 workers on 2 cores).\n"
+        f"{common.text('averaging.compression')}\n\n{common.table(comp, list(comp[0]))}\n"
+        f"{common.text('averaging.straggler')}\n\n{common.table(strag, list(strag[0]))}\n"
+        f"{common.text('averaging.slowdown')}\n"
     )
-    notes = (
-        "On one 2-core machine a message is a shared-memory copy, so fewer bytes save little time here; the "
-        "bytes column is what a network would carry. A synchronous round waits for its slowest worker, so a "
-        "straggler slows the whole run about by its factor; an asynchronous worker does not wait for the "
-        "others. The asynchronous cells run 3 ranks on 2 cores (†): there the straggler's sleep also frees a "
-        "core for the other two ranks, which can make such a run finish sooner than its uniform twin; on a "
-        "machine with a core per rank that effect is absent." + common.record_tail(meta, BUDGET_S)
-    )
-    return TITLE, intro, tables, notes
+    return TITLE, intro, tables, common.text("averaging.notes") + common.record_tail(meta, BUDGET_S)
 
 
 def measure_record(args) -> Path:
@@ -196,25 +178,11 @@ def measure_record(args) -> Path:
     m = common.machine()
     with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
         result = measure(args, Path(tmp))
-    return common.write_raw(
-        args.raw,
-        NAME,
-        result["samples"],
-        {
-            "machine": m,
-            "unit": "s",
-            "quantity": "seconds per step (compression); seconds to target (stragglers)",
-            "rounds": args.rounds,
-            "steps": args.steps,
-            "target": args.target,
-            "straggler": args.straggler,
-            "order": result["order"],
-            "conditions": result["conditions"],
-            "details": result["details"],
-            "raw": common.shown_path(args.raw),
-            "wall_s": time.monotonic() - t_start,
-        },
-    )
+    quantity = "seconds per step (compression); seconds to target (stragglers)"
+    return common.write_record(
+        args, NAME, result, m, t_start, quantity=quantity, steps=args.steps, target=args.target,
+        straggler=args.straggler, details=result["details"],
+    )  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -169,26 +169,10 @@ def measure_record(args, cases: list[Case]) -> Path:
     m = common.machine()
     with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
         result = measure(args, cases, Path(tmp))
-    return common.write_raw(
-        args.raw,
-        NAME,
-        result["samples"],
-        {
-            "machine": m,
-            "unit": "s",
-            "quantity": "seconds per step, checkpoints included (steady state)",
-            "ranks": args.ranks,
-            "rounds": args.rounds,
-            "order": result["order"],
-            "conditions": result["conditions"],
-            "details": result["details"],
-            "cases": [
-                {"model": c.model, "dataset": c.dataset, "warmup": c.warmup, "steps": c.steps, "every": c.every}
-                for c in cases
-            ],
-            "raw": common.shown_path(args.raw),
-            "wall_s": time.monotonic() - t_start,
-        },
+    cases_meta = [{k: getattr(c, k) for k in ("model", "dataset", "warmup", "steps", "every")} for c in cases]
+    quantity = "seconds per step, checkpoints included (steady state)"
+    return common.write_record(
+        args, NAME, result, m, t_start, quantity=quantity, ranks=args.ranks, details=result["details"], cases=cases_meta
     )
 
 

@@ -123,19 +123,12 @@ def rows(record: dict) -> list[dict]:
 
 def render(record: dict) -> tuple[str, str, str, str]:
     meta = record["meta"]
-    intro = (
-        f"`scaledl train` on digits with LeNet, {meta['steps']} steps, an evaluation every {meta['every']} "
-        f"steps; the test split as prepared and {meta['factor']}× larger (its images repeated). "
-        f"{meta['rounds']} rounds, every cell once per round in a recorded order, the first twice (A/A)."
+    intro = common.text(
+        "evaluation.intro", steps=meta["steps"], every=meta["every"], factor=meta["factor"], rounds=meta["rounds"]
     )
     table_rows = rows(record)
-    tables = common.table(table_rows, list(table_rows[0]))
-    notes = (
-        "Every rank waits out an evaluation in its `eval` phase, which the training clock and the steady-state "
-        "seconds per step leave out; only the wall time pays for the larger test set. "
-        + common.record_tail(meta, BUDGET_S)
-    )
-    return TITLE, intro, tables, notes
+    notes = common.text("evaluation.notes") + common.record_tail(meta, BUDGET_S)
+    return TITLE, intro, common.table(table_rows, list(table_rows[0])), notes
 
 
 def measure_record(args) -> Path:
@@ -144,25 +137,11 @@ def measure_record(args) -> Path:
     m = common.machine()
     with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
         result = measure(args, Path(tmp))
-    return common.write_raw(
-        args.raw,
-        NAME,
-        result["samples"],
-        {
-            "machine": m,
-            "unit": "s",
-            "quantity": "seconds per step (steady state, evaluations excluded)",
-            "steps": args.steps,
-            "every": args.every,
-            "factor": args.factor,
-            "rounds": args.rounds,
-            "order": result["order"],
-            "conditions": result["conditions"],
-            "details": result["details"],
-            "raw": common.shown_path(args.raw),
-            "wall_s": time.monotonic() - t_start,
-        },
-    )
+    quantity = "seconds per step (steady state, evaluations excluded)"
+    return common.write_record(
+        args, NAME, result, m, t_start, quantity=quantity, steps=args.steps, every=args.every, factor=args.factor,
+        details=result["details"],
+    )  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -357,29 +357,12 @@ def measure_record(args, cases: list[Case]) -> Path:
         info = read_info(data)
         flops = {c.label: common.step_flops(args.model, info.image_shape, info.classes, c.batch) for c in cases}
         result = measure(args, cases, data, Path(tmp))
-    return common.write_raw(
-        args.raw,
-        NAME,
-        result["samples"],
-        {
-            "machine": m,
-            "unit": "s",
-            "quantity": "seconds per step (steady state)",
-            "model": args.model,
-            "dataset": DATASET,
-            "lr": args.lr,
-            "threads": common.LAUNCH.threads,
-            "rounds": len(result["order"]),
-            "cases": [{"label": c.label, "batch": c.batch, "warmup": c.warmup, "steps": c.steps} for c in cases],
-            "order": result["order"],
-            "conditions": result["conditions"],
-            "splits": result["details"],
-            "plain_launch": "mpiexec -n 1",
-            "step_flops": flops,
-            "raw": common.shown_path(args.raw),
-            "wall_s": time.monotonic() - t_start,
-        },
-    )
+    cases_meta = [{"label": c.label, "batch": c.batch, "warmup": c.warmup, "steps": c.steps} for c in cases]
+    return common.write_record(
+        args, NAME, result, m, t_start, quantity="seconds per step (steady state)", model=args.model, dataset=DATASET,
+        lr=args.lr, threads=common.LAUNCH.threads, cases=cases_meta, splits=result["details"],
+        plain_launch="mpiexec -n 1", step_flops=flops,
+    )  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:

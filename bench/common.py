@@ -793,6 +793,14 @@ def write_raw(path, bench: str, samples: dict[str, list[float]], meta: dict | No
     return path
 
 
+def write_record(args, bench: str, result: dict, m: dict, started: float, **meta) -> Path:
+    """`write_raw` of a `rotating_rounds` result to args.raw, with what every such record holds: the machine,
+    the rounds, their orders, the machine's state per cell, where the record lies and the run's wall time."""
+    rounds = {"rounds": len(result["order"]), "order": result["order"], "conditions": result["conditions"]}
+    where = {"raw": shown_path(args.raw), "wall_s": time.monotonic() - started}
+    return write_raw(args.raw, bench, result["samples"], {"machine": m, "unit": "s", **rounds, **meta, **where})
+
+
 def read_raw(path) -> dict:
     """A raw record written by `write_raw`; raises RawError (one line) if it is missing or malformed."""
     path = Path(path)
