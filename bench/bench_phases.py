@@ -320,12 +320,10 @@ def calibration_words(platform: dict) -> str:
 
 def render(record: dict) -> tuple[str, str, str, str]:
     meta = record["meta"]
-    intro = (
-        f"Digits, LeNet, batch 64, seed 0, {meta['warmup']} warm-up + {meta['steps']} timed steps; measured: "
-        f"{meta['rounds']} round(s) under mpiexec in a recorded order, one rank per core; simulated: once (a seed "
-        f"is one schedule). {calibration_words(meta['platform'])} † marks more ranks than cores (MPICH yields "
-        "there; the simulation shares the host's cores among ranks computing at once and prices no polling)."
-    )
+    intro = common.text(
+        "phases.intro", warmup=meta["warmup"], steps=meta["steps"], rounds=meta["rounds"],
+        platform=calibration_words(meta["platform"]),
+    )  # fmt: skip
     rows = phase_rows(meta["details"], meta["plan"])
     tables = "Seconds per step in each phase, per rank (the workers averaged):\n\n" + common.table(rows, list(rows[0]))
     if meta.get("probe"):
@@ -340,12 +338,7 @@ def render(record: dict) -> tuple[str, str, str, str]:
             "\nStaleness of the center's reads (updates behind the newest; median/p90/max per run, run.json's "
             "`staleness`), real and simulated at the same P:\n\n" + common.table(stale, list(stale[0]))
         )
-    notes = (
-        "compute: the compute, update and center_update phases; comm: comm, param_copy and h2d; other: the step "
-        "less every phase (what no phase covers); total: seconds per step as docs/time.md defines it. A master's "
-        "step is one served exchange." + common.record_tail(meta, BUDGET_S)
-    )
-    return TITLE, intro, tables, notes
+    return TITLE, intro, tables, common.text("phases.notes") + common.record_tail(meta, BUDGET_S)
 
 
 def main(argv: list[str] | None = None) -> int:

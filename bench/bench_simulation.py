@@ -266,33 +266,14 @@ def validation_rows(record: dict) -> list[dict]:
 
 def render(record: dict) -> tuple[str, str, str, str]:
     meta = record["meta"]
-    intro = (
-        f"Validation: digits, LeNet, batch 64, {meta['warmup']} warm-up + {meta['steps']} timed steps, "
-        f"{meta['rounds']} rounds, measured and simulated in a recorded order; the laptop platform as calibrated "
-        "in its file's header. Collectives: one simulated run per P on cori_knl. Cost: sync_easgd3 at P = 8 on "
-        "k80x8, the same steps."
-    )
-    v = validation_rows(record)
-    c = collective_rows(meta)
-    k = cost_rows(meta)
+    intro = common.text("simulation.intro", warmup=meta["warmup"], steps=meta["steps"], rounds=meta["rounds"])
+    v, c, k = validation_rows(record), collective_rows(meta), cost_rows(meta)
     tables = (
-        "Simulated against measured, per message pattern:\n\n"
-        + common.table(v, list(v[0]))
-        + "\nSimulated collectives against the α-β model (scaledl.net.alphabeta):\n\n"
-        + common.table(c, list(c[0]))
-        + "\nWhat a simulation costs this machine:\n\n"
-        + common.table(k, list(k[0]))
+        f"Simulated against measured, per message pattern:\n\n{common.table(v, list(v[0]))}\n"
+        f"Simulated collectives against the α-β model (scaledl.net.alphabeta):\n\n{common.table(c, list(c[0]))}\n"
+        f"What a simulation costs this machine:\n\n{common.table(k, list(k[0]))}"
     )
-    notes = (
-        "Measured: the workers' mean steady-state seconds per step of the MPI run (bench.common.steady_state); "
-        "simulated: the same quantity from the simulated run's timeline. The α-β model's α is the simulated "
-        "latency of an empty message from rank 0, averaged over the other ranks, its β the platform's link "
-        "bandwidth: the model counts a route as one link, the simulation shares links among the flows crossing them at once. Real compute: "
-        "each actor's CPU seconds in its data, compute, update and copy phases and in the collectives' "
-        "reductions, plus the evaluations' seconds; the rest of the wall time is the simulator (SimGrid, its "
-        "threads, the messages' copies)." + common.record_tail(meta, BUDGET_S)
-    )
-    return TITLE, intro, tables, notes
+    return TITLE, intro, tables, common.text("simulation.notes") + common.record_tail(meta, BUDGET_S)
 
 
 def measure_record(args) -> Path:
