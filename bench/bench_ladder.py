@@ -401,34 +401,23 @@ def ttt_tables(record: dict, net) -> str:
         steps = meta["targets"][f"{arithmetic(v.level)}, P={v.workers}"]["step"]
         cost = predicted(net, v, d)
         name = f"{v.level}{' [A/A]' if v.twin else ''}"
+        prev, ref = previous_of(v, variants), easgd[v.workers]
+        vs_prev = ratio_cells(s, cell, prev.cell(TTT_TABLE), noise) if prev else ("–", "–")
+        vs_easgd = (
+            ("–", "–")
+            if v.level == "easgd" or ref.cell(TTT_TABLE) not in s
+            else ratio_cells(s, cell, ref.cell(TTT_TABLE), noise)
+        )
+        paper = v.level in PAPER_SPEEDUP and not v.twin and v.workers == meta["workers"]
         row = {
-            "level": name,
-            "P": v.workers,
-            "ranks": f"{v.ranks}{dagger(record, v)}",
-            "steps to target": steps,
+            "level": name, "P": v.workers, "ranks": f"{v.ranks}{dagger(record, v)}", "steps to target": steps,
             "time to target, median [min–max] n": stats.format_cell(stats.summary(s[cell])),
             "α-β prediction (steps × s/step)": f"{steps * cost.step_s:.3g} s" if cost else "–",
-        }
-        prev = previous_of(v, variants)
-        if prev is not None:
-            row["speed-up vs previous (previous ÷ this)"], row["this level is"] = ratio_cells(
-                s, cell, prev.cell(TTT_TABLE), noise
-            )
-            row["previous"] = prev.level
-        else:
-            row["speed-up vs previous (previous ÷ this)"], row["this level is"], row["previous"] = "–", "–", "–"
-        ref = easgd[v.workers]
-        if v.level == "easgd" or ref.cell(TTT_TABLE) not in s:
-            row["speed-up vs easgd (easgd ÷ this)"], row["vs easgd, this is"] = "–", "–"
-        else:
-            row["speed-up vs easgd (easgd ÷ this)"], row["vs easgd, this is"] = ratio_cells(
-                s, cell, ref.cell(TTT_TABLE), noise
-            )
-        row["paper: previous ÷ this"] = (
-            f"{PAPER_SPEEDUP[v.level]}×"
-            if v.level in PAPER_SPEEDUP and not v.twin and v.workers == meta["workers"]
-            else "–"
-        )
+            "previous": prev.level if prev else "–",
+            "speed-up vs previous (previous ÷ this)": vs_prev[0], "this level is": vs_prev[1],
+            "speed-up vs easgd (easgd ÷ this)": vs_easgd[0], "vs easgd, this is": vs_easgd[1],
+            "paper: previous ÷ this": f"{PAPER_SPEEDUP[v.level]}×" if paper else "–",
+        }  # fmt: skip
         rows.append(row)
         step_rows.append(
             {
@@ -444,20 +433,6 @@ def ttt_tables(record: dict, net) -> str:
                 "backend": d[0]["backend"],
             }
         )
-    order = [
-        "level",
-        "P",
-        "ranks",
-        "steps to target",
-        "time to target, median [min–max] n",
-        "α-β prediction (steps × s/step)",
-        "previous",
-        "speed-up vs previous (previous ÷ this)",
-        "this level is",
-        "speed-up vs easgd (easgd ÷ this)",
-        "vs easgd, this is",
-        "paper: previous ÷ this",
-    ]
     warm = sorted({x["warmup"] for runs in detail.values() for x in runs})
     t = meta["ttt"]
     return (
@@ -471,7 +446,7 @@ def ttt_tables(record: dict, net) -> str:
             rounds=rounds_text(n),
         )
         + "\n\n"
-        + common.table(rows, order)
+        + common.table(rows, list(rows[0]))
         + "\n"
         + common.text("ladder.ttt_aa", twin=TWIN, aa=stats.format_ratio(aa), floor=f"{noise:.1%}", rule=stats.RULE)
         + (" " + common.text("ladder.paper_gpu") if record["machine"].get("gpus") == "no GPU" else "")

@@ -750,8 +750,6 @@ def write_raw(path, bench: str, samples: dict[str, list[float]], meta: dict | No
     bench measured one otherwise than by A/A cells). Recorded as well: the git commit and dirty flag,
     the command line, the environment variables that matter, the load average now, a timestamp.
     """
-    import tempfile
-
     path = Path(path)
     check_raw_destination(path)
     meta = dict(meta or {})
@@ -774,22 +772,9 @@ def write_raw(path, bench: str, samples: dict[str, list[float]], meta: dict | No
         "meta": meta,
         "samples": samples,
     }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(record, f, indent=1, default=str)
-            f.write("\n")
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes files private; a record is shared like any output
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    from scaledl.atomic import write_text  # a reader never sees half a record; shared like any output
+
+    write_text(path, json.dumps(record, indent=1, default=str) + "\n")
     return path
 
 
