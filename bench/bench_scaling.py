@@ -415,40 +415,14 @@ def run_measurement(args, workers: list[int]) -> None:
         if "missing" in net:
             raise SystemExit(f"bench_scaling: no α-β prediction: {net['missing']}; pass --netbench FILE")
         result = measure(layout["cells"], args, common.prepare_digits(tmp), tmp)
-    wall = time.monotonic() - t_start
-    common.write_raw(
-        args.raw,
-        NAME,
-        result["samples"],
-        {
-            "machine": m,
-            "load_before": m["load_before"],
-            "unit": "s",
-            "quantity": "seconds per step (steady state, workers' mean)",
-            "dataset": "digits",
-            "model": "lenet",
-            "lr": args.lr,
-            "algorithms": list(ALGORITHMS),
-            "workers": workers,
-            "batch": args.batch,
-            "global_batch": args.global_batch,
-            "warmup": args.warmup,
-            "steps": args.steps,
-            "rounds": args.rounds,
-            "rows": layout["rows"],
-            "cells": layout["cells"],
-            "aa": layout["aa"],
-            "order": result["order"],
-            "conditions": result["conditions"],
-            "splits": result["splits"],
-            "message_bytes": result["message_bytes"],
-            "marks": {str(p): common.LAUNCH.mark(p) for p in workers},
-            "network": net,
-            "raw": common.shown_path(args.raw),
-            "wall_s": wall,
-        },
-    )
-    print(f"bench_scaling: raw samples in {args.raw}; wall {wall:.0f} s", flush=True)
+    common.write_record(
+        args, NAME, result, m, t_start, quantity="seconds per step (steady state, workers' mean)", dataset="digits",
+        model="lenet", lr=args.lr, algorithms=list(ALGORITHMS), workers=workers, batch=args.batch,
+        global_batch=args.global_batch, warmup=args.warmup, steps=args.steps, rows=layout["rows"],
+        cells=layout["cells"], aa=layout["aa"], splits=result["splits"], message_bytes=result["message_bytes"],
+        marks={str(p): common.LAUNCH.mark(p) for p in workers}, network=net,
+    )  # fmt: skip
+    print(f"bench_scaling: raw samples in {args.raw}; wall {time.monotonic() - t_start:.0f} s", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:

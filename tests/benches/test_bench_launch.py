@@ -82,6 +82,18 @@ def test_the_provenance_line_says_when_the_load_changed_between_sections():
     assert "load changed between sections" in line and "a 0.40–0.90, b 2.00–2.10" in line and "2 cores" in line
 
 
+def test_write_record_keeps_what_every_record_of_rotating_rounds_holds(tmp_path):
+    import argparse
+    import time
+
+    result = {"samples": {"a": [1.0, 2.0]}, "order": [["a"], ["a"]], "conditions": {"a": [{"load": 0.1}] * 2}}
+    args = argparse.Namespace(raw=tmp_path / "x.json")
+    machine = {"cpu": "c", "cores": 2, "load_before": 0.1}
+    meta = common.read_raw(common.write_record(args, "x", result, machine, time.monotonic(), steps=3))["meta"]
+    assert meta["rounds"] == 2 and meta["order"] == result["order"] and meta["conditions"] == result["conditions"]
+    assert meta["steps"] == 3 and meta["raw"] == str(tmp_path / "x.json") and meta["wall_s"] >= 0
+
+
 def ddp_record() -> dict:
     case = bench_ddp.Case("lenet", "digits", 64, 20, 60)
     per_variant = {
