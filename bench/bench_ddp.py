@@ -488,33 +488,13 @@ def measure_and_record(args, cases: list[Case]) -> dict:
             rounds_by_case[case.label] = result["rounds"]
     wall = time.monotonic() - t_start
     settings = {v.name: ddp_settings(v.tuned, v.bucket_mb) for v in (*BASE, *SWEEP, DDP_MPI) if v.side == "ddp"}
-    raw = common.write_raw(
-        args.raw,
-        NAME,
-        merged["samples"],
-        {
-            "machine": m,
-            "unit": "s",
-            "quantity": "seconds per step (steady state)",
-            "ranks": args.ranks,
-            "device": args.device,
-            "lr": args.lr,
-            "cases": [asdict(c) for c in cases],
-            "variants_by_case": variants_by_case,
-            "variant_specs": {v.name: asdict(v) for v in (*BASE, *SWEEP, DDP_MPI)},
-            "rounds_by_case": rounds_by_case,
-            "rounds": min(rounds_by_case.values()),
-            "order": merged["order"],
-            "conditions": merged["conditions"],
-            "ddp_over_mpi": over_mpi,
-            "ddp_settings_by_variant": settings,
-            "ddp_buckets": merged["buckets"],
-            "ours_backends": merged["ours_backends"],
-            "splits": merged["splits"],
-            "wall_s": wall,
-            "raw": common.shown_path(args.raw),
-        },
-    )
+    raw = common.write_record(
+        args, NAME, merged, m, t_start, quantity="seconds per step (steady state)", ranks=args.ranks,
+        device=args.device, lr=args.lr, cases=[asdict(c) for c in cases], variants_by_case=variants_by_case,
+        variant_specs={v.name: asdict(v) for v in (*BASE, *SWEEP, DDP_MPI)}, rounds_by_case=rounds_by_case,
+        rounds=min(rounds_by_case.values()), ddp_over_mpi=over_mpi, ddp_settings_by_variant=settings,
+        ddp_buckets=merged["buckets"], ours_backends=merged["ours_backends"], splits=merged["splits"],
+    )  # fmt: skip
     print(f"raw samples: {raw}; wall {wall:.0f} s")
     return common.read_raw(raw)
 

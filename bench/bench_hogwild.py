@@ -185,11 +185,7 @@ def measure_record(args, counts: list[int]) -> Path:
     largest = max([n + 1 for n in counts] + ([args.train_workers + 1] if args.train_steps else []))
     common.use_launch(common.Launch.for_table(largest))
     m = common.machine()
-    samples: dict = {}
-    contention: dict = {}
-    training: dict = {}
-    order: list = []
-    log: dict = {}
+    samples, contention, training, order, log = {}, {}, {}, [], {}
     with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
         tmp = Path(tmp)
         for n in counts:
@@ -212,23 +208,21 @@ def measure_record(args, counts: list[int]) -> Path:
             "sizes": SIZES,
             "updates": {size: size_updates(numel, args.updates) for size, numel in SIZES.items()},
             "contention": contention,
-            "train": (
-                {
-                    "workers": args.train_workers,
-                    "warmup": args.train_warmup,
-                    "steps": args.train_steps,
-                    "pairs": args.train_pairs,
-                    "windows": args.train_windows,
-                    "model": "lenet",
-                    "dataset": "digits",
-                    "batch": 64,
-                    "order": order,
-                    "conditions": log,
-                    "detail": training,
-                }
-                if args.train_steps
-                else None
-            ),
+            "train": {
+                "workers": args.train_workers,
+                "warmup": args.train_warmup,
+                "steps": args.train_steps,
+                "pairs": args.train_pairs,
+                "windows": args.train_windows,
+                "model": "lenet",
+                "dataset": "digits",
+                "batch": 64,
+                "order": order,
+                "conditions": log,
+                "detail": training,
+            }
+            if args.train_steps
+            else None,  # fmt: skip
             "raw": common.shown_path(args.raw),
             "wall_s": time.monotonic() - t_start,
         },

@@ -34,6 +34,7 @@ COST_MODEL = "paper"
 PAPER_SPEEDUP = {"sync_easgd1": 3.7, "sync_easgd2": 1.3, "sync_easgd3": 1.1}  # the paper's, each over the previous
 TTT = {"model": "lenet", "dataset": "digits", "batch": 64, "lr": 0.05, "warmup": 5}
 HEAVY = {"model": "cifar_alexnet", "dataset": "synthetic32", "batch": 16, "lr": 0.01}
+TTT_QUANTITY = "training seconds through the target step (run.json stop.train_s)"
 TARGET_MAX_STEPS = 600  # the untimed target-step run gives up here
 
 
@@ -274,13 +275,7 @@ def measure(args) -> Path:
             "targets": targets,
             "variants": {"ttt": [vars_of(v) for v in ttt], "heavy": [vars_of(v) for v in heavy]},
             "conditions": conditions,
-            "ttt": {
-                **TTT,
-                "rounds": args.rounds,
-                "order": ttt_order,
-                "detail": ttt_details,
-                "quantity": "training seconds through the target step (run.json stop.train_s)",
-            },
+            "ttt": {**TTT, "rounds": args.rounds, "order": ttt_order, "detail": ttt_details, "quantity": TTT_QUANTITY},
             "heavy": {
                 **HEAVY,
                 "rounds": args.heavy_rounds,
