@@ -120,27 +120,11 @@ def _table(rows: list[list[str]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description="Compare two raw bench records (bench.common.write_raw) and report changes beyond the "
-        "measured noise. Exit 0: nothing changed; 1: something did; 2: bad input.",
-        epilog="Rule: a cell changed when its new median lies outside the old [min, max] widened by its own "
-        "noise (max of --threshold, the files' noise_floor, its A/A floor and its own spread) and, where the "
-        "sizes allow it, the two-sided Mann-Whitney U test gives p < --alpha.",
-    )
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 2)[2])
     parser.add_argument("old", help="the reference run's raw JSON")
     parser.add_argument("new", help="the run to check, raw JSON")
-    parser.add_argument(
-        "--threshold",
-        type=float,
-        default=DEFAULT_THRESHOLD,
-        help=f"smallest noise fraction assumed, whatever the files measured (default {DEFAULT_THRESHOLD})",
-    )
-    parser.add_argument(
-        "--alpha",
-        type=float,
-        default=DEFAULT_ALPHA,
-        help=f"significance level of the Mann-Whitney U test (default {DEFAULT_ALPHA})",
-    )
+    parser.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD, help="smallest noise fraction assumed")
+    parser.add_argument("--alpha", type=float, default=DEFAULT_ALPHA, help="the Mann-Whitney U test's level")
     args = parser.parse_args(argv)
     if not (args.threshold >= 0 and 0 < args.alpha < 1):
         print("compare: --threshold must be >= 0 and --alpha in (0, 1)", file=sys.stderr)

@@ -10,6 +10,7 @@ ratios need ≥ HEADLINE_ROUNDS rounds, every variant (and the A/A twin) once a 
 from __future__ import annotations
 
 import math
+import statistics
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
@@ -27,33 +28,11 @@ def _clean(samples: Iterable[float]) -> list[float]:
     return values
 
 
-def _median(sorted_values: Sequence[float]) -> float:
-    n = len(sorted_values)
-    mid = n // 2
-    return sorted_values[mid] if n % 2 else (sorted_values[mid - 1] + sorted_values[mid]) / 2
-
-
-def _quantile(sorted_values: Sequence[float], q: float) -> float:
-    """Linear interpolation between order statistics (numpy's default, 'inclusive' in `statistics`)."""
-    if len(sorted_values) == 1:
-        return sorted_values[0]
-    pos = q * (len(sorted_values) - 1)
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(sorted_values) - 1)
-    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
-
-
 def summary(samples: Iterable[float]) -> dict:
     """{"n", "median", "min", "max", "q1", "q3"} of the samples (quartiles interpolated linearly)."""
     values = sorted(_clean(samples))
-    return {
-        "n": len(values),
-        "median": _median(values),
-        "min": values[0],
-        "max": values[-1],
-        "q1": _quantile(values, 0.25),
-        "q3": _quantile(values, 0.75),
-    }
+    q1, median, q3 = statistics.quantiles(values, n=4, method="inclusive") if len(values) > 1 else values * 3
+    return {"n": len(values), "median": median, "min": values[0], "max": values[-1], "q1": q1, "q3": q3}
 
 
 # --------------------------------------------------------------- formatting
