@@ -43,25 +43,7 @@ class Case:
 
 
 def parse_cases(text: str) -> list[Case]:
-    """ "lenet:digits:10:60:10,..." → cases; ValueError with a one-line reason."""
-    cases = []
-    for item in filter(None, (part.strip() for part in text.split(","))):
-        parts = item.split(":")
-        if len(parts) != 5:
-            raise ValueError(f"case {item!r} is not MODEL:DATASET:WARMUP:STEPS:EVERY")
-        model, dataset = parts[:2]
-        if dataset not in common.DATASETS:
-            raise ValueError(f"case {item!r}: dataset must be one of {', '.join(common.DATASETS)}")
-        try:
-            warmup, steps, every = (int(x) for x in parts[2:])
-        except ValueError:
-            raise ValueError(f"case {item!r}: WARMUP, STEPS and EVERY must be integers") from None
-        if min(warmup, steps, every) < 1 or steps % warmup or every > steps:
-            raise ValueError(f"case {item!r}: all >= 1, STEPS a multiple of WARMUP, EVERY at most STEPS")
-        cases.append(Case(model, dataset, warmup, steps, every))
-    if not cases:
-        raise ValueError("no case given")
-    return cases
+    return common.parse_cases(text, "MODEL:DATASET:WARMUP:STEPS:EVERY", Case)
 
 
 def case_cells(case: Case) -> tuple[str, str, str]:

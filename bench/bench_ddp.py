@@ -78,27 +78,7 @@ class Case:
 
 
 def parse_cases(text: str) -> list[Case]:
-    """ "lenet:digits:64:20:60,..." → cases (model:dataset:batch:warmup:steps); ValueError with one reason."""
-    cases = []
-    for item in filter(None, (part.strip() for part in text.split(","))):
-        fields = item.split(":")
-        if len(fields) != 5:
-            raise ValueError(f"case {item!r} is not MODEL:DATASET:BATCH:WARMUP:STEPS")
-        model, dataset, *numbers = fields
-        if dataset not in common.DATASETS:
-            raise ValueError(f"case {item!r}: unknown dataset {dataset!r} (one of {', '.join(common.DATASETS)})")
-        try:
-            batch, warmup, steps = (int(x) for x in numbers)
-        except ValueError:
-            raise ValueError(f"case {item!r}: BATCH, WARMUP and STEPS must be integers") from None
-        if min(batch, warmup, steps) < 1 or steps % warmup:
-            raise ValueError(f"case {item!r}: all three must be >= 1 and STEPS a multiple of WARMUP")
-        cases.append(Case(model, dataset, batch, warmup, steps))
-    if not cases:
-        raise ValueError("no case given")
-    if len({c.label for c in cases}) != len(cases):
-        raise ValueError("two cases with the same model and batch")
-    return cases
+    return common.parse_cases(text, "MODEL:DATASET:BATCH:WARMUP:STEPS", Case)
 
 
 def variants_for(sweep: bool, ddp_over_mpi: bool) -> list[Variant]:

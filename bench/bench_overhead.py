@@ -45,21 +45,7 @@ class Case:
 
 
 def parse_cases(text: str) -> list[Case]:
-    """ "64:10:60,4:40:200" → cases (batch:warmup:steps); ValueError with a one-line reason."""
-    cases = []
-    for item in filter(None, (part.strip() for part in text.split(","))):
-        try:
-            batch, warmup, steps = (int(x) for x in item.split(":"))
-        except ValueError:
-            raise ValueError(f"case {item!r} is not BATCH:WARMUP:STEPS (three integers)") from None
-        if min(batch, warmup, steps) < 1 or steps % warmup:
-            raise ValueError(f"case {item!r}: all three must be >= 1 and STEPS a multiple of WARMUP")
-        cases.append(Case(batch, warmup, steps))
-    if not cases:
-        raise ValueError("no case given")
-    if len({c.batch for c in cases}) != len(cases):
-        raise ValueError("two cases with the same batch size")
-    return cases
+    return common.parse_cases(text, "BATCH:WARMUP:STEPS", Case)
 
 
 def cell(variant: str, label: str) -> str:

@@ -279,6 +279,35 @@ def prepare_synthetic32(folder: Path, train_count: int = 512) -> Path:
 DATASETS = {"digits": prepare_digits, "synthetic32": prepare_synthetic32}
 
 
+def parse_cases(text: str, spec: str, make) -> list:
+    """ "lenet:digits:64:10:30,..." → [make(*fields)] by `spec` ("MODEL:DATASET:BATCH:WARMUP:STEPS"; MODEL and
+    DATASET names, the rest integers ≥ 1, STEPS a multiple of WARMUP, EVERY at most STEPS, no two cases with
+    one label); ValueError with a one-line reason."""
+    names, cases = spec.split(":"), []
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        parts = item.split(":")
+        if len(parts) != len(names):
+            raise ValueError(f"case {item!r} is not {spec}")
+        given = dict(zip(names, parts))
+        if given.get("DATASET", "digits") not in DATASETS:
+            raise ValueError(f"case {item!r}: unknown dataset; the dataset must be one of {', '.join(DATASETS)}")
+        try:
+            values = {k: v if k in ("MODEL", "DATASET") else int(v) for k, v in given.items()}
+        except ValueError:
+            raise ValueError(f"case {item!r}: {spec} takes integers after MODEL and DATASET") from None
+        if min(v for v in values.values() if isinstance(v, int)) < 1 or values["STEPS"] % values["WARMUP"]:
+            raise ValueError(f"case {item!r}: numbers >= 1 and STEPS a multiple of WARMUP")
+        if values.get("EVERY", 0) > values["STEPS"]:
+            raise ValueError(f"case {item!r}: EVERY at most STEPS")
+        cases.append(make(*values.values()))
+    if not cases:
+        raise ValueError("no case given")
+    labels = [c.label for c in cases]
+    if len(set(labels)) != len(labels):
+        raise ValueError(f"two cases with the same {next(x for x in labels if labels.count(x) > 1)}")
+    return cases
+
+
 # ---------------------------------------------------------------- training
 
 
