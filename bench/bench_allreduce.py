@@ -271,15 +271,6 @@ def transparent_hugepages() -> str | None:
 # ------------------------------------------------------------------ α-β
 
 
-def network_of(meta: dict):
-    from scaledl.net.alphabeta import Network
-
-    net = meta.get("network") or {}
-    if "alpha_s" not in net:
-        return None
-    return Network(net["alpha_s"], net["beta_s_per_byte"], net.get("gamma_s_per_byte") or 0.0, name="netbench")
-
-
 def predicted_allreduce(net, piece_bytes: list[int], p: int) -> float:
     """α-β-γ seconds of one Allreduce per piece (MPICH's choice by size: recursive doubling up to
     2 KiB, Rabenseifner above), summed over the pieces."""
@@ -455,7 +446,7 @@ def render(record: dict, raw_path: str | None = None) -> tuple[str, str, str, st
     """title, intro, tables and notes of the section, from the raw record alone (`raw_path`: where the
     record lies, named in the notes)."""
     meta = record["meta"]
-    net = network_of(meta)
+    net = common.recorded_network(meta)
     p = meta["ranks"]
     launch = common.Launch.from_dict(record.get("launch")) or common.Launch()
     mark = "†" if p * launch.threads > record["machine"].get("cores", p) else ""
@@ -469,14 +460,7 @@ def render(record: dict, raw_path: str | None = None) -> tuple[str, str, str, st
         rounds=meta["rounds"],
         models=", ".join(model_line(meta, m) for m in meta["sizes"]),
     )
-    if net is None:
-        prediction = f"no prediction: {meta.get('network', {}).get('missing', 'no netbench file')}"
-    else:
-        n = meta["network"]
-        prediction = (
-            f"α = {n['alpha_s'] * 1e6:.3g} µs, β = {n['beta_s_per_byte']:.3g} s/B, "
-            f"γ = {n['gamma_s_per_byte']:.3g} s/B, {n['source']}: {common.netbench_origin(n)}"
-        )
+    prediction = common.network_words(meta)
     tables = (
         common.text("allreduce.limits", p=p, share=f"{2 * (p - 1) / p:.3g}", prediction=prediction)
         + "\n\n"

@@ -302,15 +302,6 @@ def variants_of(record: dict, table: str) -> list[Variant]:
     return [Variant(d["level"], d["workers"], d["twin"]) for d in record["meta"]["variants"][table]]
 
 
-def network_of(record: dict):
-    from scaledl.net.alphabeta import Network
-
-    net = record["meta"].get("network") or {}
-    if "alpha_s" not in net:
-        return None
-    return Network(net["alpha_s"], net["beta_s_per_byte"], net.get("gamma_s_per_byte") or 0.0, name="netbench")
-
-
 def predicted(net, v: Variant, details: list[dict]):
     """scaledl.net.alphabeta.step_cost of the level (its family decides the formula) with the exchange its runs
     used, at their median compute, or None without α-β."""
@@ -549,20 +540,13 @@ def hardware_note(record: dict) -> str:
 def render(record: dict, raw_path: str | None = None) -> tuple[str, str, str, str]:
     """Title, intro, tables and notes, from the raw record alone."""
     meta = record["meta"]
-    net = network_of(record)
+    net = common.recorded_network(meta)
     p = meta["workers"]
     cores = record["machine"].get("cores")
     easgd_ranks = ranks_of("easgd", p)
-    if net is None:
-        prediction = f"no α-β prediction: {(meta.get('network') or {}).get('missing', 'no netbench file')}"
-    else:
-        n = meta["network"]
-        prediction = (
-            f"α = {n['alpha_s'] * 1e6:.3g} µs, β = {n['beta_s_per_byte']:.3g} s/B, "
-            f"γ = {n['gamma_s_per_byte']:.3g} s/B, {n['source']}: {common.netbench_origin(n)}"
-        )
-        if "wall_s" in n and (record.get("launch") or {}).get("yield_poll"):
-            prediction += "; " + common.text("ladder.yielding")
+    prediction = common.network_words(meta)
+    if net is not None and "wall_s" in meta["network"] and (record.get("launch") or {}).get("yield_poll"):
+        prediction += "; " + common.text("ladder.yielding")
     intro = common.text(
         "ladder.intro", p=p, easgd_ranks=easgd_ranks, cores=cores, twin=TWIN, model=COST_MODEL, prediction=prediction
     )

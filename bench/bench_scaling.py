@@ -148,20 +148,12 @@ def noise_floors(record: dict) -> dict:
     return {key: max(_floor(*series[key]) for series in pairs) for key in ("s/step", *SPLIT_KEYS)}
 
 
-def recorded_network(record: dict):
-    """The record's α, β, γ as a scaledl.net.alphabeta.Network, or None where it holds none."""
-    from scaledl.net.alphabeta import Network
-
-    net = record["meta"].get("network")
-    return Network(net["alpha_s"], net["beta_s_per_byte"], net["gamma_s_per_byte"] or 0.0) if net else None
-
-
 def predictions(record: dict, row: dict) -> dict | None:
     """The cost model's prediction for one row, per round: {"exposed_s", "step_s": [T_c(P, round) + comm],
     "formula"}; None without α, β."""
     from scaledl.net.alphabeta import step_cost
 
-    net = recorded_network(record)
+    net = common.recorded_network(record["meta"])
     if net is None:
         return None
     n = record["meta"]["message_bytes"]

@@ -931,6 +931,27 @@ def network(path: Path | None, tmp: Path, bench: str) -> dict:
     }
 
 
+def recorded_network(meta: dict):
+    """A record's α, β, γ (meta["network"], from `network`) as a scaledl.net.alphabeta.Network, or None."""
+    from scaledl.net.alphabeta import Network
+
+    net = meta.get("network") or {}
+    if "alpha_s" not in net:
+        return None
+    return Network(net["alpha_s"], net["beta_s_per_byte"], net.get("gamma_s_per_byte") or 0.0, name="netbench")
+
+
+def network_words(meta: dict) -> str:
+    """Where a record's α, β, γ came from, in words, or why it has none."""
+    n = meta.get("network") or {}
+    if "alpha_s" not in n:
+        return f"no α-β prediction: {n.get('missing', 'no netbench file')}"
+    return (
+        f"α = {n['alpha_s'] * 1e6:.3g} µs, β = {n['beta_s_per_byte']:.3g} s/B, "
+        f"γ = {n['gamma_s_per_byte']:.3g} s/B, {n['source']}: {netbench_origin(n)}"
+    )
+
+
 def netbench_origin(net: dict, raw: Path | None = None) -> str:
     """Whether a section's α, β are the page's own netbench record (bench/raw/netbench.json, its
     netbench section), so a reader can trace every prediction to a table on the same page."""

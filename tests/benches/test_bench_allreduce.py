@@ -124,7 +124,7 @@ def test_render_prints_every_cell_with_n_and_an_aa_row():
 
 def test_render_without_a_network_says_no_prediction():
     _, _, tables, _ = ar.render(hand_made_record())
-    assert "no prediction: no netbench file in this test" in tables
+    assert "no α-β prediction: no netbench file in this test" in tables
     assert "α-β predicts" not in tables
 
 
