@@ -176,17 +176,12 @@ def collective_rows(meta: dict) -> list[dict]:
             for op in ("allreduce", "bcast", "reduce"):
                 model, algorithm = predicted(op, n, int(p), alpha, beta, gamma)
                 simulated = times[f"{op} {n}"]
-                rows.append(
-                    {
-                        "P": p,
-                        "bytes": n,
-                        "collective": op,
-                        "algorithm": algorithm,
-                        "simulated": stats.format_cell(stats.summary([simulated])).split(" [")[0],
-                        "α-β model": stats.format_cell(stats.summary([model])).split(" [")[0],
-                        "simulated ÷ model": f"{simulated / model:.3f}",
-                    }
-                )
+                rows.append({
+                    "P": p, "bytes": n, "collective": op, "algorithm": algorithm,
+                    "simulated": stats.format_cell(stats.summary([simulated])).split(" [")[0],
+                    "α-β model": stats.format_cell(stats.summary([model])).split(" [")[0],
+                    "simulated ÷ model": f"{simulated / model:.3f}",
+                })  # fmt: skip
     return rows
 
 
@@ -227,20 +222,15 @@ def measure_cost(args, data: Path, tmp: Path) -> dict:
 def cost_rows(meta: dict) -> list[dict]:
     rows = []
     for case, runs in meta["cost"].items():
-        ratios = [r["wall_s"] / (r["real_compute_s"] + r["eval_real_s"]) for r in runs]
-        rows.append(
-            {
-                "run": case,
-                "simulated seconds": f"{stats.summary([r['simulated_s'] for r in runs])['median']:.4g}",
-                "simulation wall": stats.format_cell(stats.summary([r["wall_s"] for r in runs])),
-                "real compute inside": stats.format_cell(
-                    stats.summary([r["real_compute_s"] + r["eval_real_s"] for r in runs])
-                ),
-                "wall ÷ compute": stats.format_cell(stats.summary(ratios), unit=None),
-                f"≤ {COST_GOAL}×": "yes" if max(ratios) <= COST_GOAL else "no",
-                "process wall": stats.format_cell(stats.summary([r["process_wall_s"] for r in runs])),
-            }
-        )
+        compute = [r["real_compute_s"] + r["eval_real_s"] for r in runs]
+        ratios = [r["wall_s"] / c for r, c in zip(runs, compute)]
+        cell = lambda key, runs=runs: stats.format_cell(stats.summary([r[key] for r in runs]))  # noqa: E731
+        rows.append({
+            "run": case, "simulated seconds": f"{stats.summary([r['simulated_s'] for r in runs])['median']:.4g}",
+            "simulation wall": cell("wall_s"), "real compute inside": stats.format_cell(stats.summary(compute)),
+            "wall ÷ compute": stats.format_cell(stats.summary(ratios), unit=None),
+            f"≤ {COST_GOAL}×": "yes" if max(ratios) <= COST_GOAL else "no", "process wall": cell("process_wall_s"),
+        })  # fmt: skip
     return rows
 
 
@@ -251,16 +241,11 @@ def validation_rows(record: dict) -> list[dict]:
     for pattern, (_, ranks) in PATTERNS.items():
         measured, simulated = (s[f"{pattern}: {side}"] for side in SIDES)
         r = stats.ratio(simulated, measured)
-        rows.append(
-            {
-                "pattern (P = 2)": pattern,
-                "ranks": ranks,
-                "measured s/step": stats.format_cell(stats.summary(measured)),
-                "simulated s/step": stats.format_cell(stats.summary(simulated)),
-                "simulated ÷ measured": stats.format_ratio(r),
-                f"within ±{GOAL:.0%}": "yes" if abs(r["median"] - 1) <= GOAL else "no",
-            }
-        )
+        rows.append({
+            "pattern (P = 2)": pattern, "ranks": ranks, "measured s/step": stats.format_cell(stats.summary(measured)),
+            "simulated s/step": stats.format_cell(stats.summary(simulated)), "simulated ÷ measured": stats.format_ratio(r),
+            f"within ±{GOAL:.0%}": "yes" if abs(r["median"] - 1) <= GOAL else "no",
+        })  # fmt: skip
     return rows
 
 
