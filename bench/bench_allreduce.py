@@ -122,13 +122,10 @@ def overhead_variants(comm, name: str) -> tuple[dict, dict]:
 
     ours_variant = Variant(lambda: ours.allreduce_sum_(flat.grad), [flat.grad])
     variants = {
-        OURS: ours_variant,
-        RAW: Variant(lambda: comm.Allreduce(MPI.IN_PLACE, raw, op=MPI.SUM), [raw]),
+        OURS: ours_variant, RAW: Variant(lambda: comm.Allreduce(MPI.IN_PLACE, raw, op=MPI.SUM), [raw]),
         RAW_TORCH: Variant(lambda: comm.Allreduce(MPI.IN_PLACE, on_torch, op=MPI.SUM), [flat.grad]),
-        CAT: Variant(cat_allreduce, grads),
-        BUCKET: Variant(bucket_allreduce, grads),
-        OURS_AA: ours_variant,
-    }
+        CAT: Variant(cat_allreduce, grads), BUCKET: Variant(bucket_allreduce, grads), OURS_AA: ours_variant,
+    }  # fmt: skip
     return variants, sizes_of(flat)
 
 
@@ -224,15 +221,9 @@ def worker(out: Path, rounds: int, sample_s: float) -> None:
     torch.set_num_threads(1)
     comm = MPI.COMM_WORLD
     result = {
-        "ranks": comm.Get_size(),
-        "samples": {},
-        "order": {},
-        "conditions": {},
-        "iters": {},
-        "sizes": {},
-        "memcpy_Bps": {},
-        "block_s": {},
-    }
+        "ranks": comm.Get_size(), "samples": {}, "order": {}, "conditions": {}, "iters": {}, "sizes": {},
+        "memcpy_Bps": {}, "block_s": {},
+    }  # fmt: skip
 
     def run(table: str, model: str, make, calibrate: str) -> None:
         t0 = time.monotonic()
@@ -336,12 +327,10 @@ def limits_table(meta: dict, net, models: list[str]) -> str:
         s = meta["sizes"][model]
         rate = meta["memcpy_Bps"][model]
         row = {
-            "model": model,
-            "MB": f"{s['bytes'] / 1e6:.3g}",
-            "tensors": s["tensors"],
+            "model": model, "MB": f"{s['bytes'] / 1e6:.3g}", "tensors": s["tensors"],
             "memcpy at this size": f"{rate / 1e9:.3g} GB/s",
             "copy bound": fmt_seconds(copy_bound(s["bytes"], p, rate)),
-        }
+        }  # fmt: skip
         if net is None:
             row["α-β packed"] = row["α-β per-layer"] = "no prediction"
         else:
@@ -362,17 +351,12 @@ def overhead_table(record: dict, net) -> str:
         predicted = predicted_allreduce(net, [size["bytes"]], p) if net else None
         for v in OVERHEAD_VARIANTS:
             ratio, verdict = ratio_cells(s, model, v, OURS, noise)
-            rows.append(
-                {
-                    "model": model,
-                    "variant": v,
-                    "s/call median [min–max] n": stats.format_cell(stats.summary(s[cell(model, v)])),
-                    "÷ ours": ratio,
-                    "verdict": verdict,
-                    "÷ copy bound": limit_ratio(s[cell(model, v)], bound),
-                    "÷ α-β prediction": limit_ratio(s[cell(model, v)], predicted),
-                }
-            )
+            rows.append({
+                "model": model, "variant": v,
+                "s/call median [min–max] n": stats.format_cell(stats.summary(s[cell(model, v)])), "÷ ours": ratio,
+                "verdict": verdict, "÷ copy bound": limit_ratio(s[cell(model, v)], bound),
+                "÷ α-β prediction": limit_ratio(s[cell(model, v)], predicted),
+            })  # fmt: skip
     return common.table(rows, list(rows[0]))
 
 
@@ -387,38 +371,23 @@ def layers_table(record: dict, net) -> str:
         for v in LAYER_VARIANTS:
             pieces = size["piece_bytes"] if v == PER_LAYER else [size["bytes"]]
             ratio, verdict = ratio_cells(s, model, v, PACKED, noise)
-            rows.append(
-                {
-                    "model": model,
-                    "variant": v,
-                    "messages": len(pieces),
-                    "s/call median [min–max] n": stats.format_cell(stats.summary(s[cell(model, v)])),
-                    "÷ packed": ratio,
-                    "verdict": verdict,
-                    "÷ copy bound": limit_ratio(s[cell(model, v)], bound),
-                    "÷ α-β prediction": limit_ratio(
-                        s[cell(model, v)], predicted_allreduce(net, pieces, p) if net else None
-                    ),
-                }
-            )
+            rows.append({
+                "model": model, "variant": v, "messages": len(pieces),
+                "s/call median [min–max] n": stats.format_cell(stats.summary(s[cell(model, v)])), "÷ packed": ratio,
+                "verdict": verdict, "÷ copy bound": limit_ratio(s[cell(model, v)], bound),
+                "÷ α-β prediction": limit_ratio(s[cell(model, v)], predicted_allreduce(net, pieces, p) if net else None),
+            })  # fmt: skip
         extra = extra_per_message(s[cell(model, PACKED)], s[cell(model, PER_LAYER)], size["tensors"], noise)
         if net:
             alpha_extra = (
                 predicted_allreduce(net, size["piece_bytes"], p) - predicted_allreduce(net, [size["bytes"]], p)
             ) / max(size["tensors"] - 1, 1)
             extra += f"; α-β predicts {fmt_seconds(alpha_extra)}"
-        rows.append(
-            {
-                "model": model,
-                "variant": "extra per message",
-                "messages": f"+{size['tensors'] - 1}",
-                "s/call median [min–max] n": extra,
-                "÷ packed": "",
-                "verdict": "",
-                "÷ copy bound": "",
-                "÷ α-β prediction": "",
-            }
-        )
+        rows.append({
+            "model": model, "variant": "extra per message", "messages": f"+{size['tensors'] - 1}",
+            "s/call median [min–max] n": extra, "÷ packed": "", "verdict": "", "÷ copy bound": "",
+            "÷ α-β prediction": "",
+        })  # fmt: skip
     return common.table(rows, list(rows[0]))
 
 

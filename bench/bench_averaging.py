@@ -115,22 +115,17 @@ def compression_rows(record: dict) -> list[dict]:
             d = details[c]
             r = stats.ratio(s[c], s[base])
             gain = [a["accuracy"] - b["accuracy"] for a, b in zip(d, details[base])]
-            rows.append(
-                {
-                    "algorithm": f"{algorithm} (τ = {tau})",
-                    "codec": codec,
-                    "bytes per round per worker": f"{d[0]['bytes_per_exchange'] / 1e6:.3f} MB",
-                    "bytes per step": f"{d[0]['bytes_per_exchange'] / tau / 1e6:.3f} MB",
-                    "s/step": stats.format_cell(stats.summary(s[c])),
-                    "transfer per step": stats.format_cell(stats.summary(x["transfer_s"] for x in d)),
-                    "÷ fp32": "—" if codec == "fp32" else stats.format_ratio(r),
-                    "verdict": "—" if codec == "fp32" else stats.verdict_text(r, noise),
-                    "accuracy": stats.format_cell(stats.summary(x["accuracy"] for x in d), unit=None),
-                    "accuracy − fp32's (same seed)": "—"
-                    if codec == "fp32"
-                    else stats.format_cell(stats.summary(gain), unit=None),
-                }
-            )
+            rows.append({
+                "algorithm": f"{algorithm} (τ = {tau})", "codec": codec,
+                "bytes per round per worker": f"{d[0]['bytes_per_exchange'] / 1e6:.3f} MB",
+                "bytes per step": f"{d[0]['bytes_per_exchange'] / tau / 1e6:.3f} MB",
+                "s/step": stats.format_cell(stats.summary(s[c])),
+                "transfer per step": stats.format_cell(stats.summary(x["transfer_s"] for x in d)),
+                "÷ fp32": "—" if codec == "fp32" else stats.format_ratio(r),
+                "verdict": "—" if codec == "fp32" else stats.verdict_text(r, noise),
+                "accuracy": stats.format_cell(stats.summary(x["accuracy"] for x in d), unit=None),
+                "accuracy − fp32's (same seed)": "—" if codec == "fp32" else stats.format_cell(stats.summary(gain), unit=None),
+            })  # fmt: skip
     return rows
 
 
@@ -144,16 +139,13 @@ def straggler_rows(record: dict) -> list[dict]:
     for algorithm in STRAGGLED:
         uniform, slowed = straggler_cell(algorithm, None), straggler_cell(algorithm, straggler)
         r = stats.ratio(s[slowed], s[uniform])
-        rows.append(
-            {
-                "algorithm": algorithm + mark.mark(ranks_of(algorithm)),
-                "family": "asynchronous (master)" if algorithm in MASTER_BASED else "synchronous (collectives)",
-                "time to target, uniform": stats.format_cell(stats.summary(s[uniform])),
-                f"with rank 1 × {straggler.split(':')[1]}": stats.format_cell(stats.summary(s[slowed])),
-                "slowdown": stats.format_ratio(r),
-                "verdict": stats.verdict_text(r, noise),
-            }
-        )
+        rows.append({
+            "algorithm": algorithm + mark.mark(ranks_of(algorithm)),
+            "family": "asynchronous (master)" if algorithm in MASTER_BASED else "synchronous (collectives)",
+            "time to target, uniform": stats.format_cell(stats.summary(s[uniform])),
+            f"with rank 1 × {straggler.split(':')[1]}": stats.format_cell(stats.summary(s[slowed])),
+            "slowdown": stats.format_ratio(r), "verdict": stats.verdict_text(r, noise),
+        })  # fmt: skip
     return rows
 
 

@@ -113,22 +113,17 @@ def rows(record: dict) -> list[dict]:
         costs = [d["per_checkpoint_s"] for d in details]
         cost = stats.summary(costs)["median"]
         step_s = stats.summary(s[none])["median"]
-        out.append(
-            {
-                "case": f"{case.label}, P = {meta['ranks']}",
-                "checkpoint size": f"{details[0]['bytes'] / 2**20:.1f} MiB ({details[0]['count']} written per run)",
-                "one checkpoint c": stats.format_cell(stats.summary(costs)),
-                "s/step, none (t)": stats.format_cell(stats.summary(s[none])),
-                "s/step, every K, excl. checkpoints": stats.format_cell(
-                    stats.summary(d["seconds_per_step"] for d in details)
-                ),
-                "s/step, every K, incl.": stats.format_cell(stats.summary(s[every])),
-                "every K ÷ none": stats.format_ratio(r),
-                "verdict": stats.verdict_text(r, noise),
-                "direct cost alone: 1 + c/(K·t)": f"{1 + cost / (case.every * step_s):.3f}×",
-                "share at 300 s (default)": f"{share(cost, DEFAULT_INTERVAL_S):.4%}",
-            }
-        )
+        out.append({
+            "case": f"{case.label}, P = {meta['ranks']}",
+            "checkpoint size": f"{details[0]['bytes'] / 2**20:.1f} MiB ({details[0]['count']} written per run)",
+            "one checkpoint c": stats.format_cell(stats.summary(costs)),
+            "s/step, none (t)": stats.format_cell(stats.summary(s[none])),
+            "s/step, every K, excl. checkpoints": stats.format_cell(stats.summary(d["seconds_per_step"] for d in details)),
+            "s/step, every K, incl.": stats.format_cell(stats.summary(s[every])),
+            "every K ÷ none": stats.format_ratio(r), "verdict": stats.verdict_text(r, noise),
+            "direct cost alone: 1 + c/(K·t)": f"{1 + cost / (case.every * step_s):.3f}×",
+            "share at 300 s (default)": f"{share(cost, DEFAULT_INTERVAL_S):.4%}",
+        })  # fmt: skip
     return out
 
 

@@ -102,22 +102,18 @@ def rows(record: dict) -> list[dict]:
         step_ratio = stats.ratio(s[big], s[small])
         share_ratio = stats.ratio(shares[big], shares[small])
         within = all(abs(r["median"] - 1) <= GOAL for r in (step_ratio, share_ratio))
-        out.append(
-            {
-                "algorithm (P = 2)": f"{algorithm} ({ALGORITHMS[algorithm]} ranks)",
-                "test images": f"{meta['details'][small][0]['test_images']} → {meta['details'][big][0]['test_images']}",
-                "s/step ×1": stats.format_cell(stats.summary(s[small])),
-                f"s/step ×{meta['factor']}": stats.format_cell(stats.summary(s[big])),
-                "s/step ratio": stats.format_ratio(step_ratio),
-                "comm share ×1": stats.format_cell(stats.summary(shares[small]), unit=None),
-                f"comm share ×{meta['factor']}": stats.format_cell(stats.summary(shares[big]), unit=None),
-                "share ratio": stats.format_ratio(share_ratio),
-                "verdict (s/step)": stats.verdict_text(step_ratio, noise),
-                f"within ±{GOAL:.0%}": "yes" if within else "no",
-                "wall ×1 → ×F": f"{stats.summary(d['wall_s'] for d in meta['details'][small])['median']:.1f} s → "
-                f"{stats.summary(d['wall_s'] for d in meta['details'][big])['median']:.1f} s",
-            }
-        )
+        out.append({
+            "algorithm (P = 2)": f"{algorithm} ({ALGORITHMS[algorithm]} ranks)",
+            "test images": f"{meta['details'][small][0]['test_images']} → {meta['details'][big][0]['test_images']}",
+            "s/step ×1": stats.format_cell(stats.summary(s[small])),
+            f"s/step ×{meta['factor']}": stats.format_cell(stats.summary(s[big])),
+            "s/step ratio": stats.format_ratio(step_ratio),
+            "comm share ×1": stats.format_cell(stats.summary(shares[small]), unit=None),
+            f"comm share ×{meta['factor']}": stats.format_cell(stats.summary(shares[big]), unit=None),
+            "share ratio": stats.format_ratio(share_ratio), "verdict (s/step)": stats.verdict_text(step_ratio, noise),
+            f"within ±{GOAL:.0%}": "yes" if within else "no",
+            "wall ×1 → ×F": f"{stats.summary(d['wall_s'] for d in meta['details'][small])['median']:.1f} s → {stats.summary(d['wall_s'] for d in meta['details'][big])['median']:.1f} s",
+        })  # fmt: skip
     return out
 
 

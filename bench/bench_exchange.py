@@ -81,12 +81,9 @@ def exchange_worker(out: Path, numel: int, reps: int, rounds: int) -> None:
         coll.reduce_sum(w_i, total if rank == 0 else None, root=0)
 
     ops = {
-        ALLREDUCE: lambda: world.Allreduce(src, dst, op=MPI.SUM),
-        SYNC: lambda: coll.allreduce_sum(w_i, total),
-        ROOTED: rooted,
-        SENDRECV: send_recv,
-        TURN: turn,
-    }
+        ALLREDUCE: lambda: world.Allreduce(src, dst, op=MPI.SUM), SYNC: lambda: coll.allreduce_sum(w_i, total),
+        ROOTED: rooted, SENDRECV: send_recv, TURN: turn,
+    }  # fmt: skip
     samples = {c: [] for c in CELLS}
     order, log = [], {}
     for r in range(rounds):
@@ -124,13 +121,10 @@ def render(record: dict) -> tuple[str, str, str, str]:
     rows = []
     for c in CELLS:
         cell = stats.summary(s[c])
-        rows.append(
-            {
-                "cell": c,
-                "ms per exchange": stats.format_cell(cell, unit="s"),
-                "GB/s (|W| / time)": f"{meta['bytes'] / cell['median'] / 1e9:.2f}",
-            }
-        )
+        rows.append({
+            "cell": c, "ms per exchange": stats.format_cell(cell, unit="s"),
+            "GB/s (|W| / time)": f"{meta['bytes'] / cell['median'] / 1e9:.2f}",
+        })  # fmt: skip
     lines, judged = [], []
     for this, ref, goal, what in COMPARISONS:
         noise = floors[FAMILY[this]]
@@ -212,18 +206,10 @@ def measure_and_record(args) -> dict:
         result = json.loads(out.read_text())
     wall = time.monotonic() - t_start
     meta = {
-        "machine": m,
-        "unit": "s",
-        "quantity": "seconds per exchange",
-        "numel": numel,
-        "bytes": numel * 4,
-        "reps": args.reps,
-        "rounds": rounds,
-        "order": result["order"],
-        "conditions": result["conditions"],
-        "wall_s": wall,
-        "raw": common.shown_path(args.raw),
-    }
+        "machine": m, "unit": "s", "quantity": "seconds per exchange", "numel": numel, "bytes": numel * 4,
+        "reps": args.reps, "rounds": rounds, "order": result["order"], "conditions": result["conditions"],
+        "wall_s": wall, "raw": common.shown_path(args.raw),
+    }  # fmt: skip
     raw = common.write_raw(args.raw, NAME, result["samples"], meta)
     print(f"raw samples: {raw}; wall {wall:.0f} s")
     return common.read_raw(raw)

@@ -113,10 +113,9 @@ def contend_once(world, window: str, locked: bool, numel: int, k: int) -> dict |
         spans = [(a, b, who) for who, _, _, t in gathered for a, b in t]
         result = {
             "wall_s": max(e for _, _, e, _ in gathered) - min(s for _, s, _, _ in gathered),
-            "epoch_s": sum(b - a for a, b, _ in spans) / len(spans),
-            "overlap": overlapped(spans) / len(spans),
+            "epoch_s": sum(b - a for a, b, _ in spans) / len(spans), "overlap": overlapped(spans) / len(spans),
             "lost": lost_fraction(final.double().sum().item(), n * k, numel),
-        }
+        }  # fmt: skip
     win.free()
     return result
 
@@ -275,17 +274,13 @@ def contention_rows(record: dict) -> tuple[list[dict], list[str]]:
                 k = detail[0]["updates"]
                 median = stats.summary(s[cell])["median"]
                 row = {
-                    "N (ranks)": f"{n} ({n + 1}{mark(n + 1)})",
-                    "vector": size,
-                    "window": window,
-                    "lock": lock + (" [A/A]" if cell == aa else ""),
-                    "N×K": n * k,
+                    "N (ranks)": f"{n} ({n + 1}{mark(n + 1)})", "vector": size, "window": window,
+                    "lock": lock + (" [A/A]" if cell == aa else ""), "N×K": n * k,
                     "wall for N×K": stats.format_cell(stats.summary(s[cell])),
-                    "per update (median)": fmt_s(median / (n * k)),
-                    "epoch": detail_cell(detail, "epoch_s", 1.0, "s"),
+                    "per update (median)": fmt_s(median / (n * k)), "epoch": detail_cell(detail, "epoch_s", 1.0, "s"),
                     "overlapping epochs": detail_cell(detail, "overlap", 100.0, "%"),
                     "lost adds": detail_cell(detail, "lost", 1e6, "ppm"),
-                }
+                }  # fmt: skip
                 reference = first if cell == aa else contention_cell(n, size, window, "exclusive")
                 row["÷ exclusive lock"], row["verdict (lock)"] = ratio_cells(s, cell, reference, noise)
                 if cell == aa:  # its ratio to its twin is in the lock column already
@@ -310,14 +305,12 @@ def training_rows(record: dict) -> tuple[list[dict], str]:
     for cell, algorithm, window in cells:
         detail = train["detail"][cell]
         row = {
-            "algorithm": algorithm + (" [A/A]" if cell == aa else ""),
-            "window": window,
-            "ranks": f"{ranks}{mark(ranks)}",
-            "s/step": stats.format_cell(stats.summary(s[cell])),
+            "algorithm": algorithm + (" [A/A]" if cell == aa else ""), "window": window,
+            "ranks": f"{ranks}{mark(ranks)}", "s/step": stats.format_cell(stats.summary(s[cell])),
             "steps/s (median)": f"{1 / stats.summary(s[cell])['median']:.1f}",
             "lock wait / step": detail_cell(detail, "wait_s", 1.0, "s"),
             "comm / step": detail_cell(detail, "comm_s", 1.0, "s"),
-        }
+        }  # fmt: skip
         reference = first if cell == aa else training_cell(async_of.get(algorithm, algorithm), window)
         row["÷ Async"], row["verdict"] = ratio_cells(s, cell, reference, noise)
         rows.append(row)

@@ -405,20 +405,14 @@ def ttt_tables(record: dict, net) -> str:
             "paper: previous ÷ this": f"{PAPER_SPEEDUP[v.level]}×" if paper else "–",
         }  # fmt: skip
         rows.append(row)
-        step_rows.append(
-            {
-                "level": name,
-                "P": v.workers,
-                "ranks": f"{v.ranks}{dagger(record, v)}",
-                "s/step, median [min–max] n": stats.format_cell(stats.summary([x["seconds_per_step"] for x in d])),
-                "α-β s/step": f"{num(cost.step_s * 1e3)} ms" if cost else "–",
-                "α-β formula": cost.formula if cost else "–",
-                "compute ms/step": spread([x["compute_s"] for x in d], 1e3),
-                "transfer share (h2d+param_copy+comm)": percent([x["transfer_share"] for x in d]),
-                "exposed share (transfer+wait)": percent([x["exposed_share"] for x in d]),
-                "backend": d[0]["backend"],
-            }
-        )
+        step_rows.append({
+            "level": name, "P": v.workers, "ranks": f"{v.ranks}{dagger(record, v)}",
+            "s/step, median [min–max] n": stats.format_cell(stats.summary([x["seconds_per_step"] for x in d])),
+            "α-β s/step": f"{num(cost.step_s * 1e3)} ms" if cost else "–",
+            "α-β formula": cost.formula if cost else "–", "compute ms/step": spread([x["compute_s"] for x in d], 1e3),
+            "transfer share (h2d+param_copy+comm)": percent([x["transfer_share"] for x in d]),
+            "exposed share (transfer+wait)": percent([x["exposed_share"] for x in d]), "backend": d[0]["backend"],
+        })  # fmt: skip
     warm = sorted({x["warmup"] for runs in detail.values() for x in runs})
     t = meta["ttt"]
     return (

@@ -219,19 +219,13 @@ def headline_rows(record: dict) -> list[dict]:
         noise = max(stats.noise_floor(zip(s[a], s[b])) for a, b in twins(s, ours, plain, ours_aa, plain_aa))
         r = stats.ratio(s[ours], s[plain])
         verdict = stats.verdict_text(r, noise)
-        rows.append(
-            {
-                "case": f"{meta['model']}, {case['label']}",
-                "plain s/step": stats.format_cell(stats.summary(s[plain])),
-                "ours s/step": stats.format_cell(stats.summary(s[ours])),
-                "ours ÷ plain": stats.format_ratio(r),
-                "verdict": verdict
-                if stats.verdict(r, noise) in ("no difference", "not resolved")
-                else f"ours {verdict}",
-                f"goal ours ≤ {GOAL}× plain": stats.goal_text(r, GOAL, noise),
-                "loop's own cost, ours − plain": loop_goal_text(loop_goal(record, case["label"])),
-            }
-        )
+        rows.append({
+            "case": f"{meta['model']}, {case['label']}", "plain s/step": stats.format_cell(stats.summary(s[plain])),
+            "ours s/step": stats.format_cell(stats.summary(s[ours])), "ours ÷ plain": stats.format_ratio(r),
+            "verdict": verdict if stats.verdict(r, noise) in ("no difference", "not resolved") else f"ours {verdict}",
+            f"goal ours ≤ {GOAL}× plain": stats.goal_text(r, GOAL, noise),
+            "loop's own cost, ours − plain": loop_goal_text(loop_goal(record, case["label"])),
+        })  # fmt: skip
     return rows
 
 

@@ -112,17 +112,12 @@ def ladder_rows(cells: dict) -> list[dict]:
     for level, _ in LADDER:
         cell = cells[f"ladder {level}"]
         speedup = before / cell["s_per_step"] if before else None
-        rows.append(
-            {
-                "level": level,
-                "s_per_step": cell["s_per_step"],
-                "speedup": f"{speedup:.2f}×" if speedup else "",
-                "paper": f"{PAPER_LADDER[level]}×" if level in PAPER_LADDER else "",
-                "transfer": f"{cell['transfer_share']:.0%}",
-                "exposed": f"{cell['exposed_share']:.0%}",
-                "paper_share": f"{PAPER_SHARE[level]:.0%}" if level in PAPER_SHARE else "",
-            }
-        )
+        rows.append({
+            "level": level, "s_per_step": cell["s_per_step"], "speedup": f"{speedup:.2f}×" if speedup else "",
+            "paper": f"{PAPER_LADDER[level]}×" if level in PAPER_LADDER else "",
+            "transfer": f"{cell['transfer_share']:.0%}", "exposed": f"{cell['exposed_share']:.0%}",
+            "paper_share": f"{PAPER_SHARE[level]:.0%}" if level in PAPER_SHARE else "",
+        })  # fmt: skip
         before = cell["s_per_step"]
     return rows
 

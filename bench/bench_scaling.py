@@ -197,12 +197,9 @@ def scaling_table(record: dict, floors: dict) -> str:
         p, t = row["workers"], s[row["cell"]]
         t1 = s[_reference(record, row)["cell"]]
         entry = {
-            "algorithm": row["algorithm"],
-            "scaling": _scaling_label(record, row),
-            "P": _p_label(record, row),
-            "batch/worker": row["batch"],
-            "s/step": _cell(t),
-        }
+            "algorithm": row["algorithm"], "scaling": _scaling_label(record, row), "P": _p_label(record, row),
+            "batch/worker": row["batch"], "s/step": _cell(t),
+        }  # fmt: skip
         pred = predictions(record, row)
         entry["predicted s/step"] = _cell(pred["step_s"]) if pred else "no prediction"
         entry["measured ÷ predicted"] = stats.format_ratio(stats.ratio(t, pred["step_s"])) if pred else "–"
@@ -229,11 +226,9 @@ def time_table(record: dict, floors: dict) -> str:
         p = row["workers"]
         q = {k: _quantity(record, row["cell"], k) for k in SPLIT_KEYS}
         entry = {
-            "algorithm": row["algorithm"],
-            "scaling": _scaling_label(record, row),
-            "P": _p_label(record, row),
+            "algorithm": row["algorithm"], "scaling": _scaling_label(record, row), "P": _p_label(record, row),
             "compute s/step": _cell(q["compute_s"]),
-        }
+        }  # fmt: skip
         if p == 1:
             entry["compute/sample ÷ P=1"], entry["contention"] = "1 (reference)", "–"
         else:
@@ -268,16 +263,11 @@ def aa_table(record: dict) -> str:
     for algorithm, (base, _) in record["meta"]["aa"].items():
         for label, (first, second) in aa_series(record, algorithm).items():
             floor = _floor(first, second)
-            out.append(
-                {
-                    "cell": base,
-                    "quantity": label.replace("_s", " s/step"),
-                    "first": _cell(first),
-                    "A/A twin": _cell(second),
-                    "twin ÷ first": _ratio_text(second, first),
-                    "noise floor": f"{floor:.1%}" if math.isfinite(floor) else "n/a (a zero sample)",
-                }
-            )
+            out.append({
+                "cell": base, "quantity": label.replace("_s", " s/step"), "first": _cell(first),
+                "A/A twin": _cell(second), "twin ÷ first": _ratio_text(second, first),
+                "noise floor": f"{floor:.1%}" if math.isfinite(floor) else "n/a (a zero sample)",
+            })  # fmt: skip
     return common.table(out, list(out[0]))
 
 
