@@ -423,12 +423,9 @@ def render(record: dict, raw_path: str | None = None) -> tuple[str, str, str, st
         f"{key.split('/')[1]} {n} ({TABLE_LABELS.get(key.split('/')[0], key)})" for key, n in meta["iters"].items()
     )
     intro = common.text(
-        "allreduce.intro",
-        ranks=f"{p}{mark}" + (" († more ranks than cores: time-sliced, unbound)" if mark else ""),
-        iters=iters,
-        rounds=meta["rounds"],
-        models=", ".join(model_line(meta, m) for m in meta["sizes"]),
-    )
+        "allreduce.intro", ranks=f"{p}{mark}" + (" († more ranks than cores: time-sliced, unbound)" if mark else ""),
+        iters=iters, rounds=meta["rounds"], models=", ".join(model_line(meta, m) for m in meta["sizes"]),
+    )  # fmt: skip
     prediction = common.network_words(meta)
     tables = (
         common.text("allreduce.limits", p=p, share=f"{2 * (p - 1) / p:.3g}", prediction=prediction)
@@ -505,13 +502,9 @@ def main(argv: list[str] | None = None) -> int:
     add = parser.add_argument
     add("--ranks", type=int, default=2, help="MPI ranks (default %(default)s)")
     add(
-        "--rounds",
-        "--repeats",
-        type=int,
-        default=5,
-        dest="rounds",
+        "--rounds", "--repeats", type=int, default=5, dest="rounds",
         help="rounds; ≥ 5 for headline ratios (default %(default)s)",
-    )
+    )  # fmt: skip
     add("--sample-ms", type=float, default=40.0, help="about how long one sample lasts (default %(default)s)")
     add(
         "--netbench", type=Path, metavar="FILE", help="α, β, γ from this `scaledl netbench` JSON (default: measure one)"

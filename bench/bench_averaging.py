@@ -49,16 +49,9 @@ def ranks_of(algorithm: str) -> int:
 def compression_run(data: Path, out: Path, algorithm: str, codec: str, steps: int, seed: int) -> dict:
     warmup = max(steps // 10, 1)
     state = common.train(
-        2,
-        data,
-        out,
-        algorithm=algorithm,
-        warmup=warmup,
-        steps=steps - warmup,
-        tau=COMPRESSED[algorithm],
-        compress=codec,
-        seed=seed,
-    )
+        2, data, out, algorithm=algorithm, warmup=warmup, steps=steps - warmup, tau=COMPRESSED[algorithm],
+        compress=codec, seed=seed,
+    )  # fmt: skip
     run = state["run"]
     report = run["algorithm_report"][0]
     return {

@@ -55,17 +55,10 @@ def case_cells(case: Case) -> tuple[str, str, str]:
 def one_run(data: Path, out: Path, case: Case, ranks: int, checkpoints: bool) -> dict:
     """Seconds per step without and with the checkpoint phase, and what one checkpoint cost."""
     state = common.train(
-        ranks,
-        data,
-        out,
-        algorithm="sync_easgd",
-        warmup=case.warmup,
-        steps=case.steps,
-        batch_size=32,
-        model=case.model,
-        checkpoint_every=case.every if checkpoints else None,
+        ranks, data, out, algorithm="sync_easgd", warmup=case.warmup, steps=case.steps, batch_size=32,
+        model=case.model, checkpoint_every=case.every if checkpoints else None,
         checkpoint_interval=None if checkpoints else 0,
-    )
+    )  # fmt: skip
     run = state["run"]
     written = run["checkpoints"]["written"]
     slowest = max(rank["checkpoint_s"] for rank in run["phases"]["per_rank"])

@@ -184,16 +184,8 @@ def ddp_worker(args) -> None:
         pass
     dist.destroy_process_group()
     if rank == 0:
-        Path(args.worker).write_text(
-            json.dumps(
-                {
-                    "seconds_per_step": seconds / args.steps,
-                    "settings": settings,
-                    "buckets": buckets,
-                    "split": means if split else None,
-                }
-            )
-        )
+        found = {"seconds_per_step": seconds / args.steps, "settings": settings, "buckets": buckets}
+        Path(args.worker).write_text(json.dumps({**found, "split": means if split else None}))
 
 
 def ddp_backend(device: str, ranks: int) -> str:
@@ -227,18 +219,9 @@ def run_ours(ranks: int, data: Path, out_dir: Path, args, backend: str | None = 
         options["message"] = variant.message
         options["bucket_mb"] = variant.bucket_mb if variant.message == "bucketed" else None
     return common.train(
-        ranks,
-        data,
-        out_dir,
-        algorithm="sync_sgd",
-        warmup=args.warmup,
-        steps=args.steps,
-        batch_size=args.batch,
-        model=args.model,
-        lr=args.lr,
-        backend=backend or None,
-        **options,
-    )
+        ranks, data, out_dir, algorithm="sync_sgd", warmup=args.warmup, steps=args.steps, batch_size=args.batch,
+        model=args.model, lr=args.lr, backend=backend or None, **options,
+    )  # fmt: skip
 
 
 OURS_SPLIT = ("data_s", "h2d_s", "param_copy_s", "compute_s", "comm_s", "update_s", "wait_s")
@@ -331,10 +314,9 @@ def case_table(record: dict, case: Case, names: list[str]) -> tuple[str, dict]:
         c = aa if n == AA else cell(n, case)
         summary = stats.summary(s[c])
         row = {
-            "variant": n,
-            "s/step median [min–max] n": stats.format_cell(summary),
+            "variant": n, "s/step median [min–max] n": stats.format_cell(summary),
             "samples/s": f"{per_worker / summary['median']:.0f}",
-        }
+        }  # fmt: skip
         for ref, col in ((fastest, "÷ fastest tuned DDP"), ("DDP defaults (gloo)", "÷ DDP defaults")):
             if n == ref:
                 row[col], row[col + " verdict"] = "1 (reference)", "–"
@@ -381,14 +363,9 @@ def render(record: dict) -> tuple[str, str, str, str]:
     launch = common.Launch.from_dict(record["machine"].get("launch")) or common.LAUNCH
     ranks = meta["ranks"]
     intro = common.text(
-        "ddp.intro",
-        ranks=f"{ranks}{launch.mark(ranks)}",
-        device=meta["device"],
-        lr=meta["lr"],
-        margin=f"{MARGIN:.0%}",
-        short=f"{MIN_WARMUP} warm-up + {MIN_STEPS}",
-        rule=stats.RULE,
-    )
+        "ddp.intro", ranks=f"{ranks}{launch.mark(ranks)}", device=meta["device"], lr=meta["lr"],
+        margin=f"{MARGIN:.0%}", short=f"{MIN_WARMUP} warm-up + {MIN_STEPS}", rule=stats.RULE,
+    )  # fmt: skip
     settings = "; ".join(
         f"{name}: " + ", ".join(f"{k}={val}" for k, val in values.items())
         for name, values in meta["ddp_settings_by_variant"].items()

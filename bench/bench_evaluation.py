@@ -41,15 +41,9 @@ def large_test_set(digits: Path, out: Path, factor: int) -> Path:
         train = (f["train/images"][:], f["train/labels"][:])
         test = (np.tile(f["test/images"][:], (factor, 1, 1, 1)), np.tile(f["test/labels"][:], factor))
     write_dataset(
-        out,
-        dataset=info.dataset,
-        train=train,
-        test=test,
-        classes=info.classes,
-        class_names=None,
-        source_sha256=info.source_sha256,
-        chunked=True,
-    )
+        out, dataset=info.dataset, train=train, test=test, classes=info.classes, class_names=None,
+        source_sha256=info.source_sha256, chunked=True,
+    )  # fmt: skip
     return out
 
 

@@ -150,13 +150,9 @@ def render(record: dict) -> tuple[str, str, str, str]:
     )
     launch = common.Launch.from_dict(record["machine"].get("launch")) or common.LAUNCH
     intro = common.text(
-        "exchange.intro",
-        ranks=f"2{launch.mark(2)}",
-        numel=f"{meta['numel']:,}",
-        mb=f"{meta['bytes'] / 1e6:.0f}",
-        reps=meta["reps"],
-        rounds=meta["rounds"],
-    )
+        "exchange.intro", ranks=f"2{launch.mark(2)}", numel=f"{meta['numel']:,}", mb=f"{meta['bytes'] / 1e6:.0f}",
+        reps=meta["reps"], rounds=meta["rounds"],
+    )  # fmt: skip
     notes = common.text("exchange.notes") + common.record_tail(meta, BUDGET_S)
     return TITLE, intro, tables, notes
 
@@ -169,11 +165,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mb", type=float, default=143.0, help="|W| in MB of float32 (default %(default)s)")
     parser.add_argument("--reps", type=int, default=3, help="exchanges per sample (default %(default)s)")
     parser.add_argument(
-        "--rounds",
-        type=int,
-        default=7,
+        "--rounds", type=int, default=7,
         help="at least this many rounds, rounded up to whole Williams designs (at least 6 for the goals) (default %(default)s)",
-    )
+    )  # fmt: skip
     parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)  # internal: the job under mpiexec
     parser.add_argument("--numel", type=int, help=argparse.SUPPRESS)
     common.common_arguments(parser, NAME)

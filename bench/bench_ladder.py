@@ -449,10 +449,9 @@ def heavy_table(record: dict, net) -> str:
         cost = predicted(net, v, d)
         hidden = [x["hidden_s"] for x in d if x.get("hidden_s") is not None]
         row = {
-            "level": f"{v.level}{' [A/A]' if v.twin else ''}",
-            "ranks": f"{v.ranks}{dagger(record, v)}",
+            "level": f"{v.level}{' [A/A]' if v.twin else ''}", "ranks": f"{v.ranks}{dagger(record, v)}",
             "s/step, median [min–max] n": stats.format_cell(stats.summary(s[cell])),
-        }
+        }  # fmt: skip
         prev = previous_of(v, variants)
         if prev is not None:
             row["previous"] = prev.level

@@ -126,16 +126,9 @@ def plain_worker(args) -> None:
 def ours_run(data: Path, out_dir: Path, case: Case, lr: float, model: str) -> dict:
     """Ours' steady-state seconds per step and the parts the plain loop has (plus ours' comm and wait)."""
     state = common.train(
-        1,
-        data,
-        out_dir,
-        algorithm="sync_sgd",
-        warmup=case.warmup,
-        steps=case.steps,
-        batch_size=case.batch,
-        model=model,
-        lr=lr,
-    )
+        1, data, out_dir, algorithm="sync_sgd", warmup=case.warmup, steps=case.steps, batch_size=case.batch,
+        model=model, lr=lr,
+    )  # fmt: skip
     part = lambda key: state.get(key) or 0.0  # noqa: E731 - a phase this run did not time is 0
     return {
         "seconds_per_step": state["seconds_per_step"],
@@ -296,15 +289,10 @@ def render(record: dict) -> tuple[str, str, str, str]:
     meta, s = record["meta"], record["samples"]
     child = meta.get("plain_launch") == "mpiexec -n 1"
     intro = common.text(
-        "overhead.intro",
-        threads=meta["threads"],
-        model=meta["model"],
-        dataset=meta["dataset"],
-        lr=meta["lr"],
+        "overhead.intro", threads=meta["threads"], model=meta["model"], dataset=meta["dataset"], lr=meta["lr"],
         runs="; ".join(f"{c['label']}: {c['warmup']} warm-up + {c['steps']} timed steps" for c in meta["cases"]),
-        rounds=meta["rounds"],
-        plain=common.text("overhead.plain_child" if child else "overhead.plain_in_process"),
-    )
+        rounds=meta["rounds"], plain=common.text("overhead.plain_child" if child else "overhead.plain_in_process"),
+    )  # fmt: skip
     headline = headline_rows(record)
     tables = common.table(headline, list(headline[0]))
     tables += "\n" + common.text(
@@ -349,11 +337,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", default="64:10:60,4:40:200", help="BATCH:WARMUP:STEPS,... (default %(default)s)")
     parser.add_argument(
-        "--rounds",
-        type=int,
-        default=6,
+        "--rounds", type=int, default=6,
         help="at least this many rounds, whole Williams designs, ≥ 6 (default %(default)s)",
-    )
+    )  # fmt: skip
     parser.add_argument("--threads", type=int, default=1, help="threads of both loops (default %(default)s)")
     parser.add_argument("--lr", type=float, default=0.05, help="learning rate (default %(default)s)")
     parser.add_argument("--model", default="lenet", help="model of both loops (default %(default)s)")

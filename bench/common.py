@@ -625,11 +625,9 @@ def common_arguments(parser, name: str | None = None) -> None:
     parser.add_argument("--workdir", type=Path, help="where to put data and runs (default: a temporary folder)")
     if name:
         parser.add_argument(
-            "--raw",
-            type=Path,
-            default=raw_path(name),
+            "--raw", type=Path, default=raw_path(name),
             help=f"JSON file for every raw sample and its metadata (default {raw_path(name).relative_to(REPO)})",
-        )
+        )  # fmt: skip
         parser.add_argument(
             "--render",
             action="store_true",
@@ -787,20 +785,11 @@ def write_raw(path, bench: str, samples: dict[str, list[float]], meta: dict | No
     load_start = meta.pop("load_before", m.get("load_before"))
     m.update(load_after=os.getloadavg()[0], launch=LAUNCH.as_dict())
     record = {
-        "format": RAW_FORMAT,
-        "bench": bench,
-        "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "git": git_state(),
-        "command": [sys.executable, *sys.argv],
-        "env": bench_environment(),
-        "machine": m,
-        "load": {"start": load_start, "end": os.getloadavg()[0]},
-        "launch": LAUNCH.as_dict(),
-        "unit": meta.pop("unit", "s"),
-        "noise_floor": meta.pop("noise_floor", None),
-        "meta": meta,
-        "samples": samples,
-    }
+        "format": RAW_FORMAT, "bench": bench, "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "git": git_state(),
+        "command": [sys.executable, *sys.argv], "env": bench_environment(), "machine": m,
+        "load": {"start": load_start, "end": os.getloadavg()[0]}, "launch": LAUNCH.as_dict(),
+        "unit": meta.pop("unit", "s"), "noise_floor": meta.pop("noise_floor", None), "meta": meta, "samples": samples,
+    }  # fmt: skip
     from scaledl.atomic import write_text  # a reader never sees half a record; shared like any output
 
     write_text(path, json.dumps(record, indent=1, default=str) + "\n")

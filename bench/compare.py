@@ -158,16 +158,10 @@ def main(argv: list[str] | None = None) -> int:
     rows = [["cell", "old median [min–max] n", "new median [min–max] n", "new/old", "noise", "p", "verdict"]]
     for cell, c in result["cells"].items():
         rows.append(
-            [
-                cell,
-                format_cell(c["old"], unit),
-                format_cell(c["new"], unit),
-                f"{c['ratio']['median']:.3f}×",
-                f"±{c['noise']:.1%}",
-                "–" if c["p"] is None else f"{c['p']:.2g}",
-                c["verdict"].upper() if c["flagged"] else c["verdict"],
-            ]
-        )
+            [cell, format_cell(c["old"], unit), format_cell(c["new"], unit), f"{c['ratio']['median']:.3f}×",
+             f"±{c['noise']:.1%}", "–" if c["p"] is None else f"{c['p']:.2g}",
+             c["verdict"].upper() if c["flagged"] else c["verdict"]],
+        )  # fmt: skip
     print(_table(rows))
     for label in ("added", "removed"):
         if result[label]:

@@ -69,11 +69,9 @@ def record_netbench(path: Path, m: dict, raw: Path) -> dict:
     result = json.loads(path.read_text())
     samples = {f"ping-pong {r['bytes']} B": r["samples_s"] for r in result["p2p"]["links"][0]["table"]}
     common.write_raw(
-        raw,
-        "netbench",
-        samples,
+        raw, "netbench", samples,
         {"machine": m, "unit": "s", "netbench": result, "quantity": "one-way time, every repeat"},
-    )
+    )  # fmt: skip
     return common.read_raw(raw)
 
 
