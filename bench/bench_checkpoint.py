@@ -149,10 +149,9 @@ def measure_record(args, cases: list[Case]) -> Path:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--cases",
-        default="lenet:digits:10:60:10,cifar_alexnet:synthetic32:2:8:2",
+        "--cases", default="lenet:digits:10:60:10,cifar_alexnet:synthetic32:2:8:2",
         help="MODEL:DATASET:WARMUP:STEPS:EVERY,... (default %(default)s)",
-    )
+    )  # fmt: skip
     parser.add_argument("--ranks", type=int, default=2, help="ranks of every run (default %(default)s)")
     parser.add_argument("--rounds", type=int, default=5, help="rounds; ≥ 5 for headline ratios (default %(default)s)")
     common.common_arguments(parser, NAME)

@@ -61,9 +61,8 @@ def prepare(tmp: Path) -> dict[str, Path]:
     converter = "scaledl.data.converters.synthetic:imagenet_shaped"
     subprocess.run(
         [sys.executable, "-m", "scaledl", "prepare", "imagenet_shaped", "--converter", converter, "--out", str(big)],
-        check=True,
-        capture_output=True,
-    )
+        check=True, capture_output=True,
+    )  # fmt: skip
     return {"cifar": small, "imagenet": big}
 
 

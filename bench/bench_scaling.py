@@ -303,10 +303,8 @@ def render(record: dict) -> tuple[str, str, str, str]:
     marked = sorted(int(p) for p, mark in meta["marks"].items() if mark)
     if marked:
         notes.append(
-            common.text(
-                "scaling.marked", workers=", ".join(map(str, marked)), cores=record["machine"].get("cores", "?")
-            )
-        )
+            common.text("scaling.marked", workers=", ".join(map(str, marked)), cores=record["machine"].get("cores", "?")),
+        )  # fmt: skip
     net = meta.get("network")
     if net:
         first_rows = {}  # one row per algorithm: its formula is the same at every P

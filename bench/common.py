@@ -629,10 +629,9 @@ def common_arguments(parser, name: str | None = None) -> None:
             help=f"JSON file for every raw sample and its metadata (default {raw_path(name).relative_to(REPO)})",
         )  # fmt: skip
         parser.add_argument(
-            "--render",
-            action="store_true",
+            "--render", action="store_true",
             help="measure nothing: rebuild the section of docs/benchmarks.md from --raw",
-        )
+        )  # fmt: skip
 
 
 def parse_bench_args(parser, argv=None):

@@ -118,10 +118,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-doc", action="store_true", help="print only; leave docs/benchmarks.md alone")
     parser.add_argument("--only", help="comma-separated subset: netbench," + ",".join(BENCHES))
     parser.add_argument(
-        "--render",
-        action="store_true",
+        "--render", action="store_true",
         help="measure nothing: rebuild every section of docs/benchmarks.md from bench/raw/*.json",
-    )
+    )  # fmt: skip
     args = parser.parse_args(argv)
     only = set(args.only.split(",")) if args.only else None
     wanted = lambda name: only is None or name in only  # noqa: E731
