@@ -46,14 +46,12 @@ class Variant:
 OURS = Variant("ours bucketed (gloo)", "ours", "gloo")
 OURS_MPI = Variant("ours bucketed (mpi)", "ours", "mpi")
 BASE = (
-    OURS,
-    Variant("ours bucketed 1 MB (gloo)", "ours", "gloo", bucket_mb=1.0),
-    Variant("ours packed (gloo)", "ours", "gloo", message="packed"),
-    OURS_MPI,
+    OURS, Variant("ours bucketed 1 MB (gloo)", "ours", "gloo", bucket_mb=1.0),
+    Variant("ours packed (gloo)", "ours", "gloo", message="packed"), OURS_MPI,
     Variant("DDP defaults (gloo)", "ddp", "gloo"),
     Variant("DDP tuned 1 MB (gloo)", "ddp", "gloo", bucket_mb=1.0, tuned=True),
     Variant("DDP tuned 25 MB (gloo)", "ddp", "gloo", bucket_mb=25.0, tuned=True),
-)
+)  # fmt: skip
 SWEEP = (
     Variant("ours bucketed 0.25 MB (gloo)", "ours", "gloo", bucket_mb=0.25),
     Variant("DDP tuned 0.25 MB (gloo)", "ddp", "gloo", bucket_mb=0.25, tuned=True),

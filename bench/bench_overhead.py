@@ -223,13 +223,11 @@ def headline_rows(record: dict) -> list[dict]:
 
 
 SPLIT_PARTS = (
-    ("batch (read + normalise)", lambda row: row["data_s"]),
-    ("forward + backward", lambda row: row["compute_s"]),
+    ("batch (read + normalise)", lambda row: row["data_s"]), ("forward + backward", lambda row: row["compute_s"]),
     ("update", lambda row: row["update_s"]),
     ("ours' comm + wait (none at one rank)", lambda row: row.get("comm_wait_s", 0.0)),
-    ("the loop's own (untimed: loop, bookkeeping)", loop_s),
-    ("**step**", lambda row: row["seconds_per_step"]),
-)
+    ("the loop's own (untimed: loop, bookkeeping)", loop_s), ("**step**", lambda row: row["seconds_per_step"]),
+)  # fmt: skip
 
 
 def split_rows(record: dict) -> list[dict]:

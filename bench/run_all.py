@@ -41,20 +41,9 @@ QUICK = {
     "bench_paper_scale.py": ["--nodes", "1,2", "--steps", "4", "--constants", "noise", "--factors", "2"],
 }
 BENCHES = (
-    "allreduce",
-    "ddp",
-    "exchange",
-    "overhead",
-    "scaling",
-    "ladder",
-    "hogwild",
-    "checkpoint",
-    "averaging",
-    "evaluation",
-    "simulation",
-    "phases",
-    "paper_scale",
-)
+    "allreduce", "ddp", "exchange", "overhead", "scaling", "ladder", "hogwild", "checkpoint", "averaging",
+    "evaluation", "simulation", "phases", "paper_scale",
+)  # fmt: skip
 # They print the α-β model's prediction beside measurements, from this run's netbench (measured in the same
 # launch environment as theirs); the ladder measures its own, in its table's environment (MPICH yielding).
 USES_NETBENCH = ("allreduce", "scaling")
@@ -189,13 +178,9 @@ def render_all(wanted, write: bool) -> int:
             netbench_section(common.read_raw(raw), write=write)
             continue
         cmd = [
-            sys.executable,
-            str(HERE / f"bench_{name}.py"),
-            "--render",
-            "--raw",
-            str(raw),
+            sys.executable, str(HERE / f"bench_{name}.py"), "--render", "--raw", str(raw),
             *([] if write else ["--no-doc"]),
-        ]
+        ]  # fmt: skip
         if subprocess.run(cmd, cwd=common.REPO).returncode != 0:
             print(f"run_all: bench_{name}.py --render failed", file=sys.stderr)
             return 1
