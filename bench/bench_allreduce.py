@@ -471,30 +471,13 @@ def measure(args) -> Path:
         + f"; netbench {network.get('wall_s', 0):.1f} s; wall {wall:.0f} s",
         flush=True,
     )
-    return common.write_raw(
-        args.raw,
-        NAME,
-        result["samples"],
-        {
-            "machine": m,
-            "unit": "s",
-            "quantity": "seconds per allreduce call (slowest rank)",
-            "ranks": result["ranks"],
-            "rounds": args.rounds,
-            "sample_ms": args.sample_ms,
-            "overhead_models": list(OVERHEAD_MODELS),
-            "layer_models": list(LAYER_MODELS),
-            "sizes": result["sizes"],
-            "iters": result["iters"],
-            "order": result["order"],
-            "conditions": result["conditions"],
-            "memcpy_Bps": result["memcpy_Bps"],
-            "block_s": result["block_s"],
-            "hugepages": transparent_hugepages(),
-            "network": network,
-            "wall_s": wall,
-        },
-    )
+    return common.write_raw(args.raw, NAME, result["samples"], {
+        "machine": m, "unit": "s", "quantity": "seconds per allreduce call (slowest rank)", "ranks": result["ranks"],
+        "rounds": args.rounds, "sample_ms": args.sample_ms, "overhead_models": list(OVERHEAD_MODELS),
+        "layer_models": list(LAYER_MODELS), "sizes": result["sizes"], "iters": result["iters"],
+        "order": result["order"], "conditions": result["conditions"], "memcpy_Bps": result["memcpy_Bps"],
+        "block_s": result["block_s"], "hugepages": transparent_hugepages(), "network": network, "wall_s": wall,
+    })  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -458,19 +458,17 @@ def heavy_table(record: dict, net) -> str:
             row["speed-up vs previous"], row["this level is"] = ratio_cells(s, cell, prev.cell(HEAVY_TABLE), noise)
         else:
             row["previous"], row["speed-up vs previous"], row["this level is"] = "–", "–", "–"
-        row.update(
-            {
-                "α-β s/step": num(cost.step_s * 1e3) if cost else "–",
-                "compute": spread([x["compute_s"] for x in d], 1e3),
-                "transfer (h2d+param_copy+comm)": spread([x["transfer_s"] for x in d], 1e3),
-                "wait": spread([x["wait_s"] for x in d], 1e3),
-                "exposed (transfer+wait)": spread([x["exposed_s"] for x in d], 1e3),
-                "α-β exchange": num(cost.exchange_s * 1e3) if cost else "–",
-                "hidden (helper − waited)": spread(hidden, 1e3) if hidden else "–",
-                "transfer share": percent([x["transfer_share"] for x in d]),
-                "exposed share": percent([x["exposed_share"] for x in d]),
-            }
-        )
+        row.update({
+            "α-β s/step": num(cost.step_s * 1e3) if cost else "–",
+            "compute": spread([x["compute_s"] for x in d], 1e3),
+            "transfer (h2d+param_copy+comm)": spread([x["transfer_s"] for x in d], 1e3),
+            "wait": spread([x["wait_s"] for x in d], 1e3),
+            "exposed (transfer+wait)": spread([x["exposed_s"] for x in d], 1e3),
+            "α-β exchange": num(cost.exchange_s * 1e3) if cost else "–",
+            "hidden (helper − waited)": spread(hidden, 1e3) if hidden else "–",
+            "transfer share": percent([x["transfer_share"] for x in d]),
+            "exposed share": percent([x["exposed_share"] for x in d]),
+        })  # fmt: skip
         rows.append(row)
     nbytes = h["detail"][variants[0].cell(HEAVY_TABLE)][0]["model_bytes"]
     caption = common.text(

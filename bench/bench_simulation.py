@@ -271,26 +271,12 @@ def measure_record(args) -> Path:
         result = measure_validation(args, data, tmp)
         collectives = measure_collectives(tmp)
         cost = measure_cost(args, data, tmp)
-    return common.write_raw(
-        args.raw,
-        NAME,
-        result["samples"],
-        {
-            "machine": m,
-            "unit": "s",
-            "quantity": "seconds per step (steady state), measured and simulated",
-            "warmup": args.warmup,
-            "steps": args.steps,
-            "rounds": args.rounds,
-            "order": result["order"],
-            "conditions": result["conditions"],
-            "details": result["details"],
-            "collectives": collectives,
-            "cost": cost,
-            "raw": common.shown_path(args.raw),
-            "wall_s": time.monotonic() - t_start,
-        },
-    )
+    return common.write_raw(args.raw, NAME, result["samples"], {
+        "machine": m, "unit": "s", "quantity": "seconds per step (steady state), measured and simulated",
+        "warmup": args.warmup, "steps": args.steps, "rounds": args.rounds, "order": result["order"],
+        "conditions": result["conditions"], "details": result["details"], "collectives": collectives, "cost": cost,
+        "raw": common.shown_path(args.raw), "wall_s": time.monotonic() - t_start,
+    })  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
