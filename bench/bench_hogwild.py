@@ -194,38 +194,18 @@ def measure_record(args, counts: list[int]) -> Path:
         if args.train_steps:
             s, training, order, log = measure_training(args, tmp, common.prepare_digits(tmp))
             samples.update(s)
-    return common.write_raw(
-        args.raw,
-        NAME,
-        samples,
-        {
-            "machine": m,
-            "unit": "s",
-            "quantity": "contention: seconds for N×K updates; training: seconds per step (steady state)",
-            "rounds": args.rounds,
-            "workers": counts,
-            "sizes": SIZES,
-            "updates": {size: size_updates(numel, args.updates) for size, numel in SIZES.items()},
-            "contention": contention,
-            "train": {
-                "workers": args.train_workers,
-                "warmup": args.train_warmup,
-                "steps": args.train_steps,
-                "pairs": args.train_pairs,
-                "windows": args.train_windows,
-                "model": "lenet",
-                "dataset": "digits",
-                "batch": 64,
-                "order": order,
-                "conditions": log,
-                "detail": training,
-            }
-            if args.train_steps
-            else None,  # fmt: skip
-            "raw": common.shown_path(args.raw),
-            "wall_s": time.monotonic() - t_start,
-        },
-    )
+    train = {
+        "workers": args.train_workers, "warmup": args.train_warmup, "steps": args.train_steps,
+        "pairs": args.train_pairs, "windows": args.train_windows, "model": "lenet", "dataset": "digits", "batch": 64,
+        "order": order, "conditions": log, "detail": training,
+    }  # fmt: skip
+    return common.write_raw(args.raw, NAME, samples, {
+        "machine": m, "unit": "s", "rounds": args.rounds, "workers": counts, "sizes": SIZES,
+        "quantity": "contention: seconds for N×K updates; training: seconds per step (steady state)",
+        "updates": {size: size_updates(numel, args.updates) for size, numel in SIZES.items()},
+        "contention": contention, "train": train if args.train_steps else None,
+        "raw": common.shown_path(args.raw), "wall_s": time.monotonic() - t_start,
+    })  # fmt: skip
 
 
 # ----------------------------------------------------------------- rendering
@@ -363,14 +343,8 @@ def render(record: dict) -> tuple[str, str, str, str]:
     rounds = meta["rounds"]
     rows, aa_lines = contention_rows(record)
     ks = ", ".join(f"K = {k} at {size}" for size, k in meta["updates"].items())
-    tables = (
-        common.text("hogwild.contention", ks=ks, rounds=rounds)
-        + "\n\n"
-        + common.table(rows, list(rows[0]))
-        + "\n"
-        + common.text("hogwild.contention_aa", aa="; ".join(aa_lines), rule=stats.RULE)
-        + "\n"
-    )
+    aa = common.text("hogwild.contention_aa", aa="; ".join(aa_lines), rule=stats.RULE)
+    tables = f"{common.text('hogwild.contention', ks=ks, rounds=rounds)}\n\n{common.table(rows, list(rows[0]))}\n{aa}\n"
     train = meta.get("train")
     if train:
         t_rows, aa_line = training_rows(record)

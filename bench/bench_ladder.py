@@ -261,34 +261,17 @@ def measure(args) -> Path:
         "bench_ladder: " + ", ".join(f"{k[:-2]} {s:.0f} s" for k, s in blocks.items()) + f"; wall {wall:.0f} s",
         flush=True,
     )
-    return common.write_raw(
-        args.raw,
-        NAME,
-        {**ttt_samples, **heavy_samples},
-        {
-            "machine": m,
-            "unit": "s",
-            "workers": args.workers,
-            "target": args.target,
-            "cost_model": COST_MODEL,
-            "network": network,
-            "targets": targets,
-            "variants": {"ttt": [vars_of(v) for v in ttt], "heavy": [vars_of(v) for v in heavy]},
-            "conditions": conditions,
-            "ttt": {**TTT, "rounds": args.rounds, "order": ttt_order, "detail": ttt_details, "quantity": TTT_QUANTITY},
-            "heavy": {
-                **HEAVY,
-                "rounds": args.heavy_rounds,
-                "warmup": args.heavy_warmup,
-                "steps": args.heavy_steps,
-                "order": heavy_order,
-                "detail": heavy_details,
-                "quantity": "steady-state seconds per step (workers' mean)",
-            },
-            "blocks_s": blocks,
-            "wall_s": wall,
-        },
-    )
+    ttt_meta = {**TTT, "rounds": args.rounds, "order": ttt_order, "detail": ttt_details, "quantity": TTT_QUANTITY}
+    heavy_meta = {
+        **HEAVY, "rounds": args.heavy_rounds, "warmup": args.heavy_warmup, "steps": args.heavy_steps,
+        "order": heavy_order, "detail": heavy_details, "quantity": "steady-state seconds per step (workers' mean)",
+    }  # fmt: skip
+    variants = {"ttt": [vars_of(v) for v in ttt], "heavy": [vars_of(v) for v in heavy]}
+    return common.write_raw(args.raw, NAME, {**ttt_samples, **heavy_samples}, {
+        "machine": m, "unit": "s", "workers": args.workers, "target": args.target, "cost_model": COST_MODEL,
+        "network": network, "targets": targets, "variants": variants, "conditions": conditions, "ttt": ttt_meta,
+        "heavy": heavy_meta, "blocks_s": blocks, "wall_s": wall,
+    })  # fmt: skip
 
 
 def vars_of(v: Variant) -> dict:

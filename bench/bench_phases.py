@@ -269,35 +269,14 @@ def measure_record(args) -> Path:
                       flush=True)  # fmt: skip
         common.use_launch(launch_for(2))
         probe = run_probe(platform, args.rounds) if not args.no_probe else None
-    return common.write_raw(
-        args.raw,
-        NAME,
-        samples,
-        {
-            "machine": m,
-            "unit": "s",
-            "quantity": "seconds per step (steady state) of the workers, measured and simulated; per phase in details",
-            "warmup": args.warmup,
-            "steps": args.steps,
-            "rounds": args.rounds,
-            "plan": plan,
-            "order": order,
-            "conditions": log,
-            "details": details,
-            "ranks": runs,
-            "platform": {
-                "file": common.shown_path(resolve(platform))
-                if not args.calibrate
-                else f"calibrated ({args.calibrate})",
-                "text": platform_text,
-                "calibration_busy": calibration_load(platform_text),
-            },  # fmt: skip
-            "probe": probe,
-            "staleness": staleness,
-            "raw": common.shown_path(args.raw),
-            "wall_s": time.monotonic() - t_start,
-        },
-    )
+    shown = common.shown_path(resolve(platform)) if not args.calibrate else f"calibrated ({args.calibrate})"
+    platform_meta = {"file": shown, "text": platform_text, "calibration_busy": calibration_load(platform_text)}
+    return common.write_raw(args.raw, NAME, samples, {
+        "machine": m, "unit": "s", "warmup": args.warmup, "steps": args.steps, "rounds": args.rounds,
+        "quantity": "seconds per step (steady state) of the workers, measured and simulated; per phase in details",
+        "plan": plan, "order": order, "conditions": log, "details": details, "ranks": runs, "platform": platform_meta,
+        "probe": probe, "staleness": staleness, "raw": common.shown_path(args.raw), "wall_s": time.monotonic() - t_start,
+    })  # fmt: skip
 
 
 def record_run(samples: dict, details: dict, runs: dict, cell: dict, side: str, ranks: list[dict]) -> None:

@@ -281,24 +281,13 @@ def render(record: dict) -> tuple[str, str, str, str]:
         lr=meta["lr"], warmup=meta["warmup"], steps=meta["steps"], workers=", ".join(map(str, meta["workers"])),
         rounds=f"{rounds} round{'s' if rounds != 1 else ''}", batch=meta["batch"], global_batch=meta["global_batch"],
     )  # fmt: skip
-    tables = (
-        common.text("scaling.steps")
-        + "\n\n"
-        + scaling_table(record, floors).rstrip()
-        + "\n\n"
-        + common.text("scaling.vs_ideal", floor=f"{floors['s/step']:.1%}")
-        + "\n\n"
-        + common.text("scaling.split")
-        + "\n\n"
-        + time_table(record, floors).rstrip()
-        + "\n\n"
-        + common.text("scaling.contention", floor=f"{floors['compute_s']:.1%}")
-        + "\n\n"
-        + common.text("scaling.aa", rule=stats.RULE)
-        + "\n\n"
-        + aa_table(record).rstrip()
-        + "\n"
-    )
+    parts = [
+        common.text("scaling.steps"), scaling_table(record, floors).rstrip(),
+        common.text("scaling.vs_ideal", floor=f"{floors['s/step']:.1%}"), common.text("scaling.split"),
+        time_table(record, floors).rstrip(), common.text("scaling.contention", floor=f"{floors['compute_s']:.1%}"),
+        common.text("scaling.aa", rule=stats.RULE), aa_table(record).rstrip(),
+    ]  # fmt: skip
+    tables = "\n\n".join(parts) + "\n"
     notes = []
     marked = sorted(int(p) for p, mark in meta["marks"].items() if mark)
     if marked:
