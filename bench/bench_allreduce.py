@@ -150,11 +150,9 @@ def layer_variants(comm, name: str) -> tuple[dict, dict]:
 def sizes_of(flat) -> dict:
     size = flat.grad.element_size()
     return {
-        "floats": flat.numel,
-        "bytes": flat.nbytes,
-        "tensors": len(flat.numels),
+        "floats": flat.numel, "bytes": flat.nbytes, "tensors": len(flat.numels),
         "piece_bytes": [n * size for n in flat.numels],
-    }
+    }  # fmt: skip
 
 
 def check_sums(comm, variants: dict) -> None:

@@ -55,11 +55,9 @@ def compression_run(data: Path, out: Path, algorithm: str, codec: str, steps: in
     run = state["run"]
     report = run["algorithm_report"][0]
     return {
-        "seconds_per_step": state["seconds_per_step"],
-        "transfer_s": state["transfer_s"],
-        "bytes_per_exchange": report["bytes_per_exchange"],
-        "accuracy": run["final"]["test_accuracy"],
-    }
+        "seconds_per_step": state["seconds_per_step"], "transfer_s": state["transfer_s"],
+        "bytes_per_exchange": report["bytes_per_exchange"], "accuracy": run["final"]["test_accuracy"],
+    }  # fmt: skip
 
 
 def straggler_run(data: Path, out: Path, algorithm: str, straggler: str | None, target: float, seed: int) -> dict:

@@ -64,11 +64,10 @@ def one_run(data: Path, out: Path, case: Case, ranks: int, checkpoints: bool) ->
     slowest = max(rank["checkpoint_s"] for rank in run["phases"]["per_rank"])
     return {
         "seconds_per_step": state["seconds_per_step"],
-        "with_checkpoints_s": state["seconds_per_step"] + state["checkpoint_s"],
-        "count": len(written),
+        "with_checkpoints_s": state["seconds_per_step"] + state["checkpoint_s"], "count": len(written),
         "per_checkpoint_s": slowest / len(written) if written else None,
         "bytes": written[0]["bytes"] if written else None,
-    }
+    }  # fmt: skip
 
 
 def measure(args, cases: list[Case], tmp: Path) -> dict:

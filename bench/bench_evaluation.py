@@ -64,13 +64,10 @@ def one_run(data: Path, out: Path, algorithm: str, steps: int, every: int) -> di
     common.run_mpi(ALGORITHMS[algorithm], args, timeout=600)
     run = common.read_run(out)
     return {
-        "seconds_per_step": run["seconds_per_step"],
-        "comm_share": run["comm_share"],
-        "wall_s": time.monotonic() - t0,
-        "evaluations": run["evaluation"]["evaluations"],
-        "eval_s": run["evaluation"]["seconds"],
+        "seconds_per_step": run["seconds_per_step"], "comm_share": run["comm_share"], "wall_s": time.monotonic() - t0,
+        "evaluations": run["evaluation"]["evaluations"], "eval_s": run["evaluation"]["seconds"],
         "test_images": run["data"]["n_test"],
-    }
+    }  # fmt: skip
 
 
 def measure(args, tmp: Path) -> dict:

@@ -113,13 +113,9 @@ def find_target_step(data: Path, out: Path, level: str, workers: int, target: fl
             f"{TARGET_MAX_STEPS} steps; lower --target"
         )
     return {
-        "level": level,
-        "workers": workers,
-        "step": step,
-        "accuracy": run["final"]["test_accuracy"],
-        "loss": run["final"]["test_loss"],
-        "eval_every": 1,
-    }
+        "level": level, "workers": workers, "step": step, "accuracy": run["final"]["test_accuracy"],
+        "loss": run["final"]["test_loss"], "eval_every": 1,
+    }  # fmt: skip
 
 
 def per_step(run_dir: Path, warmup: int) -> dict:
@@ -128,20 +124,13 @@ def per_step(run_dir: Path, warmup: int) -> dict:
     state = common.steady_state(run_dir, warmup)
     compute = sum(state[f"{p}_s"] for p in ("data", "compute", "update", "center_update"))
     return {
-        "seconds_per_step": state["seconds_per_step"],
-        "compute_s": compute,
-        "transfer_s": state["transfer_s"],
-        "wait_s": state["wait_s"],
-        "exposed_s": state["exposed_s"],
-        "transfer_share": state["comm_share"],
-        "exposed_share": state["exposed_s"] / state["seconds_per_step"],
-        "steady_steps": state["steps"],
-        "warmup": warmup,
-        "backend": state["run"]["codesign"]["backend"],
-        "exchange": common.run_exchange(state["run"]),
-        "phase_gap": phase_gap(state["run"]),
+        "seconds_per_step": state["seconds_per_step"], "compute_s": compute, "transfer_s": state["transfer_s"],
+        "wait_s": state["wait_s"], "exposed_s": state["exposed_s"], "transfer_share": state["comm_share"],
+        "exposed_share": state["exposed_s"] / state["seconds_per_step"], "steady_steps": state["steps"],
+        "warmup": warmup, "backend": state["run"]["codesign"]["backend"],
+        "exchange": common.run_exchange(state["run"]), "phase_gap": phase_gap(state["run"]),
         "model_bytes": state["run"]["model"]["bytes"],
-    }
+    }  # fmt: skip
 
 
 def phase_gap(run: dict) -> float:
@@ -398,25 +387,16 @@ def ttt_tables(record: dict, net) -> str:
         })  # fmt: skip
     warm = sorted({x["warmup"] for runs in detail.values() for x in runs})
     t = meta["ttt"]
-    return (
-        common.text(
-            "ladder.ttt",
-            target=f"{meta['target']:.0%}",
-            model=t["model"],
-            dataset=t["dataset"],
-            batch=t["batch"],
-            lr=t["lr"],
-            rounds=rounds_text(n),
-        )
-        + "\n\n"
-        + common.table(rows, list(rows[0]))
-        + "\n"
-        + common.text("ladder.ttt_aa", twin=TWIN, aa=stats.format_ratio(aa), floor=f"{noise:.1%}", rule=stats.RULE)
-        + (" " + common.text("ladder.paper_gpu") if record["machine"].get("gpus") == "no GPU" else "")
-        + "\n\n"
-        + common.text("ladder.per_step", warm="/".join(map(str, warm)), rounds=rounds_text(n))
-        + "\n\n"
-        + common.table(step_rows, list(step_rows[0]))
+    caption = common.text(
+        "ladder.ttt", target=f"{meta['target']:.0%}", model=t["model"], dataset=t["dataset"], batch=t["batch"],
+        lr=t["lr"], rounds=rounds_text(n),
+    )  # fmt: skip
+    aa_text = common.text("ladder.ttt_aa", twin=TWIN, aa=stats.format_ratio(aa), floor=f"{noise:.1%}", rule=stats.RULE)
+    if record["machine"].get("gpus") == "no GPU":
+        aa_text += " " + common.text("ladder.paper_gpu")
+    per_step = common.text("ladder.per_step", warm="/".join(map(str, warm)), rounds=rounds_text(n))
+    return f"{caption}\n\n{common.table(rows, list(rows[0]))}\n{aa_text}\n\n{per_step}\n\n" + common.table(
+        step_rows, list(step_rows[0])
     )
 
 

@@ -131,12 +131,10 @@ def ours_run(data: Path, out_dir: Path, case: Case, lr: float, model: str) -> di
     )  # fmt: skip
     part = lambda key: state.get(key) or 0.0  # noqa: E731 - a phase this run did not time is 0
     return {
-        "seconds_per_step": state["seconds_per_step"],
-        "data_s": part("data_s") + part("h2d_s"),
-        "compute_s": part("compute_s"),
-        "update_s": part("update_s"),
+        "seconds_per_step": state["seconds_per_step"], "data_s": part("data_s") + part("h2d_s"),
+        "compute_s": part("compute_s"), "update_s": part("update_s"),
         "comm_wait_s": part("comm_s") + part("wait_s") + part("param_copy_s"),
-    }
+    }  # fmt: skip
 
 
 def measure(args, cases: list[Case], data: Path, tmp: Path) -> dict:
@@ -190,13 +188,9 @@ def loop_goal(record: dict, label: str) -> dict:
     budget = (GOAL - 1) * common.median(s[plain])
     verdict = stats.goal({"ci_low": found.low, "ci_high": found.high, "min": 0, "max": 0}, budget, floor, margin=budget)
     return {
-        "low": found.low,
-        "high": found.high,
-        "coverage": found.coverage,
-        "floor": floor,
-        "budget": budget,
+        "low": found.low, "high": found.high, "coverage": found.coverage, "floor": floor, "budget": budget,
         "goal": verdict,
-    }
+    }  # fmt: skip
 
 
 def loop_goal_text(g: dict) -> str:

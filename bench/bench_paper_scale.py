@@ -47,11 +47,9 @@ def simulate(platform: str, ranks: int, data: Path, model: str, algorithm: str, 
         raise RuntimeError(f"scaledl simulate {algorithm} on {platform} failed: {proc.stderr.strip()[-1500:]}")
     run = common.read_run(out)
     return {
-        "s_per_step": run.get("seconds_per_step"),
-        "transfer_share": run.get("comm_share"),
-        "exposed_share": run.get("exposed_share"),
-        "wall_s": round(time.monotonic() - started, 1),
-    }
+        "s_per_step": run.get("seconds_per_step"), "transfer_share": run.get("comm_share"),
+        "exposed_share": run.get("exposed_share"), "wall_s": round(time.monotonic() - started, 1),
+    }  # fmt: skip
 
 
 def prepare(tmp: Path) -> dict[str, Path]:

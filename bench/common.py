@@ -93,19 +93,12 @@ def machine() -> dict:
 
     mem = memory_gib()
     return {
-        "cpu": cpu_model(),
-        "cores": usable_cores(),
-        "memory": f"{mem:.0f} GiB" if mem else "?",
+        "cpu": cpu_model(), "cores": usable_cores(), "memory": f"{mem:.0f} GiB" if mem else "?",
         "gpus": ", ".join(torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())) or "no GPU",
-        "mpi": mpi_library(),
-        "torch": torch.__version__,
-        "numpy": numpy.__version__,
-        "python": platform.python_version(),
-        "date": time.strftime("%Y-%m-%d %H:%M %Z"),
-        "load_before": os.getloadavg()[0],
-        "git": git_state(),
-        "launch": LAUNCH.as_dict(),
-    }
+        "mpi": mpi_library(), "torch": torch.__version__, "numpy": numpy.__version__,
+        "python": platform.python_version(), "date": time.strftime("%Y-%m-%d %H:%M %Z"),
+        "load_before": os.getloadavg()[0], "git": git_state(), "launch": LAUNCH.as_dict(),
+    }  # fmt: skip
 
 
 def machine_line(m: dict, launch: Launch | None = None) -> str:
@@ -732,14 +725,10 @@ def machine_fingerprint() -> dict:
     except Exception as exc:  # noqa: BLE001 - a fingerprint must never stop a bench from saving its data
         mem = memory_gib()
         return {
-            "cpu": cpu_model_or_unknown(),
-            "cores": usable_cores(),
-            "memory": f"{mem:.0f} GiB" if mem else "?",
-            "python": platform.python_version(),
-            "platform": platform.platform(),
-            "load_before": os.getloadavg()[0],
+            "cpu": cpu_model_or_unknown(), "cores": usable_cores(), "memory": f"{mem:.0f} GiB" if mem else "?",
+            "python": platform.python_version(), "platform": platform.platform(), "load_before": os.getloadavg()[0],
             "partial": f"{type(exc).__name__}: {exc}",
-        }
+        }  # fmt: skip
 
 
 def cpu_model_or_unknown() -> str:

@@ -94,11 +94,9 @@ def compare(old: dict, new: dict, threshold: float = DEFAULT_THRESHOLD, alpha: f
         for c in common
     }
     return {
-        "unit": unit,
-        "cells": cells,
-        "added": [c for c in new["samples"] if c not in old["samples"]],
+        "unit": unit, "cells": cells, "added": [c for c in new["samples"] if c not in old["samples"]],
         "removed": [c for c in old["samples"] if c not in new["samples"]],
-    }
+    }  # fmt: skip
 
 
 def _describe(label: str, path: str, record: dict) -> str:

@@ -123,15 +123,9 @@ def ratio(a_samples: Iterable[float], b_samples: Iterable[float], paired: bool |
         low, high = r.low, r.high
         coverage = exact_median_interval(a, 1.0).coverage * exact_median_interval(b, 1.0).coverage
     return {
-        "median": r.median,
-        "min": r.low,
-        "max": r.high,
-        "n": r.n,
-        "paired": paired,
-        "ci_low": low,
-        "ci_high": high,
+        "median": r.median, "min": r.low, "max": r.high, "n": r.n, "paired": paired, "ci_low": low, "ci_high": high,
         "coverage": coverage,
-    }
+    }  # fmt: skip
 
 
 def _interval(r: dict) -> tuple[float, float]:
