@@ -209,13 +209,10 @@ def scaling_table(record: dict, floors: dict) -> str:
             # Ideal: weak t(P) = t(1); strong P·t(P) = t(1). Both as paired per-round ratios.
             scaled = t if row["scaling"] == "weak" else [p * x for x in t]
             speedup = stats.ratio([p * x for x in t1], t) if row["scaling"] == "weak" else stats.ratio(t1, t)
-            entry.update(
-                {
-                    "efficiency": stats.format_ratio(stats.ratio(t1, scaled)),
-                    "speedup": stats.format_ratio(speedup),
-                    "vs ideal": ideal_verdict(stats.ratio(scaled, t1), floors["s/step"]),
-                }
-            )
+            entry.update({
+                "efficiency": stats.format_ratio(stats.ratio(t1, scaled)), "speedup": stats.format_ratio(speedup),
+                "vs ideal": ideal_verdict(stats.ratio(scaled, t1), floors["s/step"]),
+            })  # fmt: skip
         out.append(entry)
     return common.table(out, list(out[0]))
 
@@ -239,13 +236,10 @@ def time_table(record: dict, floors: dict) -> str:
             entry["compute/sample ÷ P=1"] = stats.format_ratio(r)
             v = stats.verdict(r, floors["compute_s"])
             entry["contention"] = {"slower": "compute grows", "faster": "compute shrinks"}.get(v, v)
-        entry.update(
-            {
-                "exposed s/step": _cell(q["exposed_s"]),
-                "wait s/step": _cell(q["wait_s"]),
-                "transfer s/step": _cell(q["transfer_s"]),
-            }
-        )
+        entry.update({
+            "exposed s/step": _cell(q["exposed_s"]), "wait s/step": _cell(q["wait_s"]),
+            "transfer s/step": _cell(q["transfer_s"]),
+        })  # fmt: skip
         pred = predictions(record, row)
         if pred is None:
             entry["predicted transfer"], entry["transfer ÷ predicted"] = "no prediction", "–"

@@ -125,16 +125,10 @@ def machine_line(m: dict, launch: Launch | None = None) -> str:
 
 @dataclass(frozen=True)
 class Launch:
-    """The one launch environment of every variant in a bench table, ours and peers alike.
-
-    threads: torch/OpenMP threads per rank (OMP_NUM_THREADS; SLURM_CPUS_PER_TASK is removed so that
-    `scaledl train` reads the same number as the peers). thp: THP_MEM_ALLOC_ENABLE=1. yield_poll:
-    MPICH waits by yielding the core (MPIR_CVAR_ENABLE_HEAVY_YIELD=1) instead of busy-polling; chosen
-    once per table, on when any of its cells has more ranks than cores (busy-polling ranks on shared
-    cores starve each other for seconds), so no variant polls differently from the one it is compared
-    with. bind: ranks bound one per core (`-bind-to core`) in every cell that fits the cores; a cell
-    with more ranks than cores runs unbound and is marked † (`mark`).
-    """
+    """The one launch environment of every variant in a bench table, ours and peers alike: threads per rank
+    (OMP_NUM_THREADS; SLURM_CPUS_PER_TASK removed so `scaledl train` reads the same), THP_MEM_ALLOC_ENABLE,
+    MPICH yielding (once per table, on when some cell has more ranks than cores: busy-polling ranks on shared
+    cores starve each other), and one rank per core wherever the cell fits (else unbound, marked †)."""
 
     threads: int = 1
     thp: bool = True
@@ -338,14 +332,9 @@ def priced_exchange(details) -> str:
 
 
 def train(ranks: int, data: Path, out_dir: Path, *, algorithm: str, warmup: int, steps: int, **options) -> dict:
-    """Run `scaledl train` and return its steady-state seconds per step (steps warmup+1 … warmup+steps).
-
-    The center is evaluated only at step 0 and after the loop: an evaluation runs off the clock, but on a
-    helper thread that shares the rank's core (bound, one per core), so one inside the timed steps would
-    slow them, and the peers compared with (DDP, the plain loop) evaluate nothing. `steps` must be a
-    multiple of `warmup`. The seconds are the workers' means over the timeline (`steady_state`); `options`
-    go to `train_argv` (batch_size defaults to 64).
-    """
+    """Run `scaledl train` and return `steady_state` after `warmup` steps (`steps` a multiple of it); `options`
+    go to `train_argv` (batch 64 by default). The center is evaluated only at step 0 and after the loop: an
+    evaluation's helper thread shares the rank's core, and the peers compared with evaluate nothing."""
     if steps % warmup:
         raise ValueError("steps must be a multiple of warmup")
     options.setdefault("batch_size", 64)
@@ -366,12 +355,9 @@ def record_tail(meta: dict, budget_s: float) -> str:
 
 
 def rotating_rounds(bench: str, cells: list[str], rounds: int, measure_one) -> dict:
-    """Every cell once per round, in the order bench.stats.round_order gives for that round.
-
-    measure_one(cell, round_index, position) → (sample, details). Returns {"samples": {cell: [sample per
-    round]}, "details": {cell: [details per round]}, "order": [[cell, ...] per round], "conditions": {cell:
-    [the machine's state per round]}}; prints a line per run.
-    """
+    """Every cell once per round, in the order bench.stats.round_order gives; measure_one(cell, round,
+    position) → (sample, details). {"samples", "details": {cell: [per round]}, "order": [[cell, ...] per
+    round], "conditions": {cell: [the machine's state per round]}}; a line printed per run."""
     from bench import stats
 
     samples = {c: [] for c in cells}
@@ -693,12 +679,8 @@ BENCH_OUTPUTS = ("bench/raw", "docs/benchmarks.md")  # what the benches write: n
 
 
 def git_state(repo: Path = REPO) -> dict:
-    """{"commit": sha or None, "dirty": bool or None}; None where git or the repository is missing.
-
-    Dirty means uncommitted changes outside the benches' own outputs (BENCH_OUTPUTS), so that the
-    records of one `run_all` all say the code was clean, though each bench rewrites its record and
-    its section of the page as it goes.
-    """
+    """{"commit", "dirty"} (None where git or the repository is missing); dirty leaves out BENCH_OUTPUTS, which
+    each bench of one `run_all` rewrites as it goes, so all of its records can say the code was clean."""
 
     def git(*args: str) -> str | None:
         try:
@@ -739,32 +721,23 @@ def cpu_model_or_unknown() -> str:
 
 
 def _check_samples(samples, where: str) -> dict[str, list[float]]:
-    import math
-
     if not isinstance(samples, dict) or not samples:
         raise RawError(f"{where}: 'samples' must be a non-empty object of cell -> list of numbers")
     out = {}
     for cell, values in samples.items():
-        if (
-            not isinstance(values, list)
-            or not values
-            or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in values)
-        ):
+        numbers = isinstance(values, list) and all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) for v in values
+        )
+        if not numbers or not values or not all(math.isfinite(v) for v in values):
             raise RawError(f"{where}: cell {cell!r} must hold a non-empty list of finite numbers")
         out[str(cell)] = [float(v) for v in values]
     return out
 
 
 def write_raw(path, bench: str, samples: dict[str, list[float]], meta: dict | None = None) -> Path:
-    """Write every raw sample of a bench run, with its metadata, to one JSON file at `path` (atomically).
-
-    `samples` maps each cell (a variant, "name [A/A]" for its A/A twin: bench.stats.aa_cell) to all of
-    its samples, in round order. `meta` is free-form (unit, rounds, sizes, ...); these keys are used:
-    "machine" (a `machine()` dict, measured here if absent), "load_before" (the 1-min load average
-    at the bench's start; else the machine's), "unit" (default "s"), "noise_floor" (a fraction, if the
-    bench measured one otherwise than by A/A cells). Recorded as well: the git commit and dirty flag,
-    the command line, the environment variables that matter, the load average now, a timestamp.
-    """
+    """Write every sample of a bench run ({cell: [per round]}, "NAME [A/A]" for a twin) and `meta` to `path`,
+    atomically. Keys of `meta` used here: "machine" (measured if absent), "load_before", "unit" (default "s"),
+    "noise_floor"; recorded too: the git state, the command, the environment that matters, the load, a time."""
     path = Path(path)
     check_raw_destination(path)
     meta = dict(meta or {})

@@ -97,16 +97,10 @@ def median_interval(values: Iterable[float], level: float = LEVEL) -> Interval:
 
 
 def ratio(a_samples: Iterable[float], b_samples: Iterable[float], paired: bool | None = None) -> dict:
-    """`a` over `b` (with times, > 1 means a is slower):
-    {"median", "min", "max", "n", "paired", "ci_low", "ci_high", "coverage"}.
-
-    Paired (the default when both have the same length: sample i of each comes from the same round),
-    the per-round ratios a_i / b_i give the median and the min–max, n is the number of rounds, and
-    ci_low–ci_high is the order-statistic interval of their median, `coverage` its exact coverage.
-    Unpaired, the median is median(a) / median(b) and the bounds, the interval too, are the most extreme
-    ratios the two ranges allow, min(a) / max(b) and max(a) / min(b); n is the smaller sample count and
-    `coverage` the chance that both ranges hold their medians (a lower bound for the ratio's).
-    """
+    """`a` over `b` (times: > 1, a is slower): {"median", "min", "max", "n", "paired", "ci_low", "ci_high",
+    "coverage"}. Paired (by default when the lengths match: sample i of each from round i), from the per-round
+    ratios, ci_low–ci_high the order-statistic interval of their median. Unpaired, median(a) / median(b) within
+    the most extreme ratios the two ranges allow, `coverage` the chance both ranges hold their medians."""
     a, b = _clean(a_samples), _clean(b_samples)
     if paired is None:
         paired = len(a) == len(b)
