@@ -93,32 +93,27 @@ def plain_worker(args) -> None:
     flat.release_grads()  # as ours at one rank: autograd's own .grad, the update view by view
     loader = ShardLoader(args.data, shard=0, num_shards=1, batch_size=args.batch, seed=0)
     normalize = Normalizer(info.mean, info.std, "cpu")
-    parts = {"data_s": 0.0, "compute_s": 0.0, "update_s": 0.0}
-    clock = time.perf_counter
+    clock, parts = time.perf_counter, [0.0, 0.0, 0.0]  # data, forward + backward, update
 
     def step() -> None:
-        t0 = clock()
+        t = [clock()]
         x, y = normalize(*loader.next_batch())
-        t1 = clock()
+        t.append(clock())
         flat.zero_grad()
         F.cross_entropy(model(x), y).backward()
-        t2 = clock()
+        t.append(clock())
         with torch.no_grad():
             for w, grad in flat.pairs():
                 rules.mean_sgd_(w, grad, 1, args.lr)  # sync_sgd's update at one worker
-        t3 = clock()
-        parts["data_s"] += t1 - t0
-        parts["compute_s"] += t2 - t1
-        parts["update_s"] += t3 - t2
+        t.append(clock())
+        parts[:] = [p + b - a for p, a, b in zip(parts, t, t[1:])]
 
-    for _ in range(args.warmup):
+    for i in range(args.warmup + args.steps):
+        if i == args.warmup:
+            parts[:], t0 = [0.0, 0.0, 0.0], clock()
         step()
-    parts.update(dict.fromkeys(parts, 0.0))
-    t0 = clock()
-    for _ in range(args.steps):
-        step()
-    total = clock() - t0
-    result = {"seconds_per_step": total / args.steps, **{k: v / args.steps for k, v in parts.items()}}
+    per = {k: v / args.steps for k, v in zip(("data_s", "compute_s", "update_s"), parts)}
+    result = {"seconds_per_step": (clock() - t0) / args.steps, **per}
     result["gemm_peak"] = common.gemm_peak_flops(args.threads)
     Path(args.worker).write_text(json.dumps(result))
 

@@ -149,14 +149,9 @@ def noise_floor(aa_pairs: Iterable[tuple[float, float]]) -> float:
 
 
 def verdict(r: dict, noise: float) -> str:
-    """What a ratio a/b of times (from `ratio`) says, given the noise floor: one of VERDICTS.
-
-    With [lo, hi] the ratio's interval (the order-statistic interval of its median; the min–max where it
-    has none): "slower" when lo > 1 and the median exceeds 1 + noise; "faster" when hi < 1 and the
-    median is below 1 − noise; "no difference" when the whole interval lies within 1 ± noise (the
-    data exclude a difference larger than the noise); "not resolved" otherwise: the rounds allow a
-    difference beyond the noise but do not show one, so the honest words are "not resolved at ±noise".
-    """
+    """What a ratio a/b of times says against the noise floor (one of VERDICTS), from its interval [lo, hi]:
+    "slower" when lo > 1 and the median exceeds 1 + noise, "faster" the mirror, "no difference" when [lo, hi]
+    lies within 1 ± noise, else "not resolved" (the rounds allow a difference beyond the noise, show none)."""
     if noise < 0:
         raise ValueError("noise must be >= 0")
     low, high = _interval(r)
@@ -193,13 +188,9 @@ GOALS = ("met", "missed", "not certified", "not certifiable")
 
 
 def goal(r: dict, limit: float, floor: float, margin: float | None = None) -> str:
-    """Whether a ratio of times meets a goal "at most `limit`", given the A/A noise floor of its table.
-
-    "not certifiable" when the floor is at least the goal's margin (limit − 1 unless given: a goal on a
-    difference passes its own): two identical cells then differ by as much as the goal allows, so no
-    interval can tell a met goal from a missed one. Else, from the ratio's interval: "met" when it lies
-    wholly at or below the limit, "missed" when wholly above, "not certified" when it straddles the limit.
-    """
+    """A goal "at most `limit`" against the A/A floor: "not certifiable" when the floor is at least the goal's
+    margin (limit − 1, or `margin` for a goal on a difference: identical cells differ by as much as the goal
+    allows); else "met" / "missed" / "not certified" as the interval lies below, above or across the limit."""
     if floor < 0:
         raise ValueError("floor must be >= 0")
     if floor >= (limit - 1 if margin is None else margin):

@@ -162,6 +162,21 @@ def test_the_plain_loop_is_its_own_one_rank_child_under_the_same_launch(tmp_path
     assert bench_overhead.main(argv[1:]) == 0 and launched[-1] == tmp_path / "o.json" and parsed
 
 
+def test_the_plain_worker_writes_its_parts_and_updates_with_our_rule(tmp_path, monkeypatch):
+    """The child's loop itself, in this process (it uses no MPI): 1 + 2 steps, nothing timed is asserted."""
+    from bench import common
+    from scaledl.algorithms import rules
+
+    data, out, calls = common.prepare_digits(tmp_path), tmp_path / "plain.json", []
+    monkeypatch.setattr(rules, "mean_sgd_", lambda w, g, p, lr: calls.append((p, lr)) or w.add_(g, alpha=-lr / p))
+    monkeypatch.setattr(common, "gemm_peak_flops", lambda threads: {"flops_per_s": 1.0, "threads": threads})
+    argv = bench_overhead.plain_argv(data, bench_overhead.Case(4, 1, 2), out, 0.05, "lenet", 1)
+    assert bench_overhead.main(argv[1:]) == 0
+    found = json.loads(out.read_text())
+    assert set(found) == {"seconds_per_step", "data_s", "compute_s", "update_s", "gemm_peak"}
+    assert calls and set(calls) == {(1, 0.05)}  # sync_sgd's rule at one worker, every step
+
+
 def test_an_old_record_with_the_loop_in_process_still_renders_and_says_so(tmp_path):
     record = json.loads(overhead_record(tmp_path).read_text())
     meta = record["meta"]
