@@ -41,14 +41,9 @@ def cell_name(algorithm: str, workers: int, batch: int) -> str:
 
 
 def plan(algorithms, workers, batch: int, global_batch: int) -> dict:
-    """The table's rows and the cells (distinct configurations) they read.
-
-    {"rows": [{"algorithm", "scaling", "workers", "batch", "cell"}],
-     "cells": {name: {"algorithm", "workers", "batch"}}, "aa": {algorithm: [cell, its A/A twin]}}
-
-    Each algorithm's A/A cell is its weak row at the smallest P > 1 (P = 1 if that is all). A strong
-    row that runs the same configuration reads the twin, so the twin costs no extra run there.
-    """
+    """{"rows": [{"algorithm", "scaling", "workers", "batch", "cell"}], "cells": {name: {"algorithm", "workers",
+    "batch"}}, "aa": {algorithm: [cell, twin]}}: each algorithm's A/A cell is its weak row at the smallest P > 1,
+    and a strong row of the same configuration reads the twin (no extra run)."""
     rows, cells, aa = [], {}, {}
     for algorithm in algorithms:
         aa_workers = min([p for p in workers if p > 1], default=1)

@@ -845,10 +845,8 @@ NETBENCH_ARGS = ["--max-size", "16M", "--quiet", "--repeats", "3"]
 
 
 def network(path: Path | None, tmp: Path, bench: str) -> dict:
-    """α, β, γ for a bench's α-β predictions: {"alpha_s", "beta_s_per_byte", "gamma_s_per_byte", "source",
-    "note"} from a `scaledl netbench` file, or from one measured now (2 ranks, in the bench's launch
-    environment); {"missing": reason} when that measurement fails. An unusable `path` ends the bench in
-    one line."""
+    """α, β, γ ({"alpha_s", "beta_s_per_byte", "gamma_s_per_byte", "source", "note"}) from a netbench file, or
+    measured now (2 ranks, the bench's launch); {"missing": reason} when that fails; a bad `path` ends the bench."""
     from scaledl.errors import UserError
     from scaledl.report.comm_model import read_netbench
 

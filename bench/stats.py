@@ -63,11 +63,8 @@ def _scale(value: float, unit: str | None) -> tuple[float, str]:
 
 
 def format_cell(s: dict, unit: str | None = "s", spread: str = "range") -> str:
-    """A summary as "12.3 ms [11.9–13.0] n=5": median [min–max] (or [q1–q3] with spread="iqr") and n.
-
-    `unit` "s" (seconds) and "B/s" are scaled to a readable prefix chosen by the median; any other
-    unit is printed as given; None prints bare numbers.
-    """
+    """A summary as "12.3 ms [11.9–13.0] n=5" (or [q1–q3] with spread="iqr"); units "s" and "B/s" get a prefix
+    chosen by the median, any other is printed as given, None prints bare numbers."""
     factor, name = _scale(s["median"], unit)
     lo, hi = (s["q1"], s["q3"]) if spread == "iqr" else (s["min"], s["max"])
 
@@ -240,11 +237,9 @@ def within_text(r: dict, margin: float, floor: float) -> str:
 
 
 def williams(n: int) -> list[list[int]]:
-    """A Williams design for n cells: rows are rounds, entries cell indices. Every cell takes every position
-    equally often and every ordered pair of different cells is adjacent (one right after the other) equally
-    often, so carry-over from the cell before is balanced too, which a cyclic Latin square does not do (there
-    cell i always follows cell i − 1). n rows for even n; for odd n one square cannot balance pairs, and its
-    n rows are followed by their reverses (2n rows)."""
+    """A Williams design for n cells (rows: rounds of cell indices): every cell in every position, and every
+    ordered pair adjacent, equally often, so carry-over is balanced (a cyclic Latin square fixes each cell's
+    predecessor). n rows for even n; for odd n those rows and their reverses (2n)."""
     if n <= 0:
         return []
     first, low, high = [0], 1, n - 1
