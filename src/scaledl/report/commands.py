@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from scaledl.errors import UserError
+from scaledl.grid import tune as grid_tune
 from scaledl.net.alphabeta import NETWORKS, PAPER_WEAK_SCALING
 from scaledl.report.catalogue import FIGURE_NAMES
 from scaledl.report.plots import FIGURE_FORMATS, X_COLUMNS, Y_COLUMNS, plot_runs
@@ -453,7 +454,6 @@ def tune_arguments(parser: argparse.ArgumentParser) -> None:
 
 def tune_run(args: argparse.Namespace) -> int:
     # lazy: what this subcommand computes with; --help and the other subcommands need none of it
-    from scaledl.grid import tune as grid_tune
     from scaledl.report import tuning
     from scaledl.report.tables import write_table
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from scaledl.atomic import atomic_path
 from scaledl.errors import UserError
+from scaledl.report.identity import differing, settings_text
 from scaledl.run_record import RUN_JSON
 
 if TYPE_CHECKING:  # pandas, through the run reader, only where a figure is drawn: `scaledl plot --help` needs none
@@ -84,8 +85,6 @@ def load_curve(path: str | Path, x: str, y: str) -> Curve:
 def labels(curves: list[Curve]) -> list[str]:
     """Algorithm plus only those variant fields that differ between curves, and the settings that tell two
     curves of one algorithm and variant apart."""
-    from scaledl.report.identity import differing, settings_text
-
     fields = len(curves[0].variant) if curves else 0
     varying = [i for i in range(fields) if len({c.variant[i] for c in curves}) > 1]
     out = []

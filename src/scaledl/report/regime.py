@@ -40,6 +40,7 @@ from scaledl.algorithms import ALGORITHMS
 from scaledl.atomic import atomic_path, write_text
 from scaledl.config import to_argv
 from scaledl.errors import UserError
+from scaledl.grid.regime import TIMING_FREE_PATTERNS
 
 # pandas, the simulator's platforms (torch) and the grid (scipy) are imported where they are used, so that
 # `scaledl --help` and `scaledl regime-map --help` do without them.
@@ -70,8 +71,6 @@ def algorithm_pair(text: str, flag: str = "--claim") -> tuple[str, str]:
 
 def timing_dependent(pair: tuple[str, str]) -> list[str]:
     """The sides whose numerics depend on the timing: their steps to target change with the platform."""
-    from scaledl.grid.regime import TIMING_FREE_PATTERNS  # lazy: the grid's package imports scipy
-
     return [key for key in pair if ALGORITHMS[key].pattern not in TIMING_FREE_PATTERNS]
 
 
