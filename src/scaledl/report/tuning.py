@@ -175,7 +175,7 @@ def shown(x, fmt=fmt_seconds, missing="missed") -> str:
 
 
 def to_target(steps: float, seconds: float, missing: str) -> str:
-    return f"{steps:g} steps, {fmt_seconds(seconds)}" if math.isfinite(steps) else missing
+    return f"{steps:.4g} steps, {fmt_seconds(seconds)}" if math.isfinite(steps) else missing
 
 
 def chosen_markdown(chosen: pd.DataFrame, trials: pd.DataFrame, protocol: dict) -> str:
