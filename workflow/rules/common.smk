@@ -201,12 +201,9 @@ def tune_round_result(round_number):  # a tune round's result: once it exists, S
     return checkpoints.tune_round.get(name=NAME, round=round_number).output[0]
 
 
-def tune_round_trials(wildcards):
-    return tune.trial_files(RUNS, NAME, tune.round_grid(config["tune"], int(wildcards.round), tune_round_result))
-
-
-def tune_final_trials(wildcards):
-    return tune.trial_files(RUNS, NAME, tune.final_grid(config["tune"], tune_round_result))
+def tune_trials(wildcards):  # a round's trials (tune_round), or the last round's (tune)
+    round_number = int(wildcards.round) if "round" in wildcards.keys() else None
+    return tune.round_trial_files(RUNS, NAME, config["tune"], round_number, tune_round_result)
 
 
 def tuned_flags(wildcards, input):

@@ -15,7 +15,7 @@ checkpoint tune_round:
     wildcard_constraints:
         round=r"\d+",
     input:
-        trials=tune_round_trials,
+        trials=tune_trials,
     output:
         "results/{name}/tune/round{round}.json",
     log:
@@ -30,7 +30,7 @@ checkpoint tune_round:
 
 rule tune:
     input:
-        trials=tune_final_trials,
+        trials=tune_trials,
     output:
         csv=report("results/{name}/tune/chosen.csv", category="Tuning"),
         md="results/{name}/tune/chosen.md",

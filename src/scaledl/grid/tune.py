@@ -148,6 +148,13 @@ def trial_files(runs: Mapping[RunKey, Mapping], name: str, lrs: Iterable[float])
     ]
 
 
+def round_trial_files(runs, name: str, settings: Mapping, round_number, round_file: Callable[[int], str]):
+    """The trials a tune job reads: round `round_number`'s (a `tune_round` job), or the last round's (None: the
+    choice)."""
+    grid = final_grid(settings, round_file) if round_number is None else round_grid(settings, round_number, round_file)
+    return trial_files(runs, name, grid)
+
+
 def final_grid(settings: Mapping, round_file: Callable[[int], str]) -> list[float]:
     """The grid of the last round: rounds follow one another until one names no next grid."""
     for round_number in range(2 * settings["extend"] + 1):  # each round widens at least one side
