@@ -417,6 +417,15 @@ class TrainConfig:
         group="grid",
         choices=("best", "runner_up"),
     )
+    tune_seeds: int | None = _setting(
+        None,
+        "this run is a tune trial whose grid point runs this many seeds: it stops at the first evaluation "
+        "where it can no longer be its cell's best or runner-up point, judged from the finished trials "
+        "of the cell beside its folder (exact: its crossing would come later than the runner-up's)",
+        group="grid",
+        type=positive_int,
+        metavar="SEEDS",
+    )
 
 
 # Fields the workflow sets for each run from the grid and the platform; the
@@ -437,6 +446,7 @@ SET_BY_WORKFLOW = (
     "tuned_from",
     "tuned_scale",
     "tuned_pick",
+    "tune_seeds",
 )
 # Decisions about one run folder, never settings of a grid (in the workflow's config a changed flag would
 # also rerun every finished run: Snakemake reruns a job whose command changed).

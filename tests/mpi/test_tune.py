@@ -132,6 +132,57 @@ def test_a_run_scored_on_the_test_split_is_not_a_trial(tmp_path):
         tuning.trial_rows([trial(tmp_path, 0.01, validation=None)])
 
 
+# ---- a trial that can no longer matter stops (scaledl.train.pace)
+
+
+def test_the_pace_to_beat_is_the_runner_up_etas_score_over_finished_points(tmp_path):
+    paths = [
+        *(trial(tmp_path, 0.01, seed=s, accuracy=0.7) for s in (0, 1)),  # missed
+        *(trial(tmp_path, 0.02, seed=s, time=t, step=80) for s, t in ((0, 4.0), (1, 4.4))),  # the best: 4.4 s
+        *(trial(tmp_path, 0.08, seed=s, time=5.0, step=100) for s in (0, 1)),  # the runner-up: 5.0 s
+        trial(tmp_path, 0.16, seed=0, time=1.0, step=20),  # its second seed still runs: not a finished point
+    ]
+    trials = tuning.trial_rows(paths)
+    assert tuning.pace_to_beat(trials, seeds=2) == ("time", 5.0)
+    assert tuning.pace_to_beat(trials, seeds=1) == ("time", 4.4)  # 0.16 (1.0 s) now counts: 0.02 is runner-up
+    assert tuning.pace_to_beat(trials[trials["lr"] != 0.08], seeds=2) is None  # one η reached: no runner-up
+
+
+@pytest.mark.mpi
+def test_a_trial_stops_at_the_first_evaluation_where_it_can_no_longer_be_runner_up(tmp_path, digits_h5):
+    """Two finished points beside it reached the target in 20 and 30 steps (steps decide for sync_sgd): a trial
+    at a tiny η stops at its evaluation of step 30, behind the runner-up, and chosen.md says so; the choice and
+    runner-up are those of the finished points. A sibling of another protocol (budget) is not a bar."""
+    cell = tmp_path / "sync_sgd"
+    protocol = {"max_steps": 200, "target_accuracy": 0.9, "eval_every": 10, "tune_seeds": 1, "algorithm": "sync_sgd"}
+    for lr, step in ((0.2, 20.0), (0.1, 30.0), (0.4, 5.0)):
+        path = trial(tmp_path, lr, algorithm="sync_sgd", time=1.0, step=step)
+        record = json.loads(path.read_text())
+        other = {"max_steps": 100} if lr == 0.4 else {}  # another protocol: ignored
+        record["arguments"].update(protocol, **other)
+        path.write_text(json.dumps(record))
+    out = cell / "lr0.001" / "s0"
+    args = ["--data", str(digits_h5), "--model", "lenet", "--algorithm", "sync_sgd", "--lr", "0.001"]
+    args += ["--validation-fraction", "0.1", "--setting", "lr0.001", "--sweep", "lr", "--seed", "0"]
+    args += [f"--{k.replace('_', '-')}={v}" for k, v in protocol.items() if k != "algorithm"]
+    result = run_train(2, [*args, "--out-dir", str(out)])
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    record = read_run_json(out / "run.json")
+    assert record["stop"]["reason"] == "outpaced" and record["time_to_target_s"] is None
+    assert _steps(out) == [0, 10, 20, 30]  # stopped at step 30: the runner-up crossed at 30.0
+    trials = tuning.trial_rows(sorted(cell.glob("*/s0/run.json")))
+    kept = trials[trials["max_steps"] == 200]
+    chosen = tuning.choose(kept).iloc[0]
+    assert (chosen["lr"], chosen["runner_up_lr"]) == (0.2, 0.1)
+    page = tuning.chosen_markdown(tuning.choose(kept), kept, {"seeds": [0], "lr_grid": {}})
+    assert "stopped: behind the runner-up" in page
+
+
+def _steps(out: Path) -> list[int]:
+    with (out / "metrics.csv").open() as f:
+        return [int(float(row["step"])) for row in csv.DictReader(f)]
+
+
 def test_the_tune_command_writes_the_choice_and_a_round_names_the_next_grid(tmp_path):
     from scaledl.cli import main
 

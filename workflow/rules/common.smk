@@ -178,6 +178,10 @@ def train_flags(wildcards):
     return grid_rules.train_flags(RunKey.parse(wildcards), RUNS, config)
 
 
+def train_priority(wildcards):
+    return tune.priority(RunKey.parse(wildcards), RUNS)
+
+
 def simulated_platform_file(wildcards):
     return platform_of(wildcards)["platform_file"]
 

@@ -41,6 +41,7 @@ rule train:
         "../envs/scaledl.yaml"
     container: None  # the ranks start in the image themselves (mpi_launcher)
     threads: train_threads
+    priority: train_priority  # tune trials by η, largest first: the hopeless ones then stop early
     resources:
         mpi="mpiexec",  # a cluster swaps in its launcher: see slurm/config.yaml
         **TRAIN_RESOURCES,
@@ -101,6 +102,7 @@ rule train_simulated:
     conda:
         "../envs/scaledl.yaml"
     threads: train_threads
+    priority: train_priority  # tune trials by η, largest first: the hopeless ones then stop early
     resources:
         mpi="",
         **TRAIN_RESOURCES,  # tasks is 1: one process

@@ -295,6 +295,7 @@ def trials_of(number: int, config: Mapping, block: Mapping):
                         "sweep": ",".join(names),
                         "tuned_scale": None,
                         "validation_fraction": settings["validation_fraction"],
+                        "tune_seeds": len(tune.trial_seeds(settings)),  # a trial stops once it cannot matter
                     },
                 )
 

@@ -28,6 +28,7 @@ Plain functions of the validated config: no torch, no MPI.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Iterable, Mapping
 
 from scaledl.algorithms import ALGORITHMS, tunable_settings
@@ -84,6 +85,15 @@ def points(algorithm: str, config: Mapping, lrs: Iterable[float]) -> list[dict]:
 def trial_setting(point: Mapping) -> str:
     """The folder of a trial: lr0.004, or lr0.004-beta0.5 with an axis."""
     return "-".join(f"{name}{v:g}" for name, v in point.items())
+
+
+def priority(key: RunKey, runs: Mapping) -> int:
+    """A run's place in Snakemake's queue: a trial with a larger η sooner (it reaches the target or diverges
+    soon, so its cell's pace to beat is known early and the slow small-η trials stop at it:
+    scaledl.train.pace); every other run 0. Which trials stop, not what is chosen, depends on the order."""
+    if key.stage != TUNE_STAGE:
+        return 0
+    return max(1, 40 + round(math.log2(runs[key]["lr"])))
 
 
 def numerics_of(algorithm: str) -> str:

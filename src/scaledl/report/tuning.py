@@ -32,6 +32,7 @@ from scaledl.errors import UserError
 from scaledl.report.runs import read_runs
 from scaledl.report.stats import fmt_seconds
 from scaledl.report.tables import markdown_table
+from scaledl.train.pace import OUTPACED
 
 CELL = ["dataset", "model", "algorithm", "platform", "workers"]
 TUNABLE = ("lr", "beta", "momentum", "tau", "outer_lr", "outer_momentum")
@@ -114,6 +115,7 @@ def points(trials: pd.DataFrame) -> pd.DataFrame:
                 **first[[*CELL, "trial", "tuned", *TUNABLE]].to_dict(),
                 "seeds": len(group),
                 "reached": int(reached.sum()),
+                "outpaced": int((group["stop_reason"] == OUTPACED).sum()),
                 "score": steps if by_steps else time,
                 "scored_by": "steps" if by_steps else "time",
                 "steps_to_target": steps,
@@ -144,6 +146,22 @@ def choose(trials: pd.DataFrame) -> pd.DataFrame:
         )
         chosen.append(best)
     return pd.DataFrame(chosen)
+
+
+def pace_to_beat(trials: pd.DataFrame, seeds: int) -> tuple[str, float] | None:
+    """What a running trial of one cell must beat to matter: ("steps" or "time", the runner-up η's score) over
+    the points whose `seeds` trials have all finished; None while fewer than two η reached the target.
+
+    A trial that has not reached the target when its step (or training clock, where time decides) passes
+    that score crosses later still, and its point's score is its slowest seed's: the point can be neither the
+    choice nor the runner-up, and stopping it then changes neither (finishing points only lower the bar).
+    """
+    scored = points(trials)
+    scored = scored[scored["seeds"] >= seeds]
+    best_per_lr = scored.groupby("lr")["score"].min().sort_values()
+    if len(best_per_lr) < 2 or not math.isfinite(best_per_lr.iloc[1]):
+        return None
+    return str(scored["scored_by"].iloc[0]), float(best_per_lr.iloc[1])
 
 
 def edges(chosen: pd.DataFrame) -> list[str]:
@@ -195,7 +213,9 @@ def chosen_markdown(chosen: pd.DataFrame, trials: pd.DataFrame, protocol: dict) 
         + f". Each point ran seeds {protocol.get('seeds')} on the training set less a held-out "
         f"{protocol.get('validation_fraction')} share and was scored on that share by its slowest seed: steps to "
         "the target where the arithmetic does not depend on timing, else training time (a seed that missed: "
-        "infinite). The test split was never read.",
+        "infinite). A trial stopped at the first evaluation where it could no longer be its cell's best or "
+        "runner-up point (its crossing would come after the runner-up's): neither choice depends on it. "
+        "The test split was never read.",
         "",
         "Trials' own settings: "
         + (", ".join(f"{k} {v}" for k, v in sorted(protocol.get("train", {}).items())) or "their block's"),
@@ -244,7 +264,10 @@ def chosen_markdown(chosen: pd.DataFrame, trials: pd.DataFrame, protocol: dict) 
     lines += ["## Chosen", "", markdown_table(table[columns]), "", "## Every point", ""]
     every = points(trials)
     every = every.assign(
-        to_target=[to_target(s, t, "missed") for s, t in zip(every["steps_to_target"], every["time_to_target_s"])],
+        to_target=[
+            to_target(s, t, "stopped: behind the runner-up" if outpaced else "missed")
+            for s, t, outpaced in zip(every["steps_to_target"], every["time_to_target_s"], every["outpaced"])
+        ],
         accuracy=[f"{x:.4f}" for x in every["best_accuracy"]],
     )
     columns = [*CELL, *[n for n in TUNABLE if every[n].notna().any()], "seeds", "reached", "to_target", "accuracy"]

@@ -1,9 +1,11 @@
 """The master's view of a run: evaluate the center on schedule, record metrics, decide when to stop.
 
-Besides its budgets, a run stops early for two reasons of its own:
+Besides its budgets, a run stops early for reasons of its own:
 `diverged` (a non-finite training or test loss: every later step would be
-wasted) and `interrupted` (SIGINT, SIGTERM or SIGUSR1 on this rank, or a
-peer's stop vote that no budget explains: see StopSignals).
+wasted), `interrupted` (SIGINT, SIGTERM or SIGUSR1 on this rank, or a
+peer's stop vote that no budget explains: see StopSignals) and, for a tune
+trial, `outpaced` (it can no longer be its cell's best or runner-up point:
+scaledl.train.pace). The last is decided at an evaluation, like the target.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from scaledl.progress import duration
 from scaledl.train.checkpoint import CheckpointPolicy
 from scaledl.train.evaluation import CenterEvaluator, Evaluation, Snapshot
 from scaledl.train.outputs import MetricsLog
+from scaledl.train.pace import OUTPACED
 
 INTERRUPTED, DIVERGED = "interrupted", "diverged"
 
@@ -121,8 +124,10 @@ class Monitor:
         refresh_center: Callable[[], None],
         metrics_log: MetricsLog | None = None,
         checkpoints: CheckpointPolicy | None = None,
+        outpaced: Callable[[int, float], bool] | None = None,
     ):
         self.stop_rule = stop_rule
+        self.outpaced = outpaced  # (step, training clock) -> a tune trial that can no longer matter
         self.eval_every = eval_every
         self.timer = timer
         self.evaluator = evaluator
@@ -212,6 +217,8 @@ class Monitor:
             self.stop_reason = DIVERGED
         elif self.stop_reason is None and self.target_step == step:
             self.stop_reason = "target_accuracy"
+        elif self.stop_reason is None and self.outpaced is not None and self.outpaced(step, train_s):
+            self.stop_reason = OUTPACED
         return self.stop_reason is not None
 
     def _check_finite(self, loss: float | None, step: int) -> None:

@@ -36,6 +36,7 @@ from scaledl.run_record import (
 from scaledl.train import checkpoint, provenance
 from scaledl.train.monitor import DIVERGED, INTERRUPTED
 from scaledl.train.outputs import host, save_model, versions, write_metrics, write_timeline
+from scaledl.train.pace import OUTPACED
 
 
 def finish(run) -> None:
@@ -253,6 +254,8 @@ def closing_line(monitor, cfg, out: Path) -> str:
         accuracy = "; time-only: seconds per step, no accuracy (nothing was computed)"
     if monitor.stop_reason == DIVERGED:
         target += f"; the loss was not finite at step {monitor.diverged_at}: try a smaller --lr"
+    if monitor.stop_reason == OUTPACED:
+        target += "; a tune trial that could no longer be its cell's best or runner-up point (--tune-seeds)"
     return (
         f"done: stopped by {monitor.stop_reason} after {monitor.step} steps, {monitor.stop_train_s:.2f} s of "
         f"training{accuracy}{target}; run.json, metrics.csv, timeline.h5 and model.pt in {out}\n"

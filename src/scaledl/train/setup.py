@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
@@ -38,6 +38,7 @@ from scaledl.train import checkpoint
 from scaledl.train.evaluation import CenterEvaluator
 from scaledl.train.monitor import Monitor, StopRule, evaluation_pause
 from scaledl.train.outputs import MetricsLog
+from scaledl.train.pace import Pace
 from scaledl.train.replica_memory import ReplicaBudget, check_replicas
 
 
@@ -251,6 +252,7 @@ def connect(run: TrainingRun) -> TrainingRun:
             refresh_center=run.algo.refresh_center,
             metrics_log=metrics_log(cfg.out_dir),
             checkpoints=checkpoint.policy(cfg),
+            outpaced=Pace(cfg.out_dir, cfg.tune_seeds, asdict(cfg)).passed if cfg.tune_seeds else None,
         )
     return run
 
