@@ -153,7 +153,7 @@ class SkipMode(TorchDispatchMode):
         shapes = self._shapes.get(key) if key is not None else None
         if shapes is None:
             try:
-                shapes = func(*tree_map(_to_meta, args), **tree_map(_to_meta, kwargs))
+                shapes = _as_on_cpu(func, args, func(*tree_map(_to_meta, args), **tree_map(_to_meta, kwargs)))
             except (NotImplementedError, RuntimeError):
                 return func(*args, **kwargs)
             if key is not None:
@@ -180,6 +180,16 @@ def _layout_key(func, args, kwargs):
         else:
             return None
     return tuple(key)
+
+
+def _as_on_cpu(func, args, shapes):
+    """The outputs' layout as the CPU computes them: oneDNN's convolution keeps a channels-last input's layout
+    (the batches are channels-last on a CPU: scaledl.data.loader.Normalizer), where the meta kernel, knowing no
+    backend, returns NCHW; left as they were, the operations after it would be priced on other layouts."""
+    x = args[0] if args else None
+    if func is torch.ops.aten.convolution.default and x.device.type == "cpu" and x.dim() == 4 and x.stride(1) == 1:
+        return shapes.to(memory_format=torch.channels_last)
+    return shapes
 
 
 def _to_meta(value):
