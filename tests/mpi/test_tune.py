@@ -215,6 +215,31 @@ def test_the_tune_command_writes_the_choice_and_a_round_names_the_next_grid(tmp_
     }
 
 
+def test_refine_names_each_cells_points_around_its_choice_and_chosen_md_says_what_moved(tmp_path):
+    from scaledl.cli import main
+
+    protocol = {
+        "lr_grid": {"low": 0.01, "factor": 2, "count": 3},
+        "extend": 0,
+        "refine": True,
+        "seeds": [0],
+        "validation_fraction": 0.1,
+        "tuned": {"async_sgd": ["lr"]},
+    }
+    grid = [trial(tmp_path, lr, time=t, step=10) for lr, t in [(0.01, 3.0), (0.02, 2.0), (0.04, 2.5)]]
+    args = ["tune", *map(str, grid), "--protocol", json.dumps(protocol)]
+    assert main([*args, "--out-round", str(tmp_path / "round0.json")]) == 0
+    result = json.loads((tmp_path / "round0.json").read_text())
+    assert result["next"] is None and result["refine"] == {"digits/lenet/async_sgd/local/p2": [0.01414, 0.02828]}
+    around = [trial(tmp_path, lr, time=t, step=10) for lr, t in [(0.01414, 2.2), (0.02828, 1.5)]]
+    out = tmp_path / "chosen.csv"
+    assert main(["tune", *map(str, grid + around), "--protocol", json.dumps(protocol), "--out-csv", str(out),
+                 "--out-md", str(tmp_path / "chosen.md")]) == 0  # fmt: skip
+    assert [float(r["lr"]) for r in csv.DictReader(out.open())] == [0.02828]
+    page = (tmp_path / "chosen.md").read_text()
+    assert "the choice moved in 1 of 1 cells" in page and "η 0.02 on the grid → 0.02828 refined" in page
+
+
 # ---- the tuned runs' settings
 
 

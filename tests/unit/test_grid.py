@@ -715,7 +715,23 @@ def test_the_rounds_widen_the_grid_on_an_edge_side_up_to_the_limit(tmp_path):
     tune.write_round(str(files[0]), [0.01, 0.02, 0.04], ["high"], wider)
     tune.write_round(str(files[1]), wider, [], None)
     assert tune.round_grid(settings, 1, lambda r: str(files[r])) == wider
-    assert tune.final_grid(settings, lambda r: str(files[r])) == wider
+    assert tune.final_round(settings, lambda r: str(files[r]))["grid"] == wider
+
+
+def test_refine_plans_the_halfway_points_and_the_last_round_names_each_cells_own(tmp_path):
+    tuned = block(algorithms=["async_sgd", "sync_sgd"], tuned=True, scale={})
+    settings = {**TUNE, "extend": 0, "refine": True}
+    runs = grid.expand({**config(tuned), "tune": settings})
+    planned = {runs[k]["lr"] for k in runs if k.stage == "tune" and k.algorithm == "async_sgd"}
+    assert planned == {0.007071, 0.01, 0.01414, 0.02, 0.02828, 0.04, 0.05657}  # the grid and its √2 points
+    assert tune.refined(0.02, 2) == [0.01414, 0.02828]
+    cell = next(k for k in runs if k.stage == "tune" and k.algorithm == "async_sgd")
+    last = str(tmp_path / "round0.json")
+    tune.write_round(last, [0.01, 0.02, 0.04], [], None, {tune.cell_label(cell): tune.refined(0.02, 2)})
+    read = tune.round_trial_files(runs, "n", settings, None, lambda r: last)
+    lrs = {f.split("/lr")[1].split("/")[0] for f in read if "/async_sgd/" in f}
+    assert lrs == {"0.01", "0.02", "0.04", "0.01414", "0.02828"}  # the grid, then its own two points
+    assert not any("0.01414" in f or "0.02828" in f for f in read if "/sync_sgd/" in f)  # not another cell's
 
 
 def test_a_grid_that_cannot_grow_is_refused():

@@ -57,8 +57,22 @@ def lr_grid(settings: Mapping, low_steps: int = 0, high_steps: int = 0) -> list[
 
 
 def every_lr(settings: Mapping) -> list[float]:
-    """The base grid and every extension the limit allows: the values whose trials exist in the grid."""
-    return lr_grid(settings, settings["extend"], settings["extend"])
+    """The base grid and every extension the limit allows, and with `refine` every point halfway (×√factor)
+    between two of them and beyond the ends: the values whose trials exist in the grid."""
+    grid = lr_grid(settings, settings["extend"], settings["extend"])
+    if not settings.get("refine"):
+        return grid
+    return sorted({*grid, *(value(lr * settings["lr_grid"]["factor"] ** half) for lr in grid for half in (-0.5, 0.5))})
+
+
+def refined(lr: float, factor: float) -> list[float]:
+    """The refine round's points around a cell's chosen η: halfway to each neighbour, η × factor^±½."""
+    return [value(lr * factor**-0.5), value(lr * factor**0.5)]
+
+
+def cell_label(cell) -> str:
+    """A cell (RunKey or chosen.csv row) as a round's result names it: dataset/model/algorithm/platform/pP."""
+    return f"{cell.dataset}/{cell.model}/{cell.algorithm}/{cell.platform}/p{int(cell.workers)}"
 
 
 def axes_of(algorithm: str, config: Mapping) -> dict[str, list]:
@@ -159,18 +173,26 @@ def trial_files(runs: Mapping[RunKey, Mapping], name: str, lrs: Iterable[float])
 
 
 def round_trial_files(runs, name: str, settings: Mapping, round_number, round_file: Callable[[int], str]):
-    """The trials a tune job reads: round `round_number`'s (a `tune_round` job), or the last round's (None: the
-    choice)."""
-    grid = final_grid(settings, round_file) if round_number is None else round_grid(settings, round_number, round_file)
-    return trial_files(runs, name, grid)
+    """The trials a tune job reads: round `round_number`'s (a `tune_round` job), or the last round's with the
+    refine points it named for each cell (None: the choice)."""
+    if round_number is not None:
+        return trial_files(runs, name, round_grid(settings, round_number, round_file))
+    last = final_round(settings, round_file)
+    refine = last.get("refine") or {}
+    around = [
+        f"{run_dir(key, name)}/run.json"
+        for key, run in runs.items()
+        if key.stage == TUNE_STAGE and value(run["lr"]) in refine.get(cell_label(key), ())
+    ]
+    return trial_files(runs, name, last["grid"]) + around
 
 
-def final_grid(settings: Mapping, round_file: Callable[[int], str]) -> list[float]:
-    """The grid of the last round: rounds follow one another until one names no next grid."""
+def final_round(settings: Mapping, round_file: Callable[[int], str]) -> dict:
+    """The last round's result: rounds follow one another until one names no next grid."""
     for round_number in range(2 * settings["extend"] + 1):  # each round widens at least one side
         result = read_round(round_file(round_number))
         if result["next"] is None:
-            return result["grid"]
+            return result
     raise TuneError(f"{round_file(round_number)}: more tune rounds than tune.extend allows; delete tune/round*.json")
 
 
@@ -193,8 +215,13 @@ def read_round(path: str) -> dict:
         return json.load(f)
 
 
-def write_round(path: str, grid: list[float], edges: Iterable[str], following: list[float] | None) -> None:
-    write_text(path, json.dumps({"grid": grid, "edges": sorted(set(edges)), "next": following}) + "\n")
+def write_round(
+    path: str, grid: list[float], edges: Iterable[str], following: list[float] | None, refine: Mapping | None = None
+) -> None:
+    """A round's result: its grid and edges, the next round's grid (None: the last round) and, in the last round
+    of a config with `refine`, the points each cell runs around its choice before the choice is made."""
+    result = {"grid": grid, "edges": sorted(set(edges)), "next": following}
+    write_text(path, json.dumps({**result, **({"refine": dict(refine)} if refine else {})}) + "\n")
 
 
 def protocol(runs: Mapping, config: Mapping) -> str:
@@ -206,6 +233,7 @@ def protocol(runs: Mapping, config: Mapping) -> str:
         {
             "lr_grid": settings["lr_grid"],
             "extend": settings["extend"],
+            "refine": bool(settings.get("refine")),
             "axes": settings.get("axes") or {},
             "seeds": trial_seeds(settings),
             "validation_fraction": settings["validation_fraction"],

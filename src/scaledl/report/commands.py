@@ -466,10 +466,12 @@ def tune_run(args: argparse.Namespace) -> int:
         grid = sorted({grid_tune.value(lr) for lr in trials["lr"]})
         edges = tuning.edges(chosen)
         following = grid_tune.next_grid(protocol, grid, edges) if protocol else None
-        grid_tune.write_round(str(args.out_round), grid, edges, following)
+        refine = tuning.refine_points(chosen, protocol) if following is None else {}
+        grid_tune.write_round(str(args.out_round), grid, edges, following, refine)
         print(
             f"wrote {args.out_round}: {plural(len(chosen), 'cell')}, edges {', '.join(edges) or 'none'}; "
             + (f"next round widens the grid to {following[0]:g}–{following[-1]:g}" if following else "the last round")
+            + (f"; each cell's choice refined by η × {protocol['lr_grid']['factor']:g}^±½" if refine else "")
         )
         return 0
     write_table(

@@ -29,6 +29,7 @@ import pandas as pd
 
 from scaledl.algorithms import ALGORITHMS
 from scaledl.errors import UserError
+from scaledl.grid import tune as grid_tune
 from scaledl.report.runs import read_runs
 from scaledl.report.stats import fmt_seconds
 from scaledl.report.tables import markdown_table
@@ -164,6 +165,28 @@ def pace_to_beat(trials: pd.DataFrame, seeds: int) -> tuple[str, float] | None:
     return str(scored["scored_by"].iloc[0]), float(best_per_lr.iloc[1])
 
 
+def refine_points(chosen: pd.DataFrame, protocol: dict) -> dict[str, list[float]]:
+    """With the protocol's `refine`: each cell's points around its choice (η × factor^±½), by cell label."""
+    if not protocol.get("refine"):
+        return {}
+    factor = protocol["lr_grid"]["factor"]
+    return {grid_tune.cell_label(row): grid_tune.refined(row.lr, factor) for row in chosen.itertuples()}
+
+
+def refine_changes(chosen: pd.DataFrame, trials: pd.DataFrame, protocol: dict) -> list[str]:
+    """With `refine`: one line per cell whose choice the refine points moved (its grid choice → its choice)."""
+    if not protocol.get("refine"):
+        return []
+    on_grid = set(grid_tune.lr_grid(protocol, protocol["extend"], protocol["extend"]))
+    grid_choice = choose(trials[trials["lr"].isin(on_grid)]).set_index(CELL)["lr"]
+    return [
+        f"{row.algorithm} on {row.platform}, p{row.workers}: η {grid_choice[tuple(getattr(row, c) for c in CELL)]:g} "
+        f"on the grid → {row.lr:g} refined"
+        for row in chosen.itertuples()
+        if grid_choice.get(tuple(getattr(row, c) for c in CELL)) != row.lr
+    ]
+
+
 def edges(chosen: pd.DataFrame) -> list[str]:
     """The sides of the grid some cell's choice sits at: where the next round widens the grid."""
     return sorted(set(chosen["edge"]) - {""})
@@ -242,6 +265,14 @@ def chosen_markdown(chosen: pd.DataFrame, trials: pd.DataFrame, protocol: dict) 
         if math.isfinite(row.steps_to_target)
     ]
     lines += [*(f"- {note}" for note in notes), *([""] if notes else [])]
+    if protocol.get("refine"):
+        moved = refine_changes(chosen, trials, protocol)
+        lines += [
+            f"Refined: each cell also ran η × {grid.get('factor')}^±½ around its choice on the grid; the choice "
+            f"moved in {len(moved)} of {len(chosen)} cells" + (":" if moved else "."),
+            *(f"- {line}" for line in moved),
+            "",
+        ]
     table = chosen.assign(
         to_target=[
             to_target(s, t, "not reached") for s, t in zip(chosen["steps_to_target"], chosen["time_to_target_s"])
