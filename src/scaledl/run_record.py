@@ -82,9 +82,12 @@ class DataBlock:
     identity: str | None  # what a checkpoint is tied to (scaledl.data.hdf5.identity)
 
 
+OUTPACED = "outpaced"  # a tune trial stopped once it could no longer be its cell's best or runner-up
+
+
 @dataclass(frozen=True)
 class StopBlock:
-    reason: str
+    reason: str  # a budget's name, "target_accuracy", "diverged", "interrupted" or OUTPACED
     steps: int
     epochs: float
     wall_s: float

@@ -33,7 +33,7 @@ from scaledl.grid import tune as grid_tune
 from scaledl.report.runs import read_runs
 from scaledl.report.stats import fmt_seconds
 from scaledl.report.tables import markdown_table
-from scaledl.train.pace import OUTPACED
+from scaledl.run_record import OUTPACED
 
 CELL = ["dataset", "model", "algorithm", "platform", "workers"]
 TUNABLE = ("lr", "beta", "momentum", "tau", "outer_lr", "outer_momentum")

@@ -22,10 +22,10 @@ import torch
 from scaledl.comm import transport
 from scaledl.comm.timing import PhaseTimer
 from scaledl.progress import duration
+from scaledl.run_record import OUTPACED
 from scaledl.train.checkpoint import CheckpointPolicy
 from scaledl.train.evaluation import CenterEvaluator, Evaluation, Snapshot
 from scaledl.train.outputs import MetricsLog
-from scaledl.train.pace import OUTPACED
 
 INTERRUPTED, DIVERGED = "interrupted", "diverged"
 

@@ -11,10 +11,10 @@ be read leaves the trial running (the stop only saves time).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-OUTPACED = "outpaced"  # the stop reason of a trial stopped here
+from scaledl.errors import UserError
+from scaledl.run_record import RUN_JSON, read_run_json
 
 # run.json arguments that must agree for a sibling to be a trial of the same protocol
 PROTOCOL = ("max_steps", "target_accuracy", "eval_every", "validation_fraction", "tune_seeds", "algorithm")
@@ -39,7 +39,7 @@ class Pace:
         return (step if by == "steps" else train_s) >= score
 
     def bar(self) -> tuple[str, float] | None:
-        siblings = [p for p in sorted(self.cell.glob("*/s*/run.json")) if p.parent != self.out_dir]
+        siblings = [p for p in sorted(self.cell.glob(f"*/s*/{RUN_JSON}")) if p.parent != self.out_dir]
         try:
             seen = tuple((str(p), p.stat().st_mtime_ns) for p in siblings)
         except OSError:  # a sibling replaced while listed: the next evaluation looks again
@@ -49,14 +49,14 @@ class Pace:
         return self._bar
 
     def _read(self, paths: list[Path]) -> tuple[str, float] | None:
-        from scaledl.errors import UserError
+        # pandas: only a tune trial reads its siblings, and only when one has finished
         from scaledl.report.tuning import pace_to_beat, trial_rows
 
         same = []
         for path in paths:
             try:
-                arguments = json.loads(path.read_text()).get("arguments") or {}
-            except (OSError, ValueError):
+                arguments = read_run_json(path).get("arguments") or {}
+            except UserError:
                 continue
             if {name: arguments.get(name) for name in PROTOCOL} == self.protocol:
                 same.append(path)

@@ -19,6 +19,7 @@ from scaledl.comm import transport
 from scaledl.comm.timing import PHASES, STEADY_KEYS
 from scaledl.models import model_source
 from scaledl.run_record import (
+    OUTPACED,
     RUN_JSON,
     AlgorithmBlock,
     CheckpointsBlock,
@@ -36,7 +37,6 @@ from scaledl.run_record import (
 from scaledl.train import checkpoint, provenance
 from scaledl.train.monitor import DIVERGED, INTERRUPTED
 from scaledl.train.outputs import host, save_model, versions, write_metrics, write_timeline
-from scaledl.train.pace import OUTPACED
 
 
 def finish(run) -> None:
