@@ -178,13 +178,15 @@ def refine_changes(chosen: pd.DataFrame, trials: pd.DataFrame, protocol: dict) -
     if not protocol.get("refine"):
         return []
     on_grid = set(grid_tune.lr_grid(protocol, protocol["extend"], protocol["extend"]))
-    grid_choice = choose(trials[trials["lr"].isin(on_grid)]).set_index(CELL)["lr"]
-    return [
-        f"{row.algorithm} on {row.platform}, p{row.workers}: η {grid_choice[tuple(getattr(row, c) for c in CELL)]:g} "
-        f"on the grid → {row.lr:g} refined"
-        for row in chosen.itertuples()
-        if grid_choice.get(tuple(getattr(row, c) for c in CELL)) != row.lr
-    ]
+    on_the_grid = choose(trials[trials["lr"].isin(on_grid)]).set_index(CELL)["lr"]
+    moved = []
+    for row in chosen.itertuples():
+        before = on_the_grid.get(tuple(getattr(row, c) for c in CELL))
+        if before != row.lr:
+            moved.append(
+                f"{row.algorithm} on {row.platform}, p{row.workers}: η {before:g} on the grid → {row.lr:g} refined"
+            )
+    return moved
 
 
 def edges(chosen: pd.DataFrame) -> list[str]:
