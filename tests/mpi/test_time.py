@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from mpi_run import run_train
-from scaledl.comm.timing import PHASES, steady_state, warmup_steps
+from scaledl.comm import transport
+from scaledl.comm.timing import PHASES, PhaseTimer, steady_state, warmup_steps
 from scaledl.errors import UserError
 from scaledl.run_record import read_run_json
 from scaledl.train.evaluation import EVAL_DELAY_VARIABLE
@@ -125,3 +126,39 @@ def test_a_straggler_makes_its_peer_wait_not_transfer(digits_h5, tmp_path):
     assert r0_slowed["wait_per_step_s"] > r0_plain["wait_per_step_s"] + extra / 2
     assert r0_slowed["transfer_per_step_s"] < r0_plain["transfer_per_step_s"] + extra / 4
     assert slowed["arguments"]["straggler"] == "1:4"
+
+
+class FakeClock(transport.MPITransport):
+    """The host transport with a clock the test moves by hand."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def clock(self) -> float:
+        return self.now
+
+
+def test_the_timer_keeps_each_steps_phases_charges_idle_time_and_resumes_from_its_state():
+    clock = FakeClock()
+    with transport.use(clock):
+        timer = PhaseTimer()
+        with timer.phase("compute"):
+            clock.now += 0.5
+        timer.mark_step()
+        with timer.phase("comm"):
+            clock.now += 0.25
+        clock.now += 0.125  # outside every phase: charged to `wait` by a master's idle
+        timer.mark_step(idle="wait")
+        resumed = PhaseTimer()
+        resumed.load_state_dict(timer.state_dict())
+        with resumed.phase("update"):
+            clock.now += 1.0
+        resumed.mark_step()
+        with pytest.raises(RuntimeError, match="opened inside"), resumed.phase("data"), resumed.phase("h2d"):
+            pass
+    rows = resumed.timeline()["phase_s"]
+    assert rows.shape == (3, len(PHASES))
+    assert rows[0].tolist() == phase_row(compute=0.5)
+    assert rows[1].tolist() == phase_row(comm=0.25, wait=0.125)
+    assert rows[2].tolist() == phase_row(update=1.0)
+    assert resumed.timeline()["step_end_s"].tolist() == [0.5, 0.875, 1.875]
