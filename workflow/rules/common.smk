@@ -104,57 +104,22 @@ def final_outputs():
     ]
 
 
-def platform_run_files(wildcards):
-    return grid_rules.run_files(RUNS, NAME, "run.json", platform=wildcards.platform)
-
-
-def regime_data(wildcards):
-    return regime.data_file(config)
-
-
-def regime_flags(wildcards):
-    return regime.flags(config)
-
-
-def sensitivity_runs(wildcards):
-    return sensitivity.run_files(RUNS, config, NAME, wildcards.pair)
-
-
-def sensitivity_data(wildcards):
-    return sensitivity.data_file(config)
-
-
-def sensitivity_flags(wildcards):
-    return sensitivity.flags(config, wildcards.pair)
-
-
-# ---- getters: download and prepare -----------------------------------------
-def download_dataset(wildcards):
-    return DOWNLOADS[wildcards.rawdir]
-
-
-def download_sources(wildcards):
-    return downloads.source_flags(config, download_dataset(wildcards), wildcards.filename)
-
-
-def prepare_input(wildcards):
-    return grid_rules.prepare_input(config, wildcards.dataset)
-
-
-def verify_raw(wildcards):
-    return grid_rules.verify_raw(config, wildcards.dataset)
-
-
-def prepare_flags(wildcards):
-    return grid_rules.prepare_flags(config, wildcards.dataset)
-
-
-def prepare_threads(wildcards):
-    return jobs.prepare_threads(config["datasets"].get(wildcards.dataset, {}))
-
-
-def prepare_job(wildcards):
-    return jobs.prepare_resources(wildcards.dataset, config["datasets"].get(wildcards.dataset, {}))
+# ---- getters, one line each (a lambda of the job's wildcards, evaluated when Snakemake plans the job) ----
+# the communication model's runs on one platform; the optional regime map and sensitivity sweeps
+platform_run_files = lambda wildcards: grid_rules.run_files(RUNS, NAME, "run.json", platform=wildcards.platform)
+regime_data = lambda wildcards: regime.data_file(config)
+regime_flags = lambda wildcards: regime.flags(config)
+sensitivity_runs = lambda wildcards: sensitivity.run_files(RUNS, config, NAME, wildcards.pair)
+sensitivity_data = lambda wildcards: sensitivity.data_file(config)
+sensitivity_flags = lambda wildcards: sensitivity.flags(config, wildcards.pair)
+# download and prepare
+download_dataset = lambda wildcards: DOWNLOADS[wildcards.rawdir]
+download_sources = lambda w: downloads.source_flags(config, DOWNLOADS[w.rawdir], w.filename)
+prepare_input = lambda wildcards: grid_rules.prepare_input(config, wildcards.dataset)
+verify_raw = lambda wildcards: grid_rules.verify_raw(config, wildcards.dataset)
+prepare_flags = lambda wildcards: grid_rules.prepare_flags(config, wildcards.dataset)
+prepare_threads = lambda wildcards: jobs.prepare_threads(config["datasets"].get(wildcards.dataset, {}))
+prepare_job = lambda w: jobs.prepare_resources(w.dataset, config["datasets"].get(w.dataset, {}))
 
 
 # ---- getters: train and tune -----------------------------------------------
@@ -182,12 +147,8 @@ def train_priority(wildcards):
     return tune.priority(RunKey.parse(wildcards), RUNS)
 
 
-def simulated_platform_file(wildcards):
-    return platform_of(wildcards)["platform_file"]
-
-
-def simulated_ranks(wildcards):
-    return train_placement(wildcards).ranks
+simulated_platform_file = lambda wildcards: platform_of(wildcards)["platform_file"]
+simulated_ranks = lambda wildcards: train_placement(wildcards).ranks
 
 
 def mpi_launcher(wildcards, resources):
@@ -215,8 +176,8 @@ def tuned_flags(wildcards, input):
 
 
 # ---- getters: netbench and the communication model ------------------------
-def netbench_job(wildcards):
-    return jobs.netbench_job(wildcards.platform, RUNS, config)
+netbench_job = lambda wildcards: jobs.netbench_job(wildcards.platform, RUNS, config)
+comm_model_netbench = lambda wildcards: NETBENCH.file_of(wildcards.platform)
 
 
 def netbench_threads(wildcards):
@@ -227,10 +188,6 @@ def netbench_threads(wildcards):
 
 def netbench_launcher(wildcards, resources):
     return launch.launcher(resources.mpi, resources.tasks, resources.cpus_per_task, image=rank_container(wildcards))
-
-
-def comm_model_netbench(wildcards):
-    return NETBENCH.file_of(wildcards.platform)
 
 
 # ---- resources: from the platform and the dataset, nowhere else (profiles pick the launcher and account)
