@@ -279,12 +279,6 @@ def copy_bound(nbytes: int, p: int, memcpy_bps: float) -> float:
 # ------------------------------------------------------------------ report
 
 
-def fmt_seconds(x: float) -> str:
-    """`x` seconds with 3 significant digits in s, ms or µs."""
-    factor, unit = next(((f, u) for f, u in ((1.0, "s"), (1e-3, "ms")) if abs(x) >= f), (1e-6, "µs"))
-    return f"{x / factor:.3g} {unit}"
-
-
 def extra_per_message(packed: list[float], per_layer: list[float], messages: int, noise: float) -> str:
     """The cost of each extra message, (per-layer − packed) / (messages − 1) per round, printed only
     when per-layer is slower beyond the noise; otherwise why there is no estimate."""
@@ -297,13 +291,6 @@ def extra_per_message(packed: list[float], per_layer: list[float], messages: int
         return "— (per-layer was faster: no per-message cost to estimate)"
     extra = [(b - a) / (messages - 1) for a, b in zip(packed, per_layer)]
     return stats.format_cell(stats.summary(extra))
-
-
-def ratio_cells(samples: dict, model: str, variant: str, ref: str, noise: float) -> tuple[str, str]:
-    if variant == ref:
-        return "1 (reference)", "–"
-    r = stats.ratio(samples[cell(model, variant)], samples[cell(model, ref)])
-    return stats.format_ratio(r), stats.verdict(r, noise)
 
 
 def limit_ratio(samples: list[float], limit: float | None) -> str:
@@ -327,13 +314,13 @@ def limits_table(meta: dict, net, models: list[str]) -> str:
         row = {
             "model": model, "MB": f"{s['bytes'] / 1e6:.3g}", "tensors": s["tensors"],
             "memcpy at this size": f"{rate / 1e9:.3g} GB/s",
-            "copy bound": fmt_seconds(copy_bound(s["bytes"], p, rate)),
+            "copy bound": stats.fmt_seconds(copy_bound(s["bytes"], p, rate)),
         }  # fmt: skip
         if net is None:
             row["α-β packed"] = row["α-β per-layer"] = "no prediction"
         else:
-            row["α-β packed"] = fmt_seconds(predicted_allreduce(net, [s["bytes"]], p))
-            row["α-β per-layer"] = fmt_seconds(predicted_allreduce(net, s["piece_bytes"], p))
+            row["α-β packed"] = stats.fmt_seconds(predicted_allreduce(net, [s["bytes"]], p))
+            row["α-β per-layer"] = stats.fmt_seconds(predicted_allreduce(net, s["piece_bytes"], p))
         rows.append(row)
     return common.table(rows, list(rows[0]))
 
@@ -348,7 +335,7 @@ def overhead_table(record: dict, net) -> str:
         bound = copy_bound(size["bytes"], p, meta["memcpy_Bps"][model])
         predicted = predicted_allreduce(net, [size["bytes"]], p) if net else None
         for v in OVERHEAD_VARIANTS:
-            ratio, verdict = ratio_cells(s, model, v, OURS, noise)
+            ratio, verdict = stats.ratio_cells(s, cell(model, v), cell(model, OURS), noise)
             rows.append({
                 "model": model, "variant": v,
                 "s/call median [min–max] n": stats.format_cell(stats.summary(s[cell(model, v)])), "÷ ours": ratio,
@@ -368,7 +355,7 @@ def layers_table(record: dict, net) -> str:
         bound = copy_bound(size["bytes"], p, meta["memcpy_Bps"][model])
         for v in LAYER_VARIANTS:
             pieces = size["piece_bytes"] if v == PER_LAYER else [size["bytes"]]
-            ratio, verdict = ratio_cells(s, model, v, PACKED, noise)
+            ratio, verdict = stats.ratio_cells(s, cell(model, v), cell(model, PACKED), noise)
             rows.append({
                 "model": model, "variant": v, "messages": len(pieces),
                 "s/call median [min–max] n": stats.format_cell(stats.summary(s[cell(model, v)])), "÷ packed": ratio,
@@ -380,7 +367,7 @@ def layers_table(record: dict, net) -> str:
             alpha_extra = (
                 predicted_allreduce(net, size["piece_bytes"], p) - predicted_allreduce(net, [size["bytes"]], p)
             ) / max(size["tensors"] - 1, 1)
-            extra += f"; α-β predicts {fmt_seconds(alpha_extra)}"
+            extra += f"; α-β predicts {stats.fmt_seconds(alpha_extra)}"
         rows.append({
             "model": model, "variant": "extra per message", "messages": f"+{size['tensors'] - 1}",
             "s/call median [min–max] n": extra, "÷ packed": "", "verdict": "", "÷ copy bound": "",

@@ -347,10 +347,21 @@ def case_table(record: dict, case: Case, names: list[str]) -> tuple[str, dict]:
     return text, {
         "case": label,
         "ratio": goal,
-        "goal": stats.within(goal, MARGIN, noise) if judged else "too short",
+        "goal": stats.within(goal, MARGIN, noise) if judged else too_short(case),
+        "floor": noise,
         "reference": fastest,
         "ours": ours_best,
     }
+
+
+def headline(record: dict) -> list[dict]:
+    """The page's headline rows: per case, each side's fastest bucket size, ours ÷ DDP ≈ 1 within the margin."""
+    meta, rows = record["meta"], []
+    for case in (Case(**c) for c in meta["cases"]):
+        g = case_table(record, case, meta["variants_by_case"][case.label])[1]
+        what, goal = f"{g['ours']} ÷ {g['reference']}, {case.label}", f"≈ 1× within ±{MARGIN:.0%}"
+        rows.append(stats.headline_row(what, g["ratio"], f"±{g['floor']:.1%}", goal, g["goal"]))
+    return rows
 
 
 def render(record: dict) -> tuple[str, str, str, str]:

@@ -115,9 +115,24 @@ def both_twins(s: dict, this: str, ref: str, goal: float, noise: float) -> str:
     return f"not certified ({found[0]} against the first copy, {found[1]} against the twin)"
 
 
+def noise_floors(s: dict) -> dict:
+    return {ref: stats.noise_floor(zip(s[ref], s[stats.aa_cell(ref)])) for ref in (ALLREDUCE, SENDRECV)}
+
+
+def headline(record: dict) -> list[dict]:
+    """The page's headline rows: each goal against each copy of its floor."""
+    s, floors, rows = record["samples"], noise_floors(record["samples"]), []
+    for this, ref, goal, what in (c for c in COMPARISONS if c[2]):
+        noise = floors[FAMILY[this]]
+        for against, label in ((ref, what), (stats.aa_cell(ref), f"{what}, its A/A twin")):
+            r = stats.ratio(s[this], s[against])
+            rows.append(stats.headline_row(label, r, f"±{noise:.1%}", f"≤ {goal:.2f}×", stats.goal(r, goal, noise)))
+    return rows
+
+
 def render(record: dict) -> tuple[str, str, str, str]:
     meta, s = record["meta"], record["samples"]
-    floors = {ref: stats.noise_floor(zip(s[ref], s[stats.aa_cell(ref)])) for ref in (ALLREDUCE, SENDRECV)}
+    floors = noise_floors(s)
     rows = []
     for c in CELLS:
         cell = stats.summary(s[c])

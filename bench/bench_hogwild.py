@@ -211,19 +211,6 @@ def measure_record(args, counts: list[int]) -> Path:
 # ----------------------------------------------------------------- rendering
 
 
-def ratio_cells(s: dict, cell: str, ref: str, noise: float) -> tuple[str, str]:
-    """The paired ratio cell/ref and its verdict, or the reference marker."""
-    if cell == ref:
-        return "1 (reference)", "–"
-    r = stats.ratio(s[cell], s[ref])
-    return stats.format_ratio(r), stats.verdict(r, noise)
-
-
-def fmt_s(seconds: float) -> str:
-    """Seconds as ms (≥ 1 ms) or µs, three significant digits."""
-    return f"{seconds * 1e3:.3g} ms" if abs(seconds) >= 1e-3 else f"{seconds * 1e6:.3g} µs"
-
-
 def detail_cell(rows: list[dict], key: str, scale: float, unit: str) -> str:
     return stats.format_cell(stats.summary(row[key] * scale for row in rows), unit=unit)
 
@@ -257,16 +244,16 @@ def contention_rows(record: dict) -> tuple[list[dict], list[str]]:
                     "N (ranks)": f"{n} ({n + 1}{mark(n + 1)})", "vector": size, "window": window,
                     "lock": lock + (" [A/A]" if cell == aa else ""), "N×K": n * k,
                     "wall for N×K": stats.format_cell(stats.summary(s[cell])),
-                    "per update (median)": fmt_s(median / (n * k)), "epoch": detail_cell(detail, "epoch_s", 1.0, "s"),
+                    "per update (median)": stats.fmt_seconds(median / (n * k)), "epoch": detail_cell(detail, "epoch_s", 1.0, "s"),
                     "overlapping epochs": detail_cell(detail, "overlap", 100.0, "%"),
                     "lost adds": detail_cell(detail, "lost", 1e6, "ppm"),
                 }  # fmt: skip
                 reference = first if cell == aa else contention_cell(n, size, window, "exclusive")
-                row["÷ exclusive lock"], row["verdict (lock)"] = ratio_cells(s, cell, reference, noise)
+                row["÷ exclusive lock"], row["verdict (lock)"] = stats.ratio_cells(s, cell, reference, noise)
                 if cell == aa:  # its ratio to its twin is in the lock column already
                     row["÷ rma window"], row["verdict (window)"] = "–", "–"
                 else:
-                    row["÷ rma window"], row["verdict (window)"] = ratio_cells(
+                    row["÷ rma window"], row["verdict (window)"] = stats.ratio_cells(
                         s, cell, contention_cell(n, size, "rma", lock), noise
                     )
                 rows.append(row)
@@ -292,7 +279,7 @@ def training_rows(record: dict) -> tuple[list[dict], str]:
             "comm / step": detail_cell(detail, "comm_s", 1.0, "s"),
         }  # fmt: skip
         reference = first if cell == aa else training_cell(async_of.get(algorithm, algorithm), window)
-        row["÷ Async"], row["verdict"] = ratio_cells(s, cell, reference, noise)
+        row["÷ Async"], row["verdict"] = stats.ratio_cells(s, cell, reference, noise)
         rows.append(row)
     aa_line = f"{stats.format_ratio(stats.ratio(s[aa], s[first]))}, noise floor {noise:.1%}"
     return rows, aa_line

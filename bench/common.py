@@ -530,6 +530,8 @@ def update_section(name: str, body: str, doc: Path = DOC) -> Path:
     pattern = re.compile(re.escape(start) + r".*?" + re.escape(end), re.S)
     if pattern.search(page):
         page = pattern.sub(lambda _: block, page, count=1)
+    elif name == "headline" and (first := page.find("<!-- bench:")) >= 0:  # the page's summary comes first
+        page = page[:first] + block + "\n\n" + page[first:]
     else:
         page = page.rstrip() + "\n\n" + block + "\n"
     first = page.find("<!-- bench:")

@@ -12,6 +12,7 @@ the scripts: its records go to a temporary folder and the doc is left alone.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import subprocess
 import sys
@@ -21,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import common  # noqa: E402
+from bench import common, stats  # noqa: E402
 from scaledl.sim.loader import available  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -162,7 +163,30 @@ def main(argv: list[str] | None = None) -> int:
     wall = time.perf_counter() - started
     over = f" — over the {BUDGET_S // 60}-minute budget" if wall > BUDGET_S and not args.quick and only is None else ""
     print(f"[all benchmarks: {wall:.0f} s{over}]")
+    headline_section(write=not flags)
     return 0
+
+
+HEADLINE = ("ddp", "exchange", "overhead")  # the benches whose goals head the page
+
+
+def headline_section(write: bool) -> None:
+    """The page's headline table: every goal of HEADLINE's records (those present), one row each."""
+    rows, commits = [], {}
+    for name in HEADLINE:
+        if (raw := common.raw_path(name)).exists():
+            record = common.read_raw(raw)
+            rows += importlib.import_module(f"bench.bench_{name}").headline(record)
+            git = record["machine"].get("git") or {}
+            commits[name] = git.get("commit", "none")[:10] + (" (with uncommitted changes)" if git.get("dirty") else "")
+    if rows:
+        one = set(commits.values())
+        at = f"; commit {one.pop()}" if len(one) == 1 else ": " + ", ".join(f"{n} at {c}" for n, c in commits.items())
+        body = common.text("headline", records=", ".join(commits) + at, rule=stats.RULE)
+        body = body.replace("TABLE ", "\n\n" + common.table(rows, list(rows[0])) + "\n")
+        print(body)
+        if write:
+            common.update_section("headline", "## Headline goals\n\n" + body)
 
 
 def render_all(wanted, write: bool) -> int:
@@ -184,6 +208,7 @@ def render_all(wanted, write: bool) -> int:
         if subprocess.run(cmd, cwd=common.REPO).returncode != 0:
             print(f"run_all: bench_{name}.py --render failed", file=sys.stderr)
             return 1
+    headline_section(write)
     return 0
 
 
