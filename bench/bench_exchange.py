@@ -201,18 +201,16 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def measure_and_record(args) -> dict:
-    import tempfile
-
-    t_start = time.monotonic()
-    common.use_launch(common.Launch.for_table(2))
-    m = common.machine()
     numel = int(args.mb * 1e6 / 4)
     rounds = stats.headline_rounds(len(CELLS), args.rounds)  # the goals' table: ≥ 6 rounds, whole designs
-    with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
-        out = Path(tmp) / "exchange.json"
+
+    def run(tmp: Path) -> dict:
+        out = tmp / "exchange.json"
         cmd = [str(Path(__file__).resolve()), "--worker", str(out), "--numel", str(numel)]
         common.run_mpi(2, [*cmd, "--reps", str(args.reps), "--rounds", str(rounds)], timeout=BUDGET_S * 3)
-        result = json.loads(out.read_text())
+        return json.loads(out.read_text())
+
+    result, m, t_start = common.measured(args, common.Launch.for_table(2), run)
     wall = time.monotonic() - t_start
     meta = {
         "machine": m, "unit": "s", "quantity": "seconds per exchange", "numel": numel, "bytes": numel * 4,

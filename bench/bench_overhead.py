@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -320,14 +319,13 @@ def measure_record(args, cases: list[Case]) -> Path:
     """Measure every case and write the raw record to args.raw."""
     from scaledl.data.hdf5 import read_info
 
-    t_start = time.monotonic()
-    common.use_launch(common.Launch.for_table(1, threads=args.threads))
-    m = common.machine()
-    with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
-        data = common.DATASETS[DATASET](Path(tmp))
+    def measure_all(tmp: Path) -> tuple[dict, dict]:
+        data = common.DATASETS[DATASET](tmp)
         info = read_info(data)
         flops = {c.label: common.step_flops(args.model, info.image_shape, info.classes, c.batch) for c in cases}
-        result = measure(args, cases, data, Path(tmp))
+        return measure(args, cases, data, tmp), flops
+
+    (result, flops), m, t_start = common.measured(args, common.Launch.for_table(1, threads=args.threads), measure_all)
     cases_meta = [{"label": c.label, "batch": c.batch, "warmup": c.warmup, "steps": c.steps} for c in cases]
     return common.write_record(
         args, NAME, result, m, t_start, quantity="seconds per step (steady state)", model=args.model, dataset=DATASET,

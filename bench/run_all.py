@@ -58,10 +58,8 @@ def record_netbench(path: Path, m: dict, raw: Path) -> dict:
     the whole result in meta), so its section can be rebuilt and compared like every other bench's."""
     result = json.loads(path.read_text())
     samples = {f"ping-pong {r['bytes']} B": r["samples_s"] for r in result["p2p"]["links"][0]["table"]}
-    common.write_raw(
-        raw, "netbench", samples,
-        {"machine": m, "unit": "s", "netbench": result, "quantity": "one-way time, every repeat"},
-    )  # fmt: skip
+    meta = {"machine": m, "unit": "s", "netbench": result, "quantity": "one-way time, every repeat"}
+    common.write_raw(raw, "netbench", samples, meta)
     return common.read_raw(raw)
 
 
@@ -70,14 +68,10 @@ def netbench_section(record: dict, write: bool) -> None:
     link = result["p2p"]["links"][0]
     p = result["machine"]["ranks"]
     rows = [
-        {
-            "bytes": r["bytes"],
-            "one-way µs": r["time_s"] * 1e6,
-            "GB/s": r["bandwidth_Bps"] / 1e9,
-            "α + βn µs": r["fit_time_s"] * 1e6,
-        }
+        {"bytes": r["bytes"], "one-way µs": r["time_s"] * 1e6, "GB/s": r["bandwidth_Bps"] / 1e9,
+         "α + βn µs": r["fit_time_s"] * 1e6}
         for r in link["table"]
-    ]
+    ]  # fmt: skip
     coll = []
     for i, size in enumerate(result["settings"]["sizes"]):
         row = {"bytes": size}
@@ -201,11 +195,8 @@ def render_all(wanted, write: bool) -> int:
         if name == "netbench":
             netbench_section(common.read_raw(raw), write=write)
             continue
-        cmd = [
-            sys.executable, str(HERE / f"bench_{name}.py"), "--render", "--raw", str(raw),
-            *([] if write else ["--no-doc"]),
-        ]  # fmt: skip
-        if subprocess.run(cmd, cwd=common.REPO).returncode != 0:
+        cmd = [sys.executable, str(HERE / f"bench_{name}.py"), "--render", "--raw", str(raw)]
+        if subprocess.run(cmd + ([] if write else ["--no-doc"]), cwd=common.REPO).returncode != 0:
             print(f"run_all: bench_{name}.py --render failed", file=sys.stderr)
             return 1
     headline_section(write)
