@@ -323,7 +323,7 @@ def case_table(record: dict, case: Case, names: list[str]) -> tuple[str, dict]:
     judged = long_enough(case)
     judge = lambda r: stats.within_text(r, MARGIN, noise) if judged else too_short(case)  # noqa: E731
     lines = [
-        f"each side's fastest bucket size: {ours_best} ÷ {fastest} = {stats.format_ratio(goal)}: "
+        f"Each side's fastest bucket size: {ours_best} ÷ {fastest} = {stats.format_ratio(goal)}: "
         f"{judge(goal)}; {stats.verdict_text(goal, noise)}"
     ]
     if DDP_MPI.name in names:
