@@ -1,4 +1,4 @@
-"""Run every benchmark, keep every raw sample, and rewrite docs/benchmarks.md from them (about two hours on 2 cores).
+"""Run every benchmark, keep every raw sample, and rewrite docs/benchmarks.md from them (about 80 minutes on 2 cores).
 
     python bench/run_all.py [--quick] [--no-doc] [--only NAME,...]
     python bench/run_all.py --render          # rebuild the doc from bench/raw/*.json, measuring nothing
@@ -51,7 +51,7 @@ BENCHES = (
 # They print the α-β model's prediction beside measurements, from this run's netbench (measured in the same
 # launch environment as theirs); the ladder measures its own, in its table's environment (MPICH yielding).
 USES_NETBENCH = ("allreduce", "scaling")
-BUDGET_S = 140 * 60  # the simulated paper-scale experiments alone take about 45 minutes, DDP about 25
+BUDGET_S = 140 * 60  # measured 2026-12: 79 min in all, the simulated paper scale 32, DDP 11
 OPTIONAL = {"simulation": available, "phases": available, "paper_scale": available}
 MNIST = common.REPO / "data" / "hdf5" / "mnist.h5"  # prepared by the workflow (or scaledl prepare mnist), if here
 
