@@ -14,18 +14,13 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import common, stats  # noqa: E402
-
-# as `python -m scaledl` does before torch is imported: torch buffers on transparent huge pages
-os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
 
 NAME = "allreduce"
 TITLE = "Allreduce: flat buffer vs raw mpi4py vs torch.cat vs a persistent bucket; packed vs per-layer"
@@ -279,12 +274,6 @@ def copy_bound(nbytes: int, p: int, memcpy_bps: float) -> float:
 # ------------------------------------------------------------------ report
 
 
-def fmt_seconds(x: float) -> str:
-    """`x` seconds with 3 significant digits in s, ms or µs."""
-    factor, unit = next(((f, u) for f, u in ((1.0, "s"), (1e-3, "ms")) if abs(x) >= f), (1e-6, "µs"))
-    return f"{x / factor:.3g} {unit}"
-
-
 def extra_per_message(packed: list[float], per_layer: list[float], messages: int, noise: float) -> str:
     """The cost of each extra message, (per-layer − packed) / (messages − 1) per round, printed only
     when per-layer is slower beyond the noise; otherwise why there is no estimate."""
@@ -297,13 +286,6 @@ def extra_per_message(packed: list[float], per_layer: list[float], messages: int
         return "— (per-layer was faster: no per-message cost to estimate)"
     extra = [(b - a) / (messages - 1) for a, b in zip(packed, per_layer)]
     return stats.format_cell(stats.summary(extra))
-
-
-def ratio_cells(samples: dict, model: str, variant: str, ref: str, noise: float) -> tuple[str, str]:
-    if variant == ref:
-        return "1 (reference)", "–"
-    r = stats.ratio(samples[cell(model, variant)], samples[cell(model, ref)])
-    return stats.format_ratio(r), stats.verdict(r, noise)
 
 
 def limit_ratio(samples: list[float], limit: float | None) -> str:
@@ -327,13 +309,13 @@ def limits_table(meta: dict, net, models: list[str]) -> str:
         row = {
             "model": model, "MB": f"{s['bytes'] / 1e6:.3g}", "tensors": s["tensors"],
             "memcpy at this size": f"{rate / 1e9:.3g} GB/s",
-            "copy bound": fmt_seconds(copy_bound(s["bytes"], p, rate)),
+            "copy bound": stats.fmt_seconds(copy_bound(s["bytes"], p, rate)),
         }  # fmt: skip
         if net is None:
             row["α-β packed"] = row["α-β per-layer"] = "no prediction"
         else:
-            row["α-β packed"] = fmt_seconds(predicted_allreduce(net, [s["bytes"]], p))
-            row["α-β per-layer"] = fmt_seconds(predicted_allreduce(net, s["piece_bytes"], p))
+            row["α-β packed"] = stats.fmt_seconds(predicted_allreduce(net, [s["bytes"]], p))
+            row["α-β per-layer"] = stats.fmt_seconds(predicted_allreduce(net, s["piece_bytes"], p))
         rows.append(row)
     return common.table(rows, list(rows[0]))
 
@@ -348,7 +330,7 @@ def overhead_table(record: dict, net) -> str:
         bound = copy_bound(size["bytes"], p, meta["memcpy_Bps"][model])
         predicted = predicted_allreduce(net, [size["bytes"]], p) if net else None
         for v in OVERHEAD_VARIANTS:
-            ratio, verdict = ratio_cells(s, model, v, OURS, noise)
+            ratio, verdict = stats.ratio_cells(s, cell(model, v), cell(model, OURS), noise)
             rows.append({
                 "model": model, "variant": v,
                 "s/call median [min–max] n": stats.format_cell(stats.summary(s[cell(model, v)])), "÷ ours": ratio,
@@ -368,7 +350,7 @@ def layers_table(record: dict, net) -> str:
         bound = copy_bound(size["bytes"], p, meta["memcpy_Bps"][model])
         for v in LAYER_VARIANTS:
             pieces = size["piece_bytes"] if v == PER_LAYER else [size["bytes"]]
-            ratio, verdict = ratio_cells(s, model, v, PACKED, noise)
+            ratio, verdict = stats.ratio_cells(s, cell(model, v), cell(model, PACKED), noise)
             rows.append({
                 "model": model, "variant": v, "messages": len(pieces),
                 "s/call median [min–max] n": stats.format_cell(stats.summary(s[cell(model, v)])), "÷ packed": ratio,
@@ -380,7 +362,7 @@ def layers_table(record: dict, net) -> str:
             alpha_extra = (
                 predicted_allreduce(net, size["piece_bytes"], p) - predicted_allreduce(net, [size["bytes"]], p)
             ) / max(size["tensors"] - 1, 1)
-            extra += f"; α-β predicts {fmt_seconds(alpha_extra)}"
+            extra += f"; α-β predicts {stats.fmt_seconds(alpha_extra)}"
         rows.append({
             "model": model, "variant": "extra per message", "messages": f"+{size['tensors'] - 1}",
             "s/call median [min–max] n": extra, "÷ packed": "", "verdict": "", "÷ copy bound": "",
@@ -399,11 +381,8 @@ def aa_sentence(record: dict) -> str:
                 f"{model} {base}: {stats.format_ratio(stats.ratio(b, a))}, noise floor "
                 f"{stats.noise_floor(zip(a, b)):.1%}"
             )
-    return (
-        "A/A (the reference variant measured twice in every round; ratio and noise floor): "
-        + "; ".join(parts)
-        + f". Per model, {stats.RULE}."
-    )
+    head = "A/A (the reference variant measured twice in every round; ratio and noise floor): "
+    return f"{head}{'; '.join(parts)}. Per model, {stats.RULE}."
 
 
 TABLE_LABELS = {"overhead": "six ways", "layers": "packed vs per-layer"}
@@ -415,8 +394,7 @@ def render(record: dict, raw_path: str | None = None) -> tuple[str, str, str, st
     meta = record["meta"]
     net = common.recorded_network(meta)
     p = meta["ranks"]
-    launch = common.Launch.from_dict(record.get("launch")) or common.Launch()
-    mark = "†" if p * launch.threads > record["machine"].get("cores", p) else ""
+    mark = common.recorded_mark(record, p)
     iters = ", ".join(
         f"{key.split('/')[1]} {n} ({TABLE_LABELS.get(key.split('/')[0], key)})" for key, n in meta["iters"].items()
     )
@@ -424,25 +402,15 @@ def render(record: dict, raw_path: str | None = None) -> tuple[str, str, str, st
         "allreduce.intro", ranks=f"{p}{mark}" + (" († more ranks than cores: time-sliced, unbound)" if mark else ""),
         iters=iters, rounds=meta["rounds"], models=", ".join(model_line(meta, m) for m in meta["sizes"]),
     )  # fmt: skip
-    prediction = common.network_words(meta)
+    limits = common.text("allreduce.limits", p=p, share=f"{2 * (p - 1) / p:.3g}", prediction=common.network_words(meta))
     tables = (
-        common.text("allreduce.limits", p=p, share=f"{2 * (p - 1) / p:.3g}", prediction=prediction)
-        + "\n\n"
-        + limits_table(meta, net, list(meta["sizes"]))
-        + "\nOne model's gradients, six ways:\n\n"
-        + overhead_table(record, net)
-        + "\nPacked (one Allreduce of the flat buffer) vs per-layer (one Allreduce per parameter tensor):\n\n"
-        + layers_table(record, net)
-        + "\n"
-        + aa_sentence(record)
-        + "\n"
+        f"{limits}\n\n{limits_table(meta, net, list(meta['sizes']))}\nOne model's gradients, six ways:\n\n"
+        f"{overhead_table(record, net)}\nPacked (one Allreduce of the flat buffer) vs per-layer (one Allreduce per "
+        f"parameter tensor):\n\n{layers_table(record, net)}\n{aa_sentence(record)}\n"
     )
-    thp = meta.get("hugepages")
-    notes = (
-        common.text("allreduce.notes", thp=thp)
-        + (f" Raw samples: {raw_path}." if raw_path else "")
-        + (f" Wall time of the measuring run: {meta['wall_s']:.0f} s." if "wall_s" in meta else "")
-    )
+    notes = common.text("allreduce.notes", thp=meta.get("hugepages"))
+    notes += f" Raw samples: {raw_path}." if raw_path else ""
+    notes += f" Wall time of the measuring run: {meta['wall_s']:.0f} s." if "wall_s" in meta else ""
     if meta["rounds"] < 5:
         notes += f" Only {meta['rounds']} round(s): not enough for a headline ratio (use ≥ 5)."
     return TITLE, intro, tables, notes
@@ -453,22 +421,17 @@ def render(record: dict, raw_path: str | None = None) -> tuple[str, str, str, st
 
 def measure(args) -> Path:
     """Run the worker under MPI, resolve α-β-γ, write the raw record; returns its path."""
-    t_start = time.monotonic()
-    common.use_launch(common.Launch.for_table(max(args.ranks, 2)))
-    m = common.machine()
-    with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
-        network = common.network(args.netbench, Path(tmp), "bench_allreduce")
-        out = Path(tmp) / "allreduce.json"
+
+    def run(tmp: Path) -> tuple[dict, dict]:
+        network, out = common.network(args.netbench, tmp, "bench_allreduce"), tmp / "allreduce.json"
         argv = ["--worker", str(out), "--rounds", str(args.rounds), "--sample-ms", str(args.sample_ms)]
         common.run_mpi(args.ranks, [str(Path(__file__).resolve()), *argv], timeout=600)
-        result = json.loads(out.read_text())
+        return json.loads(out.read_text()), network
+
+    (result, network), m, t_start = common.measured(args, common.Launch.for_table(max(args.ranks, 2)), run)
     wall = time.monotonic() - t_start
-    print(
-        "bench_allreduce: "
-        + ", ".join(f"{k} {s:.1f} s" for k, s in result["block_s"].items())
-        + f"; netbench {network.get('wall_s', 0):.1f} s; wall {wall:.0f} s",
-        flush=True,
-    )
+    blocks = ", ".join(f"{k} {s:.1f} s" for k, s in result["block_s"].items())
+    print(f"bench_allreduce: {blocks}; netbench {network.get('wall_s', 0):.1f} s; wall {wall:.0f} s", flush=True)
     return common.write_raw(args.raw, NAME, result["samples"], {
         "machine": m, "unit": "s", "quantity": "seconds per allreduce call (slowest rank)", "ranks": result["ranks"],
         "rounds": args.rounds, "sample_ms": args.sample_ms, "overhead_models": list(OVERHEAD_MODELS),

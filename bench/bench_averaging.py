@@ -14,8 +14,6 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -156,11 +154,7 @@ def render(record: dict) -> tuple[str, str, str, str]:
 
 
 def measure_record(args) -> Path:
-    t_start = time.monotonic()
-    common.use_launch(common.Launch.for_table(3))
-    m = common.machine()
-    with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
-        result = measure(args, Path(tmp))
+    result, m, t_start = common.measured(args, common.Launch.for_table(3), lambda tmp: measure(args, tmp))
     quantity = "seconds per step (compression); seconds to target (stragglers)"
     return common.write_record(
         args, NAME, result, m, t_start, quantity=quantity, steps=args.steps, target=args.target,

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -133,11 +131,8 @@ def render(record: dict) -> tuple[str, str, str, str]:
 
 
 def measure_record(args, cases: list[Case]) -> Path:
-    t_start = time.monotonic()
-    common.use_launch(common.Launch.for_table(args.ranks))
-    m = common.machine()
-    with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
-        result = measure(args, cases, Path(tmp))
+    launch = common.Launch.for_table(args.ranks)
+    result, m, t_start = common.measured(args, launch, lambda tmp: measure(args, cases, tmp))
     cases_meta = [{k: getattr(c, k) for k in ("model", "dataset", "warmup", "steps", "every")} for c in cases]
     quantity = "seconds per step, checkpoints included (steady state)"
     return common.write_record(

@@ -108,7 +108,6 @@ def ddp_settings(tuned: bool, bucket_mb: float) -> dict:
 
 
 def ddp_worker(args) -> None:
-    os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")  # as `python -m scaledl` sets for ours (before torch)
     import torch
     import torch.distributed as dist
     import torch.nn.functional as F
@@ -247,10 +246,8 @@ def measure_case(args, case: Case, variants: list[Variant], data: Path, tmp: Pat
         v, tag = by_cell[c], f"{case.model}-r{r}-{i}"
         if v.side == "ours":
             state = run_ours(args.ranks, data, tmp / f"ours-{tag}", run_args, variant=v)
-            return state["seconds_per_step"], {
-                "split": ours_split(state),
-                "backend": state["run"]["codesign"]["backend"],
-            }
+            found = {"split": ours_split(state), "backend": state["run"]["codesign"]["backend"]}
+            return state["seconds_per_step"], found
         res = run_ddp(args.ranks, data, tmp / f"ddp-{tag}.json", run_args, variant=v)
         return res["seconds_per_step"], res
 
@@ -326,7 +323,7 @@ def case_table(record: dict, case: Case, names: list[str]) -> tuple[str, dict]:
     judged = long_enough(case)
     judge = lambda r: stats.within_text(r, MARGIN, noise) if judged else too_short(case)  # noqa: E731
     lines = [
-        f"each side's fastest bucket size: {ours_best} ÷ {fastest} = {stats.format_ratio(goal)}: "
+        f"Each side's fastest bucket size: {ours_best} ÷ {fastest} = {stats.format_ratio(goal)}: "
         f"{judge(goal)}; {stats.verdict_text(goal, noise)}"
     ]
     if DDP_MPI.name in names:
@@ -344,13 +341,19 @@ def case_table(record: dict, case: Case, names: list[str]) -> tuple[str, dict]:
         g_rows, g_note = gap
         fmt = [{k: (f"{v * 1e3:.3f} ms" if isinstance(v, float) else v) for k, v in r.items()} for r in g_rows]
         text += f"\nWhere {OURS.name} − {fastest} goes:\n\n" + common.table(fmt, list(fmt[0])) + "\n" + g_note + "\n"
-    return text, {
-        "case": label,
-        "ratio": goal,
-        "goal": stats.within(goal, MARGIN, noise) if judged else "too short",
-        "reference": fastest,
-        "ours": ours_best,
-    }
+    verdict = stats.within(goal, MARGIN, noise) if judged else too_short(case)
+    found = {"case": label, "ratio": goal, "goal": verdict, "floor": noise, "reference": fastest, "ours": ours_best}
+    return text, found
+
+
+def headline(record: dict) -> list[dict]:
+    """The page's headline rows: per case, each side's fastest bucket size, ours ÷ DDP ≈ 1 within the margin."""
+    meta, rows = record["meta"], []
+    for case in (Case(**c) for c in meta["cases"]):
+        g = case_table(record, case, meta["variants_by_case"][case.label])[1]
+        what, goal = f"{g['ours']} ÷ {g['reference']}, {case.label}", f"≈ 1× within ±{MARGIN:.0%}"
+        rows.append(stats.headline_row(what, g["ratio"], f"±{g['floor']:.1%}", goal, g["goal"]))
+    return rows
 
 
 def render(record: dict) -> tuple[str, str, str, str]:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -119,11 +118,8 @@ def render(record: dict) -> tuple[str, str, str, str]:
 
 
 def measure_record(args) -> Path:
-    t_start = time.monotonic()
-    common.use_launch(common.Launch.for_table(max(ALGORITHMS.values())))
-    m = common.machine()
-    with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
-        result = measure(args, Path(tmp))
+    launch = common.Launch.for_table(max(ALGORITHMS.values()))
+    result, m, t_start = common.measured(args, launch, lambda tmp: measure(args, tmp))
     quantity = "seconds per step (steady state, evaluations excluded)"
     return common.write_record(
         args, NAME, result, m, t_start, quantity=quantity, steps=args.steps, every=args.every, factor=args.factor,

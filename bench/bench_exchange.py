@@ -115,9 +115,24 @@ def both_twins(s: dict, this: str, ref: str, goal: float, noise: float) -> str:
     return f"not certified ({found[0]} against the first copy, {found[1]} against the twin)"
 
 
+def noise_floors(s: dict) -> dict:
+    return {ref: stats.noise_floor(zip(s[ref], s[stats.aa_cell(ref)])) for ref in (ALLREDUCE, SENDRECV)}
+
+
+def headline(record: dict) -> list[dict]:
+    """The page's headline rows: each goal against each copy of its floor."""
+    s, floors, rows = record["samples"], noise_floors(record["samples"]), []
+    for this, ref, goal, what in (c for c in COMPARISONS if c[2]):
+        noise = floors[FAMILY[this]]
+        for against, label in ((ref, what), (stats.aa_cell(ref), f"{what}, its A/A twin")):
+            r = stats.ratio(s[this], s[against])
+            rows.append(stats.headline_row(label, r, f"±{noise:.1%}", f"≤ {goal:.2f}×", stats.goal(r, goal, noise)))
+    return rows
+
+
 def render(record: dict) -> tuple[str, str, str, str]:
     meta, s = record["meta"], record["samples"]
-    floors = {ref: stats.noise_floor(zip(s[ref], s[stats.aa_cell(ref)])) for ref in (ALLREDUCE, SENDRECV)}
+    floors = noise_floors(s)
     rows = []
     for c in CELLS:
         cell = stats.summary(s[c])
@@ -186,18 +201,16 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def measure_and_record(args) -> dict:
-    import tempfile
-
-    t_start = time.monotonic()
-    common.use_launch(common.Launch.for_table(2))
-    m = common.machine()
     numel = int(args.mb * 1e6 / 4)
     rounds = stats.headline_rounds(len(CELLS), args.rounds)  # the goals' table: ≥ 6 rounds, whole designs
-    with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
-        out = Path(tmp) / "exchange.json"
+
+    def run(tmp: Path) -> dict:
+        out = tmp / "exchange.json"
         cmd = [str(Path(__file__).resolve()), "--worker", str(out), "--numel", str(numel)]
         common.run_mpi(2, [*cmd, "--reps", str(args.reps), "--rounds", str(rounds)], timeout=BUDGET_S * 3)
-        result = json.loads(out.read_text())
+        return json.loads(out.read_text())
+
+    result, m, t_start = common.measured(args, common.Launch.for_table(2), run)
     wall = time.monotonic() - t_start
     meta = {
         "machine": m, "unit": "s", "quantity": "seconds per exchange", "numel": numel, "bytes": numel * 4,

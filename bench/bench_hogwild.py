@@ -211,35 +211,13 @@ def measure_record(args, counts: list[int]) -> Path:
 # ----------------------------------------------------------------- rendering
 
 
-def ratio_cells(s: dict, cell: str, ref: str, noise: float) -> tuple[str, str]:
-    """The paired ratio cell/ref and its verdict, or the reference marker."""
-    if cell == ref:
-        return "1 (reference)", "–"
-    r = stats.ratio(s[cell], s[ref])
-    return stats.format_ratio(r), stats.verdict(r, noise)
-
-
-def fmt_s(seconds: float) -> str:
-    """Seconds as ms (≥ 1 ms) or µs, three significant digits."""
-    return f"{seconds * 1e3:.3g} ms" if abs(seconds) >= 1e-3 else f"{seconds * 1e6:.3g} µs"
-
-
 def detail_cell(rows: list[dict], key: str, scale: float, unit: str) -> str:
     return stats.format_cell(stats.summary(row[key] * scale for row in rows), unit=unit)
-
-
-def marker(record: dict):
-    """`Launch.mark` for the machine the record was measured on (not the one rendering it): "†" for a cell
-    with more ranks × threads than that machine's cores."""
-    launch = common.Launch.from_dict(record.get("launch")) or common.Launch()
-    cores = record["machine"]["cores"]
-    return lambda ranks: "†" if ranks * launch.threads > cores else ""
 
 
 def contention_rows(record: dict) -> tuple[list[dict], list[str]]:
     """The contention table's rows and one A/A sentence per (N, size)."""
     s, meta = record["samples"], record["meta"]
-    mark = marker(record)
     rows, aa_lines = [], []
     for n in meta["workers"]:
         for size in meta["sizes"]:
@@ -254,19 +232,19 @@ def contention_rows(record: dict) -> tuple[list[dict], list[str]]:
                 k = detail[0]["updates"]
                 median = stats.summary(s[cell])["median"]
                 row = {
-                    "N (ranks)": f"{n} ({n + 1}{mark(n + 1)})", "vector": size, "window": window,
-                    "lock": lock + (" [A/A]" if cell == aa else ""), "N×K": n * k,
+                    "N (ranks)": f"{n} ({n + 1}{common.recorded_mark(record, n + 1)})", "vector": size,
+                    "window": window, "lock": lock + (" [A/A]" if cell == aa else ""), "N×K": n * k,
                     "wall for N×K": stats.format_cell(stats.summary(s[cell])),
-                    "per update (median)": fmt_s(median / (n * k)), "epoch": detail_cell(detail, "epoch_s", 1.0, "s"),
+                    "per update (median)": stats.fmt_seconds(median / (n * k)), "epoch": detail_cell(detail, "epoch_s", 1.0, "s"),
                     "overlapping epochs": detail_cell(detail, "overlap", 100.0, "%"),
                     "lost adds": detail_cell(detail, "lost", 1e6, "ppm"),
                 }  # fmt: skip
                 reference = first if cell == aa else contention_cell(n, size, window, "exclusive")
-                row["÷ exclusive lock"], row["verdict (lock)"] = ratio_cells(s, cell, reference, noise)
+                row["÷ exclusive lock"], row["verdict (lock)"] = stats.ratio_cells(s, cell, reference, noise)
                 if cell == aa:  # its ratio to its twin is in the lock column already
                     row["÷ rma window"], row["verdict (window)"] = "–", "–"
                 else:
-                    row["÷ rma window"], row["verdict (window)"] = ratio_cells(
+                    row["÷ rma window"], row["verdict (window)"] = stats.ratio_cells(
                         s, cell, contention_cell(n, size, "rma", lock), noise
                     )
                 rows.append(row)
@@ -276,7 +254,7 @@ def contention_rows(record: dict) -> tuple[list[dict], list[str]]:
 def training_rows(record: dict) -> tuple[list[dict], str]:
     s, train = record["samples"], record["meta"]["train"]
     ranks = train["workers"] + 1
-    mark = marker(record)
+    mark = common.recorded_mark(record, ranks)
     cells = training_cells(train["pairs"], train["windows"])
     (first, _, _), (aa, _, _) = cells[0], cells[-1]
     noise = stats.noise_floor(zip(s[first], s[aa]))
@@ -286,13 +264,13 @@ def training_rows(record: dict) -> tuple[list[dict], str]:
         detail = train["detail"][cell]
         row = {
             "algorithm": algorithm + (" [A/A]" if cell == aa else ""), "window": window,
-            "ranks": f"{ranks}{mark(ranks)}", "s/step": stats.format_cell(stats.summary(s[cell])),
+            "ranks": f"{ranks}{mark}", "s/step": stats.format_cell(stats.summary(s[cell])),
             "steps/s (median)": f"{1 / stats.summary(s[cell])['median']:.1f}",
             "lock wait / step": detail_cell(detail, "wait_s", 1.0, "s"),
             "comm / step": detail_cell(detail, "comm_s", 1.0, "s"),
         }  # fmt: skip
         reference = first if cell == aa else training_cell(async_of.get(algorithm, algorithm), window)
-        row["÷ Async"], row["verdict"] = ratio_cells(s, cell, reference, noise)
+        row["÷ Async"], row["verdict"] = stats.ratio_cells(s, cell, reference, noise)
         rows.append(row)
     aa_line = f"{stats.format_ratio(stats.ratio(s[aa], s[first]))}, noise floor {noise:.1%}"
     return rows, aa_line
@@ -317,22 +295,13 @@ def reading(record: dict) -> str:
     excl = max(worst(w, "exclusive", "overlap") for w in WINDOWS)
     rma_overlap, rma_lost = worst("rma", "shared", "overlap"), worst("rma", "shared", "lost")
     sh_overlap, sh_lost = worst("shared", "shared", "overlap"), worst("shared", "shared", "lost")
+    exclusive = "hogwild.exclusive_held" if excl == 0 else "hogwild.exclusive_overlap"
+    rma = common.text("hogwild.rma_none_lost") if rma_lost == 0 else f"up to {share(rma_lost)} of the adds were lost."
+    shared = common.text("hogwild.shared_lost" if sh_lost > 0 else "hogwild.shared_none_lost", lost=share(sh_lost))
     lines = [
-        common.text("hogwild.exclusive_held")
-        if excl == 0
-        else common.text("hogwild.exclusive_overlap", share=f"{excl:.1%}"),
-        common.text("hogwild.rma", overlap=f"{rma_overlap:.0%}")
-        + " "
-        + (
-            common.text("hogwild.rma_none_lost") if rma_lost == 0 else f"up to {share(rma_lost)} of the adds were lost."
-        ),
-        common.text("hogwild.shared", overlap=f"{sh_overlap:.0%}")
-        + " "
-        + (
-            common.text("hogwild.shared_lost", lost=share(sh_lost))
-            if sh_lost > 0
-            else common.text("hogwild.shared_none_lost")
-        ),
+        common.text(exclusive, share=f"{excl:.1%}"),
+        common.text("hogwild.rma", overlap=f"{rma_overlap:.0%}") + " " + rma,
+        common.text("hogwild.shared", overlap=f"{sh_overlap:.0%}") + " " + shared,
     ]
     return "\n".join(f"- {line}" for line in lines)
 

@@ -158,12 +158,10 @@ def time_to_target(data: Path, out: Path, v: Variant, steps: int) -> dict:
     common.run_mpi(v.ranks, train_args(data, out, v.level, TTT, max_steps=steps, eval_every=steps + 1), timeout=900)
     run = common.read_run(out)
     detail = {
-        "train_s": run["stop"]["train_s"],
-        "steps": run["stop"]["steps"],
-        "final_accuracy": run["final"]["test_accuracy"],
-        "final_loss": run["final"]["test_loss"],
+        "train_s": run["stop"]["train_s"], "steps": run["stop"]["steps"],
+        "final_accuracy": run["final"]["test_accuracy"], "final_loss": run["final"]["test_loss"],
         **per_step(out, min(TTT["warmup"], steps // 4)),
-    }
+    }  # fmt: skip
     shutil.rmtree(out)
     return detail
 
@@ -207,16 +205,11 @@ def measure(args) -> Path:
         t0 = time.monotonic()
         digits = common.prepare_digits(work)
         targets = {}
-        for key in sorted({(arithmetic(v.level), v.workers) for v in ttt}):
-            level = "easgd" if key[0] == "easgd" else TWIN
-            targets[f"{key[0]}, P={key[1]}"] = find_target_step(
-                digits, work / f"target-{key[0]}-{key[1]}", level, key[1], args.target
-            )
-            print(
-                f"bench_ladder: {key[0]} at P={key[1]} first reaches {args.target} at step "
-                f"{targets[f'{key[0]}, P={key[1]}']['step']}",
-                flush=True,
-            )
+        for kind, p in sorted({(arithmetic(v.level), v.workers) for v in ttt}):
+            level = "easgd" if kind == "easgd" else TWIN
+            found = find_target_step(digits, work / f"target-{kind}-{p}", level, p, args.target)
+            targets[f"{kind}, P={p}"] = found
+            print(f"bench_ladder: {kind} at P={p} first reaches {args.target} at step {found['step']}", flush=True)
         blocks["target_steps_s"] = time.monotonic() - t0
 
         def steps_of(v: Variant) -> int:
@@ -246,10 +239,7 @@ def measure(args) -> Path:
             conditions.update(more)
             blocks["heavy_s"] = time.monotonic() - t0
     wall = time.monotonic() - t_start
-    print(
-        "bench_ladder: " + ", ".join(f"{k[:-2]} {s:.0f} s" for k, s in blocks.items()) + f"; wall {wall:.0f} s",
-        flush=True,
-    )
+    print(f"bench_ladder: {', '.join(f'{k[:-2]} {s:.0f} s' for k, s in blocks.items())}; wall {wall:.0f} s", flush=True)
     ttt_meta = {**TTT, "rounds": args.rounds, "order": ttt_order, "detail": ttt_details, "quantity": TTT_QUANTITY}
     heavy_meta = {
         **HEAVY, "rounds": args.heavy_rounds, "warmup": args.heavy_warmup, "steps": args.heavy_steps,
@@ -290,12 +280,7 @@ def predicted(net, v: Variant, details: list[dict]):
 
 def dagger(record: dict, v: Variant) -> str:
     """ "†" for a cell with more ranks than the measuring machine's cores (from the record, not this machine)."""
-    threads = (record.get("launch") or {}).get("threads", 1)
-    return "†" if v.ranks * threads > record["machine"].get("cores", v.ranks) else ""
-
-
-def med(values) -> float:
-    return stats.summary(values)["median"]
+    return common.recorded_mark(record, v.ranks)
 
 
 def num(x: float) -> str:
@@ -508,29 +493,15 @@ def render(record: dict, raw_path: str | None = None) -> tuple[str, str, str, st
     if meta["heavy"]["rounds"] and meta["variants"]["heavy"]:
         tables += "\n\n" + heavy_table(record, net)
     gaps = [d["phase_gap"] for part in ("ttt", "heavy") for runs in meta[part]["detail"].values() for d in runs]
-    notes = (
-        common.text("ladder.same_arithmetic")
-        + " "
-        + accuracy_check(record)
-        + " "
-        + baseline_note(record)
-        + (fair_sentence(record) or fair_absent(record))
-        + " "
-        + common.text("ladder.shares")
-        + hardware_note(record)
-        + f" The largest unaccounted share of any rank's wall time was {max(gaps):.1%} (phases cover the rest)."
-        + (f" Raw samples: {raw_path}." if raw_path else "")
-        + (
-            f" Wall time of the measuring run: {meta['wall_s']:.0f} s "
-            f"({', '.join(f'{k[:-2]} {v:.0f} s' for k, v in meta.get('blocks_s', {}).items())})."
-            if "wall_s" in meta
-            else ""
-        )
-    )
-    if meta["ttt"]["rounds"] < 5:
-        notes += (
-            f" Only {meta['ttt']['rounds']} round(s) for time to target: not enough for a headline ratio (use ≥ 5)."
-        )
+    notes = f"{common.text('ladder.same_arithmetic')} {accuracy_check(record)} {baseline_note(record)}"
+    notes += (fair_sentence(record) or fair_absent(record)) + " " + common.text("ladder.shares") + hardware_note(record)
+    notes += f" The largest unaccounted share of any rank's wall time was {max(gaps):.1%} (phases cover the rest)."
+    notes += f" Raw samples: {raw_path}." if raw_path else ""
+    if "wall_s" in meta:
+        blocks = ", ".join(f"{k[:-2]} {v:.0f} s" for k, v in meta.get("blocks_s", {}).items())
+        notes += f" Wall time of the measuring run: {meta['wall_s']:.0f} s ({blocks})."
+    if (rounds := meta["ttt"]["rounds"]) < 5:
+        notes += f" Only {rounds} round(s) for time to target: not enough for a headline ratio (use ≥ 5)."
     return TITLE, intro, tables, notes
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -156,11 +155,6 @@ def measure(args, cases: list[Case], data: Path, tmp: Path) -> dict:
 # ----------------------------------------------------------------- rendering
 
 
-def fmt_s(seconds: float) -> str:
-    """Seconds as ms (≥ 1 ms) or µs, three significant digits."""
-    return f"{seconds * 1e3:.3g} ms" if abs(seconds) >= 1e-3 else f"{seconds * 1e6:.3g} µs"
-
-
 def loop_s(row: dict) -> float:
     """The step's seconds outside data, forward + backward, update and comm: the loop's own cost."""
     return row["seconds_per_step"] - row["data_s"] - row["compute_s"] - row["update_s"] - row.get("comm_wait_s", 0.0)
@@ -183,9 +177,24 @@ def loop_goal(record: dict, label: str) -> dict:
     budget = (GOAL - 1) * common.median(s[plain])
     verdict = stats.goal({"ci_low": found.low, "ci_high": found.high, "min": 0, "max": 0}, budget, floor, margin=budget)
     return {
-        "low": found.low, "high": found.high, "coverage": found.coverage, "floor": floor, "budget": budget,
-        "goal": verdict,
+        "median": common.median(diff(ours, plain)), "n": len(diff(ours, plain)), "low": found.low, "high": found.high,
+        "coverage": found.coverage, "floor": floor, "budget": budget, "goal": verdict,
     }  # fmt: skip
+
+
+def headline(record: dict) -> list[dict]:
+    """The page's headline rows: per case, the loop's own µs per step and ours ÷ plain, each against its goal."""
+    s, rows = record["samples"], []
+    for case in record["meta"]["cases"]:
+        label, g = case["label"], loop_goal(record, case["label"])
+        us, r = lambda x: f"{x * 1e6:+.0f} µs", {**g, "ci_low": g["low"], "ci_high": g["high"]}  # noqa: E731
+        what = f"the loop's own cost per step, ours − plain, {label}"
+        rows.append(stats.headline_row(what, r, f"±{g['floor'] * 1e6:.0f} µs", f"≤ {us(g['budget'])}", g["goal"], us))
+        r, noise = ratio_and_floor(s, label)
+        rows.append(stats.headline_row(
+            f"one rank, ours ÷ a plain loop, {label}", r, f"±{noise:.1%}", f"≤ {GOAL:.2f}×", stats.goal(r, GOAL, noise)
+        ))  # fmt: skip
+    return rows
 
 
 def loop_goal_text(g: dict) -> str:
@@ -193,13 +202,19 @@ def loop_goal_text(g: dict) -> str:
     return f"{head} (A/A floor ±{g['floor'] * 1e6:.0f} µs); {g['low'] * 1e6:+.0f}{stats.DASH}{g['high'] * 1e6:+.0f} µs ({100 * g['coverage']:.1f} %)"
 
 
+def ratio_and_floor(s: dict, label: str) -> tuple[dict, float]:
+    """Ours ÷ plain in a case, and the floor of its wider twin."""
+    ours, plain, ours_aa, plain_aa = case_cells(label)
+    noise = max(stats.noise_floor(zip(s[a], s[b])) for a, b in twins(s, ours, plain, ours_aa, plain_aa))
+    return stats.ratio(s[ours], s[plain]), noise
+
+
 def headline_rows(record: dict) -> list[dict]:
     s, meta = record["samples"], record["meta"]
     rows = []
     for case in meta["cases"]:
-        ours, plain, ours_aa, plain_aa = case_cells(case["label"])
-        noise = max(stats.noise_floor(zip(s[a], s[b])) for a, b in twins(s, ours, plain, ours_aa, plain_aa))
-        r = stats.ratio(s[ours], s[plain])
+        ours, plain, *_ = case_cells(case["label"])
+        r, noise = ratio_and_floor(s, case["label"])
         verdict = stats.verdict_text(r, noise)
         rows.append({
             "case": f"{meta['model']}, {case['label']}", "plain s/step": stats.format_cell(stats.summary(s[plain])),
@@ -229,9 +244,9 @@ def split_rows(record: dict) -> list[dict]:
             ours, plain, *_ = case_cells(case["label"])
             o = stats.summary(part(x) for x in splits[ours])["median"]
             p = stats.summary(part(x) for x in splits[plain])["median"]
-            row[f"ours ({case['label']})"] = fmt_s(o)
-            row[f"plain ({case['label']})"] = fmt_s(p)
-            row[f"ours − plain ({case['label']})"] = ("+" if o >= p else "") + fmt_s(o - p)
+            row[f"ours ({case['label']})"] = stats.fmt_seconds(o)
+            row[f"plain ({case['label']})"] = stats.fmt_seconds(p)
+            row[f"ours − plain ({case['label']})"] = ("+" if o >= p else "") + stats.fmt_seconds(o - p)
         rows.append(row)
     return rows
 
@@ -304,14 +319,13 @@ def measure_record(args, cases: list[Case]) -> Path:
     """Measure every case and write the raw record to args.raw."""
     from scaledl.data.hdf5 import read_info
 
-    t_start = time.monotonic()
-    common.use_launch(common.Launch.for_table(1, threads=args.threads))
-    m = common.machine()
-    with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
-        data = common.DATASETS[DATASET](Path(tmp))
+    def measure_all(tmp: Path) -> tuple[dict, dict]:
+        data = common.DATASETS[DATASET](tmp)
         info = read_info(data)
         flops = {c.label: common.step_flops(args.model, info.image_shape, info.classes, c.batch) for c in cases}
-        result = measure(args, cases, data, Path(tmp))
+        return measure(args, cases, data, tmp), flops
+
+    (result, flops), m, t_start = common.measured(args, common.Launch.for_table(1, threads=args.threads), measure_all)
     cases_meta = [{"label": c.label, "batch": c.batch, "warmup": c.warmup, "steps": c.steps} for c in cases]
     return common.write_record(
         args, NAME, result, m, t_start, quantity="seconds per step (steady state)", model=args.model, dataset=DATASET,

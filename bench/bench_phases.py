@@ -33,11 +33,9 @@ TITLE = "Validation per phase: measured against simulated, each rank's seconds p
 BUDGET_S = 8 * 60
 ALGORITHMS = ("sync_sgd", "sync_easgd", "easgd", "async_easgd", "hogwild_easgd", "async_sgd", "hogwild_sgd")
 PHASE_GROUPS = {  # shown phase → scaledl.comm.timing.PHASES summed into it
-    "compute": ("compute", "update", "center_update"),
-    "comm": ("comm", "param_copy", "h2d"),
-    "wait": ("wait",),
+    "compute": ("compute", "update", "center_update"), "comm": ("comm", "param_copy", "h2d"), "wait": ("wait",),
     "data": ("data",),
-}
+}  # fmt: skip
 SHOWN = (*PHASE_GROUPS, "other", "total")
 SIDES = ("measured", "simulated")
 
@@ -121,11 +119,8 @@ def phase_rows(details: dict, plan: list[dict]) -> list[dict]:
                 if not all(found.values()) or max(map(abs, found["measured"] + found["simulated"])) < 1e-7:
                     continue  # a phase this rank never enters
                 rows.append({
-                    "pattern": c["algorithm"] + ("†" if c["oversubscribed"] else ""),
-                    "P": c["workers"],
-                    "rank": role,
-                    "phase": phase,
-                    "measured s/step": stats.format_cell(stats.summary(found["measured"])),
+                    "pattern": c["algorithm"] + ("†" if c["oversubscribed"] else ""), "P": c["workers"], "rank": role,
+                    "phase": phase, "measured s/step": stats.format_cell(stats.summary(found["measured"])),
                     "simulated s/step": stats.format_cell(stats.summary(found["simulated"])).split(" [")[0],
                     "simulated ÷ measured": ratio_cell(found["simulated"], found["measured"]),
                 })  # fmt: skip
@@ -140,10 +135,8 @@ def probe_rows(probe: dict) -> list[dict]:
     for op in OPERATIONS:
         m, s = [run[op] for run in probe["measured"]], [run[op] for run in probe["simulated"]]
         rows.append({
-            "operation": op,
-            "measured": stats.format_cell(stats.summary(m)),
-            "simulated": stats.format_cell(stats.summary(s)).split(" [")[0],
-            "simulated ÷ measured": ratio_cell(s, m),
+            "operation": op, "measured": stats.format_cell(stats.summary(m)),
+            "simulated": stats.format_cell(stats.summary(s)).split(" [")[0], "simulated ÷ measured": ratio_cell(s, m),
         })  # fmt: skip
     return rows
 
@@ -245,9 +238,7 @@ def measure_record(args) -> Path:
             args.platform_out.write_text(platform_text)
         data = common.prepare_digits(tmp)
         samples = {f"{c['cell']}: {side}": [] for c in plan for side in SIDES}
-        details = {c["cell"]: {side: [] for side in SIDES} for c in plan}
-        runs = {c["cell"]: {side: [] for side in SIDES} for c in plan}
-        staleness = {c["cell"]: {side: [] for side in SIDES} for c in plan}
+        details, runs, staleness = ({c["cell"]: {side: [] for side in SIDES} for c in plan} for _ in range(3))
         for c in plan:  # the simulation is deterministic for a seed: once
             out = tmp / f"sim-{c['algorithm']}-{c['workers']}"
             run_simulated(platform, c["ranks"], train_args(data, out, c["algorithm"], args.warmup, args.steps))

@@ -72,13 +72,11 @@ def split_of(state: dict) -> dict:
     from scaledl.comm.timing import COMPUTE, PHASES
 
     return {
-        "compute_s": sum(state[f"{p}_s"] for p in COMPUTE),
-        "transfer_s": state["transfer_s"],
-        "wait_s": state["exposed_s"] - state["transfer_s"],
-        "exposed_s": state["exposed_s"],
+        "compute_s": sum(state[f"{p}_s"] for p in COMPUTE), "transfer_s": state["transfer_s"],
+        "wait_s": state["exposed_s"] - state["transfer_s"], "exposed_s": state["exposed_s"],
         "phases": {p: state[f"{p}_s"] for p in PHASES},
         "exchange": common.run_exchange(state["run"]),  # the model column prices the messages the run sent
-    }
+    }  # fmt: skip
 
 
 def measure(cells: dict, args, data: Path, tmp: Path) -> dict:
@@ -178,11 +176,8 @@ def _scaling_label(record: dict, row: dict) -> str:
 
 
 def _reference(record: dict, row: dict) -> dict:
-    return next(
-        r
-        for r in record["meta"]["rows"]
-        if r["algorithm"] == row["algorithm"] and r["scaling"] == row["scaling"] and r["workers"] == 1
-    )
+    same = lambda r: r["algorithm"] == row["algorithm"] and r["scaling"] == row["scaling"]  # noqa: E731
+    return next(r for r in record["meta"]["rows"] if same(r) and r["workers"] == 1)
 
 
 def scaling_table(record: dict, floors: dict) -> str:
@@ -290,17 +285,10 @@ def render(record: dict) -> tuple[str, str, str, str]:
             first_rows.setdefault(r["algorithm"], r)
         formulas = "; ".join(f"{a}: {predictions(record, row)['formula']}" for a, row in first_rows.items())
         source = f"{net['source']}: {common.netbench_origin(net)}{'; ' + net['note'] if net.get('note') else ''}"
-        notes.append(
-            common.text(
-                "scaling.model",
-                collectives=COST_MODEL.replace("_", "-"),
-                formulas=formulas,
-                alpha=f"{net['alpha_s']:.3g}",
-                beta=f"{net['beta_s_per_byte']:.3g}",
-                gamma=f"{net['gamma_s_per_byte'] or 0:.3g}",
-                source=source,
-            )  # fmt: skip
-        )
+        notes.append(common.text(
+            "scaling.model", collectives=COST_MODEL.replace("_", "-"), formulas=formulas, alpha=f"{net['alpha_s']:.3g}",
+            beta=f"{net['beta_s_per_byte']:.3g}", gamma=f"{net['gamma_s_per_byte'] or 0:.3g}", source=source,
+        ))  # fmt: skip
     else:
         notes.append("No prediction: the record holds no α, β.")
     if rounds < 5:

@@ -16,7 +16,6 @@ import argparse
 import json
 import subprocess
 import sys
-import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -262,15 +261,12 @@ def render(record: dict) -> tuple[str, str, str, str]:
 
 
 def measure_record(args) -> Path:
-    t_start = time.monotonic()
-    common.use_launch(common.Launch.for_table(max(r for _, r in PATTERNS.values())))
-    m = common.machine()
-    with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
-        tmp = Path(tmp)
+    def measure(tmp: Path) -> tuple[dict, dict, dict]:
         data = common.prepare_digits(tmp)
-        result = measure_validation(args, data, tmp)
-        collectives = measure_collectives(tmp)
-        cost = measure_cost(args, data, tmp)
+        return measure_validation(args, data, tmp), measure_collectives(tmp), measure_cost(args, data, tmp)
+
+    launch = common.Launch.for_table(max(r for _, r in PATTERNS.values()))
+    (result, collectives, cost), m, t_start = common.measured(args, launch, measure)
     return common.write_raw(args.raw, NAME, result["samples"], {
         "machine": m, "unit": "s", "quantity": "seconds per step (steady state), measured and simulated",
         "warmup": args.warmup, "steps": args.steps, "rounds": args.rounds, "order": result["order"],

@@ -107,11 +107,8 @@ def machine_line(m: dict, launch: Launch | None = None) -> str:
     load = f"; 1-min load average {m['load_before']:.2f} at start, {end:.2f} at end"
     busy = " (other jobs were running: expect noise)" if max(m["load_before"], end) > 0.5 else ""
     commit = m.get("git") or {}
-    rev = (
-        f"; commit {commit['commit'][:10]}{' (with uncommitted changes)' if commit.get('dirty') else ''}"
-        if commit.get("commit")
-        else ""
-    )
+    dirty = " (with uncommitted changes)" if commit.get("dirty") else ""
+    rev = f"; commit {commit['commit'][:10]}{dirty}" if commit.get("commit") else ""
     launch = launch or Launch.from_dict(m.get("launch")) or LAUNCH
     return (
         f"Machine: {m['cpu']}, {m['cores']} cores, {m['memory']}, {m['gpus']}; {m['mpi']}; torch {m['torch']}, "
@@ -187,6 +184,13 @@ class Launch:
 
 
 LAUNCH = Launch()
+
+
+def recorded_mark(record: dict, ranks: int) -> str:
+    """`Launch.mark` for the machine a record was measured on (not the one rendering it): "†" for a cell with
+    more ranks × threads than that machine's cores."""
+    threads = (record.get("launch") or {}).get("threads", 1)
+    return "†" if ranks * threads > record["machine"].get("cores", ranks) else ""
 
 
 def use_launch(launch: Launch) -> Launch:
@@ -343,6 +347,18 @@ def train(ranks: int, data: Path, out_dir: Path, *, algorithm: str, warmup: int,
     return steady_state(out_dir, warmup)
 
 
+def measured(args, launch: Launch, measure) -> tuple[dict, dict, float]:
+    """The start of a measuring run: its clock, `launch` as the bench's environment (use_launch), the machine,
+    then measure(folder) in a temporary folder under args.workdir: (its result, the machine, the start)."""
+    import tempfile
+
+    started = time.monotonic()
+    use_launch(launch)
+    m = machine()
+    with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
+        return measure(Path(tmp)), m, started
+
+
 def record_tail(meta: dict, budget_s: float) -> str:
     """The end of a section's notes: where the raw samples are, how long the measuring took, and a warning
     when there were too few rounds for a headline ratio."""
@@ -479,14 +495,10 @@ def steady_state(run_dir: Path, warmup: int) -> dict:
 
     per_phase = np.mean(phases, axis=0)
     return {
-        "steps": quantities[0]["steady_steps"],
-        "seconds_per_step": mean("seconds_per_step"),
-        "transfer_s": mean("transfer_per_step_s"),
-        "exposed_s": mean("transfer_per_step_s") + mean("wait_per_step_s"),
-        "comm_share": mean("comm_share"),
-        **{f"{p}_s": float(v) for p, v in zip(PHASES, per_phase)},
-        "run": run,
-    }
+        "steps": quantities[0]["steady_steps"], "seconds_per_step": mean("seconds_per_step"),
+        "transfer_s": mean("transfer_per_step_s"), "exposed_s": mean("transfer_per_step_s") + mean("wait_per_step_s"),
+        "comm_share": mean("comm_share"), **{f"{p}_s": float(v) for p, v in zip(PHASES, per_phase)}, "run": run,
+    }  # fmt: skip
 
 
 # -------------------------------------------------------------- statistics
@@ -530,6 +542,8 @@ def update_section(name: str, body: str, doc: Path = DOC) -> Path:
     pattern = re.compile(re.escape(start) + r".*?" + re.escape(end), re.S)
     if pattern.search(page):
         page = pattern.sub(lambda _: block, page, count=1)
+    elif name == "headline" and (first := page.find("<!-- bench:")) >= 0:  # the page's summary comes first
+        page = page[:first] + block + "\n\n" + page[first:]
     else:
         page = page.rstrip() + "\n\n" + block + "\n"
     first = page.find("<!-- bench:")
@@ -572,10 +586,8 @@ def load_change(sections: str) -> str:
             spans[name] = (min(values), max(values))
         if found := CORES.search(body):
             cores = max(cores, int(found.group(1)))
-    if (
-        not spans
-        or max(hi for _, hi in spans.values()) - min(lo for lo, _ in spans.values()) <= LOADED_PER_CORE * cores
-    ):
+    change = max(hi for _, hi in spans.values()) - min(lo for lo, _ in spans.values()) if spans else 0
+    if change <= LOADED_PER_CORE * cores:
         return ""
     listed = ", ".join(f"{name} {lo:.2f}–{hi:.2f}" for name, (lo, hi) in spans.items())
     return (
@@ -870,13 +882,9 @@ def network(path: Path | None, tmp: Path, bench: str) -> dict:
     except UserError as error:
         raise SystemExit(f"{bench}: --netbench {error}") from None
     return {
-        "alpha_s": net.alpha,
-        "beta_s_per_byte": net.beta,
-        "gamma_s_per_byte": net.gamma,
-        "source": source,
-        "note": (record.get("p2p") or {}).get("note"),
-        **extra,
-    }
+        "alpha_s": net.alpha, "beta_s_per_byte": net.beta, "gamma_s_per_byte": net.gamma, "source": source,
+        "note": (record.get("p2p") or {}).get("note"), **extra,
+    }  # fmt: skip
 
 
 def recorded_network(meta: dict):

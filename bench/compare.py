@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import RawError, read_raw  # noqa: E402
+from bench.common import RawError, read_raw, table  # noqa: E402
 from bench.stats import AA_SUFFIX, aa_cell, format_cell, median_interval, noise_floor, ratio, summary  # noqa: E402
 
 DEFAULT_THRESHOLD = 0.02
@@ -110,13 +110,6 @@ def _describe(label: str, path: str, record: dict) -> str:
     )
 
 
-def _table(rows: list[list[str]]) -> str:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in rows]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 2)[2])
     parser.add_argument("old", help="the reference run's raw JSON")
@@ -153,14 +146,14 @@ def main(argv: list[str] | None = None) -> int:
     print()
 
     unit = result["unit"] if result["unit"] in ("s", "B/s") else None
-    rows = [["cell", "old median [min–max] n", "new median [min–max] n", "new/old", "noise", "p", "verdict"]]
-    for cell, c in result["cells"].items():
-        rows.append(
-            [cell, format_cell(c["old"], unit), format_cell(c["new"], unit), f"{c['ratio']['median']:.3f}×",
+    columns = ["cell", "old median [min–max] n", "new median [min–max] n", "new/old", "noise", "p", "verdict"]
+    rows = [
+        dict(zip(columns, [cell, format_cell(c["old"], unit), format_cell(c["new"], unit), f"{c['ratio']['median']:.3f}×",
              f"±{c['noise']:.1%}", "–" if c["p"] is None else f"{c['p']:.2g}",
-             c["verdict"].upper() if c["flagged"] else c["verdict"]],
-        )  # fmt: skip
-    print(_table(rows))
+             c["verdict"].upper() if c["flagged"] else c["verdict"]]))
+        for cell, c in result["cells"].items()
+    ]  # fmt: skip
+    print(table(rows, columns))
     for label in ("added", "removed"):
         if result[label]:
             print(f"{label} (not compared): {', '.join(result[label])}")

@@ -1,4 +1,4 @@
-"""Run every benchmark, keep every raw sample, and rewrite docs/benchmarks.md from them (about two hours on 2 cores).
+"""Run every benchmark, keep every raw sample, and rewrite docs/benchmarks.md from them (about 80 minutes on 2 cores).
 
     python bench/run_all.py [--quick] [--no-doc] [--only NAME,...]
     python bench/run_all.py --render          # rebuild the doc from bench/raw/*.json, measuring nothing
@@ -12,6 +12,7 @@ the scripts: its records go to a temporary folder and the doc is left alone.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import subprocess
 import sys
@@ -21,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import common  # noqa: E402
+from bench import common, stats  # noqa: E402
 from scaledl.sim.loader import available  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -40,6 +41,9 @@ QUICK = {
     "bench_phases.py": ["--rounds", "1", "--warmup", "5", "--steps", "10"],
     "bench_paper_scale.py": ["--nodes", "1,2", "--steps", "4", "--constants", "noise", "--factors", "2"],
 }
+# The page's validation table: the platform calibrated with every core busy, and the windows' cells with more
+# ranks than cores beside the others (without them the table compares one-rank cells only).
+FULL = {"bench_phases.py": ["--calibrate", "busy", "--oversubscribed"]}
 BENCHES = (
     "allreduce", "ddp", "exchange", "overhead", "scaling", "ladder", "hogwild", "checkpoint", "averaging",
     "evaluation", "simulation", "phases", "paper_scale",
@@ -47,7 +51,7 @@ BENCHES = (
 # They print the α-β model's prediction beside measurements, from this run's netbench (measured in the same
 # launch environment as theirs); the ladder measures its own, in its table's environment (MPICH yielding).
 USES_NETBENCH = ("allreduce", "scaling")
-BUDGET_S = 140 * 60  # the simulated paper-scale experiments alone take about 45 minutes, DDP about 25
+BUDGET_S = 140 * 60  # measured 2026-12: 79 min in all, the simulated paper scale 32, DDP 11
 OPTIONAL = {"simulation": available, "phases": available, "paper_scale": available}
 MNIST = common.REPO / "data" / "hdf5" / "mnist.h5"  # prepared by the workflow (or scaledl prepare mnist), if here
 
@@ -57,10 +61,8 @@ def record_netbench(path: Path, m: dict, raw: Path) -> dict:
     the whole result in meta), so its section can be rebuilt and compared like every other bench's."""
     result = json.loads(path.read_text())
     samples = {f"ping-pong {r['bytes']} B": r["samples_s"] for r in result["p2p"]["links"][0]["table"]}
-    common.write_raw(
-        raw, "netbench", samples,
-        {"machine": m, "unit": "s", "netbench": result, "quantity": "one-way time, every repeat"},
-    )  # fmt: skip
+    meta = {"machine": m, "unit": "s", "netbench": result, "quantity": "one-way time, every repeat"}
+    common.write_raw(raw, "netbench", samples, meta)
     return common.read_raw(raw)
 
 
@@ -69,14 +71,10 @@ def netbench_section(record: dict, write: bool) -> None:
     link = result["p2p"]["links"][0]
     p = result["machine"]["ranks"]
     rows = [
-        {
-            "bytes": r["bytes"],
-            "one-way µs": r["time_s"] * 1e6,
-            "GB/s": r["bandwidth_Bps"] / 1e9,
-            "α + βn µs": r["fit_time_s"] * 1e6,
-        }
+        {"bytes": r["bytes"], "one-way µs": r["time_s"] * 1e6, "GB/s": r["bandwidth_Bps"] / 1e9,
+         "α + βn µs": r["fit_time_s"] * 1e6}
         for r in link["table"]
-    ]
+    ]  # fmt: skip
     coll = []
     for i, size in enumerate(result["settings"]["sizes"]):
         row = {"bytes": size}
@@ -146,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
             if name in OPTIONAL and not OPTIONAL[name]():
                 print(f"[{script}: skipped, {name} needs SimGrid (docs/simulation.md)]", flush=True)
                 continue
-            cmd = [sys.executable, str(HERE / script), *flags, *(QUICK[script] if args.quick else [])]
+            cmd = [sys.executable, str(HERE / script), *flags, *(QUICK[script] if args.quick else FULL.get(script, []))]
             if args.quick:
                 cmd += ["--raw", str(quick_dir / f"{name}.json")]
             if name in USES_NETBENCH:
@@ -162,7 +160,30 @@ def main(argv: list[str] | None = None) -> int:
     wall = time.perf_counter() - started
     over = f" — over the {BUDGET_S // 60}-minute budget" if wall > BUDGET_S and not args.quick and only is None else ""
     print(f"[all benchmarks: {wall:.0f} s{over}]")
+    headline_section(write=not flags)
     return 0
+
+
+HEADLINE = ("ddp", "exchange", "overhead")  # the benches whose goals head the page
+
+
+def headline_section(write: bool) -> None:
+    """The page's headline table: every goal of HEADLINE's records (those present), one row each."""
+    rows, commits = [], {}
+    for name in HEADLINE:
+        if (raw := common.raw_path(name)).exists():
+            record = common.read_raw(raw)
+            rows += importlib.import_module(f"bench.bench_{name}").headline(record)
+            git = record["machine"].get("git") or {}
+            commits[name] = git.get("commit", "none")[:10] + (" (with uncommitted changes)" if git.get("dirty") else "")
+    if rows:
+        one = set(commits.values())
+        at = f"; commit {one.pop()}" if len(one) == 1 else ": " + ", ".join(f"{n} at {c}" for n, c in commits.items())
+        body = common.text("headline", records=", ".join(commits) + at, rule=stats.RULE)
+        body = body.replace("TABLE ", "\n\n" + common.table(rows, list(rows[0])) + "\n")
+        print(body)
+        if write:
+            common.update_section("headline", "## Headline goals\n\n" + body)
 
 
 def render_all(wanted, write: bool) -> int:
@@ -177,13 +198,11 @@ def render_all(wanted, write: bool) -> int:
         if name == "netbench":
             netbench_section(common.read_raw(raw), write=write)
             continue
-        cmd = [
-            sys.executable, str(HERE / f"bench_{name}.py"), "--render", "--raw", str(raw),
-            *([] if write else ["--no-doc"]),
-        ]  # fmt: skip
-        if subprocess.run(cmd, cwd=common.REPO).returncode != 0:
+        cmd = [sys.executable, str(HERE / f"bench_{name}.py"), "--render", "--raw", str(raw)]
+        if subprocess.run(cmd + ([] if write else ["--no-doc"]), cwd=common.REPO).returncode != 0:
             print(f"run_all: bench_{name}.py --render failed", file=sys.stderr)
             return 1
+    headline_section(write)
     return 0
 
 

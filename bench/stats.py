@@ -74,6 +74,20 @@ def format_cell(s: dict, unit: str | None = "s", spread: str = "range") -> str:
     return Spread(s["median"], lo, hi, s["n"]).text(fmt, bounds_label="IQR " if spread == "iqr" else "")
 
 
+def fmt_seconds(x: float) -> str:
+    """`x` seconds with 3 significant digits in s, ms or µs."""
+    factor, unit = next(((f, u) for f, u in ((1.0, "s"), (1e-3, "ms")) if abs(x) >= f), (1e-6, "µs"))
+    return f"{x / factor:.3g} {unit}"
+
+
+def ratio_cells(samples: dict, cell: str, ref: str, noise: float) -> tuple[str, str]:
+    """The paired ratio cell/ref and its verdict, or the reference marker."""
+    if cell == ref:
+        return "1 (reference)", "–"
+    r = ratio(samples[cell], samples[ref])
+    return format_ratio(r), verdict(r, noise)
+
+
 def format_ratio(r: dict) -> str:
     """A ratio as "1.04× [0.98–1.09] n=5" (median [bounds] n; the bounds as `ratio` defines them)."""
     return Spread(r["median"], r["min"], r["max"], r["n"]).text(fixed(".3f", "×"))
@@ -120,7 +134,7 @@ def ratio(a_samples: Iterable[float], b_samples: Iterable[float], paired: bool |
 
 
 def _interval(r: dict) -> tuple[float, float]:
-    return r.get("ci_low", r["min"]), r.get("ci_high", r["max"])
+    return (r["ci_low"], r["ci_high"]) if "ci_low" in r else (r["min"], r["max"])
 
 
 def interval_text(r: dict) -> str:
@@ -210,6 +224,17 @@ def goal_text(r: dict, limit: float, floor: float) -> str:
     else:
         head += f"{g} (A/A floor ±{floor:.1%})"
     return f"{head}; {interval_text(r)}"
+
+
+def headline_row(what: str, r: dict, floor: str, goal: str, verdict: str, fmt=lambda x: f"{x:.3f}×") -> dict:
+    """One row of the page's headline table: a ratio (or, with `fmt`, a difference) with its exact interval."""
+    low, high = _interval(r)
+    coverage = r.get("coverage")
+    label = f"{100 * coverage:.1f} %" if coverage is not None and not math.isnan(coverage) else "min–max"
+    return {
+        "what": what, "median": fmt(r["median"]), "interval (coverage)": f"{fmt(low)}{DASH}{fmt(high)} ({label})",
+        "n": r["n"], "A/A floor": floor, "goal": goal, "verdict": verdict,
+    }  # fmt: skip
 
 
 def within(r: dict, margin: float, floor: float) -> str:

@@ -70,6 +70,33 @@ def test_each_goal_is_judged_against_both_copies_of_its_floor(tmp_path):
     assert "Sync EASGD: allreduce: met" in both  # 1.02× both copies of the Allreduce (twin 1.004×)
 
 
+def test_the_headline_rows_judge_each_goal_against_each_copy_of_its_floor(tmp_path, monkeypatch):
+    """The page's headline table: one row per goal and copy, with the interval's true coverage; run_all puts
+    the table first on the page, above every section."""
+    rec = record(tmp_path, turn_factor=1.1)
+    twin = stats.aa_cell(bench_exchange.SENDRECV)
+    rec["samples"][twin] = [x * 0.9 for x in rec["samples"][bench_exchange.SENDRECV]]
+    rows = {row["what"]: row for row in bench_exchange.headline(rec)}
+    assert len(rows) == 4  # two goals, each against the first copy and its twin
+    turn = "easgd's exchange (a round-robin turn) over a standalone Send + Recv of |W|"
+    assert rows[turn]["verdict"] == "met" and rows[f"{turn}, its A/A twin"]["verdict"] == "missed"
+    assert rows[turn]["median"] == "1.100×" and rows[turn]["interval (coverage)"].endswith("(98.4 %)")
+    assert rows[turn]["A/A floor"] == "±11.1%" and rows[turn]["goal"] == "≤ 1.15×" and rows[turn]["n"] == 7
+
+    from bench import run_all
+
+    (tmp_path / "raw").mkdir()
+    common.write_raw(tmp_path / "raw" / "exchange.json", "exchange", rec["samples"], rec["meta"])
+    monkeypatch.setattr(common, "raw_path", lambda name: tmp_path / "raw" / f"{name}.json")
+    monkeypatch.setattr(common.update_section, "__defaults__", (tmp_path / "benchmarks.md",))  # not the real page
+    common.update_section("allreduce", "## A\n\nMachine: x; commit abc1234567. y.")
+    run_all.headline_section(write=True)
+    page = (tmp_path / "benchmarks.md").read_text()
+    assert page.index("<!-- bench:headline -->") < page.index("<!-- bench:allreduce -->")
+    assert "| easgd's exchange (a round-robin turn) over a standalone Send + Recv of \\|W\\|, its A/A twin |" in page
+    assert "from the records of exchange;" in page
+
+
 @pytest.mark.mpi
 def test_the_exchange_job_measures_every_cell(tmp_path):
     """A tiny |W| through the real two-rank job: every cell gets one sample per round, all positive."""

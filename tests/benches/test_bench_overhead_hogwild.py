@@ -134,6 +134,16 @@ def test_overhead_states_the_loop_goal_in_microseconds(tmp_path):
     assert "goal ≤ +604 µs: met" in head64 or "goal ≤ +605 µs: met" in head64
 
 
+def test_the_headline_rows_give_the_loops_own_microseconds_and_the_ratio(tmp_path):
+    record = json.loads(overhead_record(tmp_path).read_text())
+    rows = {row["what"]: row for row in bench_overhead.headline(record)}
+    loop = rows["the loop's own cost per step, ours − plain, batch 64"]
+    assert loop["verdict"] == "met" and loop["goal"] in ("≤ +604 µs", "≤ +605 µs") and loop["n"] == 6
+    assert 100 < float(loop["median"].split()[0]) < 115 and loop["interval (coverage)"].endswith("(96.9 %)")
+    assert rows["one rank, ours ÷ a plain loop, batch 64"]["verdict"] == "not certifiable"  # floor 3 % ≥ margin
+    assert rows["one rank, ours ÷ a plain loop, batch 4"]["verdict"] == "missed"  # 1.5×, floor 1 %
+
+
 def test_the_plain_loop_is_its_own_one_rank_child_under_the_same_launch(tmp_path, monkeypatch):
     case = bench_overhead.Case(4, 40, 200)
     argv = bench_overhead.plain_argv(tmp_path / "d.h5", case, tmp_path / "o.json", 0.05, "lenet", 1)

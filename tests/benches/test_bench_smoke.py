@@ -86,13 +86,14 @@ def test_the_page_names_its_commit_once_and_flags_a_section_from_another(tmp_pat
 
 
 def test_every_quick_flag_is_an_option_of_its_bench():
-    """run_all --quick passes shortened settings to each bench: each must be an option that bench defines."""
+    """run_all passes shortened settings to each bench (--quick) and the page's settings to some (FULL): each
+    must be an option that bench defines."""
     import re
 
     sys.path.insert(0, str(REPO))
     from bench import run_all
 
-    for script, args in run_all.QUICK.items():
+    for script, args in [*run_all.QUICK.items(), *run_all.FULL.items()]:
         source = (REPO / "bench" / script).read_text()
         defined = set(
             re.findall(r'(?:add_argument|\badd)\(\s*"(--[a-z-]+)"', source)
