@@ -187,7 +187,7 @@ def headline(record: dict) -> list[dict]:
     s, rows = record["samples"], []
     for case in record["meta"]["cases"]:
         label, g = case["label"], loop_goal(record, case["label"])
-        us, r = lambda x: f"{x * 1e6:+.0f} µs", {**g, "ci_low": g["low"], "ci_high": g["high"]}  # noqa: E731
+        us, r = lambda x: f"{micro(x)} µs", {**g, "ci_low": g["low"], "ci_high": g["high"]}  # noqa: E731
         what = f"the loop's own cost per step, ours − plain, {label}"
         rows.append(stats.headline_row(what, r, f"±{g['floor'] * 1e6:.0f} µs", f"≤ {us(g['budget'])}", g["goal"], us))
         r, noise = ratio_and_floor(s, label)
@@ -197,9 +197,14 @@ def headline(record: dict) -> list[dict]:
     return rows
 
 
+def micro(seconds: float) -> str:
+    """Signed whole µs, "+0" for what rounds to nothing."""
+    return f"{round(seconds * 1e6):+d}"
+
+
 def loop_goal_text(g: dict) -> str:
     head = f"goal ≤ +{g['budget'] * 1e6:.0f} µs: {g['goal']}"
-    return f"{head} (A/A floor ±{g['floor'] * 1e6:.0f} µs); {g['low'] * 1e6:+.0f}{stats.DASH}{g['high'] * 1e6:+.0f} µs ({100 * g['coverage']:.1f} %)"
+    return f"{head} (A/A floor ±{g['floor'] * 1e6:.0f} µs); {micro(g['low'])}{stats.DASH}{micro(g['high'])} µs ({100 * g['coverage']:.1f} %)"
 
 
 def ratio_and_floor(s: dict, label: str) -> tuple[dict, float]:
