@@ -171,13 +171,14 @@ def loop_goal(record: dict, label: str) -> dict:
     splits, s = record["meta"]["splits"], record["samples"]
     ours, plain, ours_aa, plain_aa = case_cells(label)
     diff = lambda a, b: [loop_s(x) - loop_s(y) for x, y in zip(splits[a], splits[b])]  # noqa: E731
-    found = stats.median_interval(diff(ours, plain))
+    own = diff(ours, plain)
+    found = stats.median_interval(own)
     floors = [stats.median_interval(diff(b, a)) for a, b in twins(s, ours, plain, ours_aa, plain_aa)]
     floor = max(max(abs(f.low), abs(f.high)) for f in floors)
     budget = (GOAL - 1) * common.median(s[plain])
     verdict = stats.goal({"ci_low": found.low, "ci_high": found.high, "min": 0, "max": 0}, budget, floor, margin=budget)
     return {
-        "median": common.median(diff(ours, plain)), "n": len(diff(ours, plain)), "low": found.low, "high": found.high,
+        "median": common.median(own), "n": len(own), "low": found.low, "high": found.high,
         "coverage": found.coverage, "floor": floor, "budget": budget, "goal": verdict,
     }  # fmt: skip
 

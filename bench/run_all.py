@@ -181,7 +181,7 @@ def headline_section(write: bool) -> None:
         one = set(commits.values())
         at = f"; commit {one.pop()}" if len(one) == 1 else ": " + ", ".join(f"{n} at {c}" for n, c in commits.items())
         body = common.text("headline", records=", ".join(commits) + at, rule=stats.RULE)
-        body = body.replace("TABLE ", "\n\n" + common.table(rows, list(rows[0])) + "\n")
+        body += "\n\n" + common.table(rows, list(rows[0])) + "\n" + common.text("headline.reading")
         print(body)
         if write:
             common.update_section("headline", "## Headline goals\n\n" + body)
