@@ -1080,6 +1080,24 @@ def test_simulated_runs_are_judged_apart_from_measured_ones(tmp_path):
     assert row.rstrip(" |").endswith("**no**")
 
 
+def test_two_ties_refuted_by_opposite_winners_do_not_agree(tmp_path):
+    def fig8_tie_row(page: str) -> str:
+        return next(line for line in page.splitlines() if line.startswith("| Fig. 8 | Sync EASGD and Hogwild"))
+
+    sync_first = figure_8(hogwild_easgd=(14, 15, 16, 14.5, 15.5))  # Sync EASGD clearly faster
+    hogwild_first = figure_8(hogwild_easgd=(7, 7.5, 8, 7.2, 7.6))  # Hogwild EASGD clearly faster
+    for twin, agrees in ((hogwild_first, False), (sync_first, True)):
+        simulated = twin.assign(simulated_on="k80x8")
+        results = pd.concat([sync_first.assign(simulated_on=""), simulated], ignore_index=True)
+        table = evaluate(results, [CLAIMS["fig8_tied"]], GPU)
+        assert list(table["verdict"]) == [NOT_TIED, NOT_TIED]
+        assert set(table["faster"]) == ({"sync_easgd3", "hogwild_easgd"} if not agrees else {"sync_easgd3"})
+        row = fig8_tie_row(claims_markdown(table, tmp_path / "summary.csv", default_claims_text(), "claims.yaml"))
+        # each cell names its winner; the agreement column compares verdict and winner
+        assert "not tied, sync_easgd3 faster (cifar10/cifar_alexnet, gpu, P=8)" in row
+        assert row.rstrip(" |").endswith("yes" if agrees else "**no**")
+
+
 def test_a_simulated_verdict_shows_how_its_sensitivity_sweep_came_out(tmp_path, capsys):
     measured = [*runs("async_easgd", FAST), *runs("async_sgd", SLOW)]
     simulated = [

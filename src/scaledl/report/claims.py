@@ -227,6 +227,7 @@ class Verdict:
     numbers: Spread | None = None
     missing: tuple[str, ...] = ()  # sides with no runs in the setting (collapsed over settings by `evaluate`)
     decomposition: str = ""  # time to target = steps × seconds per step, per side and for the speedup
+    faster: str = ""  # the side that won where the verdict names one (a tie refuted: not tied)
 
 
 @dataclass
@@ -623,16 +624,16 @@ def rule_faster_and_stable(frame: pd.DataFrame, claim: Claim, ctx: Context) -> V
 
 def equivalence(
     a: Side, b: Side, metric: str, tie: float, min_seeds: int, ratio: str = "speedup"
-) -> tuple[str, str, Spread]:
+) -> tuple[str, str, Spread, str]:
     """Whether a and b are tied: the exact interval (coverage ≥ 90 %: two one-sided tests at 5 %) of the median
-    log speedup within ±log(1 + tie) (holds), wholly outside it (not tied, naming the faster side), or neither,
-    or undefined (inconclusive)."""
+    log speedup within ±log(1 + tie) (holds), wholly outside it (not tied, naming the faster side: the last
+    item), or neither, or undefined (inconclusive)."""
     ratios = [divide(tb, ta) for ta, tb in paired(samples(a, metric), samples(b, metric))]
     spread = spread_of(ratios)
     logs = [math.log(r) if r > 0 else -math.inf for r in ratios if not math.isnan(r)]
     if len(logs) < min_seeds:
         defined = plural(len(logs), "seed")
-        return NOT_COMPARABLE, f"a {ratio} is defined in only {defined} (neither side reached in the rest)", spread
+        return NOT_COMPARABLE, f"a {ratio} is defined in only {defined} (neither side reached in the rest)", spread, ""
     interval = median_interval(logs, level=0.90)
     low, high = interval.low, interval.high
     band = math.log(1 + tie)
@@ -642,11 +643,11 @@ def equivalence(
         f"against the tie band {fmt_ratio(1 / (1 + tie), unit=False)}{DASH}{fmt_ratio(1 + tie)}"
     )
     if -band <= low and high <= band:
-        return HOLDS, f"tied: {text}", spread
+        return HOLDS, f"tied: {text}", spread, ""
     if high < -band or low > band:
         faster = a if low > band else b
-        return NOT_TIED, f"not tied: {faster.label} is faster, {text}", spread
-    return INCONCLUSIVE, f"tie not shown: {text}", spread
+        return NOT_TIED, f"not tied: {faster.label} is faster, {text}", spread, faster.label
+    return INCONCLUSIVE, f"tie not shown: {text}", spread, ""
 
 
 def rule_tied(frame: pd.DataFrame, claim: Claim, ctx: Context) -> Verdict:
@@ -654,14 +655,14 @@ def rule_tied(frame: pd.DataFrame, claim: Claim, ctx: Context) -> Verdict:
     if missing:
         return missing
     a, b = sides
-    verdict, reason, spread = equivalence(a, b, claim.metric, claim.param("tie"), claim.param("min_seeds"))
+    verdict, reason, spread, faster = equivalence(a, b, claim.metric, claim.param("tie"), claim.param("min_seeds"))
     values = [[v for _, v in samples(side, claim.metric)] for side in sides]
     ours = (
         f"speedup of {a.label} over {b.label} {spread.text(fmt_ratio)}; "
         f"{describe(a, values[0], claim.metric)}; {describe(b, values[1], claim.metric)}"
     )
     parts = " · ".join(filter(None, (decomposition(a), decomposition(b), factors(a, b))))
-    return Verdict(verdict, ours, reason, spread, decomposition=parts)
+    return Verdict(verdict, ours, reason, spread, decomposition=parts, faster=faster)
 
 
 def not_slower_test(test: SignTest) -> SignTest:
@@ -965,7 +966,7 @@ def rule_same_numerics(frame: pd.DataFrame, claim: Claim, ctx: Context) -> Verdi
         return missing
     a, b = sides
     tie, min_seeds = claim.param("tie"), claim.param("min_seeds")
-    verdict, reason, spread = equivalence(a, b, claim.metric, tie, min_seeds, ratio="ratio of steps")
+    verdict, reason, spread, _ = equivalence(a, b, claim.metric, tie, min_seeds, ratio="ratio of steps")
     values = [[v for _, v in samples(side, claim.metric)] for side in sides]
     ours = (
         f"steps of {b.label} over {a.label} {spread.text(fmt_ratio)}; "
@@ -1082,6 +1083,7 @@ def row(
         "paper": claim.paper_text,
         "ours": verdict.ours or "—",
         "verdict": verdict.verdict,
+        "faster": verdict.faster,
         "reason": verdict.reason,
         "decomposition": verdict.decomposition,
         "paper_value": claim.paper_value,
@@ -1185,7 +1187,7 @@ def evaluate_claim(results: pd.DataFrame, claim: Claim, ctx: Context, protocol: 
 
 
 CLAIM_COLUMNS = [
-    "id", "figure", "claim", "protocol", "setting", "paper", "ours", "verdict", "reason", "decomposition",
+    "id", "figure", "claim", "protocol", "setting", "paper", "ours", "verdict", "faster", "reason", "decomposition",
     "paper_value", "ours_median", "ours_min", "ours_max", "ours_n", "simulated_on", "sensitivity",
 ]  # fmt: skip
 
@@ -1334,11 +1336,10 @@ def overview(paper: pd.DataFrame, simulated: pd.Series) -> pd.DataFrame:
             part = paper[(simulated == platform) & (paper["protocol"] == protocol)]
             if part.empty:
                 continue
-            cells = part.groupby("id").apply(
-                lambda rows: "; ".join(f"{r.verdict} ({r.setting})" for r in rows.itertuples()), include_groups=False
-            )
+            named = verdict_named(part)
+            cells = (named + " (" + part["setting"].astype(str) + ")").groupby(part["id"]).agg("; ".join)
             claims[f"{kind} ({protocol})"] = cells
-            verdicts[platform, protocol] = part.groupby("id")["verdict"].agg(lambda v: tuple(sorted(v)))
+            verdicts[platform, protocol] = named.groupby(part["id"]).agg(lambda v: tuple(sorted(v)))
     for (platform, protocol), simulated_verdicts in verdicts.items():
         measured = verdicts.get(("", protocol))
         if platform and measured is not None:  # does the simulator give the verdicts this machine gives?
@@ -1346,6 +1347,13 @@ def overview(paper: pd.DataFrame, simulated: pd.Series) -> pd.DataFrame:
             agree = (measured[both] == simulated_verdicts[both]).map({True: "yes", False: "**no**"})
             claims[f"agree ({protocol}, {platform})"] = agree
     return claims.reset_index(drop=True).fillna("—")
+
+
+def verdict_named(rows: pd.DataFrame) -> pd.Series:
+    """Each row's verdict with its winner where it names one ("not tied, hogwild_easgd faster"): two sides
+    not tied in opposite directions are two verdicts, not one."""
+    faster = rows["faster"].fillna("").astype(str) if "faster" in rows else pd.Series("", rows.index)
+    return rows["verdict"].astype(str) + faster.map(lambda side: f", {side} faster" if side else "")
 
 
 def aa_ids(table: pd.DataFrame) -> list[str]:
