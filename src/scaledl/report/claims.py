@@ -1345,8 +1345,14 @@ def overview(paper: pd.DataFrame, simulated: pd.Series) -> pd.DataFrame:
         if platform and measured is not None:  # does the simulator give the verdicts this machine gives?
             both = measured.index.intersection(simulated_verdicts.index)
             agree = (measured[both] == simulated_verdicts[both]).map({True: "yes", False: "**no**"})
-            claims[f"agree ({protocol}, {platform})"] = agree
+            unjudged = measured[both].map(not_judged) | simulated_verdicts[both].map(not_judged)
+            claims[f"agree ({protocol}, {platform})"] = agree[~unjudged]  # the rest print —
     return claims.reset_index(drop=True).fillna("—")
+
+
+def not_judged(verdicts: tuple[str, ...]) -> bool:
+    """Every setting of a claim not comparable here: there is no verdict to agree with."""
+    return all(verdict == NOT_COMPARABLE for verdict in verdicts)
 
 
 def verdict_named(rows: pd.DataFrame) -> pd.Series:
