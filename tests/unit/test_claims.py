@@ -745,7 +745,7 @@ def test_a_broken_harness_fails_the_control_and_the_page_says_so():
     broken = control_runs([10, 11.1, 11.9, 13.2, 14], [100, 110, 120, 130, 140])
     assert check("control_tuned_vs_tenth", broken)["verdict"] == INCONCLUSIVE
     text = markdown(broken, [CLAIMS["control_tuned_vs_tenth"]])
-    assert "**The harness failed a control** (control_tuned_vs_tenth)" in text
+    assert "**The harness failed a control** (control_tuned_vs_tenth on digits/lenet, local, P=2)" in text
     reversed_ = control_runs([5, 5.5, 6, 6.5, 7], [50, 55, 60, 65, 70])
     assert check("control_tuned_vs_tenth", reversed_)["verdict"] == REVERSED
     assert "The harness failed a control" in markdown(reversed_, [CLAIMS["control_tuned_vs_tenth"]])

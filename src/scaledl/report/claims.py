@@ -1318,8 +1318,8 @@ def claims_markdown(table: pd.DataFrame, summary: Path, claims_text: str, claims
             failed = part[part["verdict"].isin([REVERSED, INCONCLUSIVE])]
             if title.startswith("Controls") and not failed.empty:
                 lines += [
-                    f"**The harness failed a control** ({', '.join(failed['id'])}): its other verdicts "
-                    "are not to be trusted.",
+                    f"**The harness failed a control** ({'; '.join(failed['id'] + ' on ' + failed['setting'])}): "
+                    "its other verdicts are not to be trusted.",
                     "",
                 ]
     return "\n".join(lines)
