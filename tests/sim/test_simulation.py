@@ -349,6 +349,71 @@ COLLECTIVES = textwrap.dedent(
 )
 
 
+OVERSUBSCRIBED = textwrap.dedent(
+    """
+    import sys
+    import numpy as np
+    from scaledl.comm import transport
+    from scaledl.sim.cluster import this_rank
+    from scaledl.sim.platform import load
+    from scaledl.sim.run import Simulation
+
+    finished = {}
+
+    def main():
+        comm = transport.MPI.COMM_WORLD
+        rank, sg = comm.Get_rank(), this_rank().cluster.sg
+        if rank == 0:  # a master, blocked in a receive from each worker
+            for source in (1, 2):
+                comm.Recv(np.zeros(1), source=source, tag=7)
+        else:  # a worker: one second of compute at the host's speed, then its message
+            sg.this_actor.execute(this_rank().host.speed)
+            comm.Send(np.ones(1), dest=0, tag=7)
+        finished[rank] = sg.Engine.clock
+
+    outcome = Simulation(load(sys.argv[1]), 3, False).run(main)
+    print("status", outcome.status, "finished", *(f"{finished[r]:.3f}" for r in sorted(finished)))
+    """
+)
+
+BOX = """<?xml version='1.0'?>
+<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">
+<platform version="4.1">
+  <zone id="z" routing="Full">
+    <host id="box" speed="1e9f" core="2">
+      <prop id="slots" value="3"/><prop id="memory_bw" value="1e10Bps"/>{waiting}
+    </host>
+  </zone>
+</platform>
+"""
+
+
+def test_a_polling_master_takes_a_core_from_the_workers_it_waits_for(tmp_path):
+    """Three ranks on two cores: while the master blocks, the two workers' second of compute takes a second
+    (the default: a waiting rank takes no core) or 1.5 s when waiting ranks poll (three busy on two cores)."""
+    script = tmp_path / "oversubscribed.py"
+    script.write_text(OVERSUBSCRIBED)
+    finished = {}
+    for waiting in ("", "blocks", "polls"):
+        platform = tmp_path / f"box-{waiting or 'default'}.xml"
+        platform.write_text(BOX.format(waiting=f'<prop id="waiting" value="{waiting}"/>' if waiting else ""))
+        proc = run_python([str(script), str(platform)], timeout=120)
+        assert proc.returncode == 0 and "status 0" in proc.stdout, proc.stdout + proc.stderr[-2000:]
+        finished[waiting] = proc.stdout.split("finished")[1].split()
+    assert finished[""] == finished["blocks"] == ["1.000", "1.000", "1.000"]
+    assert finished["polls"] == ["1.500", "1.500", "1.500"]
+
+
+def test_a_bad_waiting_property_is_one_line(tmp_path):
+    from scaledl.errors import UserError
+    from scaledl.sim.platform import load
+
+    platform = tmp_path / "box.xml"
+    platform.write_text(BOX.format(waiting='<prop id="waiting" value="spins"/>'))
+    with pytest.raises(UserError, match="has waiting 'spins'; one of blocks, polls"):
+        load(str(platform))
+
+
 @pytest.mark.parametrize("ranks", [3, 4, 5, 8])
 def test_the_simulated_collectives_compute_what_mpi_does(tmp_path, ranks):
     script = tmp_path / "collectives.py"

@@ -205,6 +205,8 @@ TEMPLATE = """<?xml version='1.0'?>
     memory_bw   {mem:.4g} B/s: a float32 add over 64 MB arrays
     op_overhead {overhead:.3g} s: one PyTorch operation on a one-element tensor
     noise_cv    {cv:.3g}: the spread of 40 timings of that step (interquartile range / 1.349 / median); no spikes
+    waiting     polls: a rank blocked in MPI keeps a core busy (MPICH's and Open MPI's blocking calls spin by
+                default), so more ranks than cores slow the computing ones
 -->
 <platform version="4.1">
   <config>
@@ -221,6 +223,7 @@ TEMPLATE = """<?xml version='1.0'?>
       <prop id="memory_bw" value="{mem:.6g}Bps"/>
       <prop id="op_overhead" value="{overhead:.6g}s"/>
       <prop id="noise_cv" value="{cv:.3g}"/>
+      <prop id="waiting" value="polls"/>
     </host>
   </zone>
 </platform>

@@ -12,7 +12,11 @@ writes host buffers, and the copies to and from the GPU are priced where the
 code makes them, scaledl.sim.roofline) at once (SimGrid's flow model shares every link with the
 transfers crossing it at the same time) and lands in the receiver's inbox,
 where a receive matching source and tag picks it up. A wait with a deadline
-blocks on a semaphore with a timeout, never by polling.
+blocks on a semaphore with a timeout, never by polling. On a host whose ranks
+poll while they wait (the platform's `waiting: polls`), a rank's own actor
+keeps a core busy for as long as it is blocked (`blocked`): MPICH's progress
+loop spins, so with more ranks than cores the computing ranks get less than a
+core each. A rank's helper actors (an exchange in flight) never poll.
 """
 
 from __future__ import annotations
@@ -73,8 +77,8 @@ class Inbox:
             if found is not None:
                 return found
             if timeout is None:
-                self.arrived.acquire()
-            elif timeout <= 0 or self.arrived.acquire_timeout(timeout):  # acquire_timeout: True when it timed out
+                blocked(self.arrived.acquire)
+            elif timeout <= 0 or blocked(self.arrived.acquire_timeout, timeout):  # True when it timed out
                 return None
 
 
@@ -93,6 +97,7 @@ class RankState:
     alive: bool = True  # False once its host failed (Simulation's --fail)
     actors: list = field(default_factory=list)  # its main actor, killed with its unfinished helpers when it fails
     helpers: list = field(default_factory=list)  # (actor, Done) of its helpers, the finished ones dropped
+    polls: bool = False  # blocked, its actor keeps a core of its host busy (the platform's `waiting: polls`)
 
 
 @dataclass
@@ -132,9 +137,27 @@ class Cluster:
         return self.sg.Engine.clock
 
 
-def bind(state: RankState) -> None:
-    """The calling actor runs for `state`'s rank."""
+def bind(state: RankState, helper: bool = False) -> None:
+    """The calling actor runs for `state`'s rank: as the rank itself, or as one of its helpers."""
     _local.state = state
+    _local.helper = helper
+
+
+SPIN_FLOPS = 1e30  # a poll that outlasts any wait: it is cancelled when the wait ends
+
+
+def blocked(wait, *args):
+    """`wait(*args)` (a blocking acquire or sleep) for the calling actor. A rank's own actor on a host whose
+    ranks poll keeps one of its cores busy meanwhile (an execution cancelled when the wait returns), so the
+    ranks computing there share the cores with it; a helper, or a rank that blocks, just waits."""
+    state = getattr(_local, "state", None)
+    if state is None or not state.polls or getattr(_local, "helper", False) or not state.alive:
+        return wait(*args)
+    spin = state.cluster.sg.this_actor.exec_async(SPIN_FLOPS)
+    try:
+        return wait(*args)
+    finally:
+        spin.cancel()
 
 
 def this_rank() -> RankState:
@@ -153,7 +176,7 @@ def spawn(name: str, target, *args):
     work = [target, args]  # emptied once run: a finished helper must not keep its message (a 143 MB W) alive
 
     def body():
-        bind(state)
+        bind(state, helper=True)
         run, run_args = work
         work.clear()
         try:
@@ -187,8 +210,8 @@ class Done:
         if self.ready:
             return True
         if timeout is None:
-            self._signal.acquire()
-        elif timeout <= 0 or self._signal.acquire_timeout(timeout):
+            blocked(self._signal.acquire)
+        elif timeout <= 0 or blocked(self._signal.acquire_timeout, timeout):
             return False
         self._signal.release()  # others may wait on it too
         return True

@@ -33,7 +33,7 @@ import pickle
 import numpy as np
 
 from scaledl.sim import collectives
-from scaledl.sim.cluster import ANY_SOURCE, ANY_TAG, Message, RankLost, SimulatedAbort, spawn, this_rank
+from scaledl.sim.cluster import ANY_SOURCE, ANY_TAG, Message, RankLost, SimulatedAbort, blocked, spawn, this_rank
 
 UNDEFINED = -32766
 IN_PLACE = object()
@@ -206,7 +206,7 @@ class Comm:
     def Iprobe(self, source: int = ANY_SOURCE, tag: int = ANY_TAG, status: Status | None = None) -> bool:
         message = self._inbox().find(source, tag, remove=False)
         if message is None:
-            this_rank().cluster.sg.this_actor.sleep_for(self.cluster.poll_s)  # a spin loop must let time pass
+            blocked(this_rank().cluster.sg.this_actor.sleep_for, self.cluster.poll_s)  # a spin loop lets time pass
             return False
         if status is not None:
             status._set(message)
@@ -321,16 +321,16 @@ class _ReadWriteLock:
         self.readers = 0
 
     def lock(self, exclusive: bool) -> None:
-        self.turnstile.lock()
+        blocked(self.turnstile.lock)
         if exclusive:
-            self.room_empty.acquire()
+            blocked(self.room_empty.acquire)
             self.turnstile.unlock()
             return
         self.turnstile.unlock()
-        self.readers_mutex.lock()
+        blocked(self.readers_mutex.lock)
         self.readers += 1
         if self.readers == 1:
-            self.room_empty.acquire()
+            blocked(self.room_empty.acquire)
         self.readers_mutex.unlock()
 
     def unlock(self, exclusive: bool) -> None:

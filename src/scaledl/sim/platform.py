@@ -17,6 +17,9 @@ all its hosts) what its cost model needs:
     node           the node's name (ranks of one node share memory); default the host's name
     noise_cv, noise_spike_rate, noise_spike
                    the timing noise of the host's executions (scaledl.sim.noise); default none
+    waiting        what a rank blocked in MPI does: blocks (default: it takes no core) or polls (it keeps a
+                   core busy while it waits, as MPICH's progress loop does: with more ranks than cores the
+                   computing ones then get less than a core each)
 
 The shipped platforms (scaledl/sim/platforms/*.xml) state their sources
 in their header comments. Ranks are placed in the order of the file's device
@@ -38,6 +41,7 @@ from scaledl.sim.noise import Noise
 from scaledl.sim.roofline import Device
 
 SHIPPED = resources.files("scaledl.sim") / "platforms"
+WAITING = ("blocks", "polls")  # what a rank blocked in MPI does with its core
 
 
 @dataclass(frozen=True)
@@ -52,6 +56,7 @@ class HostInfo:
     cpu_host: str | None
     node: str
     noise: Noise = Noise()
+    polls: bool = False  # a rank waiting here keeps a core busy (waiting: polls)
 
     def device(self) -> Device:
         return Device(
@@ -143,6 +148,9 @@ def _host(name: str, speed: str, props: dict[str, str], path: Path) -> HostInfo:
     role = get("role", "device")
     if role not in ("device", "master", "cpu"):
         raise UserError(f"platform {path}: host {name} has role {role!r}; one of device, master, cpu")
+    waiting = get("waiting", "blocks")
+    if waiting not in WAITING:
+        raise UserError(f"platform {path}: host {name} has waiting {waiting!r}; one of {', '.join(WAITING)}")
     return HostInfo(
         name=name,
         speed=_number(speed.split(",")[0], f"host {name} speed"),
@@ -154,6 +162,7 @@ def _host(name: str, speed: str, props: dict[str, str], path: Path) -> HostInfo:
         cpu_host=props.get("cpu_host"),
         node=props.get("node", name),
         noise=_noise(name, props, path),
+        polls=waiting == "polls",
     )
 
 

@@ -163,6 +163,7 @@ class Simulation:
             ),
             "noise": {h.name: h.noise.describe() for h in self.placement if not h.noise.quiet},
             "noise_seed": self.seed,
+            "polling_hosts": sorted({h.name for h in self.placement if h.polls}),  # waiting ranks keep a core busy
             "time_only": self.time_only,
         }
 
@@ -180,7 +181,7 @@ class Simulation:
         for rank, info in enumerate(self.placement):
             host = sg.Host.by_name(info.name)
             memory = sg.Host.by_name(info.cpu_host) if info.cpu_host else host
-            state = RankState(cluster, rank, host, info.node, memory_host=memory)
+            state = RankState(cluster, rank, host, info.node, memory_host=memory, polls=info.polls)
             state.world = Comm("world", tuple(range(self.ranks)), rank)
             state.meter = self._meter(sg, info, host, self.slowdown.get(rank, 1.0), info.noise.factors(self.seed, rank))
             cluster.ranks.append(state)
