@@ -157,7 +157,8 @@ def blocked(wait, *args):
     try:
         return wait(*args)
     finally:
-        spin.cancel()
+        if state.alive:  # a failed host's actors die mid-wait: their executions went with the host
+            spin.cancel()
 
 
 def this_rank() -> RankState:
