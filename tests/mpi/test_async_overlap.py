@@ -127,8 +127,9 @@ def test_overlapped_by_default_and_recorded(digits_h5, tmp_path, algorithm):
         # The exchange ran on the helper thread: its seconds are there, and overlapped on the main timer ...
         # (acquiring the lock is the helper's wait, the epoch's operations its comm)
         assert helper["comm_s"] > 0 and report["exchange_s"] == helper["comm_s"] + helper["wait_s"]
-        assert rank["overlapped_comm_s"] > 0
-        assert rank["overlapped_comm_s"] == pytest.approx(report["exchange_s"], rel=0.05, abs=0.02)
+        # (the main timer counts each epoch's wall seconds on the helper, which hold the helper's phases: an
+        # inequality that holds at any load, where an equality within 5 % held only on a quiet machine)
+        assert rank["overlapped_comm_s"] >= report["exchange_s"] > 0
         # ... the main thread's exposed wait is recorded, and hidden + exposed is the exchange.
         assert report["exposed_wait_s"] >= 0 and report["hidden_s"] >= 0
         assert report["hidden_s"] == pytest.approx(max(report["exchange_s"] - report["exposed_wait_s"], 0.0))
@@ -137,7 +138,9 @@ def test_overlapped_by_default_and_recorded(digits_h5, tmp_path, algorithm):
     staleness = run["staleness"]
     assert staleness["exchanges"] == sum(r["exchanges"] for r in reports) == sum(staleness["histogram"].values())
     assert staleness["median"] <= staleness["p90"] <= staleness["max"] == max(r["staleness_max"] for r in reports)
-    # A worker's main-thread phases still add up to its wall time (the helper's are beside them);
+    # A worker's main-thread phases still add up to its wall time (the helper's are beside them): its timer
+    # is contiguous, so what is left is only the instant between its last phase and its breakdown, whatever
+    # the run's length or the machine's load (the 5 % is docs/time.md's promise, not a noise margin);
     # tests/mpi/test_breakdown.py checks every rank on longer runs.
     for rank in workers(run):
         accounted = sum(rank[f"{p}_s"] for p in PHASES)

@@ -102,6 +102,8 @@ def test_a_slow_evaluation_is_on_no_rank_clock(digits_h5, tmp_path):
     assert rank(slow, 1)["eval_s"] >= 0.75 * evaluations * delay
     # ... so none of it is worker 1's transfer or wait (evaluating inside the loop would add delay/every
     # seconds per step there), nor the time to target (delay per evaluation before the target).
+    # The margin, 25 ms a step, is 5-10x what either quantity measures per step here (transfer 0.1-2.2 ms, wait
+    # 0.2-5 ms, quiet and with one core kept busy), so only an evaluation counted in the loop can break it.
     per_step = delay / every
     for key in ("transfer_per_step_s", "wait_per_step_s"):
         assert rank(slow, 1)[key] < rank(plain, 1)[key] + per_step / 2, key
@@ -109,6 +111,8 @@ def test_a_slow_evaluation_is_on_no_rank_clock(digits_h5, tmp_path):
     target_step = plain["evaluation"]["target_step"]
     assert target_step is not None and slow["evaluation"]["target_step"] == target_step
     evaluations_before = target_step // every + 1  # step 0 included
+    # (the margin, half a second per evaluation before the target and at least 1 s, is about the whole training
+    # clock of the plain run, 0.5-1.1 s with and without a busy core: load alone does not double it)
     assert slow["time_to_target_s"] < plain["time_to_target_s"] + evaluations_before * delay / 2
     # the stop comes at the step of the evaluation that reached the target, delayed or not
     assert slow["stop"]["steps"] == plain["stop"]["steps"] == target_step
@@ -122,6 +126,8 @@ def test_a_straggler_makes_its_peer_wait_not_transfer(digits_h5, tmp_path):
     assert rank(slowed, 1)["slowdown"] == 4.0 and rank(slowed, 0)["slowdown"] == 1.0
     # rank 1 sleeps 3 × its compute per step; rank 0 spends that in `wait`, not in `transfer`
     extra = 3 * rank(plain, 1)["compute_per_step_s"]
+    # (extra is 39-63 ms here; rank 0's transfer is 0.1-2.3 ms a step and its wait 1-5 ms without a straggler,
+    # quiet and with one core kept busy, so the margins, extra/2 and extra/4, are 5x what load moves them)
     r0_plain, r0_slowed = rank(plain, 0), rank(slowed, 0)
     assert r0_slowed["wait_per_step_s"] > r0_plain["wait_per_step_s"] + extra / 2
     assert r0_slowed["transfer_per_step_s"] < r0_plain["transfer_per_step_s"] + extra / 4
@@ -162,3 +168,32 @@ def test_the_timer_keeps_each_steps_phases_charges_idle_time_and_resumes_from_it
     assert rows[1].tolist() == phase_row(comm=0.25, wait=0.125)
     assert rows[2].tolist() == phase_row(update=1.0)
     assert resumed.timeline()["step_end_s"].tolist() == [0.5, 0.875, 1.875]
+
+
+def test_a_contiguous_timer_charges_the_seconds_between_phases_to_the_next_phase():
+    """A rank's main thread (contiguous): the loop's lines between two phases, and a preemption there, start the
+    next phase, so the phases add up to the wall time; a helper's timer (not contiguous) leaves them out."""
+
+    def exercise(contiguous: bool) -> dict:
+        clock = FakeClock()
+        with transport.use(clock):
+            timer = PhaseTimer(contiguous=contiguous)
+            clock.now += 0.5  # before the first phase
+            with timer.phase("compute"):
+                clock.now += 0.25
+            clock.now += 0.125  # between phases (the test's preemption)
+            with timer.phase("comm"):
+                clock.now += 0.0625
+            clock.now += 0.25
+            timer.add("wait", 0.25)  # a span the caller timed, ending now: not charged again
+            with timer.phase("update"):
+                pass
+            return timer.breakdown()
+
+    main, helper = exercise(contiguous=True), exercise(contiguous=False)
+    assert main["wall_s"] == helper["wall_s"] == 1.1875
+    assert (main["compute_s"], main["comm_s"], main["wait_s"], main["update_s"]) == (0.75, 0.1875, 0.25, 0.0)
+    assert main["unaccounted_s"] == 0.0
+    assert main["between_phases_s"] == 0.625 and main["between_phases_max_s"] == 0.5
+    assert (helper["compute_s"], helper["comm_s"], helper["wait_s"]) == (0.25, 0.0625, 0.25)
+    assert helper["unaccounted_s"] == 0.625 and helper["between_phases_s"] == 0.0

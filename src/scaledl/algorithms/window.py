@@ -103,7 +103,11 @@ class WindowEngine(MasterBased):
         self.rule.before_snapshot()
         if self.overlap:
             self.rule.snapshot()  # W^i_t, before ΔW^i_t
-            self.pending = self.helper.submit(self.timed_exchange, self.helper_timer)  # ∥ data, h2d, fwd/bwd
+            # The handoff is exposed too: the woken helper may take this thread's core (and the GIL) first.
+            t0 = transport.clock()
+            with self.timer.phase("wait"):
+                self.pending = self.helper.submit(self.timed_exchange, self.helper_timer)  # ∥ data, h2d, fwd/bwd
+            self.exposed_s += transport.clock() - t0
         self.rule.before_gradient()
         return True
 

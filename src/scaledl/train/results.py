@@ -44,8 +44,10 @@ def finish(run) -> None:
     roles, timer = run.roles, run.timer
     if roles.is_master:
         run.monitor.finish()
+    # This rank's clock stops here, first: the wait for the master's final evaluation (the bcast below) and
+    # the bookkeeping after it are not its time.
+    breakdown = timer.breakdown()
     role = roles.role
-    # This rank's clock stops here: the wait for the master's final evaluation (the bcast below) is not its time.
     rank_facts = {
         "rank": roles.rank,
         "host": host(),
@@ -53,7 +55,7 @@ def finish(run) -> None:
         "role": role,
         "setup_s": run.setup_s,
         "slowdown": run.slowdown,
-        **timer.breakdown(),
+        **breakdown,
     }
     run.stop_reason = roles.world.bcast(run.monitor.stop_reason if roles.is_master else None, root=roles.master)
     gathered = roles.world.gather(rank_facts, root=roles.master)

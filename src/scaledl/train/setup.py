@@ -144,7 +144,7 @@ def build_local(world: MPI.Comm, cfg: TrainConfig) -> TrainingRun:
     # contradicts its preset, stops the run here (every rank alike).
     settings = resolve(cfg, info_alg, workers=roles.num_workers, choose_backend=backend_for)
     torch.set_num_threads(cfg.threads or default_threads())
-    timer = PhaseTimer(device, sync=cfg.device_sync == "phase")
+    timer = PhaseTimer(device, sync=cfg.device_sync == "phase", contiguous=True)  # every second in a phase
     slowdown = straggler_factor(cfg.straggler, roles.rank, world.Get_size())
     center_device = torch.device("cpu") if settings.center_on == "host" else device
     info = read_info(cfg.data)
