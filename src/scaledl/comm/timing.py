@@ -75,6 +75,7 @@ class PhaseTimer:
         self.overlapped_comm = 0.0
         self.start = transport.clock()
         self._mark = self.start  # where the last timed span ended (a contiguous timer's next phase starts here)
+        self._stopped: float | None = None  # stop(): where the wall clock ends
         self.between_s = 0.0  # contiguous: the seconds between phases, charged to the phase after them
         self.between_max_s = 0.0  # ... and the longest such gap: an untimed operation would show here
         self._step_marks: list[float] = []
@@ -135,7 +136,12 @@ class PhaseTimer:
         return np.concatenate([self._restored_rows, np.diff(cumulative, axis=0)])
 
     def wall(self) -> float:
-        return transport.clock() - self.start
+        return (transport.clock() if self._stopped is None else self._stopped) - self.start
+
+    def stop(self) -> None:
+        """The rank's work is over: its wall time ends here, for a contiguous timer at the end of its last phase
+        (gathering the results after it is nobody's training)."""
+        self._stopped = self._mark if self.contiguous else self._clock()
 
     def training(self) -> float:
         """The training clock: wall time less the phases off it (evaluation and checkpoints), the one

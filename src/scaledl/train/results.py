@@ -44,8 +44,9 @@ def finish(run) -> None:
     roles, timer = run.roles, run.timer
     if roles.is_master:
         run.monitor.finish()
-    # This rank's clock stops here, first: the wait for the master's final evaluation (the bcast below) and
-    # the bookkeeping after it are not its time.
+    # This rank's clock stops at the end of its last phase: the wait for the master's final evaluation (the
+    # bcast below) and the bookkeeping after it are not its time.
+    timer.stop()
     breakdown = timer.breakdown()
     role = roles.role
     rank_facts = {
