@@ -89,6 +89,48 @@ def test_arithmetic_on_host_buffers_inside_an_epoch_is_the_cpus():
     assert ledger.on_cpu == [True]  # host work
 
 
+def gather_price(rows: int) -> float:
+    """The data phase's price of gathering a 64-row uint8 batch of 28×28 images from a shard of `rows` rows,
+    as the loader does it (index_select into a batch buffer)."""
+    ledger, shard = Ledger(CPU), torch.zeros(rows, 1, 28, 28, dtype=torch.uint8)
+    index, out = torch.randint(0, rows, (64,)), torch.empty(64, 1, 28, 28, dtype=torch.uint8)
+    with ledger.meter.phase("data"):
+        torch.index_select(shard, 0, index, out=out)
+    (seconds,) = ledger.seconds
+    return seconds
+
+
+def test_a_gather_costs_what_it_reads_not_the_shard_it_reads_from():
+    batch = 64 * 28 * 28  # uint8 bytes
+    assert gather_price(180) == gather_price(60_000)  # the whole shard was priced as read: 9 µs against 105 µs
+    assert gather_price(180) == pytest.approx(CPU.op_overhead_s + (64 * 8 + 2 * batch) / CPU.memory_bw)
+
+
+def test_a_scatter_into_a_batch_costs_the_rows_it_writes():
+    """The streamed loader assembles a batch block by block: out[rows] = block[picked]."""
+    prices = []
+    for rows in (180, 60_000):
+        ledger, block, out = (
+            Ledger(CPU),
+            torch.zeros(rows, 784, dtype=torch.uint8),
+            torch.empty(rows, 784, dtype=torch.uint8),
+        )
+        picked, where = torch.randint(0, rows, (64,)), torch.arange(64)
+        with ledger.meter.phase("data"):
+            out[where] = block[picked]
+        prices.append(ledger.seconds)
+    assert (
+        prices[0] == prices[1] == [pytest.approx(2 * CPU.op_overhead_s + 2 * (64 * 8 + 2 * 64 * 784) / CPU.memory_bw)]
+    )
+
+
+def test_an_out_tensor_is_written_once_not_read():
+    ledger, a, b, out = Ledger(CPU), torch.randn(N), torch.randn(N), torch.empty(N)
+    with ledger.meter.phase("host_arithmetic"):
+        torch.sub(a, b, out=out)  # read two, write one: 3 words an element, not 4
+    assert ledger.seconds == [pytest.approx(CPU.op_overhead_s + 3 * 4 * N / CPU.memory_bw)]
+
+
 def test_a_mark_pays_the_phase_so_far_and_every_later_pass_pays_at_its_marks():
     """A gradient bucket leaves from a backward hook: the backward pass up to it is charged before it starts."""
     ledger, a = Ledger(CPU), torch.randn(N)

@@ -9,6 +9,7 @@ from snakemake.logging import logger
 from snakemake.utils import validate
 from snakemake_interface_executor_plugins.settings import DeploymentMethod
 
+from scaledl.codehash import code_version
 from scaledl.grid import downloads, jobs, launch, plugins, preflight, regime, sensitivity, tune
 from scaledl.grid import rules as grid_rules  # Snakemake's own `rules` stays as it is
 from scaledl.grid import runs as grid
@@ -147,7 +148,9 @@ def train_priority(wildcards):
     return tune.priority(RunKey.parse(wildcards), RUNS)
 
 
-simulated_platform_file = lambda wildcards: platform_of(wildcards)["platform_file"]
+simulated_platform_file = lambda wildcards: grid_rules.platform_file(platform_of(wildcards), NAME)
+calibrated_platform = lambda wildcards: grid_rules.calibration_inputs(platform_of(wildcards), NAME)
+calibration_netbench = lambda wildcards: grid_rules.calibration_netbench(RUNS, config, NAME)
 simulated_ranks = lambda wildcards: train_placement(wildcards).ranks
 
 

@@ -37,6 +37,8 @@ ruleorder: netbench_simulated > netbench
 
 
 rule netbench_simulated:
+    input:
+        platform=calibrated_platform,
     output:
         "results/{name}/netbench/{platform}.json",
     log:
@@ -55,6 +57,30 @@ rule netbench_simulated:
     shell:
         "python -m scaledl netbench --platform-file {params.platform_file} --ranks 2 --out {output} {params.flags}"
         " > {log} 2>&1"
+
+
+# This machine as a simulated platform (platform_file: calibrated), for a twin beside the real runs:
+# its network from the local netbench, its compute from the training loop's own step timed here,
+# every other core running the same step, as a job's ranks keep them (scaledl.sim.calibrate). The
+# code's version is a parameter, so a change to the code recalibrates it; a simulation by other code
+# refuses a file calibrated by this one.
+rule calibrate_platform:
+    input:
+        netbench=calibration_netbench,
+    output:
+        "results/{name}/platform/calibrated.xml",
+    log:
+        "logs/{name}/platform/calibrated.log",
+    conda:
+        "../envs/scaledl.yaml"
+    threads: workflow.cores
+    params:
+        code=code_version(),
+        cores=os.cpu_count(),
+        busy=os.cpu_count() - 1,
+    shell:
+        "python -m scaledl calibrate --netbench {input.netbench} --out {output} --name calibrated"
+        " --cores {params.cores} --busy {params.busy} > {log} 2>&1"
 
 
 # The α-β model's communication time per step beside every run's measured one, and a

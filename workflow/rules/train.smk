@@ -88,6 +88,7 @@ rule train_simulated:
     input:
         data="data/hdf5/{dataset}.h5",
         chosen=tuned_choice,
+        platform=calibrated_platform,  # platform_file calibrated: this machine's twin, calibrated first (net.smk)
     output:
         metrics=f"{RUN_DIR}/metrics.csv",
         run=f"{RUN_DIR}/run.json",

@@ -8,7 +8,8 @@ other processes run the same step on the other cores (as a job's ranks do: every
     memory_bw    a float32 add over arrays far larger than the caches: 3 × 4 bytes per element
     op_overhead  one PyTorch operation on a one-element tensor (the dispatch every operation pays)
     speed        the FLOP rate at which the cost model's roofline (scaledl.sim.roofline) prices the
-                 model's forward and backward at the batch exactly as long as it measures here
+                 training loop's compute phase (its forward_backward, on a batch in the loop's layout)
+                 exactly as long as it measures here
     noise_cv     the spread of the step's repeated timings (robust_cv)
     network      α and 1/β of netbench's α-β fit (a `scaledl netbench` result, or the record
                  bench/run_all.py keeps of one), as the host's loopback link
@@ -93,20 +94,26 @@ def op_overhead(ops: int = 2000) -> float:
     return _median_seconds(many, 5) / ops
 
 
-def _lenet_step(model_name: str, batch: int, shape=(1, 28, 28), classes: int = 10):
-    """One forward and backward of `model_name` at `batch` on random data, as a function."""
+def loop_step(model_name: str, batch: int, shape=(1, 28, 28), classes: int = 10):
+    """The training loop's compute phase as a function: `forward_backward` (scaledl.train.loop) on the flat
+    parameters the loop trains, on a batch as the loader and the normaliser hand it over (uint8 rows made
+    float32 in the loop's layout: channels-last on a CPU, where oneDNN's convolutions run about twice as fast
+    as on the NCHW batch this once timed)."""
     # lazy: what this subcommand computes with; --help and the other subcommands need none of it
     import torch
-    import torch.nn.functional as F
+
+    from scaledl.comm.flat import FlatParams
+    from scaledl.data.loader import Normalizer
+    from scaledl.train.loop import forward_backward
 
     torch.manual_seed(0)
     model = build_model(model_name, shape, classes)
-    x, y = torch.randn(batch, *shape), torch.randint(0, classes, (batch,))
+    params = FlatParams(model)
+    normalize = Normalizer([0.5] * shape[0], [0.25] * shape[0], "cpu")
+    x, y = normalize(torch.randint(0, 256, (batch, *shape), dtype=torch.uint8), torch.randint(0, classes, (batch,)))
 
     def step() -> None:
-        for p in model.parameters():
-            p.grad = None
-        F.cross_entropy(model(x), y).backward()
+        forward_backward(model, params, x, y, 0.0)
 
     return step
 
@@ -116,7 +123,7 @@ def _keep_busy(model_name: str, batch: int, started, stop) -> None:
     import torch  # here: a process of its own, and --help needs none of it
 
     torch.set_num_threads(1)
-    step = _lenet_step(model_name, batch)
+    step = loop_step(model_name, batch)
     step()
     started.release()
     while not stop.is_set():
@@ -151,6 +158,29 @@ def busy_cores(count: int, model_name: str, batch: int):
 
 
 BUSY_LINE = re.compile(r"busy: (\d+) other process\(es\) ran the same step")
+PROVENANCE_LINE = re.compile(r"provenance: code (\S+) commit (\S+) host (\S+) at (\S+)")
+
+
+def calibration_provenance(text: str) -> dict | None:
+    """Where and by which code a platform file was calibrated: its header's `provenance:` line as
+    {code, commit, host, at}; None for a file without one (written by hand, or calibrated before the line)."""
+    found = PROVENANCE_LINE.search(text)
+    return dict(zip(("code", "commit", "host", "at"), found.groups())) if found else None
+
+
+def refuse_stale_calibration(path: Path) -> dict | None:
+    """A platform calibrated by other code (`calibration_provenance`'s `code` is not this code's version) prices
+    a loop that no longer runs: refused in one line. Returns the provenance (None for a file without one)."""
+    from scaledl.codehash import code_version
+
+    provenance = calibration_provenance(path.read_text(errors="replace"))
+    if provenance is not None and provenance["code"] != code_version():
+        raise UserError(
+            f"platform file {path} was calibrated by code {provenance['code']} (commit {provenance['commit']}, "
+            f"{provenance['at']}), and this is code {code_version()}: its prices are another loop's; recalibrate "
+            "it (`scaledl calibrate`, or rerun the workflow, which does)"
+        )
+    return provenance
 
 
 def calibration_load(header: str) -> int | None:
@@ -163,7 +193,7 @@ def calibration_load(header: str) -> int | None:
 def step_seconds_and_counts(model_name: str, batch: int, shape=(1, 28, 28), classes: int = 10):
     """The median measured seconds of one forward and backward, the step itself (to price at a FLOP rate), and
     the spread of its timings (robust_cv)."""
-    step = _lenet_step(model_name, batch, shape, classes)
+    step = loop_step(model_name, batch, shape, classes)
     times = _seconds(step, 40)
     return statistics.median(times), step, robust_cv(times)
 
@@ -196,12 +226,15 @@ TEMPLATE = """<?xml version='1.0'?>
 <!--
   {name}: this machine as one host ({cores} cores; ranks share them), calibrated {date}
   ({cpu}, torch {torch}) by `scaledl calibrate`.
+  provenance: code {code} commit {commit} host {host} at {stamp}
+  (the code whose loop it timed and whose cost model it solved against; a simulation by other code refuses it)
 
   Sources (measured on one core; busy: {busy} other process(es) ran the same step meanwhile):
     network     loopback latency and bandwidth = netbench's alpha {alpha:.3g} s and 1/beta {bw:.3g} B/s
                 ({netbench})
-    speed       {speed:.4g} FLOP/s: the rate at which the cost model prices {model}'s forward and backward at
-                batch {batch} as long as the {step_ms:.3g} ms measured here (efficiency 1: the speed is effective)
+    speed       {speed:.4g} FLOP/s: the rate at which the cost model prices the training loop's compute phase
+                ({model}'s forward and backward at batch {batch}, on a batch in the loop's layout) as long as the
+                {step_ms:.3g} ms measured here (efficiency 1: the speed is effective)
     memory_bw   {mem:.4g} B/s: a float32 add over 64 MB arrays
     op_overhead {overhead:.3g} s: one PyTorch operation on a one-element tensor
     noise_cv    {cv:.3g}: the spread of 40 timings of that step (interquartile range / 1.349 / median); no spikes
@@ -234,6 +267,8 @@ def calibrate(netbench: Path, model: str, batch: int, cores: int, name: str, bus
     # lazy: what this subcommand computes with; --help and the other subcommands need none of it
     import torch
 
+    from scaledl.train.provenance import code_state
+
     torch.set_num_threads(1)
     alpha, beta = netbench_alpha_beta(netbench)
     mem = memory_bandwidth()
@@ -245,6 +280,9 @@ def calibrate(netbench: Path, model: str, batch: int, cores: int, name: str, bus
         "name": name,
         "cores": cores,
         "date": datetime.now(UTC).strftime("%Y-%m-%d"),
+        "stamp": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "host": host_platform.node() or "unknown",
+        **_code_fields(code_state()),
         "cpu": host_platform.processor() or host_platform.machine(),
         "torch": torch.__version__,
         "alpha": alpha,
@@ -260,6 +298,12 @@ def calibrate(netbench: Path, model: str, batch: int, cores: int, name: str, bus
         "busy": busy,
     }
     return TEMPLATE.format(**values), values
+
+
+def _code_fields(state: dict) -> dict:
+    """The provenance line's code and commit (with `+dirty` where the checkout had uncommitted changes)."""
+    commit = state.get("commit") or "none"
+    return {"code": state["version"], "commit": commit[:12] + ("+dirty" if state.get("dirty") else "")}
 
 
 HELP = "calibrate a simulated platform to this machine: its network from netbench, its compute from a measured step"

@@ -434,9 +434,8 @@ class Win:
         mutex = self.applying[target]
         mutex.lock()
         try:
-            meter = self.comm.cluster.ranks[self.comm.ranks[target]].meter  # the window is a host buffer there
-            if nbytes:
-                meter.charge(3 * nbytes / meter.host_device.memory_bw, on_cpu=True)
+            if nbytes:  # the window is a host buffer of the target's: its memory host applies the operands
+                self.comm.cluster.ranks[self.comm.ranks[target]].meter.accumulate_here(nbytes)
             yield
         finally:
             mutex.unlock()

@@ -9,7 +9,9 @@ host↔device copies, as a transfer over the node's PCIe link):
                per operation a roofline: overhead + max(FLOPs / (peak × efficiency),
                bytes / memory bandwidth); FLOPs of matrix products and convolutions
                as torch.utils.flop_counter counts them, bytes every tensor the operation
-               reads and writes (views move nothing and cost nothing)
+               reads and writes (views move nothing and cost nothing; an out= tensor is
+               written, not read; an indexing operation reads the rows it picks, not the
+               whole tensor it picks them from)
     h2d, param_copy
                on a device behind PCIe: the bytes the phase copies to the device
                (h2d: the batch) or between a host buffer and the device (param_copy,
@@ -60,6 +62,11 @@ ON_HOST = ("data", "host_arithmetic")
 COPIES = ("h2d", "param_copy")
 REAL_WORK = (*ROOFLINE, *COPIES)  # phases whose real seconds are numerics (Meter.real_s; evaluations time themselves)
 COPY_OPS = ("copy_", "_to_copy", "clone")
+# Operations that read only the rows their indices pick: priced by their indices and twice their output (the
+# rows read, then written), not by the whole source (a 64-row batch gathered from a 60,000-row set moves 64 rows).
+INDEXING_OPS = ("index_select", "index", "gather", "take", "embedding")
+# ... and their converse, which writes the rows its indices pick (a streamed batch assembled block by block)
+SCATTER_OPS = ("index_put", "index_put_", "_index_put_impl_")
 
 
 @dataclass(frozen=True)
@@ -120,10 +127,19 @@ class OpCounter(TorchDispatchMode):
         if func.is_view:
             return out
         packet = func._overloadpacket
-        inputs = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
+        written_only = _out_arguments(func, args, kwargs)  # an out= tensor is written, not read: counted once
+        inputs = [
+            t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor) and id(t) not in written_only
+        ]
         outputs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
-        moved = sum(t.nbytes for t in inputs) + sum(t.nbytes for t in outputs)
+        written = sum(t.nbytes for t in outputs)
         name = packet.__name__
+        if name in INDEXING_OPS:
+            moved = sum(t.nbytes for t in inputs[1:]) + 2 * written  # the indices, the rows read, the output
+        elif name in SCATTER_OPS:  # (self, indices..., values): the indices, the values read, the rows written
+            moved = sum(t.nbytes for t in inputs[1:-1]) + 2 * inputs[-1].nbytes
+        else:
+            moved = sum(t.nbytes for t in inputs) + written
         if name in COPY_OPS:
             source, target = (inputs[-1], inputs[0]) if name == "copy_" else (inputs[0], outputs[0])
             self.copied += source.nbytes
@@ -136,6 +152,16 @@ class OpCounter(TorchDispatchMode):
         d = self.device
         self.seconds += d.op_overhead_s + max(flops / (d.flops * d.efficiency), moved / d.memory_bw)
         return out
+
+
+def _out_arguments(func, args, kwargs) -> set[int]:
+    """The ids of the tensors an operation's out= arguments pass (its result's memory, not an operand)."""
+    found = set()
+    for i, argument in enumerate(func._schema.arguments):
+        if argument.is_out:
+            value = args[i] if i < len(args) else kwargs.get(argument.name)
+            found.update(id(t) for t in tree_flatten(value)[0] if isinstance(t, torch.Tensor))
+    return found
 
 
 class SkipMode(TorchDispatchMode):
@@ -257,6 +283,7 @@ class Meter:
         skip=(),
         prices: dict | None = None,
         time_only: bool = False,
+        apply_here=None,
     ):
         self.device = device
         self.host_device = host_device  # the node's CPU: where `data` runs
@@ -267,6 +294,9 @@ class Meter:
         # (phase, call site, device) -> its pieces (one without marks); shared by the ranks in time-only mode
         self.prices: dict[tuple, list[Price]] = {} if prices is None else prices
         self.time_only = time_only  # a priced phase's operations are skipped (SkipMode), only its price charged
+        # seconds of another rank's accumulate applied to this rank's memory, executed on this rank's memory host
+        # (whoever calls); without one (a test's meter), as host work of the caller
+        self.apply_here = apply_here or (lambda seconds: charge(seconds, on_cpu=True))
         self._open: dict[int, _Open] = {}  # per actor thread: the innermost phase it is in
         self.real_s = 0.0  # this machine's CPU seconds in the rank's numerics (what a simulation cannot avoid)
 
@@ -337,6 +367,11 @@ class Meter:
             seconds = 0.0  # the copies' own roofline seconds are the PCIe transfer, already paid
         if seconds > 0:
             self.charge(seconds, on_cpu=name in ON_HOST)
+
+    def accumulate_here(self, nbytes: int) -> None:
+        """An accumulate of `nbytes` of operands into this rank's memory (a window it exposes): read two, write
+        one, at its memory host's speed, executed there, not on the host of the rank that issued it."""
+        self.apply_here(3 * nbytes / self.host_device.memory_bw)
 
     def reduction(self, nbytes: int) -> None:
         """A collective's arithmetic on `nbytes` of this rank's data: read two operands, write one, by the MPI

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 from scaledl.comm import timing, transport
 from scaledl.errors import Interrupted, UserError
+from scaledl.sim.calibrate import calibration_provenance
 from scaledl.sim.cluster import Cluster, Done, RankState, SimulatedAbort, bind, spawn, this_rank
 from scaledl.sim.loader import load
 from scaledl.sim.mpi import SIMULATED_MPI, Comm
@@ -153,6 +154,8 @@ class Simulation:
             "kind": "simulated",
             "platform": self.platform.name,
             "platform_file": str(self.platform.path),
+            # scaledl calibrate's record of the code, host and time that measured it; None: the file's header says
+            "calibration": calibration_provenance(self.platform.path.read_text(errors="replace")),
             "simgrid": self.sg.simgrid_version if self.sg else None,
             "rank_hosts": [h.name for h in self.placement],
             "failures": dict(self.failures),
@@ -225,7 +228,18 @@ class Simulation:
             src, dst = (cpu_host, host) if to_device else (host, cpu_host)
             sg.Comm.sendto(src, dst, int(nbytes))
 
-        return Meter(info.device(), cpu.device(), charge, pcie, slowdown, _TIMER_FILES, self.prices, self.time_only)
+        applier: list[CpuLane] = []  # made at the first accumulate into this rank's memory (most ranks get none)
+
+        def apply_here(seconds: float) -> None:
+            """Another rank's accumulate into this rank's window: executed on this rank's memory host (by an
+            actor there: the caller may be anywhere), beside that host's other work."""
+            if not applier:
+                applier.append(lane or CpuLane(sg, cpu_host, f"apply-lane-{info.name}"))
+            applier[0].execute(seconds * noise() * cpu_host.speed)
+
+        return Meter(
+            info.device(), cpu.device(), charge, pcie, slowdown, _TIMER_FILES, self.prices, self.time_only, apply_here
+        )
 
     def _body(self, state: RankState, main) -> None:
         bind(state)

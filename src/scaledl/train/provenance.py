@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-import scaledl
+from scaledl.codehash import code_version, source_sha256  # noqa: F401 (re-exported: run records, checkpoints)
 from scaledl.comm.transport import MPI
 from scaledl.net.measure import cpu_model
 
@@ -82,23 +82,6 @@ def code_state() -> dict:
         "dirty": bool(status.strip()),
         "diff_sha256": hashlib.sha256(diff.encode()).hexdigest() if diff else None,
     }
-
-
-def source_sha256() -> str:
-    """sha256 of the package's Python sources (each file's path and bytes, in path order): what changes
-    when the code that runs changes, committed or not, in a checkout or an installed copy alike."""
-    digest = hashlib.sha256()
-    for path in sorted(PACKAGE_DIR.rglob("*.py")):
-        digest.update(f"{path.relative_to(PACKAGE_DIR).as_posix()}\n".encode())
-        digest.update(hashlib.sha256(path.read_bytes()).digest())
-    return digest.hexdigest()
-
-
-def code_version() -> str:
-    """The version of the code that runs, as a checkpoint compares it: the package's version and the first
-    16 hex digits of its sources' sha256 (`0.1.0+3f2a...`). An edit to any module changes it; a commit
-    that changes only documentation does not."""
-    return f"{scaledl.__version__}+{source_sha256()[:16]}"
 
 
 def slurm_job() -> dict | None:

@@ -78,6 +78,7 @@ def pairs(items: list[str], flag: str, what: str) -> dict[str, float]:
 
 def run(args: argparse.Namespace) -> int:
     # Imported here: the simulator and the training loop import torch, which `--help` does not need.
+    from scaledl.sim.calibrate import refuse_stale_calibration
     from scaledl.sim.platform import load
     from scaledl.sim.run import Simulation
 
@@ -99,6 +100,7 @@ def run(args: argparse.Namespace) -> int:
             "--target-accuracy (time-only runs give seconds per step)"
         )
     platform = load(args.platform_file)
+    refuse_stale_calibration(platform.path)  # a twin calibrated by other code prices a loop that no longer runs
     if args.platform is None:
         args.platform = platform.name
     cfg = TrainConfig(**{f.name: getattr(args, f.name) for f in fields(TrainConfig)})

@@ -1,0 +1,39 @@
+"""A calibrated platform says which code, host and time measured it, and a simulation by other code refuses it."""
+
+from __future__ import annotations
+
+import pytest
+
+from scaledl.codehash import code_version
+from scaledl.errors import UserError
+from scaledl.sim.calibrate import TEMPLATE, _code_fields, calibration_provenance, refuse_stale_calibration
+from scaledl.sim.platform import resolve
+
+
+def platform_text(code: str) -> str:
+    values = dict(
+        name="calibrated", cores=2, date="2026-12-05", stamp="2026-12-05T01:00:00Z", cpu="x86_64", torch="2.14.1",
+        host="box", code=code, commit="5b2e6bb12345", alpha=2e-6, bw=3e10, netbench="local.json", speed=5e10,
+        model="lenet", batch=64, step_ms=11.0, mem=3e10, overhead=1e-6, cv=0.05, busy=1,
+    )  # fmt: skip
+    return TEMPLATE.format(**values)
+
+
+def test_the_header_names_the_code_host_and_time_that_calibrated_it():
+    assert calibration_provenance(platform_text("0.1.0+abc")) == {
+        "code": "0.1.0+abc", "commit": "5b2e6bb12345", "host": "box", "at": "2026-12-05T01:00:00Z"
+    }  # fmt: skip
+    assert calibration_provenance(resolve("laptop").read_text()) is None  # the shipped example: written before
+    assert _code_fields({"version": "v", "commit": "0123456789abcdef", "dirty": True}) == {
+        "code": "v", "commit": "0123456789ab+dirty"
+    }  # fmt: skip
+
+
+def test_a_platform_calibrated_by_other_code_is_refused_and_this_codes_is_used(tmp_path):
+    stale, fresh = tmp_path / "stale.xml", tmp_path / "fresh.xml"
+    stale.write_text(platform_text("0.1.0+0000000000000000"))
+    fresh.write_text(platform_text(code_version()))
+    with pytest.raises(UserError, match=r"calibrated by code 0\.1\.0\+0000000000000000 .*recalibrate it"):
+        refuse_stale_calibration(stale)
+    assert refuse_stale_calibration(fresh)["code"] == code_version()
+    assert refuse_stale_calibration(resolve("k80x8")) is None  # a hand-written platform: its header says what

@@ -1,0 +1,85 @@
+"""`scaledl calibrate` times the training loop's own compute phase, so the speed it solves prices the loop's step.
+
+Its step once was an NCHW `torch.randn` batch through a bare forward and backward while the loop fed
+channels-last batches to `forward_backward`: the calibrated price was 1.46x the loop's measured compute
+per step. Here the two are compared operation by operation (what they run, on which layouts) and by the
+price the cost model gives them, which is what a timing comparison would test without the machine's load.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from scaledl.comm.flat import FlatParams
+from scaledl.data.hdf5 import read_info
+from scaledl.data.loader import Normalizer, ShardLoader
+from scaledl.models import build_model
+from scaledl.sim.calibrate import loop_step
+from scaledl.sim.roofline import Device, OpCounter
+from scaledl.train.loop import forward_backward
+
+CPU = Device("cpu", flops=5e10, efficiency=1.0, memory_bw=2e10, op_overhead_s=5e-6, pcie=False)
+
+
+class Operations(TorchDispatchMode):
+    """Every operation run inside: its name and its tensors' shapes, strides and dtypes."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        leaves = [*args, *(kwargs or {}).values()]
+        self.seen.append(
+            (str(func), tuple((tuple(t.shape), t.stride(), t.dtype) for t in leaves if isinstance(t, torch.Tensor)))
+        )
+        return func(*args, **(kwargs or {}))
+
+
+def the_loops_compute_phase(digits_h5, batch: int):
+    """The loop's compute phase as scaledl.train.loop runs it: a batch from the loader, normalised, then
+    forward_backward on the flat parameters."""
+    info = read_info(digits_h5)
+    torch.manual_seed(0)
+    model = build_model("lenet", info.image_shape, info.classes)
+    params = FlatParams(model)
+    loader = ShardLoader(digits_h5, shard=0, num_shards=1, batch_size=batch, seed=0)
+    x, y = Normalizer(info.mean, info.std, "cpu")(*loader.next_batch())
+    return lambda: forward_backward(model, params, x, y, 0.0), info
+
+
+@pytest.mark.parametrize("batch", [16, 64])
+def test_calibration_times_the_loops_own_step(digits_h5, batch):
+    loop, info = the_loops_compute_phase(digits_h5, batch)
+    calibrated = loop_step("lenet", batch, info.image_shape, info.classes)
+    loop(), calibrated()  # the first pass allocates (.grad buffers): compare steady steps
+    ops = []
+    for step in (loop, calibrated):
+        with Operations() as seen:
+            step()
+        ops.append(seen.seen)
+    assert ops[0] == ops[1]  # the same operations on the same layouts: channels-last batches, flat gradients
+    prices = []
+    for step in (loop, calibrated):
+        with OpCounter(CPU) as counter:
+            step()
+        prices.append(counter.seconds)
+    assert prices[0] == prices[1]  # so the speed solved on one prices the other as measured
+
+
+def test_an_nchw_step_is_not_the_loops(digits_h5):
+    """What calibration timed before: the same model on an NCHW batch runs other operations."""
+    loop, info = the_loops_compute_phase(digits_h5, 16)
+    model = build_model("lenet", info.image_shape, info.classes)
+    params = FlatParams(model)
+    x, y = torch.randn(16, *info.image_shape), torch.randint(0, info.classes, (16,))
+    nchw = lambda: forward_backward(model, params, x, y, 0.0)  # noqa: E731
+    loop(), nchw()
+    ops = []
+    for step in (loop, nchw):
+        with Operations() as seen:
+            step()
+        ops.append(seen.seen)
+    assert ops[0] != ops[1]
