@@ -30,6 +30,7 @@ DEVICES = ("auto", "cpu", "cuda")
 WAIT_PROBES = ("barrier", "none")
 DEVICE_SYNCS = ("phase", "none")
 CENTER_WINDOWS = ("rma", "shared")
+ELASTIC_EPOCHS = ("split", "atomic")  # the window engine's elastic exchange (algorithms/window.py)
 INNER_OPTIMIZERS = ("sgd", "momentum")
 WORKER_RULES = ("elastic", "reset")
 OUTER_OPTIMIZERS = ("elastic", "average", "nesterov", "slowmo")
@@ -286,6 +287,15 @@ class TrainConfig:
         "workers read and add to directly (every rank on one node, else refused)",
         group="codesign",
         choices=CENTER_WINDOWS,
+    )
+    elastic_epoch: str = _setting(
+        "split",
+        "async_easgd/async_measgd/hogwild_easgd: split reads W in one epoch, computes α(W^i − W) outside "
+        "every lock and holds the lock only to add it (the paper's master: one pass over W per exchange, "
+        "as Async SGD's); atomic reads, computes and adds inside one epoch (the read-modify-write, for "
+        "measuring the difference)",
+        group="codesign",
+        choices=ELASTIC_EPOCHS,
     )
     wait_probe: str = _setting(
         "barrier",

@@ -65,6 +65,20 @@ def test_either_way_on_request(algorithm):
     assert resolved_overlap(algorithm, False) is False
 
 
+@pytest.mark.parametrize("algorithm", ASYNC_EASGD)
+def test_the_elastic_exchange_is_split_by_default_and_atomic_on_request(algorithm):
+    from scaledl.algorithms.settings import resolve
+
+    info = ALGORITHMS[algorithm]
+    assert resolve(config(algorithm), info, workers=2).elastic_epoch == "split"
+    assert resolve(config(algorithm, elastic_epoch="atomic"), info, workers=2).elastic_epoch == "atomic"
+
+
+def test_the_elastic_exchange_does_not_apply_elsewhere():
+    with pytest.raises(UserError, match=r"^--elastic-epoch atomic does not apply to async_sgd"):
+        refuse_unused_options(ALGORITHMS["async_sgd"], config("async_sgd", elastic_epoch="atomic"))
+
+
 def test_the_command_line_turns_it_either_way():
     parser = argparse.ArgumentParser()
     train_command.add_arguments(parser)
@@ -125,8 +139,10 @@ def test_overlapped_by_default_and_recorded(digits_h5, tmp_path, algorithm):
     for report in reports:
         helper, rank = report["helper_thread_phases"], by_rank[report["rank"]]
         # The exchange ran on the helper thread: its seconds are there, and overlapped on the main timer ...
-        # (acquiring the lock is the helper's wait, the epoch's operations its comm)
-        assert helper["comm_s"] > 0 and report["exchange_s"] == helper["comm_s"] + helper["wait_s"]
+        # (acquiring the locks is the helper's wait, the epochs' operations its comm, and Eq. 2's increment,
+        # computed between the split exchange's two epochs, its center_update)
+        assert helper["comm_s"] > 0 and helper["center_update_s"] > 0
+        assert report["exchange_s"] == helper["comm_s"] + helper["wait_s"] + helper["center_update_s"]
         # (the main timer counts each epoch's wall seconds on the helper, which hold the helper's phases: an
         # inequality that holds at any load, where an equality within 5 % held only on a quiet machine)
         assert rank["overlapped_comm_s"] >= report["exchange_s"] > 0

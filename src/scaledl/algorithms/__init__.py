@@ -147,7 +147,7 @@ class AlgorithmInfo:
 _EASGD_FAMILY = _options("elastic")
 # The async EASGD family's exchange needs only W^i_t, known before the gradient: by default it
 # runs beside data fetch and fwd/bwd, as the paper's §4 says (--no-overlap for the ablation).
-_WINDOW_EASGD = _options("elastic", "window", "overlap")
+_WINDOW_EASGD = _options("elastic", "window", "overlap", extra=("elastic_epoch",))
 _OVERLAPPED = {"overlap": True}
 _ELASTIC = {"worker_rule": "elastic", "outer": "elastic", "tau": 1}  # Sync EASGD as the engine's setting
 # The periodic-averaging engine (module averaging): Sync EASGD and the hard-averaging family are its settings.
@@ -187,7 +187,7 @@ ALGORITHMS: dict[str, AlgorithmInfo] = {
             pattern="fcfs_window",
             payload="weights",
             deterministic=False,
-            options=_options("elastic", "momentum", "window", "overlap", extra=("nesterov",)),
+            options=_options("elastic", "momentum", "window", "overlap", extra=("nesterov", "elastic_epoch")),
             defaults=_OVERLAPPED,
             rule="momentum_elastic",
         ),

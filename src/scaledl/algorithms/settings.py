@@ -20,7 +20,7 @@ from scaledl.errors import UserError
 
 # run.json's blocks, in the order they are written.
 HYPER = ("lr", "batch_size", "weight_decay", "rho", "alpha", "beta", "momentum", "nesterov", "momentum_at", "tau")
-CODESIGN = ("message", "bucket_mb", "exchange", "center_on", "overlap", "backend", "data")
+CODESIGN = ("message", "bucket_mb", "exchange", "center_on", "overlap", "elastic_epoch", "backend", "data")
 AVERAGING = ("inner", "worker_rule", "outer", "outer_lr", "outer_momentum", "tau", "compress")
 ENCODED_BACKENDS = ("mpi", "cuda_aware_mpi")  # compressed rounds send bytes: MPI only
 OUTER_WITH_STATE = ("nesterov", "slowmo")  # outer steps with a learning rate and a momentum
@@ -54,6 +54,7 @@ class Settings:
     overlap: bool | None = None  # the exchange on a helper thread
     wait_probe: str | None = None  # collectives: a timed barrier before each one
     center_window: str | None = None  # the window engine: rma or shared
+    elastic_epoch: str | None = None  # the window engine's elastic exchange: split or atomic
     gradients: str | None = None  # sync_sgd: the allreduced gradients' mean, or their sum (chip_partition)
     fast_memory_gb: float | None = None  # chip_partition: what every replica on a node must fit in
 
@@ -116,7 +117,7 @@ def resolve(cfg, info: AlgorithmInfo, *, workers: int, choose_backend=None) -> S
         values["beta"] = cfg.beta if cfg.rho is None else None
     if "momentum" in options and (not averaging or values["inner"] == "momentum"):
         values["momentum"] = cfg.momentum
-    for key in ("nesterov", "momentum_at", "center_window", "wait_probe", "fast_memory_gb"):
+    for key in ("nesterov", "momentum_at", "center_window", "elastic_epoch", "wait_probe", "fast_memory_gb"):
         if key in options:
             values[key] = value(key)
     if "message" in options:

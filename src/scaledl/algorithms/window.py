@@ -15,9 +15,18 @@ first served); a shared lock lets them proceed concurrently, unordered
 (Hogwild). The lock is the only difference between a locked algorithm and its
 Hogwild variant. The worker rules, for worker i at its iteration t:
 
-  elastic (Async/Hogwild EASGD, Eqs. 1-2; Zhang et al.'s asynchronous EASGD, τ = 1)
-      epoch:  lock · Get W_t · Flush · Accumulate α·(W^i_t − W_t) · unlock   (the master's Eq. 2,
-              applied by MPI on the master's memory while no other update intervenes)
+  elastic (Async/Hogwild EASGD, Eqs. 1-2), `--elastic-epoch`:
+      split (default): shared lock · Get W_t · unlock ; α·(W^i_t − W_t) on this worker's host,
+              outside every lock ; lock · Accumulate α·(W^i_t − W_t) · unlock
+              The lock is held for the add alone, one pass over W at the master per exchange, the
+              same work as Async SGD's (the paper's master applies W += α(W^i − W) in one pass);
+              other workers' adds may land between the read and the add (Zhang et al.'s
+              asynchronous EASGD, τ = 1, whose worker reads the center, computes the difference
+              and sends it to be added). The read's shared lock excludes the exclusive adds, so
+              it never sees one halfway.
+      atomic: lock · Get W_t · Flush · α·(W^i_t − W_t) · Accumulate it · unlock: a read-modify-write
+              in one epoch, the difference computed while the lock is held (and, at P = 8 on one
+              node, the lock saturated by it); kept to measure what splitting buys
       worker: W^i_{t+1} = W^i_t − η·ΔW^i_t − η·ρ·(W^i_t − W_t)             (Eq. 1, with the W_t read)
   momentum_elastic (Async MEASGD, Eqs. 5-6): the elastic epoch, and
       worker: V^i ← μ·V^i − η·ΔW^i_t ;  W^i_{t+1} = W^i_t + V^i − η·ρ·(W^i_t − W_t)
@@ -211,7 +220,8 @@ class WindowEngine(MasterBased):
             if self.overlap:
                 helper = self.helper_timer.snapshot()
                 report["helper_thread_phases"] = helper
-                exchange = helper["comm_s"] + helper["wait_s"]  # the helper's epochs: lock queue (wait) + operations
+                # the helper's epochs: lock queue (wait), operations (comm), and Eq. 2's increment between them
+                exchange = helper["comm_s"] + helper["wait_s"] + helper["center_update_s"]
                 report["exchange_s"] = exchange
                 report["exposed_wait_s"] = self.exposed_s  # of which the main thread waited
                 report["hidden_s"] = max(exchange - self.exposed_s, 0.0)
@@ -290,10 +300,16 @@ class Elastic(WorkerRule):
 
     def exchange(self, timer: PhaseTimer) -> None:
         e = self.engine
-        e.window.pull_then_push(e.center_host, self.elastic_difference, on_update=e.count_update, timer=timer)
+        if self.settings.elastic_epoch == "atomic":  # read, difference and add in one epoch
+            e.window.pull_then_push(e.center_host, self.elastic_difference, on_update=e.count_update, timer=timer)
+            return
+        e.window.pull(e.center_host, timer=timer)  # W_t
+        with timer.phase("center_update", priced_as="host_arithmetic"):  # Eq. 2's increment, outside every lock
+            delta = self.elastic_difference(e.center_host)
+        e.window.push(delta, on_update=e.count_update, timer=timer)  # the lock held for the add alone
 
     def elastic_difference(self, center: np.ndarray) -> np.ndarray:
-        """η·ρ·(W^i_t − W_t): what Eq. 2 adds to the center for this worker (inside the lock epoch)."""
+        """η·ρ·(W^i_t − W_t): what Eq. 2 adds to the center for this worker (on host buffers)."""
         rules.elastic_difference_(
             self.delta, torch.from_numpy(self.w_host), torch.from_numpy(center), self.settings.alpha
         )

@@ -173,6 +173,26 @@ class CenterWindow(_Center):
             on_update()
             self._unlock(held)
 
+    def pull(self, out: np.ndarray, timer=None) -> None:
+        """out ← W, in an epoch of its own under the shared lock: concurrent with other reads, never with an
+        exclusive epoch, so under the exclusive algorithms' lock it reads a W no update is halfway through."""
+        with _phase(timer, "wait"):
+            self.win.Lock(self.master, MPI.LOCK_SHARED)
+        with _phase(timer, "comm"):
+            held = self._held()
+            self._read(out)
+            self._unlock(held)
+
+    def push(self, delta: np.ndarray, on_update=_nothing, timer=None) -> None:
+        """W += delta, in an epoch of its own under the algorithm's lock (the critical section is the add)."""
+        with _phase(timer, "wait"):
+            self.win.Lock(self.master, self.lock_type)
+        with _phase(timer, "comm"):
+            held = self._held()
+            self.win.Accumulate(delta, self.master, op=MPI.SUM)
+            on_update()
+            self._unlock(held)
+
     def momentum_step(
         self, velocity: np.ndarray, out: np.ndarray, update_velocity, on_update=_nothing, timer=None
     ) -> None:
@@ -231,9 +251,9 @@ class SharedCenterWindow(_Center):
         segment, _ = self.win.Shared_query(master)
         self._map(np.frombuffer(segment, dtype=np.float32, count=words), with_momentum)
 
-    def _lock(self, timer) -> float:
+    def _lock(self, timer, lock_type: int | None = None) -> float:
         with _phase(timer, "wait"):
-            self.win.Lock(self.master, self.lock_type)
+            self.win.Lock(self.master, self.lock_type if lock_type is None else lock_type)
         self.win.Sync()  # see the stores of the epochs before this one
         return MPI.Wtime() if self.trace is not None else 0.0
 
@@ -259,6 +279,21 @@ class SharedCenterWindow(_Center):
         with _phase(timer, "comm"):
             np.copyto(out, self.w)
             np.add(self.w, make_delta(out), out=self.w)
+            on_update()
+            self._unlock(held)
+
+    def pull(self, out: np.ndarray, timer=None) -> None:
+        """out ← W under the shared lock. See CenterWindow.pull."""
+        held = self._lock(timer, MPI.LOCK_SHARED)
+        with _phase(timer, "comm"):
+            np.copyto(out, self.w)
+            self._unlock(held)
+
+    def push(self, delta: np.ndarray, on_update=_nothing, timer=None) -> None:
+        """W += delta under the algorithm's lock. See CenterWindow.push."""
+        held = self._lock(timer)
+        with _phase(timer, "comm"):
+            np.add(self.w, delta, out=self.w)
             on_update()
             self._unlock(held)
 

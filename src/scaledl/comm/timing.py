@@ -91,10 +91,11 @@ class PhaseTimer:
             torch.cuda.current_stream(self.device).synchronize()
         return transport.clock()
 
-    def phase(self, name: str) -> _Phase:
+    def phase(self, name: str, priced_as: str | None = None) -> _Phase:
         """`with timer.phase(name):` charges the block's seconds to `name` (a simulation's work advances its
-        clock inside it)."""
-        return _Phase(self, name)
+        clock inside it, priced as `priced_as`'s work where given: "host_arithmetic" for arithmetic on host
+        buffers, which a simulation prices on the node's CPU whatever the rank's device)."""
+        return _Phase(self, name, priced_as)
 
     def restart(self) -> float:
         """Zero everything and start the clock now (training begins); returns the seconds before."""
@@ -199,10 +200,10 @@ class PhaseTimer:
 class _Phase:
     """One timed block of a PhaseTimer: a plain context object, cheaper per step than a generator's."""
 
-    __slots__ = ("timer", "name", "t0", "meter")
+    __slots__ = ("timer", "name", "priced_as", "t0", "meter")
 
-    def __init__(self, timer: PhaseTimer, name: str):
-        self.timer, self.name = timer, name
+    def __init__(self, timer: PhaseTimer, name: str, priced_as: str | None = None):
+        self.timer, self.name, self.priced_as = timer, name, priced_as or name
 
     def __enter__(self) -> None:
         timer = self.timer
@@ -216,7 +217,7 @@ class _Phase:
             timer.between_max_s = max(timer.between_max_s, gap)
             self.t0 = timer._mark
         timer._active_since = self.t0
-        self.meter = transport.meter(self.name)  # in a simulation, the phase's work advances the simulated clock
+        self.meter = transport.meter(self.priced_as)  # in a simulation, the phase's work advances the simulated clock
         self.meter.__enter__()
 
     def __exit__(self, *exc) -> bool | None:
