@@ -149,8 +149,8 @@ def test_a_calibrated_platform_is_this_machines_file_made_from_its_local_netbenc
     runs = expand(config)
     twin, shipped_file = config["platforms"]["laptop_sim"], {"kind": "simulated", "platform_file": "k80x8"}
     assert rules.platform_file(twin, "paper_small") == "results/paper_small/platform/calibrated.xml"
-    assert rules.calibration_inputs(twin, "paper_small") == ["results/paper_small/platform/calibrated.xml"]
-    assert rules.platform_file(shipped_file, "x") == "k80x8" and rules.calibration_inputs(shipped_file, "x") == []
+    assert rules.calibration_inputs(twin, "paper_small") == {"platform": "results/paper_small/platform/calibrated.xml"}
+    assert rules.platform_file(shipped_file, "x") == "k80x8" and rules.calibration_inputs(shipped_file, "x") == {}
     assert rules.calibration_netbench(runs, config, "paper_small") == "results/paper_small/netbench/local.json"
     without_local = {**config, "platforms": {k: v for k, v in config["platforms"].items() if k != "local"}}
     simulated_only = {key: value for key, value in runs.items() if key.platform == "laptop_sim"}

@@ -38,7 +38,7 @@ ruleorder: netbench_simulated > netbench
 
 rule netbench_simulated:
     input:
-        platform=calibrated_platform,
+        unpack(calibrated_platform),
     output:
         "results/{name}/netbench/{platform}.json",
     log:

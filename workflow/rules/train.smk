@@ -86,9 +86,9 @@ ruleorder: train_simulated > train_single > train
 
 rule train_simulated:
     input:
+        unpack(calibrated_platform),  # platform_file calibrated: this machine's twin, calibrated first (net.smk)
         data="data/hdf5/{dataset}.h5",
         chosen=tuned_choice,
-        platform=calibrated_platform,  # platform_file calibrated: this machine's twin, calibrated first (net.smk)
     output:
         metrics=f"{RUN_DIR}/metrics.csv",
         run=f"{RUN_DIR}/run.json",

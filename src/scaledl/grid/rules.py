@@ -66,9 +66,10 @@ def platform_file(platform: Mapping, name: str) -> str:
     return calibrated_platform(name) if given == CALIBRATED else given
 
 
-def calibration_inputs(platform: Mapping, name: str) -> list[str]:
-    """What a simulated job waits for: the calibrated platform file where it uses one, else nothing."""
-    return [calibrated_platform(name)] if platform.get("platform_file") == CALIBRATED else []
+def calibration_inputs(platform: Mapping, name: str) -> dict[str, str]:
+    """What a simulated job waits for (named inputs, for `unpack`): the calibrated platform file where it uses
+    one, else nothing."""
+    return {"platform": calibrated_platform(name)} if platform.get("platform_file") == CALIBRATED else {}
 
 
 def calibration_netbench(runs: Mapping[RunKey, RunSettings], config: Mapping, name: str) -> str:
