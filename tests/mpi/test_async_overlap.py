@@ -150,6 +150,8 @@ def test_overlapped_by_default_and_recorded(digits_h5, tmp_path, algorithm):
         assert report["exposed_wait_s"] >= 0 and report["hidden_s"] >= 0
         assert report["hidden_s"] == pytest.approx(max(report["exchange_s"] - report["exposed_wait_s"], 0.0))
         assert report["exchanges"] > 0  # max_steps counts updates / P: one worker may make fewer
+        # each exchange held the algorithm's lock once, for its add alone (the read is under the shared lock)
+        assert report["critical_epochs"] == report["exchanges"] and 0 < report["critical_s"] < helper["comm_s"]
     # every exchange's staleness, merged over the workers (what the summary's staleness columns read)
     staleness = run["staleness"]
     assert staleness["exchanges"] == sum(r["exchanges"] for r in reports) == sum(staleness["histogram"].values())

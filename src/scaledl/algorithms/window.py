@@ -93,6 +93,7 @@ class WindowEngine(MasterBased):
             self.center_copy = torch.empty_like(self.params.data)  # W_t on this worker's device
             self.rule = RULES[self.info.rule](self)
         self.exposed_s = 0.0  # overlap: seconds the main thread waited for the helper
+        self.critical_s, self.critical_epochs = 0.0, 0  # the window's count, kept when it is freed (finish)
         if self.overlap:
             self.helper_timer = PhaseTimer()  # the helper's own: two threads must not share a timer
             self.helper = transport.helper()
@@ -194,6 +195,7 @@ class WindowEngine(MasterBased):
         if self.overlap:
             self.helper.shutdown(wait=True)  # an exchange left in flight (an error mid-iteration) settles first
         super().finish()  # all exchanges settled, final snapshot taken
+        self.critical_s, self.critical_epochs = self.window.critical_s, self.window.critical_epochs
         self.window.free()
         self.window = None
 
@@ -215,6 +217,10 @@ class WindowEngine(MasterBased):
 
     def report(self) -> dict:
         report = super().report()
+        if self.roles.is_worker:
+            # the epochs that changed W under the algorithm's lock: what a saturated lock serialises
+            report["critical_s"] = self.critical_s
+            report["critical_epochs"] = self.critical_epochs
         if self.roles.is_worker and self.rule.overlappable:
             report["overlap"] = self.overlap
             if self.overlap:

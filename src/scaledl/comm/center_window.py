@@ -79,6 +79,11 @@ class _Center:
         self.lock_type = MPI.LOCK_EXCLUSIVE if locked else MPI.LOCK_SHARED
         self.is_master = world.Get_rank() == master
         self.trace: list | None = None
+        # this rank's seconds inside its epochs that change W under the algorithm's lock (the critical sections:
+        # P × their mean against a worker's cycle says whether the lock decides the step), and how many
+        self.critical_s = 0.0
+        self.critical_epochs = 0
+        self._since = 0.0
 
     def _map(self, memory: np.ndarray, with_momentum: bool) -> None:
         """W (and V) as float32 views of the window's memory (the master's, or the mapped segment)."""
@@ -116,6 +121,11 @@ class _Center:
 
     def free(self) -> None:
         self.win.Free()
+
+    def _count_critical(self, critical: bool) -> None:
+        if critical:
+            self.critical_s += transport.clock() - self._since
+            self.critical_epochs += 1
 
 
 class CenterWindow(_Center):
@@ -181,7 +191,7 @@ class CenterWindow(_Center):
         with _phase(timer, "comm"):
             held = self._held()
             self._read(out)
-            self._unlock(held)
+            self._unlock(held, critical=False)
 
     def push(self, delta: np.ndarray, on_update=_nothing, timer=None) -> None:
         """W += delta, in an epoch of its own under the algorithm's lock (the critical section is the add)."""
@@ -221,13 +231,15 @@ class CenterWindow(_Center):
         """When the epoch's lock is held: MPICH's Lock returns once granted (the trace of exclusive epochs,
         which never overlap, checks it: tests/mpi/check_shared_window.py); a library that grants lazily,
         at the first Flush, would make this stamp early."""
+        self._since = transport.clock()
         return MPI.Wtime() if self.trace is not None else 0.0
 
-    def _unlock(self, held: float) -> None:
+    def _unlock(self, held: float, critical: bool = True) -> None:
         if self.trace is not None:
             self.win.Flush(self.master)  # this epoch's operations are done: the stamp closes the epoch
             self.trace.append((held, MPI.Wtime()))
         self.win.Unlock(self.master)
+        self._count_critical(critical)
 
 
 class SharedCenterWindow(_Center):
@@ -255,13 +267,15 @@ class SharedCenterWindow(_Center):
         with _phase(timer, "wait"):
             self.win.Lock(self.master, self.lock_type if lock_type is None else lock_type)
         self.win.Sync()  # see the stores of the epochs before this one
+        self._since = transport.clock()
         return MPI.Wtime() if self.trace is not None else 0.0
 
-    def _unlock(self, held: float) -> None:
+    def _unlock(self, held: float, critical: bool = True) -> None:
         self.win.Sync()  # this epoch's stores are visible before the lock is released
         if self.trace is not None:
             self.trace.append((held, MPI.Wtime()))
         self.win.Unlock(self.master)
+        self._count_critical(critical)
 
     # ---- worker side: the same exchanges as CenterWindow's, as loads and stores
     def push_then_pull(self, delta: np.ndarray, out: np.ndarray, on_update=_nothing, timer=None) -> None:
@@ -287,7 +301,7 @@ class SharedCenterWindow(_Center):
         held = self._lock(timer, MPI.LOCK_SHARED)
         with _phase(timer, "comm"):
             np.copyto(out, self.w)
-            self._unlock(held)
+            self._unlock(held, critical=False)
 
     def push(self, delta: np.ndarray, on_update=_nothing, timer=None) -> None:
         """W += delta under the algorithm's lock. See CenterWindow.push."""
