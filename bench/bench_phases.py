@@ -127,6 +127,47 @@ def phase_rows(details: dict, plan: list[dict]) -> list[dict]:
     return rows
 
 
+SUMMARY = ("compute", "comm", "data", "total")  # the ratios docs/simulation.md shows per cell
+DOC_BLOCK = "phases"  # docs/simulation.md's block rendered from the record: <!-- record:phases -->
+
+
+def summary_rows(meta: dict) -> list[dict]:
+    """Per cell, the workers' simulated ÷ measured for each SUMMARY phase: the median over the measured rounds
+    of the (deterministic) simulated seconds over each round's, two decimals; "–" where measured is ~0."""
+    rows = []
+    for c in meta["plan"]:
+        runs = meta["details"][c["cell"]]
+        row = {"pattern": c["algorithm"] + ("†" if c["oversubscribed"] else ""), "P": c["workers"]}
+        for phase in SUMMARY:
+            simulated = [run["worker"][phase] for run in runs["simulated"] if "worker" in run]
+            measured = [run["worker"][phase] for run in runs["measured"] if "worker" in run]
+            ratios = [s / m for s in simulated for m in measured if m > 1e-7]
+            row[phase] = f"{statistics.median(ratios):.2f}" if ratios else "–"
+        rows.append(row)
+    return rows
+
+
+def simulation_block(record: dict) -> str:
+    """docs/simulation.md's per-phase table, rendered from the record it cites (tests/workflow/test_docs.py
+    checks that the page holds exactly this)."""
+    meta, git = record["meta"], record.get("git") or {}
+    commit = (git.get("commit") or "uncommitted")[:7] + (" (dirty)" if git.get("dirty") else "")
+    rows = summary_rows(meta)
+    return (
+        f"Simulated ÷ measured, the workers' median over {meta['rounds']} rounds (`bench/raw/phases.json`: "
+        f"commit {commit}, {record['timestamp'][:10]}; {calibration_words(meta['platform'])} "
+        f"† more ranks than cores):\n\n" + common.table(rows, list(rows[0]))
+    )
+
+
+def write_simulation_block(record: dict, page: Path) -> None:
+    text = page.read_text()
+    start, end = f"<!-- record:{DOC_BLOCK} -->\n", f"<!-- /record:{DOC_BLOCK} -->"
+    head, _, rest = text.partition(start)
+    _, _, tail = rest.partition(end)
+    page.write_text(f"{head}{start}{simulation_block(record)}{end}{tail}")
+
+
 def probe_rows(probe: dict) -> list[dict]:
     """bench/comm_probe.py's operations, measured and simulated, and their ratio."""
     from bench.comm_probe import OPERATIONS
@@ -332,6 +373,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--rounds, --warmup and --steps must be >= 1, and --steps a multiple of --warmup")
     raw = args.raw if args.render else measure_record(args)
     status = common.publish_record(raw, NAME, render, write=not args.no_doc)
+    if status == 0 and not args.no_doc:  # the table docs/simulation.md cites, from the same record
+        write_simulation_block(common.read_raw(raw), common.REPO / "docs" / "simulation.md")
     if args.markdown and status == 0:
         record = common.read_raw(raw)
         title, intro, tables, notes = render(record)

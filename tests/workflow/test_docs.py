@@ -202,3 +202,18 @@ def test_the_citation_file_cites_the_paper_and_this_version():
     assert paper["doi"] == "10.1145/3126908.3126912" and paper["year"] == 2017
     assert [author["family-names"] for author in paper["authors"]] == ["You", "Buluç", "Demmel"]
     assert paper["doi"] in (REPO / "README.md").read_text()
+
+
+def test_the_per_phase_table_of_the_simulation_page_is_its_records():
+    """docs/simulation.md's per-phase validation is rendered from bench/raw/phases.json (bench_phases writes
+    both): the page's block is exactly what the record renders to, so it cannot go stale beside a new record."""
+    import sys
+
+    sys.path.insert(0, str(REPO))
+    from bench import bench_phases, common
+
+    page = (REPO / "docs/simulation.md").read_text()
+    start, end = f"<!-- record:{bench_phases.DOC_BLOCK} -->\n", f"<!-- /record:{bench_phases.DOC_BLOCK} -->"
+    assert start in page and end in page
+    shown = page.split(start, 1)[1].split(end, 1)[0]
+    assert shown == bench_phases.simulation_block(common.read_raw(REPO / "bench/raw/phases.json"))
