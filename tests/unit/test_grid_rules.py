@@ -10,7 +10,7 @@ import pytest
 from shipped_configs import shipped
 
 from scaledl.config import to_argv
-from scaledl.grid import rules
+from scaledl.grid import calibration, rules
 from scaledl.grid.keys import TUNE_STAGE, GridError, RunKey
 from scaledl.grid.runs import expand
 
@@ -148,11 +148,16 @@ def test_a_calibrated_platform_is_this_machines_file_made_from_its_local_netbenc
     config = shipped("paper_small.yaml")
     runs = expand(config)
     twin, shipped_file = config["platforms"]["laptop_sim"], {"kind": "simulated", "platform_file": "k80x8"}
-    assert rules.platform_file(twin, "paper_small") == "results/paper_small/platform/calibrated.xml"
-    assert rules.calibration_inputs(twin, "paper_small") == {"platform": "results/paper_small/platform/calibrated.xml"}
-    assert rules.platform_file(shipped_file, "x") == "k80x8" and rules.calibration_inputs(shipped_file, "x") == {}
-    assert rules.calibration_netbench(runs, config, "paper_small") == "results/paper_small/netbench/local.json"
+    assert calibration.platform_file(twin, "paper_small") == "results/paper_small/platform/calibrated.xml"
+    assert calibration.calibration_inputs(twin, "paper_small") == {
+        "platform": "results/paper_small/platform/calibrated.xml"
+    }
+    assert (
+        calibration.platform_file(shipped_file, "x") == "k80x8"
+        and calibration.calibration_inputs(shipped_file, "x") == {}
+    )
+    assert calibration.calibration_netbench(runs, config, "paper_small") == "results/paper_small/netbench/local.json"
     without_local = {**config, "platforms": {k: v for k, v in config["platforms"].items() if k != "local"}}
     simulated_only = {key: value for key, value in runs.items() if key.platform == "laptop_sim"}
     with pytest.raises(GridError, match="calibrates this machine from the netbench of a platform of kind local"):
-        rules.calibration_netbench(simulated_only, without_local, "paper_small")
+        calibration.calibration_netbench(simulated_only, without_local, "paper_small")

@@ -70,7 +70,7 @@ def test_the_shipped_map_needs_the_mnist_runs_and_then_reads_the_tuned_ones(tmp_
 def test_the_maps_options_and_data():
     config = shipped("paper_simulated.yaml")
     assert regime.data_file(config) == "data/hdf5/mnist.h5"
-    flags = shlex.split(regime.flags(config))
+    flags = shlex.split(regime.flags(config, "x"))
     steps = str(config["regime_map"]["steps"])
     assert flags == [
         "--bandwidth-factors", "0.01,0.1,1,10", "--claim", "sync_easgd3:easgd", "--model", "lenet",
@@ -103,7 +103,7 @@ def test_the_sensitivity_sweeps_are_checked_and_read_their_pairs_runs(tmp_path, 
     found = sensitivity.run_files(runs, config, "p", "sync_easgd3-vs-easgd")
     assert found and {path.split("/")[5] for path in found} == {"sync_easgd3", "easgd"}
     assert all("/gpu8_sim/p8/tuned/" in path for path in found)
-    flags = shlex.split(sensitivity.flags(config, "sync_easgd3-vs-easgd"))
+    flags = shlex.split(sensitivity.flags(config, "sync_easgd3-vs-easgd", "x"))
     assert flags[flags.index("--claim") + 1] == "sync_easgd3:easgd" and flags[flags.index("--factors") + 1] == "0.5,2"
     assert (
         "--whole-runs" not in flags

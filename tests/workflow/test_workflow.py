@@ -925,3 +925,40 @@ def test_a_simulated_platform_runs_through_the_workflow(workdir):
     assert list(swept["constant"]) == ["efficiency"] and swept["base_value"].iloc[0] == "0.3-0.35"
     # the claims report shows the sweep beside the simulated verdict of "Sync EASGD3 is faster than EASGD"
     assert " across ×0.5 of every constant" in claims or "flips when efficiency ×0.5" in claims
+
+
+TWIN_CONFIG = """
+name: twin
+netbench: {enabled: true, max_size: 64K, repeats: 1}
+experiments:
+  - dataset: digits
+    models: [lenet]
+    algorithms: [sync_sgd]
+    platforms: [local, twin]
+    workers: [2]
+    seeds: [0]
+    train: {max_steps: 10, eval_every: 10, batch_size: 16}
+platforms:
+  local: {device: cpu, threads: 1, runtime: 10}
+  twin: {kind: simulated, platform_file: calibrated, simulates: cpu}
+"""
+
+
+@pytest.mark.skipif(not sim_available(), reason="SimGrid's Python bindings are not installed (python3-simgrid)")
+def test_a_twin_is_calibrated_on_this_machine_before_it_simulates(workdir):
+    """platform_file calibrated: the workflow calibrates this machine after its netbench, at the code that runs,
+    and the twin's runs say which code, host and time measured their platform."""
+    from scaledl.codehash import code_version
+
+    config = write_config(workdir, TWIN_CONFIG)
+    dry = snakemake(workdir, "-n", "--configfile", config)
+    assert job_counts(dry)["calibrate_platform"] == 1 and job_counts(dry)["train_simulated"] == 1
+    result = snakemake(workdir, "--cores", "2", "--configfile", config, timeout=600)
+    assert result.returncode == 0, output_of(result)
+    platform = (workdir / "results/twin/platform/calibrated.xml").read_text()
+    assert "provenance: code " + code_version() in platform and re.search(r"busy: \d+ other process\(es\)", platform)
+    run = read_run_json(workdir / "results/twin/runs/digits/lenet/sync_sgd/twin/p2/s0/run.json")
+    assert run["transport"]["platform_file"].endswith("results/twin/platform/calibrated.xml")
+    assert run["transport"]["calibration"]["code"] == code_version()
+    again = snakemake(workdir, "-n", "--configfile", config)  # nothing to redo while the code is the same
+    assert "Nothing to be done" in output_of(again), output_of(again)

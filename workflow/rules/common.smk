@@ -10,7 +10,7 @@ from snakemake.utils import validate
 from snakemake_interface_executor_plugins.settings import DeploymentMethod
 
 from scaledl.codehash import code_version
-from scaledl.grid import downloads, jobs, launch, plugins, preflight, regime, sensitivity, tune
+from scaledl.grid import calibration, downloads, jobs, launch, plugins, preflight, regime, sensitivity, tune
 from scaledl.grid import rules as grid_rules  # Snakemake's own `rules` stays as it is
 from scaledl.grid import runs as grid
 from scaledl.grid.check import first_problem
@@ -109,10 +109,10 @@ def final_outputs():
 # the communication model's runs on one platform; the optional regime map and sensitivity sweeps
 platform_run_files = lambda wildcards: grid_rules.run_files(RUNS, NAME, "run.json", platform=wildcards.platform)
 regime_data = lambda wildcards: regime.data_file(config)
-regime_flags = lambda wildcards: regime.flags(config)
+regime_flags = lambda wildcards: regime.flags(config, NAME)
 sensitivity_runs = lambda wildcards: sensitivity.run_files(RUNS, config, NAME, wildcards.pair)
 sensitivity_data = lambda wildcards: sensitivity.data_file(config)
-sensitivity_flags = lambda wildcards: sensitivity.flags(config, wildcards.pair)
+sensitivity_flags = lambda wildcards: sensitivity.flags(config, wildcards.pair, NAME)
 # download and prepare
 download_dataset = lambda wildcards: DOWNLOADS[wildcards.rawdir]
 download_sources = lambda w: downloads.source_flags(config, DOWNLOADS[w.rawdir], w.filename)
@@ -148,9 +148,11 @@ def train_priority(wildcards):
     return tune.priority(RunKey.parse(wildcards), RUNS)
 
 
-simulated_platform_file = lambda wildcards: grid_rules.platform_file(platform_of(wildcards), NAME)
-calibrated_platform = lambda wildcards: grid_rules.calibration_inputs(platform_of(wildcards), NAME)
-calibration_netbench = lambda wildcards: grid_rules.calibration_netbench(RUNS, config, NAME)
+simulated_platform_file = lambda wildcards: calibration.platform_file(platform_of(wildcards), NAME)
+calibrated_platform = lambda wildcards: calibration.calibration_inputs(platform_of(wildcards), NAME)
+calibration_netbench = lambda wildcards: calibration.calibration_netbench(RUNS, config, NAME)
+regime_platform = lambda wildcards: calibration.calibration_inputs(config["platforms"][config["regime_map"]["platform"]], NAME)
+sensitivity_platform = lambda wildcards: calibration.calibration_inputs(config["platforms"][config["sensitivity"]["platform"]], NAME)
 simulated_ranks = lambda wildcards: train_placement(wildcards).ranks
 
 

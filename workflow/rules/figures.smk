@@ -47,6 +47,7 @@ rule figures:
 # sides (scaledl.report.regime). It runs simulations: a job of its own, on this machine's CPU.
 rule regime_map:
     input:
+        unpack(regime_platform),  # platform_file calibrated: this machine's twin first (net.smk)
         data=regime_data,
         runs=REGIME_RUNS,
     output:
@@ -72,6 +73,7 @@ rule regime_map:
 # both sides (scaledl.report.sensitivity); the claims report shows it beside the verdict.
 rule sensitivity:
     input:
+        unpack(sensitivity_platform),
         data=sensitivity_data,
         runs=sensitivity_runs,
     output:

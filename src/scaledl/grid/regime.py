@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from scaledl.algorithms import ALGORITHMS
 from scaledl.config import as_argv
 from scaledl.data.datasets import PREPARED
+from scaledl.grid import calibration
 from scaledl.grid.keys import RUNS_STAGE, GridError, RunKey, run_dir
 from scaledl.grid.tune import TUNED
 
@@ -75,10 +76,10 @@ def data_file(config: Mapping) -> str:
     return PREPARED.format(dataset=config["regime_map"]["dataset"])
 
 
-def flags(config: Mapping) -> str:
+def flags(config: Mapping, name: str) -> str:
     """`scaledl regime-map`'s options from the config; each side is simulated with its own runs' settings,
     which the command reads from their run.json (scaledl.report.regime.read_side)."""
     spec = map_of(config)
     options = {key: spec[key] for key in ("claim", "workers", "model", "bandwidth_factors", "speed_factors", "steps")}
-    platform_file = config["platforms"][spec["platform"]]["platform_file"]
+    platform_file = calibration.platform_file(config["platforms"][spec["platform"]], name)
     return shlex.join(as_argv({**options, "platform_file": platform_file}))

@@ -19,7 +19,7 @@ from scaledl.algorithms import ALGORITHMS
 from scaledl.config import as_argv, to_argv
 from scaledl.grid import downloads, launch, plugins
 from scaledl.grid.jobs import hardware_of, measured_as, netbench_groups, placement_of
-from scaledl.grid.keys import RUNS_STAGE, GridError, RunKey, RunSettings, one_of, run_dir
+from scaledl.grid.keys import RUNS_STAGE, RunKey, RunSettings, one_of, run_dir
 from scaledl.grid.runs import settings_of
 
 # ---- wildcards -----------------------------------------------------------------------------------------------
@@ -49,41 +49,6 @@ def name_constraint(name: str) -> dict[str, str]:
 def simulated_platforms(runs: Mapping[RunKey, RunSettings], config: Mapping) -> str:
     """A regex of the grid's platforms of kind simulated (their runs are `scaledl simulate`, one process)."""
     return one_of(key.platform for key in runs if config["platforms"][key.platform].get("kind") == "simulated")
-
-
-CALIBRATED = "calibrated"  # a simulated platform's platform_file: this machine, calibrated by the workflow
-
-
-def calibrated_platform(name: str) -> str:
-    """The platform file the workflow's calibration writes for this config (results/NAME/platform/)."""
-    return f"results/{name}/platform/calibrated.xml"
-
-
-def platform_file(platform: Mapping, name: str) -> str:
-    """A simulated platform's file: the shipped name or file its config gives, or, for `calibrated`, the one
-    the workflow calibrates on this machine at the code that runs."""
-    given = platform["platform_file"]
-    return calibrated_platform(name) if given == CALIBRATED else given
-
-
-def calibration_inputs(platform: Mapping, name: str) -> dict[str, str]:
-    """What a simulated job waits for (named inputs, for `unpack`): the calibrated platform file where it uses
-    one, else nothing."""
-    return {"platform": calibrated_platform(name)} if platform.get("platform_file") == CALIBRATED else {}
-
-
-def calibration_netbench(runs: Mapping[RunKey, RunSettings], config: Mapping, name: str) -> str:
-    """The netbench file the calibration takes this machine's network from: that of the grid's first platform
-    that runs here (kind local), else of the config's `local` platform."""
-    platforms = config["platforms"]
-    here = [key.platform for key in runs if platforms[key.platform].get("kind", "local") == "local"]
-    chosen = here[0] if here else "local" if "local" in platforms else None
-    if chosen is None:
-        raise GridError(
-            f"platform_file {CALIBRATED} calibrates this machine from the netbench of a platform of kind local, "
-            "and this config has none: add one (`local: {kind: local}` under platforms)"
-        )
-    return f"results/{name}/netbench/{chosen}.json"
 
 
 def masterless_algorithms(runs: Mapping[RunKey, RunSettings]) -> str:

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from scaledl.algorithms import ALGORITHMS
 from scaledl.config import as_argv
 from scaledl.data.datasets import PREPARED
+from scaledl.grid import calibration
 from scaledl.grid.keys import GridError, RunKey
 from scaledl.grid.regime import TIMING_FREE_PATTERNS, sides_run_files
 
@@ -83,13 +84,13 @@ def data_file(config: Mapping) -> str:
     return PREPARED.format(dataset=config["sensitivity"]["dataset"])
 
 
-def flags(config: Mapping, pair: str) -> str:
+def flags(config: Mapping, pair: str, name: str) -> str:
     """`scaledl sensitivity`'s options for the sweep `pair`; each side is simulated with its own runs' settings,
     which the command reads from their run.json."""
     spec = spec_of(config)
     options = {key: spec[key] for key in ("workers", "model", "factors", "steps", "whole_runs", "max_steps")}
     options["constants"] = spec["constants"]
-    platform_file = config["platforms"][spec["platform"]]["platform_file"]
+    platform_file = calibration.platform_file(config["platforms"][spec["platform"]], name)
     claim = pair.replace(SEPARATOR, ":")
     return shlex.join(as_argv({**options, "claim": claim, "platform_file": platform_file}))
 
