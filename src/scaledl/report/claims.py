@@ -383,7 +383,11 @@ def with_choices(results: pd.DataFrame, chosen: pd.DataFrame | None) -> pd.DataF
         found.append(
             {
                 "tuned_lr": lr,
-                "tuned_effective_step": effective_step(row.algorithm, lr, int(row.workers)) if match else math.nan,
+                "tuned_effective_step": (
+                    effective_step(row.algorithm, lr, int(row.workers), getattr(row, "momentum", None))
+                    if match
+                    else math.nan
+                ),
                 "tuned_edge": (match.edge if isinstance(match.edge, str) else "") if match else "",
                 "tuned_runner_up_lr": match.runner_up_lr if match else math.nan,
                 "tuned_reached": match.points_reached if match else math.nan,

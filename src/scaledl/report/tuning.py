@@ -11,8 +11,8 @@ takes its best mean validation accuracy (flagged: the budget or the grid was too
 small). Ties go to the better validation accuracy, then to the smaller η.
 
 Beside the choice each cell states what decided it: the chosen η and its
-effective step per round (what one round moves the center by, comparable across
-methods), whether it was interior or at an edge of the grid, the runner-up η
+effective step per round (what one round moves the center by, momentum's 1/(1 − μ)
+included, comparable across methods), whether it was interior or at an edge of the grid, the runner-up η
 (the best point at another η: the claims' robustness check), and whether the
 budget was at least twice the chosen point's steps to target. `chosen.csv`
 holds one row per cell, which the tuned runs read (scaledl.train.tuned; the
@@ -40,17 +40,25 @@ TUNABLE = ("lr", "beta", "momentum", "tau", "outer_lr", "outer_momentum")
 EDGES = ("low", "high")
 
 
-def effective_step(algorithm: str, lr: float, workers: int) -> float:
+def effective_step(algorithm: str, lr: float, workers: int, momentum: float | None = None) -> float:
     """How far one round moves the center, in units of one worker's gradient step: P·η where every worker's
     step lands on the center (the SGD baselines' master, summed gradients), P/(P+1)·η for the elastic
-    family's center, η where the workers' steps are averaged."""
+    family's center, η where the workers' steps are averaged; each divided by 1 − μ where the run used
+    momentum μ (run.json's `hyper.momentum`: a step of η with momentum moves about η/(1 − μ) in a steady
+    direction), so Async MSGD's η = 0.008 at P = 2, μ = 0.9 moves 0.16, not 0.016."""
     info = ALGORITHMS[algorithm]
     if info.rule in ("sgd", "momentum") or info.preset.get("gradients") == "sum":
-        return workers * lr
-    elastic = info.rule in ("elastic", "momentum_elastic") or info.engine == "easgd"
-    if elastic or (info.engine == "averaging" and info.defaults.get("outer") == "elastic"):
-        return workers / (workers + 1) * lr
-    return lr
+        step = workers * lr
+    elif (
+        info.rule in ("elastic", "momentum_elastic")
+        or info.engine == "easgd"
+        or (info.engine == "averaging" and info.defaults.get("outer") == "elastic")
+    ):
+        step = workers / (workers + 1) * lr
+    else:
+        step = lr
+    used = momentum is not None and not (isinstance(momentum, float) and math.isnan(momentum))
+    return step / (1.0 - momentum) if used else step
 
 
 def scores_steps(algorithm: str) -> bool:
@@ -83,6 +91,7 @@ def trial_rows(paths) -> pd.DataFrame:
                 "seconds_per_step": run.get("seconds_per_step"),
                 "best_accuracy": best_accuracy_or_none(run),
                 "stop_reason": run.get("stop.reason"),
+                "mu": run.get("hyper.momentum"),  # the momentum the trial ran with (None: no momentum)
             }
         )
     if not rows:
@@ -113,7 +122,7 @@ def points(trials: pd.DataFrame) -> pd.DataFrame:
         time = math.inf if missed else float(group["time_to_target_s"].max())
         rows.append(
             {
-                **first[[*CELL, "trial", "tuned", *TUNABLE]].to_dict(),
+                **first[[*CELL, "trial", "tuned", *TUNABLE, "mu"]].to_dict(),
                 "seeds": len(group),
                 "reached": int(reached.sum()),
                 "outpaced": int((group["stop_reason"] == OUTPACED).sum()),
@@ -142,7 +151,7 @@ def choose(trials: pd.DataFrame) -> pd.DataFrame:
             points_reached=int((group["score"] < math.inf).sum()),
             edge="low" if best["lr"] == lrs[0] else "high" if best["lr"] == lrs[-1] else "",
             runner_up_lr=others.iloc[0]["lr"] if len(others) else None,
-            effective_step=effective_step(best["algorithm"], best["lr"], int(best["workers"])),
+            effective_step=effective_step(best["algorithm"], best["lr"], int(best["workers"]), best["mu"]),
             budget_ok=bool(best["steps_to_target"] * 2 <= (best["max_steps"] or math.inf)),
         )
         chosen.append(best)
