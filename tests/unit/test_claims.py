@@ -139,7 +139,7 @@ def test_the_claims_version_is_the_git_blob_hash():
 def test_holds_when_all_five_seeds_agree_beyond_the_margin():
     result = check("async_easgd_vs_async_sgd", table(runs("async_easgd", FAST), runs("async_sgd", SLOW)))
     assert result["verdict"] == HOLDS and result["protocol"] == SHARED
-    assert result["reason"] == f"async_easgd faster: 5 of 5 seeds for, 0 against, {ONE_SIDED_P}"
+    assert result["reason"] == f"async_easgd faster: 5 for, 0 against, 0 tied of 5 seeds, {ONE_SIDED_P}"
     # paired by seed: 20/10, 21/11, 25/12, 26/13, 27/14
     assert result["ours_median"] == pytest.approx(2.0) and result["ours_n"] == 5
     assert result["ours_min"] == pytest.approx(21 / 11) and result["ours_max"] == pytest.approx(25 / 12)
@@ -150,7 +150,8 @@ def test_reversed_when_the_other_is_faster_in_all_five_seeds():
     result = check("async_easgd_vs_async_sgd", table(runs("async_easgd", SLOW), runs("async_sgd", FAST)))
     assert result["verdict"] == REVERSED
     assert (
-        result["reason"] == f"async_sgd faster, the opposite of the claim: 0 of 5 seeds for, 5 against, {ONE_SIDED_P}"
+        result["reason"]
+        == f"async_sgd faster, the opposite of the claim: 0 for, 5 against, 0 tied of 5 seeds, {ONE_SIDED_P}"
     )
     assert result["ours_median"] == pytest.approx(0.5)
 
@@ -160,14 +161,16 @@ def test_inconclusive_with_five_seeds_of_mixed_signs():
         "async_easgd_vs_async_sgd", table(runs("async_easgd", [10] * 5), runs("async_sgd", [20, 5, 20, 5, 20]))
     )
     assert result["verdict"] == INCONCLUSIVE
-    assert result["reason"].startswith("no significant difference: 3 of 5 seeds for, 2 against, sign test p = 0.5")
+    assert result["reason"].startswith(
+        "no significant difference: 3 for, 2 against, 0 tied of 5 seeds, sign test p = 0.5"
+    )
 
 
 def test_inconclusive_with_three_seeds_that_all_agree():
     # 3 of 3 is p = 1/8: three seeds cannot decide anything at α = 0.05, however clear
     result = check("async_easgd_vs_async_sgd", table(runs("async_easgd", FAST[:3]), runs("async_sgd", SLOW[:3])))
     assert result["verdict"] == INCONCLUSIVE
-    assert "3 of 3 seeds for, 0 against, sign test p = 0.125" in result["reason"]
+    assert "3 for, 0 against, 0 tied of 3 seeds, sign test p = 0.125" in result["reason"]
     assert "n = 3 cannot decide at α = 0.05 (5 seeds at least)" in result["reason"]
 
 
@@ -178,28 +181,28 @@ def test_too_few_seeds_is_not_comparable_but_prints_the_numbers():
     assert result["ours_n"] == 2 and result["ours_median"] > 1
 
 
-def test_a_seed_within_the_margin_is_tied_and_left_out_of_n():
+def test_a_seed_within_the_margin_is_tied_and_counts_in_n():
     within = check(
         "hogwild_easgd_vs_hogwild_sgd",
         table(runs("hogwild_easgd", [10] * 5), runs("hogwild_sgd", [10.2, 10.3, 10.1, 10.4, 10.0])),
     )
     assert within["verdict"] == INCONCLUSIVE
-    assert "0 of 0 seeds for, 0 against (5 tied)" in within["reason"]
-    # a sixth seed inside the margin neither helps nor hurts five clear ones
+    assert "0 for, 0 against, 5 tied of 5 seeds" in within["reason"]
+    # a sixth seed inside the margin counts in n, not for the claim: five clear ones of six do not decide
     one_tied = check(
         "hogwild_easgd_vs_hogwild_sgd",
         table(runs("hogwild_easgd", [*FAST, 10]), runs("hogwild_sgd", [*SLOW, 10.3])),
     )
-    assert one_tied["verdict"] == HOLDS and "5 of 5 seeds for, 0 against (1 tied)" in one_tied["reason"]
+    assert one_tied["verdict"] == INCONCLUSIVE and "5 for, 0 against, 1 tied of 6 seeds" in one_tied["reason"]
 
 
-def test_eight_seeds_decide_at_seven_and_one_tie_leaves_seven_of_seven():
+def test_eight_seeds_decide_at_seven_and_one_tie_counts_as_not_for():
     fast, slow = [10, 11, 12, 13, 14, 15, 16, 17], [20, 22, 24, 26, 28, 30, 32, 34]
     seven = check("async_easgd_vs_async_sgd", table(runs("async_easgd", fast), runs("async_sgd", [*slow[:7], 8])))
-    assert seven["verdict"] == HOLDS and "7 of 8 seeds for, 1 against, sign test p = 0.0352" in seven["reason"]
+    assert seven["verdict"] == HOLDS and "7 for, 1 against, 0 tied of 8 seeds, sign test p = 0.0352" in seven["reason"]
     assert "n = 8 decides when 7 of 8 agree" in seven["reason"] and "[0.47–2.00] 99.2 %, n=8" in seven["ours"]
     tie = check("async_easgd_vs_async_sgd", table(runs("async_easgd", fast), runs("async_sgd", [*slow[:7], 17])))
-    assert tie["verdict"] == HOLDS and "7 of 7 seeds for, 0 against (1 tied)" in tie["reason"]
+    assert tie["verdict"] == HOLDS and "7 for, 0 against, 1 tied of 8 seeds" in tie["reason"]
 
 
 # ------------------------------------------------------------------ pairing, misses, missing sides
@@ -213,7 +216,11 @@ def test_only_the_seeds_both_sides_have_are_paired():
     shifted = check(
         "async_easgd_vs_async_sgd", table(runs("async_easgd", FAST), runs("async_sgd", SLOW, seeds=[1, 2, 3, 4, 5]))
     )
-    assert shifted["verdict"] == INCONCLUSIVE and shifted["ours_n"] == 4 and "4 of 4 seeds for" in shifted["reason"]
+    assert (
+        shifted["verdict"] == INCONCLUSIVE
+        and shifted["ours_n"] == 4
+        and "4 for, 0 against, 0 tied of 4 seeds" in shifted["reason"]
+    )
     apart = check(
         "async_easgd_vs_async_sgd",
         table(runs("async_easgd", FAST[:3]), runs("async_sgd", SLOW[:3], seeds=[3, 4, 5])),
@@ -225,7 +232,7 @@ def test_a_run_that_never_reaches_the_target_counts_as_infinite_time():
     # Dropping async_sgd's four misses would leave its 5 s, faster than every async_easgd run: reversed.
     results = table(runs("async_easgd", FAST), runs("async_sgd", [5, None, None, None, None]))
     result = check("async_easgd_vs_async_sgd", results)
-    assert result["verdict"] == INCONCLUSIVE and "4 of 5 seeds for, 1 against" in result["reason"]
+    assert result["verdict"] == INCONCLUSIVE and "4 for, 1 against, 0 tied of 5 seeds" in result["reason"]
     assert math.isinf(result["ours_median"]) and result["ours_min"] == pytest.approx(0.5)
     assert "async_sgd never reached the target in 4 of 5 seeds" in result["reason"]
     assert "async_sgd not reached [5–not reached] n=5" in result["ours"]
@@ -238,7 +245,10 @@ def test_neither_reaching_the_target():
         "async_easgd_vs_async_sgd",
         table(runs("async_easgd", [10, None, 12, 13, 14, 15]), runs("async_sgd", [20, None, 25, 26, 27, 30])),
     )
-    assert some["verdict"] == HOLDS and "5 of 5 seeds for, 0 against (1 undefined)" in some["reason"]
+    # the seed neither reached counts in n, not for: five of six do not decide
+    assert (
+        some["verdict"] == INCONCLUSIVE and "5 for, 0 against, 0 tied, 1 neither reached of 6 seeds" in some["reason"]
+    )
     assert "async_easgd never reached the target in 1 of 6 seeds" in some["reason"]
     none = check("async_easgd_vs_async_sgd", table(runs("async_easgd", [None] * 5), runs("async_sgd", [None] * 5)))
     assert none["verdict"] == NOT_COMPARABLE and "in any seed" in none["reason"]
@@ -335,7 +345,7 @@ def test_a_gpu_claim_on_cpu_runs_is_not_comparable_but_says_what_the_numbers_sho
     result = check("ladder_sync_easgd1", ladder_step(), Context(devices={"local": "cpu"}))
     assert result["verdict"] == NOT_COMPARABLE
     assert result["reason"].startswith("no GPU: platform local ran on cpu, where CPU–GPU copies do not exist")
-    assert f"here it holds: sync_easgd1 faster: 5 of 5 seeds for, 0 against, {ONE_SIDED_P}" in result["reason"]
+    assert f"here it holds: sync_easgd1 faster: 5 for, 0 against, 0 tied of 5 seeds, {ONE_SIDED_P}" in result["reason"]
     assert result["ours_median"] == pytest.approx(48 / 13)  # median of 37/10, 40/11, 44/12, 48/13, 52/14
 
 
@@ -460,7 +470,10 @@ def test_fig8_sync_easgd_fastest_and_not_tied_is_not_reversed():
     # Hogwild EASGD is beaten by Sync EASGD in 5 of 5 seeds: p = 1/32 alone, 7/32 over the seven rivals
     assert hogwild["verdict"] == INCONCLUSIVE
     assert "smallest adjusted p = 0.219, sync_easgd3 faster in 5 of 5 seeds" in hogwild["reason"]
-    assert "not slower shown against 6 of 7 rivals (vs sync_easgd3: 0 of 5 seeds for, 5 against" in hogwild["reason"]
+    assert (
+        "not slower shown against 6 of 7 rivals (vs sync_easgd3: 0 for, 5 against, 0 tied of 5 seeds"
+        in hogwild["reason"]
+    )
 
 
 def test_fig8_tie_not_shown_when_the_seeds_scatter():
@@ -522,9 +535,11 @@ def test_share_lower():
     higher = check("comm_share_drop", shares([0.1] * 5, [0.48, 0.49, 0.5, 0.52, 0.47]))
     assert higher["verdict"] == REVERSED and higher["reason"].startswith("sync_easgd3's share is higher")
     mixed = check("comm_share_drop", shares([0.5, 0.6, 0.7, 0.5, 0.6], [0.3, 0.4, 0.75, 0.55, 0.62]))
-    assert mixed["verdict"] == INCONCLUSIVE and "2 of 4 seeds for, 2 against (1 tied)" in mixed["reason"]
+    assert mixed["verdict"] == INCONCLUSIVE and "2 for, 2 against, 1 tied of 5 seeds" in mixed["reason"]
     same = check("comm_share_drop", shares([0.5] * 5, [0.48, 0.49, 0.5, 0.52, 0.47]))
-    assert same["verdict"] == INCONCLUSIVE and same["reason"].startswith("no significant drop: 0 of 0")
+    assert same["verdict"] == INCONCLUSIVE and same["reason"].startswith(
+        "no significant drop: 0 for, 0 against, 5 tied of 5 seeds"
+    )
     unmeasured = check("comm_share_drop", shares([0.85, 0.87, 0.9], [0.1, math.nan, 0.2]))
     assert unmeasured["verdict"] == NOT_COMPARABLE and "sync_easgd3 has 2" in unmeasured["reason"]
 
@@ -599,11 +614,13 @@ def test_weak_scaling_efficiency():
     result = check("weak_scaling", sweep(EFFICIENT), KNL)
     assert result["verdict"] == HOLDS and result["ours_median"] == pytest.approx(1 / 1.06)
     assert "E(P=64 vs 1) = 94.3 % [92.6–96.2] n=5" in result["ours"]
-    assert result["reason"] == f"at least 89.5 %: 5 of 5 seeds for, 0 against, {ONE_SIDED_P}"
+    assert result["reason"] == f"at least 89.5 %: 5 for, 0 against, 0 tied of 5 seeds, {ONE_SIDED_P}"
     low = check("weak_scaling", sweep([1.2, 1.25, 1.3, 1.22, 1.28]), KNL)
     assert low["verdict"] == REVERSED and low["reason"].startswith("below 89.5 %")
     mixed = check("weak_scaling", sweep([1.05, 1.2, 1.08, 1.3, 1.07]), KNL)
-    assert mixed["verdict"] == INCONCLUSIVE and mixed["reason"].startswith("89.5 % not shown: 3 of 5 seeds for")
+    assert mixed["verdict"] == INCONCLUSIVE and mixed["reason"].startswith(
+        "89.5 % not shown: 3 for, 2 against, 0 tied of 5 seeds"
+    )
     on_cpu = check("weak_scaling", sweep(EFFICIENT, platform="cpu"), Context(devices={"cpu": "cpu"}))
     assert on_cpu["verdict"] == NOT_COMPARABLE and on_cpu["reason"].startswith("not a KNL: platform cpu ran on cpu")
     small = check("weak_scaling", sweep(EFFICIENT, workers=(1, 8)), KNL)
@@ -681,7 +698,7 @@ def test_less_communication_holds_only_when_every_seed_saves_the_factor():
     short = check(
         "diloco_vs_sync_sgd", table(bytes_runs("diloco", [17, 60, 24, 20, 18]), bytes_runs("sync_sgd", SYNC_BYTES))
     )
-    assert short["verdict"] == INCONCLUSIVE and "4 of 5 seeds for, 1 against" in short["reason"], short
+    assert short["verdict"] == INCONCLUSIVE and "4 for, 1 against, 0 tied of 5 seeds" in short["reason"], short
     below = check(
         "diloco_vs_sync_sgd", table(bytes_runs("diloco", [60, 60, 80, 70, 65]), bytes_runs("sync_sgd", SYNC_BYTES))
     )
@@ -693,7 +710,7 @@ def test_less_communication_counts_a_seed_that_never_reaches_the_target_against(
         "local_sgd_vs_sync_sgd",
         table(bytes_runs("local_sgd", [17, None, 24, 20, 18]), bytes_runs("sync_sgd", SYNC_BYTES)),
     )
-    assert missed["verdict"] == INCONCLUSIVE and "4 of 5 seeds for, 1 against" in missed["reason"], missed
+    assert missed["verdict"] == INCONCLUSIVE and "4 for, 1 against, 0 tied of 5 seeds" in missed["reason"], missed
     assert "never reached the target in 1 of 5" in missed["reason"]
     never = check(
         "local_sgd_vs_sync_sgd", table(bytes_runs("local_sgd", [None] * 5), bytes_runs("sync_sgd", SYNC_BYTES))
@@ -782,7 +799,9 @@ def test_the_inclusion_check_does_not_pass_by_default():
         "includes_diloco_local_sgd", table(digits("diloco", SLOW[:3], "tuned"), digits("local_sgd", FAST[:3], "tuned"))
     )
     assert three["verdict"] == INCONCLUSIVE
-    assert three["reason"].startswith("diloco not shown not slower than local_sgd beyond the margin (0 of 3 seeds")
+    assert three["reason"].startswith(
+        "diloco not shown not slower than local_sgd beyond the margin (0 for, 3 against, 0 tied of 3 seeds"
+    )
     mixed = [9, 11.5, 12, 14, 14]  # 2 seeds faster, 2 slower, 1 within the margin
     scattered = check(
         "includes_diloco_local_sgd", table(digits("diloco", mixed, "tuned"), digits("local_sgd", FAST, "tuned"))
@@ -796,7 +815,7 @@ def test_the_inclusion_check_reports_a_tuning_budget_too_small():
     assert result["verdict"] == REVERSED
     assert result["reason"] == (
         "tuning budget too small for diloco: its special case local_sgd reaches the target sooner "
-        "(0 of 5 seeds for, 5 against, one-sided sign test p = 0.0312)"
+        "(0 for, 5 against, 0 tied of 5 seeds, one-sided sign test p = 0.0312)"
     )
     text = markdown(lost, [CLAIMS["includes_diloco_local_sgd"]])
     assert "## Inclusion checks" in text and "tuning budget too small for diloco" in text
@@ -832,7 +851,9 @@ def test_the_inclusion_check_of_a_pair_equal_only_in_its_numerics_is_two_sided_o
     # fewer steps in every seed: the two-sided test decides for the general method
     fewer = check("includes_async_msgd_async_sgd", msgd_vs_sgd([5 * s for s in EIGHT], [10 * s for s in EIGHT]))
     assert fewer["verdict"] == HOLDS
-    assert fewer["reason"].startswith("async_msgd reaches the target in fewer steps than async_sgd (8 of 8 seeds for")
+    assert fewer["reason"].startswith(
+        "async_msgd reaches the target in fewer steps than async_sgd (8 for, 0 against, 0 tied of 8 seeds"
+    )
     # more steps in every seed of 8: reversed, two-sided p = 2/256
     more = check("includes_async_msgd_async_sgd", msgd_vs_sgd([20 * s for s in EIGHT], [10 * s for s in EIGHT]))
     assert more["verdict"] == REVERSED and more["reason"].endswith("two-sided sign test p = 0.00781)")

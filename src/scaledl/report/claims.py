@@ -33,11 +33,14 @@ Protocol of a comparison, common to every rule:
 - **Pairing and the test.** The sides are paired by seed; each seed is *for*
   the claim (beyond the margin), *against* it (beyond the margin the other
   way), *tied* (within it) or *undefined* (neither reached the target). The
-  exact one-sided sign test over the seeds for and against decides at
-  α = 0.05 (`alpha`): holds when the seeds for are significant, reversed when
-  those against are, inconclusive otherwise. With n seeds the test can decide
-  only when enough of them agree (all 5 of 5, 6 of 6, 7 of 8, ...): the row
-  says how many, the smallest effect n could detect. A side with fewer than
+  exact one-sided sign test over every seed decides at α = 0.05 (`alpha`):
+  holds when the seeds for are significant among all n, reversed when those
+  against are, inconclusive otherwise; a tied or undefined seed counts
+  against whichever direction is tested, so the margin or the evaluation
+  spacing cannot make a claim easier to decide by moving seeds into ties.
+  Each row says k for, j against, t tied of n. With n seeds the test can
+  decide only when enough of them agree (all 5 of 5, 6 of 6, 7 of 8, ...):
+  the row says how many, the smallest effect n could detect. A side with fewer than
   `min_seeds` samples makes the setting not comparable.
 - **Numbers.** The median speedup over the seeds with the exact
   order-statistic interval of that median (stats.median_interval: the

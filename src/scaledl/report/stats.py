@@ -173,7 +173,12 @@ ALPHA = 0.05  # the claims' significance level (one-sided)
 @dataclass(frozen=True)
 class SignTest:
     """The exact sign test of paired outcomes: each seed +1 (for the claim), −1 (against), 0 (a tie within the
-    margin) or None (undefined: neither side reached the target). Ties and undefined seeds are left out of n."""
+    margin) or None (undefined: neither side reached the target).
+
+    Every seed counts: n is all of them, and a tie or an undefined seed counts against whichever direction is
+    tested (p_for takes it as not for, p_against as not against), so the evaluation spacing or the margin can
+    move a seed between for, tied and against without making a claim easier to decide. (Leaving ties out of n,
+    as this once did, decided "5 of 5 for" where 5 of 8 seeds were for and 3 tied.)"""
 
     wins: int
     losses: int
@@ -182,7 +187,7 @@ class SignTest:
 
     @property
     def n(self) -> int:
-        return self.wins + self.losses
+        return self.wins + self.losses + self.ties + self.undefined
 
     @property
     def p_for(self) -> float:
@@ -194,8 +199,8 @@ class SignTest:
         return _binomial_tail(self.losses, self.n)
 
     def text(self) -> str:
-        left = ", ".join(f"{k} {name}" for k, name in ((self.ties, "tied"), (self.undefined, "undefined")) if k)
-        return f"{self.wins} of {self.n} seeds for, {self.losses} against" + (f" ({left})" if left else "")
+        neither = f", {self.undefined} neither reached" if self.undefined else ""
+        return f"{self.wins} for, {self.losses} against, {self.ties} tied{neither} of {self.n} seeds"
 
 
 def sign_test(outcomes: Iterable[int | None]) -> SignTest:
