@@ -90,7 +90,9 @@ def runs(
 
 
 def table(*groups) -> pd.DataFrame:
-    return pd.DataFrame([row for group in groups for row in group], columns=COLUMNS)
+    rows = [row for group in groups for row in group]
+    extra = [c for c in dict.fromkeys(k for r in rows for k in r) if c not in COLUMNS]  # a test's own columns
+    return pd.DataFrame(rows, columns=[*COLUMNS, *extra])
 
 
 def check(claim_id: str, results: pd.DataFrame, ctx: Context = GPU) -> dict:
@@ -822,8 +824,9 @@ def test_the_inclusion_check_does_not_pass_by_default():
     assert scattered["verdict"] == INCONCLUSIVE
 
 
-def test_the_inclusion_check_reports_a_tuning_budget_too_small():
-    lost = table(digits("diloco", SLOW, "tuned"), digits("local_sgd", FAST, "tuned"))
+def test_the_inclusion_check_reports_a_tuning_budget_too_small_only_inside_the_search_space():
+    swept = ["lr,outer_lr,outer_momentum"] * 5  # the tune searched the special case's settings too
+    lost = table(digits("diloco", SLOW, "tuned", tuned_swept=swept), digits("local_sgd", FAST, "tuned"))
     result = check("includes_diloco_local_sgd", lost)
     assert result["verdict"] == REVERSED
     assert result["reason"] == (
@@ -832,6 +835,17 @@ def test_the_inclusion_check_reports_a_tuning_budget_too_small():
     )
     text = markdown(lost, [CLAIMS["includes_diloco_local_sgd"]])
     assert "## Inclusion checks" in text and "tuning budget too small for diloco" in text
+    # η alone searched, the outer step fixed at DiLoCo's 0.7 and 0.9: the special case was never a candidate
+    fixed = table(
+        digits("diloco", SLOW, "tuned", tuned_swept=["lr"] * 5, outer_lr=[0.7] * 5, outer_momentum=[0.9] * 5),
+        digits("local_sgd", FAST, "tuned"),
+    )
+    outside = check("includes_diloco_local_sgd", fixed)
+    assert outside["verdict"] == REVERSED and "tuning budget" not in outside["reason"]
+    assert outside["reason"].endswith(
+        "its special case lies outside diloco's search space (outer_lr fixed at 0.7; outer_lr = 1 not searched; "
+        "outer_momentum fixed at 0.9; outer_momentum = 0 not searched)"
+    )
 
 
 EIGHT = [10, 11, 12, 13, 14, 15, 16, 17]
@@ -869,9 +883,11 @@ def test_the_inclusion_check_of_a_pair_equal_only_in_its_numerics_is_two_sided_o
     )
     # more steps in every seed of 8: reversed, two-sided p = 2/256
     more = check("includes_async_msgd_async_sgd", msgd_vs_sgd([20 * s for s in EIGHT], [10 * s for s in EIGHT]))
-    assert more["verdict"] == REVERSED and more["reason"].endswith("two-sided sign test p = 0.00781)")
-    assert more["reason"].startswith(
-        "tuning budget too small for async_msgd: its special case async_sgd reaches the target in fewer steps"
+    assert more["verdict"] == REVERSED and "two-sided sign test p = 0.00781)" in more["reason"]
+    assert more["reason"].startswith("async_sgd reaches the target in fewer steps")  # μ = 0 was never searched
+    assert (
+        "its special case lies outside async_msgd's search space (momentum fixed; momentum = 0 not searched)"
+        in (more["reason"])
     )
     # 5 of 5 is p = 1/32 one-sided, 1/16 two-sided: not enough, and not "holds" either
     five = check("includes_async_msgd_async_sgd", msgd_vs_sgd([20 * s for s in EIGHT[:5]], [10 * s for s in EIGHT[:5]]))

@@ -97,8 +97,12 @@ Rules (parameter defaults in the claims file's `defaults`):
   (one-sided); with `sided` 2, a two-sided test at α decides in the
   direction it finds (the general better: holds). Otherwise holds only when
   the general method is shown not worse beyond the margin (a seed within it
-  counts for), else inconclusive. The reason of a reversal reads "tuning
-  budget too small for" the general method.
+  counts for), else inconclusive. A reversal names its cause: where the
+  rule's `special_case` (the settings that make the general method its
+  special case, e.g. {momentum: 0}) lies outside what the general method's
+  tune swept (the tuned runs' `tuned_swept`), "its special case lies outside
+  its search space", with the value each setting was fixed at; only inside
+  it, "tuning budget too small for" the general method.
 
 - ``same_numerics`` (the A/A check: two algorithms that do the same
   arithmetic, the registry's `numerics_of`, reach the target in the same
@@ -346,7 +350,7 @@ def decomposition(side: Side) -> str:
     return f"{label}: {steps:.0f} steps × {1e3 * per_step:.3g} ms/step"
 
 
-TUNED_COLUMNS = ("tuned_lr", "tuned_effective_step", "tuned_edge", "tuned_runner_up_lr", "tuned_reached")
+TUNED_COLUMNS = ("tuned_lr", "tuned_effective_step", "tuned_edge", "tuned_runner_up_lr", "tuned_reached", "tuned_swept")
 
 
 def tuned_choice_text(rows: pd.DataFrame) -> str:
@@ -394,6 +398,9 @@ def with_choices(results: pd.DataFrame, chosen: pd.DataFrame | None) -> pd.DataF
                 "tuned_edge": (match.edge if isinstance(match.edge, str) else "") if match else "",
                 "tuned_runner_up_lr": match.runner_up_lr if match else math.nan,
                 "tuned_reached": match.points_reached if match else math.nan,
+                "tuned_swept": (getattr(match, "tuned", "") if isinstance(getattr(match, "tuned", ""), str) else "")
+                if match
+                else "",
             }
         )
     return pd.concat([results.reset_index(drop=True), pd.DataFrame(found)], axis=1)
@@ -672,6 +679,26 @@ def rule_tied(frame: pd.DataFrame, claim: Claim, ctx: Context) -> Verdict:
     return Verdict(verdict, ours, reason, spread, decomposition=parts, faster=faster)
 
 
+def outside_search_space(general: Side, special_case: dict) -> str:
+    """Why the tuning could not find the special case (`special_case`: the settings that make the general method
+    its special case, e.g. {momentum: 0}): each such setting the general side's tune did not sweep, with the
+    value it was fixed at; "" when every one was searched (or none is declared)."""
+    rows = general.rows
+    swept = {name for value in rows.get("tuned_swept", pd.Series(dtype=str)).dropna() for name in str(value).split(",")}
+    fixed = []
+    for name, value in special_case.items():
+        if name in swept:
+            continue
+        used = sorted(
+            {float(v) for v in pd.to_numeric(rows.get(name, pd.Series(dtype=float)), errors="coerce").dropna()}
+        )
+        at = f"fixed at {', '.join(f'{v:g}' for v in used)}" if used else "fixed"
+        fixed.append(f"{name} {at}; {name} = {value:g} not searched")
+    if not fixed:
+        return ""
+    return f"its special case lies outside {general.label}'s search space ({'; '.join(fixed)})"
+
+
 def not_slower_test(test: SignTest) -> SignTest:
     """The sign test of "a is not slower beyond the margin" from that of "a is faster beyond it": a seed
     within the margin counts for a."""
@@ -908,11 +935,11 @@ def rule_not_slower(frame: pd.DataFrame, claim: Claim, ctx: Context) -> Verdict:
     p_special, p_general = (min(1.0, sided * p) for p in (test.p_against, test.p_for))
     kind = "two-sided" if sided == 2 else "one-sided"
     if p_special <= alpha:
-        return verdict(
-            REVERSED,
-            f"tuning budget too small for {general.label}: its special case {special.label} reaches the target "
-            f"{what} ({test.text()}, {kind} sign test p = {p_special:.3g})",
-        )
+        found = f"{special.label} reaches the target {what} ({test.text()}, {kind} sign test p = {p_special:.3g})"
+        outside = outside_search_space(general, claim.params.get("special_case") or {})
+        if outside:  # the tuning never saw the special case: not a budget too small
+            return verdict(REVERSED, f"{found}; {outside}")
+        return verdict(REVERSED, f"tuning budget too small for {general.label}: its special case {found}")
     if sided == 2 and p_general <= alpha:
         return verdict(
             HOLDS,
