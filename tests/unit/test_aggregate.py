@@ -290,3 +290,19 @@ def test_a_sweeps_curves_are_labelled_by_their_point_and_other_settings_by_their
     assert labels(swept) == ["sync_sgd lr0.01", "sync_sgd lr0.05"]  # no two legend entries alike
     unswept = [run_at("c", 0.005, None), run_at("d", 0.004, None)]  # two configs' runs plotted together
     assert labels(unswept) == ["sync_sgd lr=0.005", "sync_sgd lr=0.004"]
+
+
+def test_a_real_run_with_more_ranks_than_cores_is_marked_oversubscribed():
+    from scaledl.report.summary import oversubscription
+
+    def record(ranks_per_node: int, threads: int = 1, kind: str = "mpi") -> dict:
+        return {
+            "transport": {"kind": kind},
+            "world": {"ranks_per_node": ranks_per_node, "threads_per_rank": threads},
+            "provenance": {"hardware": {"logical_cpus": 2}},
+        }
+
+    assert oversubscription(record(3)) == (2, True)  # a master and two workers on 2 cores
+    assert oversubscription(record(2)) == (2, False)
+    assert oversubscription(record(1, threads=4)) == (2, True)
+    assert oversubscription(record(9, kind="simulated")) == (None, False)  # a simulation has no cores to share

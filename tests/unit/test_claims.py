@@ -1130,6 +1130,28 @@ def test_simulated_runs_are_judged_apart_from_measured_ones(tmp_path):
     assert row.rstrip(" |").endswith("**no**")
 
 
+def test_a_measured_side_that_ran_more_ranks_than_cores_is_named_and_its_agreement_counted_apart(tmp_path):
+    over = {"ranks": [3] * 5, "cores": [2] * 5, "oversubscribed": [True] * 5}  # a master and two workers
+    measured = [*runs("async_easgd", FAST, workers=2, **over), *runs("async_sgd", SLOW, workers=2, **over)]
+    twin = {"simulated_on": ["laptop"] * 5, "cores": [None] * 5, "oversubscribed": [False] * 5}
+    simulated = [*runs("async_easgd", FAST, workers=2, **twin), *runs("async_sgd", SLOW, workers=2, **twin)]
+    results = table(measured, simulated)
+    results["simulated_on"] = results["simulated_on"].fillna("")
+    judged = evaluate(results, [CLAIMS["async_easgd_vs_async_sgd"]], GPU)
+    real = judged[judged["simulated_on"] == ""].iloc[0]
+    assert real["reason"].endswith(
+        "Oversubscribed: async_easgd ran 3 ranks on 2 cores; async_sgd ran 3 ranks on 2 cores."
+    )
+    assert judged[judged["simulated_on"] == "laptop"].iloc[0]["oversubscribed"] == ""
+    page = claims_markdown(judged, tmp_path / "summary.csv", default_claims_text(), "claims.yaml")
+    row = next(line for line in page.splitlines() if line.startswith("| Fig. 6.1"))
+    assert row.rstrip(" |").endswith("yes †")  # the same verdict, but on an oversubscribed measurement
+    assert (
+        "- shared η, laptop: agree on 1 of 1 claims judged on both sides; where no measured side was "
+        "oversubscribed, 0 of 0." in page
+    )
+
+
 def test_two_ties_refuted_by_opposite_winners_do_not_agree(tmp_path):
     def fig8_tie_row(page: str) -> str:
         return next(line for line in page.splitlines() if line.startswith("| Fig. 8 | Sync EASGD and Hogwild"))

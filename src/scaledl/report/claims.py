@@ -1104,9 +1104,16 @@ def grid_point(setting: str) -> str:
 
 
 def row(
-    claim: Claim, protocol: str, setting: str, verdict: Verdict, simulated_on: str = "", sensitivity: str = ""
+    claim: Claim,
+    protocol: str,
+    setting: str,
+    verdict: Verdict,
+    simulated_on: str = "",
+    sensitivity: str = "",
+    oversubscribed: str = "",
 ) -> dict:
     numbers = verdict.numbers
+    reason = verdict.reason + (f" Oversubscribed: {oversubscribed}." if oversubscribed else "")
     return {
         "simulated_on": simulated_on,
         "id": claim.id,
@@ -1118,7 +1125,7 @@ def row(
         "ours": verdict.ours or "—",
         "verdict": verdict.verdict,
         "faster": verdict.faster,
-        "reason": verdict.reason,
+        "reason": reason,
         "decomposition": verdict.decomposition,
         "paper_value": claim.paper_value,
         "ours_median": numbers.median if numbers else math.nan,
@@ -1126,7 +1133,18 @@ def row(
         "ours_max": numbers.high if numbers else math.nan,
         "ours_n": numbers.n if numbers else 0,
         "sensitivity": sensitivity,
+        "oversubscribed": oversubscribed,
     }
+
+
+def oversubscribed_sides(group: pd.DataFrame) -> str:
+    """Which of a setting's sides ran more ranks than their machine's cores ("async_sgd ran 3 ranks on 2
+    cores"): "" when none did (or the summary does not say)."""
+    if "oversubscribed" not in group:
+        return ""
+    over = group[group["oversubscribed"].map(lambda v: v is True or v == 1)]
+    named = over.drop_duplicates("algorithm")
+    return "; ".join(f"{r.algorithm} ran {r.ranks:g} ranks on {r.cores:g} cores" for r in named.itertuples())
 
 
 def simulated_platform(group: pd.DataFrame) -> str:
@@ -1211,7 +1229,8 @@ def evaluate_claim(results: pd.DataFrame, claim: Claim, ctx: Context, protocol: 
             missing.update(dict.fromkeys(verdict.missing))
             continue
         platform = simulated_platform(group)
-        rows.append(row(claim, protocol, label, verdict, platform, sensitivity_of(claim, group, platform, ctx)))
+        sensitivity = sensitivity_of(claim, group, platform, ctx)
+        rows.append(row(claim, protocol, label, verdict, platform, sensitivity, oversubscribed_sides(group)))
     if incomplete and not rows:
         settings = plural(len(incomplete), "setting")
         shown = "; ".join(incomplete[:3]) + (f" and {len(incomplete) - 3} more" if len(incomplete) > 3 else "")
@@ -1222,7 +1241,7 @@ def evaluate_claim(results: pd.DataFrame, claim: Claim, ctx: Context, protocol: 
 
 CLAIM_COLUMNS = [
     "id", "figure", "claim", "protocol", "setting", "paper", "ours", "verdict", "faster", "reason", "decomposition",
-    "paper_value", "ours_median", "ours_min", "ours_max", "ours_n", "simulated_on", "sensitivity",
+    "paper_value", "ours_median", "ours_min", "ours_max", "ours_n", "simulated_on", "sensitivity", "oversubscribed",
 ]  # fmt: skip
 
 
@@ -1316,10 +1335,12 @@ def claims_markdown(table: pd.DataFrame, summary: Path, claims_text: str, claims
             "",
             "Each column's verdicts, setting by setting; a simulated platform's runs are judged on their own "
             "(simulated seconds on the platform named), never with measured ones; `agree` says whether the "
-            "simulated verdicts are the measured ones (— where either side was not judged).",
+            "simulated verdicts are the measured ones (— where either side was not judged; † where a measured "
+            "side ran more ranks than cores, whose step prices are the scheduler's, counted apart).",
             "",
             markdown_table(overview(paper, simulated)),
             "",
+            *agreement_counts(paper, simulated),
         ]
     for platform in ["", *sorted(set(simulated) - {""})]:
         part = paper[simulated == platform]
@@ -1374,14 +1395,54 @@ def overview(paper: pd.DataFrame, simulated: pd.Series) -> pd.DataFrame:
             cells = (named + " (" + part["setting"].astype(str) + ")").groupby(part["id"]).agg("; ".join)
             claims[f"{kind} ({protocol})"] = cells
             verdicts[platform, protocol] = named.groupby(part["id"]).agg(lambda v: tuple(sorted(v)))
+    for (platform, protocol), agree, over in agreements(paper, simulated, verdicts):
+        claims[f"agree ({protocol}, {platform})"] = agree + over.map({True: " †", False: ""})  # the rest print —
+    return claims.reset_index(drop=True).fillna("—")
+
+
+def agreements(paper: pd.DataFrame, simulated: pd.Series, verdicts: dict | None = None):
+    """Per (simulated platform, protocol) with measured verdicts beside it: the claims judged on both sides,
+    whether their verdicts agree ("yes" / "**no**"), and whether a measured side ran oversubscribed."""
+    if verdicts is None:
+        verdicts = {}
+        for platform in ["", *sorted(set(simulated) - {""})]:
+            for protocol in PROTOCOLS:
+                part = paper[(simulated == platform) & (paper["protocol"] == protocol)]
+                if not part.empty:
+                    verdicts[platform, protocol] = (
+                        verdict_named(part).groupby(part["id"]).agg(lambda v: tuple(sorted(v)))
+                    )
+    found = []
     for (platform, protocol), simulated_verdicts in verdicts.items():
         measured = verdicts.get(("", protocol))
         if platform and measured is not None:  # does the simulator give the verdicts this machine gives?
             both = measured.index.intersection(simulated_verdicts.index)
-            agree = (measured[both] == simulated_verdicts[both]).map({True: "yes", False: "**no**"})
             unjudged = measured[both].map(not_judged) | simulated_verdicts[both].map(not_judged)
-            claims[f"agree ({protocol}, {platform})"] = agree[~unjudged]  # the rest print —
-    return claims.reset_index(drop=True).fillna("—")
+            judged = both[~unjudged.to_numpy()]
+            agree = (measured[judged] == simulated_verdicts[judged]).map({True: "yes", False: "**no**"})
+            rows = paper[(simulated == "") & (paper["protocol"] == protocol)]
+            flags = rows["oversubscribed"].fillna("").astype(str) != "" if "oversubscribed" in rows else None
+            over = (
+                flags.groupby(rows["id"]).any().reindex(judged, fill_value=False)
+                if flags is not None
+                else pd.Series(False, index=judged)
+            )
+            found.append(((platform, protocol), agree, over.astype(bool)))
+    return found
+
+
+def agreement_counts(paper: pd.DataFrame, simulated: pd.Series) -> list[str]:
+    """One line per simulated platform and protocol: how many claims agree, the unoversubscribed ones apart."""
+    lines = []
+    for (platform, protocol), agree, over in agreements(paper, simulated):
+        if agree.empty:
+            continue
+        same = agree == "yes"
+        lines.append(
+            f"- {protocol}, {platform}: agree on {int(same.sum())} of {len(agree)} claims judged on both sides; "
+            f"where no measured side was oversubscribed, {int(same[~over].sum())} of {int((~over).sum())}."
+        )
+    return [*lines, ""] if lines else []
 
 
 def not_judged(verdicts: tuple[str, ...]) -> bool:

@@ -39,7 +39,7 @@ SUMMARY_COLUMNS = [
     "seconds_per_step", "samples_per_s", "transfer_per_step_s", "wait_per_step_s", "comm_share", "exposed_share",
     "staleness_median", "staleness_p90", "staleness_max",
     "steps", "epochs", "wall_s", "stop_reason", "resumed", "bytes_exchanged", "bytes_to_target",
-    "commit", "dirty", "slurm_job_id", "simulated_on", "run",
+    "commit", "dirty", "slurm_job_id", "simulated_on", "cores", "oversubscribed", "run",
 ]  # fmt: skip
 
 
@@ -56,6 +56,17 @@ def resumed(run: Run) -> bool:
     return bool(run.record.get("checkpoints", {}).get("resumes"))
 
 
+def oversubscription(record: dict) -> tuple[int | None, bool]:
+    """The run's host's logical CPUs, and whether a node held more ranks' threads than that (a real run only:
+    ranks that share cores time-slice, so their step prices are the scheduler's). Simulated runs: (None, False)."""
+    if record.get("transport", {}).get("kind") == "simulated":
+        return None, False
+    cores = ((record.get("provenance") or {}).get("hardware") or {}).get("logical_cpus")
+    world = record.get("world") or {}
+    threads = (world.get("ranks_per_node") or 0) * (world.get("threads_per_rank") or 1)
+    return cores, bool(cores and threads > cores)
+
+
 def summary_row(path: str | Path) -> dict:
     """One run's row. Runs that did not run their course are shown, never hidden, by `stop_reason`
     (`interrupted`, `diverged`): their accuracy is that of the last center evaluated."""
@@ -70,6 +81,7 @@ def summary_row(path: str | Path) -> dict:
     row["resumed"] = resumed(run)
     row["bytes_exchanged"] = communication(run.record)["bytes_exchanged"]  # per worker (report.communication)
     row["bytes_to_target"] = bytes_to_target(run.record)
+    row["cores"], row["oversubscribed"] = oversubscription(run.record)
     row["run"] = run.folder
     row.update({name: value for name, value in run.settings.items() if name not in SUMMARY_COLUMNS})
     return row
