@@ -625,7 +625,7 @@ TUNE = {
     "extend": 1,
     "axes": {},
     "seeds": 2,
-    "seed": 0,
+    "seed": 100,
     "validation_fraction": 0.1,
     "train": {"max_steps": 40, "target_accuracy": 0.8, "eval_every": None},
 }
@@ -668,7 +668,7 @@ def test_every_tuned_algorithm_gets_the_same_eta_grid_and_seeds_on_a_validation_
     for algorithm in tuned["algorithms"]:
         mine = [k for k in trials if k.algorithm == algorithm]
         assert sorted({runs[k]["lr"] for k in mine}) == [0.005, 0.01, 0.02, 0.04, 0.08]
-        assert sorted({k.seed for k in mine}) == [0, 1] and len(mine) == 5 * 2
+        assert sorted({k.seed for k in mine}) == [100, 101] and len(mine) == 5 * 2
     assert {k.setting for k in trials} == {"lr0.005", "lr0.01", "lr0.02", "lr0.04", "lr0.08"}
     assert {k.setting for k in finals} == {"tuned"} and len(finals) == 3 * 3
     for key in trials:
@@ -818,3 +818,30 @@ def test_a_regime_map_needs_a_simulated_platform_and_a_timing_free_pair():
     ):
         with pytest.raises(GridError, match=words):
             regime.check({**config, "regime_map": {**config["regime_map"], **change}})
+
+
+def test_tuning_seeds_never_overlap_final_seeds_in_any_shipped_config():
+    """A final run must not repeat a trial the choice was selected on (a point passes the tune only where its
+    seeds converged): every shipped config's tuned blocks keep their final seeds apart from the trials'."""
+    from shipped_configs import REPO, shipped
+
+    from scaledl.grid.keys import TUNE_STAGE
+    from scaledl.grid.runs import expand
+
+    for name in sorted(path.name for path in (REPO / "config").glob("*.yaml")):
+        runs = expand(shipped(name))
+        trial = {key.seed for key in runs if key.stage == TUNE_STAGE}
+        tuned = {key.seed for key in runs if key.stage != TUNE_STAGE and key.setting.startswith("tuned")}
+        assert not trial & tuned, (name, sorted(trial & tuned))
+
+
+def test_a_tune_seed_among_the_final_seeds_is_refused():
+    from shipped_configs import shipped
+
+    from scaledl.grid.keys import GridError
+    from scaledl.grid.runs import expand
+
+    config = shipped("paper_small.yaml")
+    config["tune"] = {**config["tune"], "seed": 0}
+    with pytest.raises(GridError, match=r"tune stage's seeds \[0, 1\] overlap the block's final seeds at \[0, 1\]"):
+        expand(config)

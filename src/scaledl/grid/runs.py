@@ -273,6 +273,13 @@ def trials_of(number: int, config: Mapping, block: Mapping):
     """
     settings = config["tune"]
     tune.check(settings)
+    overlap = sorted(set(tune.trial_seeds(settings)) & set(block["seeds"]))
+    if overlap:  # a final seed that the tuning selected for (a point passes only where its seeds converged)
+        raise GridError(
+            f"experiments[{number}]: the tune stage's seeds {tune.trial_seeds(settings)} overlap the block's final "
+            f"seeds at {overlap}: a final run must not repeat a trial the choice was selected on; set tune.seed "
+            "past the final seeds (the default, 100, is)"
+        )
     own = {name: value for name, value in settings["train"].items() if value is not None}
     trial_train = {"eval_every": tune.TRIAL_EVAL_EVERY, **own}
     cells: dict[RunKey, RunSettings] = {}
