@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from scaledl.report.claims import CONTROL, PROTOCOL_SETTINGS, RUNNER_UP, SHARED, TUNED, TUNED_PREFIX
+from scaledl.report.claims.words import CONTROL, PROTOCOL_SETTINGS, RUNNER_UP, SHARED, TUNED, TUNED_PREFIX
 from scaledl.report.identity import NAMES, differing, settings_text
 from scaledl.report.tables import markdown_table
 

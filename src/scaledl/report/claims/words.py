@@ -1,0 +1,131 @@
+"""The vocabulary of judging: the verdicts, the protocols, the metrics; a claim, a verdict, a row of claims.csv;
+and how a claim writes its sides."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from scaledl.errors import UserError
+from scaledl.grid.tune import RUNNER_UP as RUNNER_UP_SETTING
+from scaledl.report.sides import side_spec
+from scaledl.report.stats import (
+    Spread,
+)
+
+HOLDS, REVERSED, INCONCLUSIVE, NOT_COMPARABLE = "holds", "reversed", "inconclusive", "not comparable here"
+NOT_TIED = "not tied"  # a tie claim refuted by a clear winner (the `tied` rule): not the claim's opposite
+VERDICTS = (HOLDS, REVERSED, NOT_TIED, INCONCLUSIVE, NOT_COMPARABLE)
+TUNED, SHARED, CONTROL = "tuned", "shared η", "control"  # the protocols a claim is judged under
+RUNNER_UP = "runner-up η"  # the tuned runs again at each side's second-best η: does the verdict survive it?
+PROTOCOLS = (TUNED, RUNNER_UP, SHARED)  # the order of the report's columns
+# the summary's `setting` of each protocol's runs
+PROTOCOL_SETTINGS = {TUNED: ("tuned",), RUNNER_UP: (f"tuned-{RUNNER_UP_SETTING}",), SHARED: ("",)}
+# ... and a sweep's points ("lr0.05"), judged as shared-η runs each apart; "tuned-lr0.1x" only by the controls
+TUNED_PREFIX = "tuned"
+
+TIME_METRIC = "time_to_target_s"
+STEPS_METRIC = "steps_to_target"  # interpolated, as the time (scaledl.train.monitor.crossing)
+TO_TARGET_METRICS = (TIME_METRIC, STEPS_METRIC, "bytes_to_target")  # missing in a run that missed: "not reached"
+
+
+@dataclass(frozen=True)
+class Claim:
+    id: str
+    figure: str
+    text: str
+    compares: dict
+    paper_text: str
+    paper_value: float | None
+    metric: str
+    rule: str
+    params: dict
+    per: tuple[str, ...]
+    needs: dict
+    note: str = ""
+
+    def param(self, name: str):
+        if name not in self.params:
+            raise UserError(
+                f"claim {self.id}: rule {self.rule} needs the parameter {name!r}; "
+                "give it under the claim's rule or the file's defaults"
+            )
+        return self.params[name]
+
+    @property
+    def names_settings(self) -> bool:
+        """Its sides name their runs' settings (a control, judged once on those runs)."""
+        return any("@" in spec for spec in sides_of(self))
+
+
+@dataclass(frozen=True)
+class Verdict:
+    verdict: str
+    ours: str = ""
+    reason: str = ""
+    numbers: Spread | None = None
+    missing: tuple[str, ...] = ()  # sides with no runs in the setting (collapsed over settings by `evaluate`)
+    decomposition: str = ""  # time to target = steps × seconds per step, per side and for the speedup
+    faster: str = ""  # the side that won where the verdict names one (a tie refuted: not tied)
+
+
+def split_setting(spec):
+    """A side and the setting it names ("sync_sgd@tuned-lr0.1x"), or None when it names none."""
+    if isinstance(spec, dict):
+        algorithm, _, setting = str(spec["algorithm"]).partition("@")
+        return {**spec, "algorithm": algorithm}, (setting if "@" in str(spec["algorithm"]) else None)
+    algorithm, sep, setting = str(spec).partition("@")
+    return algorithm, (setting if sep else None)
+
+
+def sides_of(claim: Claim) -> list:
+    """Every side a claim's `compares` names."""
+    found = []
+    for value in claim.compares.values():
+        found += value if isinstance(value, list) else [value]
+    return found
+
+
+def algorithms_of(claim: Claim) -> list[str]:
+    """Every algorithm key a claim's `compares` mentions (alternatives included)."""
+    return list(dict.fromkeys(a for spec in sides_of(claim) for a in side_spec(split_setting(spec)[0])[0]))
+
+
+def row(
+    claim: Claim,
+    protocol: str,
+    setting: str,
+    verdict: Verdict,
+    simulated_on: str = "",
+    sensitivity: str = "",
+    oversubscribed: str = "",
+) -> dict:
+    numbers = verdict.numbers
+    reason = verdict.reason + (f" Oversubscribed: {oversubscribed}." if oversubscribed else "")
+    return {
+        "simulated_on": simulated_on,
+        "id": claim.id,
+        "figure": claim.figure,
+        "claim": claim.text,
+        "protocol": protocol,
+        "setting": setting,
+        "paper": claim.paper_text,
+        "ours": verdict.ours or "—",
+        "verdict": verdict.verdict,
+        "faster": verdict.faster,
+        "reason": reason,
+        "decomposition": verdict.decomposition,
+        "paper_value": claim.paper_value,
+        "ours_median": numbers.median if numbers else math.nan,
+        "ours_min": numbers.low if numbers else math.nan,
+        "ours_max": numbers.high if numbers else math.nan,
+        "ours_n": numbers.n if numbers else 0,
+        "sensitivity": sensitivity,
+        "oversubscribed": oversubscribed,
+    }
+
+
+CLAIM_COLUMNS = [
+    "id", "figure", "claim", "protocol", "setting", "paper", "ours", "verdict", "faster", "reason", "decomposition",
+    "paper_value", "ours_median", "ours_min", "ours_max", "ours_n", "simulated_on", "sensitivity", "oversubscribed",
+]  # fmt: skip
