@@ -845,3 +845,12 @@ def test_a_tune_seed_among_the_final_seeds_is_refused():
     config["tune"] = {**config["tune"], "seed": 0}
     with pytest.raises(GridError, match=r"tune stage's seeds \[0, 1\] overlap the block's final seeds at \[0, 1\]"):
         expand(config)
+
+
+def test_a_runs_protocol_is_decoded_beside_the_code_that_encodes_its_setting():
+    assert tune.protocol_of(tune.scaled_setting({})) == "tuned"
+    assert tune.protocol_of(tune.scaled_setting({}, pick="runner_up")) == "runner_up"
+    assert tune.protocol_of(tune.scaled_setting({"lr": 0.1})) == "control"
+    assert tune.protocol_of("") == tune.protocol_of("lr0.05") == "shared"
+    assert tune.reads_choice(tune.scaled_setting({"lr": 0.1})) and not tune.reads_choice("lr0.05")
+    assert tune.at_runner_up(tune.scaled_setting({}, pick="runner_up")) and not tune.at_runner_up("tuned")

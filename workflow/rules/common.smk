@@ -164,7 +164,7 @@ def mpi_launcher(wildcards, resources):
 
 def tuned_choice(wildcards):
     """A tuned run's input: the tune stage's choice, which it reads its settings from; none for the others."""
-    return [f"{RESULTS}/{tune.CHOSEN}"] if wildcards.setting.lstrip("/").startswith(tune.TUNED) else []
+    return [f"{RESULTS}/{tune.CHOSEN}"] if tune.reads_choice(wildcards.setting.lstrip("/")) else []
 
 
 def tune_round_result(round_number):  # a tune round's result: once it exists, Snakemake re-plans from it

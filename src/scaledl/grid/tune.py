@@ -137,6 +137,27 @@ def trial_seeds(settings: Mapping) -> list[int]:
 RUNNER_UP = "runnerup"  # the folder suffix of runs at the runner-up η
 
 
+def protocol_of(setting: str) -> str:
+    """The protocol a run's setting (its folder, as scaled_setting and trial_setting write it) puts it under,
+    decoded here beside its encoders: "tuned" (the choice), "runner_up" (the runner-up η), "control" (the
+    choice scaled: `tuned-lr0.1x`), or "shared" (no setting, or a sweep's point such as `lr0.05`)."""
+    if setting == TUNED:
+        return "tuned"
+    if setting == f"{TUNED}-{RUNNER_UP}":
+        return "runner_up"
+    return "control" if reads_choice(setting) else "shared"
+
+
+def reads_choice(setting: str) -> bool:
+    """Whether a run with this setting takes its settings from the tune stage's choice (chosen.csv)."""
+    return setting.startswith(TUNED)
+
+
+def at_runner_up(setting: str) -> bool:
+    """Whether a run that reads the choice takes its runner-up η."""
+    return setting.endswith(RUNNER_UP)
+
+
 def scaled_setting(scale: Mapping[str, float], pick: str = "best") -> str:
     """The folder of a tuned block's runs: `tuned`, with factors `tuned-lr0.1x` (a control), at the runner-up
     η `tuned-runnerup` (a robustness check)."""

@@ -11,17 +11,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from scaledl.report.claims.words import CONTROL, PROTOCOL_SETTINGS, RUNNER_UP, SHARED, TUNED, TUNED_PREFIX
+from scaledl.report.claims.words import CONTROL, RUNNER_UP, SHARED, TUNED, protocol_word
 from scaledl.report.identity import NAMES, differing, settings_text
 from scaledl.report.tables import markdown_table
-
-
-def protocol_of(point: str) -> str:
-    """The protocol a run's grid setting puts it under (scaledl.report.claims.protocols_of)."""
-    for protocol, settings in PROTOCOL_SETTINGS.items():
-        if point in settings and point:
-            return protocol
-    return CONTROL if point.startswith(TUNED_PREFIX) else SHARED
 
 
 def judged_markdown(results: pd.DataFrame, table: pd.DataFrame) -> str:
@@ -34,7 +26,7 @@ def judged_markdown(results: pd.DataFrame, table: pd.DataFrame) -> str:
     shown = differing(settings)
     frame = pd.DataFrame(
         {
-            "protocol": points.map(protocol_of),
+            "protocol": points.map(protocol_word),
             "point": points.where(points != "", "—"),
             "algorithm": results["algorithm"].astype(str),
             "settings": [settings_text(found, shown) or "—" for found in settings],
@@ -56,7 +48,7 @@ def judged_markdown(results: pd.DataFrame, table: pd.DataFrame) -> str:
     ]
     shared = table[table["protocol"] == SHARED]["setting"].astype(str)
     for point in sorted(set(points) - {""}):
-        if protocol_of(point) != SHARED or shared.str.endswith(f", {point}").any():
+        if protocol_word(point) != SHARED or shared.str.endswith(f", {point}").any():
             continue
         algorithms = ", ".join(sorted(set(results.loc[points == point, "algorithm"].astype(str))))
         lines.append(f"Not judged: the runs at {point} ({algorithms}): no claim has runs of all its sides there.")

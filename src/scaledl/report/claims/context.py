@@ -12,9 +12,7 @@ from types import SimpleNamespace
 import pandas as pd
 
 from scaledl.errors import UserError
-from scaledl.grid.tune import RUNNER_UP as RUNNER_UP_SETTING
-from scaledl.grid.tune import TUNED as TUNED_SETTING
-from scaledl.grid.tune import same_cell
+from scaledl.grid.tune import at_runner_up, reads_choice, same_cell
 from scaledl.net.alphabeta import Network
 from scaledl.report.claims.sides import Side
 from scaledl.report.claims.words import TIME_METRIC, Claim, split_setting
@@ -77,9 +75,9 @@ def with_choices(results: pd.DataFrame, chosen: pd.DataFrame | None) -> pd.DataF
     choices = [SimpleNamespace(**row) for row in chosen.to_dict("records")]
     found = []
     for row in results.itertuples(index=False):
-        tuned = str(getattr(row, "setting", "")).startswith(TUNED_SETTING)
+        tuned = reads_choice(str(getattr(row, "setting", "")))
         match = next((c for c in choices if tuned and same_cell(row, c)), None)
-        runner_up = str(row.setting).endswith(RUNNER_UP_SETTING)  # these runs took the runner-up η
+        runner_up = at_runner_up(str(row.setting))  # these runs took the runner-up η
         lr = (match.runner_up_lr if runner_up else match.lr) if match else math.nan
         found.append(
             {

@@ -21,14 +21,14 @@ from scaledl.report.claims.words import (
     CLAIM_COLUMNS,
     CONTROL,
     NOT_COMPARABLE,
-    PROTOCOL_SETTINGS,
+    RUNNER_UP,
     SHARED,
     TO_TARGET_METRICS,
     TUNED,
-    TUNED_PREFIX,
     Claim,
     Verdict,
     algorithms_of,
+    protocol_word,
     row,
     sides_of,
 )
@@ -48,8 +48,7 @@ def setting_label(per: tuple[str, ...], key: tuple) -> str:
 def grid_point(setting: str) -> str:
     """A sweep's point as a row's setting ends (", lr0.05"); nothing for a protocol's own (none, tuned, the
     runner-up's): the protocol's column says which it is."""
-    own = {value for values in PROTOCOL_SETTINGS.values() for value in values}
-    return f", {setting}" if setting not in own else ""
+    return f", {setting}" if setting and protocol_word(setting) not in (TUNED, RUNNER_UP) else ""
 
 
 def judge(group: pd.DataFrame, claim: Claim, ctx: Context) -> Verdict:
@@ -107,8 +106,8 @@ def evaluate_claim(results: pd.DataFrame, claim: Claim, ctx: Context, protocol: 
 def protocols_of(results: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """The protocols the results hold runs of: {tuned, shared η: their runs}, tuned first."""
     settings = results["setting"].fillna("").astype(str) if "setting" in results else pd.Series("", results.index)
-    found = {name: results[settings.isin(values)] for name, values in PROTOCOL_SETTINGS.items()}
-    found[SHARED] = results[~settings.str.startswith(TUNED_PREFIX)]  # no setting, or a sweep's point
+    protocols = settings.map(protocol_word)
+    found = {name: results[protocols == name] for name in (TUNED, RUNNER_UP, SHARED)}  # controls: by their sides
     return {name: runs for name, runs in found.items() if not runs.empty} or {SHARED: results.iloc[0:0]}
 
 

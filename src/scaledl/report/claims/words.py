@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass
 
 from scaledl.errors import UserError
-from scaledl.grid.tune import RUNNER_UP as RUNNER_UP_SETTING
+from scaledl.grid.tune import protocol_of
 from scaledl.report.sides import side_spec
 from scaledl.report.stats import (
     Spread,
@@ -19,10 +19,14 @@ VERDICTS = (HOLDS, REVERSED, NOT_TIED, INCONCLUSIVE, NOT_COMPARABLE)
 TUNED, SHARED, CONTROL = "tuned", "shared η", "control"  # the protocols a claim is judged under
 RUNNER_UP = "runner-up η"  # the tuned runs again at each side's second-best η: does the verdict survive it?
 PROTOCOLS = (TUNED, RUNNER_UP, SHARED)  # the order of the report's columns
-# the summary's `setting` of each protocol's runs
-PROTOCOL_SETTINGS = {TUNED: ("tuned",), RUNNER_UP: (f"tuned-{RUNNER_UP_SETTING}",), SHARED: ("",)}
-# ... and a sweep's points ("lr0.05"), judged as shared-η runs each apart; "tuned-lr0.1x" only by the controls
-TUNED_PREFIX = "tuned"
+PROTOCOL_WORDS = {"tuned": TUNED, "runner_up": RUNNER_UP, "control": CONTROL, "shared": SHARED}  # grid.tune's keys
+
+
+def protocol_word(setting: str) -> str:
+    """The protocol a run's summary `setting` puts it under, as the page names it (scaledl.grid.tune.protocol_of
+    decodes the setting where it is encoded)."""
+    return PROTOCOL_WORDS[protocol_of(setting)]
+
 
 TIME_METRIC = "time_to_target_s"
 STEPS_METRIC = "steps_to_target"  # interpolated, as the time (scaledl.train.monitor.crossing)
