@@ -177,6 +177,7 @@ from scaledl.report.claims.page import (
     verdict_named,
 )
 from scaledl.report.claims.rules import (
+    AA_RULES,
     INCLUSION_RULES,
     RULES,
     Rule,
@@ -312,6 +313,7 @@ __all__ = [
     "outside_search_space",
     "rule_not_slower",
     "rule_same_numerics",
+    "AA_RULES",
     "INCLUSION_RULES",
     "RULES",
     "Rule",

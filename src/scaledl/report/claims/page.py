@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from scaledl.report.claims.rules import AA_RULES, INCLUSION_RULES
 from scaledl.report.claims.words import (
     CONTROL,
     INCONCLUSIVE,
@@ -181,11 +182,13 @@ def verdict_named(rows: pd.DataFrame) -> pd.Series:
 
 
 def aa_ids(table: pd.DataFrame) -> list[str]:
-    return [str(i) for i in table["id"].unique() if str(i).startswith("aa_")]
+    """The A/A checks' ids: what kind a claim is comes from its rule, not from its name."""
+    return [str(i) for i in table.loc[table["rule"].isin(AA_RULES), "id"].unique()]
 
 
 def inclusion_ids(table: pd.DataFrame) -> list[str]:
-    return [str(i) for i in table["id"].unique() if str(i).startswith("includes_")]
+    """The inclusion checks' ids (their rule: INCLUSION_RULES)."""
+    return [str(i) for i in table.loc[table["rule"].isin(INCLUSION_RULES), "id"].unique()]
 
 
 def side_by_side(paper: pd.DataFrame) -> pd.DataFrame:

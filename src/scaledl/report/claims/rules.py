@@ -312,3 +312,4 @@ RULES: dict[str, Rule] = {
     "same_numerics": Rule(rule_same_numerics, ("same", "as")),
 }
 INCLUSION_RULES = ("not_slower",)  # judged on the tuned runs only: a check of the tuning, not of the paper
+AA_RULES = ("same_numerics",)  # the A/A check: two algorithms doing one arithmetic must come out tied

@@ -109,6 +109,7 @@ def row(
     return {
         "simulated_on": simulated_on,
         "id": claim.id,
+        "rule": claim.rule,  # what kind of claim it is: a paper claim, an inclusion or an A/A check
         "figure": claim.figure,
         "claim": claim.text,
         "protocol": protocol,
@@ -130,6 +131,7 @@ def row(
 
 
 CLAIM_COLUMNS = [
-    "id", "figure", "claim", "protocol", "setting", "paper", "ours", "verdict", "faster", "reason", "decomposition",
-    "paper_value", "ours_median", "ours_min", "ours_max", "ours_n", "simulated_on", "sensitivity", "oversubscribed",
+    "id", "rule", "figure", "claim", "protocol", "setting", "paper", "ours", "verdict", "faster", "reason",
+    "decomposition", "paper_value", "ours_median", "ours_min", "ours_max", "ours_n", "simulated_on", "sensitivity",
+    "oversubscribed",
 ]  # fmt: skip
