@@ -20,7 +20,6 @@ from scaledl.report.claims.sides import (
     equivalence,
     not_slower_test,
     samples,
-    sides_or_missing,
     test_text,
 )
 from scaledl.report.claims.words import (
@@ -86,16 +85,13 @@ def chosen_settings(side: Side) -> str:
     return ", ".join(f"{c}={'/'.join(shown(v) for v in rows[c].dropna().unique())}" for c in columns)
 
 
-def rule_not_slower(frame: pd.DataFrame, claim: Claim, ctx: Context) -> Verdict:
+def rule_not_slower(sides: list[Side], claim: Claim, ctx: Context) -> Verdict:
     """The inclusion check: the general method tuned is not worse than its special case tuned, on the claim's
     metric (time to target for a timing-equivalent pair, steps to target for a pair equivalent only in its
     numerics). `sided` 1: the special case significantly better at α reverses it; 2: a significant difference
     either way at α two-sided decides, in its direction. Without one, holds only when the general method is
     shown not worse beyond the margin (a seed within it counts for), else inconclusive: nothing passes by
     default."""
-    sides, missing = sides_or_missing(frame, [claim.compares["general"], claim.compares["special"]])
-    if missing:
-        return missing
     general, special = sides
     sided, alpha = claim.param("sided"), claim.param("alpha")
     if sided not in (1, 2):
@@ -141,13 +137,10 @@ def rule_not_slower(frame: pd.DataFrame, claim: Claim, ctx: Context) -> Verdict:
     )
 
 
-def rule_same_numerics(frame: pd.DataFrame, claim: Claim, ctx: Context) -> Verdict:
+def rule_same_numerics(sides: list[Side], claim: Claim, ctx: Context) -> Verdict:
     """The A/A check: two algorithms that do the same arithmetic (the registry's `numerics_of`) must reach the
     target in the same steps, tied as the ``tied`` rule ties. When they are not, the reason says what decided
     it: different chosen settings (the tuning decided it), or, at the same settings, the harness (a bug)."""
-    sides, missing = sides_or_missing(frame, [claim.compares["same"], claim.compares["as"]])
-    if missing:
-        return missing
     a, b = sides
     tie, min_seeds = claim.param("tie"), claim.param("min_seeds")
     verdict, reason, spread, _ = equivalence(a, b, claim.metric, tie, min_seeds, ratio="ratio of steps")

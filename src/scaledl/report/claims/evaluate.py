@@ -53,7 +53,7 @@ def grid_point(setting: str) -> str:
 
 def judge(group: pd.DataFrame, claim: Claim, ctx: Context) -> Verdict:
     """The rule's verdict on one setting, made "not comparable here" when the setting misses the claim's needs."""
-    verdict = RULES[claim.rule].evaluate(group, claim, ctx)
+    verdict = RULES[claim.rule].apply(group, claim, ctx)
     if verdict.missing:
         return verdict
     sides = [side for spec in sides_of(claim) if (side := pick_side(group, spec)) is not None]

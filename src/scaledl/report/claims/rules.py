@@ -49,20 +49,14 @@ from scaledl.report.stats import (
 )
 
 
-def rule_faster(frame: pd.DataFrame, claim: Claim, ctx: Context) -> Verdict:
-    sides, missing = sides_or_missing(frame, [claim.compares["faster"], claim.compares["than"]])
-    if missing:
-        return missing
+def rule_faster(sides: list[Side], claim: Claim, ctx: Context) -> Verdict:
     a, b = sides
     return as_verdict(
         compare(a, b, claim.metric, claim.param("margin"), claim.param("min_seeds"), claim.param("alpha"))
     )
 
 
-def rule_faster_and_stable(frame: pd.DataFrame, claim: Claim, ctx: Context) -> Verdict:
-    sides, missing = sides_or_missing(frame, [claim.compares["faster"], claim.compares["than"]])
-    if missing:
-        return missing
+def rule_faster_and_stable(sides: list[Side], claim: Claim, ctx: Context) -> Verdict:
     a, b = sides
     alpha = claim.param("alpha")
     result = compare(a, b, claim.metric, claim.param("margin"), claim.param("min_seeds"), alpha)
@@ -74,10 +68,7 @@ def rule_faster_and_stable(frame: pd.DataFrame, claim: Claim, ctx: Context) -> V
     return Verdict(verdict, f"{result.ours}; {numbers}", reason, result.ratio, decomposition=result.decomposition)
 
 
-def rule_tied(frame: pd.DataFrame, claim: Claim, ctx: Context) -> Verdict:
-    sides, missing = sides_or_missing(frame, [claim.compares["tied"], claim.compares["with"]])
-    if missing:
-        return missing
+def rule_tied(sides: list[Side], claim: Claim, ctx: Context) -> Verdict:
     a, b = sides
     verdict, reason, spread, faster = equivalence(a, b, claim.metric, claim.param("tie"), claim.param("min_seeds"))
     values = [[v for _, v in samples(side, claim.metric)] for side in sides]
@@ -89,13 +80,9 @@ def rule_tied(frame: pd.DataFrame, claim: Claim, ctx: Context) -> Verdict:
     return Verdict(verdict, ours, reason, spread, decomposition=parts, faster=faster)
 
 
-def rule_unbeaten(frame: pd.DataFrame, claim: Claim, ctx: Context) -> Verdict:
+def rule_unbeaten(sides: list[Side], claim: Claim, ctx: Context) -> Verdict:
     """No rival is faster than `unbeaten`: reversed when one is, after Holm's correction over the rivals;
     holds when `unbeaten` is shown not slower than each (every test at α: an intersection–union test)."""
-    rival_specs = list(claim.compares["by"])
-    sides, missing = sides_or_missing(frame, [claim.compares["unbeaten"], *rival_specs])
-    if missing:
-        return missing
     ours_side, rivals = sides[0], sides[1:]
     margin, min_seeds, alpha = claim.param("margin"), claim.param("min_seeds"), claim.param("alpha")
     leads = [compare(ours_side, rival, claim.metric, margin, min_seeds, alpha) for rival in rivals]
@@ -144,20 +131,17 @@ def rule_unbeaten(frame: pd.DataFrame, claim: Claim, ctx: Context) -> Verdict:
     )
 
 
-def rule_share_lower(frame: pd.DataFrame, claim: Claim, ctx: Context) -> Verdict:
-    sides, missing = sides_or_missing(frame, [claim.compares["from"], claim.compares["to"]])
-    if missing:
-        return missing
+def rule_share_lower(sides: list[Side], claim: Claim, ctx: Context) -> Verdict:
     high, low = sides
     margin, min_seeds, alpha = claim.param("margin"), claim.param("min_seeds"), claim.param("alpha")
     high_samples, low_samples = samples(high, claim.metric), samples(low, claim.metric)
     high_values, low_values = [v for _, v in high_samples], [v for _, v in low_samples]
     ours = f"{describe(high, high_values, claim.metric)} → {describe(low, low_values, claim.metric)}"
-    if "exposed_share" in frame and claim.metric != "exposed_share":
+    if "exposed_share" in high.rows and claim.metric != "exposed_share":
         exposed = [spread_of([v for _, v in samples(s, "exposed_share")]).median for s in (high, low)]
         ours += f"; with wait (exposed_share): {fmt_share(exposed[0])} → {fmt_share(exposed[1])}"
     numbers = spread_of(low_values) if low_values else None
-    if simulated_platform(frame):
+    if simulated_platform(pd.concat([high.rows, low.rows])):
         return simulated_share_drop(high, low, high_values, low_values, margin, ours, numbers)
     pairs = paired(high_samples, low_samples)
     problem = seeds_problem([high, low], [len(high_values), len(low_values)], min_seeds)
@@ -195,12 +179,9 @@ def simulated_share_drop(
     )
 
 
-def rule_less_communication(frame: pd.DataFrame, claim: Claim, ctx: Context) -> Verdict:
+def rule_less_communication(sides: list[Side], claim: Claim, ctx: Context) -> Verdict:
     """`less` reaches the target exchanging at most 1/factor of what `than` exchanges (bytes to target per
     worker, paired by seed; not reaching the target is ∞ and counts against)."""
-    sides, missing = sides_or_missing(frame, [claim.compares["less"], claim.compares["than"]])
-    if missing:
-        return missing
     a, b = sides
     factor, min_seeds, alpha = claim.param("factor"), claim.param("min_seeds"), claim.param("alpha")
     a_samples, b_samples = samples(a, claim.metric), samples(b, claim.metric)
@@ -296,8 +277,25 @@ def alpha_beta_efficiency(frame: pd.DataFrame, algorithm: str, counts: list, ext
 
 @dataclass(frozen=True)
 class Rule:
-    evaluate: Callable[[pd.DataFrame, Claim, Context], Verdict]
+    """A rule of claims.yaml: `decide` gets the sides its claim's `compares` names under `sides` (in that order, a
+    list such as `by` flattened), picked from one setting's runs by the one prologue below; a rule that reads the
+    setting's runs itself (`whole_setting`) gets them as they are."""
+
+    decide: Callable[..., Verdict]
     sides: tuple[str, ...]  # the keys its claim's `compares` must have
+    whole_setting: bool = False
+
+    def apply(self, frame: pd.DataFrame, claim: Claim, ctx: Context) -> Verdict:
+        if self.whole_setting:
+            return self.decide(frame, claim, ctx)
+        specs = [spec for key in self.sides for spec in as_list(claim.compares[key])]
+        sides, missing = sides_or_missing(frame, specs)
+        return missing if missing else self.decide(sides, claim, ctx)
+
+
+def as_list(spec) -> list:
+    """A `compares` entry as a list of side specs: one side, or a list of them (`by`)."""
+    return list(spec) if isinstance(spec, (list, tuple)) else [spec]
 
 
 RULES: dict[str, Rule] = {
@@ -306,7 +304,7 @@ RULES: dict[str, Rule] = {
     "unbeaten": Rule(rule_unbeaten, ("unbeaten", "by")),
     "tied": Rule(rule_tied, ("tied", "with")),
     "share_lower": Rule(rule_share_lower, ("from", "to")),
-    "weak_scaling_efficiency": Rule(rule_weak_scaling_efficiency, ("algorithms",)),
+    "weak_scaling_efficiency": Rule(rule_weak_scaling_efficiency, ("algorithms",), whole_setting=True),
     "less_communication": Rule(rule_less_communication, ("less", "than")),
     "not_slower": Rule(rule_not_slower, ("general", "special")),
     "same_numerics": Rule(rule_same_numerics, ("same", "as")),
