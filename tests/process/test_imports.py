@@ -38,7 +38,7 @@ LAZY_MODULES = (
     "scaledl.train.loop", "scaledl.train.setup", "scaledl.sim.platform", "scaledl.sim.run",
     "scaledl.sim.roofline", "scaledl.architectures", "scaledl.report.claims",
     "scaledl.report.comm_model", "scaledl.report.compare", "scaledl.report.figures", "scaledl.report.runs", "scaledl.report.tables", "scaledl.report.trace",
-    "scaledl.report.tuning", "scaledl.report.judged",
+    "scaledl.report.tuning", "scaledl.report.claims.judged",
     "scaledl.data.hdf5",  # h5py: what Snakemake imports while parsing reads a prepared file only where one exists
     "scaledl.data.converters",  # every converter, so h5py too (scaledl.data.datasets: a default left out)
 )  # fmt: skip

@@ -6,7 +6,7 @@ import pandas as pd
 from test_claims import COLUMNS, FAST, SLOW, runs
 
 from scaledl.report.claims import HOLDS, NOT_COMPARABLE, SHARED, TUNED, evaluate, load_claims
-from scaledl.report.judged import judged_markdown
+from scaledl.report.claims.judged import judged_markdown
 
 
 def table(*groups) -> pd.DataFrame:
@@ -70,7 +70,7 @@ def test_a_summary_without_settings_columns_is_judged_as_before():
 
 
 def test_a_one_seed_summary_says_it_is_a_smoke_test_and_names_the_config_that_gives_verdicts():
-    from scaledl.report.judged import SMOKE_TEST, smoke_note
+    from scaledl.report.claims.judged import SMOKE_TEST, smoke_note
 
     one_seed = table(runs("async_easgd", [10], lr=[0.05]), runs("async_sgd", [20], lr=[0.05]))
     assert smoke_note(one_seed) == SMOKE_TEST and "config/paper_small.yaml" in SMOKE_TEST

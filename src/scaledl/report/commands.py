@@ -319,7 +319,7 @@ def claims_run(args: argparse.Namespace) -> int:
     from scaledl.report.claims import (
         CLAIM_COLUMNS,
         Context,
-        claims_markdown,
+        claims_page,
         default_claims_text,
         evaluate,
         load_claims,
@@ -340,11 +340,7 @@ def claims_run(args: argparse.Namespace) -> int:
     context = Context(devices=devices, network=networks.pop("*", None), networks=networks, sensitivity=sensitivity)
     table = evaluate(results, claims, context, where=str(args.summary))
     text, where = (args.claims.read_text(), str(args.claims)) if args.claims else (default_claims_text(), "claims.yaml")
-    from scaledl.report.judged import judged_markdown, smoke_note  # lazy, as above
-
-    title, _, body = claims_markdown(table, args.summary, text, where).partition("\n\n")
-    smoke = smoke_note(results)
-    page = "\n\n".join([title, *([smoke] if smoke else []), body]) + "\n" + judged_markdown(results, table)
+    page = claims_page(table, results, args.summary, text, where)
     write_table(table[CLAIM_COLUMNS], args.out_csv, args.out_md, markdown=page)
     print(f"wrote {args.out_md} and {args.out_csv} ({plural(len(claims), 'claim')}, {plural(len(table), 'row')})")
     return 0

@@ -8,8 +8,8 @@ not tied, inconclusive or not comparable here, with our numbers and a reason.
 The package, in the order a claim is judged: `load` reads claims.yaml into `Claim`s; `evaluate` runs each
 claim under each protocol on each setting; `rules` (and `checks`, the harness's own: inclusion and A/A) decide
 a verdict from the sides that `Rule.apply` picks; `sides` picks a side's runs and compares two over seeds;
-`context` holds what the summary does not say; `page` writes claims.md; `words` is the vocabulary every one of
-them speaks."""
+`context` holds what the summary does not say; `page` writes claims.md (`judged`: its closing section, the
+configurations judged); `words` is the vocabulary every one of them speaks."""
 
 from __future__ import annotations
 
@@ -44,6 +44,7 @@ from scaledl.report.claims.evaluate import (
     required_columns,
     setting_label,
 )
+from scaledl.report.claims.judged import SMOKE_TEST, judged_markdown, smoke_note
 from scaledl.report.claims.load import CLAIM_KEYS, NEEDS_KEYS, default_claims_text, load_claims, parse_claim
 from scaledl.report.claims.page import (
     aa_ids,
@@ -51,6 +52,7 @@ from scaledl.report.claims.page import (
     agreements,
     blob_hash,
     claims_markdown,
+    claims_page,
     inclusion_ids,
     not_judged,
     overview,
@@ -63,6 +65,7 @@ from scaledl.report.claims.rules import (
     RULES,
     Rule,
     alpha_beta_efficiency,
+    as_list,
     rule_faster,
     rule_faster_and_stable,
     rule_less_communication,
@@ -199,6 +202,7 @@ __all__ = [
     "RULES",
     "Rule",
     "alpha_beta_efficiency",
+    "as_list",
     "rule_faster",
     "rule_faster_and_stable",
     "rule_less_communication",
@@ -216,11 +220,15 @@ __all__ = [
     "read_summary",
     "required_columns",
     "setting_label",
+    "SMOKE_TEST",
+    "judged_markdown",
+    "smoke_note",
     "aa_ids",
     "agreement_counts",
     "agreements",
     "blob_hash",
     "claims_markdown",
+    "claims_page",
     "inclusion_ids",
     "not_judged",
     "overview",

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from scaledl.report.claims.judged import judged_markdown, smoke_note
 from scaledl.report.claims.rules import AA_RULES, INCLUSION_RULES
 from scaledl.report.claims.words import (
     CONTROL,
@@ -216,3 +217,11 @@ def side_by_side(paper: pd.DataFrame) -> pd.DataFrame:
         ]
     out = out.reset_index().drop(columns=["id"]).fillna("—")
     return out[[*columns, *[c for c in out.columns if c not in columns]]]
+
+
+def claims_page(table: pd.DataFrame, results: pd.DataFrame, summary: Path, claims_text: str, claims_where: str) -> str:
+    """claims.md whole, written here alone: the title, the smoke-test note where every configuration ran one
+    seed, the claims (claims_markdown), then the configurations judged (judged.judged_markdown)."""
+    title, _, body = claims_markdown(table, summary, claims_text, claims_where).partition("\n\n")
+    smoke = smoke_note(results)
+    return "\n\n".join([title, *([smoke] if smoke else []), body]) + "\n" + judged_markdown(results, table)
