@@ -11,6 +11,7 @@ import json
 import math
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -1215,28 +1216,24 @@ def test_a_simulated_verdict_shows_how_its_sensitivity_sweep_came_out(tmp_path, 
 # ------------------------------------------------------------------ the tuned choice beside each side
 
 
-def chosen_rows(**reached) -> pd.DataFrame:
-    """chosen.csv rows for async_easgd and async_sgd (cifar10/cifar_alexnet/gpu/p8), `reached` points each."""
-    return pd.DataFrame(
-        [
-            {
-                "dataset": "cifar10",
-                "model": "cifar_alexnet",
-                "algorithm": algorithm,
-                "platform": "gpu",
-                "workers": 8,
-                "lr": lr,
-                "effective_step": effective,
-                "edge": edge,
-                "runner_up_lr": lr / 2,
-                "points_reached": reached.get(algorithm, 3),
-            }
-            for algorithm, lr, effective, edge in (
-                ("async_easgd", 0.064, 0.0569, ""),
-                ("async_sgd", 0.004, 0.032, "low"),
-            )
-        ]
-    )
+def chosen_rows(**reached) -> list[SimpleNamespace]:
+    """chosen.csv rows for async_easgd and async_sgd (cifar10/cifar_alexnet/gpu/p8), `reached` points each, as
+    chosen.csv's reader (scaledl.grid.tune.read_choices) gives them."""
+    return [
+        SimpleNamespace(
+            dataset="cifar10",
+            model="cifar_alexnet",
+            algorithm=algorithm,
+            platform="gpu",
+            workers=8,
+            lr=lr,
+            effective_step=effective,
+            edge=edge,
+            runner_up_lr=lr / 2,
+            points_reached=reached.get(algorithm, 3),
+        )  # fmt: skip
+        for algorithm, lr, effective, edge in (("async_easgd", 0.064, 0.0569, ""), ("async_sgd", 0.004, 0.032, "low"))
+    ]
 
 
 def test_a_tuned_side_says_which_choice_decided_it():

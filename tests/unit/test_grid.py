@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ import pytest
 from scaledl.algorithms import ALGORITHMS, accepting, algorithm_options
 from scaledl.config import NEGATABLE, defaults, to_argv
 from scaledl.data import datasets
+from scaledl.errors import UserError
 from scaledl.grid import jobs, keys, regime, tune
 from scaledl.grid import rules as grid_rules
 from scaledl.grid import runs as grid
@@ -854,3 +856,24 @@ def test_a_runs_protocol_is_decoded_beside_the_code_that_encodes_its_setting():
     assert tune.protocol_of("") == tune.protocol_of("lr0.05") == "shared"
     assert tune.reads_choice(tune.scaled_setting({"lr": 0.1})) and not tune.reads_choice("lr0.05")
     assert tune.at_runner_up(tune.scaled_setting({}, pick="runner_up")) and not tune.at_runner_up("tuned")
+
+
+def test_chosen_csv_has_one_reader_for_the_tuned_runs_and_the_claims(tmp_path):
+    path = tmp_path / "chosen.csv"
+    path.write_text(
+        "dataset,model,algorithm,platform,workers,tuned,lr,runner_up_lr,edge,budget_ok\n"
+        "digits,lenet,async_easgd,local,2,lr,0.064,,low,True\n"
+    )
+    (choice,) = tune.read_choices(path, "--chosen")
+    assert (choice.workers, choice.lr, choice.runner_up_lr, choice.edge, choice.tuned) == (2, 0.064, None, "low", "lr")
+    assert choice.budget_ok == "True"
+    run = types.SimpleNamespace(dataset="digits", model="lenet", algorithm="async_easgd", platform="local", workers=2)
+    assert tune.choice_for([choice], run) is choice
+    assert tune.choice_for([choice], types.SimpleNamespace(**{**vars(run), "workers": 4})) is None
+    with pytest.raises(UserError, match=r"^--chosen .*nowhere.csv: cannot read it"):
+        tune.read_choices(tmp_path / "nowhere.csv", "--chosen")
+    (tmp_path / "bad.csv").write_text("dataset,model\ndigits,lenet\n")
+    with pytest.raises(
+        UserError, match=r"not the tune stage's chosen.csv \(no column algorithm, platform, workers, lr\)"
+    ):
+        tune.read_choices(tmp_path / "bad.csv", "--tuned-from")

@@ -27,12 +27,16 @@ Plain functions of the validated config: no torch, no MPI.
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from types import SimpleNamespace
 
 from scaledl.algorithms import ALGORITHMS, tunable_settings
 from scaledl.atomic import write_text
+from scaledl.errors import UserError
 from scaledl.grid.keys import TUNE_STAGE, RunKey, run_dir
 
 TUNED = "tuned"  # the setting (folder) of a tuned block's runs
@@ -123,6 +127,46 @@ def same_cell(a, b) -> bool:
     numerics = numerics_of(a.algorithm)
     timed = not ALGORITHMS[numerics].deterministic
     return same and numerics == numerics_of(b.algorithm) and (a.platform == b.platform or not timed)
+
+
+CHOICE_CELL = ("dataset", "model", "algorithm", "platform", "workers")  # what a chosen.csv row is the choice of
+CHOICE_TEXT = (*CHOICE_CELL[:4], "trial", "tuned", "edge", "scored_by")  # its columns that are words, not numbers
+
+
+def read_choices(path: str | Path, flag: str) -> list[SimpleNamespace]:
+    """The tune stage's chosen.csv, by its one reader (the tuned runs and the claims alike): a row per cell, its
+    numbers as floats (None where empty), `workers` an int. A file that cannot be read, or that lacks a cell's
+    columns or η, is one line naming `flag`."""
+    try:
+        with open(path, newline="") as f:
+            rows = list(csv.DictReader(f))
+    except (OSError, csv.Error) as error:
+        why = getattr(error, "strerror", None) or error
+        raise UserError(
+            f"{flag} {path}: cannot read it ({why}); run the tune stage first (snakemake's `tune` rule)"
+        ) from None
+    lacking = [c for c in (*CHOICE_CELL, "lr") if rows and c not in rows[0]]
+    if lacking:
+        raise UserError(f"{flag} {path}: not the tune stage's chosen.csv (no column {', '.join(lacking)})")
+    return [SimpleNamespace(**{k: _choice_value(k, v) for k, v in row.items()}) for row in rows]
+
+
+def _choice_value(column: str, text: str):
+    if column in CHOICE_TEXT:
+        return text
+    if not text:
+        return None
+    if column == "workers":
+        return int(float(text))
+    try:
+        return float(text)
+    except ValueError:
+        return text  # budget_ok's True/False
+
+
+def choice_for(choices: Iterable[SimpleNamespace], run) -> SimpleNamespace | None:
+    """The choice a run (anything with a cell's fields) takes: its cell's, or its numerical twin's (same_cell)."""
+    return next((c for c in choices if c.algorithm in ALGORITHMS and same_cell(run, c)), None)
 
 
 def tuned_names(algorithm: str, config: Mapping) -> list[str]:

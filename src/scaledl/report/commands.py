@@ -303,15 +303,11 @@ def parse_devices(pairs: list[str]) -> dict[str, str]:
 
 
 def read_chosen(path: Path | None):
-    """The tune stage's chosen.csv (None without one), so each tuned side says which choice decided it."""
-    if path is None:
-        return None
-    import pandas as pd  # lazy, as the command's other imports
+    """The tune stage's chosen.csv (None without one), by its one reader (scaledl.grid.tune.read_choices), so each
+    tuned side says which choice decided it."""
+    from scaledl.grid.tune import read_choices  # lazy, as the command's other imports
 
-    try:
-        return pd.read_csv(path)
-    except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as error:
-        raise UserError(f"--chosen {path}: cannot read it as the tune stage's chosen.csv ({error})") from None
+    return read_choices(path, "--chosen") if path is not None else None
 
 
 def claims_run(args: argparse.Namespace) -> int:

@@ -91,7 +91,7 @@ def trial_rows(paths) -> pd.DataFrame:
                 "seconds_per_step": run.get("seconds_per_step"),
                 "best_accuracy": best_accuracy_or_none(run),
                 "stop_reason": run.get("stop.reason"),
-                "mu": run.get("hyper.momentum"),  # the momentum the trial ran with (None: no momentum)
+                "mu": (run.record.get("hyper") or {}).get("momentum"),  # the trial's momentum (None: none)
             }
         )
     if not rows:

@@ -13,7 +13,6 @@ error everywhere.
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import math
 from types import SimpleNamespace
@@ -22,7 +21,7 @@ from scaledl.algorithms import ALGORITHMS, INTEGER
 from scaledl.config import TrainConfig
 from scaledl.data.hdf5 import read_info
 from scaledl.errors import UserError
-from scaledl.grid.tune import same_cell
+from scaledl.grid.tune import choice_for, read_choices
 
 
 def with_tuned(cfg: TrainConfig, world_size: int) -> TrainConfig:
@@ -38,31 +37,20 @@ def with_tuned(cfg: TrainConfig, world_size: int) -> TrainConfig:
         "workers": str(workers),
     }
     run = SimpleNamespace(**cell)  # a numerically identical algorithm's choice is this one's (same_cell)
-
-    def of_cell(row: dict) -> bool:
-        return row.get("algorithm") in ALGORITHMS and same_cell(run, SimpleNamespace(**row))
-
-    try:
-        with open(cfg.tuned_from, newline="") as f:
-            rows = [row for row in csv.DictReader(f) if of_cell(row)]
-    except OSError as error:
-        raise UserError(
-            f"--tuned-from {cfg.tuned_from}: cannot read it ({error.strerror or error}); "
-            "run the tune stage first (snakemake's `tune` rule)"
-        ) from None
-    if not rows:
+    choice = choice_for(read_choices(cfg.tuned_from, "--tuned-from"), run)
+    if choice is None:
         raise UserError(
             f"--tuned-from {cfg.tuned_from} has no choice for "
             f"{'/'.join(cell.values())} (dataset/model/algorithm/platform/workers): tune that setting"
         )
     values = {}
-    for name in filter(None, rows[0]["tuned"].split(",")):
-        value = float(rows[0][name])
+    for name in filter(None, (getattr(choice, "tuned", "") or "").split(",")):
+        value = float(getattr(choice, name))
         values[name] = int(value) if name in INTEGER else value
     if cfg.tuned_pick == "runner_up":  # the best point at another η (scaledl.report.tuning)
-        if not rows[0].get("runner_up_lr"):
+        if getattr(choice, "runner_up_lr", None) is None:
             raise UserError(f"--tuned-from {cfg.tuned_from}: {cfg.algorithm} has no runner-up η (one η was tried)")
-        values["lr"] = float(rows[0]["runner_up_lr"])
+        values["lr"] = float(choice.runner_up_lr)
     for name, factor in _factors(cfg.tuned_scale).items():
         if name not in values:
             raise UserError(

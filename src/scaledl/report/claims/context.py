@@ -7,14 +7,13 @@ import csv
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import SimpleNamespace
 
 import pandas as pd
 
 from scaledl.errors import UserError
-from scaledl.grid.tune import at_runner_up, reads_choice, same_cell
+from scaledl.grid.tune import at_runner_up, choice_for, reads_choice
 from scaledl.net.alphabeta import Network
-from scaledl.report.claims.sides import Side
+from scaledl.report.claims.sides import TUNED_COLUMNS, Side
 from scaledl.report.claims.words import TIME_METRIC, Claim, split_setting
 from scaledl.report.sensitivity import claim_text
 from scaledl.report.sides import side_spec
@@ -67,32 +66,31 @@ def untuned(sides: list[Side]) -> list[str]:
     ]
 
 
-def with_choices(results: pd.DataFrame, chosen: pd.DataFrame | None) -> pd.DataFrame:
+def with_choices(results: pd.DataFrame, choices: list | None) -> pd.DataFrame:
     """The results with each tuned run's choice beside it (TUNED_COLUMNS), found as a tuned run finds its
-    settings: its cell's row, or that of an algorithm doing the same arithmetic (scaledl.grid.tune.same_cell)."""
-    if chosen is None or chosen.empty:
+    settings (scaledl.grid.tune.choice_for: its cell's, or that of an algorithm doing the same arithmetic).
+    `choices`: chosen.csv's rows, as its one reader, scaledl.grid.tune.read_choices, gives them."""
+    if not choices:
         return results
-    choices = [SimpleNamespace(**row) for row in chosen.to_dict("records")]
     found = []
     for row in results.itertuples(index=False):
-        tuned = reads_choice(str(getattr(row, "setting", "")))
-        match = next((c for c in choices if tuned and same_cell(row, c)), None)
-        runner_up = at_runner_up(str(row.setting))  # these runs took the runner-up η
-        lr = (match.runner_up_lr if runner_up else match.lr) if match else math.nan
+        match = choice_for(choices, row) if reads_choice(str(getattr(row, "setting", ""))) else None
+        if match is None:
+            found.append(dict.fromkeys(TUNED_COLUMNS, math.nan) | {"tuned_edge": "", "tuned_swept": ""})
+            continue
+        runner_up = getattr(match, "runner_up_lr", None)
+        lr = runner_up if at_runner_up(str(row.setting)) else match.lr  # these runs took the runner-up η
+        reached = getattr(match, "points_reached", None)
         found.append(
             {
                 "tuned_lr": lr,
-                "tuned_effective_step": (
-                    effective_step(row.algorithm, lr, int(row.workers), getattr(row, "momentum", None))
-                    if match
-                    else math.nan
+                "tuned_effective_step": effective_step(
+                    row.algorithm, lr, int(row.workers), getattr(row, "momentum", None)
                 ),
-                "tuned_edge": (match.edge if isinstance(match.edge, str) else "") if match else "",
-                "tuned_runner_up_lr": match.runner_up_lr if match else math.nan,
-                "tuned_reached": match.points_reached if match else math.nan,
-                "tuned_swept": (getattr(match, "tuned", "") if isinstance(getattr(match, "tuned", ""), str) else "")
-                if match
-                else "",
+                "tuned_edge": getattr(match, "edge", None) or "",
+                "tuned_runner_up_lr": math.nan if runner_up is None else runner_up,
+                "tuned_reached": math.nan if reached is None else reached,
+                "tuned_swept": getattr(match, "tuned", None) or "",
             }
         )
     return pd.concat([results.reset_index(drop=True), pd.DataFrame(found)], axis=1)
