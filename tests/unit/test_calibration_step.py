@@ -83,3 +83,12 @@ def test_an_nchw_step_is_not_the_loops(digits_h5):
             step()
         ops.append(seen.seen)
     assert ops[0] != ops[1]
+
+
+def test_a_step_measured_under_load_is_refused():
+    from scaledl.errors import UserError
+    from scaledl.sim.calibrate import refuse_a_noisy_step
+
+    refuse_a_noisy_step(0.0119, 0.05)  # the quiet calibration of bench/raw/phases.json
+    with pytest.raises(UserError, match=r"spread too much to calibrate on \(robust cv 0\.40 > 0\.3\)"):
+        refuse_a_noisy_step(0.0229, 0.40)  # the workflow's twin, calibrated while tests ran beside it

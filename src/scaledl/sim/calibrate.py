@@ -198,6 +198,20 @@ def step_seconds_and_counts(model_name: str, batch: int, shape=(1, 28, 28), clas
     return statistics.median(times), step, robust_cv(times)
 
 
+MAX_STEP_CV = 0.3  # a quiet machine gave 0.05-0.18 here, with or without --busy; one running a test suite beside, 0.40
+
+
+def refuse_a_noisy_step(measured: float, cv: float) -> None:
+    """A step whose timings spread more than MAX_STEP_CV was measured while something else ran on the machine:
+    its median is that load's, and every price solved from it would be (a twin calibrated beside a test run
+    priced LeNet's step at 22.9 ms against 11.9 ms quiet). Refused in one line, to be measured again."""
+    if cv > MAX_STEP_CV:
+        raise UserError(
+            f"the measured step ({measured * 1e3:.3g} ms) spread too much to calibrate on (robust cv {cv:.2f} > "
+            f"{MAX_STEP_CV}): something else was running; calibrate again on a quiet machine"
+        )
+
+
 def solve_speed(step, measured: float, memory_bw: float, overhead: float) -> float:
     """The FLOP rate at which the roofline price of `step` equals `measured` (bisection on a log scale)."""
     # lazy: what this subcommand computes with; --help and the other subcommands need none of it
@@ -275,6 +289,7 @@ def calibrate(netbench: Path, model: str, batch: int, cores: int, name: str, bus
     overhead = op_overhead()
     with busy_cores(busy, model, batch):  # the step alone, or with every other core running it too
         measured, step, cv = step_seconds_and_counts(model, batch)
+    refuse_a_noisy_step(measured, cv)
     speed = solve_speed(step, measured, mem, overhead)
     values = {
         "name": name,
