@@ -35,6 +35,7 @@ SET = {
     "momentum_at": "worker",
     "fast_memory_gb": 16.0,
     "center_window": "shared",
+    "elastic_epoch": "atomic",
     "wait_probe": "none",
     "inner": "momentum",
     "worker_rule": "reset",

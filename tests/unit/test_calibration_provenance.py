@@ -6,8 +6,9 @@ import pytest
 
 from scaledl.codehash import code_version
 from scaledl.errors import UserError
-from scaledl.sim.calibrate import TEMPLATE, _code_fields, calibration_provenance, refuse_stale_calibration
+from scaledl.sim.calibrate import TEMPLATE, _code_fields
 from scaledl.sim.platform import resolve
+from scaledl.sim.provenance import calibration_provenance, refuse_stale_calibration
 
 
 def platform_text(code: str) -> str:

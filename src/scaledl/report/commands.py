@@ -305,9 +305,7 @@ def parse_devices(pairs: list[str]) -> dict[str, str]:
 def read_chosen(path: Path | None):
     """The tune stage's chosen.csv (None without one), by its one reader (scaledl.grid.tune.read_choices), so each
     tuned side says which choice decided it."""
-    from scaledl.grid.tune import read_choices  # lazy, as the command's other imports
-
-    return read_choices(path, "--chosen") if path is not None else None
+    return grid_tune.read_choices(path, "--chosen") if path is not None else None
 
 
 def claims_run(args: argparse.Namespace) -> int:

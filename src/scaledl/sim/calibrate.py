@@ -102,6 +102,7 @@ def loop_step(model_name: str, batch: int, shape=(1, 28, 28), classes: int = 10)
     # lazy: what this subcommand computes with; --help and the other subcommands need none of it
     import torch
 
+    # lazy, as torch above: the loop's own step, flat parameters and normaliser
     from scaledl.comm.flat import FlatParams
     from scaledl.data.loader import Normalizer
     from scaledl.train.loop import forward_backward
@@ -158,29 +159,6 @@ def busy_cores(count: int, model_name: str, batch: int):
 
 
 BUSY_LINE = re.compile(r"busy: (\d+) other process\(es\) ran the same step")
-PROVENANCE_LINE = re.compile(r"provenance: code (\S+) commit (\S+) host (\S+) at (\S+)")
-
-
-def calibration_provenance(text: str) -> dict | None:
-    """Where and by which code a platform file was calibrated: its header's `provenance:` line as
-    {code, commit, host, at}; None for a file without one (written by hand, or calibrated before the line)."""
-    found = PROVENANCE_LINE.search(text)
-    return dict(zip(("code", "commit", "host", "at"), found.groups())) if found else None
-
-
-def refuse_stale_calibration(path: Path) -> dict | None:
-    """A platform calibrated by other code (`calibration_provenance`'s `code` is not this code's version) prices
-    a loop that no longer runs: refused in one line. Returns the provenance (None for a file without one)."""
-    from scaledl.codehash import code_version
-
-    provenance = calibration_provenance(path.read_text(errors="replace"))
-    if provenance is not None and provenance["code"] != code_version():
-        raise UserError(
-            f"platform file {path} was calibrated by code {provenance['code']} (commit {provenance['commit']}, "
-            f"{provenance['at']}), and this is code {code_version()}: its prices are another loop's; recalibrate "
-            "it (`scaledl calibrate`, or rerun the workflow, which does)"
-        )
-    return provenance
 
 
 def calibration_load(header: str) -> int | None:
@@ -281,7 +259,7 @@ def calibrate(netbench: Path, model: str, batch: int, cores: int, name: str, bus
     # lazy: what this subcommand computes with; --help and the other subcommands need none of it
     import torch
 
-    from scaledl.train.provenance import code_state
+    from scaledl.train.provenance import code_state  # lazy: it imports torch and MPI's proxy
 
     torch.set_num_threads(1)
     alpha, beta = netbench_alpha_beta(netbench)

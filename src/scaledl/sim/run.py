@@ -31,12 +31,12 @@ from dataclasses import dataclass, field
 
 from scaledl.comm import timing, transport
 from scaledl.errors import Interrupted, UserError
-from scaledl.sim.calibrate import calibration_provenance
 from scaledl.sim.cluster import Cluster, Done, RankState, SimulatedAbort, bind, spawn, this_rank
 from scaledl.sim.loader import load
 from scaledl.sim.mpi import SIMULATED_MPI, Comm
 from scaledl.sim.mpi import Exception as MPIError
 from scaledl.sim.platform import Platform
+from scaledl.sim.provenance import calibration_provenance
 from scaledl.sim.roofline import Meter
 
 # SimGrid speaks only of what is critical, and not of a deadlock: the outcome says that in scaledl's words.

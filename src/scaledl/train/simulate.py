@@ -22,6 +22,7 @@ from dataclasses import fields
 from scaledl.algorithms import ALGORITHMS
 from scaledl.config import TrainConfig
 from scaledl.errors import UserError
+from scaledl.sim.provenance import refuse_stale_calibration
 from scaledl.train.command import add_arguments as add_train_arguments
 from scaledl.train.tuned import with_tuned
 
@@ -78,7 +79,6 @@ def pairs(items: list[str], flag: str, what: str) -> dict[str, float]:
 
 def run(args: argparse.Namespace) -> int:
     # Imported here: the simulator and the training loop import torch, which `--help` does not need.
-    from scaledl.sim.calibrate import refuse_stale_calibration
     from scaledl.sim.platform import load
     from scaledl.sim.run import Simulation
 
