@@ -21,6 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import common  # noqa: E402
+from scaledl.run_record import read_run_json  # noqa: E402
 
 RANKS = 8
 ROWS = (1500, 60000)
@@ -45,7 +46,7 @@ def simulate(data: Path, out: Path, algorithm: str, steps: int, extra=()) -> dic
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)}: {proc.stderr[-2000:]}")
-    return json.loads((out / "run.json").read_text())
+    return read_run_json(out / "run.json")
 
 
 def critical(run: dict) -> dict:
