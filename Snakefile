@@ -3,6 +3,7 @@
 #   urls --download--> data/raw/{dataset}/ --prepare--> data/hdf5/{dataset}.h5                     data.smk
 #     --train (MPI, a job per tune trial on a validation split)--> results/NAME/tune/.../run.json  train.smk
 #     --tune_round (the grid's edges: a round more, wider)--> results/NAME/tune/round{N}.json    tune.smk
+#     --tune_confirm (each cell's best two points, on more seeds)--> results/NAME/tune/confirm.json tune.smk
 #     --tune (each algorithm's best point)--> results/NAME/tune/chosen.{csv,md}                   tune.smk
 #     --train (MPI, a job per grid point x seed)--> results/NAME/runs/.../{metrics.csv,run.json}   train.smk
 #     --train_simulated (a simulated platform: one process, every rank an actor)--> the same       train.smk

@@ -132,6 +132,72 @@ def test_a_run_scored_on_the_test_split_is_not_a_trial(tmp_path):
         tuning.trial_rows([trial(tmp_path, 0.01, validation=None)])
 
 
+# ---- the confirmation: the grid's best two points on more seeds
+
+CONFIRM = {"seeds": [100, 101], "confirm": {"seeds": list(range(102, 108)), "misses": 1}, "lr_grid": {}}
+
+
+def confirmed_trials(tmp_path, fast_misses: int) -> list[Path]:
+    """Grid seeds 100, 101: η 0.04 reaches in 2.0 s on both (the grid's choice), η 0.02 in 3.0 s (its runner-up),
+    η 0.01 misses. Confirmation seeds 102-107: 0.04 misses in `fast_misses` of them, 0.02 reaches in all."""
+    grid = [
+        trial(tmp_path, lr, seed=s, time=t, step=10 * (t or 0))
+        for lr, t in ((0.04, 2.0), (0.02, 3.0))
+        for s in (100, 101)
+    ]
+    grid += [trial(tmp_path, 0.01, seed=s, accuracy=0.7) for s in (100, 101)]
+    again = [trial(tmp_path, 0.04, seed=102 + i, time=None if i < fast_misses else 2.0, step=20) for i in range(6)]
+    again += [trial(tmp_path, 0.02, seed=102 + i, time=3.0, step=30) for i in range(6)]
+    return grid + again
+
+
+def test_the_grids_best_point_and_its_runner_up_are_the_points_confirmed(tmp_path):
+    trials = tuning.trial_rows(confirmed_trials(tmp_path, 0))
+    grid_only = trials[trials["seed"] < 102]
+    assert tuning.points_to_confirm(grid_only, CONFIRM) == {"digits/lenet/async_sgd/local/p2": ["lr0.04", "lr0.02"]}
+    assert tuning.points_to_confirm(grid_only, {"seeds": [100, 101]}) == {}  # no confirmation: nothing named
+
+
+def test_a_point_that_misses_in_2_of_8_seeds_is_not_chosen(tmp_path):
+    trials = tuning.trial_rows(confirmed_trials(tmp_path, 2))
+    chosen = tuning.choose(trials, CONFIRM).iloc[0]
+    assert (chosen["lr"], chosen["runner_up_lr"]) == (0.02, 0.04)  # the grid's choice missed in 2 of 8
+    assert (chosen["reached"], chosen["seeds"], chosen["reliable"]) == (8, 8, True)
+    assert chosen["time_to_target_s"] == 3.0  # the median seed's
+    page = tuning.chosen_markdown(tuning.choose(trials, CONFIRM), trials, CONFIRM)
+    assert "| 8 of 8 |" in page and "| 6 of 8 |" in page and "no: missed too often" in page
+    assert "moved the choice in 1 of 1 cells" in page and "η 0.04 on the grid's seeds → 0.02" in page
+    # the grid's seeds alone (the old protocol) would have chosen the point that misses one run in four
+    assert tuning.choose(trials[trials["seed"] < 102]).iloc[0]["lr"] == 0.04
+
+
+def test_a_point_that_misses_in_1_of_8_is_chosen_by_its_median_seed(tmp_path):
+    trials = tuning.trial_rows(confirmed_trials(tmp_path, 1))
+    chosen = tuning.choose(trials, CONFIRM).iloc[0]
+    assert (chosen["lr"], chosen["reached"], chosen["time_to_target_s"]) == (0.04, 7, 2.0)
+
+
+def test_where_both_confirmed_points_miss_too_often_the_one_missing_least_is_chosen_and_flagged(tmp_path):
+    paths = confirmed_trials(tmp_path, 3)
+    for seed in (102, 103):  # the runner-up now misses in 2 of 8 as well
+        record = json.loads(paths[-6 + seed - 102].read_text())
+        record["time_to_target_s"] = None
+        paths[-6 + seed - 102].write_text(json.dumps(record))
+    trials = tuning.trial_rows(paths)
+    chosen = tuning.choose(trials, CONFIRM)
+    assert (chosen.iloc[0]["lr"], chosen.iloc[0]["reliable"]) == (0.02, False)
+    assert "took the one that missed least (6 of 8)" in tuning.chosen_markdown(chosen, trials, CONFIRM)
+
+
+def test_the_tune_command_names_the_points_to_confirm(tmp_path):
+    from scaledl.cli import main
+
+    paths = [p for p in confirmed_trials(tmp_path / "t", 0) if "/s10" in str(p) and int(p.parent.name[1:]) < 102]
+    out = tmp_path / "confirm.json"
+    assert main(["tune", *map(str, paths), "--protocol", json.dumps(CONFIRM), "--out-confirm", str(out)]) == 0
+    assert json.loads(out.read_text()) == {"digits/lenet/async_sgd/local/p2": ["lr0.04", "lr0.02"]}
+
+
 # ---- a trial that can no longer matter stops (scaledl.train.pace)
 
 

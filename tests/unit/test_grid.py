@@ -7,6 +7,7 @@ key present, `train` keys null unless set (null: the CLI default).
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -683,7 +684,7 @@ def test_every_tuned_algorithm_gets_the_same_eta_grid_and_seeds_on_a_validation_
     assert {runs[k]["sweep"] for k in finals} == {"lr"}
     assert {runs[k]["eval_every"] for k in trials} == {10}  # unless tune.train says otherwise
     # the first round's files: the base grid only
-    first = tune.trial_files(runs, "n", tune.lr_grid(TUNE))
+    first = tune.trial_files(runs, "n", tune.lr_grid(TUNE), tune.trial_seeds(TUNE))
     assert len(first) == 3 * 3 * 2 and not any("lr0.005" in f or "lr0.08" in f for f in first)
 
 
@@ -734,6 +735,27 @@ def test_refine_plans_the_halfway_points_and_the_last_round_names_each_cells_own
     lrs = {f.split("/lr")[1].split("/")[0] for f in read if "/async_sgd/" in f}
     assert lrs == {"0.01", "0.02", "0.04", "0.01414", "0.02828"}  # the grid, then its own two points
     assert not any("0.01414" in f or "0.02828" in f for f in read if "/sync_sgd/" in f)  # not another cell's
+
+
+def test_the_confirmation_runs_the_named_points_on_seeds_after_the_grids_to_their_whole_budget(tmp_path):
+    tuned = block(algorithms=["async_sgd", "sync_sgd"], tuned=True, scale={})
+    settings = {**TUNE, "extend": 0, "confirm": {"seeds": 6, "misses": 1}}
+    runs = grid.expand({**config(tuned), "tune": settings})
+    trials = [k for k in runs if k.stage == "tune" and k.algorithm == "async_sgd" and k.setting == "lr0.02"]
+    assert sorted(k.seed for k in trials) == list(range(100, 108))  # the grid's 100, 101; then 102-107
+    assert {k.seed: runs[k]["tune_seeds"] for k in trials} == {100: 2, 101: 2, **dict.fromkeys(range(102, 108))}
+    first = tune.round_trial_files(runs, "n", settings, 0, None)
+    assert {int(f.split("/s")[-1].split("/")[0]) for f in first} == {100, 101}  # the rounds read the grid's seeds
+    cell = trials[0]
+    named = str(tmp_path / "confirm.json")
+    tune.write_confirm(named, {tune.cell_label(cell): ["lr0.02", "lr0.04"]})
+    again = tune.confirm_trial_files(runs, "n", settings, named)
+    assert len(again) == 2 * 6 and all("/async_sgd/" in f for f in again)  # its two points; not another cell's
+    assert {f.split("/async_sgd/")[1].split("/")[-3] for f in again} == {"lr0.02", "lr0.04"}
+    assert json.loads(tune.protocol(runs, {**config(tuned), "tune": settings}))["confirm"] == {
+        "seeds": list(range(102, 108)),
+        "misses": 1,
+    }
 
 
 def test_a_grid_that_cannot_grow_is_refused():
@@ -844,8 +866,14 @@ def test_a_tune_seed_among_the_final_seeds_is_refused():
     from scaledl.grid.runs import expand
 
     config = shipped("paper_small.yaml")
-    config["tune"] = {**config["tune"], "seed": 0}
+    config["tune"] = {**config["tune"], "seed": 0, "confirm": {"seeds": 0}}
     with pytest.raises(GridError, match=r"tune stage's seeds \[0, 1\] overlap the block's final seeds at \[0, 1\]"):
+        expand(config)
+    # the confirmation's seeds follow the grid's, and are refused alike: grid 4, 5; confirmation 6-9
+    config["tune"] = {**config["tune"], "seed": 4, "confirm": {"seeds": 4, "misses": 1}}
+    with pytest.raises(
+        GridError, match=r"seeds \[4, 5, 6, 7, 8, 9\] overlap the block's final seeds at \[4, 5, 6, 7\]"
+    ):
         expand(config)
 
 

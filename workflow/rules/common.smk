@@ -36,7 +36,7 @@ except GridError as error:
     preflight.stop(str(error), CONFIG_FILES, logger)
 RESULTS = f"results/{NAME}"
 NETBENCH = grid_rules.NetbenchPlan(RUNS, config, RESULTS)  # which machines are measured, which modelled
-TRIAL_FILES = tune.trial_files(RUNS, NAME, tune.lr_grid(config["tune"]))  # the tune stage's first round
+TRIAL_FILES = tune.trial_files(RUNS, NAME, tune.lr_grid(config["tune"]), tune.trial_seeds(config["tune"]))  # round 0
 CHOSEN_FILES = [f"{RESULTS}/{tune.CHOSEN}"] if TRIAL_FILES else []  # its choice, if the config tunes
 REGIME_RUNS = regime.run_files(RUNS, config, NAME)  # both sides of the regime map's claim, if configured
 SENSITIVITY_FILES = sensitivity.result_files(RUNS, config, NAME)  # each sensitivity sweep with runs of both sides
@@ -171,9 +171,14 @@ def tune_round_result(round_number):  # a tune round's result: once it exists, S
     return checkpoints.tune_round.get(name=NAME, round=round_number).output[0]
 
 
-def tune_trials(wildcards):  # a round's trials (tune_round), or the last round's (tune)
+def tune_trials(wildcards):  # a round's trials (tune_round), or the last round's (tune_confirm)
     round_number = int(wildcards.round) if "round" in wildcards.keys() else None
     return tune.round_trial_files(RUNS, NAME, config["tune"], round_number, tune_round_result)
+
+
+def confirmed_trials(wildcards):  # the last round's trials and the confirmation's (tune)
+    named = checkpoints.tune_confirm.get(name=NAME).output[0]
+    return tune_trials(wildcards) + tune.confirm_trial_files(RUNS, NAME, config["tune"], named)
 
 
 def tuned_flags(wildcards, input):

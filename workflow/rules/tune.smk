@@ -2,12 +2,14 @@
 # (scaledl.grid.tune), each a `train` job per trial seed on a validation split under results/NAME/tune/.
 # Round 0 runs the base grid; a round whose best η sits at an edge of the grid for some cell names a next
 # round, one factor wider on that side (a checkpoint: the DAG grows when its result exists), up to
-# tune.extend a side. The last round's trials give the choice, which the tuned runs read
+# tune.extend a side. The last round's trials name each cell's best point and runner-up, which run again on
+# the confirmation's seeds (a checkpoint too); with them they give the choice, which the tuned runs read
 # (workflow/rules/train.smk: tuned_choice). Tables from JSON files: local rules, run where Snakemake runs.
 
 
 localrules:
     tune_round,
+    tune_confirm,
     tune,
 
 
@@ -28,9 +30,24 @@ checkpoint tune_round:
         "python -m scaledl tune {input.trials} --protocol {params.protocol} --out-round {output} > {log} 2>&1"
 
 
-rule tune:
+checkpoint tune_confirm:
     input:
         trials=tune_trials,
+    output:
+        "results/{name}/tune/confirm.json",
+    log:
+        "logs/{name}/tune/confirm.log",
+    conda:
+        "../envs/scaledl.yaml"
+    params:
+        protocol=TUNE_PROTOCOL,
+    shell:
+        "python -m scaledl tune {input.trials} --protocol {params.protocol} --out-confirm {output} > {log} 2>&1"
+
+
+rule tune:
+    input:
+        trials=confirmed_trials,
     output:
         csv=report("results/{name}/tune/chosen.csv", category="Tuning"),
         md="results/{name}/tune/chosen.md",

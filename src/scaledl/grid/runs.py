@@ -273,10 +273,11 @@ def trials_of(number: int, config: Mapping, block: Mapping):
     """
     settings = config["tune"]
     tune.check(settings)
-    overlap = sorted(set(tune.trial_seeds(settings)) & set(block["seeds"]))
+    seeds = tune.every_trial_seed(settings)
+    overlap = sorted(set(seeds) & set(block["seeds"]))
     if overlap:  # a final seed that the tuning selected for (a point passes only where its seeds converged)
         raise GridError(
-            f"experiments[{number}]: the tune stage's seeds {tune.trial_seeds(settings)} overlap the block's final "
+            f"experiments[{number}]: the tune stage's seeds {seeds} overlap the block's final "
             f"seeds at {overlap}: a final run must not repeat a trial the choice was selected on; set tune.seed "
             "past the final seeds (the default, 100, is)"
         )
@@ -289,8 +290,9 @@ def trials_of(number: int, config: Mapping, block: Mapping):
     for cell, common in cells.items():
         names = tune.tuned_names(cell.algorithm, config)
         for point in tune.points(cell.algorithm, config, tune.every_lr(settings)):
-            for seed in tune.trial_seeds(settings):
+            for seed in seeds:
                 key = cell._replace(setting=tune.trial_setting(point), seed=seed, stage=TUNE_STAGE)
+                grid_trial = seed in tune.trial_seeds(settings)
                 yield (
                     key,
                     {
@@ -302,7 +304,8 @@ def trials_of(number: int, config: Mapping, block: Mapping):
                         "sweep": ",".join(names),
                         "tuned_scale": None,
                         "validation_fraction": settings["validation_fraction"],
-                        "tune_seeds": len(tune.trial_seeds(settings)),  # a trial stops once it cannot matter
+                        # a grid trial stops once it cannot matter; a confirmation runs its whole budget
+                        "tune_seeds": len(tune.trial_seeds(settings)) if grid_trial else None,
                     },
                 )
 

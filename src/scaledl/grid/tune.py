@@ -14,6 +14,15 @@ do one arithmetic) are tuned once, as the first of them in the block, and share
 that choice; an arithmetic that does not depend on timing (steps to target
 decide it) is tuned on the block's first platform only and shared by the others.
 
+Confirmation: the grid's seeds are few (a point scored by the slower of 2 seeds
+passes a point that misses one run in four more often than not), so after the
+last round each cell's best point and its runner-up (the best at another η, the
+two points the early stop keeps exact) run again on `tune.confirm.seeds` more
+seeds, after the grid's and never a final seed. The choice is then made over
+those two points alone on every seed they ran: by the median time (or steps) to
+the target, a miss counted as never, and a point that missed in more than
+`tune.confirm.misses` of its seeds is not chosen while the other did not.
+
 Edges: when some cell's best η is the grid's smallest or largest, the tune
 stage runs a round more with the grid one factor wider on that side, for every
 cell alike, up to `tune.extend` factors a side; an edge that remains is
@@ -42,6 +51,7 @@ from scaledl.grid.keys import TUNE_STAGE, RunKey, run_dir
 TUNED = "tuned"  # the setting (folder) of a tuned block's runs
 CHOSEN = "tune/chosen.csv"  # under results/NAME/
 CHOSEN_MD = "tune/chosen.md"
+CONFIRM = "tune/confirm.json"  # the points each cell confirms on more seeds
 TRIAL_EVAL_EVERY = 10  # a trial evaluates this often unless tune.train says: steps to target resolved to 10
 
 
@@ -175,7 +185,18 @@ def tuned_names(algorithm: str, config: Mapping) -> list[str]:
 
 
 def trial_seeds(settings: Mapping) -> list[int]:
+    """The grid's seeds: `seed`, `seed` + 1, ..., one run of every point on each."""
     return [settings["seed"] + i for i in range(settings["seeds"])]
+
+
+def confirm_seeds(settings: Mapping) -> list[int]:
+    """The confirmation's seeds: after the grid's (so the two never overlap); none where it is off."""
+    first = settings["seed"] + settings["seeds"]
+    return [first + i for i in range((settings.get("confirm") or {}).get("seeds", 0))]
+
+
+def every_trial_seed(settings: Mapping) -> list[int]:
+    return [*trial_seeds(settings), *confirm_seeds(settings)]
 
 
 RUNNER_UP = "runnerup"  # the folder suffix of runs at the runner-up η
@@ -227,29 +248,46 @@ def round_grid(settings: Mapping, round_number: int, round_file: Callable[[int],
     return read_round(round_file(round_number - 1))["next"] or []
 
 
-def trial_files(runs: Mapping[RunKey, Mapping], name: str, lrs: Iterable[float]) -> list[str]:
-    """The run.json of every trial at an η of `lrs`, in grid order."""
-    wanted = set(lrs)
+def trial_files(runs: Mapping[RunKey, Mapping], name: str, lrs: Iterable[float], seeds: Iterable[int]) -> list[str]:
+    """The run.json of every trial at an η of `lrs` on one of `seeds` (the grid's), in grid order."""
+    wanted, on = set(lrs), set(seeds)
     return [
         f"{run_dir(key, name)}/run.json"
         for key, settings in runs.items()
-        if key.stage == TUNE_STAGE and value(settings["lr"]) in wanted
+        if key.stage == TUNE_STAGE and value(settings["lr"]) in wanted and key.seed in on
     ]
 
 
 def round_trial_files(runs, name: str, settings: Mapping, round_number, round_file: Callable[[int], str]):
     """The trials a tune job reads: round `round_number`'s (a `tune_round` job), or the last round's with the
     refine points it named for each cell (None: the choice)."""
+    seeds = trial_seeds(settings)
     if round_number is not None:
-        return trial_files(runs, name, round_grid(settings, round_number, round_file))
+        return trial_files(runs, name, round_grid(settings, round_number, round_file), seeds)
     last = final_round(settings, round_file)
     refine = last.get("refine") or {}
     around = [
         f"{run_dir(key, name)}/run.json"
         for key, run in runs.items()
-        if key.stage == TUNE_STAGE and value(run["lr"]) in refine.get(cell_label(key), ())
+        if key.stage == TUNE_STAGE and key.seed in seeds and value(run["lr"]) in refine.get(cell_label(key), ())
     ]
-    return trial_files(runs, name, last["grid"]) + around
+    return trial_files(runs, name, last["grid"], seeds) + around
+
+
+def confirm_trial_files(runs: Mapping[RunKey, Mapping], name: str, settings: Mapping, confirm_file: str) -> list[str]:
+    """The confirmation's trials: the points confirm.json names for each cell, on the confirmation's seeds."""
+    named = read_round(confirm_file)
+    seeds = set(confirm_seeds(settings))
+    return [
+        f"{run_dir(key, name)}/run.json"
+        for key in runs
+        if key.stage == TUNE_STAGE and key.seed in seeds and key.setting in named.get(cell_label(key), ())
+    ]
+
+
+def write_confirm(path: str, named: Mapping[str, list[str]]) -> None:
+    """Which points each cell confirms (cell label → trial settings): the grid's best and runner-up."""
+    write_text(path, json.dumps(dict(sorted(named.items())), indent=1) + "\n")
 
 
 def final_round(settings: Mapping, round_file: Callable[[int], str]) -> dict:
@@ -301,6 +339,7 @@ def protocol(runs: Mapping, config: Mapping) -> str:
             "refine": bool(settings.get("refine")),
             "axes": settings.get("axes") or {},
             "seeds": trial_seeds(settings),
+            "confirm": {"seeds": confirm_seeds(settings), "misses": (settings.get("confirm") or {}).get("misses", 0)},
             "validation_fraction": settings["validation_fraction"],
             "train": {name: v for name, v in settings["train"].items() if v is not None},
             "tuned": {algorithm: tuned_names(algorithm, config) for algorithm in algorithms},

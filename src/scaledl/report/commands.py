@@ -440,6 +440,9 @@ def tune_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--out-round", type=Path, help="a round's result instead: the grid it ran, its edges and the next grid"
     )
+    parser.add_argument(
+        "--out-confirm", type=Path, help="the points each cell confirms on more seeds instead (its best and runner-up)"
+    )
 
 
 def tune_run(args: argparse.Namespace) -> int:
@@ -447,11 +450,20 @@ def tune_run(args: argparse.Namespace) -> int:
     from scaledl.report import tuning
     from scaledl.report.tables import write_table
 
-    if not (args.out_round or (args.out_csv and args.out_md)):
-        raise UserError("scaledl tune: give --out-csv and --out-md (the choice) or --out-round (a round)")
+    if not (args.out_round or args.out_confirm or (args.out_csv and args.out_md)):
+        raise UserError(
+            "scaledl tune: give --out-csv and --out-md (the choice), --out-round (a round) or --out-confirm "
+            "(the points to confirm)"
+        )
     protocol = tuning.read_protocol(args.protocol)
     trials = tuning.trial_rows(args.trials)
-    chosen = tuning.choose(trials)
+    if args.out_confirm:
+        named = tuning.points_to_confirm(trials, protocol)
+        grid_tune.write_confirm(str(args.out_confirm), named)
+        count = sum(map(len, named.values()))
+        print(f"wrote {args.out_confirm}: {plural(count, 'point')} of {plural(len(named), 'cell')} to confirm")
+        return 0
+    chosen = tuning.choose(trials, protocol)
     if args.out_round:
         grid = sorted({grid_tune.value(lr) for lr in trials["lr"]})
         edges = tuning.edges(chosen)

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
 import pandas as pd
 
 from scaledl.algorithms import ALGORITHMS
@@ -109,17 +110,18 @@ def best_accuracy_or_none(run) -> float | None:
     return float(accuracy.max()) if len(accuracy) else None
 
 
-def points(trials: pd.DataFrame) -> pd.DataFrame:
-    """One row per grid point of a cell: its seeds, how many reached the target, its score (the slowest seed's
-    steps or time; ∞ when a seed missed) and its slowest seed's time and steps."""
+def points(trials: pd.DataFrame, over: str = "slowest") -> pd.DataFrame:
+    """One row per grid point of a cell: its seeds, how many reached the target, its score and its time and steps
+    to the target over its seeds: the slowest seed's (the grid's score; ∞ when a seed missed) or, `over`
+    "median", the median seed's with a miss counted as never (the confirmation's score)."""
+    aggregate = np.max if over == "slowest" else np.median
     rows = []
     for _, group in trials.groupby([*CELL, "trial"], sort=True):
         first = group.iloc[0]
         reached = group["time_to_target_s"].notna()
         by_steps = scores_steps(first["algorithm"])
-        missed = not reached.all()
-        steps = math.inf if missed else float(group["target_step"].max())
-        time = math.inf if missed else float(group["time_to_target_s"].max())
+        steps = float(aggregate(group["target_step"].where(reached, math.inf).to_numpy(dtype=float)))
+        time = float(aggregate(group["time_to_target_s"].where(reached, math.inf).to_numpy(dtype=float)))
         rows.append(
             {
                 **first[[*CELL, "trial", "tuned", *TUNABLE, "mu"]].to_dict(),
@@ -138,12 +140,54 @@ def points(trials: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def choose(trials: pd.DataFrame) -> pd.DataFrame:
-    """The chosen point of every cell, with what decided it (see the module docstring)."""
+def ranked(points_of_a_cell: pd.DataFrame) -> pd.DataFrame:
+    """A cell's points best first: by score, then the better validation accuracy, then the smaller η."""
+    order = points_of_a_cell.assign(_accuracy=-points_of_a_cell["best_accuracy"])
+    return order.sort_values(["score", "_accuracy", "lr"], kind="stable").drop(columns="_accuracy")
+
+
+def confirm_seeds(protocol: dict | None) -> list[int]:
+    return list(((protocol or {}).get("confirm") or {}).get("seeds") or [])
+
+
+def grid_trials(trials: pd.DataFrame, protocol: dict | None) -> pd.DataFrame:
+    """The trials of the grid's seeds: what the rounds, the early stop and the points to confirm read."""
+    return trials[~trials["seed"].isin(confirm_seeds(protocol))]
+
+
+def confirmations(trials: pd.DataFrame, protocol: dict | None) -> pd.DataFrame:
+    """Every point that ran the confirmation, on all its seeds (the grid's and the confirmation's), scored by the
+    median seed with a miss counted as never; `eligible` where it missed in at most the protocol's `misses`."""
+    seeds = confirm_seeds(protocol)
+    named = trials.loc[trials["seed"].isin(seeds), [*CELL, "trial"]].drop_duplicates()
+    if named.empty:
+        return pd.DataFrame()
+    both = trials.merge(named, on=[*CELL, "trial"])
+    confirmed = points(both, over="median")
+    misses = confirmed["seeds"] - confirmed["reached"]
+    return confirmed.assign(misses=misses, eligible=misses <= protocol["confirm"].get("misses", 0))
+
+
+def choose(trials: pd.DataFrame, protocol: dict | None = None) -> pd.DataFrame:
+    """The chosen point of every cell, with what decided it (see the module docstring): on the grid's seeds, the
+    point whose slowest seed reached the target soonest; where the cell ran the confirmation, the confirmed
+    point that missed in at most `misses` of its seeds with the smaller median (the one with fewer misses where
+    neither qualifies, flagged), its runner-up the other."""
+    on_grid = points(grid_trials(trials, protocol))
+    confirmed = confirmations(trials, protocol)
     chosen = []
-    for _, group in points(trials).groupby(CELL, sort=True):
-        order = group.assign(_accuracy=-group["best_accuracy"]).sort_values(["score", "_accuracy", "lr"], kind="stable")
-        best = order.iloc[0].drop("_accuracy").to_dict()
+    for cell, group in on_grid.groupby(CELL, sort=True):
+        order = ranked(group)
+        again = confirmed[(confirmed[CELL] == pd.Series(cell, index=CELL)).all(axis=1)] if len(confirmed) else group[:0]
+        if len(again):
+            order = pd.concat(
+                [
+                    ranked(again[again["eligible"]]),
+                    ranked(again[~again["eligible"]]).sort_values("misses", kind="stable"),
+                    order[~order["trial"].isin(again["trial"])],
+                ]
+            )
+        best = order.iloc[0].to_dict()
         others = order[order["lr"] != best["lr"]]
         lrs = sorted(group["lr"])
         best.update(
@@ -151,11 +195,27 @@ def choose(trials: pd.DataFrame) -> pd.DataFrame:
             points_reached=int((group["score"] < math.inf).sum()),
             edge="low" if best["lr"] == lrs[0] else "high" if best["lr"] == lrs[-1] else "",
             runner_up_lr=others.iloc[0]["lr"] if len(others) else None,
+            runner_up_trial=others.iloc[0]["trial"] if len(others) else None,
+            runner_up_score=others.iloc[0]["score"] if len(others) else math.inf,
             effective_step=effective_step(best["algorithm"], best["lr"], int(best["workers"]), best["mu"]),
             budget_ok=bool(best["steps_to_target"] * 2 <= (best["max_steps"] or math.inf)),
+            confirmed=bool(len(again)),
+            reliable=bool(best.get("eligible", True)) if len(again) else None,
         )
         chosen.append(best)
     return pd.DataFrame(chosen)
+
+
+def points_to_confirm(trials: pd.DataFrame, protocol: dict | None) -> dict[str, list[str]]:
+    """Each cell's points that run the confirmation (cell label → trial settings): the grid's choice and its
+    runner-up, where each reached the target on every grid seed (a point that missed is not a candidate)."""
+    if not confirm_seeds(protocol):
+        return {}
+    named = {}
+    for row in choose(grid_trials(trials, protocol)).itertuples():
+        if math.isfinite(row.score):
+            named[grid_tune.cell_label(row)] = [row.trial] + [row.runner_up_trial] * math.isfinite(row.runner_up_score)
+    return named
 
 
 def pace_to_beat(trials: pd.DataFrame, seeds: int) -> tuple[str, float] | None:
@@ -183,19 +243,29 @@ def refine_points(chosen: pd.DataFrame, protocol: dict) -> dict[str, list[float]
 
 
 def refine_changes(chosen: pd.DataFrame, trials: pd.DataFrame, protocol: dict) -> list[str]:
-    """With `refine`: one line per cell whose choice the refine points moved (its grid choice → its choice)."""
+    """With `refine`: one line per cell whose choice on the grid's seeds the refine points moved (its choice
+    among the grid's η → among those and the refine points), before any confirmation."""
     if not protocol.get("refine"):
         return []
     on_grid = set(grid_tune.lr_grid(protocol, protocol["extend"], protocol["extend"]))
-    on_the_grid = choose(trials[trials["lr"].isin(on_grid)]).set_index(CELL)["lr"]
-    moved = []
-    for row in chosen.itertuples():
-        before = on_the_grid.get(tuple(getattr(row, c) for c in CELL))
-        if before != row.lr:
-            moved.append(
-                f"{row.algorithm} on {row.platform}, p{row.workers}: η {before:g} on the grid → {row.lr:g} refined"
-            )
-    return moved
+    seeded = grid_trials(trials, protocol)
+    before = choose(seeded[seeded["lr"].isin(on_grid)]).set_index(CELL)["lr"]
+    after = choose(seeded).set_index(CELL)["lr"]
+    return [
+        f"{cell[2]} on {cell[3]}, p{cell[4]}: η {before.get(cell):g} on the grid → {lr:g} refined"
+        for cell, lr in after.items()
+        if before.get(cell) != lr
+    ]
+
+
+def confirmation_changes(chosen: pd.DataFrame, trials: pd.DataFrame, protocol: dict) -> list[str]:
+    """One line per cell whose choice the confirmation moved: the grid seeds' choice → the confirmed one."""
+    before = choose(grid_trials(trials, protocol)).set_index(CELL)["lr"]
+    return [
+        f"{row.algorithm} on {row.platform}, p{row.workers}: η {before.get(cell):g} on the grid's seeds → {row.lr:g}"
+        for row in chosen.itertuples()
+        if before.get(cell := tuple(getattr(row, c) for c in CELL)) != row.lr
+    ]
 
 
 def edges(chosen: pd.DataFrame) -> list[str]:
@@ -213,12 +283,16 @@ CHOSEN_COLUMNS = [
     "steps_to_target",
     "seconds_per_step",
     "best_accuracy",
+    "seeds",
+    "reached",
     "trials",
     "points_reached",
     "edge",
     "runner_up_lr",
     "effective_step",
     "budget_ok",
+    "confirmed",
+    "reliable",
 ]
 
 
@@ -255,6 +329,17 @@ def chosen_markdown(chosen: pd.DataFrame, trials: pd.DataFrame, protocol: dict) 
         + (", ".join(f"{k} {v}" for k, v in sorted(protocol.get("train", {}).items())) or "their block's"),
         "",
     ]
+    again = confirm_seeds(protocol)
+    if again:
+        misses = protocol["confirm"].get("misses", 0)
+        lines += [
+            f"Confirmed: each cell's best point and its runner-up (the best at another η) ran again on seeds "
+            f"{again}, to their whole budget; the choice is the one of the two with the smaller median time (steps "
+            f"where those decide) to the target over all its seeds, a miss counted as never, and a point that missed "
+            f"in more than {misses} of them was not chosen while the other did not. Reach counts: the table's "
+            "`reach` column and the confirmed points below.",
+            "",
+        ]
     shared = {a: ALGORITHMS[a].numerics_of for a in tuned if ALGORITHMS[a].numerics_of}
     if shared:
         lines += [
@@ -275,6 +360,13 @@ def chosen_markdown(chosen: pd.DataFrame, trials: pd.DataFrame, protocol: dict) 
         for row in short.itertuples()
         if math.isfinite(row.steps_to_target)
     ]
+    notes += [
+        f"**no confirmed point reached the target on all but {protocol['confirm'].get('misses', 0)} of its seeds**: "
+        f"{row.algorithm} on {row.platform}, p{row.workers} took the one that missed least ({row.reached:g} of "
+        f"{row.seeds:g})"
+        for row in chosen.itertuples()
+        if row.reliable is False
+    ]
     lines += [*(f"- {note}" for note in notes), *([""] if notes else [])]
     if protocol.get("refine"):
         moved = refine_changes(chosen, trials, protocol)
@@ -284,11 +376,19 @@ def chosen_markdown(chosen: pd.DataFrame, trials: pd.DataFrame, protocol: dict) 
             *(f"- {line}" for line in moved),
             "",
         ]
+    if again:
+        moved = confirmation_changes(chosen, trials, protocol)
+        lines += [
+            f"The confirmation moved the choice in {len(moved)} of {len(chosen)} cells" + (":" if moved else "."),
+            *(f"- {line}" for line in moved),
+            "",
+        ]
     table = chosen.assign(
         to_target=[
             to_target(s, t, "not reached") for s, t in zip(chosen["steps_to_target"], chosen["time_to_target_s"])
         ],
         effective=[f"{x:.3g}" for x in chosen["effective_step"]],
+        reach=[f"{r:g} of {n:g}" for r, n in zip(chosen["reached"], chosen["seeds"])],
         note=["" if r else "no point reached the target: best accuracy chosen" for r in chosen["points_reached"]],
     )
     columns = [
@@ -299,12 +399,31 @@ def chosen_markdown(chosen: pd.DataFrame, trials: pd.DataFrame, protocol: dict) 
         "runner_up_lr",
         "scored_by",
         "to_target",
+        "reach",
         "trials",
         "points_reached",
         "note",
     ]
-    lines += ["## Chosen", "", markdown_table(table[columns]), "", "## Every point", ""]
-    every = points(trials)
+    lines += ["## Chosen", "", markdown_table(table[columns]), ""]
+    confirmed = confirmations(trials, protocol)
+    if len(confirmed):
+        confirmed = confirmed.assign(
+            to_target=[
+                to_target(s, t, "missed in half or more")
+                for s, t in zip(confirmed["steps_to_target"], confirmed["time_to_target_s"])
+            ],
+            reach=[f"{r} of {n}" for r, n in zip(confirmed["reached"], confirmed["seeds"])],
+            eligible=["yes" if e else "no: missed too often" for e in confirmed["eligible"]],
+        )
+        columns = [*CELL, *[n for n in TUNABLE if confirmed[n].notna().any()], "reach", "to_target", "eligible"]
+        lines += [
+            "## Confirmed points (every seed; the median seed's time to target)",
+            "",
+            markdown_table(confirmed.sort_values([*CELL, "lr"])[columns]),
+            "",
+        ]
+    lines += ["## Every point (the grid's seeds; the slowest seed's time to target)", ""]
+    every = points(grid_trials(trials, protocol))
     every = every.assign(
         to_target=[
             to_target(s, t, "stopped: behind the runner-up" if outpaced else "missed")
