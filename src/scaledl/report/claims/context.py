@@ -90,6 +90,7 @@ def with_choices(results: pd.DataFrame, choices: list | None) -> pd.DataFrame:
                 "tuned_edge": getattr(match, "edge", None) or "",
                 "tuned_runner_up_lr": math.nan if runner_up is None else runner_up,
                 "tuned_reached": math.nan if reached is None else reached,
+                "tuned_points": getattr(match, "trials", None) or math.nan,  # the grid points it tried
                 "tuned_swept": getattr(match, "tuned", None) or "",
             }
         )

@@ -23,6 +23,8 @@ from scaledl.report.claims.sides import (
     describe,
     equivalence,
     factors,
+    grid_reach,
+    more_reliable_on_grid,
     more_stable,
     not_reached_note,
     not_slower_test,
@@ -30,6 +32,7 @@ from scaledl.report.claims.sides import (
     ratio_numbers,
     samples,
     seeds_problem,
+    seeds_reach,
     sides_or_missing,
     target_problem,
     test_text,
@@ -63,6 +66,10 @@ def rule_faster_and_stable(sides: list[Side], claim: Claim, ctx: Context) -> Ver
     if result.verdict == NOT_COMPARABLE:
         return as_verdict(result)
     stable, numbers = more_stable(result.a_values, result.b_values, alpha)
+    on_grid = [grid_reach(side) for side in sides]
+    if None not in on_grid:  # both tuned: the share of the shared grid's points decides, the seeds' reach says
+        stable, share = more_reliable_on_grid(*on_grid, alpha)
+        numbers = f"{share}; at the tuned points {seeds_reach(result.a_values, result.b_values)}"
     verdict = combined([result.verdict, stable])
     reason = f"faster: {result.verdict} ({result.reason}); more stable: {stable} ({numbers})"
     return Verdict(verdict, f"{result.ours}; {numbers}", reason, result.ratio, decomposition=result.decomposition)

@@ -107,7 +107,15 @@ def decomposition(side: Side) -> str:
     return f"{label}: {steps:.0f} steps × {1e3 * per_step:.3g} ms/step"
 
 
-TUNED_COLUMNS = ("tuned_lr", "tuned_effective_step", "tuned_edge", "tuned_runner_up_lr", "tuned_reached", "tuned_swept")
+TUNED_COLUMNS = (
+    "tuned_lr",
+    "tuned_effective_step",
+    "tuned_edge",
+    "tuned_runner_up_lr",
+    "tuned_reached",
+    "tuned_points",
+    "tuned_swept",
+)
 
 
 def tuned_choice_text(rows: pd.DataFrame) -> str:
@@ -262,7 +270,23 @@ def compare(a: Side, b: Side, metric: str, margin: float, min_seeds: int, alpha:
         INCONCLUSIVE: "no significant difference",
     }[verdict]
     notes = "; ".join(n for n in (not_reached_note(a, a_values), not_reached_note(b, b_values)) if n)
-    return result(verdict, f"{who}: {test_text(test, alpha)}" + (f" ({notes})" if notes else ""), test)
+    smallest = smallest_decidable(ratios, 1 + margin, seeds_to_decide(test.n, alpha))
+    can = f"; at these seeds' spread a gap under {fmt_ratio(smallest)} either way cannot be decided" if smallest else ""
+    return result(verdict, f"{who}: {test_text(test, alpha)}{can}" + (f" ({notes})" if notes else ""), test)
+
+
+def smallest_decidable(ratios: list[float], threshold: float, needed: int | None) -> float | None:
+    """The smallest median gap (a ratio ≥ 1) that these seeds' spread lets the sign test decide either way: the
+    paired ratios' log spread about their median, shifted until `needed` of them lie beyond `threshold` (or
+    below 1/threshold). None where some ratio is undefined or infinite (a miss), or n cannot decide."""
+    if needed is None or not ratios or not all(math.isfinite(r) and r > 0 for r in ratios):
+        return None
+    logs = sorted(math.log(r) for r in ratios)
+    centred = [x - statistics.median(logs) for x in logs]
+    n = len(centred)
+    towards = math.log(threshold) - centred[n - needed]  # needed of them above log(threshold)
+    away = math.log(threshold) + centred[needed - 1]  # needed of them below −log(threshold)
+    return math.exp(max(towards, away))
 
 
 def sides_or_missing(frame: pd.DataFrame, specs: list) -> tuple[list[Side], Verdict | None]:
@@ -293,11 +317,16 @@ def as_verdict(c: Comparison) -> Verdict:
     return Verdict(c.verdict, c.ours, c.reason, c.ratio, decomposition=c.decomposition)
 
 
+def seeds_reach(a_values: list[float], b_values: list[float]) -> str:
+    reached_a, reached_b = (sum(not math.isinf(v) for v in values) for values in (a_values, b_values))
+    return f"reached in {reached_a} of {len(a_values)} seeds vs {reached_b} of {len(b_values)}"
+
+
 def more_stable(a_values: list[float], b_values: list[float], alpha: float) -> tuple[str, str]:
     """Whether a is more stable than b (holds / reversed / inconclusive) and the numbers that decided it."""
     reached_a, reached_b = (sum(not math.isinf(v) for v in values) for values in (a_values, b_values))
     n_a, n_b = len(a_values), len(b_values)
-    reached = f"reached in {reached_a} of {n_a} seeds vs {reached_b} of {n_b}"
+    reached = seeds_reach(a_values, b_values)
     if reached_a < n_a or reached_b < n_b:
         table = [[reached_a, n_a - reached_a], [reached_b, n_b - reached_b]]
         p_for = scipy_stats.fisher_exact(table, alternative="greater").pvalue
@@ -314,6 +343,25 @@ def more_stable(a_values: list[float], b_values: list[float], alpha: float) -> t
         return INCONCLUSIVE, f"{reached}; {spreads}; Brown–Forsythe test undefined): no spread to compare"
     verdict = INCONCLUSIVE if p > alpha else HOLDS if sd_a < sd_b else REVERSED
     return verdict, f"{reached}; {spreads}; Brown–Forsythe p = {p:.3g})"
+
+
+def grid_reach(side: Side) -> tuple[int, int] | None:
+    """(points that reached the target, points tried) on the side's tune grid, from its choice; None untuned."""
+    if not {"tuned_reached", "tuned_points"} <= set(side.rows):
+        return None
+    known = side.rows[["tuned_reached", "tuned_points"]].apply(pd.to_numeric, errors="coerce").dropna()
+    return (int(known.iloc[0, 0]), int(known.iloc[0, 1])) if len(known) else None
+
+
+def more_reliable_on_grid(a: tuple[int, int], b: tuple[int, int], alpha: float) -> tuple[str, str]:
+    """Whether a reaches the target at a larger share of the shared grid's points than b (Fisher's exact test,
+    one-sided each way): how reliably a method trains across step sizes, not where its tuned point sits."""
+    table = [[a[0], a[1] - a[0]], [b[0], b[1] - b[0]]]
+    p_for = scipy_stats.fisher_exact(table, alternative="greater").pvalue
+    p_against = scipy_stats.fisher_exact(table, alternative="less").pvalue
+    verdict = HOLDS if p_for <= alpha else REVERSED if p_against <= alpha else INCONCLUSIVE
+    text = f"reached the target at {a[0]} of {a[1]} grid points vs {b[0]} of {b[1]} (both grid seeds)"
+    return verdict, f"{text} (Fisher's exact test p = {min(p_for, p_against):.3g})"
 
 
 def combined(verdicts: list[str]) -> str:
