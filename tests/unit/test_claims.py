@@ -927,11 +927,11 @@ def test_the_inclusion_check_reads_only_the_tuned_runs():
 # ---------------------------------------------------------------- the A/A check
 
 
-def twins(steps_2, steps_3, setting="tuned", settings_2=None, settings_3=None):
-    """Sync EASGD2 and 3 (the same arithmetic) reaching the target in the steps given, one run per seed; the
-    settings each ran at ({"lr": ..., "beta": ...}) go in the summary as the tune stage's columns."""
+def twins(steps_2, steps_3, setting="tuned", settings_2=None, settings_3=None, pair=("sync_easgd2", "sync_easgd3")):
+    """Sync EASGD2 and 3 (the same arithmetic; or the `pair` given) reaching the target in the steps given, one run
+    per seed; the settings each ran at ({"lr": ..., "beta": ...}) go in the summary as the tune stage's columns."""
     frames = []
-    for algorithm, steps, chosen in (("sync_easgd2", steps_2, settings_2), ("sync_easgd3", steps_3, settings_3)):
+    for algorithm, steps, chosen in zip(pair, (steps_2, steps_3), (settings_2, settings_3)):
         frame = table(digits(algorithm, [0.1 * s for s in steps], setting, steps_to_target=steps))
         for name, value in (chosen or {}).items():
             frame[name] = value
@@ -980,6 +980,21 @@ def test_identical_arithmetic_not_tied_says_the_tuning_decided_it():
     assert broken["verdict"] == NOT_TIED and broken["reason"].endswith(
         "; not the tuning: both at lr=0.05, so the harness made identical arithmetic differ"
     )
+
+
+def test_the_aa_of_the_tuning_ties_at_one_choice_and_names_the_tuning_where_two_choices_differ():
+    """sync_sgd_aa is synchronous SGD tuned apart on its own seeds: at the same choice the finals are the same
+    runs (tied); where its tuning chose another η and the steps differ, the row says the tuning decided it."""
+    claim = CLAIMS["aa_tuning_sync_sgd"]
+    assert (claim.rule, claim.compares) == ("same_numerics", {"same": "sync_sgd_aa", "as": "sync_sgd"})
+    steps = [100, 110, 120, 130, 140, 150, 160, 170]
+    pair = ("sync_sgd_aa", "sync_sgd")
+    same = check(claim.id, twins(steps, steps, settings_2={"lr": 0.128}, settings_3={"lr": 0.128}, pair=pair))
+    assert same["verdict"] == HOLDS and same["protocol"] == TUNED
+    apart = twins(steps, [1.5 * s for s in steps], settings_2={"lr": 0.256}, settings_3={"lr": 0.128}, pair=pair)
+    result = check(claim.id, apart)
+    assert result["verdict"] == NOT_TIED
+    assert result["reason"].endswith("; the tuning decided it: sync_sgd_aa at lr=0.256, sync_sgd at lr=0.128")
 
 
 def test_every_page_has_an_aa_line():

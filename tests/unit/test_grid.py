@@ -13,6 +13,7 @@ import subprocess
 import sys
 import types
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -756,6 +757,20 @@ def test_the_confirmation_runs_the_named_points_on_seeds_after_the_grids_to_thei
         "seeds": list(range(102, 108)),
         "misses": 1,
     }
+
+
+def test_the_aa_replica_is_tuned_as_a_cell_of_its_own_on_seeds_no_other_trial_uses():
+    tuned = block(algorithms=["sync_sgd", "sync_sgd_aa"], tuned=True, scale={})
+    settings = {**TUNE, "extend": 0, "confirm": {"seeds": 6, "misses": 1}}
+    runs = grid.expand({**config(tuned), "tune": settings})
+    seeds = {a: sorted({k.seed for k in runs if k.stage == "tune" and k.algorithm == a}) for a in tuned["algorithms"]}
+    assert seeds == {"sync_sgd": list(range(100, 108)), "sync_sgd_aa": list(range(108, 116))}  # disjoint
+    first = tune.round_trial_files(runs, "n", settings, 0, None)
+    assert {f.split("/s")[-1].split("/")[0] for f in first if "/sync_sgd_aa/" in f} == {"108", "109"}  # its grid's
+    rows = [SimpleNamespace(dataset="d", model="m", algorithm=a, platform="p", workers=2) for a in seeds]
+    for row in rows:  # each run takes its own cell's choice, not its numerical twin's
+        assert tune.choice_for(rows, row) is row
+    assert json.loads(tune.protocol(runs, {**config(tuned), "tune": settings}))["seeds"] == [100, 101, 108, 109]
 
 
 def test_a_grid_that_cannot_grow_is_refused():

@@ -24,6 +24,7 @@ import yaml
 from dry_runs import DEFAULT, PLANNER, copy_workflow, jobs_of, resources_of
 
 from scaledl.algorithms import ALGORITHMS, BASE_ALGORITHMS
+from scaledl.grid.tune import REPLICA
 from scaledl.report.catalogue import FIGURE_NAMES
 from scaledl.run_record import read_run_json
 from scaledl.sim.loader import available as sim_available
@@ -198,7 +199,8 @@ def test_dry_run_default_config(shipped_dry_runs):
 @pytest.mark.workflow
 def test_every_shipped_config_gives_every_tuned_method_the_same_grid(shipped_dry_runs):
     """The tune stage's first round as `snakemake -n` plans it: per config, every tuned algorithm (one of a
-    numerically identical set) the same η values and trial seeds, on every cell."""
+    numerically identical set) the same η values and as many trial seeds, on every cell; the same seeds, but for
+    the A/A's replica (tuned apart), whose seeds no other trial uses."""
     tuned = 0
     for key, result in shipped_dry_runs.items():
         assert result.returncode == 0, output_of(result)
@@ -211,7 +213,14 @@ def test_every_shipped_config_gives_every_tuned_method_the_same_grid(shipped_dry
             fields = resources_of(wildcards)  # "name=..., dataset=..., setting=/lr0.004, seed=0" as a mapping
             cell = (fields["dataset"], fields["model"], fields["platform"], fields["workers"])
             grids.setdefault(f"{cell} {fields['algorithm']}", set()).add((fields["setting"], fields["seed"]))
-        assert len({frozenset(grid) for grid in grids.values()}) <= 1, (key, grids)
+        replica = {name: grid for name, grid in grids.items() if name.endswith(f" {REPLICA}")}
+        others = {name: grid for name, grid in grids.items() if name not in replica}
+        assert len({frozenset(grid) for grid in others.values()}) <= 1, (key, grids)
+        for grid in replica.values():  # the same points, the same count of seeds, none of the others' seeds
+            [other] = {frozenset(grid) for grid in others.values()}
+            assert {s for s, _ in grid} == {s for s, _ in other} and len(grid) == len(other), key
+            assert not {seed for _, seed in grid} & {seed for _, seed in other}, key
+        grids = others
         tuned += bool(grids)
         if key == "paper_small.yaml":
             [grid] = {frozenset(grid) for grid in grids.values()}

@@ -36,7 +36,7 @@ except GridError as error:
     preflight.stop(str(error), CONFIG_FILES, logger)
 RESULTS = f"results/{NAME}"
 NETBENCH = grid_rules.NetbenchPlan(RUNS, config, RESULTS)  # which machines are measured, which modelled
-TRIAL_FILES = tune.trial_files(RUNS, NAME, tune.lr_grid(config["tune"]), tune.trial_seeds(config["tune"]))  # round 0
+TRIAL_FILES = tune.trial_files(RUNS, NAME, tune.lr_grid(config["tune"]), tune.grid_seeds(config["tune"]))  # round 0
 CHOSEN_FILES = [f"{RESULTS}/{tune.CHOSEN}"] if TRIAL_FILES else []  # its choice, if the config tunes
 REGIME_RUNS = regime.run_files(RUNS, config, NAME)  # both sides of the regime map's claim, if configured
 SENSITIVITY_FILES = sensitivity.result_files(RUNS, config, NAME)  # each sensitivity sweep with runs of both sides

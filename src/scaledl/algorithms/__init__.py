@@ -85,6 +85,8 @@ class AlgorithmInfo:
     rule: str | None = None  # the window engine's worker rule (WINDOW_RULES)
     numerics_of: str | None = None  # does exactly this algorithm's arithmetic (only where data moves differs):
     # the tune stage tunes them once and the reports expect them tied (an A/A check)
+    tuned_apart: bool = False  # a replica of numerics_of that the tune stage tunes as a cell of its own, on
+    # seeds of its own: the A/A of the tuning (the two choices, and their final runs, must come out tied)
 
     def __post_init__(self):
         if self.pattern not in PATTERNS:
@@ -322,6 +324,20 @@ ALGORITHMS: dict[str, AlgorithmInfo] = {
             deterministic=True,
             options=_SYNC_SGD,
             defaults=_BUCKETED,
+        ),
+        # The A/A of the tuning: synchronous SGD under a second name, tuned apart on disjoint seeds.
+        AlgorithmInfo(
+            key="sync_sgd_aa",
+            paper_name="synchronous SGD, tuned apart (the A/A of the tuning)",
+            engine="sync_sgd",
+            pattern="collectives",
+            payload="gradients",
+            deterministic=True,
+            options=_SYNC_SGD,
+            preset_of="sync_sgd",
+            defaults=_BUCKETED,
+            numerics_of="sync_sgd",
+            tuned_apart=True,
         ),
         # KNL chip partitioning (§3, Fig. 12): every partition holds all the data and its own weights,
         # and updates with the tree-summed gradients Σ_j ΔW^j (sync_sgd divides the sum by P).

@@ -273,7 +273,7 @@ def trials_of(number: int, config: Mapping, block: Mapping):
     """
     settings = config["tune"]
     tune.check(settings)
-    seeds = tune.every_trial_seed(settings)
+    seeds = sorted({seed for algorithm in block["algorithms"] for seed in tune.every_trial_seed(settings, algorithm)})
     overlap = sorted(set(seeds) & set(block["seeds"]))
     if overlap:  # a final seed that the tuning selected for (a point passes only where its seeds converged)
         raise GridError(
@@ -290,9 +290,9 @@ def trials_of(number: int, config: Mapping, block: Mapping):
     for cell, common in cells.items():
         names = tune.tuned_names(cell.algorithm, config)
         for point in tune.points(cell.algorithm, config, tune.every_lr(settings)):
-            for seed in seeds:
+            for seed in tune.every_trial_seed(settings, cell.algorithm):
                 key = cell._replace(setting=tune.trial_setting(point), seed=seed, stage=TUNE_STAGE)
-                grid_trial = seed in tune.trial_seeds(settings)
+                grid_trial = seed in tune.trial_seeds(settings, cell.algorithm)
                 yield (
                     key,
                     {

@@ -49,6 +49,7 @@ from scaledl.errors import UserError
 from scaledl.grid.keys import TUNE_STAGE, RunKey, run_dir
 
 TUNED = "tuned"  # the setting (folder) of a tuned block's runs
+REPLICA = next(key for key, info in ALGORITHMS.items() if info.tuned_apart)  # the A/A of the tuning's replica
 CHOSEN = "tune/chosen.csv"  # under results/NAME/
 CHOSEN_MD = "tune/chosen.md"
 CONFIRM = "tune/confirm.json"  # the points each cell confirms on more seeds
@@ -136,7 +137,8 @@ def same_cell(a, b) -> bool:
     same = [a.dataset, a.model, int(a.workers)] == [b.dataset, b.model, int(b.workers)]
     numerics = numerics_of(a.algorithm)
     timed = not ALGORITHMS[numerics].deterministic
-    return same and numerics == numerics_of(b.algorithm) and (a.platform == b.platform or not timed)
+    apart = ALGORITHMS[a.algorithm].tuned_apart == ALGORITHMS[b.algorithm].tuned_apart  # the A/A's replica
+    return same and apart and numerics == numerics_of(b.algorithm) and (a.platform == b.platform or not timed)
 
 
 CHOICE_CELL = ("dataset", "model", "algorithm", "platform", "workers")  # what a chosen.csv row is the choice of
@@ -184,19 +186,27 @@ def tuned_names(algorithm: str, config: Mapping) -> list[str]:
     return ["lr", *axes_of(algorithm, config)]
 
 
-def trial_seeds(settings: Mapping) -> list[int]:
-    """The grid's seeds: `seed`, `seed` + 1, ..., one run of every point on each."""
-    return [settings["seed"] + i for i in range(settings["seeds"])]
+def trial_seeds(settings: Mapping, algorithm: str | None = None) -> list[int]:
+    """The grid's seeds: `seed`, `seed` + 1, ..., one run of every point on each; for a replica tuned apart
+    (the A/A of the tuning) the same count after every seed of the others, so no trial of the two is shared."""
+    first = settings["seed"] + _apart(settings, algorithm)
+    return [first + i for i in range(settings["seeds"])]
 
 
-def confirm_seeds(settings: Mapping) -> list[int]:
+def confirm_seeds(settings: Mapping, algorithm: str | None = None) -> list[int]:
     """The confirmation's seeds: after the grid's (so the two never overlap); none where it is off."""
-    first = settings["seed"] + settings["seeds"]
+    first = settings["seed"] + settings["seeds"] + _apart(settings, algorithm)
     return [first + i for i in range((settings.get("confirm") or {}).get("seeds", 0))]
 
 
-def every_trial_seed(settings: Mapping) -> list[int]:
-    return [*trial_seeds(settings), *confirm_seeds(settings)]
+def every_trial_seed(settings: Mapping, algorithm: str | None = None) -> list[int]:
+    return [*trial_seeds(settings, algorithm), *confirm_seeds(settings, algorithm)]
+
+
+def _apart(settings: Mapping, algorithm: str | None) -> int:
+    if algorithm is None or not ALGORITHMS[algorithm].tuned_apart:
+        return 0
+    return settings["seeds"] + (settings.get("confirm") or {}).get("seeds", 0)
 
 
 RUNNER_UP = "runnerup"  # the folder suffix of runs at the runner-up η
@@ -261,11 +271,11 @@ def trial_files(runs: Mapping[RunKey, Mapping], name: str, lrs: Iterable[float],
 def round_trial_files(runs, name: str, settings: Mapping, round_number, round_file: Callable[[int], str]):
     """The trials a tune job reads: round `round_number`'s (a `tune_round` job), or the last round's with the
     refine points it named for each cell (None: the choice)."""
-    seeds = trial_seeds(settings)
     if round_number is not None:
-        return trial_files(runs, name, round_grid(settings, round_number, round_file), seeds)
+        return trial_files(runs, name, round_grid(settings, round_number, round_file), grid_seeds(settings))
     last = final_round(settings, round_file)
     refine = last.get("refine") or {}
+    seeds = grid_seeds(settings)
     around = [
         f"{run_dir(key, name)}/run.json"
         for key, run in runs.items()
@@ -274,10 +284,15 @@ def round_trial_files(runs, name: str, settings: Mapping, round_number, round_fi
     return trial_files(runs, name, last["grid"], seeds) + around
 
 
+def grid_seeds(settings: Mapping) -> set[int]:
+    """Every cell's grid seeds: the replica's (tuned apart) beside everyone else's."""
+    return {*trial_seeds(settings), *trial_seeds(settings, REPLICA)}
+
+
 def confirm_trial_files(runs: Mapping[RunKey, Mapping], name: str, settings: Mapping, confirm_file: str) -> list[str]:
     """The confirmation's trials: the points confirm.json names for each cell, on the confirmation's seeds."""
     named = read_round(confirm_file)
-    seeds = set(confirm_seeds(settings))
+    seeds = {*confirm_seeds(settings), *confirm_seeds(settings, REPLICA)}
     return [
         f"{run_dir(key, name)}/run.json"
         for key in runs
@@ -338,8 +353,11 @@ def protocol(runs: Mapping, config: Mapping) -> str:
             "extend": settings["extend"],
             "refine": bool(settings.get("refine")),
             "axes": settings.get("axes") or {},
-            "seeds": trial_seeds(settings),
-            "confirm": {"seeds": confirm_seeds(settings), "misses": (settings.get("confirm") or {}).get("misses", 0)},
+            "seeds": sorted({seed for a in algorithms for seed in trial_seeds(settings, a)}),
+            "confirm": {
+                "seeds": sorted({seed for a in algorithms for seed in confirm_seeds(settings, a)}),
+                "misses": (settings.get("confirm") or {}).get("misses", 0),
+            },
             "validation_fraction": settings["validation_fraction"],
             "train": {name: v for name, v in settings["train"].items() if v is not None},
             "tuned": {algorithm: tuned_names(algorithm, config) for algorithm in algorithms},

@@ -340,7 +340,9 @@ def chosen_markdown(chosen: pd.DataFrame, trials: pd.DataFrame, protocol: dict) 
             "`reach` column and the confirmed points below.",
             "",
         ]
-    shared = {a: ALGORITHMS[a].numerics_of for a in tuned if ALGORITHMS[a].numerics_of}
+    shared = {
+        a: ALGORITHMS[a].numerics_of for a in tuned if ALGORITHMS[a].numerics_of and not ALGORITHMS[a].tuned_apart
+    }
     if shared:
         lines += [
             "Tuned once for the algorithms doing the same arithmetic: "
@@ -405,6 +407,12 @@ def chosen_markdown(chosen: pd.DataFrame, trials: pd.DataFrame, protocol: dict) 
         "note",
     ]
     lines += ["## Chosen", "", markdown_table(table[columns]), ""]
+    apart = [a for a in tuned if ALGORITHMS[a].tuned_apart]
+    lines += [
+        f"The A/A of the tuning: {a} does {ALGORITHMS[a].numerics_of}'s arithmetic and was tuned apart, as a cell "
+        "of its own on seeds of its own; the two choices (and their final runs) must come out tied."
+        for a in apart
+    ] + ([""] if apart else [])
     confirmed = confirmations(trials, protocol)
     if len(confirmed):
         confirmed = confirmed.assign(

@@ -97,8 +97,8 @@ def parse_claim(entry, defaults: dict, where: str, index: int) -> Claim:
             f"known: {', '.join(ALGORITHMS)}"
         )
     if rule["name"] == "same_numerics":
-        numerics = {ALGORITHMS[a].numerics_of for a in algorithms_of(claim)}
-        if len(numerics) != 1 or None in numerics:
+        numerics = {ALGORITHMS[a].numerics_of or a for a in algorithms_of(claim)}
+        if len(numerics) != 1:
             raise fail("same_numerics compares algorithms that do the same arithmetic (the registry's numerics_of)")
     if rule["name"] == "weak_scaling_efficiency" and claim.paper_value is None:
         raise fail("weak_scaling_efficiency compares with the paper's value; give paper.value")
