@@ -155,6 +155,13 @@ class TrainConfig:
     target_accuracy: float | None = _setting(
         None, "stop once the center's test accuracy reaches this", group="budgets", type=fraction
     )
+    later_target_accuracy: float | None = _setting(
+        None,
+        "a later target beside target_accuracy: the run goes on past the first to this one and stops there; "
+        "run.json records the crossing of both (claims are judged at each)",
+        group="budgets",
+        type=fraction,
+    )
     # ---- hyperparameters
     batch_size: int = _setting(64, "mini-batch per worker", group="hyperparameters", type=positive_int)
     lr: float = _setting(0.05, "learning rate η", group="hyperparameters", type=positive_float)

@@ -174,6 +174,7 @@ class RunRecord:
     target_accuracy: float | None
     time_to_target_s: float | None  # the training clock at which the target was crossed (interpolated)
     steps_to_target: float | None  # the step at which it was crossed (interpolated; evaluation.target_step evaluated)
+    later_target: dict | None  # a later target's accuracy and crossing (time_to_target_s, steps_to_target, target_step)
     evaluation: EvaluationBlock
     algorithm_report: list[dict]  # each rank's engine report (scaledl.algorithms.base.Algorithm.report)
     staleness: dict | None  # scaledl.algorithms.master.staleness_summary of the workers' reports

@@ -65,3 +65,23 @@ def test_reaches_90_percent_on_digits(digits_h5, tmp_path, algorithm, workers):
         assert run["staleness"]["exchanges"] == exchanges  # every exchange's lag, the round robin's too
     else:
         assert run["staleness"] is None  # a synchronous pattern reads the newest center every time
+
+
+def test_a_later_target_runs_past_the_first_and_records_both_crossings(digits_h5, tmp_path):
+    """--later-target-accuracy: the run does not stop at --target-accuracy but at the later one; run.json has
+    both crossings, the later after the first, and the result is the center that reached the later one."""
+    out = tmp_path / "run"
+    args = ["--data", str(digits_h5), "--model", "lenet", "--algorithm", "sync_sgd", "--out-dir", str(out)]
+    args += ["--max-steps", "400", "--eval-every", "10", "--target-accuracy", "0.5", "--later-target-accuracy", "0.9"]
+    result = run_train(2, args, timeout=300)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    run = read_run_json(out / "run.json")
+    later = run["later_target"]
+    assert run["stop"]["reason"] == "target_accuracy" and later["accuracy"] == 0.9
+    assert 0 < run["time_to_target_s"] < later["time_to_target_s"]
+    assert run["steps_to_target"] < later["steps_to_target"] <= later["target_step"] == run["stop"]["steps"]
+    metrics = pd.read_csv(out / "metrics.csv")
+    assert metrics["test_accuracy"].iloc[-1] == run["final"]["test_accuracy"] >= 0.9
+    assert "later target 0.9 at" in result.stdout
+    refused = run_train(2, [*args[:-4], "--target-accuracy", "0.9", "--later-target-accuracy", "0.5"], timeout=60)
+    assert refused.returncode != 0 and "a later target needs --target-accuracy below it" in refused.stderr

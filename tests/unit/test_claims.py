@@ -23,6 +23,7 @@ from scaledl.report.claims import (
     CONTROL,
     HOLDS,
     INCONCLUSIVE,
+    LATER,
     NOT_COMPARABLE,
     NOT_TIED,
     REVERSED,
@@ -783,6 +784,24 @@ def control_runs(tenth_times, tenth_steps):
 
 def markdown(results: pd.DataFrame, claims) -> str:
     return claims_markdown(evaluate(results, claims, GPU), Path("summary.csv"), "claims: []\n", "claims.yaml")
+
+
+def test_each_claim_is_judged_again_at_the_later_target_and_the_page_says_where_the_verdict_differs():
+    """Async EASGD reaches 0.9 first in every seed, but Async SGD reaches the later 0.97 first: the tuned row
+    holds, the later target's row is reversed, and the page says the verdict differs between the targets."""
+    later = {"later_target_accuracy": [0.97] * 5}
+    results = table(
+        digits("async_easgd", FAST, "tuned", time_to_later_target_s=[s * 3 for s in SLOW], **later),
+        digits("async_sgd", SLOW, "tuned", time_to_later_target_s=[s * 3 for s in FAST], **later),
+    )
+    claim = CLAIMS["async_easgd_vs_async_sgd"]
+    rows = evaluate(results, [claim], GPU).set_index("protocol")
+    assert rows.loc[TUNED, "verdict"] == HOLDS and rows.loc[LATER, "verdict"] == REVERSED
+    assert "async_easgd 12 s" in rows.loc[TUNED, "ours"] and "async_easgd 75 s" in rows.loc[LATER, "ours"]
+    assert "**no**: reversed at the later target" in markdown(results, [claim])
+    # runs without a later target: no such row, and a claim on another metric is never judged there
+    assert LATER not in set(evaluate(table(digits("async_easgd", FAST, "tuned"), digits("async_sgd", SLOW, "tuned")),
+                                     [claim], GPU)["protocol"])  # fmt: skip
 
 
 def test_the_positive_control_holds_on_a_clear_case_and_is_judged_once():

@@ -23,6 +23,7 @@ def test_progress_is_the_nearest_budget():
 def line(rule: StopRule, step: int, train_s: float, reached=None, previous=None) -> str:
     monitor = Monitor.__new__(Monitor)
     monitor.stop_rule, monitor.time_to_target, monitor.samples_per_step = rule, reached, 128
+    monitor.target_step, monitor.later = (None if reached is None else step), None
     snap = Snapshot(step=step, epoch=1.0, wall_s=train_s, train_s=train_s, train_loss=0.5, phases={})
     return monitor.progress_line(snap, Evaluation(snapshot=snap, test_loss=0.3, test_accuracy=0.8), previous)
 
@@ -41,6 +42,9 @@ def test_progress_line_shows_step_of_budget_and_time_left():
     assert "until test_acc ≥ 0.9" in text and text.endswith("\n") and text.count("\n") == 1
     assert "left" not in line(StopRule(target_accuracy=0.9), step=150, train_s=30.0)
     assert "target reached" in line(StopRule(max_steps=600, target_accuracy=0.9), 150, 30.0, reached=25.0)
+    # a later target: the run goes on past the first, so the line names the later one until it is reached
+    later = StopRule(max_steps=600, target_accuracy=0.9, later_target=0.97)
+    assert "until test_acc ≥ 0.97" in line(later, 150, 30.0, reached=25.0)
 
 
 def test_closing_line_names_the_stop_the_result_and_the_folder():
@@ -53,7 +57,7 @@ def test_closing_line_names_the_stop_the_result_and_the_folder():
         time_to_target=None,
         target_step=None,
     )
-    cfg = SimpleNamespace(target_accuracy=0.95, time_only=False)
+    cfg = SimpleNamespace(target_accuracy=0.95, later_target_accuracy=None, time_only=False)
     text = closing_line(monitor, cfg, Path("results/runs/x"))
     assert text.startswith("done: stopped by max_steps after 600 steps, 12.35 s of training")
     assert "test accuracy 0.9100 (best 0.9300)" in text and "target 0.95 not reached" in text

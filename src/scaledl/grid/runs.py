@@ -303,6 +303,7 @@ def trials_of(number: int, config: Mapping, block: Mapping):
                         "setting": key.setting,
                         "sweep": ",".join(names),
                         "tuned_scale": None,
+                        "later_target_accuracy": None,  # a trial is scored at its own target only
                         "validation_fraction": settings["validation_fraction"],
                         # a grid trial stops once it cannot matter; a confirmation runs its whole budget
                         "tune_seeds": len(tune.trial_seeds(settings)) if grid_trial else None,

@@ -47,6 +47,9 @@ RUN_FIELDS: dict[str, str] = checked_paths(
         "time_to_target_s": "time_to_target_s",
         "target_step": "evaluation.target_step",
         "steps_to_target": "steps_to_target",
+        "later_target_accuracy": "later_target.accuracy",
+        "time_to_later_target_s": "later_target.time_to_target_s",
+        "steps_to_later_target": "later_target.steps_to_target",
         "eval_every": "evaluation.every_steps",
         "seconds_per_step": "seconds_per_step",
         "transfer_per_step_s": "time.transfer_per_step_s",
@@ -70,7 +73,8 @@ RUN_FIELDS: dict[str, str] = checked_paths(
 # Columns a run.json of an older version may lack, and the value they then mean.
 FIELD_DEFAULTS = {
     "setting": "", "target_step": None, "steps_to_target": None, "commit": None, "dirty": None,
-    "slurm_job_id": None, "simulated_on": "",
+    "slurm_job_id": None, "simulated_on": "", "later_target_accuracy": None, "time_to_later_target_s": None,
+    "steps_to_later_target": None,
     "threads": None, "staleness_median": None, "staleness_p90": None, "staleness_max": None,
 }  # fmt: skip
 

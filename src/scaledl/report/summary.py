@@ -26,7 +26,8 @@ from scaledl.report.scaling import samples_per_second
 # The columns read as run.json records them, in the order they are read.
 RECORDED = [
     "dataset", "model", "algorithm", "platform", "workers", "setting", "ranks", "threads", "seed",
-    "final_test_accuracy", "target_accuracy", "time_to_target_s", "target_step", "steps_to_target", "eval_every",
+    "final_test_accuracy", "target_accuracy", "time_to_target_s", "target_step", "steps_to_target",
+    "later_target_accuracy", "time_to_later_target_s", "steps_to_later_target", "eval_every",
     "seconds_per_step", "transfer_per_step_s", "wait_per_step_s", "comm_share", "exposed_share",
     "staleness_median", "staleness_p90", "staleness_max",
     "steps", "epochs", "wall_s", "stop_reason", "commit", "dirty", "slurm_job_id", "batch_size", "simulated_on",
@@ -35,7 +36,7 @@ RECORDED = [
 SUMMARY_COLUMNS = [
     "config", "dataset", "model", "algorithm", "platform", "workers", "setting", "ranks", "threads", "seed",
     "final_test_accuracy", "best_test_accuracy", "target_accuracy", "time_to_target_s", "target_step",
-    "steps_to_target", "eval_every",
+    "steps_to_target", "later_target_accuracy", "time_to_later_target_s", "steps_to_later_target", "eval_every",
     "seconds_per_step", "samples_per_s", "transfer_per_step_s", "wait_per_step_s", "comm_share", "exposed_share",
     "staleness_median", "staleness_p90", "staleness_max",
     "steps", "epochs", "wall_s", "stop_reason", "resumed", "bytes_exchanged", "bytes_to_target",

@@ -62,6 +62,7 @@ RESUMABLE_CHANGES = frozenset(
         "epochs",
         "time_budget",
         "target_accuracy",
+        "later_target_accuracy",
         "checkpoint_every",
         "checkpoint_interval",
         "restart",

@@ -83,6 +83,7 @@ class StopRule:
     epochs: float | None = None
     time_budget: float | None = None  # seconds of training (evaluation excluded)
     target_accuracy: float | None = None
+    later_target: float | None = None  # a second target past the first: the run stops there instead
 
     def reason(self, step: int, epoch: float, train_seconds: float | None, accuracy: float | None) -> str | None:
         if self.target_accuracy is not None and accuracy is not None and accuracy >= self.target_accuracy:
@@ -148,11 +149,21 @@ class Monitor:
         self.stop_train_s: float | None = None
         self.diverged_at: int | None = None  # step of the first non-finite loss seen
         self._target_state: dict[str, torch.Tensor] | None = None  # the center that reached the target
+        self.later: Crossing | None = None  # the crossing of the later target (StopRule.later_target), if set
+        self._later_state: dict[str, torch.Tensor] | None = None  # the center that reached it
         self._result_state: dict[str, torch.Tensor] = {}
         self._loss_sum = None
         self._loss_count = 0
         self._evaluated_step = -1
         self._next_eval = eval_every
+
+    @property
+    def stop_step(self) -> int | None:
+        """The evaluated step at which the run's last target was reached: the later target's where one is
+        set (the run goes on past the first), else the target's; None while not reached."""
+        if self.stop_rule.later_target is not None:
+            return None if self.later is None else self.later.step
+        return self.target_step
 
     @property
     def train_seconds(self) -> float:
@@ -175,7 +186,7 @@ class Monitor:
             self.stop_reason = INTERRUPTED
         elif self.diverged_at is not None:
             self.stop_reason = DIVERGED
-        elif self.target_step is not None:  # a resumed run whose restored rows already reach its target
+        elif self.stop_step is not None:  # a resumed run whose restored rows already reach its target
             self.stop_reason = "target_accuracy"
         else:
             # the training clock is read only where a time budget needs it (a step at batch 4 is ~2.5 ms)
@@ -217,7 +228,7 @@ class Monitor:
         self._record(self.evaluator.evaluate(taken))
         if self.stop_reason is None and self.diverged_at is not None:
             self.stop_reason = DIVERGED
-        elif self.stop_reason is None and self.target_step == step:
+        elif self.stop_reason is None and self.stop_step == step:
             self.stop_reason = "target_accuracy"
         elif self.stop_reason is None and self.outpaced is not None and self.outpaced(step, train_s):
             self.stop_reason = OUTPACED
@@ -250,6 +261,9 @@ class Monitor:
         if target is not None and self.time_to_target is None and ev.test_accuracy >= target:
             self._set_crossing(crossing(self.rows, target))
             self._target_state = self.evaluator.evaluated_state
+        later = self.stop_rule.later_target
+        if later is not None and self.later is None and ev.test_accuracy >= later:
+            self.later, self._later_state = crossing(self.rows, later), self.evaluator.evaluated_state
         print(self.progress_line(snap, ev, previous), end="", file=sys.stdout, flush=True)  # one write: ranks share it
 
     def throughput(self, snap: Snapshot, previous: dict | None) -> float | None:
@@ -269,11 +283,8 @@ class Monitor:
         done = rule.progress(snap.step, snap.epoch, snap.train_s)
         left = f"  {done:4.0%}  ~{duration(snap.train_s * (1 - done) / done)} left" if done and snap.step else ""
         if rule.target_accuracy is not None:
-            left += (
-                f"  (or until test_acc ≥ {rule.target_accuracy:g})"
-                if self.time_to_target is None
-                else "  target reached"
-            )
+            last = rule.target_accuracy if rule.later_target is None else rule.later_target
+            left += f"  (or until test_acc ≥ {last:g})" if self.stop_step is None else "  target reached"
         loss_text = "-" if snap.train_loss is None else f"{snap.train_loss:.4f}"
         return (
             f"step {snap.step:6d}{of}  epoch {snap.epoch:7.3f}  train {snap.train_s:8.2f}s{speed}  "
@@ -294,6 +305,7 @@ class Monitor:
             "target_step": self.target_step,
             "diverged_at": self.diverged_at,
             "target_state": self._target_state,
+            "later_state": self._later_state,
             "loss_sum": None if self._loss_sum is None else float(self._loss_sum),
             "loss_count": self._loss_count,
             "evaluated_step": self._evaluated_step,
@@ -318,6 +330,9 @@ class Monitor:
         self._evaluated_step, self._next_eval = state["evaluated_step"], state["next_eval"]
         self.evaluator.evaluated_state = state["evaluated_state"]
         self._set_crossing(crossing(self.rows, self.stop_rule.target_accuracy))
+        self.later = crossing(self.rows, self.stop_rule.later_target)
+        # the later target's center survives a resume where the checkpoint saw that crossing (else the last one)
+        self._later_state = state.get("later_state") if self.later is not None else None
         self._target_state = None
         if self.target_step is not None and self.target_step == state["target_step"]:
             self._target_state = state["target_state"]
@@ -351,10 +366,11 @@ class Monitor:
         if self.metrics_log is not None:
             self.metrics_log.close()
         self._result_state = self.evaluator.evaluated_state
-        if self._target_state is not None and self.stop_reason == "target_accuracy":
-            self._result_state = self._target_state
+        stopped_at = self._later_state if self.stop_rule.later_target is not None else self._target_state
+        if stopped_at is not None and self.stop_reason == "target_accuracy":
+            self._result_state = stopped_at
             # its own evaluation: the last one, except in a run resumed past it (its restored rows reach the target)
-            reached = next(row for row in self.rows if row["step"] == self.target_step)
+            reached = next(row for row in self.rows if row["step"] == self.stop_step)
             self.last_accuracy, self.last_loss = reached["test_accuracy"], reached["test_loss"]
         self.final_wall = self.timer.wall()
 

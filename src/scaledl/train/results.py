@@ -126,6 +126,7 @@ def record_of(run, per_rank: list[dict], algo_reports: list[dict]) -> RunRecord:
         # The crossing of the target, interpolated between the evaluations around it (monitor.crossing).
         time_to_target_s=monitor.time_to_target,
         steps_to_target=monitor.steps_to_target,
+        later_target=_later_target_block(cfg, monitor),
         evaluation=EvaluationBlock(
             every_steps=cfg.eval_every, target_step=monitor.target_step, **monitor.evaluator.report()
         ),
@@ -212,6 +213,20 @@ def _stop_block(monitor) -> StopBlock:
     )
 
 
+def _later_target_block(cfg, monitor) -> dict | None:
+    """The later target (--later-target-accuracy) and its crossing, interpolated as the first target's; None
+    without one. Its time and steps are None where the run stopped before reaching it."""
+    if cfg.later_target_accuracy is None:
+        return None
+    later = monitor.later
+    return {
+        "accuracy": cfg.later_target_accuracy,
+        "time_to_target_s": later.train_s if later else None,
+        "steps_to_target": later.steps if later else None,
+        "target_step": later.step if later else None,
+    }
+
+
 def _phases_block(master: dict, workers_mean: dict, per_rank: list[dict]) -> PhasesBlock:
     """The master rank's seconds per phase at top level; every rank's, and the workers' mean, below."""
     own = {k: v for k, v in master.items() if k.endswith("_s") or k == "comm_share"}
@@ -251,6 +266,13 @@ def closing_line(monitor, cfg, out: Path) -> str:
             f"(step {monitor.steps_to_target:.1f}, seen at the evaluation of step {monitor.target_step})"
             if monitor.time_to_target is not None
             else f"; target {cfg.target_accuracy:g} not reached"
+        )
+    if cfg.later_target_accuracy is not None:
+        later = monitor.later
+        target += (
+            f"; later target {cfg.later_target_accuracy:g} at {later.train_s:.2f} s (step {later.steps:.1f})"
+            if later
+            else f"; later target {cfg.later_target_accuracy:g} not reached"
         )
     accuracy = "" if best is None else f"; test accuracy {monitor.last_accuracy:.4f} (best {best:.4f})"
     if cfg.time_only:

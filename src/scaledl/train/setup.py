@@ -228,7 +228,7 @@ def connect(run: TrainingRun) -> TrainingRun:
     if roles.is_master:
         if cfg.restart:
             checkpoint.remove_all(cfg.out_dir)  # once nothing can refuse the run: it starts over
-        stop_rule = StopRule(cfg.max_steps, cfg.epochs, cfg.time_budget, cfg.target_accuracy)
+        stop_rule = StopRule(cfg.max_steps, cfg.epochs, cfg.time_budget, cfg.target_accuracy, cfg.later_target_accuracy)
         # Evaluated where the center lives (host memory for sync_easgd1 and dedicated masters).
         center_device = next(run.center_model.parameters()).device
         # The test split, or with --validation-fraction the train split's held-out tail (the test split unread).
@@ -275,6 +275,12 @@ def check_budgets(cfg: TrainConfig) -> None:
         )
     if cfg.out_dir.exists() and not cfg.out_dir.is_dir():
         raise UserError(f"--out-dir {cfg.out_dir} exists and is not a directory")
+    later, first = cfg.later_target_accuracy, cfg.target_accuracy
+    if later is not None and (first is None or later <= first):
+        raise UserError(
+            f"--later-target-accuracy {later:g}: a later target needs --target-accuracy below it "
+            f"(got {'none' if first is None else f'{first:g}'})"
+        )
 
 
 def check_world(world: MPI.Comm, expected: int | None) -> None:

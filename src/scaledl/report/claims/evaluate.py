@@ -20,6 +20,7 @@ from scaledl.report.claims.sides import pick_side
 from scaledl.report.claims.words import (
     CLAIM_COLUMNS,
     CONTROL,
+    LATER,
     NOT_COMPARABLE,
     RUNNER_UP,
     SHARED,
@@ -108,7 +109,25 @@ def protocols_of(results: pd.DataFrame) -> dict[str, pd.DataFrame]:
     settings = results["setting"].fillna("").astype(str) if "setting" in results else pd.Series("", results.index)
     protocols = settings.map(protocol_word)
     found = {name: results[protocols == name] for name in (TUNED, RUNNER_UP, SHARED)}  # controls: by their sides
+    found[LATER] = later_view(found[TUNED])
     return {name: runs for name, runs in found.items() if not runs.empty} or {SHARED: results.iloc[0:0]}
+
+
+LATER_METRICS = ("time_to_target_s", "steps_to_target")  # what a later target's crossing gives again
+
+
+def later_view(runs: pd.DataFrame) -> pd.DataFrame:
+    """The runs that ran to a later target, their to-target columns read at it: the same claims judged again
+    at a target several hundred steps on (empty where no run set one)."""
+    if "later_target_accuracy" not in runs:
+        return runs.iloc[0:0]
+    later = runs[pd.to_numeric(runs["later_target_accuracy"], errors="coerce").notna()]
+    return later.assign(
+        target_accuracy=later["later_target_accuracy"],
+        time_to_target_s=later["time_to_later_target_s"],
+        steps_to_target=later["steps_to_later_target"],
+        target_step=float("nan"),  # the interpolated steps stand alone: no evaluated step to fall back on
+    )
 
 
 def evaluate(
@@ -126,7 +145,12 @@ def evaluate(
         elif claim.rule in INCLUSION_RULES:
             rows += evaluate_claim(protocols[TUNED], claim, ctx, TUNED) if TUNED in protocols else []
         else:
-            rows += [r for name, runs in protocols.items() for r in evaluate_claim(runs, claim, ctx, name)]
+            rows += [
+                r
+                for name, runs in protocols.items()
+                if name != LATER or claim.metric in LATER_METRICS
+                for r in evaluate_claim(runs, claim, ctx, name)
+            ]
     return pd.DataFrame(rows, columns=CLAIM_COLUMNS)
 
 

@@ -12,6 +12,7 @@ from scaledl.report.claims.rules import AA_RULES, INCLUSION_RULES
 from scaledl.report.claims.words import (
     CONTROL,
     INCONCLUSIVE,
+    LATER,
     NOT_COMPARABLE,
     PROTOCOLS,
     REVERSED,
@@ -209,6 +210,12 @@ def side_by_side(paper: pd.DataFrame) -> pd.DataFrame:
         tuned, shared = out[f"{TUNED}: verdict"], out[f"{SHARED}: verdict"]
         # a setting judged under one protocol only has no verdict to change
         out["changed"] = (tuned.notna() & shared.notna() & (tuned != shared)).map({True: "yes", False: ""})
+    if {f"{TUNED}: verdict", f"{LATER}: verdict"} <= set(out.columns):
+        first, later = out[f"{TUNED}: verdict"], out[f"{LATER}: verdict"]
+        out["same at the later target"] = [
+            "—" if pd.isna(a) or pd.isna(b) else "yes" if a == b else f"**no**: {b} at the later target"
+            for a, b in zip(first, later)
+        ]
     if {f"{TUNED}: verdict", f"{RUNNER_UP}: verdict"} <= set(out.columns):
         best, second = out[f"{TUNED}: verdict"], out[f"{RUNNER_UP}: verdict"]
         out["robust"] = [

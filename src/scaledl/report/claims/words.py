@@ -18,7 +18,8 @@ NOT_TIED = "not tied"  # a tie claim refuted by a clear winner (the `tied` rule)
 VERDICTS = (HOLDS, REVERSED, NOT_TIED, INCONCLUSIVE, NOT_COMPARABLE)
 TUNED, SHARED, CONTROL = "tuned", "shared η", "control"  # the protocols a claim is judged under
 RUNNER_UP = "runner-up η"  # the tuned runs again at each side's second-best η: does the verdict survive it?
-PROTOCOLS = (TUNED, RUNNER_UP, SHARED)  # the order of the report's columns
+LATER = "tuned, later target"  # the tuned runs judged at their later target (later_target_accuracy)
+PROTOCOLS = (TUNED, LATER, RUNNER_UP, SHARED)  # the order of the report's columns
 PROTOCOL_WORDS = {"tuned": TUNED, "runner_up": RUNNER_UP, "control": CONTROL, "shared": SHARED}  # grid.tune's keys
 
 
