@@ -7,7 +7,8 @@ not tied, inconclusive or not comparable here, with our numbers and a reason.
 
 The package, in the order a claim is judged: `load` reads claims.yaml into `Claim`s; `evaluate` runs each
 claim under each protocol on each setting; `rules` (and `checks`, the harness's own: inclusion and A/A) decide
-a verdict from the sides that `Rule.apply` picks; `sides` picks a side's runs and compares two over seeds;
+a verdict from the sides that `Rule.apply` picks; `sides` picks a side's runs and compares two over seeds
+(`stability`: how reliably and reproducibly each reaches the target);
 `context` holds what the summary does not say; `page` writes claims.md (`judged`: its closing section, the
 configurations judged); `words` is the vocabulary every one of them speaks."""
 
@@ -80,14 +81,12 @@ from scaledl.report.claims.sides import (
     Comparison,
     Side,
     as_verdict,
-    combined,
     compare,
     decided,
     decomposition,
     describe,
     equivalence,
     factors,
-    more_stable,
     not_reached_note,
     not_slower_test,
     outcome,
@@ -104,6 +103,7 @@ from scaledl.report.claims.sides import (
     test_text,
     tuned_choice_text,
 )
+from scaledl.report.claims.stability import combined, more_stable
 from scaledl.report.claims.words import (
     CLAIM_COLUMNS,
     CONTROL,

@@ -16,27 +16,23 @@ from scaledl.report.claims.context import Context, simulated_platform
 from scaledl.report.claims.sides import (
     Side,
     as_verdict,
-    combined,
     compare,
     decided,
     decomposition,
     describe,
     equivalence,
     factors,
-    grid_reach,
-    more_reliable_on_grid,
-    more_stable,
     not_reached_note,
     not_slower_test,
     paired,
     ratio_numbers,
     samples,
     seeds_problem,
-    seeds_reach,
     sides_or_missing,
     target_problem,
     test_text,
 )
+from scaledl.report.claims.stability import combined, grid_reach, more_reliable_on_grid, more_stable, seeds_reach
 from scaledl.report.claims.words import HOLDS, INCONCLUSIVE, NOT_COMPARABLE, REVERSED, Claim, Verdict
 from scaledl.report.comm_model import measured_per_step
 from scaledl.report.runs import read_run
