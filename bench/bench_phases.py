@@ -161,11 +161,7 @@ def simulation_block(record: dict) -> str:
 
 
 def write_simulation_block(record: dict, page: Path) -> None:
-    text = page.read_text()
-    start, end = f"<!-- record:{DOC_BLOCK} -->\n", f"<!-- /record:{DOC_BLOCK} -->"
-    head, _, rest = text.partition(start)
-    _, _, tail = rest.partition(end)
-    page.write_text(f"{head}{start}{simulation_block(record)}{end}{tail}")
+    common.write_record_block(page, DOC_BLOCK, simulation_block(record))
 
 
 def probe_rows(probe: dict) -> list[dict]:

@@ -653,6 +653,20 @@ def check_raw_destination(path) -> None:
         )
 
 
+def write_record_block(page: Path, name: str, body: str) -> None:
+    """Replace the block `<!-- record:NAME -->` ... `<!-- /record:NAME -->` of a docs page by `body` (a table
+    rendered from the record it cites), atomically; a page without the block is an error, not an append."""
+    from scaledl.atomic import write_text  # imported where used, as in update_section
+
+    text = page.read_text()
+    start, end = f"<!-- record:{name} -->\n", f"<!-- /record:{name} -->"
+    if start not in text or end not in text:
+        raise RawError(f"{shown_path(page)} has no block {start.strip()} ... {end}")
+    head, _, rest = text.partition(start)
+    _, _, tail = rest.partition(end)
+    write_text(page, f"{head}{start}{body}{end}{tail}")
+
+
 RAW_DIR = REPO / "bench" / "raw"  # the records the published docs/benchmarks.md was generated from
 
 

@@ -1,5 +1,5 @@
 """`scaledl` command line: download, prepare, train, simulate, calibrate, aggregate, plot, netbench, comm-model,
-claims, figures, tune, compare, timeline, regime-map, sensitivity, cost.
+claims, figures, tune, compare, timeline, regime-map, sensitivity, cost, validate.
 
 Each subcommand is one module exporting HELP, `add_arguments(parser)` and
 `run(args)`; this file only lists them. A UserError, like a parser error,
@@ -82,6 +82,10 @@ SUBCOMMANDS = {
     "cost": (
         "scaledl.grid.nodehours",
         "the node-hours and GPU-hours a config asks of Slurm, per platform and rule, before submitting",
+    ),
+    "validate": (
+        "scaledl.validate.command",
+        "check a simulated platform's prices against published measurements, with each row's error and the score",
     ),
 }
 

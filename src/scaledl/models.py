@@ -57,7 +57,9 @@ MODELS: dict[str, Callable[[tuple[int, int, int], int], nn.Module]] = {
     "cifar_alexnet": _written_here("CifarAlexNet"),
     "alexnet": _torchvision("alexnet"),
     "googlenet": _torchvision("googlenet", aux_logits=False, init_weights=True),
+    "vgg16": _torchvision("vgg16"),  # with inception_v3: networks of published step times (scaledl validate)
     "vgg19": _torchvision("vgg19"),
+    "inception_v3": _torchvision("inception_v3", aux_logits=False, init_weights=True),  # images of 299×299
     "resnet18": _torchvision("resnet18"),  # at 32×32 (CIFAR) too: its global pooling takes any size
     "resnet50": _torchvision("resnet50"),
 }

@@ -142,7 +142,7 @@ def test_the_help_lists_every_subcommand_with_its_modules_help_and_the_whole_des
     with pytest.raises(SystemExit):
         main(["--help"])
     out = " ".join(capsys.readouterr().out.split())
-    assert "regime-map, sensitivity, cost." in out  # the description is not cut at its first line
+    assert "regime-map, sensitivity, cost, validate." in out  # the description is not cut at its first line
     assert all(" ".join(summary.split()) in out for _, summary in SUBCOMMANDS.values())
 
 

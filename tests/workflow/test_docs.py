@@ -217,3 +217,18 @@ def test_the_per_phase_table_of_the_simulation_page_is_its_records():
     assert start in page and end in page
     shown = page.split(start, 1)[1].split(end, 1)[0]
     assert shown == bench_phases.simulation_block(common.read_raw(REPO / "bench/raw/phases.json"))
+
+
+def test_the_published_validation_of_the_simulation_page_is_its_record():
+    """docs/simulation.md's published-anchor table is rendered from bench/raw/validate_published.json
+    (bench/bench_validate.py writes both), at a clean commit."""
+    import json
+
+    from scaledl.validate.table import record_block
+
+    record = json.loads((REPO / "bench/raw/validate_published.json").read_text())
+    page = (REPO / "docs/simulation.md").read_text()
+    start, end = "<!-- record:validate_published -->\n", "<!-- /record:validate_published -->"
+    assert start in page and end in page
+    assert page.split(start, 1)[1].split(end, 1)[0] == record_block(record)
+    assert record["code"]["commit"] and record["code"]["dirty"] is False

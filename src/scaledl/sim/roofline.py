@@ -117,6 +117,7 @@ class OpCounter(TorchDispatchMode):
         super().__init__()
         self.device = device
         self.seconds = 0.0
+        self.flops = 0  # what torch.utils.flop_counter counts (matrix products, convolutions): a rate's numerator
         self.copied = 0
         self.to_device = 0
         self.to_host = 0
@@ -149,6 +150,7 @@ class OpCounter(TorchDispatchMode):
             elif to_host and not from_host:
                 self.to_host += source.nbytes
         flops = flop_registry[packet](*args, **kwargs, out_val=out) if packet in flop_registry else 0
+        self.flops += flops
         d = self.device
         self.seconds += d.op_overhead_s + max(flops / (d.flops * d.efficiency), moved / d.memory_bw)
         return out

@@ -1,0 +1,1 @@
+"""Validation of the simulated platforms: what they predict beside what was measured (`scaledl validate`)."""

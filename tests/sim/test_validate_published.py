@@ -1,0 +1,49 @@
+"""`scaledl validate --suite published` end to end: the ping-pong rows simulated on cori_knl, a miss under
+--strict, and bad options refused in one line. SimGrid is optional: without it these tests skip."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mpi_run import run_python
+from scaledl.sim.loader import available
+
+pytestmark = pytest.mark.skipif(not available(), reason="SimGrid's Python bindings are not installed (python3-simgrid)")
+
+
+def validate(*args: str):
+    return run_python(["-m", "scaledl", "validate", *args], timeout=240)
+
+
+def test_the_ping_pong_rows_are_the_platform_s_links(tmp_path):
+    out = tmp_path / "published.json"
+    proc = validate(
+        "--only", "aries_xeon_0B,aries_xeon_4MiB", "--out-json", str(out), "--out-md", str(tmp_path / "t.md")
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = {r["id"]: r for r in json.loads(out.read_text())["rows"]}
+    # a 4 MiB message on cori_knl crosses 10 GB/s links: its time beyond the 4-byte one is its bytes at that rate
+    serial = rows["aries_xeon_4MiB"]["simulated"] - rows["aries_xeon_0B"]["simulated"]
+    assert serial == pytest.approx(4 * 2**20 / 10e9, rel=0.05)
+    assert rows["aries_xeon_4MiB"]["within"] and abs(rows["aries_xeon_4MiB"]["error"]) < 0.25
+    assert (tmp_path / "t.md").read_text() in proc.stdout
+
+
+def test_strict_fails_on_a_held_out_miss_and_says_what_it_points_to():
+    proc = validate("--only", "aries_knl_0B", "--strict")
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert "misses: 0.10× (fast); points to cori_knl per-message latency" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    "args, line",
+    [
+        (["--platform", "laptop"], "--platform laptop: no anchor for it; anchored platforms: cori_knl, k80x8"),
+        (["--only", "k80_vgg17"], "--only k80_vgg17: no such anchor"),
+    ],
+)
+def test_a_bad_option_is_one_line(args, line):
+    proc = validate(*args)
+    assert proc.returncode == 2 and line in proc.stderr and len(proc.stderr.strip().splitlines()) == 1

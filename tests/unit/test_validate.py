@@ -1,0 +1,148 @@
+"""`scaledl validate`'s parts: the published anchors as shipped, their reader's refusals, the table's arithmetic,
+and the price of a step as the simulator charges it."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from torch.utils.flop_counter import FlopCounterMode
+
+from scaledl.errors import UserError
+from scaledl.models import MODELS
+from scaledl.sim.calibrate import loop_step
+from scaledl.sim.platform import load as load_platform
+from scaledl.sim.platform import shipped
+from scaledl.sim.roofline import OpCounter
+from scaledl.validate import anchors as anchor_file
+from scaledl.validate.anchors import Anchor
+from scaledl.validate.command import chosen
+from scaledl.validate.predict import step_price
+from scaledl.validate.table import Row, floor, record_block, report, rows_of, score, summary, to_record, verdict
+
+
+def anchor(id="a", published=1.0, role="held_out", **fields) -> Anchor:
+    return Anchor(id=id, kind=fields.pop("kind", "step"), platform=fields.pop("platform", "k80x8"),
+                  published=published, source="s", constant=fields.pop("constant", "the GPU's efficiency"),
+                  role=role, **fields)  # fmt: skip
+
+
+def test_every_shipped_anchor_is_complete_and_names_what_it_stands_for():
+    anchors, tolerance = anchor_file.load()
+    assert 0 < tolerance < 1 and len(anchors) >= 10
+    for a in anchors:
+        assert a.platform in shipped() and a.source and a.constant and a.published > 0
+        if a.kind in ("step", "flop_rate"):
+            assert a.model in MODELS and a.host in load_platform(a.platform).hosts and len(a.image) == 3
+        else:
+            assert a.nbytes > 0 and a.nbytes % 4 == 0  # a netbench size
+    step = {a.id: a for a in anchors}["k80_alexnet_b512_gce"]
+    assert step.published == pytest.approx(512 / 656)  # images per second made seconds per step
+    for a in anchors:  # a second measurement is of the same configuration
+        if a.same_as:
+            b = {x.id: x for x in anchors}[a.same_as]
+            assert (a.kind, a.model, a.batch, a.image, a.nbytes) == (b.kind, b.model, b.batch, b.image, b.nbytes)
+
+
+GOOD = """
+sources: {s: "somebody, somewhere"}
+anchors:
+  - {id: x, kind: p2p, platform: cori_knl, bytes: 4, seconds: 1.0e-6, source: s, constant: c}
+"""
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ("kind: p2p", "kind 'ping' is not one of"),
+        ("bytes: 4, ", "no bytes"),
+        ("source: s", "source 'elsewhere' is not among"),
+        ("seconds: 1.0e-6", "must be a positive number"),
+        ("constant: c}", "same_as 'nobody' is no anchor's id"),
+    ],
+)
+def test_a_malformed_anchor_is_one_line_naming_it(change, message):
+    replacement = {
+        "kind: p2p": "kind: ping",
+        "bytes: 4, ": "",
+        "source: s": "source: elsewhere",
+        "seconds: 1.0e-6": "seconds: -1",
+        "constant: c}": "constant: c, same_as: nobody}",
+    }[change]
+    with pytest.raises(UserError, match=message) as error:
+        anchor_file.load(GOOD.replace(change, replacement))
+    assert "anchor x" in str(error.value) and "\n" not in str(error.value)
+    assert anchor_file.load(GOOD)[0][0].published == 1e-6
+
+
+def test_an_id_used_twice_is_refused():
+    twice = GOOD + "  - {id: x, kind: p2p, platform: cori_knl, bytes: 8, seconds: 2.0e-6, source: s, constant: c}\n"
+    with pytest.raises(UserError, match="used twice"):
+        anchor_file.load(twice)
+
+
+def test_the_score_counts_held_out_rows_only_and_a_miss_names_its_constant():
+    rows = [Row(anchor("a", 1.0), 1.2), Row(anchor("b", 2.0), 1.0), Row(anchor("c", 1.0, role="fit"), 5.0)]
+    s = score(rows)
+    assert s["n"] == 2 and s["mape"] == pytest.approx((0.2 + 0.5) / 2)
+    assert s["geomean"] == pytest.approx(math.sqrt(1.2 * 0.5))
+    assert rows[0].passes(0.25) and not rows[1].passes(0.25)
+    assert verdict(rows[0], 0.25) == "within"
+    assert verdict(rows[1], 0.25) == "misses: 0.50× (fast); points to the GPU's efficiency"
+    by_kind = summary(rows, 0.25)
+    assert by_kind["step"]["passed"] == 1 and by_kind["all"]["n"] == 2
+
+
+def test_the_floor_is_what_two_measurements_of_one_configuration_disagree_by():
+    a, b = anchor("gce", 1.0), anchor("aws", 1.1, same_as="gce")
+    assert floor([a, b]) == pytest.approx(0.1)
+    assert floor([a]) is None and floor([b]) is None  # its twin not among those picked
+
+
+def test_the_options_pick_anchors_and_an_unknown_one_is_named():
+    anchors = [anchor("a"), anchor("b", platform="cori_knl")]
+    assert [a.id for a in chosen(anchors, ["cori_knl"], None)] == ["b"]
+    assert [a.id for a in chosen(anchors, None, "a")] == ["a"]
+    with pytest.raises(UserError, match="--platform laptop: no anchor for it; anchored platforms: cori_knl, k80x8"):
+        chosen(anchors, ["laptop"], None)
+    with pytest.raises(UserError, match="--only z: no such anchor"):
+        chosen(anchors, None, "a,z")
+
+
+def test_a_time_only_step_costs_what_the_computed_step_costs():
+    """The price validate compares is the one a full simulation charges: skipping the arithmetic changes nothing
+    in it, and its FLOPs are torch's own count of the same step."""
+    a = anchor(model="lenet", batch=16, image=(1, 28, 28), classes=10, host="gpu0")
+    seconds, flops = step_price(a)
+    step = loop_step("lenet", 16)
+    counter = OpCounter(load_platform("k80x8").hosts["gpu0"].device())
+    with counter:
+        step()  # computed for real
+    assert seconds == pytest.approx(counter.seconds, rel=1e-12)
+    with FlopCounterMode(display=False) as reference:
+        step()
+    assert flops == reference.get_total_flops() == counter.flops > 0
+
+
+def test_a_host_the_platform_lacks_is_named():
+    with pytest.raises(UserError, match="platform k80x8 has no host 'gpu9'"):
+        step_price(anchor(model="lenet", batch=1, image=(1, 28, 28), classes=10, host="gpu9"))
+
+
+def test_the_step_is_priced_on_the_anchor_host_s_device():
+    """A K80 prices LeNet's step below the CPU socket beside it (same code, another host's constants)."""
+    gpu = step_price(anchor(model="lenet", batch=64, image=(1, 28, 28), classes=10, host="gpu0"))[0]
+    cpu = step_price(anchor(model="lenet", batch=64, image=(1, 28, 28), classes=10, host="cpu"))[0]
+    assert gpu < cpu
+
+
+def test_a_record_renders_the_rows_it_was_written_from():
+    rows = [Row(anchor("a", 1.0, host="gpu0", model="lenet", image=(1, 28, 28)), 1.2), Row(anchor("b", 2.0), 1.0)]
+    record = json.loads(
+        json.dumps(to_record(rows, 0.25, {"commit": "0123456789ab", "dirty": False}, "2026-12-05T13:00:00Z"))
+    )
+    assert rows_of(record) == rows
+    block = record_block(record)
+    assert block.startswith("`scaledl validate --suite published` (`bench/raw/validate_published.json`: commit 0123456")
+    assert report(rows, 0.25) in block and record["score"]["all"]["n"] == 2
