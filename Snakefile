@@ -12,6 +12,7 @@
 #   largest run's allocation --netbench--> results/NAME/netbench/{platform}.json                   net.smk
 #   a simulated platform --netbench_simulated--> results/NAME/netbench/{platform}.json             net.smk
 #   the local netbench --calibrate_platform--> results/NAME/platform/calibrated.xml (a twin of this machine) net.smk
+#     --validate_here (its prices against this machine, held out)--> results/NAME/validate/here.md net.smk
 #     + runs --comm_model--> results/NAME/tables/comm_model/{platform}.{csv,md}                    net.smk
 #   summary + netbench --claims--> results/NAME/report/claims.{md,csv}                             report.smk
 #   runs + netbench --figures--> results/NAME/report/figures/*.png, metrics_long.csv               figures.smk

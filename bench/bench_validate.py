@@ -1,12 +1,16 @@
-"""The published validation of the shipped platforms, kept as a record and shown on docs/simulation.md.
+"""The validation of the simulated platforms, kept as records and shown on docs/simulation.md.
 
-    python bench/bench_validate.py             # price every anchor (about 30 s), write bench/raw/validate_published.json
-                                               # (a clean commit only) and the page's block rendered from it
-    python bench/bench_validate.py --render    # rebuild the page's block from the record, pricing nothing
+    python bench/bench_validate.py                  # published: price every anchor (about 30 s)
+    python bench/bench_validate.py --suite here     # here: netbench, calibrate, then validate (a few minutes;
+                                                    # a quiet machine: it times)
+    python bench/bench_validate.py --render         # rebuild the page's blocks from the records, pricing nothing
 
-The record is `scaledl validate --suite published --out-json`'s; the page's block between
-`<!-- record:validate_published -->` and its end is `scaledl.validate.table.record_block` of it
-(tests/workflow/test_docs.py checks that they agree).
+Each suite writes bench/raw/validate_SUITE.json (from a clean commit only) and the page's block rendered from
+it. The published record is `scaledl validate --suite published --out-json`'s. The here record is the same
+command's for `--suite here`, on this machine as the workflow makes its twin: `scaledl netbench` at 2 ranks,
+then `scaledl calibrate --busy 1` on it (the training loop's step timed with the other core busy), then the
+models and collectives that calibration did not see. The page's block between `<!-- record:validate_SUITE -->`
+and its end is `scaledl.validate.table.record_block` of the record (tests/workflow/test_docs.py checks it).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import argparse
 import json
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # `bench` as a package, run as a script
@@ -22,23 +27,49 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # `bench` as a 
 from bench import common  # noqa: E402
 from scaledl.validate.table import record_block  # noqa: E402
 
-DOC_BLOCK = "validate_published"  # docs/simulation.md's block: <!-- record:validate_published -->
+SUITES = ("published", "here")
 PAGE = common.REPO / "docs" / "simulation.md"
+
+
+def block_name(suite: str) -> str:
+    return f"validate_{suite}"  # docs/simulation.md's block: <!-- record:validate_SUITE -->
+
+
+def scaledl(*args: str) -> None:
+    if subprocess.run([sys.executable, "-m", "scaledl", *args], cwd=common.REPO).returncode != 0:
+        raise SystemExit(f"bench_validate: scaledl {args[0]} failed")
+
+
+def measure(suite: str, raw: Path) -> None:
+    if suite == "published":
+        scaledl("validate", "--suite", "published", "--out-json", str(raw))
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        netbench, platform = Path(tmp) / "netbench.json", Path(tmp) / "calibrated.xml"
+        common.run_mpi(2, ["-m", "scaledl", "netbench", "--out", str(netbench), "--max-size", "16M"])
+        scaledl("calibrate", "--netbench", str(netbench), "--out", str(platform), "--name", "calibrated",
+                "--cores", str(common.usable_cores()), "--busy", str(common.usable_cores() - 1))  # fmt: skip
+        scaledl("validate", "--suite", "here", "--platform-file", str(platform), "--netbench", str(netbench),
+                "--out-json", str(raw))  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--raw", type=Path, default=common.raw_path(DOC_BLOCK), help="the record (default %(default)s)")
+    parser.add_argument("--suite", choices=SUITES, default="published")
+    parser.add_argument("--raw", type=Path, help="the record (default bench/raw/validate_SUITE.json)")
     parser.add_argument("--render", action="store_true", help="price nothing: rebuild the page's block from --raw")
     parser.add_argument("--no-doc", action="store_true", help="leave docs/simulation.md as it is")
-    args = common.parse_bench_args(parser, argv)
+    args = parser.parse_args(argv)
+    args.raw = args.raw or common.raw_path(block_name(args.suite))
     if not args.render:
-        cmd = [sys.executable, "-m", "scaledl", "validate", "--suite", "published", "--out-json", str(args.raw)]
-        if subprocess.run(cmd, cwd=common.REPO).returncode != 0:
-            return 1
+        try:
+            common.check_raw_destination(args.raw)  # before anything is measured
+        except common.RawError as error:
+            parser.error(str(error))
+        measure(args.suite, args.raw)
     block = record_block(json.loads(args.raw.read_text()))
     if not args.no_doc:
-        common.write_record_block(PAGE, DOC_BLOCK, block)
+        common.write_record_block(PAGE, block_name(args.suite), block)
     print(block, end="")
     return 0
 

@@ -47,3 +47,36 @@ def test_strict_fails_on_a_held_out_miss_and_says_what_it_points_to():
 def test_a_bad_option_is_one_line(args, line):
     proc = validate(*args)
     assert proc.returncode == 2 and line in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def fake_netbench(path, sizes=(8, 4096)) -> None:
+    """A netbench result of the shape `scaledl netbench` writes, with made-up times (what is measured does not
+    matter here: the rows' simulated side does)."""
+    table = [{"bytes": n, "time_s": 2e-6 + n * 1e-10, "samples_s": [2e-6, 2.1e-6, 2e-6, 2.2e-6]} for n in sizes]
+    path.write_text(json.dumps({
+        "settings": {"sizes": list(sizes)},
+        "p2p": {"links": [{"table": table}]},
+        "collectives": {op: {"table": table} for op in ("allreduce", "reduce", "bcast")},
+    }))  # fmt: skip
+
+
+def test_the_here_suite_prices_this_machine_s_measurements_on_its_platform(tmp_path):
+    fake_netbench(tmp_path / "nb.json")
+    out = tmp_path / "here.json"
+    proc = validate("--suite", "here", "--platform-file", "laptop", "--netbench", str(tmp_path / "nb.json"),
+                    "--models", "cifar_net:2:3x32x32", "--repeats", "2", "--out-json", str(out))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    record = json.loads(out.read_text())
+    rows = {r["id"]: r for r in record["rows"]}
+    assert [r["role"] for r in record["rows"][:2]] == ["fit", "held_out"]  # lenet b64 (the calibration's), cifar_net
+    assert {rows[f"{k} 8 B"]["role"] for k in ("p2p",)} == {"fit"}  # the network's α-β line came from a ping-pong
+    assert {rows[f"{k} 4096 B"]["role"] for k in ("allreduce", "reduce", "bcast")} == {"held_out"}
+    # the simulated 8-byte message crosses the laptop's loopback: its latency (1.73 µs) and nearly nothing more
+    assert rows["p2p 8 B"]["simulated"] == pytest.approx(1.728e-6, rel=0.05)
+    assert rows["p2p 8 B"]["aa"] == pytest.approx(2.1 / 2.05 - 1)  # the medians of the repeats' two halves apart
+    assert record["score"]["allreduce"]["n"] == 2 and record["suite"] == "here"
+
+
+def test_the_here_suite_names_what_it_lacks():
+    proc = validate("--suite", "here", "--platform-file", "laptop")
+    assert proc.returncode == 2 and "--suite here needs --netbench" in proc.stderr

@@ -161,3 +161,7 @@ def test_a_calibrated_platform_is_this_machines_file_made_from_its_local_netbenc
     simulated_only = {key: value for key, value in runs.items() if key.platform == "laptop_sim"}
     with pytest.raises(GridError, match="calibrates this machine from the netbench of a platform of kind local"):
         calibration.calibration_netbench(simulated_only, without_local, "paper_small")
+    # the twin is validated against this machine where a run simulates on it, and only there
+    assert calibration.validation_files(runs, config, "paper_small") == ["results/paper_small/validate/here.md"]
+    real_only = {key: value for key, value in runs.items() if key.platform != "laptop_sim"}
+    assert calibration.validation_files(real_only, config, "paper_small") == []

@@ -13,13 +13,14 @@ from scaledl.errors import UserError
 from scaledl.models import MODELS
 from scaledl.sim.calibrate import loop_step
 from scaledl.sim.platform import load as load_platform
-from scaledl.sim.platform import shipped
+from scaledl.sim.platform import resolve, shipped
 from scaledl.sim.roofline import OpCounter
 from scaledl.validate import anchors as anchor_file
 from scaledl.validate.anchors import Anchor
 from scaledl.validate.command import chosen
+from scaledl.validate.here import DEFAULT_MODELS, calibrated_on, parse_models, step_rows
 from scaledl.validate.predict import step_price
-from scaledl.validate.table import Row, floor, record_block, report, rows_of, score, summary, to_record, verdict
+from scaledl.validate.table import Row, record_block, report, rows_of, score, summary, to_record, twin_gaps, verdict
 
 
 def anchor(id="a", published=1.0, role="held_out", **fields) -> Anchor:
@@ -83,9 +84,9 @@ def test_an_id_used_twice_is_refused():
 
 
 def test_the_score_counts_held_out_rows_only_and_a_miss_names_its_constant():
-    rows = [Row(anchor("a", 1.0), 1.2), Row(anchor("b", 2.0), 1.0), Row(anchor("c", 1.0, role="fit"), 5.0)]
+    rows = [Row(anchor("a", 1.0), 1.2, 0.02), Row(anchor("b", 2.0), 1.0, 0.04), Row(anchor("c", 1.0, role="fit"), 5.0)]
     s = score(rows)
-    assert s["n"] == 2 and s["mape"] == pytest.approx((0.2 + 0.5) / 2)
+    assert s["n"] == 2 and s["mape"] == pytest.approx((0.2 + 0.5) / 2) and s["floor"] == pytest.approx(0.03)
     assert s["geomean"] == pytest.approx(math.sqrt(1.2 * 0.5))
     assert rows[0].passes(0.25) and not rows[1].passes(0.25)
     assert verdict(rows[0], 0.25) == "within"
@@ -96,8 +97,9 @@ def test_the_score_counts_held_out_rows_only_and_a_miss_names_its_constant():
 
 def test_the_floor_is_what_two_measurements_of_one_configuration_disagree_by():
     a, b = anchor("gce", 1.0), anchor("aws", 1.1, same_as="gce")
-    assert floor([a, b]) == pytest.approx(0.1)
-    assert floor([a]) is None and floor([b]) is None  # its twin not among those picked
+    assert twin_gaps([a, b]) == {"gce": pytest.approx(0.1), "aws": pytest.approx(0.1)}
+    assert twin_gaps([a]) == {} and twin_gaps([b]) == {}  # its twin not among those picked
+    assert score([Row(a, 1.0)])["floor"] is None
 
 
 def test_the_options_pick_anchors_and_an_unknown_one_is_named():
@@ -138,11 +140,35 @@ def test_the_step_is_priced_on_the_anchor_host_s_device():
 
 
 def test_a_record_renders_the_rows_it_was_written_from():
-    rows = [Row(anchor("a", 1.0, host="gpu0", model="lenet", image=(1, 28, 28)), 1.2), Row(anchor("b", 2.0), 1.0)]
-    record = json.loads(
-        json.dumps(to_record(rows, 0.25, {"commit": "0123456789ab", "dirty": False}, "2026-12-05T13:00:00Z"))
-    )
+    rows = [Row(anchor("a", 1.0, host="gpu0", model="lenet", image=(1, 28, 28)), 1.2, 0.01), Row(anchor("b", 2.0), 1.0)]
+    code = {"commit": "0123456789ab", "dirty": False}
+    record = json.loads(json.dumps(to_record(rows, 0.25, "published", code, "2026-12-05T13:00:00Z")))
     assert rows_of(record) == rows
     block = record_block(record)
     assert block.startswith("`scaledl validate --suite published` (`bench/raw/validate_published.json`: commit 0123456")
     assert report(rows, 0.25) in block and record["score"]["all"]["n"] == 2
+    assert "| measured | error |" in report(rows, 0.25, "here")  # this machine's suite names its reference so
+
+
+def test_the_models_of_the_here_suite_are_parsed_or_refused_in_one_line():
+    assert parse_models(DEFAULT_MODELS)[1] == ("resnet18", 8, (3, 32, 32))
+    for bad in ("resnet18:8", "resnet18:0:3x32x32", "resnet18:8:3x32"):
+        with pytest.raises(UserError, match=f"--models {bad}: expected MODEL:BATCH:CxHxW"):
+            parse_models(bad)
+
+
+def test_a_calibrated_platform_says_what_its_speed_was_solved_on():
+    assert calibrated_on(resolve("laptop")) == ("lenet", 64)  # `scaledl calibrate`'s header
+    assert calibrated_on(resolve("k80x8")) is None  # written by hand from datasheets
+
+
+def test_the_here_suite_times_the_calibration_s_model_as_a_fit_row_and_the_others_as_held_out():
+    rows = step_rows(resolve("laptop"), [("cifar_net", 2, (3, 32, 32))], repeats=2)
+    assert [(r.anchor.model, r.anchor.batch, r.anchor.role) for r in rows] == [
+        ("lenet", 64, "fit"),
+        ("cifar_net", 2, "held_out"),
+    ]
+    for r in rows:  # measured here, priced by the platform's one host
+        assert r.anchor.published > 0 and r.simulated > 0 and r.aa >= 0 and r.anchor.host == "laptop"
+    with pytest.raises(UserError, match="platform k80x8 has 8 device hosts"):
+        step_rows(resolve("k80x8"), [], repeats=2)

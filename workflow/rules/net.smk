@@ -83,6 +83,26 @@ rule calibrate_platform:
         " --cores {params.cores} --busy {params.busy} > {log} 2>&1"
 
 
+# The twin against this machine, on what its calibration did not see (scaledl validate --suite here): other
+# models' steps measured and priced, netbench's collectives measured and simulated, each row's error and the
+# score beside this machine's A/A floor. Timed: the machine to itself, as the calibration.
+rule validate_here:
+    input:
+        platform="results/{name}/platform/calibrated.xml",
+        netbench=calibration_netbench,
+    output:
+        md="results/{name}/validate/here.md",
+        json="results/{name}/validate/here.json",
+    log:
+        "logs/{name}/validate/here.log",
+    conda:
+        "../envs/scaledl.yaml"
+    threads: os.cpu_count()
+    shell:
+        "python -m scaledl validate --suite here --platform-file {input.platform} --netbench {input.netbench}"
+        " --out-md {output.md} --out-json {output.json} > {log} 2>&1"
+
+
 # The α-β model's communication time per step beside every run's measured one, and a
 # weak-scaling extrapolation to the paper's 4253-core point; one table per platform.
 rule comm_model:

@@ -43,3 +43,11 @@ def calibration_netbench(runs: Mapping[RunKey, RunSettings], config: Mapping, na
             "and this config has none: add one (`local: {kind: local}` under platforms)"
         )
     return f"results/{name}/netbench/{chosen}.json"
+
+
+def validation_files(runs: Mapping[RunKey, RunSettings], config: Mapping, name: str) -> list[str]:
+    """The twin's validation (`validate_here`: the calibrated platform against this machine on what its
+    calibration did not see) where a run of the grid simulates on it; nothing otherwise."""
+    platforms = config["platforms"]
+    twin = any(platforms[key.platform].get("platform_file") == CALIBRATED for key in runs)
+    return [f"results/{name}/validate/here.md"] if twin else []

@@ -52,7 +52,8 @@ def netbench_alpha_beta(path: Path) -> tuple[float, float]:
         ) from None
 
 
-def _seconds(fn, repeats: int, warmup: int = 3) -> list[float]:
+def timings(fn, repeats: int, warmup: int = 3) -> list[float]:
+    """Seconds of each of `repeats` calls of `fn`, after `warmup` untimed ones."""
     for _ in range(warmup):
         fn()
     times = []
@@ -64,7 +65,7 @@ def _seconds(fn, repeats: int, warmup: int = 3) -> list[float]:
 
 
 def _median_seconds(fn, repeats: int, warmup: int = 3) -> float:
-    return statistics.median(_seconds(fn, repeats, warmup))
+    return statistics.median(timings(fn, repeats, warmup))
 
 
 def robust_cv(times: list[float]) -> float:
@@ -172,7 +173,7 @@ def step_seconds_and_counts(model_name: str, batch: int, shape=(1, 28, 28), clas
     """The median measured seconds of one forward and backward, the step itself (to price at a FLOP rate), and
     the spread of its timings (robust_cv)."""
     step = loop_step(model_name, batch, shape, classes)
-    times = _seconds(step, 40)
+    times = timings(step, 40)
     return statistics.median(times), step, robust_cv(times)
 
 

@@ -19,6 +19,8 @@ KINDS = {  # kind -> (the fields it needs, its unit)
     "step": (("model", "batch", "image", "classes", "images_per_s", "host"), "s"),
     "flop_rate": (("model", "batch", "image", "classes", "flop_per_s", "host"), "FLOP/s"),
     "p2p": (("bytes", "seconds"), "s"),
+    # measured here only (scaledl.validate.here): netbench's collectives at 2 ranks
+    **{op: (("bytes", "seconds"), "s") for op in ("allreduce", "reduce", "bcast")},
 }
 COMMON = ("id", "kind", "platform", "source", "constant")
 ROLES = ("held_out", "fit")
@@ -78,8 +80,7 @@ def _anchor(entry: dict, sources: dict) -> Anchor:
         published = {
             "step": lambda: int(entry["batch"]) / float(entry["images_per_s"]),
             "flop_rate": lambda: float(entry["flop_per_s"]),
-            "p2p": lambda: float(entry["seconds"]),
-        }[kind]()
+        }.get(kind, lambda: float(entry["seconds"]))()
     except (TypeError, ValueError):
         published = None
     if not (published and published > 0):

@@ -1,6 +1,8 @@
 """`scaledl validate`: what a simulated platform predicts, beside what was measured, row by row, with its error.
 
     scaledl validate --suite published [--platform k80x8] [--out-md F] [--out-json F] [--strict]
+    scaledl validate --suite here --platform-file results/NAME/platform/calibrated.xml \
+        --netbench results/NAME/netbench/local.json [--models MODEL:BATCH:CxHxW,...] [--repeats N]
 
 The published suite: each anchor of scaledl/validate/anchors.yaml (a step time, a node's FLOP rate, a
 ping-pong time, each measured on the hardware a shipped platform describes, with its source) against the
@@ -8,6 +10,12 @@ platform's price for the same quantity, time-only (scaledl.validate.predict): ab
 the table, the score of the held-out rows (MAPE, geometric-mean ratio) per kind beside the floor (how far two
 published measurements of one configuration disagree), and with --strict exits 1 when a held-out row misses
 the tolerance.
+
+The here suite (scaledl.validate.here): a platform calibrated to this machine against this machine, on what
+its calibration did not see: the training step of models other than the calibration's, measured and priced,
+and netbench's collectives at 2 ranks, measured (the record given) and simulated; the calibration's own model
+and the ping-pong it was fitted to are shown as `fit` rows, outside the score. Time it on a quiet machine, one
+rank's thread per core: a minute or two.
 """
 
 from __future__ import annotations
@@ -21,23 +29,35 @@ from pathlib import Path
 from scaledl.atomic import write_text
 from scaledl.errors import UserError
 from scaledl.validate import anchors as anchor_file
+from scaledl.validate.here import DEFAULT_MODELS, TOLERANCE, netbench_rows, parse_models, step_rows
 from scaledl.validate.predict import predict
-from scaledl.validate.table import Row, report, to_record
+from scaledl.validate.table import Row, report, to_record, twin_gaps
 
 HELP = "check a simulated platform's prices against published measurements, with each row's error and the score"
-SUITES = ("published",)
+SUITES = ("published", "here")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--suite", choices=SUITES, default="published",
-        help="published: the shipped platforms against published measurements (default)",
+        help="published: the shipped platforms against published measurements (default); here: a platform "
+        "calibrated to this machine against this machine (--platform-file, --netbench)",
     )  # fmt: skip
     parser.add_argument(
         "--platform", action="append", metavar="NAME",
         help="only this platform's anchors (repeat for more); default every platform with an anchor",
     )  # fmt: skip
     parser.add_argument("--only", metavar="ID,...", help="only these anchors, by id (comma-separated)")
+    parser.add_argument(
+        "--platform-file", type=Path,
+        help="here: the calibrated platform (scaledl calibrate's file, or a shipped one's name: laptop)",
+    )  # fmt: skip
+    parser.add_argument("--netbench", type=Path, help="here: a scaledl netbench result of this machine, 2 ranks")
+    parser.add_argument(
+        "--models", default=DEFAULT_MODELS, metavar="MODEL:BATCH:CxHxW,...",
+        help="here: the models whose step is measured and priced (default %(default)s)",
+    )  # fmt: skip
+    parser.add_argument("--repeats", type=int, default=20, help="here: timings per half of a step's measurement")
     parser.add_argument("--out-md", type=Path, help="write the table as markdown here")
     parser.add_argument("--out-json", type=Path, help="write every row and the score as JSON here")
     parser.add_argument("--strict", action="store_true", help="exit 1 when a held-out row is outside the tolerance")
@@ -60,22 +80,46 @@ def chosen(anchors: list, platforms: list[str] | None, only: str | None) -> list
     return anchors
 
 
+def published_rows(args: argparse.Namespace) -> tuple[list[Row], float]:
+    anchors, tolerance = anchor_file.load()
+    picked = chosen(anchors, args.platform, args.only)
+    values = predict(picked)
+    gaps = twin_gaps(picked)
+    return [Row(a, values[a.id], gaps.get(a.id)) for a in picked], tolerance
+
+
+def here_rows(args: argparse.Namespace) -> tuple[list[Row], float]:
+    missing = [flag for flag, value in (("--platform-file", args.platform_file), ("--netbench", args.netbench))
+               if value is None]  # fmt: skip
+    if missing:
+        raise UserError(
+            f"--suite here needs {' and '.join(missing)}: the calibrated platform and this machine's netbench"
+        )
+    # lazy: the platform's reader imports torch (the cost model); --help needs none of it
+    from scaledl.sim.platform import resolve
+
+    platform_file = resolve(args.platform_file)  # a path, or a shipped platform's name (laptop: an example)
+    if args.repeats < 2:
+        raise UserError("--repeats: at least 2 timings per half")
+    models = parse_models(args.models)
+    rows = step_rows(platform_file, models, args.repeats) + netbench_rows(platform_file, args.netbench)
+    return rows, TOLERANCE
+
+
 def run(args: argparse.Namespace) -> int:
     # lazy: the code's commit and version (it imports torch, as the pricing does)
     from scaledl.train.provenance import code_state
 
     started = time.monotonic()
-    anchors, tolerance = anchor_file.load()
-    picked = chosen(anchors, args.platform, args.only)
-    values = predict(picked)
-    rows = [Row(a, values[a.id]) for a in picked]
-    text = report(rows, tolerance) + f"wall time {time.monotonic() - started:.0f} s\n"
+    rows, tolerance = {"published": published_rows, "here": here_rows}[args.suite](args)
+    text = report(rows, tolerance, args.suite) + f"\nwall time {time.monotonic() - started:.0f} s\n"
     print(text, end="", flush=True)
     if args.out_md:
         write_text(args.out_md, text)
     if args.out_json:
         created = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        record = {"suite": args.suite, **to_record(rows, tolerance, code_state(), created)}
-        write_text(args.out_json, json.dumps(record, indent=2) + "\n")
+        write_text(
+            args.out_json, json.dumps(to_record(rows, tolerance, args.suite, code_state(), created), indent=2) + "\n"
+        )
     misses = [r for r in rows if r.anchor.role == "held_out" and not r.passes(tolerance)]
     return 1 if args.strict and misses else 0

@@ -1,26 +1,31 @@
-"""The validation table: each anchor's simulated value beside the published one, its error, and the suite's score.
+"""The validation table: each row's simulated value beside the reference (published or measured here), its error,
+and the suite's score.
 
-error = simulated / published - 1. A row within the tolerance passes; one outside it says by how much it misses
+error = simulated / reference - 1. A row within the tolerance passes; one outside it says by how much it misses
 (×ratio) and which constant it points to. The score is over the held-out rows only (a row some constant was
 fitted to would flatter it): the mean absolute percentage error (MAPE) and the geometric mean of the ratios
-(below 1: the simulator is fast on the whole; above 1: slow). The floor is what the published numbers
-themselves disagree by where two sources measured the same configuration (two clouds' K80 servers): no
-simulator can be judged closer than its anchors agree with each other.
+(below 1: the simulator is fast on the whole; above 1: slow), per kind of row. Beside it the floor: how far the
+reference disagrees with itself (`aa` of a row: two sources that measured one configuration, or two halves of
+one measurement here), the median over the kind's rows; no simulator can be judged closer than that.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import statistics
 from dataclasses import dataclass
 
 from scaledl.validate.anchors import Anchor
+
+REFERENCE = {"published": "published", "here": "measured"}  # what a suite's reference column is called
 
 
 @dataclass(frozen=True)
 class Row:
     anchor: Anchor
     simulated: float
+    aa: float | None = None  # the reference's disagreement with itself (relative), where known
 
     @property
     def ratio(self) -> float:
@@ -35,27 +40,26 @@ class Row:
 
 
 def score(rows: list[Row]) -> dict:
-    """MAPE and geometric-mean ratio over the held-out rows; n counts them."""
+    """MAPE and geometric-mean ratio over the held-out rows, n counting them; the floor over every row."""
     held = [r for r in rows if r.anchor.role == "held_out"]
-    if not held:
-        return {"n": 0, "mape": None, "geomean": None}
+    gaps = [r.aa for r in rows if r.aa is not None]
     return {
         "n": len(held),
-        "mape": sum(abs(r.error) for r in held) / len(held),
-        "geomean": math.exp(sum(math.log(r.ratio) for r in held) / len(held)),
+        "mape": sum(abs(r.error) for r in held) / len(held) if held else None,
+        "geomean": math.exp(sum(math.log(r.ratio) for r in held) / len(held)) if held else None,
+        "floor": statistics.median(gaps) if gaps else None,
     }
 
 
-def floor(anchors: list[Anchor]) -> float | None:
-    """The largest relative disagreement between two published values of one configuration (an anchor and the
-    one it is `same_as`, both among `anchors`); None where nothing was measured twice."""
+def twin_gaps(anchors: list[Anchor]) -> dict[str, float]:
+    """Each anchor measured twice (it and its `same_as`, both among `anchors`): how far the two disagree."""
     by_id = {a.id: a for a in anchors}
-    gaps = [
-        max(a.published, b.published) / min(a.published, b.published) - 1.0
-        for a in anchors
-        if (b := by_id.get(a.same_as)) is not None
-    ]
-    return max(gaps) if gaps else None
+    gaps = {}
+    for a in anchors:
+        if (b := by_id.get(a.same_as)) is not None:
+            gap = max(a.published, b.published) / min(a.published, b.published) - 1.0
+            gaps[a.id] = gaps[b.id] = gap
+    return gaps
 
 
 def verdict(row: Row, tolerance: float) -> str:
@@ -71,10 +75,27 @@ def _value(value: float, unit: str) -> str:
     return f"{value * 1e6:.3g} µs" if value < 1e-3 else f"{value:.3g} s"
 
 
-def render(rows: list[Row], tolerance: float, by_kind: dict[str, dict]) -> str:
-    """The table as markdown: a line per anchor, then the score per kind and overall, with the floor."""
+def _percent(value: float | None) -> str:
+    return "–" if value is None else f"{value:.0%}" if value >= 0.01 else f"{value:.1%}"
+
+
+def summary(rows: list[Row], tolerance: float) -> dict[str, dict]:
+    """The score of each kind's rows and of all of them, with how many held-out rows pass."""
+    kinds = [*dict.fromkeys(r.anchor.kind for r in rows), "all"]
+    out = {}
+    for kind in kinds:
+        chosen = [r for r in rows if kind == "all" or r.anchor.kind == kind]
+        passed = sum(r.passes(tolerance) for r in chosen if r.anchor.role == "held_out")
+        out[kind] = {**score(chosen), "passed": passed}
+    return out
+
+
+def report(rows: list[Row], tolerance: float, suite: str = "published") -> str:
+    """A line per row, then the score per kind and overall beside its floor: what the command prints and the
+    page shows."""
+    reference = REFERENCE[suite]
     lines = [
-        f"| anchor | platform | simulated | published | error | within ±{tolerance:.0%}? | role |",
+        f"| row | platform | simulated | {reference} | error | within ±{tolerance:.0%}? | role |",
         "|---|---|---:|---:|---:|---|---|",
     ]
     for r in rows:
@@ -85,26 +106,30 @@ def render(rows: list[Row], tolerance: float, by_kind: dict[str, dict]) -> str:
         )
     lines += [
         "",
-        "| rows | held out | MAPE | geomean simulated ÷ published | within tolerance |",
-        "|---|---:|---:|---:|---:|",
+        f"| rows | held out | MAPE | geomean simulated ÷ {reference} | within tolerance | floor ({reference} vs "
+        "itself) |",
+        "|---|---:|---:|---:|---:|---:|",
     ]
-    for kind, s in by_kind.items():
+    for kind, s in summary(rows, tolerance).items():
         if s["n"]:
-            lines.append(f"| {kind} | {s['n']} | {s['mape']:.0%} | {s['geomean']:.2f} | {s['passed']} of {s['n']} |")
+            lines.append(
+                f"| {kind} | {s['n']} | {_percent(s['mape'])} | {s['geomean']:.2f} | {s['passed']} of {s['n']} | "
+                f"{_percent(s['floor'])} |"
+            )
     return "\n".join(lines) + "\n"
 
 
-def to_record(rows: list[Row], tolerance: float, code: dict, created: str) -> dict:
-    """The JSON record of a validation: every row with its anchor's fields, the score, the floor, and the code
-    that priced it (docs/simulation.md's table is rendered from this, by record_block)."""
+def to_record(rows: list[Row], tolerance: float, suite: str, code: dict, created: str) -> dict:
+    """The JSON record of a validation: every row with its anchor's fields, the score, and the code that priced
+    it (a docs page's table is rendered from this, by record_block)."""
     return {
         "kind": "scaledl-validate",
+        "suite": suite,
         "created": created,
         "code": code,
         "tolerance": tolerance,
-        "floor": floor([r.anchor for r in rows]),
         "score": summary(rows, tolerance),
-        "rows": [{**dataclasses.asdict(r.anchor), "simulated": r.simulated, "error": r.error,
+        "rows": [{**dataclasses.asdict(r.anchor), "simulated": r.simulated, "aa": r.aa, "error": r.error,
                   "within": r.passes(tolerance)} for r in rows],
     }  # fmt: skip
 
@@ -116,36 +141,17 @@ def rows_of(record: dict) -> list[Row]:
     def anchor(row: dict) -> Anchor:
         return Anchor(**{k: (tuple(v) if k == "image" and v else v) for k, v in row.items() if k in names})
 
-    return [Row(anchor(row), row["simulated"]) for row in record["rows"]]
-
-
-def report(rows: list[Row], tolerance: float) -> str:
-    """The table, the score per kind and the floor: what the command prints and the page shows."""
-    gap = floor([r.anchor for r in rows])
-    return render(rows, tolerance, summary(rows, tolerance)) + (
-        f"\nFloor: published measurements of one configuration disagree by up to {gap:.1%}.\n"
-        if gap is not None
-        else "\nFloor: no configuration among these anchors was measured twice.\n"
-    )
+    return [Row(anchor(row), row["simulated"], row.get("aa")) for row in record["rows"]]
 
 
 def record_block(record: dict) -> str:
-    """docs/simulation.md's validation table, rendered from the record it cites (tests/workflow/test_docs.py
-    checks that the page holds exactly this)."""
+    """A docs page's validation table, rendered from the record it cites (tests/workflow/test_docs.py checks
+    that the page holds exactly this)."""
     code = record.get("code") or {}
     commit = (code.get("commit") or "uncommitted")[:7] + (" (dirty)" if code.get("dirty") else "")
+    suite = record["suite"]
     return (
-        f"`scaledl validate --suite published` (`bench/raw/validate_published.json`: commit {commit}, "
-        f"{record['created'][:10]}; every row held out, tolerance ±{record['tolerance']:.0%}):\n\n"
-        + report(rows_of(record), record["tolerance"])
+        f"`scaledl validate --suite {suite}` (`bench/raw/validate_{suite}.json`: commit {commit}, "
+        f"{record['created'][:10]}; tolerance ±{record['tolerance']:.0%}):\n\n"
+        + report(rows_of(record), record["tolerance"], suite)
     )
-
-
-def summary(rows: list[Row], tolerance: float) -> dict[str, dict]:
-    """The score of each kind's rows and of all of them, with how many pass."""
-    kinds = [*dict.fromkeys(r.anchor.kind for r in rows), "all"]
-    out = {}
-    for kind in kinds:
-        chosen = [r for r in rows if kind == "all" or r.anchor.kind == kind]
-        out[kind] = {**score(chosen), "passed": sum(r.passes(tolerance) for r in chosen if r.anchor.role == "held_out")}
-    return out

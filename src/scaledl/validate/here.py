@@ -1,0 +1,138 @@
+"""The here suite: a platform calibrated to this machine (`scaledl calibrate`) against this machine, on what its
+calibration did not see.
+
+    step         each model's training step (the loop's forward_backward, one thread, as every rank runs),
+                 measured here (the median of two runs of N timings; their disagreement is the row's A/A) and
+                 priced on the platform's host; the calibration's own model and batch is a `fit` row (the
+                 platform's speed was solved so that it matches), the others are held out
+    p2p          netbench's ping-pong, measured (a netbench record) and simulated at the same sizes: `fit` rows,
+                 as the platform's network is that record's α-β line
+    allreduce, reduce, bcast
+                 netbench's collectives at 2 ranks, measured and simulated: held out (the calibration reads the
+                 ping-pong only); a row's A/A is how far its measured repeats' two halves disagree
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+from pathlib import Path
+
+from scaledl.errors import UserError
+from scaledl.sim.calibrate import loop_step, timings
+from scaledl.validate.anchors import Anchor
+from scaledl.validate.predict import price_step, simulated_netbench
+from scaledl.validate.table import Row
+
+TOLERANCE = 0.15  # a held-out row of this machine passes within ±15 %
+# Models the calibration (LeNet on 28×28 digits) does not see: other layer shapes, sizes and counts.
+DEFAULT_MODELS = "cifar_alexnet:16:3x32x32,resnet18:8:3x32x32,googlenet:2:3x224x224"
+CALIBRATED = re.compile(r"(\w+)'s forward and backward at\s+batch (\d+)")  # the header scaledl calibrate writes
+COLLECTIVES = ("allreduce", "reduce", "bcast")
+
+
+def parse_models(spec: str) -> list[tuple[str, int, tuple[int, int, int]]]:
+    """`MODEL:BATCH:CxHxW,...` as (model, batch, image); a malformed item is one line."""
+    models = []
+    for item in filter(None, (part.strip() for part in spec.split(","))):
+        try:
+            name, batch, image = item.split(":")
+            shape = tuple(int(n) for n in image.lower().split("x"))
+            if len(shape) != 3 or int(batch) <= 0 or min(shape) <= 0:
+                raise ValueError
+        except ValueError:
+            raise UserError(f"--models {item}: expected MODEL:BATCH:CxHxW such as resnet18:8:3x32x32") from None
+        models.append((name, int(batch), shape))
+    return models
+
+
+def _halves(samples: list[float]) -> float | None:
+    """How far the medians of a measurement's two halves disagree (relative); None below 2 samples."""
+    if len(samples) < 2:
+        return None
+    half = len(samples) // 2
+    a, b = statistics.median(samples[:half]), statistics.median(samples[half:])
+    return max(a, b) / min(a, b) - 1.0
+
+
+def _device_host(platform) -> str:
+    devices = platform.devices()
+    if len(devices) != 1:
+        raise UserError(
+            f"platform {platform.name} has {len(devices)} device hosts: the here suite checks a platform of this "
+            "machine (`scaledl calibrate` writes one host)"
+        )
+    return devices[0].name
+
+
+def calibrated_on(platform_path: Path) -> tuple[str, int] | None:
+    """The model and batch a calibrated platform's speed was solved on (its header), None for a hand-made one."""
+    found = CALIBRATED.search(Path(platform_path).read_text(errors="replace"))
+    return (found.group(1), int(found.group(2))) if found else None
+
+
+def step_rows(platform_path: Path, models: list, repeats: int) -> list[Row]:
+    """A row per model: measured here against priced on the platform's host; the calibration's model first."""
+    # lazy: torch's thread count (every rank runs one thread) and the platform's reader, which --help needs none of
+    import torch
+
+    from scaledl.sim.platform import load
+
+    platform = load(platform_path)
+    host = _device_host(platform)
+    fitted = calibrated_on(platform_path)
+    if fitted is not None:
+        models = [(fitted[0], fitted[1], (1, 28, 28)), *[m for m in models if m[:2] != fitted]]
+    torch.set_num_threads(1)
+    rows = []
+    for model, batch, image in models:
+        step = loop_step(model, batch, image, 10)
+        first, second = timings(step, repeats), timings(step, repeats, warmup=0)
+        measured = statistics.median(first + second)
+        aa = (
+            max(statistics.median(first), statistics.median(second))
+            / min(statistics.median(first), statistics.median(second))
+            - 1.0
+        )
+        seconds, _ = price_step(str(platform_path), host, model, batch, image, 10)
+        role = "fit" if fitted and (model, batch) == fitted else "held_out"
+        anchor = Anchor(
+            id=f"step {model} b{batch} {'x'.join(map(str, image))}", kind="step", platform=platform.name,
+            published=measured, source=f"measured here: median of 2 × {repeats} timings, one thread",
+            constant=f"{platform.name}'s speed (one effective FLOP rate, solved on {fitted[0] if fitted else '?'})",
+            role=role, host=host, model=model, batch=batch, image=image, classes=10,
+        )  # fmt: skip
+        rows.append(Row(anchor, seconds, aa))
+    return rows
+
+
+def netbench_rows(platform_path: Path, measured_path: Path) -> list[Row]:
+    """The netbench record's ping-pong and collectives beside the same measurement simulated on the platform."""
+    # lazy: the platform's reader (torch), which --help needs none of
+    from scaledl.sim.platform import load
+
+    try:
+        measured = json.loads(Path(measured_path).read_text())
+        sizes = measured["settings"]["sizes"]
+        links = measured["p2p"]["links"]
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise UserError(f"--netbench {measured_path}: not a scaledl netbench result ({error})") from None
+    name = load(platform_path).name
+    simulated = simulated_netbench(str(platform_path), sizes)
+    rows = []
+    tables = [("p2p", links[0]["table"] if links else [], simulated["p2p"]["links"][0]["table"])]
+    tables += [(op, measured["collectives"][op]["table"], simulated["collectives"][op]["table"])
+               for op in COLLECTIVES if op in measured.get("collectives", {})]  # fmt: skip
+    for kind, real, sim in tables:
+        priced = {row["bytes"]: row["time_s"] for row in sim}
+        for row in real:
+            anchor = Anchor(
+                id=f"{kind} {row['bytes']} B", kind=kind, platform=name, published=row["time_s"],
+                source=f"measured here: {Path(measured_path).name}",
+                constant=f"{name}'s loopback α and β (netbench's α-β line)"
+                + (" and its reduction's memory traffic" if kind in ("allreduce", "reduce") else ""),
+                role="fit" if kind == "p2p" else "held_out", nbytes=row["bytes"],
+            )  # fmt: skip
+            rows.append(Row(anchor, priced[row["bytes"]], _halves(row.get("samples_s") or [])))
+    return rows
