@@ -11,6 +11,7 @@ other processes run the same step on the other cores (as a job's ranks do: every
                  training loop's compute phase (its forward_backward, on a batch in the loop's layout)
                  exactly as long as it measures here
     noise_cv     the spread of the step's repeated timings (robust_cv)
+    detours      the timings far above the rest (`detours`): how often per second, and their mean excess
     network      α and 1/β of netbench's α-β fit (a `scaledl netbench` result, or the record
                  bench/run_all.py keeps of one), as the host's loopback link
 
@@ -70,7 +71,7 @@ def _median_seconds(fn, repeats: int, warmup: int = 3) -> float:
 
 def robust_cv(times: list[float]) -> float:
     """The spread of repeated timings as a coefficient of variation, from the interquartile range (a normal's
-    IQR is 1.349 σ) over the median: a rare stall (what noise_spike models) does not inflate it."""
+    IQR is 1.349 σ) over the median: a rare detour (what `detours` counts) does not inflate it."""
     q1, _, q3 = statistics.quantiles(times, n=4)
     return (q3 - q1) / 1.349 / statistics.median(times)
 
@@ -171,10 +172,23 @@ def calibration_load(header: str) -> int | None:
 
 def step_seconds_and_counts(model_name: str, batch: int, shape=(1, 28, 28), classes: int = 10):
     """The median measured seconds of one forward and backward, the step itself (to price at a FLOP rate), and
-    the spread of its timings (robust_cv)."""
+    its timings (their spread: robust_cv; their detours: `detours`)."""
     step = loop_step(model_name, batch, shape, classes)
     times = timings(step, 40)
-    return statistics.median(times), step, robust_cv(times)
+    return statistics.median(times), step, times
+
+
+DETOUR_SPREADS = 4  # a timing this many robust spreads (at least 10 %) above the median was interrupted
+
+
+def detours(times: list[float]) -> tuple[float, float]:
+    """The operating system's detours in repeated timings of one execution: those above the median by more than
+    DETOUR_SPREADS robust spreads (at least 10 %), as (detours per second of timing, their mean excess in
+    seconds); (0, 0) where none is."""
+    median = statistics.median(times)
+    cut = median * (1 + max(DETOUR_SPREADS * robust_cv(times), 0.1))
+    excess = [t - median for t in times if t > cut]
+    return (len(excess) / sum(times), statistics.fmean(excess)) if excess else (0.0, 0.0)
 
 
 MAX_STEP_CV = 0.3  # a quiet machine gave 0.05-0.18 here, with or without --busy; one running a test suite beside, 0.40
@@ -230,7 +244,9 @@ TEMPLATE = """<?xml version='1.0'?>
                 {step_ms:.3g} ms measured here (efficiency 1: the speed is effective)
     memory_bw   {mem:.4g} B/s: a float32 add over 64 MB arrays
     op_overhead {overhead:.3g} s: one PyTorch operation on a one-element tensor
-    noise_cv    {cv:.3g}: the spread of 40 timings of that step (interquartile range / 1.349 / median); no spikes
+    noise_cv    {cv:.3g}: the spread of 40 timings of that step (interquartile range / 1.349 / median)
+    detours     {detour_rate:.3g} per second of execution, {detour_s:.3g} s each: those timings more than 4 spreads
+                (at least 10 %) above the median, counted per second of timing, and their mean excess
     waiting     polls: a rank blocked in MPI keeps a core busy (MPICH's and Open MPI's blocking calls spin by
                 default), so more ranks than cores slow the computing ones
 -->
@@ -249,6 +265,8 @@ TEMPLATE = """<?xml version='1.0'?>
       <prop id="memory_bw" value="{mem:.6g}Bps"/>
       <prop id="op_overhead" value="{overhead:.6g}s"/>
       <prop id="noise_cv" value="{cv:.3g}"/>
+      <prop id="noise_detour_rate" value="{detour_rate:.3g}"/>
+      <prop id="noise_detour" value="{detour_s:.3g}s"/>
       <prop id="waiting" value="polls"/>
     </host>
   </zone>
@@ -267,8 +285,10 @@ def calibrate(netbench: Path, model: str, batch: int, cores: int, name: str, bus
     mem = memory_bandwidth()
     overhead = op_overhead()
     with busy_cores(busy, model, batch):  # the step alone, or with every other core running it too
-        measured, step, cv = step_seconds_and_counts(model, batch)
+        measured, step, times = step_seconds_and_counts(model, batch)
+    cv = robust_cv(times)
     refuse_a_noisy_step(measured, cv)
+    detour_rate, detour_s = detours(times)
     speed = solve_speed(step, measured, mem, overhead)
     values = {
         "name": name,
@@ -289,6 +309,8 @@ def calibrate(netbench: Path, model: str, batch: int, cores: int, name: str, bus
         "mem": mem,
         "overhead": overhead,
         "cv": cv,
+        "detour_rate": detour_rate,
+        "detour_s": detour_s,
         "busy": busy,
     }
     return TEMPLATE.format(**values), values
@@ -325,5 +347,12 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("--busy: a number of other processes, 0 or more")
     text, values = calibrate(args.netbench, args.model, args.batch, args.cores, args.name, args.busy)
     write_text(args.out, text)
-    print(json.dumps({k: values[k] for k in ("alpha", "bw", "speed", "mem", "overhead", "step_ms", "cv", "busy")}))
+    print(
+        json.dumps(
+            {
+                k: values[k]
+                for k in ("alpha", "bw", "speed", "mem", "overhead", "step_ms", "cv", "detour_rate", "detour_s", "busy")
+            }
+        )
+    )
     return 0

@@ -15,8 +15,10 @@ all its hosts) what its cost model needs:
                    messages start and end and its host work runs; host↔device copies cross the
                    route to it (PCIe); absent on a device that is its own host (a CPU, a KNL node)
     node           the node's name (ranks of one node share memory); default the host's name
-    noise_cv, noise_spike_rate, noise_spike
-                   the timing noise of the host's executions (scaledl.sim.noise); default none
+    noise_cv, noise_node_cv, noise_detour_rate, noise_detour
+                   the timing noise of the host's executions (scaledl.sim.noise): a spread per execution, a
+                   speed factor per host and run, detours per second of execution and each one's length
+                   (SimGrid time units: 1ms); default none
     waiting        what a rank blocked in MPI does: blocks (default: it takes no core) or polls (it keeps a
                    core busy while it waits, as MPICH's progress loop does: with more ranks than cores the
                    computing ones then get less than a core each)
@@ -167,8 +169,19 @@ def _host(name: str, speed: str, props: dict[str, str], path: Path) -> HostInfo:
 
 
 def _noise(name: str, props: dict[str, str], path: Path) -> Noise:
+    if "noise_spike" in props or "noise_spike_rate" in props:
+        raise UserError(
+            f"platform {path}: host {name}: noise_spike and noise_spike_rate stretched an execution in proportion to "
+            "its length and are gone; state detours in absolute time instead: noise_detour_rate (per second of "
+            "execution) and noise_detour (each one's length, such as 1ms)"
+        )
     try:
-        return Noise(*(float(props.get(key, "0")) for key in ("noise_cv", "noise_spike_rate", "noise_spike")))
+        return Noise(
+            float(props.get("noise_cv", "0")),
+            float(props.get("noise_node_cv", "0")),
+            float(props.get("noise_detour_rate", "0")),
+            _number(props.get("noise_detour", "0"), f"host {name} noise_detour"),
+        )
     except ValueError as error:
         raise UserError(f"platform {path}: host {name}: a noise_* property is not a number ({error})") from None
     except UserError as error:
@@ -244,9 +257,10 @@ def _scale_property(
 
 
 def _noise_level(root, factor: float) -> list[float]:
-    """Every host's timing noise × factor, as scaledl.sim.noise.Noise.scaled has it: the cv and the spikes' rate
-    (at most 1); the cvs before."""
-    _scale_property(root, factor, "noise_spike_rate", cap=1.0)
+    """Every host's timing noise × factor, as scaledl.sim.noise.Noise.scaled has it: its two spreads and its
+    detours' rate; the per-execution cvs before."""
+    _scale_property(root, factor, "noise_node_cv")
+    _scale_property(root, factor, "noise_detour_rate")
     return _scale_property(root, factor, "noise_cv")
 
 
@@ -314,7 +328,7 @@ CONSTANTS = {
         "every other link's bandwidth (the network, a cluster's links, the loopback)", "B/s",
         partial(_link_bandwidth, pcie=False),
     ),
-    "noise": Constant("every host's timing noise: its cv and its spikes' rate (at most 1)", "", _noise_level),
+    "noise": Constant("every host's timing noise: its two spreads and its detours' rate", "", _noise_level),
 }  # fmt: skip
 
 

@@ -186,7 +186,9 @@ class Simulation:
             memory = sg.Host.by_name(info.cpu_host) if info.cpu_host else host
             state = RankState(cluster, rank, host, info.node, memory_host=memory, polls=info.polls)
             state.world = Comm("world", tuple(range(self.ranks)), rank)
-            state.meter = self._meter(sg, info, host, self.slowdown.get(rank, 1.0), info.noise.factors(self.seed, rank))
+            state.meter = self._meter(
+                sg, info, host, self.slowdown.get(rank, 1.0), info.noise.timer(self.seed, rank, info.name)
+            )
             cluster.ranks.append(state)
         for state in cluster.ranks:
             state.actors.append(sg.Actor.create(f"rank{state.rank}", state.host, self._body, state, main))
@@ -220,9 +222,9 @@ class Simulation:
             priced at the node's CPU) on the node's CPU host through the rank's lane, where it shares that
             host's speed with the node's other ranks' host work."""
             if on_cpu and lane is not None:
-                lane.execute(seconds * noise() * cpu_host.speed)
+                lane.execute(noise(seconds) * cpu_host.speed)
             else:
-                sg.this_actor.execute(seconds * noise() * sg.this_actor.get_host().speed)
+                sg.this_actor.execute(noise(seconds) * sg.this_actor.get_host().speed)
 
         def pcie(nbytes: int, to_device: bool) -> None:
             src, dst = (cpu_host, host) if to_device else (host, cpu_host)
@@ -235,7 +237,7 @@ class Simulation:
             actor there: the caller may be anywhere), beside that host's other work."""
             if not applier:
                 applier.append(lane or CpuLane(sg, cpu_host, f"apply-lane-{info.name}"))
-            applier[0].execute(seconds * noise() * cpu_host.speed)
+            applier[0].execute(noise(seconds) * cpu_host.speed)
 
         return Meter(
             info.device(), cpu.device(), charge, pcie, slowdown, _TIMER_FILES, self.prices, self.time_only, apply_here
