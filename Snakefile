@@ -18,6 +18,7 @@
 #   runs + netbench --figures--> results/NAME/report/figures/*.png, metrics_long.csv               figures.smk
 #   runs on a simulated platform --regime_map (if configured)--> results/NAME/report/regime/map.*   figures.smk
 #     --sensitivity (if configured)--> results/NAME/report/sensitivity/A-vs-B/*, beside the claims  figures.smk
+#   the shipped platforms --validate_published--> results/NAME/validate/published.json (the bands swept)  net.smk
 #   (NAME: the config's `name`, else its file name: each config has its own results)
 #
 # Run: snakemake --cores 2                      (laptop, config/config.yaml)

@@ -3,13 +3,27 @@ verdicts over a constant's factors read as "holds across" or "flips at" (scaledl
 
 from __future__ import annotations
 
+import argparse
+import json
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 
 from scaledl.errors import UserError
-from scaledl.report.sensitivity import NOT_SWEPT, claim_text, conclusion, flips, sweep_factors, values_text
+from scaledl.report.sensitivity import (
+    ASSUMED,
+    NOT_SWEPT,
+    VALIDATED,
+    claim_text,
+    conclusion,
+    flips,
+    sweep_factors,
+    sweep_ranges,
+    values_text,
+)
 from scaledl.sim.platform import CONSTANTS, _number, load, pcie_links, resolve, scaled, varied
+from scaledl.validate.bands import band_factors, bands
 
 
 def varied_platform(tmp_path, name: str, constant: str, factor: float):
@@ -40,7 +54,7 @@ def test_each_host_constant_is_scaled_on_every_host_and_nothing_else(tmp_path):
         assert bandwidths(root) == bandwidths(ET.parse(resolve("k80x8")).getroot())  # links untouched
 
 
-def test_the_noise_level_scales_the_cv_and_the_spikes_rate_as_noise_does(tmp_path):
+def test_the_noise_level_scales_the_spreads_and_the_detours_rate_as_noise_does(tmp_path):
     base = load("k80x8")
     platform, _, values = varied_platform(tmp_path, "k80x8", "noise", 2)
     assert sorted(set(values)) == [0.03, 0.05]
@@ -138,3 +152,60 @@ def test_the_factors_leave_out_the_base_and_need_another():
     for bad in ("1", "0,2", "x"):
         with pytest.raises(UserError, match="--factors"):
             sweep_factors(bad)
+
+
+def validation_record(tmp_path) -> Path:
+    """A `scaledl validate` record on k80x8 and cori_knl, made by hand: which rows bound which constant."""
+
+    def row(id, kind, platform, published, simulated, role="held_out", nbytes=None):
+        return {"id": id, "kind": kind, "platform": platform, "published": published, "source": "s",
+                "constant": "c", "role": role, "nbytes": nbytes, "simulated": simulated}  # fmt: skip
+
+    rows = [
+        row("slow", "step", "k80x8", 1.0, 1.83),  # efficiency would have to be ×1.83
+        row("fast", "step", "k80x8", 2.0, 1.52),  # ... or ×0.76
+        row("fitted", "step", "k80x8", 1.0, 3.0, role="fit"),  # not held out: bounds nothing
+        row("rate", "flop_rate", "k80x8", 2e12, 1.6e12),  # a rate 0.8× the reference: efficiency ×1.25
+        row("big", "p2p", "k80x8", 4e-4, 3.84e-4, nbytes=4 << 20),  # bandwidth-bound: network_bw ×0.96
+        row("tiny", "p2p", "k80x8", 1e-6, 5e-7, nbytes=4),  # the latency's: no swept constant
+        row("elsewhere", "step", "cori_knl", 1.0, 5.0),
+    ]
+    path = tmp_path / "validate.json"
+    path.write_text(json.dumps({"rows": rows}))
+    return path
+
+
+def test_a_validation_record_bounds_each_constant_its_held_out_rows_decide(tmp_path):
+    record = json.loads(validation_record(tmp_path).read_text())
+    found = bands(record, "k80x8")
+    assert found == {"efficiency": (pytest.approx(0.76), pytest.approx(1.83)), "network_bw": (pytest.approx(0.96), 1.0)}
+    assert band_factors(found["efficiency"]) == [0.76, 1.83] and band_factors(found["network_bw"]) == [0.96]
+
+
+def test_with_bands_each_constant_sweeps_its_validated_band_and_the_rest_the_assumed_factors(tmp_path):
+    args = argparse.Namespace(
+        bands=validation_record(tmp_path), platform_file="k80x8", constants=["efficiency", "memory_bw"],
+        factors=[0.5, 2.0],
+    )  # fmt: skip
+    factors, source = sweep_ranges(args)
+    assert factors == {"efficiency": [0.76, 1.83], "memory_bw": [0.5, 2.0]}
+    assert source == {"efficiency": VALIDATED, "memory_bw": ASSUMED}
+    args.bands = None
+    assert sweep_ranges(args) == ({"efficiency": [0.5, 2.0], "memory_bw": [0.5, 2.0]}, dict.fromkeys(source, ASSUMED))
+    args.bands = tmp_path / "nothing.json"
+    with pytest.raises(UserError, match="--bands .*nothing.json: not a `scaledl validate --out-json` record"):
+        sweep_ranges(args)
+
+
+def test_the_claims_report_names_each_constants_range_where_a_band_was_validated():
+    rows = [
+        {"constant": "efficiency", "base_value": "0.35", "base_verdict": "holds", "span": "×0.76-×1.83",
+         "band": VALIDATED, "flips_at": ""},
+        {"constant": "memory_bw", "base_value": "240 GB/s", "base_verdict": "holds", "span": "×0.5-×2",
+         "band": ASSUMED, "flips_at": ""},
+    ]  # fmt: skip
+    assert claim_text(rows) == (
+        "holds across every constant's range: efficiency ×0.76-×1.83 (validated), memory_bw ×0.5-×2 (assumed)"
+    )
+    rows[0]["flips_at"] = "1.83"
+    assert claim_text(rows) == "holds; flips when efficiency ×1.83"

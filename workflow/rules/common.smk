@@ -115,6 +115,7 @@ regime_flags = lambda wildcards: regime.flags(config, NAME)
 sensitivity_runs = lambda wildcards: sensitivity.run_files(RUNS, config, NAME, wildcards.pair)
 sensitivity_data = lambda wildcards: sensitivity.data_file(config)
 sensitivity_flags = lambda wildcards: sensitivity.flags(config, wildcards.pair, NAME)
+sensitivity_bands = lambda wildcards: sensitivity.bands_inputs(config, NAME)
 # download and prepare
 download_dataset = lambda wildcards: DOWNLOADS[wildcards.rawdir]
 download_sources = lambda w: downloads.source_flags(config, DOWNLOADS[w.rawdir], w.filename)

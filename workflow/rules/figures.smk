@@ -74,6 +74,7 @@ rule regime_map:
 rule sensitivity:
     input:
         unpack(sensitivity_platform),
+        unpack(sensitivity_bands),  # the published validation's bands (config sensitivity.bands)
         data=sensitivity_data,
         runs=sensitivity_runs,
     output:

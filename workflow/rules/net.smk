@@ -103,6 +103,22 @@ rule validate_here:
         " --out-md {output.md} --out-json {output.json} > {log} 2>&1"
 
 
+# The shipped platforms against published measurements (scaledl validate --suite published): each row's error,
+# and the band each constant was validated to, which the sensitivity sweeps vary it over (config sensitivity.bands).
+rule validate_published:
+    output:
+        md="results/{name}/validate/published.md",
+        json="results/{name}/validate/published.json",
+    log:
+        "logs/{name}/validate/published.log",
+    conda:
+        "../envs/scaledl.yaml"
+    params:
+        code=code_version(),
+    shell:
+        "python -m scaledl validate --suite published --out-md {output.md} --out-json {output.json} > {log} 2>&1"
+
+
 # The α-β model's communication time per step beside every run's measured one, and a
 # weak-scaling extrapolation to the paper's 4253-core point; one table per platform.
 rule comm_model:

@@ -24,6 +24,7 @@ from scaledl.grid.regime import TIMING_FREE_PATTERNS, sides_run_files
 
 SEPARATOR = "-vs-"  # FASTER-vs-SLOWER: a sweep's folder (algorithm keys hold no hyphen)
 RESULT = "{results}/report/sensitivity/{pair}/sensitivity.csv"
+BANDS = "{results}/validate/published.json"  # `scaledl validate --suite published`'s record: the bands swept
 
 
 def spec_of(config: Mapping) -> dict | None:
@@ -84,12 +85,20 @@ def data_file(config: Mapping) -> str:
     return PREPARED.format(dataset=config["sensitivity"]["dataset"])
 
 
+def bands_inputs(config: Mapping, name: str) -> dict[str, str]:
+    """What a sweep waits for besides its runs (named, for `unpack`): with `bands`, the published validation's
+    record whose bands it sweeps (the workflow's validate_published); else nothing."""
+    spec = spec_of(config)
+    return {"bands": BANDS.format(results=f"results/{name}")} if spec and spec.get("bands") else {}
+
+
 def flags(config: Mapping, pair: str, name: str) -> str:
     """`scaledl sensitivity`'s options for the sweep `pair`; each side is simulated with its own runs' settings,
     which the command reads from their run.json."""
     spec = spec_of(config)
     options = {key: spec[key] for key in ("workers", "model", "factors", "steps", "whole_runs", "max_steps")}
     options["constants"] = spec["constants"]
+    options["bands"] = bands_inputs(config, name).get("bands")
     platform_file = calibration.platform_file(config["platforms"][spec["platform"]], name)
     claim = pair.replace(SEPARATOR, ":")
     return shlex.join(as_argv({**options, "claim": claim, "platform_file": platform_file}))

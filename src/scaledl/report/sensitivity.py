@@ -50,6 +50,7 @@ from scaledl.report import regime
 HELP = "vary each assumed platform constant alone and say whether a simulated claim's verdict survives (needs SimGrid)"
 
 BASE = "base"  # the point at the platform as it is
+VALIDATED, ASSUMED = "validated", "assumed"  # a constant's range: the band `scaledl validate` measured, or --factors
 NOT_SWEPT = "not swept"
 # What a whole run takes from its own run.json besides the settings that shape a step.
 WHOLE_RUN_SETTINGS = (
@@ -95,7 +96,8 @@ def conclusion(constant: str, base: str, verdicts: Mapping[float, str], values: 
 
 
 def claim_text(rows: Sequence[Mapping[str, str]]) -> str:
-    """What the claims report says beside a simulated verdict, from its sweep's sensitivity.csv rows."""
+    """What the claims report says beside a simulated verdict, from its sweep's sensitivity.csv rows: where every
+    constant swept one range, that range; where some swept the band their validation measured, each its own."""
     swept = [r for r in rows if str(r.get("base_value", ""))]
     if not swept:
         return NOT_SWEPT
@@ -103,9 +105,12 @@ def claim_text(rows: Sequence[Mapping[str, str]]) -> str:
     flipped = [
         f"{r['constant']} ×{float(f):g}" for r in swept for f in str(r.get("flips_at", "")).split(";") if f.strip()
     ]
-    if not flipped:
+    if flipped:
+        return f"{base}; flips when {', '.join(flipped)}"
+    if not any(str(r.get("band", "")) == VALIDATED for r in swept):
         return f"{base} across {swept[0]['span']} of every constant swept"
-    return f"{base}; flips when {', '.join(flipped)}"
+    ranges = ", ".join(f"{r['constant']} {r['span']} ({r['band']})" for r in swept)
+    return f"{base} across every constant's range: {ranges}"
 
 
 # ---- the sweep ------------------------------------------------------------------------------------------------
@@ -120,6 +125,35 @@ def constant_names(text: str) -> list[str]:
         wrong = ", ".join(unknown) or "none given"
         raise UserError(f"--constants {text}: {wrong}; one or more of {', '.join(CONSTANTS)}")
     return list(dict.fromkeys(names))
+
+
+def all_factors(args) -> list[float]:
+    """Every factor any constant is swept at, in order (the table's columns)."""
+    return sorted({f for c in args.constants for f in args.factors_of[c]})
+
+
+def sweep_ranges(args) -> tuple[dict[str, list[float]], dict[str, str]]:
+    """Each constant's factors and where they come from: with --bands (a `scaledl validate` record), the ends of
+    the band its held-out rows on this platform measured (scaledl.validate.bands); otherwise, and for a
+    constant no row bounds, --factors."""
+    if args.bands is None:
+        return {c: args.factors for c in args.constants}, {c: ASSUMED for c in args.constants}
+    # lazy: the record's reader and the simulator's platforms (torch), which --help needs none of
+    import json
+
+    from scaledl.sim.platform import load, resolve
+    from scaledl.validate.bands import band_factors, bands
+
+    try:
+        record = json.loads(Path(args.bands).read_text())
+        measured = bands(record, load(resolve(args.platform_file)).name)
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise UserError(f"--bands {args.bands}: not a `scaledl validate --out-json` record ({error})") from None
+    factors, source = {}, {}
+    for c in args.constants:
+        own = band_factors(measured[c]) if c in measured else []
+        factors[c], source[c] = (own, VALIDATED) if own else (args.factors, ASSUMED)
+    return factors, source
 
 
 def sweep_factors(text: str) -> list[float]:
@@ -159,7 +193,7 @@ def build_sweep(args) -> tuple[list[dict], dict[str, list[float]]]:
     a, b = args.claim
     base = resolve(args.platform_file)
     before = {c: varied(base, c, 1.0)[1] for c in args.constants}
-    points = [(BASE, 1.0)] + [(c, f) for c in args.constants if any(before[c]) for f in args.factors]
+    points = [(BASE, 1.0)] + [(c, f) for c in args.constants if any(before[c]) for f in args.factors_of[c]]
     if args.whole_runs:
         runs = {side: whole_runs_of(args.runs, side) for side in (a, b)}
     else:
@@ -235,9 +269,10 @@ def constant_rows(points: list[dict], before: Mapping[str, list[float]], args) -
                 "constant": constant,
                 "base_value": values_text(before[constant], unit) if swept else "",
                 "base_verdict": base,
-                **{f"x{f:g}": verdicts.get(f, "") for f in args.factors},
+                **{f"x{f:g}": verdicts.get(f, "") for f in all_factors(args)},
                 "flips_at": ";".join(f"{f:g}" for f in flips(base, verdicts)) if swept else "",
-                "span": span_text(args.factors),
+                "span": span_text(args.factors_of[constant]),
+                "band": args.band_of[constant],
                 "conclusion": conclusion(constant, base, verdicts, before[constant], unit),
             }
         )
@@ -272,14 +307,16 @@ def write_outputs(points: list[dict], constants: list[dict], args) -> None:
         f"seed(s) of time to target {a} / {b}; {how}). Each constant varied alone; each cell the verdict and "
         "the median ratio.",
         "",
-        "| constant | what | base value | " + " | ".join(f"×{f:g}" for f in args.factors) + " | conclusion |",
-        "|" + "---|" * (len(args.factors) + 4),
+        "| constant | what | base value | range | "
+        + " | ".join(f"×{f:g}" for f in all_factors(args))
+        + " | conclusion |",
+        "|" + "---|" * (len(all_factors(args)) + 5),
     ]
     for row in constants:
         c = row["constant"]
-        verdicts = [cells.get((c, f), "—") for f in args.factors]
+        verdicts = [cells.get((c, f), "—") for f in all_factors(args)]
         lines.append(
-            f"| {c} | {CONSTANTS[c].what} | {row['base_value'] or '—'} | "
+            f"| {c} | {CONSTANTS[c].what} | {row['base_value'] or '—'} | {row['band']} {row['span']} | "
             + " | ".join(verdicts)
             + f" | {row['conclusion']} |"
         )
@@ -303,8 +340,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the platform constants to vary, one at a time (default all: %(default)s)",
     )
     parser.add_argument(
-        "--factors", type=sweep_factors, default="0.5,2", help="each constant's factors (default %(default)s)"
-    )
+        "--factors", type=sweep_factors, default="0.5,2",
+        help="each constant's factors (default %(default)s); with --bands, those of a constant no anchor bounds",
+    )  # fmt: skip
+    parser.add_argument(
+        "--bands", type=Path, metavar="VALIDATE_JSON",
+        help="a `scaledl validate --out-json` record: sweep each constant it bounds over the band its held-out "
+        "rows on this platform measured, not over --factors",
+    )  # fmt: skip
     parser.add_argument(
         "--steps", type=int, default=30, help="simulated steps per point and side (default %(default)s)"
     )
@@ -331,6 +374,7 @@ def run(args: argparse.Namespace) -> int:
             )
     if args.max_steps is not None and not args.whole_runs:
         raise UserError("--max-steps: only with --whole-runs (otherwise each side runs --steps steps)")
+    args.factors_of, args.band_of = sweep_ranges(args)
     points, before = build_sweep(args)
     constants = constant_rows(points, before, args)
     write_outputs(points, constants, args)
