@@ -7,7 +7,8 @@
 
 Each suite writes bench/raw/validate_SUITE.json (from a clean commit only) and the page's block rendered from
 it. The published record is `scaledl validate --suite published --out-json`'s. The here record is the same
-command's for `--suite here`, on this machine as the workflow makes its twin: `scaledl netbench` at 2 ranks,
+command's for `--suite here`, on this machine as the workflow makes its twin: `scaledl netbench` at 2 ranks
+(16 sizes drawn log-uniform from 8 B to 64 MiB, measured in a shuffled order, the ping-pong hot and cold),
 then `scaledl calibrate --busy 1` on it (the training loop's step timed with the other core busy), then the
 models and collectives that calibration did not see. The page's block between `<!-- record:validate_SUITE -->`
 and its end is `scaledl.validate.table.record_block` of the record (tests/workflow/test_docs.py checks it).
@@ -40,13 +41,25 @@ def scaledl(*args: str) -> None:
         raise SystemExit(f"bench_validate: scaledl {args[0]} failed")
 
 
+def random_sizes(count: int = 16, seed: int = 0) -> list[int]:
+    """Message sizes between 8 B and 64 MiB (multiples of 4), one drawn log-uniform in each of `count` equal
+    slices of that log range: every regime is sampled, and none only at the powers of two of netbench's ladder."""
+    import numpy as np  # a bench's own measurement helper: imported where used, as the benches do
+
+    edges = np.linspace(np.log(8), np.log(64 << 20), count + 1)
+    drawn = np.exp(np.random.default_rng(seed).uniform(edges[:-1], edges[1:]))
+    return sorted({max(8, int(n) // 4 * 4) for n in drawn})
+
+
 def measure(suite: str, raw: Path) -> None:
     if suite == "published":
         scaledl("validate", "--suite", "published", "--out-json", str(raw))
         return
     with tempfile.TemporaryDirectory() as tmp:
         netbench, platform = Path(tmp) / "netbench.json", Path(tmp) / "calibrated.xml"
-        common.run_mpi(2, ["-m", "scaledl", "netbench", "--out", str(netbench), "--max-size", "16M"])
+        sizes = ",".join(map(str, random_sizes()))
+        common.run_mpi(2, ["-m", "scaledl", "netbench", "--out", str(netbench), "--sizes", sizes, "--cold",
+                           "--shuffle", "0"])  # fmt: skip
         scaledl("calibrate", "--netbench", str(netbench), "--out", str(platform), "--name", "calibrated",
                 "--cores", str(common.usable_cores()), "--busy", str(common.usable_cores() - 1))  # fmt: skip
         scaledl("validate", "--suite", "here", "--platform-file", str(platform), "--netbench", str(netbench),

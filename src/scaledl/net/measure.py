@@ -116,6 +116,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--pairs", action="store_true", help="also measure the small-message latency of every rank pair"
     )
     parser.add_argument("--no-collectives", action="store_true", help="point to point only")
+    parser.add_argument(
+        "--cold", action="store_true",
+        help="also the ping-pong from buffers far out of cache (a ring of 256 MB), as p2p_cold",
+    )  # fmt: skip
+    parser.add_argument(
+        "--shuffle", type=int, metavar="SEED", help="measure the sizes in an order drawn from SEED (default: ascending)"
+    )
     parser.add_argument("--quiet", action="store_true", help="do not print the tables")
     sim = parser.add_argument_group("simulated (SimGrid: see docs/simulation.md)")
     sim.add_argument(
@@ -190,15 +197,55 @@ def _median(values: list[float]) -> float:
     return statistics.median(values)
 
 
-def pingpong(comm, a: int, b: int, sizes: list[int], iters: int, warmup: int, repeats: int) -> list[dict] | None:
-    """One-way seconds per size between ranks a and b (rank a's view); None on the other ranks."""
+COLD_RING_BYTES = 256 << 20  # a cold ping-pong's messages rotate through this much memory: far beyond any cache
+COLD_PLACES = 1024  # ... from at most this many places, spread over the whole ring
+
+
+def _cold_views(ring: np.ndarray, size: int) -> list[np.ndarray]:
+    """Places for a message of `size` bytes spread over `ring`, each page-aligned and a page apart at least."""
+    stride = max(-(-size // 4096) * 4096 + 4096, (ring.size // COLD_PLACES) // 4096 * 4096)
+    places = max(1, min(COLD_PLACES, (ring.size - size) // stride + 1))
+    return [ring[k * stride : k * stride + size] for k in range(places)]
+
+
+def _exchange(comm, views: list[np.ndarray], count: int, peer: int, first: bool, start: int = 0) -> None:
+    """`count` round trips with `peer` (sending first, or receiving first), each message from the next view
+    after the `start`-th: with one view, the same buffer every time, the loop as bare as the timing needs."""
+    if len(views) == 1:
+        view = views[0]
+        for _ in range(count):
+            if first:
+                comm.Send(view, dest=peer, tag=7)
+                comm.Recv(view, source=peer, tag=7)
+            else:
+                comm.Recv(view, source=peer, tag=7)
+                comm.Send(view, dest=peer, tag=7)
+        return
+    for i in range(start, start + count):
+        out, back = views[(2 * i) % len(views)], views[(2 * i + 1) % len(views)]
+        if first:
+            comm.Send(out, dest=peer, tag=7)
+            comm.Recv(back, source=peer, tag=7)
+        else:
+            comm.Recv(out, source=peer, tag=7)
+            comm.Send(back, dest=peer, tag=7)
+
+
+def pingpong(
+    comm, a: int, b: int, sizes: list[int], iters: int, warmup: int, repeats: int, cold: bool = False
+) -> list[dict] | None:
+    """One-way seconds per size between ranks a and b (rank a's view), in the order given; None on the other
+    ranks. `cold`: each message from another place of a ring far larger than the caches (as a training step's
+    weights-sized message finds its buffer: written long ago), instead of the same buffer every time."""
     rank = comm.Get_rank()
-    buf = np.zeros(max(sizes), dtype=np.uint8)
+    ring = max(max(sizes), COLD_RING_BYTES) if cold else max(sizes)
+    buf = np.zeros(ring, dtype=np.uint8)
     rows = []
     for size in sizes:
-        view = buf[:size]
+        views = _cold_views(buf, size) if cold else [buf[:size]]
         n_iter = iters_for(size, iters)
         samples = []
+        done = 0  # round trips so far: a cold message never reuses a recent place
         comm.Barrier()
         for rep in range(repeats + 1):
             count = warmup if rep == 0 else n_iter
@@ -206,16 +253,13 @@ def pingpong(comm, a: int, b: int, sizes: list[int], iters: int, warmup: int, re
                 continue
             if rank == a:
                 t0 = transport.clock()
-                for _ in range(count):
-                    comm.Send(view, dest=b, tag=7)
-                    comm.Recv(view, source=b, tag=7)
+                _exchange(comm, views, count, b, first=True, start=done)
                 dt = transport.clock() - t0
                 if rep > 0:
                     samples.append(dt / count / 2)
             elif rank == b:
-                for _ in range(count):
-                    comm.Recv(view, source=a, tag=7)
-                    comm.Send(view, dest=a, tag=7)
+                _exchange(comm, views, count, a, first=False, start=done)
+            done += count
         comm.Barrier()
         if rank == a:
             t = _median(samples)
@@ -361,8 +405,13 @@ def netbench(
     repeats: int = DEFAULT_REPEATS,
     pairs: bool = False,
     collectives: bool = True,
+    cold: bool = False,
+    shuffle: int | None = None,
 ) -> dict | None:
-    """All measurements as one JSON-ready dict (on rank 0; None on the other ranks)."""
+    """All measurements as one JSON-ready dict (on rank 0; None on the other ranks). `cold`: the ping-pong once
+    more from buffers far out of cache (`p2p_cold`); `shuffle`: the sizes measured in an order drawn from this
+    seed (the same on every rank), so no size finds the caches as the one before it left them."""
+    order = sizes if shuffle is None else [sizes[i] for i in np.random.default_rng(shuffle).permutation(len(sizes))]
     rank, nranks = comm.Get_rank(), comm.Get_size()
     machine = describe_world(comm)
     hosts = machine["rank_hosts"]
@@ -373,11 +422,12 @@ def netbench(
         if remote is not None and remote != 1:
             partners.append((remote, False))
         for partner, same in partners:
-            rows = pingpong(comm, 0, partner, sizes, iters, warmup, repeats)
+            rows = pingpong(comm, 0, partner, order, iters, warmup, repeats)
             if rank == 0:
-                links.append(link_summary(rows, 0, partner, same))
+                links.append(link_summary(sorted(rows, key=lambda r: r["bytes"]), 0, partner, same))
+    cold_rows = pingpong(comm, 0, 1, order, iters, warmup, repeats, cold=True) if cold and nranks >= 2 else None
     pair_info = pair_latencies(comm, min(sizes), iters, warmup, repeats) if pairs and nranks >= 2 else None
-    tables = {op: collective_times(comm, op, sizes, iters, warmup, repeats) for op in OPS} if collectives else {}
+    tables = {op: collective_times(comm, op, order, iters, warmup, repeats) for op in OPS} if collectives else {}
     gamma = measure_gamma() if rank == 0 else None
     if rank != 0:
         return None
@@ -400,14 +450,20 @@ def netbench(
             "warmup": warmup,
             "repeats": repeats,
             "iter_bytes_cap": ITER_BYTES,
+            "shuffle": shuffle,
         },
         "alpha_s": chosen["alpha_s"] if chosen else None,
         "beta_s_per_byte": chosen["beta_s_per_byte"] if chosen else None,
         "gamma_s_per_byte": gamma,
         "p2p": {"note": p2p_note, "links": links},
         "pairs": pair_info,
-        "collectives": {op: {"busbw_factor": busbw_factor(op, nranks), "table": rows} for op, rows in tables.items()},
-    }
+        "collectives": {
+            op: {"busbw_factor": busbw_factor(op, nranks), "table": sorted(rows, key=lambda r: r["bytes"])}
+            for op, rows in tables.items()
+        },
+        **({"p2p_cold": {"ranks": [0, 1], "ring_bytes": max(max(sizes), COLD_RING_BYTES),
+                         "table": sorted(cold_rows, key=lambda r: r["bytes"])}} if cold_rows else {}),
+    }  # fmt: skip
 
 
 def format_report(result: dict) -> str:
@@ -494,6 +550,8 @@ def run(args: argparse.Namespace) -> int:
         repeats=args.repeats,
         pairs=args.pairs,
         collectives=not args.no_collectives,
+        cold=args.cold,
+        shuffle=args.shuffle,
     )
     if result is not None:
         write_text(args.out, json.dumps(result, indent=2) + "\n")

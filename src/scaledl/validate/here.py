@@ -7,6 +7,8 @@ calibration did not see.
                  platform's speed was solved so that it matches), the others are held out
     p2p          netbench's ping-pong, measured (a netbench record) and simulated at the same sizes: `fit` rows,
                  as the platform's network is that record's α-β line
+    p2p_cold     the same ping-pong from buffers far out of cache (`scaledl netbench --cold`), where the record
+                 has it: held out (the α-β line was fitted on the hot one; a training step's messages are cold)
     allreduce, reduce, bcast
                  netbench's collectives at 2 ranks, measured and simulated: held out (the calibration reads the
                  ping-pong only); a row's A/A is how far its measured repeats' two halves disagree
@@ -121,7 +123,10 @@ def netbench_rows(platform_path: Path, measured_path: Path) -> list[Row]:
     name = load(platform_path).name
     simulated = simulated_netbench(str(platform_path), sizes)
     rows = []
-    tables = [("p2p", links[0]["table"] if links else [], simulated["p2p"]["links"][0]["table"])]
+    priced_p2p = simulated["p2p"]["links"][0]["table"]
+    tables = [("p2p", links[0]["table"] if links else [], priced_p2p)]
+    if measured.get("p2p_cold"):
+        tables.append(("p2p_cold", measured["p2p_cold"]["table"], priced_p2p))
     tables += [(op, measured["collectives"][op]["table"], simulated["collectives"][op]["table"])
                for op in COLLECTIVES if op in measured.get("collectives", {})]  # fmt: skip
     for kind, real, sim in tables:
