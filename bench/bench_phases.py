@@ -225,7 +225,7 @@ def calibrate_platform(mode: str, folder: Path) -> Path:
     netbench, platform = folder / "netbench.json", folder / f"calibrated-{mode}.xml"
     launch = launch_for(2)
     common.use_launch(launch)
-    common.run_mpi(2, ["-m", "scaledl", "netbench", "--out", str(netbench)], timeout=900)
+    common.run_mpi(2, ["-m", "scaledl", "netbench", "--out", str(netbench), "--cold"], timeout=900)
     busy = common.usable_cores() - 1 if mode == "busy" else 0
     cores = common.usable_cores()
     cmd = [sys.executable, "-m", "scaledl", "calibrate", "--netbench", str(netbench), "--out", str(platform),

@@ -15,7 +15,7 @@ def platform_text(code: str) -> str:
     values = dict(
         name="calibrated", cores=2, date="2026-12-05", stamp="2026-12-05T01:00:00Z", cpu="x86_64", torch="2.14.1",
         host="box", code=code, commit="5b2e6bb12345", alpha=2e-6, bw=3e10, netbench="local.json", speed=5e10,
-        model="lenet", batch=64, step_ms=11.0, mem=3e10, overhead=1e-6, cv=0.05, detour_rate=2.0, detour_s=3e-3,
+        model="lenet", batch=64, step_ms=11.0, mem=3e10, overhead=1e-6, cv=0.05, detour_rate=2.0, detour_s=3e-3, fitted="cold",
         busy=1,
     )  # fmt: skip
     return TEMPLATE.format(**values)

@@ -85,7 +85,7 @@ def test_phase_rows_one_per_cell_role_and_phase():
 def test_calibration_load_reads_the_header_line():
     header = TEMPLATE.split("<platform")[0].format(
         name="x", cores=16, date="d", cpu="c", torch="t", alpha=1e-6, bw=1e10, netbench="nb.json", speed=1e10,
-        model="lenet", batch=64, step_ms=18.0, mem=1e10, overhead=1e-6, cv=0.1, detour_rate=0.0, detour_s=0.0,
+        model="lenet", batch=64, step_ms=18.0, mem=1e10, overhead=1e-6, cv=0.1, detour_rate=0.0, detour_s=0.0, fitted="hot",
         busy=15, stamp="s", host="h", code="v", commit="c",
     )  # fmt: skip
     assert calibration_load(header) == 15

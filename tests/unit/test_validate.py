@@ -11,7 +11,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from scaledl.errors import UserError
 from scaledl.models import MODELS
-from scaledl.sim.calibrate import loop_step
+from scaledl.sim.calibrate import loop_step, netbench_alpha_beta
 from scaledl.sim.platform import load as load_platform
 from scaledl.sim.platform import resolve, shipped
 from scaledl.sim.roofline import OpCounter
@@ -172,3 +172,14 @@ def test_the_here_suite_times_the_calibration_s_model_as_a_fit_row_and_the_other
         assert r.anchor.published > 0 and r.simulated > 0 and r.aa >= 0 and r.anchor.host == "laptop"
     with pytest.raises(UserError, match="platform k80x8 has 8 device hosts"):
         step_rows(resolve("k80x8"), [], repeats=2)
+
+
+def test_the_calibration_fits_the_cold_ping_pong_where_one_was_measured(tmp_path):
+    hot = [{"bytes": n, "time_s": 1e-6 + n / 3e10} for n in (8, 1 << 20)]
+    cold = [{"bytes": n, "time_s": 2e-6 + n / 1e10} for n in (8, 1 << 20)]
+    path = tmp_path / "nb.json"
+    path.write_text(json.dumps({"alpha_s": 1e-6, "beta_s_per_byte": 1 / 3e10, "p2p_cold": {"table": cold}}))
+    alpha, beta, fitted = netbench_alpha_beta(path)
+    assert fitted == "cold" and alpha == pytest.approx(2e-6, rel=1e-3) and 1 / beta == pytest.approx(1e10, rel=1e-3)
+    path.write_text(json.dumps({"alpha_s": 1e-6, "beta_s_per_byte": 1 / 3e10, "p2p": {"links": [{"table": hot}]}}))
+    assert netbench_alpha_beta(path) == (1e-6, 1 / 3e10, "hot")

@@ -66,6 +66,7 @@ TABLES = one_of(TABLE_NAMES)  # the tables `scaledl aggregate` builds (scaledl.r
 
 # The options of the jobs whose command does not depend on their wildcards.
 NETBENCH_FLAGS = grid_rules.as_flags({key: config["netbench"][key] for key in ("max_size", "repeats")})
+NETBENCH_COLD = "--cold" if config["netbench"]["cold"] else ""  # a machine's only: a simulation has no caches
 CLAIMS_FLAGS = grid_rules.claims_flags(RUNS, config, NETBENCH)
 SENSITIVITY_FLAGS = sensitivity.claims_flags(SENSITIVITY_FILES)  # claims shows each sweep beside its verdict
 CHOSEN_FLAGS = " ".join(f"--chosen {path}" for path in CHOSEN_FILES)

@@ -32,6 +32,7 @@ which `scaledl claims --sensitivity` puts beside the simulated verdict.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import statistics
 import tempfile
@@ -43,6 +44,7 @@ from scaledl.atomic import atomic_path, write_text
 from scaledl.config import to_argv
 from scaledl.errors import UserError
 from scaledl.report import regime
+from scaledl.validate.bands import band_factors, bands
 
 # pandas and the simulator's platforms are imported where they are used, so that `scaledl sensitivity --help`
 # does without them.
@@ -138,11 +140,7 @@ def sweep_ranges(args) -> tuple[dict[str, list[float]], dict[str, str]]:
     constant no row bounds, --factors."""
     if args.bands is None:
         return {c: args.factors for c in args.constants}, {c: ASSUMED for c in args.constants}
-    # lazy: the record's reader and the simulator's platforms (torch), which --help needs none of
-    import json
-
-    from scaledl.sim.platform import load, resolve
-    from scaledl.validate.bands import band_factors, bands
+    from scaledl.sim.platform import load, resolve  # lazy: the simulator's package imports torch
 
     try:
         record = json.loads(Path(args.bands).read_text())

@@ -36,21 +36,31 @@ from pathlib import Path
 from scaledl.atomic import write_text
 from scaledl.errors import UserError
 from scaledl.models import build_model
+from scaledl.net.measure import fit_alpha_beta
 
 
-def netbench_alpha_beta(path: Path) -> tuple[float, float]:
-    """α (s) and β (s/B) from a netbench result or its bench/raw record."""
+def netbench_alpha_beta(path: Path) -> tuple[float, float, str]:
+    """α (s), β (s/B) and which ping-pong they were fitted on, from a netbench result or its bench/raw record:
+    the cold one where it was measured (`scaledl netbench --cold`: a training step's messages leave from buffers
+    its update wrote through, not from the same few kilobytes every time), else the record's own fit."""
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError) as error:
         raise UserError(f"--netbench {path}: cannot read it ({error})") from None
     result = data.get("meta", {}).get("netbench", data)
+    cold = (result.get("p2p_cold") or {}).get("table") or []
+    if len({row["bytes"] for row in cold}) >= 2:
+        alpha, beta = fit_alpha_beta([r["bytes"] for r in cold], [r["time_s"] for r in cold])
+        return alpha, beta, COLD
     try:
-        return float(result["alpha_s"]), float(result["beta_s_per_byte"])
+        return float(result["alpha_s"]), float(result["beta_s_per_byte"]), HOT
     except (KeyError, TypeError):
         raise UserError(
             f"--netbench {path}: no alpha_s and beta_s_per_byte (run `scaledl netbench --out FILE`)"
         ) from None
+
+
+HOT, COLD = "hot", "cold"  # which ping-pong a calibrated network was fitted on (its header's `network` line)
 
 
 def timings(fn, repeats: int, warmup: int = 3) -> list[float]:
@@ -238,7 +248,7 @@ TEMPLATE = """<?xml version='1.0'?>
 
   Sources (measured on one core; busy: {busy} other process(es) ran the same step meanwhile):
     network     loopback latency and bandwidth = netbench's alpha {alpha:.3g} s and 1/beta {bw:.3g} B/s
-                ({netbench})
+                ({netbench}), fitted on the {fitted} ping-pong
     speed       {speed:.4g} FLOP/s: the rate at which the cost model prices the training loop's compute phase
                 ({model}'s forward and backward at batch {batch}, on a batch in the loop's layout) as long as the
                 {step_ms:.3g} ms measured here (efficiency 1: the speed is effective)
@@ -281,7 +291,7 @@ def calibrate(netbench: Path, model: str, batch: int, cores: int, name: str, bus
     from scaledl.train.provenance import code_state  # lazy: it imports torch and MPI's proxy
 
     torch.set_num_threads(1)
-    alpha, beta = netbench_alpha_beta(netbench)
+    alpha, beta, fitted = netbench_alpha_beta(netbench)
     mem = memory_bandwidth()
     overhead = op_overhead()
     with busy_cores(busy, model, batch):  # the step alone, or with every other core running it too
@@ -302,6 +312,7 @@ def calibrate(netbench: Path, model: str, batch: int, cores: int, name: str, bus
         "alpha": alpha,
         "bw": 1.0 / beta,
         "netbench": netbench.name,
+        "fitted": fitted,
         "speed": speed,
         "model": model,
         "batch": batch,

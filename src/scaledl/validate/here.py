@@ -5,10 +5,11 @@ calibration did not see.
                  measured here (the median of two runs of N timings; their disagreement is the row's A/A) and
                  priced on the platform's host; the calibration's own model and batch is a `fit` row (the
                  platform's speed was solved so that it matches), the others are held out
-    p2p          netbench's ping-pong, measured (a netbench record) and simulated at the same sizes: `fit` rows,
-                 as the platform's network is that record's α-β line
-    p2p_cold     the same ping-pong from buffers far out of cache (`scaledl netbench --cold`), where the record
-                 has it: held out (the α-β line was fitted on the hot one; a training step's messages are cold)
+    p2p, p2p_cold
+                 netbench's ping-pong, measured (a netbench record; cold: from buffers far out of cache, `scaledl
+                 netbench --cold`, where the record has it) and simulated at the same sizes: the one the
+                 platform's α-β line was fitted on (its header says which: cold where it was measured) is `fit`,
+                 the other held out
     allreduce, reduce, bcast
                  netbench's collectives at 2 ranks, measured and simulated: held out (the calibration reads the
                  ping-pong only); a row's A/A is how far its measured repeats' two halves disagree
@@ -31,6 +32,7 @@ TOLERANCE = 0.15  # a held-out row of this machine passes within ±15 %
 # Models the calibration (LeNet on 28×28 digits) does not see: other layer shapes, sizes and counts.
 DEFAULT_MODELS = "cifar_alexnet:16:3x32x32,resnet18:8:3x32x32,googlenet:2:3x224x224"
 CALIBRATED = re.compile(r"(\w+)'s forward and backward at\s+batch (\d+)")  # the header scaledl calibrate writes
+FITTED = re.compile(r"fitted on the (hot|cold) ping-pong")  # ... and the ping-pong its network came from
 COLLECTIVES = ("allreduce", "reduce", "bcast")
 
 
@@ -121,6 +123,8 @@ def netbench_rows(platform_path: Path, measured_path: Path) -> list[Row]:
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise UserError(f"--netbench {measured_path}: not a scaledl netbench result ({error})") from None
     name = load(platform_path).name
+    found = FITTED.search(Path(platform_path).read_text(errors="replace"))
+    fitted = "p2p_cold" if found and found.group(1) == "cold" else "p2p"  # a header without the line: the hot one
     simulated = simulated_netbench(str(platform_path), sizes)
     rows = []
     priced_p2p = simulated["p2p"]["links"][0]["table"]
@@ -137,7 +141,7 @@ def netbench_rows(platform_path: Path, measured_path: Path) -> list[Row]:
                 source=f"measured here: {Path(measured_path).name}",
                 constant=f"{name}'s loopback α and β (netbench's α-β line)"
                 + (" and its reduction's memory traffic" if kind in ("allreduce", "reduce") else ""),
-                role="fit" if kind == "p2p" else "held_out", nbytes=row["bytes"],
+                role="fit" if kind == fitted else "held_out", nbytes=row["bytes"],
             )  # fmt: skip
             rows.append(Row(anchor, priced[row["bytes"]], _halves(row.get("samples_s") or [])))
     return rows
