@@ -232,3 +232,16 @@ def test_the_published_validation_of_the_simulation_page_is_its_record():
     assert start in page and end in page
     assert page.split(start, 1)[1].split(end, 1)[0] == record_block(record)
     assert record["code"]["commit"] and record["code"]["dirty"] is False
+
+
+def test_the_here_validation_of_the_simulation_page_is_its_record():
+    """docs/simulation.md's here-suite table is rendered from bench/raw/validate_here.json, at a clean commit."""
+    import json
+
+    from scaledl.validate.table import record_block
+
+    record = json.loads((REPO / "bench/raw/validate_here.json").read_text())
+    page = (REPO / "docs/simulation.md").read_text()
+    start, end = "<!-- record:validate_here -->\n", "<!-- /record:validate_here -->"
+    assert page.split(start, 1)[1].split(end, 1)[0] == record_block(record)
+    assert record["code"]["commit"] and record["code"]["dirty"] is False
