@@ -10,6 +10,7 @@ import pytest
 from mpi_run import run_mpi
 from scaledl.errors import UserError
 from scaledl.net import measure as nb
+from scaledl.net import pingpong as pp
 
 TINY = ["--sizes", "8,4K,256K", "--iters", "4", "--warmup", "1", "--repeats", "2", "--quiet"]
 
@@ -97,7 +98,7 @@ def test_a_cold_shuffled_run_keeps_its_tables_in_size_order_and_adds_the_cold_pi
     assert result["settings"]["shuffle"] == 3
     assert [r["bytes"] for r in result["p2p"]["links"][0]["table"]] == [8, 4096, 262144]
     cold = result["p2p_cold"]
-    assert cold["ranks"] == [0, 1] and cold["ring_bytes"] == nb.COLD_RING_BYTES
+    assert cold["ranks"] == [0, 1] and cold["ring_bytes"] == pp.COLD_RING_BYTES
     assert [r["bytes"] for r in cold["table"]] == [8, 4096, 262144] and all(r["time_s"] > 0 for r in cold["table"])
 
 
@@ -106,12 +107,12 @@ def test_cold_places_are_page_aligned_apart_and_spread_over_the_ring():
 
     ring = np.zeros(64 << 20, dtype=np.uint8)
     for size in (8, 4096, 1 << 20, 48 << 20):
-        views = nb._cold_views(ring, size)
+        views = pp._cold_views(ring, size)
         starts = [v.ctypes.data - ring.ctypes.data for v in views]
         assert all(v.size == size for v in views) and all(s % 4096 == 0 for s in starts)
         assert all(b - a >= size + 4096 or len(views) == 1 for a, b in zip(starts, starts[1:]))  # none overlap
-        assert starts[-1] + size <= ring.size and len(views) <= nb.COLD_PLACES
-    assert nb._cold_views(ring, 8)[-1].ctypes.data - ring.ctypes.data > (48 << 20)  # a small message roams it all
+        assert starts[-1] + size <= ring.size and len(views) <= pp.COLD_PLACES
+    assert pp._cold_views(ring, 8)[-1].ctypes.data - ring.ctypes.data > (48 << 20)  # a small message roams it all
 
 
 @pytest.mark.mpi

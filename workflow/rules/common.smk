@@ -65,8 +65,7 @@ PREPARED_DATASETS = one_of(run.dataset for run in RUNS if plugins.prepared_here(
 TABLES = one_of(TABLE_NAMES)  # the tables `scaledl aggregate` builds (scaledl.report.tables)
 
 # The options of the jobs whose command does not depend on their wildcards.
-NETBENCH_FLAGS = grid_rules.as_flags({key: config["netbench"][key] for key in ("max_size", "repeats")})
-NETBENCH_COLD = "--cold" if config["netbench"]["cold"] else ""  # a machine's only: a simulation has no caches
+NETBENCH_FLAGS, NETBENCH_LOCAL_FLAGS = grid_rules.netbench_flags(config)  # a simulated platform's, a machine's
 CLAIMS_FLAGS = grid_rules.claims_flags(RUNS, config, NETBENCH)
 SENSITIVITY_FLAGS = sensitivity.claims_flags(SENSITIVITY_FILES)  # claims shows each sweep beside its verdict
 CHOSEN_FLAGS = " ".join(f"--chosen {path}" for path in CHOSEN_FILES)
@@ -116,7 +115,6 @@ regime_flags = lambda wildcards: regime.flags(config, NAME)
 sensitivity_runs = lambda wildcards: sensitivity.run_files(RUNS, config, NAME, wildcards.pair)
 sensitivity_data = lambda wildcards: sensitivity.data_file(config)
 sensitivity_flags = lambda wildcards: sensitivity.flags(config, wildcards.pair, NAME)
-sensitivity_bands = lambda wildcards: sensitivity.bands_inputs(config, NAME)
 # download and prepare
 download_dataset = lambda wildcards: DOWNLOADS[wildcards.rawdir]
 download_sources = lambda w: downloads.source_flags(config, DOWNLOADS[w.rawdir], w.filename)
@@ -156,7 +154,7 @@ simulated_platform_file = lambda wildcards: calibration.platform_file(platform_o
 calibrated_platform = lambda wildcards: calibration.calibration_inputs(platform_of(wildcards), NAME)
 calibration_netbench = lambda wildcards: calibration.calibration_netbench(RUNS, config, NAME)
 regime_platform = lambda wildcards: calibration.calibration_inputs(config["platforms"][config["regime_map"]["platform"]], NAME)
-sensitivity_platform = lambda wildcards: calibration.calibration_inputs(config["platforms"][config["sensitivity"]["platform"]], NAME)
+sensitivity_inputs = lambda wildcards: sensitivity.inputs(config, NAME)
 simulated_ranks = lambda wildcards: train_placement(wildcards).ranks
 
 

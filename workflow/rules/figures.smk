@@ -73,8 +73,7 @@ rule regime_map:
 # both sides (scaledl.report.sensitivity); the claims report shows it beside the verdict.
 rule sensitivity:
     input:
-        unpack(sensitivity_platform),
-        unpack(sensitivity_bands),  # the published validation's bands (config sensitivity.bands)
+        unpack(sensitivity_inputs),  # the calibrated platform where it is one; the validated bands (sensitivity.bands)
         data=sensitivity_data,
         runs=sensitivity_runs,
     output:

@@ -26,10 +26,9 @@ rule netbench:
         **NETBENCH_RESOURCES,
     params:
         launcher=netbench_launcher,
-        flags=NETBENCH_FLAGS,
-        cold=NETBENCH_COLD,
+        flags=NETBENCH_LOCAL_FLAGS,
     shell:
-        "{params.launcher}python -m mpi4py -m scaledl netbench --out {output} {params.flags} {params.cold} > {log} 2>&1"
+        "{params.launcher}python -m mpi4py -m scaledl netbench --out {output} {params.flags} > {log} 2>&1"
 
 
 # A simulated platform's network, measured on the simulation: the same ladder on the

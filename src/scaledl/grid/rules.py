@@ -138,6 +138,13 @@ def rank_launcher(resources, platform: Mapping, attempt: int, image: str, cores:
     )
 
 
+def netbench_flags(config: Mapping) -> tuple[str, str]:
+    """`scaledl netbench`'s options: for a simulated platform, and for a machine (which also times the cold
+    ping-pong with `netbench.cold`: a simulation has no caches)."""
+    simulated = as_flags({key: config["netbench"][key] for key in ("max_size", "repeats")})
+    return simulated, f"{simulated} --cold" if config["netbench"]["cold"] else simulated
+
+
 def as_flags(values: Mapping[str, Any]) -> str:
     """A scaledl command's options for these values, as one string (scaledl.config.as_argv)."""
     return shlex.join(as_argv(values))

@@ -92,6 +92,13 @@ def bands_inputs(config: Mapping, name: str) -> dict[str, str]:
     return {"bands": BANDS.format(results=f"results/{name}")} if spec and spec.get("bands") else {}
 
 
+def inputs(config: Mapping, name: str) -> dict[str, str]:
+    """What a sweep waits for besides its runs and data (named, for `unpack`): its platform's calibration, where
+    it is this machine's twin, and the bands it sweeps."""
+    platform = config["platforms"][config["sensitivity"]["platform"]]
+    return {**calibration.calibration_inputs(platform, name), **bands_inputs(config, name)}
+
+
 def flags(config: Mapping, pair: str, name: str) -> str:
     """`scaledl sensitivity`'s options for the sweep `pair`; each side is simulated with its own runs' settings,
     which the command reads from their run.json."""

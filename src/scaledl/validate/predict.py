@@ -5,7 +5,7 @@
                host's device, time-only: SkipMode gives every output its shape, so a VGG16 step at batch 32
                costs this machine a second, not minutes
     flop_rate  that step's counted FLOPs over its priced seconds
-    p2p        `scaledl netbench`'s ping-pong (scaledl.net.measure.pingpong) between ranks 0 and 1 on the
+    p2p        `scaledl netbench`'s ping-pong (scaledl.net.pingpong) between ranks 0 and 1 on the
                platform (each rank an actor on its own host, or both on a one-host platform), one way: the
                platform's links, routes and latencies as a simulated run sees them
     collectives `scaledl netbench` itself on the platform: its Allreduce, Reduce and Bcast tables
@@ -18,7 +18,8 @@ from __future__ import annotations
 from scaledl.comm.transport import MPI
 from scaledl.errors import UserError
 from scaledl.net.ladder import DEFAULT_ITERS, DEFAULT_WARMUP
-from scaledl.net.measure import netbench, pingpong
+from scaledl.net.measure import netbench
+from scaledl.net.pingpong import pingpong
 from scaledl.sim.calibrate import loop_step
 from scaledl.validate.anchors import Anchor
 
