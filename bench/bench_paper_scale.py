@@ -1,14 +1,16 @@
 """The simulated experiments at the paper's scale, time-only: the codesign ladder, and weak scaling with the
 sensitivity of its efficiency to the platform's assumed constants.
 
-    python bench/bench_paper_scale.py [--nodes 1,2,4,8,16,32,64] [--steps 12] [--factors 0.5,2]
-                                      [--constants efficiency,op_overhead,network_bw,noise]
+    python bench/bench_paper_scale.py [--parts ladder,weak,band] [--nodes 1,2,4,8,16,32,64] [--steps 12]
+                                      [--factors 0.5,2] [--constants efficiency,op_overhead,network_bw,noise]
                                       [--raw bench/raw/paper_scale.json] [--render] [--no-doc]
 
 Every run is `scaledl simulate --time-only` (docs/simulation.md): the ladder at P = 8 on k80x8 with
 cifar_alexnet; weak scaling of Sync EASGD and Sync EASGD3 with an ImageNet GoogLeNet on 1 to 64 cori_knl
 nodes; and Sync EASGD's efficiency at the largest P with each assumed constant varied alone
 (scaledl.sim.platform.varied). Deterministic for its seed: one sample per cell, with its wall time.
+`--parts` measures some of the three again and keeps the others' cells from the record at --raw; the record
+says which commit measured each part, and so does the page.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ PAPER_SHARE = {"easgd": 0.87, "sync_easgd3": 0.14}  # communication share of the
 WEAK = ("sync_easgd", "sync_easgd3")
 PAPER_E, MARGIN = 0.915, 0.02
 QUIET = "noise off"
+PARTS = ("ladder", "weak", "band")
 
 
 def simulate(platform: str, ranks: int, data: Path, model: str, algorithm: str, out: Path, steps: int, extra=()):
@@ -84,21 +87,43 @@ def variants(tmp: Path, constants: list[str], factors: list[float]) -> dict[str,
 def measure(args, tmp: Path) -> dict:
     data = prepare(tmp)
     cells: dict[str, dict] = {}
-    for level, ranks in LADDER:
-        cells[f"ladder {level}"] = simulate("k80x8", ranks, data["cifar"], "cifar_alexnet", level, tmp / level, 12)
-        print(f"ladder {level}: {cells[f'ladder {level}']}", flush=True)
-    for algorithm in WEAK:
-        for n in args.nodes:
-            key = f"weak {algorithm} P={n}"
-            cells[key] = simulate("cori_knl", n, data["imagenet"], "googlenet", algorithm, tmp / key, args.steps)
-            print(f"{key}: {cells[key]}", flush=True)
-    top = max(args.nodes)
-    for label, platform in variants(tmp, args.constants, args.factors).items():
-        for n in sorted({min(args.nodes), top}):
-            key = f"band {label} P={n}"
-            cells[key] = simulate(platform, n, data["imagenet"], "googlenet", WEAK[0], tmp / key, args.steps)
-            print(f"{key}: {cells[key]}", flush=True)
+    if "ladder" in args.parts:
+        for level, ranks in LADDER:
+            cells[f"ladder {level}"] = simulate("k80x8", ranks, data["cifar"], "cifar_alexnet", level, tmp / level, 12)
+            print(f"ladder {level}: {cells[f'ladder {level}']}", flush=True)
+    if "weak" in args.parts:
+        for algorithm in WEAK:
+            for n in args.nodes:
+                key = f"weak {algorithm} P={n}"
+                cells[key] = simulate("cori_knl", n, data["imagenet"], "googlenet", algorithm, tmp / key, args.steps)
+                print(f"{key}: {cells[key]}", flush=True)
+    if "band" in args.parts:
+        top = max(args.nodes)
+        for label, platform in variants(tmp, args.constants, args.factors).items():
+            for n in sorted({min(args.nodes), top}):
+                key = f"band {label} P={n}"
+                cells[key] = simulate(platform, n, data["imagenet"], "googlenet", WEAK[0], tmp / key, args.steps)
+                print(f"{key}: {cells[key]}", flush=True)
     return cells
+
+
+def part_of(cell: str) -> str:
+    return cell.split(" ", 1)[0]
+
+
+def carried_over(raw: Path, parts: list[str]) -> tuple[dict, dict]:
+    """The cells of the parts not measured now, and which commit measured each of them, from the record at `raw`;
+    a part the record lacks is refused in one line (measure it too)."""
+    if set(parts) == set(PARTS):
+        return {}, {}
+    old = common.read_raw(raw)
+    cells = {key: cell for key, cell in old["meta"]["cells"].items() if part_of(key) not in parts}
+    provenance = old["meta"].get("parts") or {part: {"commit": old["git"]["commit"], "timestamp": old["timestamp"]}
+                                              for part in PARTS}  # fmt: skip
+    missing = [part for part in PARTS if part not in parts and not any(part_of(key) == part for key in cells)]
+    if missing:
+        raise SystemExit(f"bench_paper_scale: {raw} has no {', '.join(missing)} cells to keep; add them to --parts")
+    return cells, {part: provenance[part] for part in PARTS if part not in parts}
 
 
 # ------------------------------------------------------------------ the tables (pure: rebuilt from the record)
@@ -147,6 +172,14 @@ def band_rows(cells: dict, nodes: list[int]) -> list[dict]:
     return rows
 
 
+def measured_at(parts: dict) -> str:
+    """Which commit measured each part, where they differ (a part measured again alone)."""
+    commits = {part: (found.get("commit") or "?")[:7] for part, found in parts.items()}
+    if len(set(commits.values())) <= 1:
+        return ""
+    return " Measured at: " + ", ".join(f"{part} {commit}" for part, commit in commits.items()) + "."
+
+
 def render(record: dict, write: bool) -> str:
     meta, cells = record["meta"], record["meta"]["cells"]
     nodes = meta["nodes"]
@@ -155,6 +188,7 @@ def render(record: dict, write: bool) -> str:
     intro = (
         "Each run is `scaledl simulate --time-only`: its seconds per step come from the operations' shapes and "
         "the platform's constants; nothing is computed (docs/simulation.md). One schedule (seed 0) per cell."
+        + measured_at(meta.get("parts") or {})
     )
     ladder = common.table(
         ladder_rows(cells),
@@ -178,6 +212,7 @@ def render(record: dict, write: bool) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     numbers = lambda kind: lambda text: [kind(x) for x in text.split(",") if x]  # noqa: E731
+    parser.add_argument("--parts", type=numbers(str), default=list(PARTS), metavar="P1,P2", help="of ladder,weak,band")
     parser.add_argument("--nodes", type=numbers(int), default=[1, 2, 4, 8, 16, 32, 64], metavar="N1,N2")
     parser.add_argument("--steps", type=int, default=20, help="steps per run (default %(default)s)")
     parser.add_argument("--factors", type=numbers(float), default=[0.5, 2.0], metavar="F1,F2")
@@ -186,16 +221,21 @@ def main(argv: list[str] | None = None) -> int:
     )
     common.common_arguments(parser, NAME)
     args = common.parse_bench_args(parser, argv)
+    if set(args.parts) - set(PARTS):
+        parser.error(f"--parts: of {', '.join(PARTS)}")
     if args.render:
         render(common.read_raw(args.raw), write=not args.no_doc)
         return 0
     load_before = __import__("os").getloadavg()[0]
+    kept, parts = carried_over(args.raw, args.parts)
     with tempfile.TemporaryDirectory() as folder:
         tmp = args.workdir or Path(folder)
         tmp.mkdir(parents=True, exist_ok=True)
-        cells = measure(args, tmp)
+        cells = measure(args, tmp) | kept
+    now = {"commit": common.git_state()["commit"], "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    parts |= {part: now for part in args.parts}
     samples = {key: [cell["s_per_step"]] for key, cell in cells.items()}
-    meta = {"cells": cells, "nodes": args.nodes, "steps": args.steps, "load_before": load_before}
+    meta = {"cells": cells, "nodes": args.nodes, "steps": args.steps, "load_before": load_before, "parts": parts}
     common.write_raw(args.raw, NAME, samples, meta)
     render(common.read_raw(args.raw), write=not args.no_doc)
     return 0

@@ -32,3 +32,20 @@ def test_weak_scaling_and_its_band_are_efficiencies_against_one_node():
         {"platform": "base", "E(P=64)": "80.0%", "≥ 89.5%": "no"},
         {"platform": "noise off", "E(P=64)": "95.2%", "≥ 89.5%": "yes"},
     ]
+
+
+def test_a_part_measured_again_keeps_the_others_cells_and_says_which_commit_measured_each(tmp_path):
+    from bench import common
+
+    cells = {"ladder easgd": cell(0.8), "weak sync_easgd P=1": cell(1.0), "band noise off P=1": cell(1.0)}
+    raw = tmp_path / "paper_scale.json"
+    common.write_raw(raw, bench.NAME, {k: [c["s_per_step"]] for k, c in cells.items()}, {"cells": cells})
+    kept, parts = bench.carried_over(raw, ["ladder"])
+    assert set(kept) == {"weak sync_easgd P=1", "band noise off P=1"}
+    commit = common.read_raw(raw)["git"]["commit"]
+    assert {part: found["commit"] for part, found in parts.items()} == {"weak": commit, "band": commit}
+    assert bench.carried_over(raw, list(bench.PARTS)) == ({}, {})
+    assert bench.measured_at({"ladder": {"commit": "abcdef12"}, "weak": {"commit": "1234567a"}}) == (
+        " Measured at: ladder abcdef1, weak 1234567."
+    )
+    assert bench.measured_at({"ladder": {"commit": "abc"}, "weak": {"commit": "abc"}}) == ""

@@ -190,6 +190,38 @@ def test_every_pattern_runs_on_the_simulated_gpu_node(digits_h5, tmp_path, algor
     assert record["phases"]["per_rank"][0]["host"] == hosts[0]
 
 
+def test_weights_on_the_gpus_move_peer_to_peer_and_a_host_center_through_the_host(digits_h5, tmp_path):
+    # k80x8, P = 2 (gpu0 and gpu1: one board's PCIe switch). Sync EASGD2 keeps the weights on the GPUs: the simulated
+    # MPI is CUDA-aware, so its messages go GPU to GPU with no staging copy; forced to host staging (--backend mpi),
+    # the same arithmetic pays the copies across PCIe; Sync EASGD1 keeps the center in host memory: staged.
+    cases = {"p2p": ("sync_easgd2", []), "staged": ("sync_easgd2", ["--backend", "mpi"]), "host": ("sync_easgd1", [])}
+    runs = [
+        [
+            "--platform-file",
+            "k80x8",
+            "--ranks",
+            "2",
+            *run_args(digits_h5, tmp_path / case, alg, 6),
+            "--time-only",
+            *more,
+        ]
+        for case, (alg, more) in cases.items()
+    ]
+    runs.append(runs.pop(0))  # three runs, two at a time
+    records = {}
+    for case, proc in zip(("staged", "host", "p2p"), simulate_side_by_side(*runs)):
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        records[case] = read_run_json(tmp_path / case / "run.json")
+    backend = {case: record["codesign"]["backend"] for case, record in records.items()}
+    assert backend == {"p2p": "cuda_aware_mpi", "staged": "mpi", "host": "mpi"}
+    phases = {case: record["phases"]["workers_mean"] for case, record in records.items()}
+    assert phases["p2p"]["param_copy_s"] == 0 < phases["staged"]["param_copy_s"]
+    assert phases["p2p"]["comm_s"] > 0
+    moved = {case: p["comm_s"] + p["param_copy_s"] for case, p in phases.items()}
+    assert moved["p2p"] < moved["staged"], moved
+    assert records["p2p"]["seconds_per_step"] < records["staged"]["seconds_per_step"]
+
+
 def test_a_regime_map_simulates_each_side_with_its_own_runs_settings(digits_h5, tmp_path):
     sides = (("sync_easgd3", 2, "16"), ("easgd", 3, "32"))  # different batch sizes
     simulations = []

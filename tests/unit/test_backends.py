@@ -40,3 +40,21 @@ def test_impossible_backend_is_refused_naming_the_alternative(requested, device,
     with pytest.raises(UserError, match=named) as error:
         choose_backend(requested, device, gpu_per_rank)
     assert "use --backend" in str(error.value)
+
+
+# A simulated GPU (its tensors in this machine's memory): the simulated MPI is CUDA-aware, and there is no NCCL.
+def test_a_simulated_gpu_moves_device_weights_device_to_device_and_stages_a_host_center():
+    assert choose_backend("auto", CPU, gpu_per_rank=False, simulated_gpu=True) == "cuda_aware_mpi"
+    assert choose_backend("auto", CPU, gpu_per_rank=False, host_buffers=True, simulated_gpu=True) == "mpi"
+    assert choose_backend("mpi", CPU, gpu_per_rank=False, simulated_gpu=True) == "mpi"  # staging, when forced
+    assert choose_backend("cuda_aware_mpi", CPU, gpu_per_rank=False, simulated_gpu=True) == "cuda_aware_mpi"
+
+
+@pytest.mark.parametrize(
+    "requested, host_buffers, named",
+    [("nccl", False, "not simulated"), ("gloo", False, "not simulated"), ("cuda_aware_mpi", True, "host memory")],
+)
+def test_a_simulated_gpu_refuses_what_it_cannot_simulate(requested, host_buffers, named):
+    with pytest.raises(UserError, match=named) as error:
+        choose_backend(requested, CPU, gpu_per_rank=False, host_buffers=host_buffers, simulated_gpu=True)
+    assert "use --backend" in str(error.value)

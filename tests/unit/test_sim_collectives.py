@@ -23,8 +23,9 @@ class Meter:
         self.real_s = 0.0
         self.reduced: list[int] = []
 
-    def reduction(self, nbytes: int) -> None:
+    def reduction(self, nbytes: int, on_device: bool = False) -> None:
         self.reduced.append(nbytes)
+        self.on_device = on_device
 
 
 class Wires:
@@ -36,8 +37,8 @@ class Wires:
 
 
 class Channel(collectives.Channel):
-    def __init__(self, wires: Wires, size: int, rank: int):
-        self.wires, self.size, self.rank = wires, size, rank
+    def __init__(self, wires: Wires, size: int, rank: int, device: bool = False):
+        self.wires, self.size, self.rank, self.device = wires, size, rank, device
 
     def send(self, dest: int, payload, nbytes: int) -> None:
         self.wires.sent[self.rank].append(nbytes)

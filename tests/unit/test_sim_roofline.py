@@ -187,3 +187,14 @@ def test_a_skipped_operation_has_its_outputs_shapes_and_leaves_what_it_writes_as
     assert product.shape == (5, 3) and values.shape == indices.shape == (5,) and indices.dtype == torch.long
     assert written is out and torch.equal(out, torch.full((5, 3), 2.0))
     assert loss == 0.0
+
+
+def test_skipped_large_outputs_share_one_untouched_storage_and_stay_apart_for_autograd():
+    x = torch.empty(512, 1024, requires_grad=True)  # 2 MB: above the zeroed size
+    with SkipMode():
+        a = torch.relu(x @ torch.empty(1024, 1024))
+        b = torch.tanh(a)
+        b.sum().backward()  # autograd sees each output as a tensor of its own: no in-place conflict
+    assert a.shape == b.shape == (512, 1024) and a.is_contiguous() and x.grad.shape == x.shape
+    assert a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()  # no allocation per operation
+    assert a._version == b._version == 0

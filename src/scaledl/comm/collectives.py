@@ -15,7 +15,9 @@ Backends (chosen by `choose_backend`, recorded in run.json, forcible with --back
     mpi             mpi4py buffer calls on host memory; device tensors are staged
                     through a pinned host mirror (timed as param_copy)
     cuda_aware_mpi  mpi4py buffer calls straight on device memory, when the MPI
-                    library reports CUDA support (MPIX_Query_cuda_support)
+                    library reports CUDA support (MPIX_Query_cuda_support); in a
+                    simulation of GPUs, the simulated MPI's device-to-device route
+                    (the node's PCIe fabric, peer to peer: scaledl.sim.cluster)
     nccl            torch.distributed's NCCL collectives, when every rank has a GPU
                     of its own
     gloo            torch.distributed's Gloo collectives on host tensors (DDP's CPU
@@ -54,14 +56,21 @@ def mpi_is_cuda_aware() -> bool:
     return False
 
 
-def choose_backend(requested: str, device: torch.device, gpu_per_rank: bool, *, host_buffers: bool = False) -> str:
+def choose_backend(
+    requested: str, device: torch.device, gpu_per_rank: bool, *, host_buffers: bool = False, simulated_gpu: bool = False
+) -> str:
     """The backend for this job; raises UserError when a forced one cannot work here.
 
     `host_buffers`: the collectives carry host tensors even on a GPU run (the center
     in host memory: sync_easgd1, --center-on host, the paper's CPU master). NCCL
     takes device tensors only, so `auto` picks MPI on the host buffers then, and a
     forced nccl is refused.
+
+    `simulated_gpu`: a simulated rank on a GPU behind PCIe (its tensors are in this
+    machine's memory): see `simulated_backend`.
     """
+    if simulated_gpu:
+        return simulated_backend(requested, host_buffers)
     if requested == "auto":
         if device.type != "cuda" or host_buffers:
             return "mpi"
@@ -86,6 +95,26 @@ def choose_backend(requested: str, device: torch.device, gpu_per_rank: bool, *, 
         )
     if requested == "nccl" and not gpu_per_rank:
         raise UserError("--backend nccl needs one GPU per rank; this node has more ranks than GPUs, use --backend mpi")
+    return requested
+
+
+def simulated_backend(requested: str, host_buffers: bool) -> str:
+    """A simulated GPU's backend. The simulated MPI is CUDA-aware: a device tensor handed to it moves GPU to GPU
+    over the node's PCIe fabric (cuda_aware_mpi); `mpi` stages it through host memory; there is no NCCL or Gloo
+    to simulate. `auto` picks the device-to-device route where a real GPU run's would (NCCL or a CUDA-aware MPI:
+    the weights or gradients live on the devices) and host staging where the center is in host memory."""
+    if requested in TORCH_DIST_BACKENDS:
+        raise UserError(
+            f"--backend {requested} is not simulated: a simulated GPU's collectives go through the simulated MPI; "
+            "use --backend auto, cuda_aware_mpi (device to device) or mpi (staged through host memory)"
+        )
+    if requested == "cuda_aware_mpi" and host_buffers:
+        raise UserError(
+            "--backend cuda_aware_mpi: this run keeps the center in host memory (--center-on host, sync_easgd1), "
+            "whose messages a simulation stages through the host; use --backend mpi or auto"
+        )
+    if requested == "auto":
+        return "mpi" if host_buffers else "cuda_aware_mpi"
     return requested
 
 

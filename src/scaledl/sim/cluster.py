@@ -9,7 +9,8 @@ started with `spawn`, which hands them the rank's identity.
 Messages are eager: a send moves its bytes over the platform's route between
 the two ranks' memory hosts (a GPU rank's is its node's CPU: MPI reads and
 writes host buffers, and the copies to and from the GPU are priced where the
-code makes them, scaledl.sim.roofline) at once (SimGrid's flow model shares every link with the
+code makes them, scaledl.sim.roofline; a CUDA-aware message goes from one GPU
+to the other, peer to peer) at once (SimGrid's flow model shares every link with the
 transfers crossing it at the same time) and lands in the receiver's inbox,
 where a receive matching source and tag picks it up. A wait with a deadline
 blocks on a semaphore with a timeout, never by polling. On a host whose ranks
@@ -117,13 +118,15 @@ class Cluster:
             box = self.inboxes[(channel, rank)] = Inbox(self.sg)
         return box
 
-    def transfer(self, src: int, dst: int, nbytes: int) -> None:
-        """Block the calling actor while `nbytes` cross the route from world rank src's host to dst's;
-        RankLost when either rank's host has failed."""
+    def transfer(self, src: int, dst: int, nbytes: int, device: bool = False) -> None:
+        """Block the calling actor while `nbytes` cross the route from world rank src's memory host to dst's
+        (`device`: from device memory to device memory, a CUDA-aware message: GPU to GPU over the platform's
+        route between the two devices, its PCIe switch or root complex); RankLost when either host has failed."""
         for rank in (src, dst):
             if not self.ranks[rank].alive:
                 raise RankLost(f"rank {rank}'s host {self.ranks[rank].host.name} has failed")
-        a, b = self.ranks[src].memory_host, self.ranks[dst].memory_host
+        ends = (self.ranks[src], self.ranks[dst])
+        a, b = (state.host if device else state.memory_host for state in ends)
         self.sg.Comm.sendto(a, b, max(int(nbytes), 0))
 
     def fail(self, rank: int) -> None:

@@ -18,7 +18,8 @@ bcast, gather to the root, gather + bcast.
 Every message of a collective is a real transfer on the simulated network, so
 the links' sharing shapes its time. The arithmetic is numpy's on real data, in
 an order fixed by P and n alone, so every reduction is deterministic; its cost
-is charged to the rank's device (Meter.reduction).
+is charged where the buffers are (Meter.reduction): the host's memory, or a
+CUDA-aware call's device.
 """
 
 from __future__ import annotations
@@ -35,14 +36,15 @@ REDUCE_SHORT = ALLREDUCE_SHORT = 2 * 1024
 
 
 class Channel:
-    """One collective call's messages: the communicator, a channel name no user message uses, and a tag."""
+    """One collective call's messages: the communicator, a channel name no user message uses, and a tag;
+    `device`: its buffers are device memory (a CUDA-aware call), so its messages and sums are the device's."""
 
-    def __init__(self, comm, name: str, tag: int):
-        self.comm, self.name, self.tag = comm, name, tag
+    def __init__(self, comm, name: str, tag: int, device: bool = False):
+        self.comm, self.name, self.tag, self.device = comm, name, tag, device
         self.size, self.rank = comm.Get_size(), comm.Get_rank()
 
     def send(self, dest: int, payload, nbytes: int) -> None:
-        self.comm._post(payload, nbytes, dest, self.tag, channel=self.name)
+        self.comm._post(payload, nbytes, dest, self.tag, channel=self.name, device=self.device)
 
     def recv(self, source: int):
         return self.comm._inbox(self.name).take(source, self.tag).payload
@@ -51,15 +53,15 @@ class Channel:
         self.send(dest, data.copy(), data.nbytes)
 
 
-def _combine(op, into: np.ndarray, value: np.ndarray) -> None:
+def _combine(ch: Channel, op, into: np.ndarray, value: np.ndarray) -> None:
     """into ← into (op) value: real arithmetic (its CPU seconds are the rank's numerics), charged to the
-    simulated clock as the reduction's memory traffic."""
+    simulated clock as the reduction's memory traffic, on the device for a device buffer's (ch.device)."""
     meter = this_rank().meter
     t0 = time.thread_time()
     op.apply(into, value)
     if meter is not None:
         meter.real_s += time.thread_time() - t0
-        meter.reduction(into.nbytes)
+        meter.reduction(into.nbytes, on_device=ch.device)
 
 
 def _edges(n: int, parts: int) -> list[int]:
@@ -161,7 +163,7 @@ def _binomial_reduce(ch: Channel, acc: np.ndarray, op, root: int) -> None:
             ch.send_array((vr - mask + root) % p, acc)
             return
         if vr + mask < p:
-            _combine(op, acc, ch.recv((vr + mask + root) % p))
+            _combine(ch, op, acc, ch.recv((vr + mask + root) % p))
         mask <<= 1
 
 
@@ -172,7 +174,7 @@ def _ring_reduce_scatter(ch: Channel, acc: np.ndarray, op, parts: list[tuple[int
         lo, hi = parts[(ch.rank - step) % p]
         ch.send_array(right, acc[lo:hi])
         lo, hi = parts[(ch.rank - step - 1) % p]
-        _combine(op, acc[lo:hi], ch.recv(left))
+        _combine(ch, op, acc[lo:hi], ch.recv(left))
 
 
 # ------------------------------------------------------------------ allreduce
@@ -210,7 +212,7 @@ def _fold(ch: Channel, flat: np.ndarray, op, rem: int) -> int | None:
     if ch.rank % 2 == 0:
         ch.send_array(ch.rank + 1, flat)
         return None
-    _combine(op, flat, ch.recv(ch.rank - 1))
+    _combine(ch, op, flat, ch.recv(ch.rank - 1))
     return ch.rank // 2
 
 
@@ -231,10 +233,10 @@ def _recursive_doubling(ch: Channel, flat: np.ndarray, op, folded: int, pof2: in
         other = ch.recv(partner)
         if partner < ch.rank:  # the lower rank's value first, on both sides: the same sum everywhere
             other = other.copy()
-            _combine(op, other, flat)
+            _combine(ch, op, other, flat)
             flat[...] = other
         else:
-            _combine(op, flat, other)
+            _combine(ch, op, flat, other)
         mask <<= 1
 
 
@@ -252,7 +254,7 @@ def _halving_doubling(ch: Channel, flat: np.ndarray, op, folded: int, pof2: int,
         mid = (lo + hi) // 2
         keep, give = ((lo, mid), (mid, hi)) if folded & mask == 0 else ((mid, hi), (lo, mid))
         ch.send_array(partner, flat[edges[give[0]] : edges[give[1]]])
-        _combine(op, flat[edges[keep[0]] : edges[keep[1]]], ch.recv(partner))
+        _combine(ch, op, flat[edges[keep[0]] : edges[keep[1]]], ch.recv(partner))
         splits.append((partner, keep, give))
         lo, hi = keep
         mask <<= 1

@@ -7,6 +7,10 @@ calls; anything else raises AttributeError. The semantics:
 
 - Point to point: eager messages (cluster.py); `Isend` is a helper actor that
   moves the bytes, so its request completes when they have arrived.
+- CUDA-aware: a torch tensor handed to a collective is device memory (the
+  `cuda_aware_mpi` backend; the staged one hands numpy views of host buffers),
+  so on a GPU rank its messages leave from and land on the GPU itself, peer to
+  peer over the node's PCIe fabric, and its reductions run on the GPU.
 - Collectives are built from point-to-point messages with the algorithms MPI
   libraries select (scaledl.sim.collectives), on a channel of their own,
   so they never match a user's message; the nonblocking ones run on a helper
@@ -85,13 +89,20 @@ class Exception(RuntimeError):  # mpi4py's name: `except MPI.Exception` must cat
 
 
 def array(buf) -> np.ndarray | None:
-    """The numpy array behind an mpi4py buffer argument: an array, a memoryview, or [array, (count,) datatype];
-    None for no buffer (a NO_OP's origin)."""
+    """The numpy array behind an mpi4py buffer argument: an array, a memoryview, a tensor (device memory, as a
+    CUDA-aware MPI takes it: `on_device`), or [array, (count,) datatype]; None for no buffer (a NO_OP's origin)."""
     if isinstance(buf, (list, tuple)):
         buf = buf[0]
     if buf is None or isinstance(buf, np.ndarray):
         return buf
+    if on_device(buf):
+        return buf.detach().numpy()
     return np.frombuffer(buf, dtype=np.uint8)
+
+
+def on_device(buf) -> bool:
+    """Whether a buffer is a device's memory: a tensor itself, not a host buffer's numpy view (comm.buffers)."""
+    return type(buf).__module__.startswith("torch")
 
 
 def _timeout(deadline: float) -> float | None:
@@ -172,10 +183,12 @@ class Comm:
         return this_rank().cluster
 
     # ---- point to point
-    def _post(self, payload, nbytes: int, dest: int, tag: int, channel: str | None = None) -> None:
+    def _post(
+        self, payload, nbytes: int, dest: int, tag: int, channel: str | None = None, device: bool = False
+    ) -> None:
         cluster = self.cluster
         try:
-            cluster.transfer(self.ranks[self.rank], self.ranks[dest], nbytes)
+            cluster.transfer(self.ranks[self.rank], self.ranks[dest], nbytes, device)
         except RankLost as error:
             raise Exception(f"Other MPI error: {error}") from None
         cluster.inbox(channel or self.channel, self.ranks[dest]).deliver(Message(self.rank, tag, payload, nbytes))
@@ -217,13 +230,14 @@ class Comm:
         return self._inbox().take(source, tag, remove=False, timeout=_timeout(deadline)) is not None
 
     # ---- collectives (scaledl.sim.collectives), each on this communicator's collective channel
-    def _collective(self) -> collectives.Channel:
+    def _collective(self, buf=None) -> collectives.Channel:
+        """A blocking collective's channel; its messages go device to device when `buf` is device memory."""
         self.collective_calls += 1
-        return collectives.Channel(self, self.channel + "#c", self.collective_calls)
+        return collectives.Channel(self, self.channel + "#c", self.collective_calls, on_device(buf))
 
-    def _nonblocking_channel(self) -> collectives.Channel:
+    def _nonblocking_channel(self, buf=None) -> collectives.Channel:
         self._nonblocking += 1
-        return collectives.Channel(self, f"{self.channel}#nb{self._nonblocking}", 0)
+        return collectives.Channel(self, f"{self.channel}#nb{self._nonblocking}", 0, on_device(buf))
 
     def Barrier(self) -> None:
         collectives.barrier(self._collective())
@@ -232,24 +246,25 @@ class Comm:
         return SimulatedRequest(spawn("ibarrier", collectives.barrier, self._nonblocking_channel()))
 
     def Bcast(self, buf, root: int = 0) -> None:
-        collectives.bcast(self._collective(), array(buf), root)
+        collectives.bcast(self._collective(buf), array(buf), root)
 
     def Reduce(self, sendbuf, recvbuf, op: Op = SUM, root: int = 0) -> None:
         send = array(recvbuf) if sendbuf is IN_PLACE else array(sendbuf)
         recv = array(recvbuf) if self.rank == root else None
-        collectives.reduce(self._collective(), send, recv, op, root)
+        collectives.reduce(self._collective(recvbuf if sendbuf is IN_PLACE else sendbuf), send, recv, op, root)
 
     def Allreduce(self, sendbuf, recvbuf, op: Op = SUM) -> None:
         recv = array(recvbuf)
         if sendbuf is not IN_PLACE:
             np.copyto(recv, array(sendbuf))
-        collectives.allreduce(self._collective(), recv, op)
+        collectives.allreduce(self._collective(recvbuf), recv, op)
 
     def Iallreduce(self, sendbuf, recvbuf, op: Op = SUM) -> SimulatedRequest:
         recv = array(recvbuf)
         if sendbuf is not IN_PLACE:
             np.copyto(recv, array(sendbuf))
-        return SimulatedRequest(spawn("iallreduce", collectives.allreduce, self._nonblocking_channel(), recv, op))
+        channel = self._nonblocking_channel(recvbuf)
+        return SimulatedRequest(spawn("iallreduce", collectives.allreduce, channel, recv, op))
 
     def Gather(self, sendbuf, recvbuf, root: int = 0) -> None:
         out = array(recvbuf) if self.rank == root else None

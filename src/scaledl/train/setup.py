@@ -137,8 +137,10 @@ def build_local(world: MPI.Comm, cfg: TrainConfig) -> TrainingRun:
     )
     gpu_per_rank = device.type == "cuda" and roles.local_size <= torch.cuda.device_count()
 
+    simulated_gpu = transport.current().device_behind_pcie()  # a simulated rank on a GPU behind PCIe
+
     def backend_for(requested: str, host_buffers: bool) -> str:
-        return choose_backend(requested, device, gpu_per_rank, host_buffers=host_buffers)
+        return choose_backend(requested, device, gpu_per_rank, host_buffers=host_buffers, simulated_gpu=simulated_gpu)
 
     # First, before anything is built: a setting this algorithm does not use, or one that
     # contradicts its preset, stops the run here (every rank alike).
