@@ -172,6 +172,40 @@ def band_rows(cells: dict, nodes: list[int]) -> list[dict]:
     return rows
 
 
+DOC_BLOCK = "paper_scale_ladder"  # docs/simulation.md's ladder table, rendered from the record
+
+
+def ladder_block(record: dict) -> str:
+    """docs/simulation.md's ladder table, rendered from the record it cites (tests/workflow/test_docs.py checks
+    that the page holds exactly this)."""
+    meta = record["meta"]
+    found = (meta.get("parts") or {}).get("ladder") or {"commit": record["git"].get("commit"), "timestamp": ""}
+    rows = ladder_rows(meta["cells"])
+    first, last = meta["cells"][f"ladder {LADDER[0][0]}"], meta["cells"][f"ladder {LADDER[-1][0]}"]
+    overall = first["s_per_step"] / last["s_per_step"]
+    head = (
+        f"`bench/raw/{NAME}.json`, its ladder measured at commit {(found['commit'] or 'uncommitted')[:7]} "
+        f"{found['timestamp'][:10]}; overall {overall:.1f}× where the paper has 5.3×:\n\n"
+    )
+    return (
+        head
+        + common.table(
+            rows,
+            ["level", "s_per_step", "speedup", "paper", "transfer", "exposed", "paper_share"],
+            [
+                "level",
+                "s/step",
+                "over the level before",
+                "paper",
+                "transfer share",
+                "exposed share",
+                "paper's comm share",
+            ],
+        )
+        + "\n"
+    )
+
+
 def measured_at(parts: dict) -> str:
     """Which commit measured each part, where they differ (a part measured again alone)."""
     commits = {part: (found.get("commit") or "?")[:7] for part, found in parts.items()}
@@ -225,6 +259,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--parts: of {', '.join(PARTS)}")
     if args.render:
         render(common.read_raw(args.raw), write=not args.no_doc)
+        if not args.no_doc:
+            common.write_record_block(
+                common.REPO / "docs/simulation.md", DOC_BLOCK, ladder_block(common.read_raw(args.raw))
+            )
         return 0
     load_before = __import__("os").getloadavg()[0]
     kept, parts = carried_over(args.raw, args.parts)
@@ -238,6 +276,10 @@ def main(argv: list[str] | None = None) -> int:
     meta = {"cells": cells, "nodes": args.nodes, "steps": args.steps, "load_before": load_before, "parts": parts}
     common.write_raw(args.raw, NAME, samples, meta)
     render(common.read_raw(args.raw), write=not args.no_doc)
+    if not args.no_doc:
+        common.write_record_block(
+            common.REPO / "docs/simulation.md", DOC_BLOCK, ladder_block(common.read_raw(args.raw))
+        )
     return 0
 
 

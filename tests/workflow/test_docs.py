@@ -219,6 +219,20 @@ def test_the_per_phase_table_of_the_simulation_page_is_its_records():
     assert shown == bench_phases.simulation_block(common.read_raw(REPO / "bench/raw/phases.json"))
 
 
+def test_the_ladder_of_the_simulation_page_is_its_record():
+    """docs/simulation.md's codesign ladder is rendered from bench/raw/paper_scale.json (bench_paper_scale)."""
+    import sys
+
+    sys.path.insert(0, str(REPO))
+    from bench import bench_paper_scale, common
+
+    page = (REPO / "docs/simulation.md").read_text()
+    start, end = f"<!-- record:{bench_paper_scale.DOC_BLOCK} -->\n", f"<!-- /record:{bench_paper_scale.DOC_BLOCK} -->"
+    assert start in page and end in page
+    shown = page.split(start, 1)[1].split(end, 1)[0]
+    assert shown == bench_paper_scale.ladder_block(common.read_raw(REPO / "bench/raw/paper_scale.json"))
+
+
 def test_the_published_validation_of_the_simulation_page_is_its_record():
     """docs/simulation.md's published-anchor table is rendered from bench/raw/validate_published.json
     (bench/bench_validate.py writes both), at a clean commit."""
