@@ -16,7 +16,7 @@ def platform_text(code: str) -> str:
         name="calibrated", cores=2, date="2026-12-05", stamp="2026-12-05T01:00:00Z", cpu="x86_64", torch="2.14.1",
         host="box", code=code, commit="5b2e6bb12345", alpha=2e-6, bw=3e10, netbench="local.json", speed=5e10,
         model="lenet", batch=64, step_ms=11.0, mem=3e10, overhead=1e-6, cv=0.05, detour_rate=2.0, detour_s=3e-3, fitted="cold",
-        busy=1,
+        busy=1, half_rows=70.0, half_columns=3.5, half_depth=56.0, conv_overhead=4e-5, shape_count=78, shape_error=0.3,
     )  # fmt: skip
     return TEMPLATE.format(**values)
 
@@ -39,3 +39,13 @@ def test_a_platform_calibrated_by_other_code_is_refused_and_this_codes_is_used(t
         refuse_stale_calibration(stale)
     assert refuse_stale_calibration(fresh)["code"] == code_version()
     assert refuse_stale_calibration(resolve("k80x8")) is None  # a hand-written platform: its header says what
+
+
+def test_a_calibrated_platform_prices_products_by_their_shape(tmp_path):
+    from scaledl.sim.platform import load
+
+    path = tmp_path / "calibrated.xml"
+    path.write_text(platform_text(code_version()))
+    device = load(path).devices()[0].device()
+    assert device.gemm_halves == (70.0, 3.5, 56.0) and device.conv_overhead_s == pytest.approx(4e-5)
+    assert load(resolve("k80x8")).hosts["gpu0"].device().gemm_halves is None  # a hand-made platform: one efficiency

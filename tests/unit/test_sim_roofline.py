@@ -8,7 +8,7 @@ import torch
 from scaledl.comm import buffers
 from scaledl.comm.buffers import HostStage, host_array, is_host_buffer
 from scaledl.comm.timing import PhaseTimer
-from scaledl.sim.roofline import Device, Meter, SkipMode
+from scaledl.sim.roofline import Device, Meter, OpCounter, SkipMode
 
 GPU = Device("gpu", flops=4e12, efficiency=0.35, memory_bw=240e9, op_overhead_s=1e-5, pcie=True)
 CPU = Device("cpu", flops=2e12, efficiency=0.3, memory_bw=120e9, op_overhead_s=5e-6, pcie=False)
@@ -198,3 +198,32 @@ def test_skipped_large_outputs_share_one_untouched_storage_and_stay_apart_for_au
     assert a.shape == b.shape == (512, 1024) and a.is_contiguous() and x.grad.shape == x.shape
     assert a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()  # no allocation per operation
     assert a._version == b._version == 0
+
+
+def test_a_products_dimensions_are_its_rows_columns_and_depth():
+    from scaledl.sim.roofline import gemm_dims
+
+    x, w = torch.randn(8, 64, 4, 4), torch.randn(128, 64, 3, 3)
+    out = torch.nn.functional.conv2d(x, w, padding=1)
+    conv_args = (x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1)
+    assert gemm_dims("convolution", conv_args, [out]) == (8 * 16, 128, 64 * 9)
+    backward_args = (out, x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1, [True, True, False])
+    assert gemm_dims("convolution_backward", backward_args, []) == (8 * 16, 128, 64 * 9)  # the forward's
+    a, b = torch.randn(16, 800), torch.randn(800, 500)
+    assert gemm_dims("addmm", (torch.randn(500), a, b), []) == gemm_dims("mm", (a, b), []) == (16, 500, 800)
+    assert gemm_dims("add", (a, a), []) is None
+
+
+def test_a_small_product_runs_at_a_fraction_of_a_large_ones_rate_where_the_platform_says_so():
+    from dataclasses import replace
+
+    shaped = replace(CPU, gemm_halves=(64.0, 8.0, 64.0), conv_overhead_s=4e-5)
+    assert shaped.gemm_efficiency(None) == CPU.gemm_efficiency((8, 8, 8)) == CPU.efficiency  # no curve: one rate
+    assert shaped.gemm_efficiency((64, 8, 64)) == pytest.approx(CPU.efficiency / 8)  # each dimension at its half
+    x, w = torch.randn(8, 256, 1, 1), torch.randn(256, 256, 3, 3)
+    prices = []
+    for device in (CPU, shaped):
+        with OpCounter(device) as counter:
+            torch.nn.functional.conv2d(x, w, padding=1)
+        prices.append(counter.seconds)
+    assert prices[1] > 5 * prices[0]  # rows 8 of half 64: the flops at a ninth of the rate, and 40 µs a call

@@ -7,9 +7,11 @@ other processes run the same step on the other cores (as a job's ranks do: every
 
     memory_bw    a float32 add over arrays far larger than the caches: 3 × 4 bytes per element
     op_overhead  one PyTorch operation on a one-element tensor (the dispatch every operation pays)
+    shapes       how a convolution's or matrix product's rate depends on its shape, and a convolution's cost
+                 per call: micro-benchmarks over a grid of shapes none of the models has (scaledl.sim.gemm_shapes)
     speed        the FLOP rate at which the cost model's roofline (scaledl.sim.roofline) prices the
                  training loop's compute phase (its forward_backward, on a batch in the loop's layout)
-                 exactly as long as it measures here
+                 exactly as long as it measures here, with the shapes' curve in place
     noise_cv     the spread of the step's repeated timings (robust_cv)
     detours      the timings far above the rest (`detours`): how often per second, and their mean excess
     network      α and 1/β of netbench's α-β fit (a `scaledl netbench` result, or the record
@@ -37,6 +39,7 @@ from scaledl.atomic import write_text
 from scaledl.errors import UserError
 from scaledl.models import build_model
 from scaledl.net.measure import fit_alpha_beta
+from scaledl.sim import gemm_shapes
 
 
 def netbench_alpha_beta(path: Path) -> tuple[float, float, str]:
@@ -215,13 +218,16 @@ def refuse_a_noisy_step(measured: float, cv: float) -> None:
         )
 
 
-def solve_speed(step, measured: float, memory_bw: float, overhead: float) -> float:
-    """The FLOP rate at which the roofline price of `step` equals `measured` (bisection on a log scale)."""
+def solve_speed(step, measured: float, memory_bw: float, overhead: float, shapes: dict | None = None) -> float:
+    """The FLOP rate at which the roofline price of `step` equals `measured` (bisection on a log scale), with the
+    shapes' curve and a convolution's cost per call of `shapes` (gemm_shapes.fit) where given."""
     # lazy: what this subcommand computes with; --help and the other subcommands need none of it
     from scaledl.sim.roofline import Device, OpCounter
 
+    halves, per_call = (shapes["halves"], shapes["conv_overhead"]) if shapes else (None, None)
+
     def price(flops_per_s: float) -> float:
-        counter = OpCounter(Device("calibration", flops_per_s, 1.0, memory_bw, overhead, False))
+        counter = OpCounter(Device("calibration", flops_per_s, 1.0, memory_bw, overhead, False, halves, per_call))
         with counter:
             step()
         return counter.seconds
@@ -251,9 +257,14 @@ TEMPLATE = """<?xml version='1.0'?>
                 ({netbench}), fitted on the {fitted} ping-pong
     speed       {speed:.4g} FLOP/s: the rate at which the cost model prices the training loop's compute phase
                 ({model}'s forward and backward at batch {batch}, on a batch in the loop's layout) as long as the
-                {step_ms:.3g} ms measured here (efficiency 1: the speed is effective)
+                {step_ms:.3g} ms measured here (efficiency 1: the speed is effective, at large shapes; smaller
+                ones by the shapes' curve below)
     memory_bw   {mem:.4g} B/s: a float32 add over 64 MB arrays
     op_overhead {overhead:.3g} s: one PyTorch operation on a one-element tensor
+    shapes      a convolution's or matrix product's efficiency × d / (d + half) per dimension of its product, halves
+                {half_rows:.3g} rows, {half_columns:.3g} columns, {half_depth:.3g} depth, and {conv_overhead:.3g} s per
+                convolution: fitted on {shape_count} micro-benchmarks of shapes no model has (geometric-mean error
+                {shape_error:.0%}; scaledl.sim.gemm_shapes)
     noise_cv    {cv:.3g}: the spread of 40 timings of that step (interquartile range / 1.349 / median)
     detours     {detour_rate:.3g} per second of execution, {detour_s:.3g} s each: those timings more than 4 spreads
                 (at least 10 %) above the median, counted per second of timing, and their mean excess
@@ -274,6 +285,10 @@ TEMPLATE = """<?xml version='1.0'?>
       <prop id="efficiency" value="1"/>
       <prop id="memory_bw" value="{mem:.6g}Bps"/>
       <prop id="op_overhead" value="{overhead:.6g}s"/>
+      <prop id="gemm_half_rows" value="{half_rows:.6g}"/>
+      <prop id="gemm_half_columns" value="{half_columns:.6g}"/>
+      <prop id="gemm_half_depth" value="{half_depth:.6g}"/>
+      <prop id="conv_overhead" value="{conv_overhead:.6g}s"/>
       <prop id="noise_cv" value="{cv:.3g}"/>
       <prop id="noise_detour_rate" value="{detour_rate:.3g}"/>
       <prop id="noise_detour" value="{detour_s:.3g}s"/>
@@ -294,12 +309,14 @@ def calibrate(netbench: Path, model: str, batch: int, cores: int, name: str, bus
     alpha, beta, fitted = netbench_alpha_beta(netbench)
     mem = memory_bandwidth()
     overhead = op_overhead()
+    micro = gemm_shapes.measure()
+    shapes = gemm_shapes.fit(micro, overhead, mem)
     with busy_cores(busy, model, batch):  # the step alone, or with every other core running it too
         measured, step, times = step_seconds_and_counts(model, batch)
     cv = robust_cv(times)
     refuse_a_noisy_step(measured, cv)
     detour_rate, detour_s = detours(times)
-    speed = solve_speed(step, measured, mem, overhead)
+    speed = solve_speed(step, measured, mem, overhead, shapes)
     values = {
         "name": name,
         "cores": cores,
@@ -319,6 +336,12 @@ def calibrate(netbench: Path, model: str, batch: int, cores: int, name: str, bus
         "step_ms": measured * 1e3,
         "mem": mem,
         "overhead": overhead,
+        "half_rows": shapes["halves"][0],
+        "half_columns": shapes["halves"][1],
+        "half_depth": shapes["halves"][2],
+        "conv_overhead": shapes["conv_overhead"],
+        "shape_count": len(micro),
+        "shape_error": shapes["error"],
         "cv": cv,
         "detour_rate": detour_rate,
         "detour_s": detour_s,

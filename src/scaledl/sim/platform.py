@@ -19,6 +19,11 @@ all its hosts) what its cost model needs:
                    the timing noise of the host's executions (scaledl.sim.noise): a spread per execution, a
                    speed factor per host and run, detours per second of execution and each one's length
                    (SimGrid time units: 1ms); default none
+    gemm_half_rows, gemm_half_columns, gemm_half_depth
+                   optional, all three: the dimensions of a matrix product (a convolution's: batch × output
+                   pixels, output channels, input channels × kernel area) at which its efficiency halves
+                   (scaledl.sim.roofline.Device.gemm_efficiency; `scaledl calibrate` fits them)
+    conv_overhead  optional: a convolution's cost per call where it is not op_overhead (SimGrid time units)
     waiting        what a rank blocked in MPI does: blocks (default: it takes no core) or polls (it keeps a
                    core busy while it waits, as MPICH's progress loop does: with more ranks than cores the
                    computing ones then get less than a core each)
@@ -59,10 +64,19 @@ class HostInfo:
     node: str
     noise: Noise = Noise()
     polls: bool = False  # a rank waiting here keeps a core busy (waiting: polls)
+    gemm_halves: tuple[float, float, float] | None = None  # (gemm_half_rows, _columns, _depth): Device
+    conv_overhead: float | None = None  # per convolution, where it is not op_overhead
 
     def device(self) -> Device:
         return Device(
-            self.name, self.speed, self.efficiency, self.memory_bw, self.op_overhead, self.cpu_host is not None
+            self.name,
+            self.speed,
+            self.efficiency,
+            self.memory_bw,
+            self.op_overhead,
+            self.cpu_host is not None,
+            self.gemm_halves,
+            self.conv_overhead,
         )
 
 
@@ -165,7 +179,31 @@ def _host(name: str, speed: str, props: dict[str, str], path: Path) -> HostInfo:
         node=props.get("node", name),
         noise=_noise(name, props, path),
         polls=waiting == "polls",
+        gemm_halves=_gemm_halves(name, props, path),
+        conv_overhead=_conv_overhead(name, props),
     )
+
+
+def _conv_overhead(name: str, props: dict[str, str]) -> float | None:
+    found = props.get("conv_overhead")
+    return None if found is None else _number(found, f"host {name} conv_overhead")
+
+
+GEMM_HALVES = ("gemm_half_rows", "gemm_half_columns", "gemm_half_depth")
+
+
+def _gemm_halves(name: str, props: dict[str, str], path: Path) -> tuple[float, float, float] | None:
+    """The three dimensions at which a matrix product's efficiency halves (all or none of them)."""
+    given = [props.get(key) for key in GEMM_HALVES]
+    if not any(given):
+        return None
+    try:
+        halves = tuple(float(value) for value in given)
+    except (TypeError, ValueError):
+        raise UserError(f"platform {path}: host {name} states {', '.join(GEMM_HALVES)}: all three, numbers") from None
+    if min(halves) < 0:
+        raise UserError(f"platform {path}: host {name}'s {', '.join(GEMM_HALVES)} must be 0 or more")
+    return halves
 
 
 def _noise(name: str, props: dict[str, str], path: Path) -> Noise:

@@ -89,6 +89,13 @@ def step_rows(platform_path: Path, models: list, repeats: int) -> list[Row]:
     if fitted is not None:
         models = [(fitted[0], fitted[1], (1, 28, 28)), *[m for m in models if m[:2] != fitted]]
     torch.set_num_threads(1)
+    solved = f"solved on {fitted[0] if fitted else '?'}"
+    curve = platform.hosts[host].gemm_halves is not None
+    constant = (
+        f"{platform.name}'s speed ({solved}) and its shapes' curve (gemm_half_*, conv_overhead)"
+        if curve
+        else f"{platform.name}'s speed (one effective FLOP rate, {solved})"
+    )
     rows = []
     for model, batch, image in models:
         step = loop_step(model, batch, image, 10)
@@ -104,7 +111,7 @@ def step_rows(platform_path: Path, models: list, repeats: int) -> list[Row]:
         anchor = Anchor(
             id=f"step {model} b{batch} {'x'.join(map(str, image))}", kind="step", platform=platform.name,
             published=measured, source=f"measured here: median of 2 × {repeats} timings, one thread",
-            constant=f"{platform.name}'s speed (one effective FLOP rate, solved on {fitted[0] if fitted else '?'})",
+            constant=constant,
             role=role, host=host, model=model, batch=batch, image=image, classes=10,
         )  # fmt: skip
         rows.append(Row(anchor, seconds, aa))
