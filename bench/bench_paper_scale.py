@@ -16,6 +16,8 @@ says which commit measured each part, and so does the page.
 from __future__ import annotations
 
 import argparse
+import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -92,11 +94,15 @@ def measure(args, tmp: Path) -> dict:
             cells[f"ladder {level}"] = simulate("k80x8", ranks, data["cifar"], "cifar_alexnet", level, tmp / level, 12)
             print(f"ladder {level}: {cells[f'ladder {level}']}", flush=True)
     if "weak" in args.parts:
-        for algorithm in WEAK:
-            for n in args.nodes:
-                key = f"weak {algorithm} P={n}"
-                cells[key] = simulate("cori_knl", n, data["imagenet"], "googlenet", algorithm, tmp / key, args.steps)
-                print(f"{key}: {cells[key]}", flush=True)
+        for algorithm in args.weak_algorithms:
+            for seed in args.seeds:
+                for n in args.nodes:
+                    key, extra = weak_key(algorithm, n, seed), ("--seed", str(seed))
+                    out = tmp / key.replace(" ", "_")
+                    cells[key] = simulate(
+                        "cori_knl", n, data["imagenet"], "googlenet", algorithm, out, args.steps, extra
+                    )
+                    print(f"{key}: {cells[key]}", flush=True)
     if "band" in args.parts:
         top = max(args.nodes)
         for label, platform in variants(tmp, args.constants, args.factors).items():
@@ -148,13 +154,44 @@ def efficiency(cells: dict, prefix: str, n: int, one: int = 1) -> float:
     return cells[f"{prefix} P={one}"]["s_per_step"] / cells[f"{prefix} P={n}"]["s_per_step"]
 
 
+def weak_key(algorithm: str, n: int, seed: int) -> str:
+    """A weak-scaling cell: seed 0's has no suffix (the band's base), another seed's ends in ` sSEED`."""
+    return f"weak {algorithm} P={n}" + (f" s{seed}" if seed else "")
+
+
+WEAK_CELL = re.compile(r"weak (\w+) P=(\d+)(?: s(\d+))?")
+
+
+def weak_seeds(cells: dict, algorithm: str, n: int, one: int) -> list[float]:
+    """Each seed's efficiency at n nodes: its seconds per step at `one` node over its own at n."""
+    times = {}
+    for key, cell in cells.items():
+        found = WEAK_CELL.fullmatch(key)
+        if found and found.group(1) == algorithm:
+            times[int(found.group(2)), int(found.group(3) or 0)] = cell["s_per_step"]
+    seeds = sorted(seed for p, seed in times if p == n and (one, seed) in times)
+    return [times[one, seed] / times[n, seed] for seed in seeds]
+
+
+def efficiency_text(values: list[float]) -> str:
+    """One seed's efficiency, or the seeds' mean with its 95 % t-interval and n."""
+    if len(values) == 1:
+        return f"{values[0]:.1%}"
+    from scipy import stats as scipy_stats  # lazy: the interval alone needs it
+
+    mean = statistics.fmean(values)
+    half = scipy_stats.t.ppf(0.975, len(values) - 1) * statistics.stdev(values) / len(values) ** 0.5
+    return f"{mean:.1%} [{mean - half:.1%}–{mean + half:.1%}] n={len(values)}"
+
+
 def weak_rows(cells: dict, nodes: list[int]) -> list[dict]:
     rows = []
+    measured = [a for a in WEAK if f"weak {a} P={nodes[0]}" in cells]
     for n in nodes:
         row = {"nodes": n}
-        for algorithm in WEAK:
+        for algorithm in measured:
             row[f"{algorithm} s/step"] = cells[f"weak {algorithm} P={n}"]["s_per_step"]
-            row[f"{algorithm} E"] = f"{efficiency(cells, f'weak {algorithm}', n, nodes[0]):.1%}"
+            row[f"{algorithm} E"] = efficiency_text(weak_seeds(cells, algorithm, n, nodes[0]))
         rows.append(row)
     return rows
 
@@ -221,7 +258,14 @@ def render(record: dict, write: bool) -> str:
     top = f"weak {WEAK[0]} P={max(nodes)}"
     intro = (
         "Each run is `scaledl simulate --time-only`: its seconds per step come from the operations' shapes and "
-        "the platform's constants; nothing is computed (docs/simulation.md). One schedule (seed 0) per cell."
+        "the platform's constants; nothing is computed (docs/simulation.md). One schedule (seed 0) per cell"
+        + (
+            f"; weak scaling over seeds {', '.join(map(str, meta['seeds']))}, {meta['steps']} steps each, its "
+            "efficiency the seeds' mean with a 95 % t-interval (seconds per step: seed 0's)"
+            if len(meta.get("seeds") or []) > 1
+            else ""
+        )
+        + "."
         + measured_at(meta.get("parts") or {})
     )
     ladder = common.table(
@@ -230,8 +274,8 @@ def render(record: dict, write: bool) -> str:
         ["level (k80x8, P = 8, cifar_alexnet)", "s/step", "over the level before", "paper", "transfer share",
          "exposed share", "paper's comm share"],
     )  # fmt: skip
-    weak_columns = ["nodes", *(f"{a} {k}" for a in WEAK for k in ("s/step", "E"))]
-    weak = common.table(weak_rows(cells, nodes), weak_columns)
+    weak_table = weak_rows(cells, nodes)
+    weak = common.table(weak_table, list(weak_table[0]))
     band_table = band_rows(cells, nodes)
     band = common.table(band_table, list(band_table[0]))
     notes = (
@@ -249,6 +293,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parts", type=numbers(str), default=list(PARTS), metavar="P1,P2", help="of ladder,weak,band")
     parser.add_argument("--nodes", type=numbers(int), default=[1, 2, 4, 8, 16, 32, 64], metavar="N1,N2")
     parser.add_argument("--steps", type=int, default=20, help="steps per run (default %(default)s)")
+    parser.add_argument("--seeds", type=numbers(int), default=[0], metavar="S1,S2", help="weak scaling's seeds")
+    parser.add_argument("--weak-algorithms", type=numbers(str), default=list(WEAK), metavar="A1,A2")
     parser.add_argument("--factors", type=numbers(float), default=[0.5, 2.0], metavar="F1,F2")
     parser.add_argument(
         "--constants", type=numbers(str), default=["efficiency", "op_overhead", "network_bw", "noise"], metavar="C1,C2"
@@ -273,7 +319,8 @@ def main(argv: list[str] | None = None) -> int:
     now = {"commit": common.git_state()["commit"], "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
     parts |= {part: now for part in args.parts}
     samples = {key: [cell["s_per_step"]] for key, cell in cells.items()}
-    meta = {"cells": cells, "nodes": args.nodes, "steps": args.steps, "load_before": load_before, "parts": parts}
+    meta = {"cells": cells, "nodes": args.nodes, "steps": args.steps, "load_before": load_before, "parts": parts,
+            "seeds": args.seeds}  # fmt: skip
     common.write_raw(args.raw, NAME, samples, meta)
     render(common.read_raw(args.raw), write=not args.no_doc)
     if not args.no_doc:

@@ -4,6 +4,8 @@ the weak-scaling efficiencies, and the band's verdict against the paper's 91.5 %
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
@@ -49,3 +51,15 @@ def test_a_part_measured_again_keeps_the_others_cells_and_says_which_commit_meas
         " Measured at: ladder abcdef1, weak 1234567."
     )
     assert bench.measured_at({"ladder": {"commit": "abc"}, "weak": {"commit": "abc"}}) == ""
+
+
+def test_weak_scaling_over_seeds_pairs_each_seed_with_its_own_one_node_run_and_prints_an_interval():
+    cells = {
+        bench.weak_key("sync_easgd", n, s): cell(1.0 if n == 1 else t)
+        for s, t in ((0, 1.25), (1, 1.0), (2, 1.0 / 0.9))
+        for n in (1, 64)
+    }
+    assert sorted(bench.weak_seeds(cells, "sync_easgd", 64, 1)) == pytest.approx([0.8, 0.9, 1.0])
+    text = bench.weak_rows(cells, [1, 64])[1]["sync_easgd E"]
+    assert text.startswith("90.0% [") and text.endswith("n=3")  # the mean, its t-interval, the seeds
+    assert "sync_easgd3 E" not in bench.weak_rows(cells, [1, 64])[1]  # an algorithm not measured: no column
