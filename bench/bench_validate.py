@@ -10,7 +10,7 @@ it. The published record is `scaledl validate --suite published --out-json`'s. T
 command's for `--suite here`, on this machine as the workflow makes its twin: `scaledl netbench` at 2 ranks
 (16 sizes drawn log-uniform from 8 B to 64 MiB, measured in a shuffled order, the ping-pong hot and cold),
 then `scaledl calibrate --busy 1` on it (the training loop's step timed with the other core busy), then the
-models and collectives that calibration did not see. The page's block between `<!-- record:validate_SUITE -->`
+models and collectives that calibration did not see, and the per-phase runs of bench/raw/phases.json. The page's block between `<!-- record:validate_SUITE -->`
 and its end is `scaledl.validate.table.record_block` of the record (tests/workflow/test_docs.py checks it).
 """
 
@@ -62,8 +62,9 @@ def measure(suite: str, raw: Path) -> None:
                            "--shuffle", "0"])  # fmt: skip
         scaledl("calibrate", "--netbench", str(netbench), "--out", str(platform), "--name", "calibrated",
                 "--cores", str(common.usable_cores()), "--busy", str(common.usable_cores() - 1))  # fmt: skip
+        phases = common.raw_path("phases")  # the per-phase runs' record, where one was kept: its rows too
         scaledl("validate", "--suite", "here", "--platform-file", str(platform), "--netbench", str(netbench),
-                "--out-json", str(raw))  # fmt: skip
+                "--out-json", str(raw), *(["--phases", str(phases)] if phases.exists() else []))  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -183,3 +183,32 @@ def test_the_calibration_fits_the_cold_ping_pong_where_one_was_measured(tmp_path
     assert fitted == "cold" and alpha == pytest.approx(2e-6, rel=1e-3) and 1 / beta == pytest.approx(1e10, rel=1e-3)
     path.write_text(json.dumps({"alpha_s": 1e-6, "beta_s_per_byte": 1 / 3e10, "p2p": {"links": [{"table": hot}]}}))
     assert netbench_alpha_beta(path) == (1e-6, 1 / 3e10, "hot")
+
+
+def test_the_per_phase_runs_are_rows_and_an_oversubscribed_cell_is_shown_outside_the_score(tmp_path):
+    from scaledl.validate.here import phase_rows
+    from scaledl.validate.table import summary
+
+    def runs(compute: list[float]) -> list[dict]:
+        return [{"worker": {"compute": c, "total": c + 0.001}} for c in compute]
+
+    record = {"git": {"commit": "abcdef1234"}, "meta": {
+        "plan": [{"cell": "sync_sgd P=2", "oversubscribed": False}, {"cell": "easgd P=2", "oversubscribed": True}],
+        "details": {
+            "sync_sgd P=2": {"measured": runs([0.010, 0.011, 0.012]), "simulated": runs([0.0099])},
+            "easgd P=2": {"measured": runs([0.010, 0.010, 0.010]), "simulated": runs([0.02])},
+        },
+    }}  # fmt: skip
+    path = tmp_path / "phases.json"
+    path.write_text(json.dumps(record))
+    rows = {row.anchor.id: row for row in phase_rows(path)}
+    assert set(rows) == {"compute sync_sgd P=2", "total sync_sgd P=2", "compute easgd P=2 (oversubscribed)",
+                         "total easgd P=2 (oversubscribed)"}  # fmt: skip
+    compute = rows["compute sync_sgd P=2"]
+    assert compute.ratio == pytest.approx(0.0099 / 0.011) and compute.aa == pytest.approx(0.012 / 0.010 - 1)
+    assert rows["compute easgd P=2 (oversubscribed)"].anchor.role == "apart"
+    scored = summary(list(rows.values()), 0.10)
+    assert scored["phase_compute"]["n"] == 1 and scored["phase_compute"]["passed"] == 1  # the apart row: shown only
+    path.write_text("{}")
+    with pytest.raises(UserError, match="not a bench_phases record"):
+        phase_rows(path)

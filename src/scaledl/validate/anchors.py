@@ -21,9 +21,11 @@ KINDS = {  # kind -> (the fields it needs, its unit)
     "p2p": (("bytes", "seconds"), "s"),
     # measured here only (scaledl.validate.here): the ping-pong from cold buffers, netbench's collectives
     **{kind: (("bytes", "seconds"), "s") for kind in ("p2p_cold", "allreduce", "reduce", "bcast")},
+    # ... and the per-phase runs of bench/bench_phases.py: a worker's seconds per step in compute, and in all
+    **{kind: (("seconds",), "s") for kind in ("phase_compute", "phase_total")},
 }
 COMMON = ("id", "kind", "platform", "source", "constant")
-ROLES = ("held_out", "fit")
+ROLES = ("held_out", "fit", "apart")  # apart: shown, outside the score (a cell with more ranks than cores)
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from pathlib import Path
 from scaledl.atomic import write_text
 from scaledl.errors import UserError
 from scaledl.validate import anchors as anchor_file
-from scaledl.validate.here import DEFAULT_MODELS, TOLERANCE, netbench_rows, parse_models, step_rows
+from scaledl.validate.here import DEFAULT_MODELS, TOLERANCE, netbench_rows, parse_models, phase_rows, step_rows
 from scaledl.validate.predict import predict
 from scaledl.validate.table import Row, report, to_record, twin_gaps
 
@@ -58,6 +58,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="here: the models whose step is measured and priced (default %(default)s)",
     )  # fmt: skip
     parser.add_argument("--repeats", type=int, default=20, help="here: timings per half of a step's measurement")
+    parser.add_argument(
+        "--phases", type=Path, help="here: a bench/bench_phases.py record, its per-phase runs as rows (held out)"
+    )
     parser.add_argument("--out-md", type=Path, help="write the table as markdown here")
     parser.add_argument("--out-json", type=Path, help="write every row and the score as JSON here")
     parser.add_argument("--strict", action="store_true", help="exit 1 when a held-out row is outside the tolerance")
@@ -103,6 +106,8 @@ def here_rows(args: argparse.Namespace) -> tuple[list[Row], float]:
         raise UserError("--repeats: at least 2 timings per half")
     models = parse_models(args.models)
     rows = step_rows(platform_file, models, args.repeats) + netbench_rows(platform_file, args.netbench)
+    if args.phases is not None:
+        rows += phase_rows(args.phases)
     return rows, TOLERANCE
 
 

@@ -13,6 +13,11 @@ calibration did not see.
     allreduce, reduce, bcast
                  netbench's collectives at 2 ranks, measured and simulated: held out (the calibration reads the
                  ping-pong only); a row's A/A is how far its measured repeats' two halves disagree
+    phase_compute, phase_total
+                 with --phases, a per-phase record of bench/bench_phases.py: each pattern's workers' seconds per
+                 step in compute and in all, measured under mpiexec (the median of its rounds; their spread is
+                 the row's A/A) against simulated on the platform that record calibrated; held out, and a cell
+                 with more ranks than cores `apart` (shown, outside the score)
 """
 
 from __future__ import annotations
@@ -151,4 +156,40 @@ def netbench_rows(platform_path: Path, measured_path: Path) -> list[Row]:
                 role="fit" if kind == fitted else "held_out", nbytes=row["bytes"],
             )  # fmt: skip
             rows.append(Row(anchor, priced[row["bytes"]], _halves(row.get("samples_s") or [])))
+    return rows
+
+
+PHASES = {"phase_compute": "compute", "phase_total": "total"}
+PHASE_CONSTANTS = {
+    "phase_compute": "the calibrated platform's speed and shapes' curve",
+    "phase_total": "the calibrated platform's speed, network and noise",
+}
+
+
+def phase_rows(record_path: Path) -> list[Row]:
+    """A row per pattern and phase of a bench_phases record: the workers' measured median over its rounds
+    against its simulated run."""
+    try:
+        record = json.loads(Path(record_path).read_text())
+        meta = record["meta"]
+        plan, details = meta["plan"], meta["details"]
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise UserError(f"--phases {record_path}: not a bench_phases record ({error})") from None
+    commit = ((record.get("git") or {}).get("commit") or "?")[:7]
+    rows = []
+    for cell in plan:
+        runs = details[cell["cell"]]
+        for kind, phase in PHASES.items():
+            measured = [run["worker"][phase] for run in runs["measured"] if "worker" in run]
+            simulated = [run["worker"][phase] for run in runs["simulated"] if "worker" in run]
+            if not measured or not simulated:
+                continue
+            anchor = Anchor(
+                id=f"{phase} {cell['cell']}" + (" (oversubscribed)" if cell["oversubscribed"] else ""), kind=kind,
+                platform="calibrated", published=statistics.median(measured),
+                source=f"measured here under mpiexec: bench/raw/phases.json at {commit}, {len(measured)} rounds",
+                constant=PHASE_CONSTANTS[kind],
+                role="apart" if cell["oversubscribed"] else "held_out",
+            )  # fmt: skip
+            rows.append(Row(anchor, statistics.median(simulated), max(measured) / min(measured) - 1.0))
     return rows
