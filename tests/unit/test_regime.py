@@ -88,6 +88,7 @@ def test_the_sensitivity_sweeps_are_checked_and_read_their_pairs_runs(tmp_path, 
         ({"platform": "local"}, "not a platform of kind simulated"),
         ({"claims": ["sync_easgd3:nope"]}, "'nope' is not an algorithm"),
         ({"claims": ["async_easgd:sync_sgd"]}, "set whole_runs: true"),
+        ({"bands": False}, "asynchronous_claims sweep the validated bands alone; set bands: true"),
     ):
         with pytest.raises(GridError, match=words):
             sensitivity.check({**config, "sensitivity": {**spec, **change}})
@@ -97,9 +98,12 @@ def test_the_sensitivity_sweeps_are_checked_and_read_their_pairs_runs(tmp_path, 
     (tmp_path / "data/raw/mnist").mkdir(parents=True)
     runs = expand(config)
     assert sensitivity.result_files(runs, config, "p") == [
-        "results/p/report/sensitivity/sync_easgd3-vs-easgd/sensitivity.csv",
-        "results/p/report/sensitivity/sync_easgd3-vs-sync_easgd2/sensitivity.csv",
-    ]
+        f"results/p/report/sensitivity/{pair}/sensitivity.csv"
+        for pair in ("sync_easgd3-vs-easgd", "sync_easgd3-vs-sync_easgd2", "async_easgd-vs-async_sgd",
+                     "async_measgd-vs-async_msgd", "hogwild_easgd-vs-hogwild_sgd")
+    ]  # fmt: skip
+    asynchronous = shlex.split(sensitivity.flags(config, "async_easgd-vs-async_sgd", "x"))
+    assert "--whole-runs" in asynchronous and "--bands-only" in asynchronous  # whole runs over the bands alone
     found = sensitivity.run_files(runs, config, "p", "sync_easgd3-vs-easgd")
     assert found and {path.split("/")[5] for path in found} == {"sync_easgd3", "easgd"}
     assert all("/gpu8_sim/p8/tuned/" in path for path in found)

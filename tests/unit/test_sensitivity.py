@@ -197,6 +197,24 @@ def test_with_bands_each_constant_sweeps_its_validated_band_and_the_rest_the_ass
         sweep_ranges(args)
 
 
+def test_bands_only_sweeps_the_validated_constants_alone_and_refuses_when_none_is(tmp_path):
+    from scaledl.report.sensitivity import keep_banded
+
+    args = argparse.Namespace(
+        bands=validation_record(tmp_path), platform_file="k80x8", constants=["efficiency", "memory_bw"],
+        factors=[0.5, 2.0],
+    )  # fmt: skip
+    args.factors_of, args.band_of = sweep_ranges(args)
+    keep_banded(args)
+    assert args.constants == ["efficiency"]  # memory_bw has no band: not swept
+    args.constants = ["memory_bw"]
+    with pytest.raises(UserError, match="--bands-only: .* validates none of memory_bw"):
+        keep_banded(args)
+    args.bands = None
+    with pytest.raises(UserError, match="--bands-only: give --bands"):
+        keep_banded(args)
+
+
 def test_the_claims_report_names_each_constants_range_where_a_band_was_validated():
     rows = [
         {"constant": "efficiency", "base_value": "0.35", "base_verdict": "holds", "span": "×0.76-×1.83",

@@ -6,8 +6,10 @@ than B" keeps its verdict there, from this config's runs of both sides on the
 platform. Each claim pair of the config is one sweep, in
 results/NAME/report/sensitivity/FASTER-vs-SLOWER/; the claims report puts its
 finding beside the simulated verdict (scaledl claims --sensitivity). A pair
-with an asynchronous side needs `whole_runs` (every seed's training simulated
-at every point): `check` refuses it otherwise, while the grid expands.
+with an asynchronous side needs whole runs (every seed's training simulated
+at every point): listed under `asynchronous_claims` it gets them over the
+validated bands' ends alone (`--bands-only`); `check` refuses it otherwise,
+while the grid expands.
 """
 
 from __future__ import annotations
@@ -33,6 +35,11 @@ def spec_of(config: Mapping) -> dict | None:
     return spec if spec.get("enabled") else None
 
 
+def claims_of(spec: Mapping) -> list[str]:
+    """Every pair swept: `claims`, then `asynchronous_claims` (whole runs over the validated bands alone)."""
+    return [*spec["claims"], *spec.get("asynchronous_claims", [])]
+
+
 def check(config: Mapping) -> None:
     """GridError unless `sensitivity` (when given) names a simulated platform and pairs of algorithms it can
     sweep: timing-free ones, or any with whole_runs."""
@@ -44,15 +51,18 @@ def check(config: Mapping) -> None:
         raise GridError(
             f"sensitivity: platform {spec['platform']!r} is not a platform of kind simulated in this config"
         )
-    for claim in spec["claims"]:
+    if spec.get("asynchronous_claims") and not spec.get("bands"):
+        raise GridError("sensitivity: asynchronous_claims sweep the validated bands alone; set bands: true")
+    for claim in claims_of(spec):
+        whole = spec["whole_runs"] or claim in spec.get("asynchronous_claims", [])
         for side in claim.split(":"):
             if side not in ALGORITHMS:
                 raise GridError(f"sensitivity: claim {claim}: {side!r} is not an algorithm")
-            if ALGORITHMS[side].pattern not in TIMING_FREE_PATTERNS and not spec["whole_runs"]:
+            if ALGORITHMS[side].pattern not in TIMING_FREE_PATTERNS and not whole:
                 raise GridError(
                     f"sensitivity: claim {claim}: {side}'s numerics depend on the timing (pattern "
-                    f"{ALGORITHMS[side].pattern}); set whole_runs: true to simulate every seed's training at "
-                    "every point, or sweep a synchronous or round-robin pair"
+                    f"{ALGORITHMS[side].pattern}); list it under asynchronous_claims (whole runs over the "
+                    "validated bands), set whole_runs: true, or sweep a synchronous or round-robin pair"
                 )
 
 
@@ -72,7 +82,7 @@ def result_files(runs: Mapping[RunKey, object], config: Mapping, name: str) -> l
     """Each sweep's sensitivity.csv whose pair has runs of both sides in this config ([] without sweeps)."""
     spec = spec_of(config)
     files = []
-    for claim in spec["claims"] if spec else []:
+    for claim in claims_of(spec) if spec else []:
         pair = pair_of(claim)
         have = {path.split("/")[5] for path in run_files(runs, config, name, pair)}  # results/N/runs/D/M/ALGO/...
         if have == set(claim.split(":")):
@@ -108,6 +118,8 @@ def flags(config: Mapping, pair: str, name: str) -> str:
     options["bands"] = bands_inputs(config, name).get("bands")
     platform_file = calibration.platform_file(config["platforms"][spec["platform"]], name)
     claim = pair.replace(SEPARATOR, ":")
+    if claim in spec.get("asynchronous_claims", []):  # whole runs, over the validated bands' ends alone
+        options.update(whole_runs=True, bands_only=True)
     return shlex.join(as_argv({**options, "claim": claim, "platform_file": platform_file}))
 
 

@@ -154,6 +154,19 @@ def sweep_ranges(args) -> tuple[dict[str, list[float]], dict[str, str]]:
     return factors, source
 
 
+def keep_banded(args) -> None:
+    """--bands-only: the constants a validated band bounds, the others dropped from the sweep; none is one line."""
+    if args.bands is None:
+        raise UserError("--bands-only: give --bands, the `scaledl validate` record whose bands are swept")
+    banded = [c for c in args.constants if args.band_of[c] == VALIDATED]
+    if not banded:
+        raise UserError(
+            f"--bands-only: {args.bands} validates none of {', '.join(args.constants)} on this platform: "
+            "nothing to sweep (drop --bands-only to sweep the assumed factors)"
+        )
+    args.constants = banded
+
+
 def sweep_factors(text: str) -> list[float]:
     """--factors without 1 (the base point is always simulated)."""
     values = [f for f in regime.factors(text, "--factors") if f != 1]
@@ -347,6 +360,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "rows on this platform measured, not over --factors",
     )  # fmt: skip
     parser.add_argument(
+        "--bands-only", action="store_true",
+        help="with --bands: sweep only the constants a band bounds, over its ends (the rest are not swept): what "
+        "bounds the cost of an asynchronous pair's whole runs",
+    )  # fmt: skip
+    parser.add_argument(
         "--steps", type=int, default=30, help="simulated steps per point and side (default %(default)s)"
     )
     parser.add_argument(
@@ -373,6 +391,8 @@ def run(args: argparse.Namespace) -> int:
     if args.max_steps is not None and not args.whole_runs:
         raise UserError("--max-steps: only with --whole-runs (otherwise each side runs --steps steps)")
     args.factors_of, args.band_of = sweep_ranges(args)
+    if args.bands_only:
+        keep_banded(args)
     points, before = build_sweep(args)
     constants = constant_rows(points, before, args)
     write_outputs(points, constants, args)
