@@ -18,6 +18,8 @@ import math
 import statistics
 import time
 
+import numpy as np
+
 BATCH = 8
 PIXELS = (1, 2, 6, 16)  # output pixels per side: rows = batch × pixels²
 IN_CHANNELS = (3, 32, 256)  # × the 3 × 3 kernel: depth
@@ -74,7 +76,6 @@ def fit(rows: list[dict], overhead: float, memory_bw: float) -> dict:
     geometric-mean error over `rows`: least squares on log seconds of cost per call (a matrix product's is
     `overhead`) + max(FLOPs / (rate × Π d / (d + half)), bytes / memory_bw)."""
     # lazy: scipy's optimiser, which the other subcommands need none of
-    import numpy as np
     from scipy.optimize import least_squares
 
     def predicted(params) -> np.ndarray:
