@@ -183,6 +183,13 @@ def test_the_calibration_fits_the_cold_ping_pong_where_one_was_measured(tmp_path
     assert fitted == "cold" and alpha == pytest.approx(2e-6, rel=1e-3) and 1 / beta == pytest.approx(1e10, rel=1e-3)
     path.write_text(json.dumps({"alpha_s": 1e-6, "beta_s_per_byte": 1 / 3e10, "p2p": {"links": [{"table": hot}]}}))
     assert netbench_alpha_beta(path) == (1e-6, 1 / 3e10, "hot")
+    # small cold messages whose times noise flattened (β = 0 at the fit's boundary): the hot fit, not 1/0
+    flat = [{"bytes": n, "time_s": 2e-6} for n in (8, 4096)]
+    path.write_text(json.dumps({"alpha_s": 1e-6, "beta_s_per_byte": 1 / 3e10, "p2p_cold": {"table": flat}}))
+    assert netbench_alpha_beta(path) == (1e-6, 1 / 3e10, "hot")
+    path.write_text(json.dumps({"alpha_s": 1e-6, "beta_s_per_byte": 0.0, "p2p_cold": {"table": flat}}))
+    with pytest.raises(UserError, match=r"do not grow with the message size .* measure larger messages"):
+        netbench_alpha_beta(path)
 
 
 def test_the_per_phase_runs_are_rows_and_an_oversubscribed_cell_is_shown_outside_the_score(tmp_path):

@@ -940,7 +940,7 @@ def test_a_simulated_platform_runs_through_the_workflow(workdir):
 
 TWIN_CONFIG = """
 name: twin
-netbench: {enabled: true, max_size: 64K, repeats: 1}
+netbench: {enabled: true, max_size: 1M, repeats: 1}  # up to where a message's time is its bandwidth's
 experiments:
   - dataset: digits
     models: [lenet]

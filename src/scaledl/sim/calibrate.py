@@ -54,13 +54,21 @@ def netbench_alpha_beta(path: Path) -> tuple[float, float, str]:
     cold = (result.get("p2p_cold") or {}).get("table") or []
     if len({row["bytes"] for row in cold}) >= 2:
         alpha, beta = fit_alpha_beta([r["bytes"] for r in cold], [r["time_s"] for r in cold])
-        return alpha, beta, COLD
+        if beta > 0:  # else the cold sizes never showed the bandwidth (noise flattened them): the hot fit's
+            return alpha, beta, COLD
     try:
-        return float(result["alpha_s"]), float(result["beta_s_per_byte"]), HOT
+        alpha, beta = float(result["alpha_s"]), float(result["beta_s_per_byte"])
     except (KeyError, TypeError):
         raise UserError(
             f"--netbench {path}: no alpha_s and beta_s_per_byte (run `scaledl netbench --out FILE`)"
         ) from None
+    if beta <= 0:
+        largest = max((row["bytes"] for row in cold), default=0)
+        raise UserError(
+            f"--netbench {path}: its times do not grow with the message size (β = 0; largest cold message "
+            f"{largest} B), so no bandwidth can be fitted: measure larger messages (netbench --max-size 4M)"
+        )
+    return alpha, beta, HOT
 
 
 HOT, COLD = "hot", "cold"  # which ping-pong a calibrated network was fitted on (its header's `network` line)
