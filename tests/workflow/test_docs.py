@@ -204,33 +204,27 @@ def test_the_citation_file_cites_the_paper_and_this_version():
     assert paper["doi"] in (REPO / "README.md").read_text()
 
 
-def test_the_per_phase_table_of_the_simulation_page_is_its_records():
-    """docs/simulation.md's per-phase validation is rendered from bench/raw/phases.json (bench_phases writes
-    both): the page's block is exactly what the record renders to, so it cannot go stale beside a new record."""
+def simulation_block(name: str) -> str:
+    """docs/simulation.md's block `<!-- record:NAME -->` ... `<!-- /record:NAME -->` as the page holds it."""
+    page = (REPO / "docs/simulation.md").read_text()
+    start, end = f"<!-- record:{name} -->\n", f"<!-- /record:{name} -->"
+    assert start in page and end in page, name
+    return page.split(start, 1)[1].split(end, 1)[0]
+
+
+def test_the_per_phase_table_and_the_ladder_of_the_simulation_page_are_their_records():
+    """docs/simulation.md's per-phase validation and codesign ladder are rendered from bench/raw/phases.json and
+    bench/raw/paper_scale.json (bench_phases and bench_paper_scale write both): each block is exactly what its
+    record renders to, so it cannot go stale beside a new record."""
     import sys
 
     sys.path.insert(0, str(REPO))
-    from bench import bench_phases, common
+    from bench import bench_paper_scale, bench_phases, common
 
-    page = (REPO / "docs/simulation.md").read_text()
-    start, end = f"<!-- record:{bench_phases.DOC_BLOCK} -->\n", f"<!-- /record:{bench_phases.DOC_BLOCK} -->"
-    assert start in page and end in page
-    shown = page.split(start, 1)[1].split(end, 1)[0]
-    assert shown == bench_phases.simulation_block(common.read_raw(REPO / "bench/raw/phases.json"))
-
-
-def test_the_ladder_of_the_simulation_page_is_its_record():
-    """docs/simulation.md's codesign ladder is rendered from bench/raw/paper_scale.json (bench_paper_scale)."""
-    import sys
-
-    sys.path.insert(0, str(REPO))
-    from bench import bench_paper_scale, common
-
-    page = (REPO / "docs/simulation.md").read_text()
-    start, end = f"<!-- record:{bench_paper_scale.DOC_BLOCK} -->\n", f"<!-- /record:{bench_paper_scale.DOC_BLOCK} -->"
-    assert start in page and end in page
-    shown = page.split(start, 1)[1].split(end, 1)[0]
-    assert shown == bench_paper_scale.ladder_block(common.read_raw(REPO / "bench/raw/paper_scale.json"))
+    phases = common.read_raw(REPO / "bench/raw/phases.json")
+    assert simulation_block(bench_phases.DOC_BLOCK) == bench_phases.simulation_block(phases)
+    ladder = common.read_raw(REPO / "bench/raw/paper_scale.json")
+    assert simulation_block(bench_paper_scale.DOC_BLOCK) == bench_paper_scale.ladder_block(ladder)
 
 
 def test_the_published_validation_of_the_simulation_page_is_its_record():
