@@ -44,6 +44,7 @@ seconds are a full simulation's; the losses and accuracies are not results.
 from __future__ import annotations
 
 import contextlib
+import math
 import sys
 import threading
 import time
@@ -185,21 +186,14 @@ def gemm_dims(name: str, args, outputs) -> tuple[int, int, int] | None:
     on the forward's dimensions. None for any other operation."""
     if name == "convolution" and not args[6]:  # not transposed
         out, weight = outputs[0], args[1]
-        return out.shape[0] * _area(out.shape[2:]), weight.shape[0], weight.shape[1] * _area(weight.shape[2:])
+        return out.shape[0] * math.prod(out.shape[2:]), weight.shape[0], weight.shape[1] * math.prod(weight.shape[2:])
     if name == "convolution_backward" and not args[7]:
         grad, weight = args[0], args[2]
-        return grad.shape[0] * _area(grad.shape[2:]), weight.shape[0], weight.shape[1] * _area(weight.shape[2:])
+        return grad.shape[0] * math.prod(grad.shape[2:]), weight.shape[0], weight.shape[1] * math.prod(weight.shape[2:])
     if name in ("mm", "addmm", "bmm"):
         a, b = args[-2:] if name == "addmm" else args[:2]
         return a.shape[:-1].numel(), b.shape[-1], a.shape[-1]
     return None
-
-
-def _area(sizes) -> int:
-    area = 1
-    for size in sizes:
-        area *= size
-    return area
 
 
 def _out_arguments(func, args, kwargs) -> set[int]:
