@@ -191,6 +191,44 @@ def fit_alpha_beta(sizes: list[float], times: list[float]) -> tuple[float, float
     return alpha, beta
 
 
+MIN_SEGMENT_POINTS = 3  # sizes a segment's α and β are fitted on, at least
+
+
+def fit_segments(sizes: list[float], times: list[float], pieces: int = 3) -> list[tuple[float, float, float]]:
+    """t(n) = α_k + β_k·n on each of up to `pieces` consecutive size ranges (a small-message, a cache-resident and a
+    memory-bound regime, wherever this machine's breaks are): the split of the sorted sizes, each piece at least
+    MIN_SEGMENT_POINTS sizes, whose pieces' fit_alpha_beta lines leave the least squared relative error. Returns
+    (up to bytes, α, β) per piece, the last up to infinity; one piece where there are too few sizes to split."""
+    points = sorted(zip(sizes, times))
+    n = len(points)
+
+    def piece(lo: int, hi: int) -> tuple[float, float, float]:
+        ns, ts = [p[0] for p in points[lo:hi]], [p[1] for p in points[lo:hi]]
+        alpha, beta = fit_alpha_beta(ns, ts)
+        return alpha, beta, sum(((alpha + beta * s) / t - 1.0) ** 2 for s, t in zip(ns, ts))
+
+    best = None
+    for cuts in _splits(n, min(pieces, n // MIN_SEGMENT_POINTS)):
+        bounds = [0, *cuts, n]
+        fitted = [piece(lo, hi) for lo, hi in zip(bounds, bounds[1:])]
+        error = sum(f[2] for f in fitted)
+        if best is None or error < best[0]:
+            best = (error, bounds, fitted)
+    _, bounds, fitted = best
+    limits = [points[hi - 1][0] for hi in bounds[1:-1]] + [float("inf")]
+    return [(limit, alpha, beta) for limit, (alpha, beta, _) in zip(limits, fitted)]
+
+
+def _splits(n: int, pieces: int):
+    """Every way to cut n sorted points into `pieces` runs of MIN_SEGMENT_POINTS or more (at least one piece)."""
+    if pieces <= 1:
+        yield ()
+        return
+    for first in range(MIN_SEGMENT_POINTS, n - MIN_SEGMENT_POINTS * (pieces - 1) + 1):
+        for rest in _splits(n - first, pieces - 1):
+            yield (first, *(first + cut for cut in rest))
+
+
 # ------------------------------------------------------------- measuring
 
 

@@ -38,7 +38,7 @@ from pathlib import Path
 from scaledl.atomic import write_text
 from scaledl.errors import UserError
 from scaledl.models import build_model
-from scaledl.net.measure import fit_alpha_beta
+from scaledl.net.measure import MIN_SEGMENT_POINTS, fit_alpha_beta, fit_segments
 from scaledl.sim import gemm_shapes
 
 
@@ -69,6 +69,30 @@ def netbench_alpha_beta(path: Path) -> tuple[float, float, str]:
             f"{largest} B), so no bandwidth can be fitted: measure larger messages (netbench --max-size 4M)"
         )
     return alpha, beta, HOT
+
+
+def netbench_segments(path: Path) -> list[tuple[float, float, float]] | None:
+    """The cold ping-pong's α-β line per size regime (scaledl.net.measure.fit_segments), where it has enough sizes
+    to split (two regimes of MIN_SEGMENT_POINTS sizes at least); else None (one line, the loopback's)."""
+    data = json.loads(Path(path).read_text())
+    cold = (data.get("meta", {}).get("netbench", data).get("p2p_cold") or {}).get("table") or []
+    if len({row["bytes"] for row in cold}) < 2 * MIN_SEGMENT_POINTS:
+        return None
+    segments = fit_segments([r["bytes"] for r in cold], [r["time_s"] for r in cold])
+    return segments if len(segments) > 1 else None
+
+
+def segment_fields(segments) -> dict:
+    """The template's lines for `segments`: a header sentence and the host's message_segments property."""
+    if not segments:
+        return {"segments_text": "", "segments_prop": ""}
+    value = ";".join(f"{limit:.12g}:{alpha:.6g}:{beta:.6g}" for limit, alpha, beta in segments)
+    reach = [f"up to {limit:g} B" if limit != float("inf") else "above" for limit, _, _ in segments]
+    pieces = "; ".join(f"{r}: {alpha:.3g} s + n × {beta:.3g} s/B" for r, (_, alpha, beta) in zip(reach, segments))
+    return {
+        "segments_text": f";\n                a message priced by its size's regime (message_segments): {pieces}",
+        "segments_prop": f'\n      <prop id="message_segments" value="{value}"/>',
+    }
 
 
 HOT, COLD = "hot", "cold"  # which ping-pong a calibrated network was fitted on (its header's `network` line)
@@ -262,7 +286,7 @@ TEMPLATE = """<?xml version='1.0'?>
 
   Sources (measured on one core; busy: {busy} other process(es) ran the same step meanwhile):
     network     loopback latency and bandwidth = netbench's alpha {alpha:.3g} s and 1/beta {bw:.3g} B/s
-                ({netbench}), fitted on the {fitted} ping-pong
+                ({netbench}), fitted on the {fitted} ping-pong{segments_text}
     speed       {speed:.4g} FLOP/s: the rate at which the cost model prices the training loop's compute phase
                 ({model}'s forward and backward at batch {batch}, on a batch in the loop's layout) as long as the
                 {step_ms:.3g} ms measured here (efficiency 1: the speed is effective, at large shapes; smaller
@@ -296,7 +320,7 @@ TEMPLATE = """<?xml version='1.0'?>
       <prop id="gemm_half_rows" value="{half_rows:.6g}"/>
       <prop id="gemm_half_columns" value="{half_columns:.6g}"/>
       <prop id="gemm_half_depth" value="{half_depth:.6g}"/>
-      <prop id="conv_overhead" value="{conv_overhead:.6g}s"/>
+      <prop id="conv_overhead" value="{conv_overhead:.6g}s"/>{segments_prop}
       <prop id="noise_cv" value="{cv:.3g}"/>
       <prop id="noise_detour_rate" value="{detour_rate:.3g}"/>
       <prop id="noise_detour" value="{detour_s:.3g}s"/>
@@ -315,6 +339,9 @@ def calibrate(netbench: Path, model: str, batch: int, cores: int, name: str, bus
 
     torch.set_num_threads(1)
     alpha, beta, fitted = netbench_alpha_beta(netbench)
+    segments = netbench_segments(netbench) if fitted == COLD else None
+    if segments:  # the loopback's line under every segment: each adds its own latency over it
+        alpha = min(alpha, *(a for _, a, _ in segments))
     mem = memory_bandwidth()
     overhead = op_overhead()
     micro = gemm_shapes.measure()
@@ -338,6 +365,7 @@ def calibrate(netbench: Path, model: str, batch: int, cores: int, name: str, bus
         "bw": 1.0 / beta,
         "netbench": netbench.name,
         "fitted": fitted,
+        **segment_fields(segments),
         "speed": speed,
         "model": model,
         "batch": batch,

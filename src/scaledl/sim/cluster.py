@@ -111,6 +111,9 @@ class Cluster:
     shared: dict = field(default_factory=dict)  # per collective object (windows, splits): what its ranks exchange
     poll_s: float = 2e-5  # the simulated time one fruitless probe costs (a spin loop must let time pass)
     aborted: int | None = None
+    # per host name: a message within it by size, (up to bytes, extra latency s, bytes scale) per segment
+    # (Simulation: the platform's message_segments over its loopback's line)
+    segments: dict = field(default_factory=dict)
 
     def inbox(self, channel: str, rank: int) -> Inbox:
         box = self.inboxes.get((channel, rank))
@@ -127,7 +130,13 @@ class Cluster:
                 raise RankLost(f"rank {rank}'s host {self.ranks[rank].host.name} has failed")
         ends = (self.ranks[src], self.ranks[dst])
         a, b = (state.host if device else state.memory_host for state in ends)
-        self.sg.Comm.sendto(a, b, max(int(nbytes), 0))
+        nbytes = max(int(nbytes), 0)
+        if a == b and a.name in self.segments:  # within a host: the segment's α and β, over the loopback
+            extra, scale = next((e, s) for limit, e, s in self.segments[a.name] if nbytes <= limit)
+            if extra > 0:
+                self.sg.this_actor.sleep_for(extra)
+            nbytes = int(nbytes * scale)
+        self.sg.Comm.sendto(a, b, nbytes)
 
     def fail(self, rank: int) -> None:
         """Rank `rank`'s host fails: its actors die; messages to it fail from now on."""

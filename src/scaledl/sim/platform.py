@@ -24,6 +24,10 @@ all its hosts) what its cost model needs:
                    pixels, output channels, input channels × kernel area) at which its efficiency halves
                    (scaledl.sim.roofline.Device.gemm_efficiency; `scaledl calibrate` fits them)
     conv_overhead  optional: a convolution's cost per call where it is not op_overhead (SimGrid time units)
+    message_segments
+                   optional: a message within the host (its loopback) by its size, UP_TO_BYTES:ALPHA:BETA;...
+                   the last up to inf: α + β·n in the segment holding n (`scaledl calibrate` fits them on the cold
+                   ping-pong: an eager, a cache-resident and a memory-bound regime), instead of the loopback's line
     waiting        what a rank blocked in MPI does: blocks (default: it takes no core) or polls (it keeps a
                    core busy while it waits, as MPICH's progress loop does: with more ranks than cores the
                    computing ones then get less than a core each)
@@ -66,6 +70,8 @@ class HostInfo:
     polls: bool = False  # a rank waiting here keeps a core busy (waiting: polls)
     gemm_halves: tuple[float, float, float] | None = None  # (gemm_half_rows, _columns, _depth): Device
     conv_overhead: float | None = None  # per convolution, where it is not op_overhead
+    # a message within this host by its size: (up to bytes, α s, β s/B) per segment, the last up to infinity
+    message_segments: tuple[tuple[float, float, float], ...] | None = None
 
     def device(self) -> Device:
         return Device(
@@ -85,6 +91,7 @@ class Platform:
     name: str
     path: Path
     hosts: dict[str, HostInfo]  # in file order
+    loopback: tuple[float, float] | None = None  # network/loopback-lat (s) and -bw (B/s), where the file sets them
 
     def devices(self) -> list[HostInfo]:
         return [h for h in self.hosts.values() if h.role == "device"]
@@ -181,7 +188,26 @@ def _host(name: str, speed: str, props: dict[str, str], path: Path) -> HostInfo:
         polls=waiting == "polls",
         gemm_halves=_gemm_halves(name, props, path),
         conv_overhead=_conv_overhead(name, props),
+        message_segments=_segments(name, props.get("message_segments"), path),
     )
+
+
+def _segments(name: str, text: str | None, path: Path) -> tuple[tuple[float, float, float], ...] | None:
+    """`message_segments`: UP_TO_BYTES:ALPHA:BETA;... in rising order, the last up to `inf`."""
+    if text is None:
+        return None
+    try:
+        segments = tuple(tuple(float(x) for x in part.split(":")) for part in text.split(";") if part.strip())
+        ok = all(len(s) == 3 and s[1] >= 0 and s[2] >= 0 for s in segments) and segments[-1][0] == float("inf")
+        ok = ok and all(a[0] < b[0] for a, b in zip(segments, segments[1:]))
+    except (ValueError, IndexError):
+        ok = False
+    if not ok:
+        raise UserError(
+            f"platform {path}: host {name}'s message_segments {text!r}: expected UP_TO_BYTES:ALPHA:BETA;... "
+            "in rising order, the last up to inf, α and β 0 or more"
+        )
+    return segments
 
 
 def _conv_overhead(name: str, props: dict[str, str]) -> float | None:
@@ -258,7 +284,16 @@ def load(name_or_path: str | Path) -> Platform:
             raise UserError(f"platform {path}: host {host.name} names cpu_host {host.cpu_host}, which is not a host")
     if not any(h.role == "device" for h in hosts.values()):
         raise UserError(f"platform {path} has no host with role device: no rank could run on it")
-    return Platform(path.stem, path, hosts)
+    config = {p.get("id"): p.get("value") for c in root.iter("config") for p in c.findall("prop")}
+    loopback = None
+    if "network/loopback-lat" in config and "network/loopback-bw" in config:
+        loopback = (
+            _number(config["network/loopback-lat"], "loopback-lat"),
+            _number(config["network/loopback-bw"], "bw"),
+        )
+    if loopback is None and any(h.message_segments for h in hosts.values()):
+        raise UserError(f"platform {path}: message_segments need network/loopback-lat and -bw in its <config>")
+    return Platform(path.stem, path, hosts, loopback)
 
 
 # ---- scaled copies: a regime map's grid, a sensitivity sweep's constants ----------------------------------------

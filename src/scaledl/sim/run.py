@@ -178,7 +178,7 @@ class Simulation:
             engine.load_platform(str(self.platform.path))
         except (ValueError, RuntimeError) as error:
             raise UserError(f"platform file {self.platform.path}: SimGrid cannot load it ({error})") from None
-        cluster = Cluster(sg, poll_s=self.poll_s)
+        cluster = Cluster(sg, poll_s=self.poll_s, segments=segments_of(self.platform))
         for host, factor in self.host_speed.items():
             sg.Host.by_name(host).set_speed_profile(f"0 {factor}\n", -1)
         for rank, info in enumerate(self.placement):
@@ -322,3 +322,16 @@ def _quiet_stderr():
         os.dup2(saved, 2)
         os.close(saved)
         os.close(devnull)
+
+
+def segments_of(platform) -> dict:
+    """Per host with message_segments: (up to bytes, latency beyond the loopback's, bytes scale) per segment, so
+    that a message within the host takes its segment's α + β·n over the loopback's line (scaledl.sim.cluster)."""
+    found = {}
+    for host in platform.hosts.values():
+        if host.message_segments:
+            latency, bandwidth = platform.loopback
+            found[host.name] = [
+                (limit, alpha - latency, beta * bandwidth) for limit, alpha, beta in host.message_segments
+            ]
+    return found
