@@ -197,15 +197,21 @@ MIN_SEGMENT_POINTS = 3  # sizes a segment's α and β are fitted on, at least
 def fit_segments(sizes: list[float], times: list[float], pieces: int = 3) -> list[tuple[float, float, float]]:
     """t(n) = α_k + β_k·n on each of up to `pieces` consecutive size ranges (a small-message, a cache-resident and a
     memory-bound regime, wherever this machine's breaks are): the split of the sorted sizes, each piece at least
-    MIN_SEGMENT_POINTS sizes, whose pieces' fit_alpha_beta lines leave the least squared relative error. Returns
+    MIN_SEGMENT_POINTS sizes, whose pieces' lines (Theil-Sen) leave the least absolute log error. Returns
     (up to bytes, α, β) per piece, the last up to infinity; one piece where there are too few sizes to split."""
+    # lazy: scipy's Theil-Sen line, which the rest of netbench needs none of
+    from scipy.stats import theilslopes
+
     points = sorted(zip(sizes, times))
     n = len(points)
 
     def piece(lo: int, hi: int) -> tuple[float, float, float]:
+        """A piece's line by Theil-Sen (medians of slopes: one message that met a detour cannot tilt it), both
+        terms kept ≥ 0, and its error: the sum of absolute log ratios of the line to the times."""
         ns, ts = [p[0] for p in points[lo:hi]], [p[1] for p in points[lo:hi]]
-        alpha, beta = fit_alpha_beta(ns, ts)
-        return alpha, beta, sum(((alpha + beta * s) / t - 1.0) ** 2 for s, t in zip(ns, ts))
+        beta = max(float(theilslopes(ts, ns)[0]), 0.0)
+        alpha = max(statistics.median(t - beta * s for s, t in zip(ns, ts)), 0.0)
+        return alpha, beta, sum(abs(math.log(max(alpha + beta * s, 1e-12) / t)) for s, t in zip(ns, ts))
 
     best = None
     for cuts in _splits(n, min(pieces, n // MIN_SEGMENT_POINTS)):
