@@ -331,7 +331,9 @@ TEMPLATE = """<?xml version='1.0'?>
 """
 
 
-def calibrate(netbench: Path, model: str, batch: int, cores: int, name: str, busy: int = 0) -> tuple[str, dict]:
+def calibrate(
+    netbench: Path, model: str, batch: int, cores: int, name: str, busy: int = 0, by_segment: bool = False
+) -> tuple[str, dict]:
     # lazy: what this subcommand computes with; --help and the other subcommands need none of it
     import torch
 
@@ -339,7 +341,7 @@ def calibrate(netbench: Path, model: str, batch: int, cores: int, name: str, bus
 
     torch.set_num_threads(1)
     alpha, beta, fitted = netbench_alpha_beta(netbench)
-    segments = netbench_segments(netbench) if fitted == COLD else None
+    segments = netbench_segments(netbench) if by_segment and fitted == COLD else None
     if segments:  # the loopback's line under every segment: each adds its own latency over it
         alpha = min(alpha, *(a for _, a, _ in segments))
     mem = memory_bandwidth()
@@ -403,6 +405,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cores", type=int, default=2, help="cores the ranks share (default %(default)s)")
     parser.add_argument("--name", default="laptop", help="the host's and the zone's name (default %(default)s)")
     parser.add_argument(
+        "--segments",
+        action="store_true",
+        help="price a message within the host by its size's regime, fitted on the cold ping-pong "
+        "(message_segments); default one α-β line (docs/simulation.md says which validates better here)",
+    )
+    parser.add_argument(
         "--busy",
         type=int,
         default=0,
@@ -415,7 +423,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.busy < 0:
         raise UserError("--busy: a number of other processes, 0 or more")
-    text, values = calibrate(args.netbench, args.model, args.batch, args.cores, args.name, args.busy)
+    text, values = calibrate(args.netbench, args.model, args.batch, args.cores, args.name, args.busy, args.segments)
     write_text(args.out, text)
     print(
         json.dumps(
