@@ -160,6 +160,21 @@ def test_the_culprit_when_only_queued_workers_are_late():
     assert live.culprit() == 0
 
 
+def test_the_lock_holder_is_blamed_though_it_beat_its_heart_just_after_the_worker_queued_behind_it():
+    clock = FakeClock()
+    live = Liveness((1, 2), 2, clock=clock)
+    for _ in range(10):  # both at a pace of 0.1 s: their limits are the 2 s floor
+        clock.now += 0.1
+        live.progressed(0)
+        live.progressed(1)
+    clock.now += 0.3
+    live.progressed(1)  # its last beat, then it takes the lock and stops
+    clock.now += 1.8  # worker 0 waits 2.1 s (past its 2 s limit); worker 1 silent 1.8 s, under it
+    assert live.overdue().tolist() == [True, False]
+    assert live.culprit(queued=np.array([1.0, 0.0])) == 1
+    assert live.culprit(queued=np.array([1.0, 1.0])) == 0  # no holder on the board: the overdue one
+
+
 def test_the_setting_documents_the_rule():
     help_text = next(f.metadata["help"] for f in fields(TrainConfig) if f.name == "worker_timeout")
     readme_row = next(

@@ -147,6 +147,14 @@ class WindowEngine(MasterBased):
         """Version the center and note this worker's staleness (inside every epoch that updates W)."""
         self.staleness.note(self.board.next_version(self.roles.worker_index))
 
+    def holding(self) -> None:
+        """On the board: this worker holds the center's lock (inside an epoch that only reads W)."""
+        self.board.holding(self.roles.worker_index)
+
+    def released(self) -> None:
+        """On the board: that epoch is over; the worker queues again (for its add)."""
+        self.board.holding(self.roles.worker_index, held=False)
+
     # ---- master: spin on the board, watch every worker's heartbeat
     def watching(self):
         self.heartbeats = Heartbeats(self.roles.worker_ranks, self.worker_timeout)
@@ -309,7 +317,7 @@ class Elastic(WorkerRule):
         if self.settings.elastic_epoch == "atomic":  # read, difference and add in one epoch
             e.window.pull_then_push(e.center_host, self.elastic_difference, on_update=e.count_update, timer=timer)
             return
-        e.window.pull(e.center_host, timer=timer)  # W_t
+        e.window.pull(e.center_host, timer=timer, on_hold=e.holding, on_release=e.released)  # W_t
         with timer.phase("center_update", priced_as="host_arithmetic"):  # Eq. 2's increment, outside every lock
             delta = self.elastic_difference(e.center_host)
         e.window.push(delta, on_update=e.count_update, timer=timer)  # the lock held for the add alone

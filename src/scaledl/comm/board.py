@@ -55,6 +55,15 @@ class Board:
         self.win.Unlock(self.master)
         return int(self._version[0])
 
+    def holding(self, worker_index: int, held: bool = True) -> None:
+        """This worker holds the center's lock for an epoch that versions nothing (a read under the shared lock,
+        which an exclusive add still waits for): mark it as the holder, as next_version does for an update;
+        `held=False` once that epoch is over (it queues again, for its add)."""
+        self.win.Lock(self.master, MPI.LOCK_SHARED)
+        mark = self._zero if held else self._one
+        self.win.Accumulate(mark, self.master, target=self._queued(worker_index), op=MPI.REPLACE)
+        self.win.Unlock(self.master)
+
     def report(self, worker_index: int, loss_sum: float, samples: int) -> tuple[bool, int, int]:
         """Add this iteration's loss, beat the heart; returns (the master says stop, checkpoints asked so far,
         evaluations asked so far)."""

@@ -183,15 +183,20 @@ class CenterWindow(_Center):
             on_update()
             self._unlock(held)
 
-    def pull(self, out: np.ndarray, timer=None) -> None:
+    def pull(self, out: np.ndarray, timer=None, on_hold=_nothing, on_release=_nothing) -> None:
         """out ← W, in an epoch of its own under the shared lock: concurrent with other reads, never with an
-        exclusive epoch, so under the exclusive algorithms' lock it reads a W no update is halfway through."""
+        exclusive epoch, so under the exclusive algorithms' lock it reads a W no update is halfway through.
+
+        `on_hold()` runs once the lock is held and `on_release()` once it is not (a worker that stops in
+        between keeps the others' adds waiting: the master's watchdog must know whom they wait for)."""
         with _phase(timer, "wait"):
             self.win.Lock(self.master, MPI.LOCK_SHARED)
         with _phase(timer, "comm"):
             held = self._held()
+            on_hold()
             self._read(out)
             self._unlock(held, critical=False)
+            on_release()
 
     def push(self, delta: np.ndarray, on_update=_nothing, timer=None) -> None:
         """W += delta, in an epoch of its own under the algorithm's lock (the critical section is the add)."""
@@ -200,6 +205,7 @@ class CenterWindow(_Center):
         with _phase(timer, "comm"):
             held = self._held()
             self.win.Accumulate(delta, self.master, op=MPI.SUM)
+            self.win.Flush(self.master)  # the lock is held from here on (MPI may acquire it lazily): then mark it
             on_update()
             self._unlock(held)
 
@@ -296,12 +302,14 @@ class SharedCenterWindow(_Center):
             on_update()
             self._unlock(held)
 
-    def pull(self, out: np.ndarray, timer=None) -> None:
+    def pull(self, out: np.ndarray, timer=None, on_hold=_nothing, on_release=_nothing) -> None:
         """out ← W under the shared lock. See CenterWindow.pull."""
         held = self._lock(timer, MPI.LOCK_SHARED)
         with _phase(timer, "comm"):
+            on_hold()
             np.copyto(out, self.w)
             self._unlock(held, critical=False)
+            on_release()
 
     def push(self, delta: np.ndarray, on_update=_nothing, timer=None) -> None:
         """W += delta under the algorithm's lock. See CenterWindow.push."""
