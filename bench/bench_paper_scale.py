@@ -177,7 +177,8 @@ def efficiency_text(values: list[float]) -> str:
     """One seed's efficiency, or the seeds' mean with its 95 % t-interval and n."""
     if len(values) == 1:
         return f"{values[0]:.1%}"
-    from scipy import stats as scipy_stats  # lazy: the interval alone needs it
+    # lazy: the interval alone needs scipy
+    from scipy import stats as scipy_stats
 
     mean = statistics.fmean(values)
     half = scipy_stats.t.ppf(0.975, len(values) - 1) * statistics.stdev(values) / len(values) ** 0.5
