@@ -42,16 +42,26 @@ from scaledl.net.measure import MIN_SEGMENT_POINTS, fit_alpha_beta, fit_segments
 from scaledl.sim import gemm_shapes
 
 
-def netbench_alpha_beta(path: Path) -> tuple[float, float, str]:
-    """α (s), β (s/B) and which ping-pong they were fitted on, from a netbench result or its bench/raw record:
-    the cold one where it was measured (`scaledl netbench --cold`: a training step's messages leave from buffers
-    its update wrote through, not from the same few kilobytes every time), else the record's own fit."""
+def netbench_result(path: Path) -> dict:
+    """A `scaledl netbench` result, or the one inside its bench/raw record; unreadable is one line."""
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError) as error:
         raise UserError(f"--netbench {path}: cannot read it ({error})") from None
-    result = data.get("meta", {}).get("netbench", data)
-    cold = (result.get("p2p_cold") or {}).get("table") or []
+    return data.get("meta", {}).get("netbench", data)
+
+
+def cold_table(result: dict) -> list[dict]:
+    """The cold ping-pong's rows (bytes, time_s) of a netbench result; [] where it was not measured."""
+    return (result.get("p2p_cold") or {}).get("table") or []
+
+
+def netbench_alpha_beta(path: Path) -> tuple[float, float, str]:
+    """α (s), β (s/B) and which ping-pong they were fitted on, from a netbench result or its bench/raw record:
+    the cold one where it was measured (`scaledl netbench --cold`: a training step's messages leave from buffers
+    its update wrote through, not from the same few kilobytes every time), else the record's own fit."""
+    result = netbench_result(path)
+    cold = cold_table(result)
     if len({row["bytes"] for row in cold}) >= 2:
         alpha, beta = fit_alpha_beta([r["bytes"] for r in cold], [r["time_s"] for r in cold])
         if beta > 0:  # else the cold sizes never showed the bandwidth (noise flattened them): the hot fit's
@@ -74,8 +84,7 @@ def netbench_alpha_beta(path: Path) -> tuple[float, float, str]:
 def netbench_segments(path: Path) -> list[tuple[float, float, float]] | None:
     """The cold ping-pong's α-β line per size regime (scaledl.net.measure.fit_segments), where it has enough sizes
     to split (two regimes of MIN_SEGMENT_POINTS sizes at least); else None (one line, the loopback's)."""
-    data = json.loads(Path(path).read_text())
-    cold = (data.get("meta", {}).get("netbench", data).get("p2p_cold") or {}).get("table") or []
+    cold = cold_table(netbench_result(Path(path)))
     if len({row["bytes"] for row in cold}) < 2 * MIN_SEGMENT_POINTS:
         return None
     segments = fit_segments([r["bytes"] for r in cold], [r["time_s"] for r in cold])
