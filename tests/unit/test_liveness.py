@@ -175,6 +175,28 @@ def test_the_lock_holder_is_blamed_though_it_beat_its_heart_just_after_the_worke
     assert live.culprit(queued=np.array([1.0, 1.0])) == 0  # no holder on the board: the overdue one
 
 
+def test_the_lock_holder_is_blamed_though_a_slow_interval_of_its_own_gave_it_a_longer_limit():
+    clock = FakeClock()
+    live = Liveness((1, 2), 2, clock=clock)
+    for _ in range(10):
+        clock.now += 0.1
+        live.progressed(0)
+        live.progressed(1)
+    for _ in range(12):
+        clock.now += 0.1
+        live.progressed(0)
+    live.progressed(1)  # one slow interval: worker 1's limit is now 12 s
+    clock.now += 0.1
+    live.progressed(0)
+    live.progressed(1)  # its last beat, then it takes the lock and stops
+    clock.now += 2.1  # worker 0 waits past its 2 s limit; worker 1, silent as long, is far under its own
+    assert live.overdue().tolist() == [True, False] and live.limit(1) > 10
+    assert live.culprit(queued=np.array([1.0, 0.0])) == 1
+    live.progressed(1)  # a worker merely computing has beaten its heart just now: not the holder
+    clock.now += 0.05
+    assert live.culprit(queued=np.array([1.0, 0.0])) == 0
+
+
 def test_the_setting_documents_the_rule():
     help_text = next(f.metadata["help"] for f in fields(TrainConfig) if f.name == "worker_timeout")
     readme_row = next(

@@ -111,8 +111,9 @@ class Liveness:
         `queued`: 1 where a worker is waiting for the center's lock (or computing before taking
         it), 0 where it holds the lock. An overdue worker that is not queued is blamed first; when
         only queued workers are overdue, the lock holder keeps them waiting: the unqueued worker
-        silent longest, once past half its own limit (it may have beaten its heart just after the
-        one queued behind it, so its silence can still be under the limit that one crossed).
+        silent longest, once silent for more than half as long as the late ones (it may have beaten
+        its heart just after the one queued behind it, and its own limit may be far longer, after a
+        slow interval of its own; a worker that is merely computing beats its heart far more often).
         Otherwise, the worker furthest past (or nearest to) its limit.
         """
         now = self.clock() if now is None else now
@@ -123,7 +124,7 @@ class Liveness:
             free = queued == 0
             if (late & free).any():
                 return int(np.argmax(np.where(late & free, ratio, -np.inf)))
-            holders = free & (silence > 0.5 * self.limits())
+            holders = free & (silence > 0.5 * silence[late].min(initial=np.inf))
             if late.any() and holders.any():
                 return int(np.argmax(np.where(holders, silence, -np.inf)))
         return int(np.argmax(ratio))
