@@ -6,10 +6,11 @@
 
 For every algorithm at every P whose ranks fit the cores (more with --oversubscribed, †, MPICH yielding in
 that cell), the same run under mpiexec (--rounds times, a recorded order) and simulated on the platform
-(once: deterministic), each rank's mean seconds per steady step in each PHASE_GROUPS group from its
-timeline; the workers averaged, the master apart. --calibrate measures the platform first (netbench +
-`scaledl calibrate`, with every other core busy for busy). bench/comm_probe.py times a step's messages alone
-on both sides, to attribute the comm gap.
+(once per platform: deterministic), each rank's mean seconds per steady step in each PHASE_GROUPS group from
+its timeline; the workers averaged, the master apart. --calibrate measures the network once (netbench) and
+the platform's compute before each round (`scaledl calibrate`, with every other core busy for busy), each
+round divided by its own simulation. bench/comm_probe.py times a step's messages alone on both sides, to
+attribute the comm gap.
 """
 
 from __future__ import annotations
@@ -96,14 +97,22 @@ def by_role(ranks: list[dict]) -> dict[str, dict[str, float]]:
             for role, members in sorted(groups.items(), key=lambda kv: kv[0] != "worker")}  # fmt: skip
 
 
+def ratios(simulated: list[float], measured: list[float]) -> list[float]:
+    """simulated ÷ measured per round: round by round where each round has its own simulation (a platform
+    calibrated before it), else the one (deterministic) simulation over each round; none where measured is ~0."""
+    pairs = (
+        zip(simulated, measured) if len(simulated) == len(measured) else ((s, m) for s in simulated for m in measured)
+    )
+    return [s / m for s, m in pairs if m > 1e-7]
+
+
 def ratio_cell(simulated: list[float], measured: list[float]) -> str:
-    """simulated ÷ measured: the median simulated over each measured sample, "median [min–max] n" (a
-    simulation is deterministic: one sample against the rounds); "–" where the measured phase is ~0."""
-    ratios = [s / m for s in simulated for m in measured if m > 1e-7]
-    if not ratios:
+    """simulated ÷ measured (`ratios`) as "median [min–max] n"; "–" where the measured phase is ~0."""
+    ratios_ = ratios(simulated, measured)
+    if not ratios_:
         return "–"
-    return stats.format_ratio({"median": statistics.median(ratios), "min": min(ratios), "max": max(ratios),
-                               "n": len(ratios)})  # fmt: skip
+    return stats.format_ratio({"median": statistics.median(ratios_), "min": min(ratios_), "max": max(ratios_),
+                               "n": len(ratios_)})  # fmt: skip
 
 
 def phase_rows(details: dict, plan: list[dict]) -> list[dict]:
@@ -141,8 +150,8 @@ def summary_rows(meta: dict) -> list[dict]:
         for phase in SUMMARY:
             simulated = [run["worker"][phase] for run in runs["simulated"] if "worker" in run]
             measured = [run["worker"][phase] for run in runs["measured"] if "worker" in run]
-            ratios = [s / m for s in simulated for m in measured if m > 1e-7]
-            row[phase] = f"{statistics.median(ratios):.2f}" if ratios else "–"
+            found = ratios(simulated, measured)
+            row[phase] = f"{statistics.median(found):.2f}" if found else "–"
         rows.append(row)
     return rows
 
@@ -220,21 +229,28 @@ def launch_for(ranks: int) -> common.Launch:
     return common.Launch(threads=1, yield_poll=common.oversubscribed(ranks))
 
 
-def calibrate_platform(mode: str, folder: Path) -> Path:
-    """`scaledl netbench` on 2 ranks, then `scaledl calibrate` (--busy cores − 1 for "busy"): a platform file."""
-    netbench, platform = folder / "netbench.json", folder / f"calibrated-{mode}.xml"
-    launch = launch_for(2)
-    common.use_launch(launch)
-    common.run_mpi(2, ["-m", "scaledl", "netbench", "--out", str(netbench), "--cold"], timeout=900)
+def measure_netbench(folder: Path) -> Path:
+    """`scaledl netbench --cold` on 2 ranks: the network every round's calibration shares."""
+    netbench = folder / "netbench.json"
+    common.run_mpi(
+        2, ["-m", "scaledl", "netbench", "--out", str(netbench), "--cold"], launch=launch_for(2), timeout=900
+    )
+    return netbench
+
+
+def calibrate_platform(mode: str, folder: Path, netbench: Path, round_index: int) -> tuple[Path, dict]:
+    """`scaledl calibrate` (--busy cores − 1 for "busy") on `netbench`: a platform file for one round, and the
+    values calibrate printed (its step_ms: what the machine's step took just before the round's runs)."""
+    platform = folder / f"calibrated-{mode}-{round_index}.xml"
     busy = common.usable_cores() - 1 if mode == "busy" else 0
     cores = common.usable_cores()
     cmd = [sys.executable, "-m", "scaledl", "calibrate", "--netbench", str(netbench), "--out", str(platform),
            "--cores", str(cores), "--name", "calibrated", "--busy", str(busy)]  # fmt: skip
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=common.mpi_env(1, launch), timeout=900)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=common.mpi_env(1, launch_for(2)), timeout=900)
     if proc.returncode != 0:
         raise SystemExit(f"bench_{NAME}: scaledl calibrate failed: {proc.stderr.strip()[-2000:]}")
     print(f"bench_{NAME}: calibrated {platform} ({mode}): {proc.stdout.strip()}", flush=True)
-    return platform
+    return platform, json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def run_probe(platform: str, rounds: int) -> dict:
@@ -268,22 +284,29 @@ def measure_record(args) -> Path:
         raise SystemExit(f"bench_{NAME}: no cell fits {common.usable_cores()} cores (try --oversubscribed)")
     with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
         tmp = Path(tmp)
-        platform = str(calibrate_platform(args.calibrate, tmp) if args.calibrate else args.platform_file)
-        platform_text = resolve(platform).read_text()
-        if args.platform_out:
-            args.platform_out.parent.mkdir(parents=True, exist_ok=True)
-            args.platform_out.write_text(platform_text)
+        netbench = measure_netbench(tmp) if args.calibrate else None
         data = common.prepare_digits(tmp)
         samples = {f"{c['cell']}: {side}": [] for c in plan for side in SIDES}
         details, runs, staleness = ({c["cell"]: {side: [] for side in SIDES} for c in plan} for _ in range(3))
-        for c in plan:  # the simulation is deterministic for a seed: once
-            out = tmp / f"sim-{c['algorithm']}-{c['workers']}"
-            run_simulated(platform, c["ranks"], train_args(data, out, c["algorithm"], args.warmup, args.steps))
-            record_run(samples, details, runs, c, "simulated", read_phases(out, args.warmup))
-            staleness[c["cell"]]["simulated"].append(read_staleness(out))
-            print(f"bench_{NAME}: simulated {c['cell']}", flush=True)
-        order, log = [], {}
+        order, log, calibrations, platform = [], {}, [], None
         for r in range(args.rounds):
+            # --calibrate: the twin is calibrated again before each round, so that a round's runs and the
+            # platform they are priced on share the machine's state of the moment (this machine's own step
+            # drifted by up to a fifth within minutes); a given platform file is simulated once (deterministic).
+            if args.calibrate:
+                platform, values = calibrate_platform(args.calibrate, tmp, netbench, r)
+                calibrations.append({"round": r, **values})
+            elif platform is None:
+                platform = str(args.platform_file)
+            if args.calibrate or r == 0:
+                for c in plan:
+                    out = tmp / f"sim-{c['algorithm']}-{c['workers']}-{r}"
+                    run_simulated(
+                        str(platform), c["ranks"], train_args(data, out, c["algorithm"], args.warmup, args.steps)
+                    )
+                    record_run(samples, details, runs, c, "simulated", read_phases(out, args.warmup))
+                    staleness[c["cell"]]["simulated"].append(read_staleness(out))
+                    print(f"bench_{NAME}: round {r + 1}/{args.rounds} simulated {c['cell']}", flush=True)
             order.append([c["cell"] for c in stats.round_order(plan, r, args.rounds)])
             for c in stats.round_order(plan, r, args.rounds):
                 common.use_launch(launch_for(c["ranks"]))
@@ -295,10 +318,15 @@ def measure_record(args) -> Path:
                 staleness[c["cell"]]["measured"].append(read_staleness(out))
                 print(f"bench_{NAME}: round {r + 1}/{args.rounds} {c['cell']} ({time.monotonic() - t0:.1f} s)",
                       flush=True)  # fmt: skip
-        common.use_launch(launch_for(2))
-        probe = run_probe(platform, args.rounds) if not args.no_probe else None
+            common.use_launch(launch_for(2))
+        platform_text = resolve(str(platform)).read_text()
+        if args.platform_out:
+            args.platform_out.parent.mkdir(parents=True, exist_ok=True)
+            args.platform_out.write_text(platform_text)
+        probe = run_probe(str(platform), args.rounds) if not args.no_probe else None
     shown = common.shown_path(resolve(platform)) if not args.calibrate else f"calibrated ({args.calibrate})"
-    platform_meta = {"file": shown, "text": platform_text, "calibration_busy": calibration_load(platform_text)}
+    platform_meta = {"file": shown, "text": platform_text, "calibration_busy": calibration_load(platform_text),
+                     "calibrations": calibrations}  # fmt: skip
     return common.write_raw(args.raw, NAME, samples, {
         "machine": m, "unit": "s", "warmup": args.warmup, "steps": args.steps, "rounds": args.rounds,
         "quantity": "seconds per step (steady state) of the workers, measured and simulated; per phase in details",
@@ -322,7 +350,14 @@ def calibration_words(platform: dict) -> str:
         if not busy
         else f"its compute calibrated with every core busy ({busy} other process(es) ran the same step)"
     )
-    return f"Platform: {platform['file']}, {load}."
+    steps = [c["step_ms"] for c in platform.get("calibrations") or []]
+    again = (
+        f"; calibrated before each of the {len(steps)} rounds, its LeNet step measured at "
+        f"{min(steps):.3g}-{max(steps):.3g} ms (the machine's drift between rounds)"
+        if len(steps) > 1
+        else ""
+    )
+    return f"Platform: {platform['file']}, {load}{again}."
 
 
 def render(record: dict) -> tuple[str, str, str, str]:
@@ -356,7 +391,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=5, help="untimed steps (default %(default)s)")
     parser.add_argument("--steps", type=int, default=20, help="timed steps, a multiple of --warmup (default 20)")
     parser.add_argument("--platform-file", default="laptop", help="the simulated platform (default %(default)s)")
-    parser.add_argument("--calibrate", choices=("idle", "busy"), help="calibrate a platform to this machine first")
+    parser.add_argument(
+        "--calibrate", choices=("idle", "busy"), help="calibrate a platform to this machine before each round"
+    )
     parser.add_argument("--oversubscribed", action="store_true", help="also run cells with more ranks than cores")
     parser.add_argument("--no-probe", action="store_true", help="skip bench/comm_probe.py")
     parser.add_argument("--markdown", type=Path, help="also write the section (markdown) to this file")

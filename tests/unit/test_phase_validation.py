@@ -67,6 +67,12 @@ def test_cells_fit_the_cores_unless_oversubscribed():
     assert len(bench.cells(list(bench.ALGORITHMS), [4, 8], cores=16, oversubscribed=False)) == 14
 
 
+def test_a_round_with_its_own_calibration_is_divided_by_its_own_simulation():
+    assert bench.ratios([1.0, 2.0], [2.0, 4.0]) == [0.5, 0.5]  # paired round by round, not 1/4 and 2/2
+    assert bench.ratios([1.0], [2.0, 4.0]) == [0.5, 0.25]  # one simulation against every round
+    assert bench.ratios([1.0, 2.0], [0.0, 4.0]) == [0.5]
+
+
 def test_ratio_cell():
     assert bench.ratio_cell([1.0], [2.0, 4.0]).startswith("0.375×")
     assert bench.ratio_cell([1.0], [0.0]) == "–"
