@@ -86,6 +86,11 @@ def test_two_ranks(tmp_path):
             assert row["algbw_Bps"] == pytest.approx(row["bytes"] / row["time_s"])
             assert row["busbw_Bps"] == pytest.approx(row["algbw_Bps"] * factor)
             assert len(row["samples_s"]) == result["settings"]["repeats"]
+    window = result["window"]  # rank 1's epochs on rank 0's window, one row per size
+    assert window["ranks"] == [1, 0] and [r["bytes"] for r in window["table"]] == [8, 4096, 262144]
+    for row in window["table"]:
+        assert len(row["samples_s"]) == result["settings"]["repeats"] and row["time_s"] > 0
+    assert window["table"][-1]["time_s"] > window["table"][0]["time_s"]  # 256 KiB each way costs more than 8 B
 
 
 def test_a_cold_shuffled_run_keeps_its_tables_in_size_order_and_adds_the_cold_ping_pong(tmp_path):
@@ -123,7 +128,7 @@ def test_one_rank_records_no_pair(tmp_path):
     result = json.loads(out.read_text())
     assert result["alpha_s"] is None and result["beta_s_per_byte"] is None
     assert "at least 2 ranks" in result["p2p"]["note"]
-    assert result["collectives"]["allreduce"]["table"]
+    assert result["collectives"]["allreduce"]["table"] and "window" not in result  # no origin for an epoch
 
 
 @pytest.mark.mpi

@@ -58,6 +58,7 @@ def fake_netbench(path, sizes=(8, 4096)) -> None:
         "p2p": {"links": [{"table": table}]},
         "collectives": {op: {"table": table} for op in ("allreduce", "reduce", "bcast")},
         "p2p_cold": {"table": table},
+        "window": {"table": table},
     }))  # fmt: skip
 
 
@@ -71,7 +72,10 @@ def test_the_here_suite_prices_this_machine_s_measurements_on_its_platform(tmp_p
     rows = {r["id"]: r for r in record["rows"]}
     assert [r["role"] for r in record["rows"][:2]] == ["fit", "held_out"]  # lenet b64 (the calibration's), cifar_net
     assert {rows[f"{k} 8 B"]["role"] for k in ("p2p",)} == {"fit"}  # the network's α-β line came from a ping-pong
-    assert {rows[f"{k} 4096 B"]["role"] for k in ("p2p_cold", "allreduce", "reduce", "bcast")} == {"held_out"}
+    assert {rows[f"{k} 4096 B"]["role"] for k in ("p2p_cold", "allreduce", "reduce", "bcast", "window")} == {"held_out"}
+    # an epoch is a lock's round trip and the bytes both ways: more than one message of its size one way
+    assert rows["window 8 B"]["simulated"] > 2 * rows["p2p 8 B"]["simulated"]
+    assert "priced as messages" in rows["window 8 B"]["constant"]
     assert rows["p2p_cold 8 B"]["simulated"] == rows["p2p 8 B"]["simulated"]  # one α-β line prices both
     # the simulated 8-byte message crosses the laptop's loopback: its latency (1.73 µs) and nearly nothing more
     assert rows["p2p 8 B"]["simulated"] == pytest.approx(1.728e-6, rel=0.05)

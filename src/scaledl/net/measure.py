@@ -15,6 +15,9 @@ the large sizes decide everything and α comes out negative). The top-level
 α, β are the inter-node pair's when there is one, else the intra-node pair's.
 `--pairs` adds the small-message latency of every rank pair (min/median/max).
 
+With the collectives, the window epoch (scaledl.net.window: rank 1's exclusive lock, Accumulate, flush, Get
+and unlock on rank 0's RMA window: one Async SGD exchange) per size.
+
 Collectives (`Allreduce` sum, `Reduce` sum to rank 0, `Bcast` from rank 0;
 float32): per size, the time of one call is the slowest rank's mean over
 `iters` back-to-back calls, median over `--repeats`. Reported as nccl-tests
@@ -62,6 +65,7 @@ from scaledl.net.ladder import (
     parse_size,
 )
 from scaledl.net.pingpong import COLD_RING_BYTES, pingpong
+from scaledl.net.window import window_epochs
 
 OPS = ("allreduce", "reduce", "bcast")
 KIND = "scaledl-netbench"
@@ -403,6 +407,7 @@ def netbench(
     cold_rows = pingpong(comm, 0, 1, order, iters, warmup, repeats, cold=True) if cold and nranks >= 2 else None
     pair_info = pair_latencies(comm, min(sizes), iters, warmup, repeats) if pairs and nranks >= 2 else None
     tables = {op: collective_times(comm, op, order, iters, warmup, repeats) for op in OPS} if collectives else {}
+    epochs = window_epochs(comm, order, iters, warmup, repeats) if collectives and nranks >= 2 else None
     gamma = measure_gamma() if rank == 0 else None
     if rank != 0:
         return None
@@ -436,6 +441,7 @@ def netbench(
             op: {"busbw_factor": busbw_factor(op, nranks), "table": sorted(rows, key=lambda r: r["bytes"])}
             for op, rows in tables.items()
         },
+        **({"window": {"ranks": [1, 0], "table": epochs}} if epochs else {}),
         **({"p2p_cold": {"ranks": [0, 1], "ring_bytes": max(max(sizes), COLD_RING_BYTES),
                          "table": sorted(cold_rows, key=lambda r: r["bytes"])}} if cold_rows else {}),
     }  # fmt: skip
@@ -478,6 +484,10 @@ def format_report(result: dict) -> str:
             lines.append(
                 f"{r['bytes']:>12} {_us(r['time_s']):>12} {r['algbw_Bps'] / 1e9:>11.3f} {r['busbw_Bps'] / 1e9:>11.3f}"
             )
+    if result.get("window"):
+        lines.append("\nwindow epoch (rank 1 on rank 0's window: lock, Accumulate, flush, Get, unlock)")
+        lines.append(f"{'bytes':>12} {'time':>12}")
+        lines.extend(f"{r['bytes']:>12} {_us(r['time_s']):>12}" for r in result["window"]["table"])
     return "\n".join(lines)
 
 

@@ -19,8 +19,8 @@ KINDS = {  # kind -> (the fields it needs, its unit)
     "step": (("model", "batch", "image", "classes", "images_per_s", "host"), "s"),
     "flop_rate": (("model", "batch", "image", "classes", "flop_per_s", "host"), "FLOP/s"),
     "p2p": (("bytes", "seconds"), "s"),
-    # measured here only (scaledl.validate.here): the ping-pong from cold buffers, netbench's collectives
-    **{kind: (("bytes", "seconds"), "s") for kind in ("p2p_cold", "allreduce", "reduce", "bcast")},
+    # measured here only (scaledl.validate.here): the ping-pong from cold buffers, netbench's collectives and window
+    **{kind: (("bytes", "seconds"), "s") for kind in ("p2p_cold", "allreduce", "reduce", "bcast", "window")},
     # ... and the per-phase runs of bench/bench_phases.py: a worker's seconds per step in compute, and in all
     **{kind: (("seconds",), "s") for kind in ("phase_compute", "phase_total")},
 }

@@ -10,9 +10,10 @@ calibration did not see.
                  netbench --cold`, where the record has it) and simulated at the same sizes: the one the
                  platform's α-β line was fitted on (its header says which: cold where it was measured) is `fit`,
                  the other held out
-    allreduce, reduce, bcast
-                 netbench's collectives at 2 ranks, measured and simulated: held out (the calibration reads the
-                 ping-pong only); a row's A/A is how far its measured repeats' two halves disagree
+    allreduce, reduce, bcast, window
+                 netbench's collectives at 2 ranks and its window epoch (an Async SGD exchange: lock, Accumulate,
+                 flush, Get, unlock), measured and simulated: held out (the calibration reads the ping-pong
+                 only); a row's A/A is how far its measured repeats' two halves disagree
     phase_compute, phase_total
                  with --phases, a per-phase record of bench/bench_phases.py: each pattern's workers' seconds per
                  step in compute and in all, measured under mpiexec (the median of its rounds; their spread is
@@ -39,6 +40,11 @@ DEFAULT_MODELS = "cifar_alexnet:16:3x32x32,resnet18:8:3x32x32,googlenet:2:3x224x
 CALIBRATED = re.compile(r"(\w+)'s forward and backward at\s+batch (\d+)")  # the header scaledl calibrate writes
 FITTED = re.compile(r"fitted on the (hot|cold) ping-pong")  # ... and the ping-pong its network came from
 COLLECTIVES = ("allreduce", "reduce", "bcast")
+CONSTANT_EXTRA = {  # what else a kind's price rests on
+    "allreduce": " and its reduction's memory traffic",
+    "reduce": " and its reduction's memory traffic",
+    "window": ", the epoch priced as messages (the lock's round trip, the Accumulate's and the Get's bytes)",
+}
 
 
 def parse_models(spec: str) -> list[tuple[str, int, tuple[int, int, int]]]:
@@ -145,14 +151,15 @@ def netbench_rows(platform_path: Path, measured_path: Path) -> list[Row]:
         tables.append(("p2p_cold", measured["p2p_cold"]["table"], priced_p2p))
     tables += [(op, measured["collectives"][op]["table"], simulated["collectives"][op]["table"])
                for op in COLLECTIVES if op in measured.get("collectives", {})]  # fmt: skip
+    if measured.get("window") and simulated.get("window"):
+        tables.append(("window", measured["window"]["table"], simulated["window"]["table"]))
     for kind, real, sim in tables:
         priced = {row["bytes"]: row["time_s"] for row in sim}
         for row in real:
             anchor = Anchor(
                 id=f"{kind} {row['bytes']} B", kind=kind, platform=name, published=row["time_s"],
                 source=f"measured here: {Path(measured_path).name}",
-                constant=f"{name}'s loopback α and β (netbench's α-β line)"
-                + (" and its reduction's memory traffic" if kind in ("allreduce", "reduce") else ""),
+                constant=f"{name}'s loopback α and β (netbench's α-β line)" + CONSTANT_EXTRA.get(kind, ""),
                 role="fit" if kind == fitted else "held_out", nbytes=row["bytes"],
             )  # fmt: skip
             rows.append(Row(anchor, priced[row["bytes"]], _halves(row.get("samples_s") or [])))
