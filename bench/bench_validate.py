@@ -1,6 +1,7 @@
 """The validation of the simulated platforms, kept as records and shown on docs/simulation.md.
 
     python bench/bench_validate.py                  # published: price every anchor (about 30 s)
+    python bench/bench_validate.py --suite published_fit_half   # the GPU's efficiency fitted to half the steps
     python bench/bench_validate.py --suite here     # here: netbench, calibrate, then validate (a few minutes;
                                                     # a quiet machine: it times)
     python bench/bench_validate.py --render         # rebuild the page's blocks from the records, pricing nothing
@@ -28,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # `bench` as a 
 from bench import common  # noqa: E402
 from scaledl.validate.table import record_block  # noqa: E402
 
-SUITES = ("published", "here")
+SUITES = ("published", "published_fit_half", "here")  # published_fit_half: --suite published --fit-half
 PAGE = common.REPO / "docs" / "simulation.md"
 
 
@@ -52,8 +53,9 @@ def random_sizes(count: int = 16, seed: int = 0) -> list[int]:
 
 
 def measure(suite: str, raw: Path) -> None:
-    if suite == "published":
-        scaledl("validate", "--suite", "published", "--out-json", str(raw))
+    if suite.startswith("published"):
+        fit_half = ["--fit-half"] if suite == "published_fit_half" else []
+        scaledl("validate", "--suite", "published", *fit_half, "--out-json", str(raw))
         return
     with tempfile.TemporaryDirectory() as tmp:
         netbench, platform = Path(tmp) / "netbench.json", Path(tmp) / "calibrated.xml"

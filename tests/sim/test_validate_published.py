@@ -86,6 +86,19 @@ def test_the_here_suite_prices_this_machine_s_measurements_on_its_platform(tmp_p
 def test_the_here_suite_names_what_it_lacks():
     proc = validate("--suite", "here", "--platform-file", "laptop")
     assert proc.returncode == 2 and "--suite here needs --netbench" in proc.stderr
+    proc = validate("--suite", "here", "--fit-half", "--platform-file", "laptop")
+    assert proc.returncode == 2 and "--fit-half fits to published step times" in proc.stderr
+
+
+def test_fit_half_prices_the_held_out_steps_at_the_efficiency_fitted_to_the_others(tmp_path):
+    out = tmp_path / "fit.json"
+    proc = validate("--fit-half", "--only", "k80_resnet50_b64_gce,k80_vgg16_b32_gce", "--out-json", str(out))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    record = json.loads(out.read_text())
+    rows = {r["id"]: r for r in record["rows"]}
+    assert rows["k80_resnet50_b64_gce"]["role"] == "fit" and rows["k80_vgg16_b32_gce"]["role"] == "held_out"
+    assert rows["k80_resnet50_b64_gce"]["error"] == pytest.approx(0.0, abs=0.01)  # fitted: its own step matches
+    assert record["score"]["step"]["n"] == 1 and "fitted on k80_resnet50_b64_gce" in record["notes"][0]
 
 
 # The published rows within tolerance at the last record (bench/raw/validate_published.json): a change to the

@@ -219,3 +219,31 @@ def test_the_per_phase_runs_are_rows_and_an_oversubscribed_cell_is_shown_outside
     path.write_text("{}")
     with pytest.raises(UserError, match="not a bench_phases record"):
         phase_rows(path)
+
+
+def test_half_the_configurations_fit_the_efficiency_and_the_other_half_judge_it():
+    from scaledl.validate.fit_half import fit_half
+
+    work = {"a": 0.7, "b": 0.2, "c": 0.3, "d": 0.9}  # seconds at efficiency 1 (compute-bound: time ∝ 1/efficiency)
+    true = 0.5
+
+    def price(a: Anchor, efficiency: float) -> float:
+        return work[a.model] / efficiency
+
+    anchors = [
+        anchor("a1", work["a"] / true, host="gpu0", model="a"),
+        anchor("a2", work["a"] / true * 1.04, host="gpu0", model="a", same_as="a1"),  # one configuration, twice
+        anchor("b1", work["b"] / true * 1.3, host="gpu0", model="b"),  # held out: 30 % slower than the model says
+        anchor("c1", work["c"] / true, host="gpu0", model="c"),
+        anchor("d1", work["d"] / true, host="gpu0", model="d"),
+        anchor("r", 2e12, kind="flop_rate", host="gpu0", model="a"),  # a rate: never fitted to
+        anchor("k1", 1.0, platform="cori_knl", host="knl0", model="a"),  # its host's only configuration
+    ]
+    marked, efficiencies, fitted = fit_half(anchors, lambda platform, host: 0.35, price)
+    roles = {a.id: a.role for a in marked}
+    assert roles == {"a1": "fit", "a2": "fit", "b1": "held_out", "c1": "fit", "d1": "held_out", "r": "held_out",
+                     "k1": "held_out"}  # fmt: skip
+    # a's two anchors count once: the fit lands between their efficiencies, near the true one
+    assert efficiencies == {("k80x8", "gpu0"): pytest.approx(true / 1.04**0.25, rel=0.01)}
+    assert len(fitted) == 1 and fitted[0].fit_ids == ("a1", "a2", "c1") and fitted[0].held_ids == ("b1", "d1")
+    assert "efficiency 0.35 → 0.495" in fitted[0].line()

@@ -227,29 +227,17 @@ def test_the_per_phase_table_and_the_ladder_of_the_simulation_page_are_their_rec
     assert simulation_block(bench_paper_scale.DOC_BLOCK) == bench_paper_scale.ladder_block(ladder)
 
 
-def test_the_published_validation_of_the_simulation_page_is_its_record():
-    """docs/simulation.md's published-anchor table is rendered from bench/raw/validate_published.json
-    (bench/bench_validate.py writes both), at a clean commit."""
+@pytest.mark.parametrize("block", ["validate_published", "validate_published_fit_half", "validate_here"])
+def test_each_validation_of_the_simulation_page_is_its_record(block):
+    """docs/simulation.md's validation tables are rendered from bench/raw/BLOCK.json (bench/bench_validate.py
+    writes both), at a clean commit."""
     import json
 
     from scaledl.validate.table import record_block
 
-    record = json.loads((REPO / "bench/raw/validate_published.json").read_text())
+    record = json.loads((REPO / f"bench/raw/{block}.json").read_text())
     page = (REPO / "docs/simulation.md").read_text()
-    start, end = "<!-- record:validate_published -->\n", "<!-- /record:validate_published -->"
+    start, end = f"<!-- record:{block} -->\n", f"<!-- /record:{block} -->"
     assert start in page and end in page
-    assert page.split(start, 1)[1].split(end, 1)[0] == record_block(record)
-    assert record["code"]["commit"] and record["code"]["dirty"] is False
-
-
-def test_the_here_validation_of_the_simulation_page_is_its_record():
-    """docs/simulation.md's here-suite table is rendered from bench/raw/validate_here.json, at a clean commit."""
-    import json
-
-    from scaledl.validate.table import record_block
-
-    record = json.loads((REPO / "bench/raw/validate_here.json").read_text())
-    page = (REPO / "docs/simulation.md").read_text()
-    start, end = "<!-- record:validate_here -->\n", "<!-- /record:validate_here -->"
     assert page.split(start, 1)[1].split(end, 1)[0] == record_block(record)
     assert record["code"]["commit"] and record["code"]["dirty"] is False

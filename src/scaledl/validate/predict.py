@@ -15,6 +15,8 @@ SimGrid runs one simulation per process: a process prices the messages of one pl
 
 from __future__ import annotations
 
+import dataclasses
+
 from scaledl.comm.transport import MPI
 from scaledl.errors import UserError
 from scaledl.net.ladder import DEFAULT_ITERS, DEFAULT_WARMUP
@@ -24,8 +26,11 @@ from scaledl.sim.calibrate import loop_step
 from scaledl.validate.anchors import Anchor
 
 
-def price_step(platform: str, host: str, model: str, batch: int, image, classes: int) -> tuple[float, float]:
-    """(seconds, counted FLOPs) of one forward and backward of `model` at `batch` on a platform's host."""
+def price_step(
+    platform: str, host: str, model: str, batch: int, image, classes: int, efficiency: float | None = None
+) -> tuple[float, float]:
+    """(seconds, counted FLOPs) of one forward and backward of `model` at `batch` on a platform's host (at
+    `efficiency` instead of the host's own where given: scaledl.validate.fit_half)."""
     # lazy: torch and the simulator's cost model, which --help needs none of
     from scaledl.sim.platform import load
     from scaledl.sim.roofline import OpCounter, SkipMode
@@ -34,15 +39,28 @@ def price_step(platform: str, host: str, model: str, batch: int, image, classes:
     if host not in loaded.hosts:
         raise UserError(f"platform {loaded.name} has no host {host!r}")
     step = loop_step(model, batch, tuple(image), classes)
-    counter = OpCounter(loaded.hosts[host].device())
+    device = loaded.hosts[host].device()
+    if efficiency is not None:
+        device = dataclasses.replace(device, efficiency=efficiency)
+    counter = OpCounter(device)
     with SkipMode(), counter:
         step()
     return counter.seconds, counter.flops
 
 
-def step_price(anchor: Anchor) -> tuple[float, float]:
+def step_price(anchor: Anchor, efficiency: float | None = None) -> tuple[float, float]:
     """(seconds, counted FLOPs) of one forward and backward of the anchor's model and batch on its host."""
-    return price_step(anchor.platform, anchor.host, anchor.model, anchor.batch, anchor.image, anchor.classes)
+    return price_step(
+        anchor.platform, anchor.host, anchor.model, anchor.batch, anchor.image, anchor.classes, efficiency
+    )
+
+
+def host_efficiency(platform: str, host: str) -> float:
+    """The efficiency a platform file gives a host's device."""
+    # lazy: the platform's reader (torch), which --help needs none of
+    from scaledl.sim.platform import load
+
+    return load(platform).hosts[host].device().efficiency
 
 
 def _simulate(platform: str, body) -> object:
@@ -76,12 +94,13 @@ def simulated_netbench(platform: str, sizes: list[int], repeats: int = 3) -> dic
     return _simulate(platform, lambda: netbench(MPI.COMM_WORLD, sizes, repeats=repeats))
 
 
-def predict(anchors: list[Anchor]) -> dict[str, float]:
-    """Each anchor's simulated value (by id), in its published unit; one ping-pong job for the p2p rows."""
+def predict(anchors: list[Anchor], efficiencies: dict | None = None) -> dict[str, float]:
+    """Each anchor's simulated value (by id), in its published unit; one ping-pong job for the p2p rows.
+    `efficiencies`: (platform, host) → the efficiency to price that host's compute at (a fitted one)."""
     values = {}
     for anchor in anchors:
         if anchor.kind in ("step", "flop_rate"):
-            seconds, flops = step_price(anchor)
+            seconds, flops = step_price(anchor, (efficiencies or {}).get((anchor.platform, anchor.host)))
             values[anchor.id] = seconds if anchor.kind == "step" else flops / seconds
     messages = [a for a in anchors if a.kind == "p2p"]
     platforms = sorted({a.platform for a in messages})

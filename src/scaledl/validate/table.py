@@ -150,8 +150,11 @@ def record_block(record: dict) -> str:
     code = record.get("code") or {}
     commit = (code.get("commit") or "uncommitted")[:7] + (" (dirty)" if code.get("dirty") else "")
     suite = record["suite"]
+    fit_half = bool(record.get("fit_half"))
     return (
-        f"`scaledl validate --suite {suite}` (`bench/raw/validate_{suite}.json`: commit {commit}, "
-        f"{record['created'][:10]}; tolerance ±{record['tolerance']:.0%}):\n\n"
+        f"`scaledl validate --suite {suite}{' --fit-half' if fit_half else ''}` (`bench/raw/validate_{suite}"
+        f"{'_fit_half' if fit_half else ''}.json`: commit {commit}, {record['created'][:10]}; tolerance "
+        f"±{record['tolerance']:.0%}):\n\n"
         + report(rows_of(record), record["tolerance"], suite)
+        + "".join(f"\n{note}\n" for note in record.get("notes") or [])
     )
