@@ -31,6 +31,7 @@ WAIT_PROBES = ("barrier", "none")
 DEVICE_SYNCS = ("phase", "none")
 CENTER_WINDOWS = ("rma", "shared")
 ELASTIC_EPOCHS = ("split", "atomic")  # the window engine's elastic exchange (algorithms/window.py)
+AGE_WEIGHTS = ("none", "inverse")  # an asynchronous update's weight by its staleness (algorithms/rules.py)
 INNER_OPTIMIZERS = ("sgd", "momentum")
 WORKER_RULES = ("elastic", "reset")
 OUTER_OPTIMIZERS = ("elastic", "average", "nesterov", "slowmo")
@@ -181,6 +182,14 @@ class TrainConfig:
     )
     nesterov: bool = _setting(
         False, "async_measgd: take ΔW^i at the look-ahead W^i + μV^i", group="hyperparameters", switch=True
+    )
+    age_weight: str = _setting(
+        "none",
+        "async_sgd/hogwild_sgd/async_easgd/async_measgd/hogwild_easgd: scale each exchange's update by the "
+        "staleness s its epoch records (the center's updates by other workers since this worker's last one): "
+        "inverse: 1/(1+s); none: unweighted, the paper's",
+        group="hyperparameters",
+        choices=AGE_WEIGHTS,
     )
     seed: int = _setting(0, "base seed; data order uses seed and worker index", group="hyperparameters", type=int)
     # ---- codesign

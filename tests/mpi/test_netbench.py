@@ -90,7 +90,6 @@ def test_two_ranks(tmp_path):
     assert window["ranks"] == [1, 0] and [r["bytes"] for r in window["table"]] == [8, 4096, 262144]
     for row in window["table"]:
         assert len(row["samples_s"]) == result["settings"]["repeats"] and row["time_s"] > 0
-    assert window["table"][-1]["time_s"] > window["table"][0]["time_s"]  # 256 KiB each way costs more than 8 B
 
 
 def test_a_cold_shuffled_run_keeps_its_tables_in_size_order_and_adds_the_cold_ping_pong(tmp_path):

@@ -45,6 +45,7 @@ SET = {
     "compress": "int8",
     "bucket_mb": 4.0,
     "exchange": "rooted",
+    "age_weight": "inverse",
 }
 
 

@@ -16,6 +16,9 @@ def test_settings_leave_out_what_follows_from_the_others_and_add_other_swept_key
     assert identity.settings_of(record) == {"lr": 0.05, "batch_size": 64, "beta": 0.9, "max_steps": 300}
     given_rho = {"hyper": {"lr": 0.05, "rho": 9.0, "alpha": 0.45}}
     assert identity.settings_of(given_rho) == {"lr": 0.05, "rho": 9.0}  # ρ given, not derived from β
+    # the neutral age weight is the method as recorded before the setting existed: one configuration with it
+    assert identity.settings_of({"hyper": {"lr": 0.05, "age_weight": "none"}}) == {"lr": 0.05}
+    assert identity.settings_of({"hyper": {"lr": 0.05, "age_weight": "inverse"}})["age_weight"] == "inverse"
 
 
 def test_configurations_split_by_settings_and_name_only_what_differs():

@@ -128,3 +128,16 @@ def test_weight_decay_adds_lambda_w_to_the_gradient():
     rules.weight_decay_(grad, w, 0.5)
     assert grad.tolist() == [6.0, 0.0]
     assert w.tolist() == [10.0, 4.0]
+
+
+def test_an_age_weight_divides_a_stale_update_and_leaves_a_fresh_one_bit_for_bit():
+    from scaledl.config import AGE_WEIGHTS
+
+    assert tuple(rules.AGE_WEIGHTS) == AGE_WEIGHTS  # the setting's choices are the rules there are
+    update = torch.tensor([0.3, -1.7, 2.5e-8], dtype=torch.float32)
+    for staleness, weighting in ((0, "inverse"), (5, "none")):
+        same = update.clone()
+        rules.age_weighted_(same, staleness, weighting)
+        assert torch.equal(same, update)
+    rules.age_weighted_(update, 3, "inverse")
+    assert torch.allclose(update, torch.tensor([0.075, -0.425, 6.25e-9]))

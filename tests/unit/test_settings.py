@@ -106,3 +106,13 @@ def test_every_algorithm_resolves_with_its_defaults(key):
     settings = resolve(config(key), ALGORITHMS[key], workers=2)
     assert settings.lr == TrainConfig.lr and settings.backend == "mpi"
     assert (settings.rho is not None) == ("rho" in record(key)["hyper"])
+
+
+def test_an_age_weight_is_the_window_rules_that_push_one_update_and_needs_the_split_epoch():
+    assert record("async_sgd")["hyper"]["age_weight"] == "none"  # recorded: the paper's unweighted update
+    assert record("async_measgd", age_weight="inverse")["hyper"]["age_weight"] == "inverse"
+    assert "age_weight" not in record("sync_sgd")["hyper"]
+    with pytest.raises(UserError, match=r"^--age-weight .*async_msgd"):  # its velocity is the update: not weighed
+        record("async_msgd", age_weight="inverse")
+    with pytest.raises(UserError, match=r"^--age-weight inverse weighs the add of the split elastic epoch"):
+        record("async_easgd", age_weight="inverse", elastic_epoch="atomic")

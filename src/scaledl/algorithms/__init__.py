@@ -52,6 +52,7 @@ OPTION_GROUPS = {
     "averaging": ("tau", "inner", "worker_rule", "outer", "outer_lr", "outer_momentum", "compress", "exchange"),
     "overlap": ("overlap",),  # async EASGD family: exchange beside data and fwd/bwd
     "window": ("center_window",),  # the center window of the window algorithms (rma, shared)
+    "age": ("age_weight",),  # an update weighed by its staleness (the window rules that push one update)
 }
 
 
@@ -149,7 +150,7 @@ class AlgorithmInfo:
 _EASGD_FAMILY = _options("elastic")
 # The async EASGD family's exchange needs only W^i_t, known before the gradient: by default it
 # runs beside data fetch and fwd/bwd, as the paper's §4 says (--no-overlap for the ablation).
-_WINDOW_EASGD = _options("elastic", "window", "overlap", extra=("elastic_epoch",))
+_WINDOW_EASGD = _options("elastic", "window", "overlap", "age", extra=("elastic_epoch",))
 _OVERLAPPED = {"overlap": True}
 _ELASTIC = {"worker_rule": "elastic", "outer": "elastic", "tau": 1}  # Sync EASGD as the engine's setting
 # The periodic-averaging engine (module averaging): Sync EASGD and the hard-averaging family are its settings.
@@ -189,7 +190,7 @@ ALGORITHMS: dict[str, AlgorithmInfo] = {
             pattern="fcfs_window",
             payload="weights",
             deterministic=False,
-            options=_options("elastic", "momentum", "window", "overlap", extra=("nesterov", "elastic_epoch")),
+            options=_options("elastic", "momentum", "window", "overlap", "age", extra=("nesterov", "elastic_epoch")),
             defaults=_OVERLAPPED,
             rule="momentum_elastic",
         ),
@@ -292,7 +293,7 @@ ALGORITHMS: dict[str, AlgorithmInfo] = {
             pattern="fcfs_window",
             payload="gradients",
             deterministic=False,
-            options=_options("window"),
+            options=_options("window", "age"),
             rule="sgd",
         ),
         AlgorithmInfo(
@@ -312,7 +313,7 @@ ALGORITHMS: dict[str, AlgorithmInfo] = {
             pattern="lock_free_window",
             payload="gradients",
             deterministic=False,
-            options=_options("window"),
+            options=_options("window", "age"),
             rule="sgd",
         ),
         AlgorithmInfo(

@@ -130,3 +130,16 @@ def outer_slowmo_(
 def default_rho(lr: float, num_workers: int, beta: float = 0.9) -> float:
     """ρ from Zhang et al.'s moving rate α = ηρ = β/P with β = 0.9 (our default where the paper is silent)."""
     return beta / (num_workers * lr)
+
+
+# An asynchronous update weighed by its staleness s (the center's updates by other workers since this worker's
+# last one): none leaves it as it is (the paper's); inverse divides it by 1 + s, so an update computed on a
+# center many updates old moves the center less.
+AGE_WEIGHTS = {"none": lambda staleness: 1.0, "inverse": lambda staleness: 1.0 / (1.0 + staleness)}
+
+
+def age_weighted_(update: torch.Tensor, staleness: int, weighting: str) -> None:
+    """update ← weight(s)·update; an exact no-op at weight 1 (s = 0, or weighting none)."""
+    weight = AGE_WEIGHTS[weighting](staleness)
+    if weight != 1.0:
+        update.mul_(weight)

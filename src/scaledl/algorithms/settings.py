@@ -19,7 +19,10 @@ from scaledl.algorithms.rules import default_rho
 from scaledl.errors import UserError
 
 # run.json's blocks, in the order they are written.
-HYPER = ("lr", "batch_size", "weight_decay", "rho", "alpha", "beta", "momentum", "nesterov", "momentum_at", "tau")
+HYPER = (
+    "lr", "batch_size", "weight_decay", "rho", "alpha", "beta", "momentum", "nesterov", "momentum_at", "age_weight",
+    "tau",
+)  # fmt: skip
 CODESIGN = ("message", "bucket_mb", "exchange", "center_on", "overlap", "elastic_epoch", "backend", "data")
 AVERAGING = ("inner", "worker_rule", "outer", "outer_lr", "outer_momentum", "tau", "compress")
 ENCODED_BACKENDS = ("mpi", "cuda_aware_mpi")  # compressed rounds send bytes: MPI only
@@ -40,6 +43,7 @@ class Settings:
     momentum: float | None = None  # μ
     nesterov: bool | None = None  # async_measgd: ΔW^i at the look-ahead W^i + μV^i
     momentum_at: str | None = None  # async_msgd: where V lives
+    age_weight: str | None = None  # the window rules' update weighed by its staleness: none or inverse
     tau: int | None = None  # the averaging engine's period
     inner: str | None = None  # the averaging engine's settings (module averaging)
     worker_rule: str | None = None
@@ -117,7 +121,15 @@ def resolve(cfg, info: AlgorithmInfo, *, workers: int, choose_backend=None) -> S
         values["beta"] = cfg.beta if cfg.rho is None else None
     if "momentum" in options and (not averaging or values["inner"] == "momentum"):
         values["momentum"] = cfg.momentum
-    for key in ("nesterov", "momentum_at", "center_window", "elastic_epoch", "wait_probe", "fast_memory_gb"):
+    for key in (
+        "nesterov",
+        "momentum_at",
+        "age_weight",
+        "center_window",
+        "elastic_epoch",
+        "wait_probe",
+        "fast_memory_gb",
+    ):
         if key in options:
             values[key] = value(key)
     if "message" in options:
@@ -168,6 +180,11 @@ def _check_combination(s: Settings, info: AlgorithmInfo) -> None:
         )
     if s.bucket_mb is not None and s.message != "bucketed":
         raise UserError(f"--bucket-mb sizes the gradient buckets of --message bucketed, not --message {s.message}")
+    if s.age_weight not in (None, "none") and s.elastic_epoch == "atomic":
+        raise UserError(
+            f"--age-weight {s.age_weight} weighs the add of the split elastic epoch by the staleness it records "
+            "first; --elastic-epoch atomic adds inside its read: use --elastic-epoch split"
+        )
     if s.worker_rule is None:
         return
     if s.overlap and (s.worker_rule != "elastic" or s.compress != "fp32"):

@@ -13,14 +13,15 @@ class Staleness:
         self.count, self.total, self.max, self._expected = 0, 0, 0, 0
         self.lags: dict[int, int] = {}
 
-    def note(self, version: int) -> None:
-        """`version`: the center's update count just before this worker's update."""
+    def note(self, version: int) -> int:
+        """`version`: the center's update count just before this worker's update; returns its staleness."""
         lag = version - self._expected
         self.count += 1
         self.total += lag
         self.max = max(self.max, lag)
         self.lags[lag] = self.lags.get(lag, 0) + 1
         self._expected = version + 1
+        return lag
 
     def as_dict(self) -> dict:
         mean = self.total / self.count if self.count else None

@@ -59,6 +59,8 @@ MPI call while the helper's epoch is in flight): MPI_THREAD_SERIALIZED suffices.
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 import torch
 
@@ -143,9 +145,20 @@ class WindowEngine(MasterBased):
         self.rule.exchange(timer)
         return transport.clock() - t0
 
-    def count_update(self) -> None:
-        """Version the center and note this worker's staleness (inside every epoch that updates W)."""
-        self.staleness.note(self.board.next_version(self.roles.worker_index))
+    def count_update(self) -> int:
+        """Version the center and note this worker's staleness (inside every epoch that updates W); returns it."""
+        return self.staleness.note(self.board.next_version(self.roles.worker_index))
+
+    def update_hooks(self, update: np.ndarray) -> dict:
+        """How an epoch that adds `update` to W versions the center: after the add (the paper's), or, with an age
+        weight, first, so that `update` is scaled by the weight of the staleness it records before it lands."""
+        if self.settings.age_weight in (None, "none"):
+            return {"on_update": self.count_update}
+        return {"before_add": partial(self.weigh_update, update)}
+
+    def weigh_update(self, update: np.ndarray) -> None:
+        """Inside the epoch, before the add: version the center, then scale `update` by its staleness's weight."""
+        rules.age_weighted_(torch.from_numpy(update), self.count_update(), self.settings.age_weight)
 
     def holding(self) -> None:
         """On the board: this worker holds the center's lock (inside an epoch that only reads W)."""
@@ -320,7 +333,7 @@ class Elastic(WorkerRule):
         e.window.pull(e.center_host, timer=timer, on_hold=e.holding, on_release=e.released)  # W_t
         with timer.phase("center_update", priced_as="host_arithmetic"):  # Eq. 2's increment, outside every lock
             delta = self.elastic_difference(e.center_host)
-        e.window.push(delta, on_update=e.count_update, timer=timer)  # the lock held for the add alone
+        e.window.push(delta, timer=timer, **e.update_hooks(delta))  # the lock held for the add alone
 
     def elastic_difference(self, center: np.ndarray) -> np.ndarray:
         """η·ρ·(W^i_t − W_t): what Eq. 2 adds to the center for this worker (on host buffers)."""
@@ -382,7 +395,7 @@ class SGD(WorkerRule):
         with timer.phase("update"):
             rules.sgd_step_(e.center_copy, self.params.grad, self.settings.lr)  # −η·ΔW^i (W's buffer is free now)
         delta = e.stage.send_view(e.center_copy)
-        e.window.push_then_pull(delta, e.center_host, on_update=e.count_update, timer=timer)
+        e.window.push_then_pull(delta, e.center_host, timer=timer, **e.update_hooks(delta))
 
 
 class WorkerMomentum(WorkerRule):

@@ -150,15 +150,19 @@ class CenterWindow(_Center):
             self.win.Get_accumulate([None, 0, MPI.FLOAT], [out, MPI.FLOAT], self.master, target=whole, op=MPI.NO_OP)
 
     # ---- worker side: each call is one exchange (one lock epoch)
-    def push_then_pull(self, delta: np.ndarray, out: np.ndarray, on_update=_nothing, timer=None) -> None:
+    def push_then_pull(
+        self, delta: np.ndarray, out: np.ndarray, on_update=_nothing, timer=None, before_add=None
+    ) -> None:
         """W += delta; out ← W (the center including this update). Async/Hogwild SGD.
 
-        `on_update()` runs inside the lock epoch (the version count of the update).
+        `on_update()` runs inside the lock epoch (the version count of the update); `before_add()`, where
+        given, once the lock is held and before the add (an update weighed by the version it counts there).
         """
         with _phase(timer, "wait"):
             self.win.Lock(self.master, self.lock_type)
         with _phase(timer, "comm"):
             held = self._held()
+            self._before_add(before_add)
             self.win.Accumulate(delta, self.master, op=MPI.SUM)
             self.win.Flush(self.master)  # the lock is held from here on (MPI may acquire it lazily)
             on_update()
@@ -201,12 +205,14 @@ class CenterWindow(_Center):
             self._unlock(held, critical=False)
             on_release()
 
-    def push(self, delta: np.ndarray, on_update=_nothing, timer=None) -> None:
-        """W += delta, in an epoch of its own under the algorithm's lock (the critical section is the add)."""
+    def push(self, delta: np.ndarray, on_update=_nothing, timer=None, before_add=None) -> None:
+        """W += delta, in an epoch of its own under the algorithm's lock (the critical section is the add);
+        `before_add` as push_then_pull's."""
         with _phase(timer, "wait"):
             self.win.Lock(self.master, self.lock_type)
         with _phase(timer, "comm"):
             held = self._held()
+            self._before_add(before_add)
             self.win.Accumulate(delta, self.master, op=MPI.SUM)
             self.win.Flush(self.master)  # the lock is held from here on (MPI may acquire it lazily): then mark it
             on_update()
@@ -235,6 +241,11 @@ class CenterWindow(_Center):
             self.win.Flush(self.master)
             self.win.Get(out, self.master)
             self._unlock(held)
+
+    def _before_add(self, before_add) -> None:
+        if before_add is not None:
+            self.win.Flush(self.master)  # the lock is held from here on (MPI may acquire it lazily)
+            before_add()
 
     def _held(self) -> float:
         """When the epoch's lock is held: MPICH's Lock returns once granted (the trace of exclusive epochs,
@@ -287,10 +298,14 @@ class SharedCenterWindow(_Center):
         self._count_critical(critical)
 
     # ---- worker side: the same exchanges as CenterWindow's, as loads and stores
-    def push_then_pull(self, delta: np.ndarray, out: np.ndarray, on_update=_nothing, timer=None) -> None:
+    def push_then_pull(
+        self, delta: np.ndarray, out: np.ndarray, on_update=_nothing, timer=None, before_add=None
+    ) -> None:
         """W += delta; out ← W. See CenterWindow.push_then_pull."""
         held = self._lock(timer)
         with _phase(timer, "comm"):
+            if before_add is not None:
+                before_add()
             np.add(self.w, delta, out=self.w)
             on_update()
             np.copyto(out, self.w)
@@ -314,10 +329,12 @@ class SharedCenterWindow(_Center):
             self._unlock(held, critical=False)
             on_release()
 
-    def push(self, delta: np.ndarray, on_update=_nothing, timer=None) -> None:
+    def push(self, delta: np.ndarray, on_update=_nothing, timer=None, before_add=None) -> None:
         """W += delta under the algorithm's lock. See CenterWindow.push."""
         held = self._lock(timer)
         with _phase(timer, "comm"):
+            if before_add is not None:
+                before_add()
             np.add(self.w, delta, out=self.w)
             on_update()
             self._unlock(held)

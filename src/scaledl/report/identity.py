@@ -18,9 +18,15 @@ from typing import Any, TypeVar
 
 # run.json's `hyper` then `averaging` keys (scaledl.algorithms.settings.HYPER, AVERAGING, kept equal by a test),
 # in the order the columns print; spelt out so that the report never imports the algorithms (torch).
-HYPER = ("lr", "batch_size", "weight_decay", "rho", "alpha", "beta", "momentum", "nesterov", "momentum_at", "tau")
+HYPER = (
+    "lr", "batch_size", "weight_decay", "rho", "alpha", "beta", "momentum", "nesterov", "momentum_at", "age_weight",
+    "tau",
+)  # fmt: skip
 AVERAGING = ("inner", "worker_rule", "outer", "outer_lr", "outer_momentum", "tau", "compress")
 DERIVED = ("alpha",)  # α = ηρ
+# A setting at its neutral value is the method as it was before the setting existed: not part of the identity,
+# so a run recorded with it and one recorded before it are seeds of one configuration.
+NEUTRAL = {"age_weight": "none"}
 NAMES = tuple(name for name in dict.fromkeys([*HYPER, *AVERAGING]) if name not in DERIVED)
 
 Item = TypeVar("Item")
@@ -31,7 +37,7 @@ def settings_of(record: Mapping) -> dict[str, Any]:
     given = {**(record.get("hyper") or {}), **(record.get("averaging") or {})}
     if given.get("beta") is not None:
         given.pop("rho", None)  # ρ = β/(ηP): set by β and P
-    found = {name: given[name] for name in NAMES if given.get(name) is not None}
+    found = {name: given[name] for name in NAMES if given.get(name) not in (None, NEUTRAL.get(name))}
     arguments = record.get("arguments") or {}
     for name in (arguments.get("sweep") or "").split(","):
         if name and name not in found and name not in DERIVED and name != "rho":
