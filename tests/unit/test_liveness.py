@@ -160,13 +160,18 @@ def test_the_culprit_when_only_queued_workers_are_late():
     assert live.culprit() == 0
 
 
+def beats(live: Liveness, clock: FakeClock, count: int, *workers: int) -> None:
+    """`count` heartbeats 0.1 s apart of each of `workers`."""
+    for _ in range(count):
+        clock.now += 0.1
+        for w in workers:
+            live.progressed(w)
+
+
 def test_the_lock_holder_is_blamed_though_it_beat_its_heart_just_after_the_worker_queued_behind_it():
     clock = FakeClock()
     live = Liveness((1, 2), 2, clock=clock)
-    for _ in range(10):  # both at a pace of 0.1 s: their limits are the 2 s floor
-        clock.now += 0.1
-        live.progressed(0)
-        live.progressed(1)
+    beats(live, clock, 10, 0, 1)  # both at a pace of 0.1 s: their limits are the 2 s floor
     clock.now += 0.3
     live.progressed(1)  # its last beat, then it takes the lock and stops
     clock.now += 1.8  # worker 0 waits 2.1 s (past its 2 s limit); worker 1 silent 1.8 s, under it
@@ -178,17 +183,10 @@ def test_the_lock_holder_is_blamed_though_it_beat_its_heart_just_after_the_worke
 def test_the_lock_holder_is_blamed_though_a_slow_interval_of_its_own_gave_it_a_longer_limit():
     clock = FakeClock()
     live = Liveness((1, 2), 2, clock=clock)
-    for _ in range(10):
-        clock.now += 0.1
-        live.progressed(0)
-        live.progressed(1)
-    for _ in range(12):
-        clock.now += 0.1
-        live.progressed(0)
+    beats(live, clock, 10, 0, 1)
+    beats(live, clock, 12, 0)
     live.progressed(1)  # one slow interval: worker 1's limit is now 12 s
-    clock.now += 0.1
-    live.progressed(0)
-    live.progressed(1)  # its last beat, then it takes the lock and stops
+    beats(live, clock, 1, 0, 1)  # its last beat, then it takes the lock and stops
     clock.now += 2.1  # worker 0 waits past its 2 s limit; worker 1, silent as long, is far under its own
     assert live.overdue().tolist() == [True, False] and live.limit(1) > 10
     assert live.culprit(queued=np.array([1.0, 0.0])) == 1
