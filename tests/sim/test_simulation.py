@@ -470,6 +470,55 @@ def test_the_simulated_collectives_compute_what_mpi_does(tmp_path, ranks):
     assert "status 0 failures 0" in proc.stdout, proc.stdout + proc.stderr[-2000:]
 
 
+REPLICAS = textwrap.dedent(
+    """
+    import sys
+    import numpy as np, torch
+    from scaledl.comm import transport
+    from scaledl.sim.platform import load
+    from scaledl.sim.run import Simulation
+
+    P, N = 4, 1 << 20
+    seen = {}
+
+    def main():
+        MPI = transport.MPI
+        comm = MPI.COMM_WORLD
+        r = comm.Get_rank()
+        weights = torch.full((N,), float(r + 1))  # a replica: the same memory on every rank
+        flag = np.array([r + 1], dtype=np.int64)  # a control value: each rank's own
+        t0 = MPI.Wtime()
+        comm.Allreduce(MPI.IN_PLACE, weights.numpy(), op=MPI.SUM)
+        comm.Allreduce(MPI.IN_PLACE, flag, op=MPI.SUM)
+        seen[r] = (weights.data_ptr(), float(weights[0]), int(flag[0]), MPI.Wtime() - t0)
+
+    outcome = Simulation(load("k80x8"), P, False, time_only=sys.argv[1] == "time-only").run(main)
+    pointers = {p for p, _, _, _ in seen.values()}
+    print(f"status={outcome.status} memories={len(pointers)}",
+          f"summed={sorted({w == P * (P + 1) / 2 for _, w, _, _ in seen.values()})}",
+          f"flag={sorted({f for _, _, f, _ in seen.values()})}",
+          f"seconds={max(s for _, _, _, s in seen.values()):.9f}")
+    """
+)
+
+
+def test_time_only_ranks_share_their_large_buffers_whose_messages_are_priced_but_not_carried(tmp_path):
+    """A full simulation sums every rank's weights; a time-only one gives the ranks one replica (a large
+    allocation's values mean nothing there: not even its fill is made), carries no values in its messages and
+    prices them alike; a small control array is each rank's own and is summed in both."""
+    script = tmp_path / "replicas.py"
+    script.write_text(REPLICAS)
+    lines = []
+    for side in ("full", "time-only"):  # one simulation per process: SimGrid's engine is one per process
+        proc = run_python([str(script), side], timeout=120)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        lines.append(proc.stdout.splitlines()[-1])
+    full, fast = lines
+    assert "status=0 memories=4 summed=[True] flag=[10]" in full
+    assert "status=0 memories=1 summed=[False] flag=[10]" in fast
+    assert full.split("seconds=")[1] == fast.split("seconds=")[1]
+
+
 def test_netbench_measures_a_simulated_platform(tmp_path):
     out = tmp_path / "nb.json"
     cmd = ["-m", "scaledl", "netbench", "--platform-file", "k80x8", "--ranks", "2", "--out", str(out)]

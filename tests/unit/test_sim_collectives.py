@@ -37,8 +37,8 @@ class Wires:
 
 
 class Channel(collectives.Channel):
-    def __init__(self, wires: Wires, size: int, rank: int, device: bool = False):
-        self.wires, self.size, self.rank, self.device = wires, size, rank, device
+    def __init__(self, wires: Wires, size: int, rank: int, device: bool = False, carry: bool = True):
+        self.wires, self.size, self.rank, self.device, self.carry = wires, size, rank, device, carry
 
     def send(self, dest: int, payload, nbytes: int) -> None:
         self.wires.sent[self.rank].append(nbytes)
@@ -48,14 +48,15 @@ class Channel(collectives.Channel):
         return self.wires.queues[(source, self.rank)].get(timeout=10)
 
 
-def allreduce(inputs: list[np.ndarray]) -> tuple[list[np.ndarray], Wires, list[Meter]]:
-    """Each rank's result of a sum-Allreduce of its input, the messages sent and the reductions charged."""
+def allreduce(inputs: list[np.ndarray], carry: bool = True) -> tuple[list[np.ndarray], Wires, list[Meter]]:
+    """Each rank's result of a sum-Allreduce of its input, the messages sent and the reductions charged
+    (`carry` False: the buffers are time-only replicas, whose messages carry no values)."""
     p = len(inputs)
     wires, meters, results = Wires(p), [Meter() for _ in range(p)], [x.copy() for x in inputs]
 
     def rank(r: int) -> None:
         bind(RankState(None, r, None, "node", meter=meters[r]))
-        collectives.allreduce(Channel(wires, p, r), results[r], SUM)
+        collectives.allreduce(Channel(wires, p, r, carry=carry), results[r], SUM)
 
     threads = [threading.Thread(target=rank, args=(r,)) for r in range(p)]
     for thread in threads:
@@ -112,3 +113,16 @@ def test_a_long_allreduce_at_five_ranks_folds_the_first_pair():
 def test_a_short_allreduce_is_recursive_doubling_of_the_whole_buffer():
     _, wires, _ = allreduce(inputs(8, SHORT))
     assert all(sent == [8 * SHORT] * 3 for sent in wires.sent)
+
+
+@pytest.mark.parametrize("p", [2, 5, 8])
+@pytest.mark.parametrize("n", [SHORT, LONG])
+def test_a_replicas_allreduce_moves_and_charges_the_same_bytes_and_computes_nothing(p, n):
+    """Time-only: a replica's messages carry no values, yet every message and every reduction is priced as a
+    full allreduce's, and no buffer is written."""
+    data = inputs(p, n)
+    _, wires, meters = allreduce(data)
+    untouched, priced, charged = allreduce(data, carry=False)
+    assert priced.sent == wires.sent
+    assert [m.reduced for m in charged] == [m.reduced for m in meters]
+    assert all(np.array_equal(after, before) for after, before in zip(untouched, data))

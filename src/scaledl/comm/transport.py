@@ -108,6 +108,10 @@ class MPITransport:
         """What run.json records about the transport (MPI's library and versions are recorded apart)."""
         return {"kind": "mpi"}
 
+    def models(self) -> dict | None:
+        """Initial models the ranks of this process share, by what built them (None: one rank per process)."""
+        return None
+
 
 class _MPIProxy:
     """`MPI.X` is the current transport's X: mpi4py's, or the simulation's."""

@@ -114,6 +114,12 @@ class Cluster:
     # per host name: a message within it by size, (up to bytes, extra latency s, bytes scale) per segment
     # (Simulation: the platform's message_segments over its loopback's line)
     segments: dict = field(default_factory=dict)
+    # time-only: the job's pool of shared buffers (scaledl.sim.replicas); a payload from it carries no values
+    replicas: object = None
+
+    def carries(self, buf) -> bool:
+        """Whether a message from (or into) `buf` must carry its values: not when `buf` is a time-only replica."""
+        return buf is None or self.replicas is None or not self.replicas.holds(buf)
 
     def inbox(self, channel: str, rank: int) -> Inbox:
         box = self.inboxes.get((channel, rank))

@@ -37,10 +37,12 @@ REDUCE_SHORT = ALLREDUCE_SHORT = 2 * 1024
 
 class Channel:
     """One collective call's messages: the communicator, a channel name no user message uses, and a tag;
-    `device`: its buffers are device memory (a CUDA-aware call), so its messages and sums are the device's."""
+    `device`: its buffers are device memory (a CUDA-aware call), so its messages and sums are the device's;
+    `carry` False: its buffer is a time-only replica (scaledl.sim.replicas), so its messages are priced by
+    their sizes and carry no values, and its sums are charged, not computed."""
 
-    def __init__(self, comm, name: str, tag: int, device: bool = False):
-        self.comm, self.name, self.tag, self.device = comm, name, tag, device
+    def __init__(self, comm, name: str, tag: int, device: bool = False, carry: bool = True):
+        self.comm, self.name, self.tag, self.device, self.carry = comm, name, tag, device, carry
         self.size, self.rank = comm.Get_size(), comm.Get_rank()
 
     def send(self, dest: int, payload, nbytes: int) -> None:
@@ -50,15 +52,23 @@ class Channel:
         return self.comm._inbox(self.name).take(source, self.tag).payload
 
     def send_array(self, dest: int, data: np.ndarray) -> None:
-        self.send(dest, data.copy(), data.nbytes)
+        self.send(dest, data.copy() if self.carry else None, data.nbytes)
+
+    def recv_into(self, out: np.ndarray, source: int) -> None:
+        """out ← the message from `source` (nothing to write when it carried no values)."""
+        payload = self.recv(source)
+        if payload is not None:
+            out[...] = payload
 
 
-def _combine(ch: Channel, op, into: np.ndarray, value: np.ndarray) -> None:
+def _combine(ch: Channel, op, into: np.ndarray, value: np.ndarray | None) -> None:
     """into ← into (op) value: real arithmetic (its CPU seconds are the rank's numerics), charged to the
-    simulated clock as the reduction's memory traffic, on the device for a device buffer's (ch.device)."""
+    simulated clock as the reduction's memory traffic, on the device for a device buffer's (ch.device); a
+    message without values (a time-only replica's) is charged alike and not computed."""
     meter = this_rank().meter
     t0 = time.thread_time()
-    op.apply(into, value)
+    if value is not None and ch.carry:
+        op.apply(into, value)
     if meter is not None:
         meter.real_s += time.thread_time() - t0
         meter.reduction(into.nbytes, on_device=ch.device)
@@ -99,7 +109,7 @@ def _binomial_bcast(ch: Channel, flat: np.ndarray, root: int) -> None:
     mask = 1
     while mask < p:
         if vr & mask:
-            flat[...] = ch.recv((vr - mask + root) % p)
+            ch.recv_into(flat, (vr - mask + root) % p)
             break
         mask <<= 1
     mask >>= 1
@@ -118,7 +128,7 @@ def _scatter_allgather_bcast(ch: Channel, flat: np.ndarray, root: int) -> None:
                 ch.send_array(dest, flat[lo:hi])
     else:
         lo, hi = parts[ch.rank]
-        flat[lo:hi] = ch.recv(root)
+        ch.recv_into(flat[lo:hi], root)
     _ring_allgather(ch, flat, parts)
 
 
@@ -130,12 +140,12 @@ def _ring_allgather(ch: Channel, flat: np.ndarray, parts: list[tuple[int, int]])
         lo, hi = parts[(ch.rank - step) % p]
         ch.send_array(right, flat[lo:hi])
         lo, hi = parts[(ch.rank - step - 1) % p]
-        flat[lo:hi] = ch.recv(left)
+        ch.recv_into(flat[lo:hi], left)
 
 
 # ------------------------------------------------------------------ reduce
 def reduce(ch: Channel, send: np.ndarray, recv: np.ndarray | None, op, root: int) -> None:
-    acc = send.reshape(-1).copy()
+    acc = send.reshape(-1).copy() if ch.carry else send.reshape(-1)  # a replica's is never written
     if ch.size > 1:
         if acc.nbytes <= REDUCE_SHORT:
             _binomial_reduce(ch, acc, op, root)
@@ -149,8 +159,8 @@ def reduce(ch: Channel, send: np.ndarray, recv: np.ndarray | None, op, root: int
                 for source in range(ch.size):
                     if source != root:
                         lo, hi = parts[(source + 1) % ch.size]
-                        acc[lo:hi] = ch.recv(source)
-    if recv is not None:
+                        ch.recv_into(acc[lo:hi], source)
+    if recv is not None and ch.carry:
         recv.reshape(-1)[...] = acc
 
 
@@ -222,7 +232,7 @@ def _unfold(ch: Channel, flat: np.ndarray, rem: int) -> None:
         if ch.rank % 2:
             ch.send_array(ch.rank - 1, flat)
         else:
-            flat[...] = ch.recv(ch.rank + 1)
+            ch.recv_into(flat, ch.rank + 1)
 
 
 def _recursive_doubling(ch: Channel, flat: np.ndarray, op, folded: int, pof2: int, rem: int) -> None:
@@ -231,7 +241,7 @@ def _recursive_doubling(ch: Channel, flat: np.ndarray, op, folded: int, pof2: in
         partner = _real_rank(folded ^ mask, rem)
         ch.send_array(partner, flat)
         other = ch.recv(partner)
-        if partner < ch.rank:  # the lower rank's value first, on both sides: the same sum everywhere
+        if partner < ch.rank and other is not None:  # the lower rank's value first, on both sides: the same sum
             other = other.copy()
             _combine(ch, op, other, flat)
             flat[...] = other
@@ -260,7 +270,7 @@ def _halving_doubling(ch: Channel, flat: np.ndarray, op, folded: int, pof2: int,
         mask <<= 1
     for partner, keep, give in reversed(splits):
         ch.send_array(partner, flat[edges[keep[0]] : edges[keep[1]]])
-        flat[edges[give[0]] : edges[give[1]]] = ch.recv(partner)
+        ch.recv_into(flat[edges[give[0]] : edges[give[1]]], partner)
 
 
 # ------------------------------------------------------------------ gather
@@ -271,7 +281,10 @@ def gather(ch: Channel, send: np.ndarray, recv: np.ndarray | None, root: int) ->
         return
     rows = recv.reshape(ch.size, -1)
     for source in range(ch.size):
-        rows[source] = row if source == root else ch.recv(source)
+        if source == root:
+            rows[source] = row
+        else:
+            ch.recv_into(rows[source], source)
 
 
 # ------------------------------------------------------------------ objects

@@ -196,18 +196,22 @@ class Comm:
     def _inbox(self, channel: str | None = None):
         return self.cluster.inbox(channel or self.channel, self.ranks[self.rank])
 
+    def _payload(self, buf) -> tuple[np.ndarray | None, int]:
+        """A message's copy of `buf` and its size; no copy of a time-only replica (its bytes are priced alone)."""
+        data = array(buf)
+        return (data.copy() if self.cluster.carries(data) else None), data.nbytes
+
     def Send(self, buf, dest: int, tag: int = 0) -> None:
-        data = array(buf).copy()
-        self._post(data, data.nbytes, dest, tag)
+        self._post(*self._payload(buf), dest, tag)
 
     def Isend(self, buf, dest: int, tag: int = 0) -> SimulatedRequest:
-        data = array(buf).copy()
-        return SimulatedRequest(spawn("isend", self._post, data, data.nbytes, dest, tag))
+        return SimulatedRequest(spawn("isend", self._post, *self._payload(buf), dest, tag))
 
     def Recv(self, buf, source: int = ANY_SOURCE, tag: int = ANY_TAG, status: Status | None = None) -> None:
         message = self._inbox().take(source, tag)
-        out = array(buf)
-        out.reshape(-1).view(np.uint8)[: message.payload.nbytes] = message.payload.reshape(-1).view(np.uint8)
+        if message.payload is not None:
+            out = array(buf)
+            out.reshape(-1).view(np.uint8)[: message.payload.nbytes] = message.payload.reshape(-1).view(np.uint8)
         if status is not None:
             status._set(message)
 
@@ -231,13 +235,18 @@ class Comm:
 
     # ---- collectives (scaledl.sim.collectives), each on this communicator's collective channel
     def _collective(self, buf=None) -> collectives.Channel:
-        """A blocking collective's channel; its messages go device to device when `buf` is device memory."""
+        """A blocking collective's channel; its messages go device to device when `buf` is device memory, and
+        carry no values when `buf` is a time-only replica."""
         self.collective_calls += 1
-        return collectives.Channel(self, self.channel + "#c", self.collective_calls, on_device(buf))
+        return collectives.Channel(self, self.channel + "#c", self.collective_calls, on_device(buf), self._carries(buf))
 
     def _nonblocking_channel(self, buf=None) -> collectives.Channel:
         self._nonblocking += 1
-        return collectives.Channel(self, f"{self.channel}#nb{self._nonblocking}", 0, on_device(buf))
+        name = f"{self.channel}#nb{self._nonblocking}"
+        return collectives.Channel(self, name, 0, on_device(buf), self._carries(buf))
+
+    def _carries(self, buf) -> bool:
+        return buf is None or self.cluster.carries(array(buf))
 
     def Barrier(self) -> None:
         collectives.barrier(self._collective())
@@ -254,21 +263,24 @@ class Comm:
         collectives.reduce(self._collective(recvbuf if sendbuf is IN_PLACE else sendbuf), send, recv, op, root)
 
     def Allreduce(self, sendbuf, recvbuf, op: Op = SUM) -> None:
+        channel = self._collective(recvbuf)
         recv = array(recvbuf)
-        if sendbuf is not IN_PLACE:
+        if sendbuf is not IN_PLACE and channel.carry:
             np.copyto(recv, array(sendbuf))
-        collectives.allreduce(self._collective(recvbuf), recv, op)
+        collectives.allreduce(channel, recv, op)
 
     def Iallreduce(self, sendbuf, recvbuf, op: Op = SUM) -> SimulatedRequest:
-        recv = array(recvbuf)
-        if sendbuf is not IN_PLACE:
-            np.copyto(recv, array(sendbuf))
         channel = self._nonblocking_channel(recvbuf)
+        recv = array(recvbuf)
+        if sendbuf is not IN_PLACE and channel.carry:
+            np.copyto(recv, array(sendbuf))
         return SimulatedRequest(spawn("iallreduce", collectives.allreduce, channel, recv, op))
 
     def Gather(self, sendbuf, recvbuf, root: int = 0) -> None:
         out = array(recvbuf) if self.rank == root else None
-        collectives.gather(self._collective(), array(sendbuf), out, root)
+        channel = self._collective()
+        channel.carry = self._carries(sendbuf)
+        collectives.gather(channel, array(sendbuf), out, root)
 
     # ---- collectives of Python objects (pickled, as mpi4py does)
     def bcast(self, obj=None, root: int = 0):
@@ -455,38 +467,48 @@ class Win:
         finally:
             mutex.unlock()
 
+    # A time-only replica on the origin's side (scaledl.sim.replicas) has no values to move: its bytes are priced,
+    # segment by segment as ever, and neither copied nor applied.
     def Put(self, origin, target_rank: int, target=None) -> None:
         data = array(origin).reshape(-1)
         there = self._view(target_rank, _target(target, self.disp_units[target_rank]), data)
+        carry = self.comm.cluster.carries(data)
         for part in self._segments(data):
             self._move(self.comm.rank, target_rank, data[part].nbytes)
-            there[part] = data[part]
+            if carry:
+                there[part] = data[part]
 
     def Get(self, origin, target_rank: int, target=None) -> None:
         out = array(origin).reshape(-1)
         there = self._view(target_rank, _target(target, self.disp_units[target_rank]), out)
+        carry = self.comm.cluster.carries(out)
         for part in self._segments(out):
             self._move(target_rank, self.comm.rank, out[part].nbytes)
-            out[part] = there[part]
+            if carry:
+                out[part] = there[part]
 
     def Accumulate(self, origin, target_rank: int, target=None, op: Op = SUM) -> None:
         data = array(origin).reshape(-1)
         there = self._view(target_rank, _target(target, self.disp_units[target_rank]), data)
+        carry = self.comm.cluster.carries(data)
         for part in self._segments(data):
             self._move(self.comm.rank, target_rank, data[part].nbytes)
             with self._applying(target_rank, data[part].nbytes):
-                op.apply(there[part], data[part])
+                if carry:
+                    op.apply(there[part], data[part])
 
     def Get_accumulate(self, origin, result, target_rank: int, target=None, op: Op = SUM) -> None:
         data, out = array(origin), array(result).reshape(-1)
         there = self._view(target_rank, _target(target, self.disp_units[target_rank]), out)
+        carry = self.comm.cluster.carries(out)
         for part in self._segments(out):
             if op is not NO_OP:
                 self._move(self.comm.rank, target_rank, out[part].nbytes)
             with self._applying(target_rank, out[part].nbytes if op is not NO_OP else 0):
-                out[part] = there[part]
-                if op is not NO_OP:
-                    op.apply(there[part], data.reshape(-1)[part])
+                if carry:
+                    out[part] = there[part]
+                    if op is not NO_OP:
+                        op.apply(there[part], data.reshape(-1)[part])
             self._move(target_rank, self.comm.rank, out[part].nbytes)
 
     def Fetch_and_op(self, origin, result, target_rank: int, target_disp: int = 0, op: Op = SUM) -> None:

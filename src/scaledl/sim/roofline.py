@@ -235,19 +235,36 @@ class SkipMode(TorchDispatchMode):
 
 def _layout_key(func, args, kwargs):
     """What an operation's output shapes depend on: its inputs' shapes, strides and dtypes and its other
-    arguments; None where an argument cannot be a key."""
-    leaves, structure = tree_flatten((args, kwargs))
-    key = [func, structure]
-    for leaf in leaves:
-        if isinstance(leaf, torch.Tensor):
-            key.append((tuple(leaf.shape), leaf.stride(), leaf.dtype, leaf.device.type))
-        elif leaf is None or isinstance(leaf, (bool, int, float, str, torch.dtype, torch.device, torch.layout)):
-            key.append(leaf)
-        elif isinstance(leaf, torch.memory_format):
-            key.append(str(leaf))
-        else:
-            return None
+    arguments; None where an argument cannot be a key. (By hand, not with a pytree: ATen's arguments are
+    values or flat lists, and this runs for every skipped operation.)"""
+    key = [func, len(args), *kwargs]
+    try:
+        for value in (*args, *kwargs.values()):
+            if isinstance(value, (list, tuple)):
+                key.append(("seq", len(value)))
+                key.extend(_leaf_key(leaf) for leaf in value)
+            else:
+                key.append(_leaf_key(value))
+    except _Unkeyable:
+        return None
     return tuple(key)
+
+
+class _Unkeyable(Exception):
+    pass
+
+
+_KEYED_AS_IS = (bool, int, float, str, torch.dtype, torch.device, torch.layout)
+
+
+def _leaf_key(leaf):
+    if isinstance(leaf, torch.Tensor):
+        return (tuple(leaf.shape), leaf.stride(), leaf.dtype, leaf.device.type)
+    if leaf is None or isinstance(leaf, _KEYED_AS_IS):
+        return leaf
+    if isinstance(leaf, torch.memory_format):
+        return str(leaf)
+    raise _Unkeyable
 
 
 def _as_on_cpu(func, args, shapes):
@@ -267,49 +284,65 @@ def _to_meta(value):
 def _written_arguments(func, args, kwargs) -> dict:
     """The arguments an operation writes (in place, out=), by their alias set: what its aliasing outputs return."""
     written = {}
-    for i, argument in enumerate(func._schema.arguments):
-        info = argument.alias_info
-        if info is not None and info.is_write:
-            value = args[i] if i < len(args) else kwargs.get(argument.name)
-            written[frozenset(info.before_set)] = value
+    writes = _WRITES.get(func)
+    for i, name, alias in writes if writes is not None else _writes(func):
+        written[alias] = args[i] if i < len(args) else kwargs.get(name)
     return written
+
+
+_WRITES: dict = {}  # operation -> (position, name, alias set) of each argument it writes
+
+
+def _writes(func) -> list:
+    found = [
+        (i, argument.name, frozenset(argument.alias_info.before_set))
+        for i, argument in enumerate(func._schema.arguments)
+        if argument.alias_info is not None and argument.alias_info.is_write
+    ]
+    _WRITES[func] = found
+    return found
 
 
 def _returned(schema_return, shape, written: dict):
     info = schema_return.alias_info
     if info is not None and frozenset(info.before_set) in written:
         return written[frozenset(info.before_set)]
-    return tree_map(_zeros_like, shape)
+    return _zeros_like(shape) if isinstance(shape, torch.Tensor) else tree_map(_zeros_like, shape)
 
 
-ZEROED_BYTES = 1 << 20  # outputs up to this size are zeroed: the small ones are those read back (a loss)
+ZEROED_BYTES = 1 << 20  # outputs up to this size read as zeros: the small ones are those read back (a loss)
 
 
 def _zeros_like(value):
-    """A real tensor shaped like `value` (a meta tensor). Zeros up to ZEROED_BYTES; a larger one (an activation,
-    a gradient) is left unwritten: a view of one storage per dtype that no skipped operation writes (`_unwritten`),
-    so it costs neither an allocation nor memory traffic: what reads it is skipped too."""
+    """A real tensor shaped like `value` (a meta tensor), over memory shared with every other skipped output of
+    its dtype, so it costs neither an allocation nor memory traffic: up to ZEROED_BYTES a view of one zero-filled
+    storage (a loss read back reads 0), larger ones (an activation, a gradient) a view of one storage left
+    unwritten, whose reads are skipped too. No skipped operation writes either (what it would write in place
+    keeps its values). Zeroing a fresh small output per operation was four fifths of a time-only GoogLeNet step,
+    and allocating a fresh activation per operation a quarter of a run."""
     if not isinstance(value, torch.Tensor):
         return value
-    if value.nbytes <= ZEROED_BYTES:
-        return torch.empty_strided(value.shape, value.stride(), dtype=value.dtype).zero_()
-    return _unwritten(value.shape, value.stride(), value.dtype)
+    zeroed = value.nbytes <= ZEROED_BYTES
+    return _shared_view(_ZEROED if zeroed else _UNWRITTEN, value.shape, value.stride(), value.dtype, zeroed)
 
 
+_ZEROED: dict[torch.dtype, torch.UntypedStorage] = {}  # per dtype: zero-filled once, written by no skipped operation
 _UNWRITTEN: dict[torch.dtype, torch.UntypedStorage] = {}  # per dtype: never written by a skipped operation
 
 
-def _unwritten(shape, stride, dtype: torch.dtype) -> torch.Tensor:
-    """A tensor of `shape` and `stride` over the dtype's shared storage (grown when too small), untouched, so its
-    pages are never paged in. A tensor of its own (its own version counter: autograd sees no aliasing), over
-    memory shared with every other skipped output: allocating a fresh activation per skipped operation was a
-    quarter of a time-only GoogLeNet run."""
+def _shared_view(table: dict, shape, stride, dtype: torch.dtype, zeroed: bool) -> torch.Tensor:
+    """A tensor of `shape` and `stride` over the dtype's storage in `table` (grown when too small; an unwritten
+    one is never paged in). A tensor of its own: its own version counter, so autograd sees no aliasing."""
     extent = 1 + sum((size - 1) * step for size, step in zip(shape, stride)) if all(shape) else 0
-    nbytes = extent * torch.empty((), dtype=dtype).element_size()
-    storage = _UNWRITTEN.get(dtype)
+    nbytes = extent * dtype.itemsize
+    storage = table.get(dtype)
     if storage is None or storage.nbytes() < nbytes:
-        storage = _UNWRITTEN[dtype] = torch.empty(nbytes, dtype=torch.uint8).untyped_storage()
-    return torch.empty(0, dtype=dtype).set_(storage, 0, shape, stride)
+        # a storage made directly, not by an operation: a time-only rank's pool (scaledl.sim.replicas) never sees it
+        storage = table[dtype] = torch.UntypedStorage(max(nbytes, 1 << 12))
+        if zeroed:
+            storage.fill_(0)
+    with torch._C._DisableTorchDispatch():  # made here, not an operation any mode (a rank's pool) needs to see
+        return torch.empty(0, dtype=dtype).set_(storage, 0, shape, stride)
 
 
 _HERE = (__file__, contextlib.__file__)

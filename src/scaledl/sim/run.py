@@ -37,6 +37,7 @@ from scaledl.sim.mpi import SIMULATED_MPI, Comm
 from scaledl.sim.mpi import Exception as MPIError
 from scaledl.sim.platform import Platform
 from scaledl.sim.provenance import calibration_provenance
+from scaledl.sim.replicas import Replicas
 from scaledl.sim.roofline import Meter
 
 # SimGrid speaks only of what is critical, and not of a deadlock: the outcome says that in scaledl's words.
@@ -115,6 +116,9 @@ class SimulatedTransport:
     def describe(self) -> dict:
         return self.simulation.describe()
 
+    def models(self) -> dict:
+        return self.simulation.models
+
 
 @dataclass
 class Outcome:
@@ -146,6 +150,8 @@ class Simulation:
                 raise UserError(f"platform {self.platform.name} has no host {host!r}")
         self.sg = None
         self.prices: dict | None = {} if self.time_only else None  # time-only: the ranks share their prices
+        self.replicas = Replicas() if self.time_only else None  # time-only: and their large buffers
+        self.models: dict = {}  # the ranks' initial models, built once (scaledl.train.setup.initial_model)
         self.outcome = Outcome()
         self.hung: list[int] = []
 
@@ -178,7 +184,7 @@ class Simulation:
             engine.load_platform(str(self.platform.path))
         except (ValueError, RuntimeError) as error:
             raise UserError(f"platform file {self.platform.path}: SimGrid cannot load it ({error})") from None
-        cluster = Cluster(sg, poll_s=self.poll_s, segments=segments_of(self.platform))
+        cluster = Cluster(sg, poll_s=self.poll_s, segments=segments_of(self.platform), replicas=self.replicas)
         for host, factor in self.host_speed.items():
             sg.Host.by_name(host).set_speed_profile(f"0 {factor}\n", -1)
         for rank, info in enumerate(self.placement):
@@ -246,7 +252,8 @@ class Simulation:
     def _body(self, state: RankState, main) -> None:
         bind(state)
         try:
-            main()
+            with self.replicas.mode() if self.replicas is not None else contextlib.nullcontext():
+                main()
         except SimulatedAbort as abort:
             self._end(abort.status, None)
         except UserError as error:

@@ -11,6 +11,7 @@ window for MPI's teardown to complain about after its one line.
 
 from __future__ import annotations
 
+import copy
 import os
 import uuid
 from dataclasses import asdict, dataclass, field
@@ -152,11 +153,9 @@ def build_local(world: MPI.Comm, cfg: TrainConfig) -> TrainingRun:
     info = read_info(cfg.data)
 
     # model: one seed for all ranks, so every replica starts from the same W_0
-    torch.manual_seed(cfg.seed)
     shape, classes = info.image_shape, info.classes
-    model = build_model(cfg.model, shape, classes, cfg.model_from).to(device) if roles.is_worker else None
-    torch.manual_seed(cfg.seed)
-    center_model = build_model(cfg.model, shape, classes, cfg.model_from).to(center_device) if roles.is_master else None
+    model = initial_model(cfg, shape, classes).to(device) if roles.is_worker else None
+    center_model = initial_model(cfg, shape, classes).to(center_device) if roles.is_master else None
     params = FlatParams(model) if model is not None else None
     # A host center fed from GPU workers is page-locked, so host↔device copies of it run at full speed
     # (Sync EASGD1 vs 2 then differs only in where the weights live, not in pageable vs pinned memory).
@@ -183,6 +182,7 @@ def build_local(world: MPI.Comm, cfg: TrainConfig) -> TrainingRun:
             seed=cfg.seed + (roles.worker_index if replicated else 0),
             held_out_rows=held_out(info.n_train, cfg.validation_fraction),
             pin_memory=device.type == "cuda",
+            read_images=not cfg.time_only,  # time-only prices the batches' shapes; their pixels are never read
         )
     return TrainingRun(
         cfg,
@@ -257,6 +257,20 @@ def connect(run: TrainingRun) -> TrainingRun:
             outpaced=Pace(cfg.out_dir, cfg.tune_seeds, asdict(cfg)).passed if cfg.tune_seeds else None,
         )
     return run
+
+
+def initial_model(cfg: TrainConfig, shape, classes: int) -> torch.nn.Module:
+    """W_0: the model built from the run's seed. In a simulation every rank lives in this process: the first
+    build is kept and each later rank gets a copy of it (the same tensors, bit for bit) instead of paying the
+    initialisation again, which at hundreds of simulated ranks is most of their setup."""
+    torch.manual_seed(cfg.seed)
+    models = transport.current().models()
+    if models is None:
+        return build_model(cfg.model, shape, classes, cfg.model_from)
+    key = (cfg.model, cfg.model_from, tuple(shape), classes, cfg.seed)
+    if key not in models:
+        models[key] = build_model(cfg.model, shape, classes, cfg.model_from)
+    return copy.deepcopy(models[key])
 
 
 def metrics_log(out_dir: Path) -> MetricsLog:
