@@ -493,3 +493,24 @@ def test_cli_prepare_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "train-images-idx3-ubyte.gz: truncated" in err
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def test_imagenet_sized_holds_imagenets_rows_with_most_left_blank_on_disk(out_dir, monkeypatch):
+    """Time-only runs at a thousand nodes need ImageNet's row count, not its pixels: the rows past the
+    generated ones are never written (zeros on read, no space on disk) and count in the pixel statistics."""
+    from scaledl.data.converters import synthetic
+
+    monkeypatch.setattr(synthetic, "IMAGENET_TRAIN_COUNT", 5000)
+    monkeypatch.setattr(synthetic, "SIZED_GENERATED", 8)
+    monkeypatch.setitem(synthetic.IMAGENET_SHAPED, "test_count", 4)
+    out = out_dir / "imagenet_sized.h5"
+    prepare(["imagenet_sized", "--converter", "scaledl.data.converters.synthetic:imagenet_sized", "--out", str(out)])
+    info = read_info(out)
+    assert (info.n_train, info.n_test, info.image_shape) == (5000, 4, (3, 224, 224))
+    assert out.stat().st_size < 5000 * 3 * 224 * 224 // 20  # the 4,992 blank images take no space
+    with h5py.File(out) as f:
+        images, labels = f["train/images"], f["train/labels"][:]
+        assert images[:8].any() and not images[8:200].any()
+        assert labels.min() >= 0 and labels.max() < 1000 and len(set(labels[8:].tolist())) > 100
+        # the mean over all 5,000 rows: the 8 generated images' pixels, the 4,992 blank ones counting as zeros
+        assert np.allclose(np.array(info.mean) * 5000 / 8, images[:8].mean(axis=(0, 2, 3)) / 255)

@@ -155,3 +155,14 @@ def test_pin_memory_is_harmless_without_cuda(toy_h5):
     loader = ShardLoader(toy_h5, shard=0, num_shards=1, batch_size=8, seed=0, pin_memory=True)
     images, labels = loader.next_batch()
     assert images.is_pinned() == torch.cuda.is_available() and images.shape == (8, *SHAPE)
+
+
+def test_a_loader_that_reads_no_images_gives_the_same_batches_in_shape_and_labels(toy_h5):
+    """Time-only: the batches' shapes and labels, the order and the epochs as ever, without reading a pixel."""
+    for in_memory in (1 << 30, 0):  # a shard kept in memory, and one streamed block by block
+        kwargs = dict(shard=1, num_shards=3, batch_size=8, seed=2, in_memory_max_bytes=in_memory)
+        reading, blind = ShardLoader(toy_h5, **kwargs), ShardLoader(toy_h5, **kwargs, read_images=False)
+        for _ in range(2 * reading.steps_per_epoch):
+            (images, labels), (shaped, same) = reading.next_batch(), blind.next_batch()
+            assert shaped.shape == images.shape and shaped.dtype == images.dtype and torch.equal(same, labels)
+        assert blind.state_dict() == reading.state_dict()

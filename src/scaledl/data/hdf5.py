@@ -182,6 +182,10 @@ class _ChannelStats:
         self.sum_sq += np.square(images, dtype=np.uint16).sum(axis=(0, 2, 3), dtype=np.int64)
         self.values_per_channel += images.shape[0] * images.shape[2] * images.shape[3]
 
+    def add_blank(self, count: int, height: int, width: int) -> None:
+        """`count` all-zero images: they add values to the count and nothing to the sums."""
+        self.values_per_channel += count * height * width
+
     def mean_std(self) -> tuple[np.ndarray, np.ndarray]:
         n = self.values_per_channel
         mean = self.sum / (255.0 * n)
@@ -237,6 +241,18 @@ class SplitWriter:
         self.labels[self.written : self.written + b] = labels
         if self._stats is not None:
             self._stats.add(images)
+        self.written += b
+
+    def write_blank(self, labels: np.ndarray) -> None:
+        """Append rows whose images are left at the fill value (all zero): never written, so their chunks take
+        no space on disk (a time-only dataset of a large set's size); their labels are written."""
+        labels = np.asarray(labels, dtype=LABEL_DTYPE)
+        b = len(labels)
+        if self.written + b > self.n:
+            raise ValueError(f"split holds {self.n} images; cannot write {b} more after {self.written}")
+        self.labels[self.written : self.written + b] = labels
+        if self._stats is not None:
+            self._stats.add_blank(b, *self.image_shape[1:])
         self.written += b
 
     def shrink_to_written(self) -> None:

@@ -57,7 +57,10 @@ class ShardLoader:
     Attributes: `epoch` (completed epochs), `step_in_epoch`, `steps_per_epoch`
     (same on every worker), `samples_seen`, `shard_size`, `in_memory`.
     Same arguments → same batch sequence. The HDF5 file is opened in the
-    process that reads it (never inherited across fork).
+    process that reads it (never inherited across fork). `read_images=False`
+    (a time-only simulation, which prices shapes and computes nothing): the
+    images are never read, and the batches are the right shape over memory
+    nothing writes; the labels and the order are as ever.
     """
 
     def __init__(
@@ -72,6 +75,7 @@ class ShardLoader:
         held_out_rows: int = 0,
         pin_memory: bool = False,
         in_memory_max_bytes: int = IN_MEMORY_MAX_BYTES,
+        read_images: bool = True,
     ):
         if not 0 <= shard < num_shards:
             raise ValueError(f"shard {shard} is not in 0..{num_shards - 1}")
@@ -100,10 +104,11 @@ class ShardLoader:
         self._file_pid = None
         self._blocks: dict[int, torch.Tensor] = {}
         self._order_epoch, self._order = -1, np.empty(0, np.int64)
+        self.read_images = read_images
         with open_h5(self.path) as f:
             self._labels = torch.from_numpy(read_rows(self.path, f[split][LABELS], self.lo, self.hi))
             if self.in_memory:
-                self._images = torch.from_numpy(read_rows(self.path, f[split][IMAGES], self.lo, self.hi))
+                self._images = self._rows(f[split][IMAGES], self.lo, self.hi)
             else:
                 chunk_rows = (f[split][IMAGES].chunks or (1,))[0]
                 rows = max(BLOCK_BYTES // info.image_nbytes, batch_size)
@@ -180,7 +185,13 @@ class ShardLoader:
             self._file, self._file_pid = open_h5(self.path), os.getpid()
         start = self.lo + b * self.block_rows
         stop = min(start + self.block_rows, self.hi)
-        return torch.from_numpy(read_rows(self.path, self._file[self.split][IMAGES], start, stop))
+        return self._rows(self._file[self.split][IMAGES], start, stop)
+
+    def _rows(self, images, start: int, stop: int) -> torch.Tensor:
+        """Rows [start, stop) of the images: read, or (read_images False) their shape over unwritten memory."""
+        if self.read_images:
+            return torch.from_numpy(read_rows(self.path, images, start, stop))
+        return torch.empty((stop - start, *self.image_shape), dtype=torch.uint8)
 
 
 class Normalizer:

@@ -26,8 +26,11 @@ CHUNKED_ABOVE_BYTES = 1 << 30
 BLOCK_BYTES = 32 << 20
 
 
-def convert(raw: Path | None, out: Path, opts: PrepareOptions, name: str = "synthetic") -> None:
-    """Write `opts.train_count` + `opts.test_count` generated images of `opts.shape` to `out`, as dataset `name`."""
+def convert(
+    raw: Path | None, out: Path, opts: PrepareOptions, name: str = "synthetic", generated: int | None = None
+) -> None:
+    """Write `opts.train_count` + `opts.test_count` generated images of `opts.shape` to `out`, as dataset `name`;
+    `generated`: only a split's first rows are generated, the others left blank (SplitWriter.write_blank)."""
     shape, k = tuple(opts.shape), opts.classes
     prototypes = np.random.default_rng([opts.seed, 0]).uniform(32, 224, size=(k, *shape)).astype(np.float32)
     counts = {TRAIN: opts.train_count, TEST: opts.test_count}
@@ -46,14 +49,20 @@ def convert(raw: Path | None, out: Path, opts: PrepareOptions, name: str = "synt
             labels = np.random.default_rng([opts.seed, split_index]).permutation(np.arange(n) % k)
             writer = w.create_split(split, n, shape)
             for b, lo in enumerate(range(0, n, block)):
-                # one generator per (seed, split, block): the data does not depend on how it is consumed
-                rng = np.random.default_rng([opts.seed, split_index, b + 1])
-                y = labels[lo : lo + block]
-                noise = rng.standard_normal(size=(len(y), *shape), dtype=np.float32) * NOISE_STD
-                x = np.clip(prototypes[y] + noise, 0, 255).round().astype(np.uint8)
-                writer.write(x, y)
-                digest.update(x.tobytes())
-                digest.update(y.astype(np.int64).tobytes())
+                hi = min(lo + block, n)
+                real = hi if generated is None else min(hi, max(generated, lo))
+                if real > lo:
+                    # one generator per (seed, split, block): the data does not depend on how it is consumed
+                    rng = np.random.default_rng([opts.seed, split_index, b + 1])
+                    y = labels[lo:real]
+                    noise = rng.standard_normal(size=(len(y), *shape), dtype=np.float32) * NOISE_STD
+                    x = np.clip(prototypes[y] + noise, 0, 255).round().astype(np.uint8)
+                    writer.write(x, y)
+                    digest.update(x.tobytes())
+                    digest.update(y.astype(np.int64).tobytes())
+                if hi > real:
+                    writer.write_blank(labels[real:hi])
+                    digest.update(labels[real:hi].astype(np.int64).tobytes())
         w.source_sha256 = digest.hexdigest()
 
 
@@ -67,3 +76,16 @@ def imagenet_shaped(raw: Path | None, out: Path, opts: PrepareOptions) -> None:
     so that a config can hold it beside a CIFAR-sized `synthetic`; the dataset is named by its file
     (data/hdf5/NAME.h5)."""
     convert(raw, out, replace(opts, **IMAGENET_SHAPED), name=out.stem)
+
+
+IMAGENET_TRAIN_COUNT = 1_281_167  # ImageNet-1k's training set
+SIZED_GENERATED = 256  # generated rows of imagenet_sized's train split: a non-zero spread, few bytes
+
+
+def imagenet_sized(raw: Path | None, out: Path, opts: PrepareOptions) -> None:
+    """imagenet_shaped at ImageNet's training-set size (1,281,167 images), for time-only simulations at any node
+    count (1,024 workers' batches of 64 need 65,536 images): the first SIZED_GENERATED training images and the
+    test images generated as imagenet_shaped's, the rest blank (all zero and never written: about 50 MB on
+    disk; a time-only run never reads pixels). Not a set to train on."""
+    sized = replace(opts, **{**IMAGENET_SHAPED, "train_count": IMAGENET_TRAIN_COUNT})
+    convert(raw, out, sized, name=out.stem, generated=SIZED_GENERATED)
