@@ -1,14 +1,16 @@
 """Time-only simulations at a thousand ranks: what each costs this machine, and the paper's weak scaling past 64 nodes.
 
     python bench/bench_thousand.py [--parts cost,weak] [--cost-nodes 64,256,1024] [--nodes 1,4,16,64,256,1024]
-        [--seeds 0,1,2] [--all-up-to 256] [--steps 5] [--check-full 64] [--check-steps 1]
+        [--seeds 0,1,2] [--all-up-to 256] [--steps 5] [--check-full 16] [--check-steps 1]
 
 Every run is `scaledl simulate --time-only` of GoogLeNet (batch 64 per node) on cori_knl_1152 (cori_knl's
 nodes on Cori's dragonfly geometry, 1,152 nodes) over imagenet_sized (ImageNet's 1,281,167 training rows, pixels
 never read).
 cost: Sync EASGD, seed 0, at each of --cost-nodes: the run's wall time and peak memory (the child's maximum
 resident set, from wait4); and at --check-full nodes, the same configuration for --check-steps steps both
-time-only and as a full simulation (every number computed): their seconds per step must agree within 1e-3.
+time-only and as a full simulation (every number computed): their seconds per step must agree within 1e-3
+(64 full GoogLeNet ranks over imagenet_sized outgrow a 24 GB machine: each holds its replicas and its shard's
+64 MB blocks; it was killed at 22 GB).
 weak: Sync EASGD and Sync EASGD3 at each of --nodes over --seeds (past --all-up-to nodes, Sync EASGD's seed
 0 alone: a 1,024-node run is minutes): seconds per step, and the efficiency E(n) = s(1) / s(n) of each seed,
 printed as the seeds' mean with a 95 % t-interval (one seed: its value).
@@ -133,6 +135,38 @@ def weak_rows(cells: dict, nodes: list[int]) -> list[dict]:
     return rows
 
 
+DOC_BLOCK = "thousand"  # docs/simulation.md's block, rendered from the record (tests/workflow/test_docs.py)
+
+
+def tables(cells: dict, meta: dict) -> str:
+    found = ""
+    if rows := cost_rows(cells):
+        found += "Sync EASGD, seed 0:\n\n" + common.table(
+            rows, ["nodes", "s_per_step", "wall_s", "max_rss_mb"], ["nodes", "s/step", "wall (s)", "peak RSS (MB)"]
+        )
+    if line := check_line(cells):
+        found += f"\n\n{line}"
+    if any(key.startswith("weak ") for key in cells):
+        weak = weak_rows(cells, meta["nodes"])
+        seeds = ", ".join(map(str, meta["seeds"]))
+        found += (
+            f"\n\nWeak scaling (E = s(1)/s(n) of each seed, the mean of seeds {seeds} with its 95 % t-interval "
+            "where more than one ran; seconds per step: seed 0's):\n\n" + common.table(weak, list(weak[0]))
+        )
+    return found.strip()
+
+
+def thousand_block(record: dict) -> str:
+    """docs/simulation.md's block: the record's tables, under the line that cites it."""
+    meta = record["meta"]
+    head = (
+        f"`bench/raw/{NAME}.json`, measured at commit {(record['git'].get('commit') or 'uncommitted')[:7]} "
+        f"{record['timestamp'][:10]} on {PLATFORM}, GoogLeNet at batch 64 per node, {meta['steps']} steps "
+        "a run, time-only:\n\n"
+    )
+    return head + tables(meta["cells"], meta) + "\n"
+
+
 def render(record: dict, write: bool) -> str:
     meta, cells = record["meta"], record["meta"]["cells"]
     wall = sum(cell["wall_s"] for cell in cells.values())
@@ -142,24 +176,10 @@ def render(record: dict, write: bool) -> str:
         "without being copied (docs/simulation.md). Wall time and peak memory are this machine's for one run "
         "(the child's maximum resident set)."
     )
-    tables = ""
-    if rows := cost_rows(cells):
-        tables += "Sync EASGD, seed 0:\n\n" + common.table(
-            rows, ["nodes", "s_per_step", "wall_s", "max_rss_mb"], ["nodes", "s/step", "wall (s)", "peak RSS (MB)"]
-        )
-    if line := check_line(cells):
-        tables += f"\n\n{line}"
-    if any(key.startswith("weak ") for key in cells):
-        weak = weak_rows(cells, meta["nodes"])
-        seeds = ", ".join(map(str, meta["seeds"]))
-        tables += (
-            f"\n\nWeak scaling (E = s(1)/s(n) of each seed, the mean of seeds {seeds} with its 95 % t-interval; "
-            "seconds per step: seed 0's):\n\n" + common.table(weak, list(weak[0]))
-        )
     notes = (
         f"Wall time of this machine for all {len(cells)} simulations: {wall:.0f} s. Raw record: bench/raw/{NAME}.json."
     )
-    return common.publish(NAME, TITLE, record, intro, tables.strip(), notes, write=write)
+    return common.publish(NAME, TITLE, record, intro, tables(cells, meta), notes, write=write)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -171,14 +191,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=numbers(int), default=[0, 1, 2], metavar="S1,S2")
     parser.add_argument("--steps", type=int, default=5, help="steps per run (default %(default)s)")
     parser.add_argument("--all-up-to", type=int, default=256, help="beyond these nodes, Sync EASGD seed 0 alone")
-    parser.add_argument("--check-full", type=int, default=64, help="nodes of the full-simulation check (0: none)")
+    parser.add_argument("--check-full", type=int, default=16, help="nodes of the full-simulation check (0: none)")
     parser.add_argument("--check-steps", type=int, default=1, help="steps of the check's two runs")
     common.common_arguments(parser, NAME)
     args = common.parse_bench_args(parser, argv)
     if set(args.parts) - set(PARTS):
         parser.error(f"--parts: of {', '.join(PARTS)}")
     if args.render:
-        render(common.read_raw(args.raw), write=not args.no_doc)
+        publish(common.read_raw(args.raw), write=not args.no_doc)
         return 0
     load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as folder:
@@ -188,8 +208,15 @@ def main(argv: list[str] | None = None) -> int:
     samples = {key: [cell["s_per_step"]] for key, cell in cells.items()}
     meta = {"cells": cells, "nodes": args.nodes, "steps": args.steps, "seeds": args.seeds, "load_before": load_before}
     common.write_raw(args.raw, NAME, samples, meta)
-    render(common.read_raw(args.raw), write=not args.no_doc)
+    publish(common.read_raw(args.raw), write=not args.no_doc)
     return 0
+
+
+def publish(record: dict, write: bool) -> None:
+    """The benchmarks page's section and, if `write`, docs/simulation.md's block, both from the record."""
+    render(record, write=write)
+    if write:
+        common.write_record_block(common.REPO / "docs/simulation.md", DOC_BLOCK, thousand_block(record))
 
 
 if __name__ == "__main__":

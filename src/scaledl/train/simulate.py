@@ -77,8 +77,29 @@ def pairs(items: list[str], flag: str, what: str) -> dict[str, float]:
     return parsed
 
 
+def estimated(cfg: TrainConfig, ranks: int):
+    """The simulation's footprint (scaledl.sim.footprint) from its model's weights, counted on the meta device
+    (nothing allocated); None where the data or the model cannot be read yet (the run itself then says why)."""
+    # lazy: the model's size needs torch, which `--help` does not
+    import torch
+
+    from scaledl.data.hdf5 import read_info
+    from scaledl.models import build_model
+    from scaledl.sim.footprint import estimate
+
+    try:
+        info = read_info(cfg.data)
+        with torch.device("meta"):
+            params = [p for p in build_model(cfg.model, info.image_shape, info.classes, cfg.model_from).parameters()]
+    except (UserError, OSError, ValueError, RuntimeError):
+        return None
+    weight_bytes = sum(p.numel() * p.element_size() for p in params)
+    return estimate(ranks, cfg.max_steps, weight_bytes, len(params), cfg.time_only)
+
+
 def run(args: argparse.Namespace) -> int:
     # Imported here: the simulator and the training loop import torch, which `--help` does not need.
+    from scaledl.sim.footprint import available_bytes, refusal
     from scaledl.sim.platform import load
     from scaledl.sim.run import Simulation
 
@@ -115,6 +136,11 @@ def run(args: argparse.Namespace) -> int:
         seed=cfg.seed,
         time_only=cfg.time_only,
     )
+    footprint = estimated(cfg, args.ranks)
+    if footprint is not None:
+        if (refused := refusal(footprint, available_bytes())) is not None:
+            raise UserError(refused)
+        print(footprint.line(), flush=True)
     signal.signal(signal.SIGINT, signal.SIG_DFL)  # the simulator holds the main thread: Ctrl-C ends it at once
     outcome = simulation.run(lambda: train(with_tuned(cfg, args.ranks)))
     cost = {k: round(getattr(outcome, k), 6) for k in ("simulated_s", "wall_s", "cpu_s", "real_compute_s")}
