@@ -227,18 +227,6 @@ def test_the_per_phase_table_and_the_ladder_of_the_simulation_page_are_their_rec
     assert simulation_block(bench_paper_scale.DOC_BLOCK) == bench_paper_scale.ladder_block(ladder)
 
 
-def test_the_thousand_rank_table_of_the_simulation_page_is_its_record():
-    """docs/simulation.md's cost and weak-scaling tables past 64 nodes are rendered from bench/raw/thousand.json
-    (bench/bench_thousand.py writes both)."""
-    import sys
-
-    sys.path.insert(0, str(REPO))
-    from bench import bench_thousand, common
-
-    record = common.read_raw(REPO / "bench/raw/thousand.json")
-    assert simulation_block(bench_thousand.DOC_BLOCK) == bench_thousand.thousand_block(record)
-
-
 @pytest.mark.parametrize("block", ["validate_published", "validate_published_fit_half", "validate_here"])
 def test_each_validation_of_the_simulation_page_is_its_record(block):
     """docs/simulation.md's validation tables are rendered from bench/raw/BLOCK.json (bench/bench_validate.py

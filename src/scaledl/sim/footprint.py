@@ -7,12 +7,14 @@ and message buffers: about FULL_REPLICAS copies of the weights a rank (GoogLeNet
 work per step plus the messages SimGrid moves.
 
 The constants are this project's 2-core development machine's, fitted on bench/bench_thousand.py's time-only
-GoogLeNet runs (Sync EASGD on cori_knl_1152) at 64, 256 and 1,024 ranks, 5 steps each (bench/raw/thousand.json:
-22, 85 and 695 s; 1,435, 1,692 and 2,870 MB), and checked on a run they were not fitted on: 1,024 ranks for
+GoogLeNet runs (Sync EASGD on cori_knl_1152) at 64, 256 and 1,024 ranks, 5 steps each (22, 85 and 695 s;
+1,435, 1,692 and 2,870 MB; repeated: 21, 83 and 690 s), and checked on a run they were not fitted on: 1,024 ranks for
 2 steps, 555 s estimated against 503 s measured (+10 %). The wall time grows with P²: SimGrid shares the network
 among P flows at every event of a collective, and a long broadcast's ring moves P(P − 1) messages. On another
 machine, or for a model far from GoogLeNet, the wall time is an order of magnitude at best; the refusal rests
-on the memory, and on the machine's own available memory.
+on the memory, and on the machine's own available memory. A full simulation's estimate counts the ranks'
+replicas only: a full 16-rank GoogLeNet run over imagenet_sized (80,000-row shards, streamed) outgrew 22 GB,
+which this estimate does not foresee.
 """
 
 from __future__ import annotations
