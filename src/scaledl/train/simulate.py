@@ -22,6 +22,8 @@ from dataclasses import fields
 from scaledl.algorithms import ALGORITHMS
 from scaledl.config import TrainConfig
 from scaledl.errors import UserError
+from scaledl.models import build_model
+from scaledl.sim.footprint import available_bytes, estimate, refusal
 from scaledl.sim.provenance import refuse_stale_calibration
 from scaledl.train.command import add_arguments as add_train_arguments
 from scaledl.train.tuned import with_tuned
@@ -83,9 +85,7 @@ def estimated(cfg: TrainConfig, ranks: int):
     # lazy: the model's size needs torch, which `--help` does not
     import torch
 
-    from scaledl.data.hdf5 import read_info
-    from scaledl.models import build_model
-    from scaledl.sim.footprint import estimate
+    from scaledl.data.hdf5 import read_info  # lazy, as torch: h5py is what `--help` does not need either
 
     try:
         info = read_info(cfg.data)
@@ -99,7 +99,6 @@ def estimated(cfg: TrainConfig, ranks: int):
 
 def run(args: argparse.Namespace) -> int:
     # Imported here: the simulator and the training loop import torch, which `--help` does not need.
-    from scaledl.sim.footprint import available_bytes, refusal
     from scaledl.sim.platform import load
     from scaledl.sim.run import Simulation
 
