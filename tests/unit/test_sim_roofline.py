@@ -177,6 +177,43 @@ def test_time_only_charges_what_computing_charges_and_computes_nothing():
     assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
 
 
+def test_a_time_only_phase_priced_before_as_one_piece_may_be_left_out_on_any_host_of_its_model():
+    """The loop leaves a step's forward and backward out where the meter says so: only in a time-only run, only
+    once that phase at that call site was priced (by any rank, on any host whose device has the same constants),
+    and never where a mark inside must fire at its moment (a gradient bucket's message)."""
+
+    def entered(meter: Meter, marked: bool = False) -> list[bool]:
+        said = []
+        for _ in range(2):
+            with meter.phase("compute") as priced_before:
+                said.append(priced_before)
+                torch.randn(N) * 2
+                if marked:
+                    meter.mark()
+        return said
+
+    shared, marked_prices = {}, {}
+    twin = Device("cpu7", CPU.flops, CPU.efficiency, CPU.memory_bw, CPU.op_overhead_s, CPU.pcie)
+    assert twin == CPU and hash(twin) == hash(CPU)  # another host of the same model prices alike
+    meters = [Meter(device, CPU, lambda s, on_cpu=False: None, lambda n, d: None, prices=shared, time_only=True)
+              for device in (CPU, twin)]  # fmt: skip
+    assert entered(meters[0]) == [False, True] and entered(meters[1]) == [True, True]
+    assert entered(Ledger(CPU).meter) == [False, False]  # a full simulation computes every step
+    marking = Meter(CPU, CPU, lambda s, on_cpu=False: None, lambda n, d: None, prices=marked_prices, time_only=True)
+    assert entered(marking, marked=True) == [False, False]
+
+
+def test_a_skipped_copy_to_a_named_device_is_not_made():
+    """The batch's copy to channels-last names its device (`_to_copy(..., device=cpu)`): its shape comes from the
+    meta kernel like any other operation's, not from running the copy (30 ms a step for an ImageNet batch)."""
+    batch = torch.empty(8, 3, 224, 224, dtype=torch.uint8)  # 1.2 MB: a large output, over the shared storage
+    with SkipMode():
+        first = batch.to(memory_format=torch.channels_last)
+        second = batch.to(memory_format=torch.channels_last)
+    assert first.shape == batch.shape and first.is_contiguous(memory_format=torch.channels_last)
+    assert first.untyped_storage().data_ptr() == second.untyped_storage().data_ptr()  # neither was allocated
+
+
 def test_a_skipped_operation_has_its_outputs_shapes_and_leaves_what_it_writes_as_it_was():
     x, out = torch.randn(5, 7), torch.full((5, 3), 2.0)
     with SkipMode():

@@ -205,7 +205,8 @@ class _Phase:
     def __init__(self, timer: PhaseTimer, name: str, priced_as: str | None = None):
         self.timer, self.name, self.priced_as = timer, name, priced_as or name
 
-    def __enter__(self) -> None:
+    def __enter__(self) -> bool:
+        """Whether the block may be left out (a time-only simulation's step priced before: Meter.phase)."""
         timer = self.timer
         if timer._active is not None:
             raise RuntimeError(f"phase {self.name!r} opened inside {timer._active!r}: its seconds would count twice")
@@ -218,7 +219,7 @@ class _Phase:
             self.t0 = timer._mark
         timer._active_since = self.t0
         self.meter = transport.meter(self.priced_as)  # in a simulation, the phase's work advances the simulated clock
-        self.meter.__enter__()
+        return bool(self.meter.__enter__())
 
     def __exit__(self, *exc) -> bool | None:
         timer = self.timer

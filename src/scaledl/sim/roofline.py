@@ -75,7 +75,7 @@ SCATTER_OPS = ("index_put", "index_put_", "_index_put_impl_")
 class Device:
     """A simulated device: what the platform file says of a host (its properties, scaledl.sim.platform)."""
 
-    name: str
+    name: str = field(compare=False)  # the host's: hosts of one model price alike (a time-only run shares prices)
     flops: float  # peak FLOP/s (float32)
     efficiency: float  # the fraction of peak that matrix products and convolutions reach
     memory_bw: float  # bytes/s of its memory
@@ -278,7 +278,14 @@ def _as_on_cpu(func, args, shapes):
 
 
 def _to_meta(value):
-    return value.to("meta") if isinstance(value, torch.Tensor) else value
+    """An argument as the meta kernel takes it: a tensor on the meta device, and a target device (a copy's
+    `device=`) the meta device too, or the kernel refuses the copy and the operation would run for real."""
+    if isinstance(value, torch.Tensor):
+        return value.to("meta")
+    return _META if isinstance(value, torch.device) else value
+
+
+_META = torch.device("meta")
 
 
 def _written_arguments(func, args, kwargs) -> dict:
@@ -394,9 +401,12 @@ class Meter:
 
     @contextlib.contextmanager
     def phase(self, name: str):
+        """Price the block as phase `name`'s work. Yields whether the block may be left out: in a time-only run,
+        once this phase at this call site has been priced (by any rank) as one piece (no mark inside: nothing in
+        it must happen at a given moment), its price alone is paid and running it would only compute nothing."""
         if name not in REAL_WORK:
             with SkipMode() if self.time_only and name == "eval" else contextlib.nullcontext():
-                yield
+                yield False
             return
         device = self.host_device if name in ON_HOST else self.device
         key = (name, call_site(self.skip), device)
@@ -412,7 +422,7 @@ class Meter:
                 SkipMode() if self.time_only else contextlib.nullcontext(),
                 current.counter or contextlib.nullcontext(),
             ):
-                yield
+                yield self.time_only and pieces is not None and len(pieces) == 1
         finally:
             self._open[me] = outer
         self.real_s += time.thread_time() - t0

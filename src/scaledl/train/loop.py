@@ -107,8 +107,11 @@ def run_worker(run: TrainingRun, boundary: StepBoundary) -> None:
         with timer.phase("h2d"):
             x, y = run.normalize(images, labels)
         # forward/backward at W^i: ΔW^i lands in params.grad
-        with timer.phase("compute"):
-            loss = forward_backward(run.model, run.params, x, y, weight_decay, run.slowdown)
+        with timer.phase("compute") as priced_before:
+            if priced_before:  # (a time-only simulation: paid as priced, nothing to compute)
+                loss = torch.zeros(())
+            else:
+                loss = forward_backward(run.model, run.params, x, y, weight_decay, run.slowdown)
         # exchange with the master or the other workers, then update (Eqs. 1-6)
         algo.worker_step()
         step += 1
