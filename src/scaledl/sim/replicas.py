@@ -92,8 +92,8 @@ class _SharedBuffers(TorchDispatchMode):
             return func(*args, **kwargs)
         if kwargs.get("pin_memory") or not _on_cpu(func, args, kwargs):
             return func(*args, **kwargs)
-        meta = func(*tree_map(_to_meta, args), **{**kwargs, **({"device": "meta"} if "device" in kwargs else {})})
-        nbytes = _extent(meta) * meta.element_size()
+        meta = func(*tree_map(to_meta, args), **tree_map(to_meta, kwargs))
+        nbytes = extent(meta.shape, meta.stride()) * meta.element_size()
         if nbytes < self.pool.shared_from or meta.layout != torch.strided:
             return func(*args, **kwargs)
         return self._take(meta, nbytes)
@@ -130,12 +130,17 @@ def _on_cpu(func, args, kwargs) -> bool:
     return torch.device(device).type == "cpu"
 
 
-def _to_meta(value):
-    return value.to("meta") if isinstance(value, torch.Tensor) else value
+def to_meta(value):
+    """An operation's argument as a meta kernel takes it: a tensor on the meta device, and a target device (a
+    copy's `device=`) the meta device too, or the kernel refuses the copy."""
+    if isinstance(value, torch.Tensor):
+        return value.to("meta")
+    return META if isinstance(value, torch.device) else value
 
 
-def _extent(t: torch.Tensor) -> int:
+META = torch.device("meta")
+
+
+def extent(shape, stride) -> int:
     """Elements of storage a tensor of this shape and stride spans."""
-    if t.numel() == 0:
-        return 0
-    return 1 + sum((size - 1) * step for size, step in zip(t.shape, t.stride()))
+    return 1 + sum((size - 1) * step for size, step in zip(shape, stride)) if all(shape) else 0

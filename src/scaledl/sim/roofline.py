@@ -56,6 +56,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 from torch.utils.flop_counter import flop_registry
 
 from scaledl.comm.buffers import is_host_buffer
+from scaledl.sim.replicas import extent, to_meta
 
 ROOFLINE = ("compute", "update", "center_update", "data", "host_arithmetic")
 # on the node's CPU: the batch's preparation, and arithmetic on host buffers inside a comm phase (a window
@@ -221,7 +222,7 @@ class SkipMode(TorchDispatchMode):
         shapes = self._shapes.get(key) if key is not None else None
         if shapes is None:
             try:
-                shapes = _as_on_cpu(func, args, func(*tree_map(_to_meta, args), **tree_map(_to_meta, kwargs)))
+                shapes = _as_on_cpu(func, args, func(*tree_map(to_meta, args), **tree_map(to_meta, kwargs)))
             except (NotImplementedError, RuntimeError):
                 return func(*args, **kwargs)
             if key is not None:
@@ -277,17 +278,6 @@ def _as_on_cpu(func, args, shapes):
     return shapes
 
 
-def _to_meta(value):
-    """An argument as the meta kernel takes it: a tensor on the meta device, and a target device (a copy's
-    `device=`) the meta device too, or the kernel refuses the copy and the operation would run for real."""
-    if isinstance(value, torch.Tensor):
-        return value.to("meta")
-    return _META if isinstance(value, torch.device) else value
-
-
-_META = torch.device("meta")
-
-
 def _written_arguments(func, args, kwargs) -> dict:
     """The arguments an operation writes (in place, out=), by their alias set: what its aliasing outputs return."""
     written = {}
@@ -340,8 +330,7 @@ _UNWRITTEN: dict[torch.dtype, torch.UntypedStorage] = {}  # per dtype: never wri
 def _shared_view(table: dict, shape, stride, dtype: torch.dtype, zeroed: bool) -> torch.Tensor:
     """A tensor of `shape` and `stride` over the dtype's storage in `table` (grown when too small; an unwritten
     one is never paged in). A tensor of its own: its own version counter, so autograd sees no aliasing."""
-    extent = 1 + sum((size - 1) * step for size, step in zip(shape, stride)) if all(shape) else 0
-    nbytes = extent * dtype.itemsize
+    nbytes = extent(shape, stride) * dtype.itemsize
     storage = table.get(dtype)
     if storage is None or storage.nbytes() < nbytes:
         # a storage made directly, not by an operation: a time-only rank's pool (scaledl.sim.replicas) never sees it
