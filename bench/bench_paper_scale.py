@@ -244,6 +244,31 @@ def ladder_block(record: dict) -> str:
     )
 
 
+WEAK_BLOCK = "paper_scale_weak"  # docs/simulation.md's weak-scaling table, rendered from the record
+
+
+def weak_block(record: dict) -> str:
+    """docs/simulation.md's weak-scaling table, rendered from the record it cites (tests/workflow/test_docs.py)."""
+    meta = record["meta"]
+    found = (meta.get("parts") or {}).get("weak") or {"commit": record["git"].get("commit"), "timestamp": ""}
+    seeds = meta.get("seeds") or [0]
+    rows = weak_rows(meta["cells"], meta["nodes"])
+    head = (
+        f"`bench/raw/{NAME}.json`, its weak scaling measured at commit {(found['commit'] or 'uncommitted')[:7]} "
+        f"{found['timestamp'][:10]}: GoogLeNet at batch 64 per node on cori_knl, {meta['steps']} steps a run, "
+        f"seeds {', '.join(map(str, seeds))}; E(n) = s(1)/s(n) of each seed against its own one-node run, the "
+        "seeds' mean with its 95 % t-interval (seconds per step: seed 0's):\n\n"
+    )
+    return head + common.table(rows, list(rows[0])) + "\n"
+
+
+def write_blocks(record: dict) -> None:
+    """docs/simulation.md's two blocks from the record: the ladder and weak scaling."""
+    page = common.REPO / "docs/simulation.md"
+    common.write_record_block(page, DOC_BLOCK, ladder_block(record))
+    common.write_record_block(page, WEAK_BLOCK, weak_block(record))
+
+
 def measured_at(parts: dict) -> str:
     """Which commit measured each part, where they differ (a part measured again alone)."""
     commits = {part: (found.get("commit") or "?")[:7] for part, found in parts.items()}
@@ -307,9 +332,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.render:
         render(common.read_raw(args.raw), write=not args.no_doc)
         if not args.no_doc:
-            common.write_record_block(
-                common.REPO / "docs/simulation.md", DOC_BLOCK, ladder_block(common.read_raw(args.raw))
-            )
+            write_blocks(common.read_raw(args.raw))
         return 0
     load_before = __import__("os").getloadavg()[0]
     kept, parts = carried_over(args.raw, args.parts)
@@ -325,9 +348,7 @@ def main(argv: list[str] | None = None) -> int:
     common.write_raw(args.raw, NAME, samples, meta)
     render(common.read_raw(args.raw), write=not args.no_doc)
     if not args.no_doc:
-        common.write_record_block(
-            common.REPO / "docs/simulation.md", DOC_BLOCK, ladder_block(common.read_raw(args.raw))
-        )
+        write_blocks(common.read_raw(args.raw))
     return 0
 
 

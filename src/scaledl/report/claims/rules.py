@@ -42,6 +42,7 @@ from scaledl.report.stats import (
     fmt_ratio,
     fmt_share,
     holm,
+    median_interval,
     nan_last,
     sign_test,
     spread_of,
@@ -229,15 +230,9 @@ def rule_weak_scaling_efficiency(frame: pd.DataFrame, claim: Claim, ctx: Context
         ours += "; " + alpha_beta_efficiency(frame, algorithm, counts, int(claim.param("extrapolate_to")), network)
     target, margin, alpha = float(claim.paper_value), claim.param("margin"), claim.param("alpha")
     if simulated_platform(frame):
-        # A simulated sweep's efficiency is a property of the platform, not a sample: its seeds differ only by
-        # timing noise, so a sign test over them would test one number repeated. What moves it is the platform's
-        # constants (the sensitivity sweep), not the seed.
         if math.isnan(eff.median):  # no seed in common at both P, or only undefined ratios
             return Verdict(INCONCLUSIVE, ours, "efficiency undefined: no seed with seconds per step at both P", eff)
-        holds = eff.median >= target - margin
-        where = "at least" if holds else "below"
-        reason = f"{where} {fmt_share(target - margin)} in simulation (one efficiency per configuration, no sign test)"
-        return Verdict(HOLDS if holds else REVERSED, ours, reason, eff)
+        return simulated_efficiency(ratios, target - margin, ours, eff)
     problem = seeds_problem([smallest, largest], [len(base), len(top)], claim.param("min_seeds"))
     if problem:
         return Verdict(NOT_COMPARABLE, ours, problem, eff)
@@ -249,6 +244,31 @@ def rule_weak_scaling_efficiency(frame: pd.DataFrame, claim: Claim, ctx: Context
         INCONCLUSIVE: f"{fmt_share(target - margin)} not shown",
     }[verdict]
     return Verdict(verdict, ours, f"{reason}: {test_text(test, alpha)}", eff)
+
+
+INTERVAL_COVERAGE = 0.9  # a simulated sweep's seeds decide through their median's interval from this coverage (5 seeds)
+
+
+def simulated_efficiency(ratios: list[float], threshold: float, ours: str, eff) -> Verdict:
+    """A simulated sweep: each seed is one schedule of the platform's noise (its nodes' speeds, its detours), so
+    the seeds' efficiencies are samples of one platform, and the verdict is their median's distribution-free
+    interval against the threshold: above it holds, below it is reversed, across it is inconclusive. With too
+    few seeds for that interval's coverage, the median alone decides, and the reason says so."""
+    interval = median_interval(ratios)
+    if interval.coverage < INTERVAL_COVERAGE:
+        holds = eff.median >= threshold
+        where = "at least" if holds else "below"
+        reason = f"{where} {fmt_share(threshold)} in simulation ({interval.n} seed(s): too few for an interval)"
+        return Verdict(HOLDS if holds else REVERSED, ours, reason, eff)
+    bounds = (
+        f"the median's {interval.label()} interval over {interval.n} seeds "
+        f"[{fmt_share(interval.low, unit=False)}–{fmt_share(interval.high)}]"
+    )
+    if interval.low >= threshold:
+        return Verdict(HOLDS, ours, f"at least {fmt_share(threshold)} in simulation: {bounds}", eff)
+    if interval.high < threshold:
+        return Verdict(REVERSED, ours, f"below {fmt_share(threshold)} in simulation: {bounds}", eff)
+    return Verdict(INCONCLUSIVE, ours, f"{fmt_share(threshold)} not shown in simulation: {bounds} spans it", eff)
 
 
 def alpha_beta_efficiency(frame: pd.DataFrame, algorithm: str, counts: list, extrapolate_to: int, net: Network) -> str:
