@@ -387,6 +387,19 @@ def test_memory_per_node_and_exclusive_nodes():
     assert resources["slurm_extra"] == "--ntasks-per-node=5 --exclusive"
 
 
+def test_a_time_only_simulation_asks_for_one_process_not_a_share_per_rank():
+    """Its ranks share one replica of every large buffer: one process's memory plus a little a rank, where a
+    full simulation holds every rank's replicas (2 GB a rank: 128 GB for 64 nodes)."""
+    sim = platform(kind="simulated", platform_file="cori_knl", simulates="knl", ranks_per_node=1, runtime=240)
+    blocks = [block(algorithms=["sync_easgd"], platforms=["sim"], nodes=[64], seeds=[seed], train={"batch_size": 16, **train})
+              for seed, train in ((0, {"time_only": True}), (1, {}))]  # fmt: skip
+    cfg = config(*blocks, platforms={"sim": sim})
+    runs = grid.expand(cfg)
+    fast, full = (RunKey("digits", "lenet", "sync_easgd", "sim", 64, seed) for seed in (0, 1))
+    assert jobs.train_resources(fast, runs, cfg)["mem_mb"] == 2000 + 64 * 2
+    assert jobs.train_resources(full, runs, cfg)["mem_mb"] == 64 * 2000
+
+
 def test_local_resources_leave_the_cluster_ones_out():
     cfg = config()
     placement = jobs.placement_of(RunKey("digits", "lenet", "sync_sgd", "local", 2, 0), cfg)

@@ -139,7 +139,7 @@ def train_threads(wildcards):
 
 
 def train_job(wildcards):
-    return jobs.job_resources(train_placement(wildcards), platform_of(wildcards))
+    return jobs.train_resources(RunKey.parse(wildcards), RUNS, config)
 
 
 def train_flags(wildcards):

@@ -167,9 +167,17 @@ def cores_of(placement: Placement) -> int:
     return placement.tasks * placement.cpus_per_task
 
 
-def job_resources(placement: Placement, platform: Mapping) -> dict[str, Any]:
-    """The RESOURCES of a job laid out as `placement` on `platform`, the same for every MPI rule."""
-    mem_mb_per_node, mem_mb_per_cpu = memory(platform, placement)
+def train_resources(key: RunKey, runs: Mapping[RunKey, RunSettings], config: Mapping) -> dict[str, Any]:
+    """The RESOURCES of run `key`'s job: its placement's on its platform, a time-only simulation's memory where
+    its settings say so."""
+    time_only = bool(runs[key].get("time_only")) if key in runs else False
+    return job_resources(placement_of(key, config), config["platforms"][key.platform], time_only)
+
+
+def job_resources(placement: Placement, platform: Mapping, time_only: bool = False) -> dict[str, Any]:
+    """The RESOURCES of a job laid out as `placement` on `platform`, the same for every MPI rule (`time_only`:
+    a time-only simulation's memory)."""
+    mem_mb_per_node, mem_mb_per_cpu = memory(platform, placement, time_only)
     return {
         "mem_mb": mem_mb_per_node,
         "mem_mb_per_cpu": mem_mb_per_cpu,
