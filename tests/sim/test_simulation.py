@@ -60,15 +60,18 @@ def test_a_simulated_synchronous_run_is_bitwise_the_mpi_run(digits_h5, tmp_path)
 
 def test_two_simulations_of_an_asynchronous_algorithm_are_identical(digits_h5, tmp_path):
     runs = [
-        ["--platform-file", "k80x8", "--ranks", "4", *run_args(digits_h5, tmp_path / n, "hogwild_easgd", 30)]
+        ["--platform-file", "k80x8", "--ranks", "4", "--threads", "1",
+         *run_args(digits_h5, tmp_path / n, "hogwild_easgd", 30)]
         for n in "ab"
-    ]
+    ]  # fmt: skip
     for proc in simulate_side_by_side(*runs):
         assert proc.returncode == 0, proc.stderr[-2000:]
     a, b = weights(tmp_path / "a"), weights(tmp_path / "b")
     assert all(torch.equal(a[k], b[k]) for k in a)
     metrics = [(tmp_path / n / "metrics.csv").read_text() for n in ("a", "b")]
     assert metrics[0] == metrics[1]  # simulated clocks included, to the last digit
+    # evaluated on the job's one thread, not on every core of the machine (which the job beside it uses)
+    assert read_run_json(tmp_path / "a" / "run.json")["evaluation"]["threads"] == 1
 
 
 def quiet_copy(tmp_path, name: str = "k80x8"):

@@ -100,6 +100,10 @@ class MPITransport:
         """The clock deadlines are read on (liveness limits)."""
         return time.monotonic()
 
+    def evaluation_threads(self) -> int:
+        """The threads an evaluation may use while training is paused: every core this rank may use."""
+        return len(os.sched_getaffinity(0))
+
     def host_name(self) -> str:
         """The host this rank runs on (a simulated rank's: its platform host)."""
         return socket.gethostname()

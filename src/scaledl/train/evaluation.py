@@ -35,6 +35,7 @@ import torch
 import torch.nn.functional as F
 from torch.optim.swa_utils import update_bn
 
+from scaledl.comm import transport
 from scaledl.data.loader import Normalizer, iter_split
 
 # Training batches (of the workers' batch size, the first ones of the pre-shuffled train split, so the same
@@ -90,7 +91,7 @@ class CenterEvaluator:
             for m in center_model.modules()
         )
         self.delay = float(os.environ.get(EVAL_DELAY_VARIABLE) or 0.0)
-        self.threads = len(os.sched_getaffinity(0))  # training is paused: every core this rank may use
+        self.threads = transport.current().evaluation_threads()  # training is paused: the cores it had
         self.evaluated_state: dict[str, torch.Tensor] = {}  # of the latest evaluation
         self.count, self.seconds = 0, 0.0
 
