@@ -212,10 +212,10 @@ def simulation_block(name: str) -> str:
     return page.split(start, 1)[1].split(end, 1)[0]
 
 
-def test_the_per_phase_table_and_the_ladder_of_the_simulation_page_are_their_records():
-    """docs/simulation.md's per-phase validation and codesign ladder are rendered from bench/raw/phases.json and
-    bench/raw/paper_scale.json (bench_phases and bench_paper_scale write both): each block is exactly what its
-    record renders to, so it cannot go stale beside a new record."""
+def test_the_per_phase_table_the_ladder_and_weak_scaling_of_the_simulation_page_are_their_records():
+    """docs/simulation.md's per-phase validation, codesign ladder and weak scaling are rendered from
+    bench/raw/phases.json and bench/raw/paper_scale.json (bench_phases and bench_paper_scale write both): each
+    block is exactly what its record renders to, so it cannot go stale beside a new record."""
     import sys
 
     sys.path.insert(0, str(REPO))
@@ -223,8 +223,9 @@ def test_the_per_phase_table_and_the_ladder_of_the_simulation_page_are_their_rec
 
     phases = common.read_raw(REPO / "bench/raw/phases.json")
     assert simulation_block(bench_phases.DOC_BLOCK) == bench_phases.simulation_block(phases)
-    ladder = common.read_raw(REPO / "bench/raw/paper_scale.json")
-    assert simulation_block(bench_paper_scale.DOC_BLOCK) == bench_paper_scale.ladder_block(ladder)
+    paper_scale = common.read_raw(REPO / "bench/raw/paper_scale.json")
+    assert simulation_block(bench_paper_scale.DOC_BLOCK) == bench_paper_scale.ladder_block(paper_scale)
+    assert simulation_block(bench_paper_scale.WEAK_BLOCK) == bench_paper_scale.weak_block(paper_scale)
 
 
 @pytest.mark.parametrize("block", ["validate_published", "validate_published_fit_half", "validate_here"])
