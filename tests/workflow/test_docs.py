@@ -228,6 +228,18 @@ def test_the_per_phase_table_the_ladder_and_weak_scaling_of_the_simulation_page_
     assert simulation_block(bench_paper_scale.WEAK_BLOCK) == bench_paper_scale.weak_block(paper_scale)
 
 
+def test_the_thousand_rank_costs_and_weak_scaling_of_the_simulation_page_are_their_record():
+    """docs/simulation.md's time-only costs at 64 to 1,024 ranks and weak scaling to 1,024 nodes are rendered from
+    bench/raw/thousand.json (bench_thousand writes both)."""
+    import sys
+
+    sys.path.insert(0, str(REPO))
+    from bench import bench_thousand, common
+
+    record = common.read_raw(REPO / "bench/raw/thousand.json")
+    assert simulation_block(bench_thousand.DOC_BLOCK) == bench_thousand.thousand_block(record)
+
+
 @pytest.mark.parametrize("block", ["validate_published", "validate_published_fit_half", "validate_here"])
 def test_each_validation_of_the_simulation_page_is_its_record(block):
     """docs/simulation.md's validation tables are rendered from bench/raw/BLOCK.json (bench/bench_validate.py

@@ -6,13 +6,15 @@ and message buffers: about FULL_REPLICAS copies of the weights a rank (GoogLeNet
 (scaledl.sim.replicas), so its memory barely grows with the ranks, and its wall time is each rank's Python
 work per step plus the messages SimGrid moves.
 
-The constants are this project's 2-core development machine's, fitted on bench/bench_thousand.py's time-only
-GoogLeNet runs (Sync EASGD on cori_knl_1152) at 64, 256 and 1,024 ranks, 5 steps each (22, 85 and 695 s;
-1,435, 1,692 and 2,870 MB; repeated: 21, 83 and 690 s), and checked on a run they were not fitted on: 1,024 ranks for
-2 steps, 555 s estimated against 503 s measured (+10 %). The wall time grows with P²: SimGrid shares the network
-among P flows at every event of a collective, and a long broadcast's ring moves P(P − 1) messages. On another
-machine, or for a model far from GoogLeNet, the wall time is an order of magnitude at best; the refusal rests
-on the memory, and on the machine's own available memory. A full simulation's estimate counts the ranks'
+The constants are this project's 2-core development machine's, fitted (least squares) at commit 2076aba on
+time-only GoogLeNet runs on cori_knl: bench/bench_thousand.py's (5 steps; 1 to 256 nodes, three seeds, both Sync
+EASGD and Sync EASGD3) and bench/bench_paper_scale.py's weak sweep up to 16 nodes (100 steps, five seeds), and
+checked on runs they were not fitted on: 1,024 nodes for 5 steps, 478 s estimated against 411 s measured (+16 %),
+and the sweep's 32- and 64-node runs of 100 steps, 33 and 60 s estimated against 24-57 and 44-80 s measured
+(seeds and algorithms: the machine's own spread is that wide). The wall time grows with P²: SimGrid shares the
+network among P flows at every event of a collective, and a long broadcast's ring moves P(P − 1) messages. On
+another machine, or for a model far from GoogLeNet, the wall time is an order of magnitude at best; the refusal
+rests on the memory, and on the machine's own available memory. A full simulation's estimate counts the ranks'
 replicas only: a full 16-rank GoogLeNet run over imagenet_sized (80,000-row shards, streamed) outgrew 22 GB,
 which this estimate does not foresee.
 """
@@ -25,11 +27,14 @@ FULL_REPLICAS = 5.7  # weights' bytes a rank holds in a full simulation, in copi
 BASE_BYTES = 1.19e9  # the process before any rank: Python, torch, SimGrid, the data's labels
 RANK_BYTES = 1.5e6  # a time-only rank: its actor, modules, inboxes (the fit's slope: 1.51 MB)
 SHARED_COPIES = 5  # a time-only job's shared replicas of the weights: weights, gradients, centre, buffers
-# Wall seconds of a time-only run: per rank and step (its skipped numerics and its messages; setup included),
-# fitted on GoogLeNet's 173 parameter tensors and scaled by a model's own count (its operations go with its
-# layers), and per pair of ranks (the network's sharing among P flows, the broadcast's ring).
-STEP_S_PER_TENSOR = 2.63e-4
-PAIR_S = 4.4e-4
+# Wall seconds of a time-only run: the process's start (the interpreter, torch, the data's index), per rank its
+# setup (a copy of the initial model, its loader) and per rank and step its work (the step's price paid, its
+# messages), both fitted on GoogLeNet's 173 parameter tensors and scaled by a model's own count (its operations
+# go with its layers), and per pair of ranks (the network's sharing among P flows, the broadcast's ring).
+START_S = 6.8
+SETUP_S_PER_TENSOR = 7.47e-4
+STEP_S_PER_TENSOR = 3.95e-5
+PAIR_S = 2.9e-4
 
 
 @dataclass(frozen=True)
@@ -58,8 +63,8 @@ def estimate(ranks: int, steps: int | None, weight_bytes: int, tensors: int, tim
     `weight_bytes` bytes of weights in `tensors` parameter tensors."""
     if time_only:
         memory = BASE_BYTES + ranks * RANK_BYTES + SHARED_COPIES * weight_bytes
-        step = STEP_S_PER_TENSOR * tensors
-        wall = ranks * steps * step + PAIR_S * ranks * ranks if steps else None
+        per_rank = tensors * (SETUP_S_PER_TENSOR + STEP_S_PER_TENSOR * steps) if steps else None
+        wall = START_S + ranks * per_rank + PAIR_S * ranks * ranks if steps else None
         return Footprint(ranks, steps, True, memory, wall)
     return Footprint(ranks, steps, False, BASE_BYTES + ranks * FULL_REPLICAS * weight_bytes, None)
 
