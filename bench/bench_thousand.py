@@ -2,6 +2,7 @@
 
     python bench/bench_thousand.py [--parts cost,weak] [--cost-nodes 64,256,1024] [--nodes 1,4,16,64,256,1024]
         [--seeds 0,1,2] [--all-up-to 256] [--steps 5] [--check-full 0] [--check-steps 1]
+        [--algorithms sync_easgd,sync_easgd3] [--add]
 
 Every run is `scaledl simulate --time-only` of GoogLeNet (batch 64 per node) on cori_knl_1152 (cori_knl's
 nodes on Cori's dragonfly geometry, 1,152 nodes) over imagenet_sized (ImageNet's 1,281,167 training rows, pixels
@@ -14,6 +15,9 @@ time-only and as a full simulation (every number computed): their seconds per st
 weak: Sync EASGD and Sync EASGD3 at each of --nodes over --seeds (past --all-up-to nodes, Sync EASGD's seed
 0 alone: a 1,024-node run is minutes): seconds per step, and the efficiency E(n) = s(1) / s(n) of each seed,
 printed as the seeds' mean with a 95 % t-interval (one seed: its value).
+--add measures the cells asked for (--algorithms: whose weak scaling) and adds them to the record at --raw, its
+other cells kept and the commit that measured each added cell named: more seeds at 1,024 nodes without
+measuring the rest again.
 """
 
 from __future__ import annotations
@@ -86,7 +90,7 @@ def measure(args, tmp: Path) -> dict:
                                       args.check_steps, 0, time_only)  # fmt: skip
                 print(f"{key}: {cells[key]}", flush=True)
     if "weak" in args.parts:
-        for algorithm in WEAK:
+        for algorithm in args.algorithms:
             for seed in args.seeds:
                 for n in args.nodes:
                     if n > args.all_up_to and (algorithm, seed) != (WEAK[0], 0):
@@ -159,10 +163,13 @@ def tables(cells: dict, meta: dict) -> str:
 def thousand_block(record: dict) -> str:
     """docs/simulation.md's block: the record's tables, under the line that cites it."""
     meta = record["meta"]
+    base = meta.get("base") or {"commit": record["git"].get("commit"), "timestamp": record["timestamp"]}
+    added = sorted({commit[:7] for commit in (meta.get("added") or {}).values() if commit})
     head = (
-        f"`bench/raw/{NAME}.json`, measured at commit {(record['git'].get('commit') or 'uncommitted')[:7]} "
-        f"{record['timestamp'][:10]} on {PLATFORM}, GoogLeNet at batch 64 per node, {meta['steps']} steps "
-        "a run, time-only:\n\n"
+        f"`bench/raw/{NAME}.json`, measured at commit {(base['commit'] or 'uncommitted')[:7]} "
+        f"{base['timestamp'][:10]}"
+        + (f" (cells added at {', '.join(added)})" if added else "")
+        + f" on {PLATFORM}, GoogLeNet at batch 64 per node, {meta['steps']} steps a run, time-only:\n\n"
     )
     return head + tables(meta["cells"], meta) + "\n"
 
@@ -193,6 +200,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--all-up-to", type=int, default=256, help="beyond these nodes, Sync EASGD seed 0 alone")
     parser.add_argument("--check-full", type=int, default=0, help="nodes of the full-simulation check (0: none)")
     parser.add_argument("--check-steps", type=int, default=1, help="steps of the check's two runs")
+    parser.add_argument("--algorithms", type=numbers(str), default=list(WEAK), metavar="A1,A2", help="weak's")
+    parser.add_argument(
+        "--add", action="store_true", help="add the cells measured now to the record at --raw (its others kept)"
+    )
     common.common_arguments(parser, NAME)
     args = common.parse_bench_args(parser, argv)
     if set(args.parts) - set(PARTS):
@@ -200,16 +211,40 @@ def main(argv: list[str] | None = None) -> int:
     if args.render:
         publish(common.read_raw(args.raw), write=not args.no_doc)
         return 0
+    if set(args.algorithms) - set(WEAK):
+        parser.error(f"--algorithms: of {', '.join(WEAK)}")
+    before = added_to(common.read_raw(args.raw), args.steps) if args.add else None
     load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as folder:
         tmp = args.workdir or Path(folder)
         tmp.mkdir(parents=True, exist_ok=True)
         cells = measure(args, tmp)
-    samples = {key: [cell["s_per_step"]] for key, cell in cells.items()}
     meta = {"cells": cells, "nodes": args.nodes, "steps": args.steps, "seeds": args.seeds, "load_before": load_before}
+    if before is not None:
+        meta = merged(before, meta, common.git_state()["commit"])
+    samples = {key: [cell["s_per_step"]] for key, cell in meta["cells"].items()}
     common.write_raw(args.raw, NAME, samples, meta)
     publish(common.read_raw(args.raw), write=not args.no_doc)
     return 0
+
+
+def added_to(record: dict, steps: int) -> dict:
+    """The record `--add` adds to: its meta, with the commit and date that measured its first cells."""
+    meta = dict(record["meta"])
+    if meta["steps"] != steps:
+        raise SystemExit(f"bench_thousand --add: the record's runs are {meta['steps']} steps, not {steps}")
+    meta.setdefault("base", {"commit": record["git"].get("commit"), "timestamp": record["timestamp"]})
+    return meta
+
+
+def merged(before: dict, now: dict, commit: str | None) -> dict:
+    """`before`'s cells and `now`'s (which replace any of the same name), each added cell's commit named."""
+    added = dict(before.get("added") or {})
+    added.update(dict.fromkeys(now["cells"], commit))
+    return {
+        **before, "cells": {**before["cells"], **now["cells"]}, "added": added,
+        "nodes": sorted({*before["nodes"], *now["nodes"]}), "seeds": sorted({*before["seeds"], *now["seeds"]}),
+    }  # fmt: skip
 
 
 def publish(record: dict, write: bool) -> None:
