@@ -15,8 +15,9 @@ and the sweep's 32- and 64-node runs of 100 steps, 33 and 60 s estimated against
 network among P flows at every event of a collective, and a long broadcast's ring moves P(P − 1) messages. On
 another machine, or for a model far from GoogLeNet, the wall time is an order of magnitude at best; the refusal
 rests on the memory, and on the machine's own available memory. A full simulation's estimate counts the ranks'
-replicas only: a full 16-rank GoogLeNet run over imagenet_sized (80,000-row shards, streamed) outgrew 22 GB,
-which this estimate does not foresee.
+replicas, not one rank's forward and backward on top of them (GoogLeNet at batch 64: several GB, reused rank after
+rank since the process keeps one malloc arena: scaledl.sim.run.one_malloc_arena; with an arena per rank's thread,
+full runs of 16 and 64 ranks outgrew 22 GB).
 """
 
 from __future__ import annotations
