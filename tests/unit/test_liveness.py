@@ -195,6 +195,24 @@ def test_the_lock_holder_is_blamed_though_a_slow_interval_of_its_own_gave_it_a_l
     assert live.culprit(queued=np.array([1.0, 0.0])) == 0
 
 
+def test_a_holder_stopped_before_it_marked_the_lock_is_blamed_as_the_one_silent_longest():
+    """The board's word is written after the lock is taken: a worker stopped in between reads as queued, like the
+    one waiting behind it. It asked for the lock first, so its last beat came first: it is silent longest, though
+    a slow interval of its own keeps it under its limit (the hang test's flake: the waiting worker was named)."""
+    clock = FakeClock()
+    live = Liveness((1, 2), 2, clock=clock)
+    beats(live, clock, 10, 0, 1)
+    beats(live, clock, 12, 0)
+    live.progressed(1)  # one slow interval: worker 1's limit is now 12 s
+    live.progressed(1)  # its last beat; it computes, takes the lock, and stops before marking it
+    clock.now += 0.1
+    live.progressed(0)  # worker 0's last beat; it computes, then waits for the lock
+    clock.now += 2.1
+    assert live.overdue().tolist() == [True, False] and live.limit(1) > 10
+    assert live.culprit(queued=np.array([1.0, 1.0])) == 1
+    assert live.culprit() == 0  # without the board, the one past its limit
+
+
 def test_the_setting_documents_the_rule():
     help_text = next(f.metadata["help"] for f in fields(TrainConfig) if f.name == "worker_timeout")
     readme_row = next(

@@ -114,7 +114,8 @@ class Liveness:
         silent longest, once silent for more than half as long as the late ones (it may have beaten
         its heart just after the one queued behind it, and its own limit may be far longer, after a
         slow interval of its own; a worker that is merely computing beats its heart far more often).
-        Otherwise, the worker furthest past (or nearest to) its limit.
+        When every worker reads as queued, the one silent longest; otherwise, the worker furthest past
+        (or nearest to) its limit.
         """
         now = self.clock() if now is None else now
         silence = now - self.since
@@ -127,6 +128,11 @@ class Liveness:
             holders = free & (silence > 0.5 * silence[late].min(initial=np.inf))
             if late.any() and holders.any():
                 return int(np.argmax(np.where(holders, silence, -np.inf)))
+            if late.any() and not free.any():
+                # Every worker reads as queued: the holder was stopped between taking the lock and marking it
+                # (the board's word is written after the lock is taken). It asked for the lock before the ones
+                # now waiting, so its last exchange ended before theirs: it is the one silent longest.
+                return int(np.argmax(silence))
         return int(np.argmax(ratio))
 
     def usual(self, w: int) -> float:
