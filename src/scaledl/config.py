@@ -58,6 +58,14 @@ def positive_int(text: str) -> int:
     return value
 
 
+def delay_rounds(text: str) -> int:
+    """Rounds an outer step waits for the others' outer gradients (algorithms/averaging.py): 0 or 1."""
+    value = int(text)
+    if value not in (0, 1):
+        raise argparse.ArgumentTypeError(f"must be 0 or 1, got {text}")
+    return value
+
+
 def positive_float(text: str) -> float:
     value = float(text)
     if not value > 0:
@@ -264,6 +272,14 @@ class TrainConfig:
         "averaging family: the outer step's momentum (None: the algorithm's default)",
         group="averaging",
         type=fraction,
+    )
+    outer_delay: int = _setting(
+        0,
+        "averaging family with --worker-rule reset: 1 takes each outer step one round late for the other "
+        "workers' outer gradients (their Allreduce overlaps the next round's steps) and on time for this "
+        "worker's own (the eager delayed outer step; beyond the paper); 0: every outer step waits for the round",
+        group="averaging",
+        type=delay_rounds,
     )
     exchange: str | None = _setting(
         None,

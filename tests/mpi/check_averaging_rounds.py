@@ -12,6 +12,16 @@ iterations 0 and 2 are rounds and iteration 1 is a local step. By hand (docstrin
                  U = 0.25 + 1 = 1.25, W = 0.95 − 0.1·1.25 = 0.825
 After a round every worker holds W. With COMPRESS (fp16, bf16, int8) the same numbers hold to the
 codec's precision: the messages carry differences of a few hundredths.
+
+With a third argument 1 (--outer-delay 1, fp32), each worker's outer step takes its own Δ^i on time and the
+other's one round late (none before the first round): Δ^0 = (0.1, 0), Δ^1 = (0, 0.1) at iteration 0, so
+    round 0      worker 0's Δ̃ = (0.1, 0)/2 = (0.05, 0); worker 1's (0, 0.05)
+    local_sgd    W_0 = (0.95, 1); iterations 1-2: W^0 = (0.75, 1), Δ^0 = (0.2, 0),
+                 Δ̃ = ((0.1, 0.1) − (0.1, 0) + (0.2, 0))/2 = (0.1, 0.05), W_0 = (0.85, 0.95)
+    diloco       B = (0.05, 0), W_0 = (1 − 0.7·0.095, 1) = (0.9335, 1); then Δ^0 = (0.2, 0), Δ̃ = (0.1, 0.05),
+                 B = (0.045 + 0.1, 0.05) = (0.145, 0.05), W_0 = (0.9335 − 0.7·0.2305, 1 − 0.7·0.095)
+                 = (0.77215, 0.9335)
+and worker 1 holds the same with its coordinates swapped: the workers' centers differ by their own parts.
 """
 
 import sys
@@ -30,6 +40,8 @@ from scaledl.config import TrainConfig
 
 algorithm = sys.argv[1]
 compress = sys.argv[2] if len(sys.argv) > 2 else "fp32"
+outer_delay = int(sys.argv[3]) if len(sys.argv) > 3 else 0
+DELAYED = {"local_sgd": ((0.85, 0.95), None), "diloco": ((0.77215, 0.9335), (0.145, 0.05))}  # worker 0's
 EXPECTED = {  # W after the rounds at iterations 0 and 2, and the outer buffer then
     "local_sgd": (0.85, None),
     "diloco": (0.77215, 0.145),
@@ -60,6 +72,7 @@ cfg = TrainConfig(
     lr=0.1,
     tau=2,
     compress=compress,
+    outer_delay=outer_delay,
 )
 info = ALGORITHMS[algorithm]
 context = AlgorithmContext(
@@ -70,6 +83,18 @@ engine.start()
 for _ in range(3):
     params.grad.copy_(torch.tensor([1.0, 0.0]) if roles.worker_index == 0 else torch.tensor([0.0, 1.0]))
     engine.worker_step()
+
+engine.finish()
+
+if outer_delay:
+    w_mine, buffer_mine = DELAYED[algorithm]
+    if roles.worker_index == 1:  # its coordinates swapped
+        w_mine, buffer_mine = w_mine[::-1], buffer_mine and buffer_mine[::-1]
+    assert torch.allclose(params.data, torch.tensor(w_mine), atol=TOLERANCE, rtol=0), (algorithm, params.data)
+    if buffer_mine is not None:
+        assert torch.allclose(engine.outer_buffer, torch.tensor(buffer_mine), atol=10 * TOLERANCE, rtol=0)
+    print(f"{algorithm} delayed: worker {roles.worker_index}'s W = {params.data.tolist()}, as worked out by hand")
+    sys.exit(0)
 
 w_expected, buffer_expected = EXPECTED[algorithm]
 assert torch.allclose(params.data, torch.full((2,), w_expected), atol=TOLERANCE, rtol=0), (algorithm, params.data)

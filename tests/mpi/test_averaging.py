@@ -59,6 +59,32 @@ def test_two_rounds_give_the_numbers_worked_out_by_hand(algorithm, compress):
 
 
 @pytest.mark.mpi
+@pytest.mark.parametrize("algorithm", ["local_sgd", "diloco"])
+def test_a_delayed_outer_step_gives_the_numbers_worked_out_by_hand(algorithm):
+    result = run_mpi(2, [str(CHECKS / "check_averaging_rounds.py"), algorithm, "fp32", "1"], timeout=120)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert result.stdout.count("as worked out by hand") == 2  # each worker's own center
+
+
+@pytest.mark.mpi
+def test_outer_delay_0_is_diloco_bit_for_bit_and_1_changes_the_numbers(digits_h5, tmp_path):
+    runs = {
+        "diloco": [],
+        "delay0": ["--outer-delay", "0"],
+        "delay1": ["--outer-delay", "1"],
+    }
+    for name, extra in runs.items():
+        result = run_train(2, train_args(digits_h5, tmp_path / name, "diloco", "--tau", "4", *extra))
+        assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    model = {name: torch.load(tmp_path / name / "model.pt") for name in runs}
+    assert all(torch.equal(model["diloco"][k], model["delay0"][k]) for k in model["diloco"])
+    assert not all(torch.equal(model["diloco"][k], model["delay1"][k]) for k in model["diloco"])
+    delayed = read_run_json(tmp_path / "delay1/run.json")["algorithm_report"][0]
+    assert delayed["averaging"]["outer_delay"] == 1 and delayed["exchanges"] == 8
+    assert len(delayed["overlap_per_exchange"]["exchange_s"]) == 7  # the last round's sum is never awaited
+
+
+@pytest.mark.mpi
 def test_local_sgd_equals_pytorchs_periodic_model_averager(digits_h5, tmp_path):
     result = run_mpi(
         2, [str(CHECKS / "check_local_sgd_parity.py"), str(digits_h5), str(tmp_path / "run"), "4", "13"], timeout=180
@@ -90,6 +116,7 @@ def test_the_engine_with_sync_easgds_settings_is_sync_easgd_bit_for_bit(digits_h
         "inner": "sgd",
         "worker_rule": "elastic",
         "outer": "elastic",
+        "outer_delay": 0,
         "tau": 1,
         "compress": "fp32",
     }

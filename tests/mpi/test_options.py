@@ -46,6 +46,7 @@ SET = {
     "bucket_mb": 4.0,
     "exchange": "rooted",
     "age_weight": "inverse",
+    "outer_delay": 1,
 }
 
 

@@ -43,6 +43,7 @@ def test_averaging_settings_come_from_the_registry_and_are_recorded_once():
         "outer": "nesterov",
         "outer_lr": 0.7,
         "outer_momentum": 0.9,
+        "outer_delay": 0,
         "tau": 8,
         "compress": "fp32",
     }
@@ -116,3 +117,13 @@ def test_an_age_weight_is_the_window_rules_that_push_one_update_and_needs_the_sp
         record("async_msgd", age_weight="inverse")
     with pytest.raises(UserError, match=r"^--age-weight inverse weighs the add of the split elastic epoch"):
         record("async_easgd", age_weight="inverse", elastic_epoch="atomic")
+
+
+def test_an_outer_delay_is_the_reset_rounds_whose_every_worker_takes_the_outer_step():
+    assert record("diloco")["averaging"]["outer_delay"] == 0  # recorded: the method as published
+    assert record("diloco", outer_delay=1)["averaging"]["outer_delay"] == 1
+    assert not record("async_easgd").get("averaging")
+    with pytest.raises(UserError, match=r"^--outer-delay 1 delays the outer step of a reset round.*sync_easgd"):
+        record("sync_easgd", outer_delay=1)
+    with pytest.raises(UserError, match=r"^--outer-delay 1 .*--exchange rooted"):
+        record("diloco", outer_delay=1, exchange="rooted")

@@ -49,7 +49,17 @@ OPTION_GROUPS = {
     "collectives": ("message", "backend", "wait_probe"),  # how collectives travel and are timed
     "buckets": ("bucket_mb",),  # sync_sgd's gradient buckets, allreduced during backward
     "codesign": ("center_on", "overlap"),  # the Sync EASGD ladder's switches
-    "averaging": ("tau", "inner", "worker_rule", "outer", "outer_lr", "outer_momentum", "compress", "exchange"),
+    "averaging": (
+        "tau",
+        "inner",
+        "worker_rule",
+        "outer",
+        "outer_lr",
+        "outer_momentum",
+        "outer_delay",
+        "compress",
+        "exchange",
+    ),  # fmt: skip
     "overlap": ("overlap",),  # async EASGD family: exchange beside data and fwd/bwd
     "window": ("center_window",),  # the center window of the window algorithms (rma, shared)
     "age": ("age_weight",),  # an update weighed by its staleness (the window rules that push one update)

@@ -51,6 +51,8 @@ needs the elastic rule (its round uses only W^i_t and W_t) and fp32.
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import torch
 
@@ -93,7 +95,12 @@ class PeriodicAveraging(Algorithm):
         )  # DiLoCo's B, SlowMo's U
         if self.compressed:
             self.wire = EncodedRound(self.codec, self.params.numel, self.workers, self.roles.is_master)
-        if self.settings.overlap:
+        self.delayed = bool(s.outer_delay)
+        if self.delayed:  # Δ^i_t, posted; the sum of the round before; this worker's own share of that sum
+            self.delta_now, self.delta_sum, self.delta_before = buffer(), buffer(), buffer()
+            self.delta_sum.zero_(), self.delta_before.zero_()
+            self.delta_mixed = buffer()
+        if self.settings.overlap or self.delayed:
             self.require_helper_thread()
             # A communicator and a timer of its own: two threads' collectives must share neither.
             self.helper_comm = self.roles.worker_comm.Dup()
@@ -139,13 +146,15 @@ class PeriodicAveraging(Algorithm):
             self.handoff_s = transport.clock() - t0
         return True
 
-    def exchange_on_helper(self, written) -> float:
-        """The exchange on the helper thread (and, on a GPU, on its own stream after `written`)."""
+    def exchange_on_helper(self, written, exchange=None) -> float:
+        """The exchange (default: the elastic round's) on the helper thread (and, on a GPU, on its own stream
+        after `written`)."""
+        exchange = exchange or (lambda: self.exchange(self.helper_timer))
         if self.exchange_stream is None:
-            return self.exchange(self.helper_timer)
+            return exchange()
         with torch.cuda.stream(self.exchange_stream):
             self.exchange_stream.wait_event(written)
-            return self.exchange(self.helper_timer)
+            return exchange()
 
     def exchange(self, timer: PhaseTimer) -> float:
         """Elastic round: Σ_i W^i_t where the center lives, W_t on every worker. Returns its wall seconds."""
@@ -210,6 +219,9 @@ class PeriodicAveraging(Algorithm):
         """Inner step, Σ_i W^i where the center lives, its outer step, W on every worker, which takes it."""
         with self.timer.phase("update"):
             self.inner_step()
+        if self.delayed:
+            self.delayed_round()
+            return
         if self.compressed:
             self.wire.up(self.coll, self.params.data, self.sum_workers, self.timer)
         else:
@@ -231,6 +243,62 @@ class PeriodicAveraging(Algorithm):
         with self.timer.phase("update"):
             self.params.data.copy_(self.center_copy)  # the reset
             # (an inner momentum V^i carries over, as DiLoCo's inner optimizer state does)
+
+    def delayed_round(self) -> None:
+        """The eager delayed outer step (--outer-delay 1): this worker's outer gradient Δ^i_t = W^i_start − W^i
+        (W^i_start = its center, since the last reset), the others' from the round before (whose Allreduce ran
+        beside this round's steps), the outer step on their mix, and the reset; then Σ_j Δ^j_t is posted for
+        the next round. The centers of the workers then differ by their own parts: the master's is evaluated."""
+        self.await_delayed_sum()
+        if self.on_host:
+            with self.timer.phase("param_copy"):
+                self.w_wire.copy_(self.params.data)
+        with self.timer.phase("center_update"):
+            torch.sub(self.center_wire, self.w_wire, out=self.delta_now)
+            mixed = rules.eager_difference_(
+                self.delta_mixed, self.delta_now, self.delta_sum, self.delta_before, self.workers
+            )
+            self.delta_before.copy_(self.delta_now)
+        written = torch.cuda.Event() if self.exchange_stream else None
+        if written:
+            written.record()
+        with self.timer.phase("wait"):  # the handoff: the helper sums Δ^j_t while the next round computes
+            self.pending = self.helper.submit(
+                self.exchange_on_helper, written, lambda: self.timed_sum(self.delta_now, self.delta_sum)
+            )
+        with self.timer.phase("center_update"):
+            self.outer_step_on(mixed)
+        self.copy_center_in()
+        with self.timer.phase("update"):
+            self.params.data.copy_(self.center_copy)
+
+    def timed_sum(self, src: torch.Tensor, dst: torch.Tensor) -> float:
+        t0 = transport.clock()
+        self.coll.allreduce_sum(src, dst)
+        return transport.clock() - t0
+
+    def await_delayed_sum(self, phase: str | None = "wait") -> None:
+        """The round before's Σ_j Δ^j in `delta_sum`, its exposed part timed as `phase` (None: inside a phase
+        already, a checkpoint's)."""
+        if self.pending is None:
+            return
+        t0 = transport.clock()
+        with self.timer.phase(phase) if phase else contextlib.nullcontext():
+            seconds = self.pending.result()
+        self.pending = None
+        self.timer.add_overlapped(seconds)
+        self.overlap_log["exchange_s"].append(round(seconds, 7))
+        self.overlap_log["waited_s"].append(round(transport.clock() - t0, 7))
+
+    def outer_step_on(self, delta: torch.Tensor) -> None:
+        """The outer step on a given outer gradient Δ (the delayed round's mix), on this worker's center."""
+        s, center = self.settings, self.center_wire
+        if s.outer == "average":
+            rules.outer_average_step_(center, delta)
+        elif s.outer == "nesterov":
+            rules.outer_nesterov_step_(center, delta, self.outer_buffer, s.outer_lr, s.outer_momentum)
+        else:
+            rules.outer_slowmo_step_(center, delta, self.outer_buffer, s.lr, s.outer_lr, s.outer_momentum)
 
     def outer_step(self) -> None:
         s, center, total, p = self.settings, self.center_wire, self.sum_workers, self.workers
@@ -258,7 +326,7 @@ class PeriodicAveraging(Algorithm):
         return BoundaryRequest(self.control.agree_(request))
 
     def finish(self) -> None:
-        if self.settings.overlap:
+        if self.settings.overlap or self.delayed:
             self.helper.shutdown()
             self.helper_comm.Free()
 
@@ -271,6 +339,10 @@ class PeriodicAveraging(Algorithm):
             state["outer_buffer"] = self.outer_buffer.cpu()
         if self.compressed:
             state["wire"] = self.wire.state_dict()
+        if self.delayed:  # the round before's sum, received first: a resumed run takes it as this one would
+            self.await_delayed_sum(phase=None)
+            state["delta_sum"], state["delta_before"] = self.delta_sum.cpu(), self.delta_before.cpu()
+            state["center"] = self.center_wire.cpu()  # this worker's own: the centers differ by their own parts
         return state
 
     def load_state_dict(self, state: dict) -> None:
@@ -281,10 +353,13 @@ class PeriodicAveraging(Algorithm):
         if self.outer_buffer is not None:
             if "outer_buffer" in state:
                 self.outer_buffer.copy_(state["outer_buffer"])
-            if self.replicated:  # one outer state, the master's, on every replica
-                self.control.bcast_(self.outer_buffer, root=0)
+            if self.replicated and not self.delayed:  # one outer state, the master's, on every replica
+                self.control.bcast_(self.outer_buffer, root=0)  # (delayed: each worker's own, as its center)
         if self.compressed:
             self.wire.load_state_dict(state["wire"])
+        if self.delayed:
+            self.delta_sum.copy_(state["delta_sum"]), self.delta_before.copy_(state["delta_before"])
+            self.center_wire.copy_(state["center"])
         # the counts last: the broadcasts above are not exchanges
         self.iteration, self.exchanges, self.coll.messages = state["iteration"], state["exchanges"], state["messages"]
 
@@ -298,7 +373,7 @@ class PeriodicAveraging(Algorithm):
             "bytes_per_exchange": self.round_bytes(),
             "bytes_exchanged": self.round_bytes() * self.exchanges,
         }
-        if self.settings.overlap:
+        if self.settings.overlap or self.delayed:
             report["helper_thread_phases"] = self.helper_timer.snapshot()
             report["overlap_per_exchange"] = self.overlap_log  # exchange k ran in iteration k·τ
         return report

@@ -106,7 +106,11 @@ def outer_nesterov_(
 ) -> None:
     """DiLoCo's outer step, SGD with Nesterov momentum on Δ = W − x̄ (as torch.optim.SGD, nesterov=True,
     with B starting at zero): B ← μ·B + Δ ; W ← W − lr·(Δ + μ·B)."""
-    delta = outer_difference(center, sum_workers, num_workers)
+    outer_nesterov_step_(center, outer_difference(center, sum_workers, num_workers), buf, lr, mu)
+
+
+def outer_nesterov_step_(center: torch.Tensor, delta: torch.Tensor, buf: torch.Tensor, lr: float, mu: float) -> None:
+    """DiLoCo's outer step on a given outer gradient Δ (overwritten): B ← μ·B + Δ ; W ← W − lr·(Δ + μ·B)."""
     buf.mul_(mu).add_(delta)
     center.sub_(delta.add_(buf, alpha=mu), alpha=lr)
 
@@ -122,9 +126,29 @@ def outer_slowmo_(
 ) -> None:
     """SlowMo's outer step with the inner learning rate γ: U ← β·U + Δ/γ ; W ← W − α·γ·U (α the slow
     learning rate, β the slow momentum; α = 1, β = 0 is local SGD's average)."""
-    delta = outer_difference(center, sum_workers, num_workers)
+    outer_slowmo_step_(center, outer_difference(center, sum_workers, num_workers), buf, inner_lr, slow_lr, beta)
+
+
+def outer_slowmo_step_(
+    center: torch.Tensor, delta: torch.Tensor, buf: torch.Tensor, inner_lr: float, slow_lr: float, beta: float
+) -> None:
+    """SlowMo's outer step on a given outer gradient Δ: U ← β·U + Δ/γ ; W ← W − α·γ·U."""
     buf.mul_(beta).add_(delta, alpha=1.0 / inner_lr)
     center.sub_(buf, alpha=slow_lr * inner_lr)
+
+
+def outer_average_step_(center: torch.Tensor, delta: torch.Tensor) -> None:
+    """Local SGD's average on a given outer gradient Δ = W − x̄: W ← W − Δ."""
+    center.sub_(delta)
+
+
+def eager_difference_(
+    out: torch.Tensor, own_now: torch.Tensor, sum_before: torch.Tensor, own_before: torch.Tensor, num_workers: int
+) -> torch.Tensor:
+    """A one-round-late outer gradient with this worker's own part on time (the eager delayed outer step):
+    Δ̃^i = (Δ^i_t + Σ_{j≠i} Δ^j_{t−1}) / P, the others' part as the previous round's sum less this worker's own
+    share of it (both zero before the first round)."""
+    return torch.sub(sum_before, own_before, out=out).add_(own_now).div_(num_workers)
 
 
 def default_rho(lr: float, num_workers: int, beta: float = 0.9) -> float:

@@ -24,7 +24,7 @@ HYPER = (
     "tau",
 )  # fmt: skip
 CODESIGN = ("message", "bucket_mb", "exchange", "center_on", "overlap", "elastic_epoch", "backend", "data")
-AVERAGING = ("inner", "worker_rule", "outer", "outer_lr", "outer_momentum", "tau", "compress")
+AVERAGING = ("inner", "worker_rule", "outer", "outer_lr", "outer_momentum", "outer_delay", "tau", "compress")
 ENCODED_BACKENDS = ("mpi", "cuda_aware_mpi")  # compressed rounds send bytes: MPI only
 OUTER_WITH_STATE = ("nesterov", "slowmo")  # outer steps with a learning rate and a momentum
 
@@ -50,6 +50,7 @@ class Settings:
     outer: str | None = None
     outer_lr: float | None = None
     outer_momentum: float | None = None
+    outer_delay: int | None = None  # rounds an outer step waits for the others' outer gradients (0 or 1)
     compress: str | None = None
     message: str | None = None  # collectives: packed, per_layer or (sync_sgd) bucketed
     bucket_mb: float | None = None  # sync_sgd's gradient buckets (message bucketed)
@@ -106,6 +107,7 @@ def resolve(cfg, info: AlgorithmInfo, *, workers: int, choose_backend=None) -> S
             inner=value("inner", "sgd"),
             worker_rule=value("worker_rule", "elastic"),
             outer=value("outer", "elastic"),
+            outer_delay=value("outer_delay", 0),
             compress=value("compress"),
         )
         values["exchange"] = value("exchange", "allreduce" if values["compress"] == "fp32" else "rooted")
@@ -191,6 +193,12 @@ def _check_combination(s: Settings, info: AlgorithmInfo) -> None:
         raise UserError(
             f"--overlap needs --worker-rule elastic and --compress fp32: {info.key} with "
             f"{s.worker_rule} and {s.compress} sends a round's messages only after its inner step"
+        )
+    if s.outer_delay and (s.worker_rule != "reset" or s.exchange != "allreduce" or s.outer == "elastic" or s.overlap):
+        raise UserError(
+            f"--outer-delay {s.outer_delay} delays the outer step of a reset round whose every worker takes it "
+            f"(--worker-rule reset, --exchange allreduce, --outer average, nesterov or slowmo, no --overlap): "
+            f"{info.key} runs --worker-rule {s.worker_rule}, --exchange {s.exchange}, --outer {s.outer}"
         )
     if s.compress != "fp32" and s.exchange == "allreduce":
         raise UserError(

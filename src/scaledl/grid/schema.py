@@ -25,6 +25,7 @@ import yaml
 from scaledl.config import (
     SETTINGS,
     TrainConfig,
+    delay_rounds,
     fraction,
     nonnegative_float,
     open_fraction,
@@ -44,6 +45,7 @@ TYPES = {
     int: ("integer", {}),
     float: ("number", {}),
     positive_int: ("integer", {"minimum": 1}),
+    delay_rounds: ("integer", {"minimum": 0, "maximum": 1}),
     positive_float: ("number", {"exclusiveMinimum": 0}),
     nonnegative_float: ("number", {"minimum": 0}),
     fraction: ("number", {"minimum": 0, "maximum": 1}),
