@@ -37,6 +37,7 @@ WORKER_RULES = ("elastic", "reset")
 OUTER_OPTIMIZERS = ("elastic", "average", "nesterov", "slowmo")
 COMPRESSIONS = ("fp32", "fp16", "bf16", "int8")  # scaledl.comm.codecs
 EXCHANGES = ("allreduce", "rooted")  # the averaging engine's round (algorithms/averaging.py)
+GRAPHS = ("complete", "ring")  # whose weights a worker's round sums (algorithms/averaging.py)
 
 # Argument groups of `scaledl train --help`, in order.
 GROUPS = {
@@ -272,6 +273,14 @@ class TrainConfig:
         "averaging family: the outer step's momentum (None: the algorithm's default)",
         group="averaging",
         type=fraction,
+    )
+    graph: str = _setting(
+        "complete",
+        "averaging family with --exchange allreduce: whose W^j a worker's round sums; complete: every worker's "
+        "(the published methods); ring: its own and its two neighbours' (gossip without a master; each worker "
+        "then keeps a center of its own; beyond the paper)",
+        group="averaging",
+        choices=GRAPHS,
     )
     outer_delay: int = _setting(
         0,

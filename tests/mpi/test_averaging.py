@@ -85,6 +85,26 @@ def test_outer_delay_0_is_diloco_bit_for_bit_and_1_changes_the_numbers(digits_h5
 
 
 @pytest.mark.mpi
+def test_a_ring_of_two_is_the_complete_graph_bit_for_bit_and_a_ring_of_four_is_not(digits_h5, tmp_path):
+    runs = {
+        "default": (2, []),
+        "ring2": (2, ["--graph", "ring"]),
+        "complete4": (4, []),
+        "ring4": (4, ["--graph", "ring"]),
+    }
+    for name, (ranks, extra) in runs.items():
+        result = run_train(ranks, train_args(digits_h5, tmp_path / name, "local_sgd", "--tau", "4", *extra))
+        assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    model = {name: torch.load(tmp_path / name / "model.pt") for name in runs}
+    assert all(torch.equal(model["default"][k], model["ring2"][k]) for k in model["default"])  # one neighbour: all
+    assert not all(torch.equal(model["complete4"][k], model["ring4"][k]) for k in model["complete4"])
+    report = read_run_json(tmp_path / "ring4/run.json")["algorithm_report"]
+    assert {r["averaging"]["graph"] for r in report} == {"ring"}
+    assert all(r["messages_per_exchange"] == 2 for r in report)  # W^i to each of two neighbours, no Allreduce
+    assert report[0]["bytes_per_exchange"] == 2 * 2 * 4 * 431_080  # LeNet on 8×8 digits, both ways, two of each
+
+
+@pytest.mark.mpi
 def test_local_sgd_equals_pytorchs_periodic_model_averager(digits_h5, tmp_path):
     result = run_mpi(
         2, [str(CHECKS / "check_local_sgd_parity.py"), str(digits_h5), str(tmp_path / "run"), "4", "13"], timeout=180
@@ -117,6 +137,7 @@ def test_the_engine_with_sync_easgds_settings_is_sync_easgd_bit_for_bit(digits_h
         "worker_rule": "elastic",
         "outer": "elastic",
         "outer_delay": 0,
+        "graph": "complete",
         "tau": 1,
         "compress": "fp32",
     }

@@ -47,6 +47,7 @@ SET = {
     "exchange": "rooted",
     "age_weight": "inverse",
     "outer_delay": 1,
+    "graph": "ring",
 }
 
 

@@ -44,6 +44,7 @@ def test_averaging_settings_come_from_the_registry_and_are_recorded_once():
         "outer_lr": 0.7,
         "outer_momentum": 0.9,
         "outer_delay": 0,
+        "graph": "complete",
         "tau": 8,
         "compress": "fp32",
     }
@@ -127,3 +128,16 @@ def test_an_outer_delay_is_the_reset_rounds_whose_every_worker_takes_the_outer_s
         record("sync_easgd", outer_delay=1)
     with pytest.raises(UserError, match=r"^--outer-delay 1 .*--exchange rooted"):
         record("diloco", outer_delay=1, exchange="rooted")
+
+
+def test_a_ring_graph_needs_the_allreduce_exchange_and_mpi_and_neighbours_are_the_two_beside():
+    from scaledl.algorithms.averaging import ring_neighbours
+
+    assert record("local_sgd")["averaging"]["graph"] == "complete"
+    assert record("local_sgd", graph="ring")["averaging"]["graph"] == "ring"
+    with pytest.raises(UserError, match=r"^--graph ring sums each worker's neighbourhood.*--exchange rooted"):
+        record("diloco", graph="ring", exchange="rooted")
+    with pytest.raises(UserError, match=r"^--graph ring .*--outer-delay 1"):
+        record("diloco", graph="ring", outer_delay=1)
+    assert [ring_neighbours(i, 4) for i in range(4)] == [(1, 3), (0, 2), (1, 3), (0, 2)]
+    assert ring_neighbours(0, 2) == (1,) and ring_neighbours(1, 2) == (0,) and ring_neighbours(0, 1) == ()

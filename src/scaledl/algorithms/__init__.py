@@ -57,6 +57,7 @@ OPTION_GROUPS = {
         "outer_lr",
         "outer_momentum",
         "outer_delay",
+        "graph",
         "compress",
         "exchange",
     ),  # fmt: skip

@@ -95,7 +95,11 @@ class PeriodicAveraging(Algorithm):
         )  # DiLoCo's B, SlowMo's U
         if self.compressed:
             self.wire = EncodedRound(self.codec, self.params.numel, self.workers, self.roles.is_master)
+        # Whose W^j a round sums: every worker's (one Allreduce) or, on a ring, this worker's neighbourhood's.
+        self.neighbours = ring_neighbours(self.roles.worker_index, self.workers) if s.graph == "ring" else None
+        self.round_count = len(self.neighbours) + 1 if self.neighbours is not None else self.workers
         self.delayed = bool(s.outer_delay)
+        self.own_centers = self.delayed or self.neighbours is not None  # the workers' centers differ
         if self.delayed:  # Δ^i_t, posted; the sum of the round before; this worker's own share of that sum
             self.delta_now, self.delta_sum, self.delta_before = buffer(), buffer(), buffer()
             self.delta_sum.zero_(), self.delta_before.zero_()
@@ -167,7 +171,7 @@ class PeriodicAveraging(Algorithm):
             with timer.phase("param_copy"):
                 self.w_wire.copy_(self.params.data)  # W^i_t into host memory
         if self.replicated:
-            self.coll.allreduce_sum(self.w_wire, self.sum_workers)  # Σ_i W^i_t on every rank, beside its W_t
+            self.sum_round(self.coll)  # Σ_i W^i_t on every rank (its neighbourhood's, on a ring), beside its W_t
         else:
             self.coll.bcast_(self.center_wire, root=0)  # W_t to every worker
             self.coll.reduce_sum(self.w_wire, self.sum_workers, root=0)  # Σ_i W^i_t to the master
@@ -213,7 +217,7 @@ class PeriodicAveraging(Algorithm):
                 )
         if self.sum_workers is not None:
             with self.timer.phase("center_update"):  # Eq. 2, wherever the center lives
-                rules.elastic_center_(self.center_wire, self.sum_workers, self.workers, lr, rho)
+                rules.elastic_center_(self.center_wire, self.sum_workers, self.round_count, lr, rho)
 
     def reset_round(self) -> None:
         """Inner step, Σ_i W^i where the center lives, its outer step, W on every worker, which takes it."""
@@ -229,7 +233,7 @@ class PeriodicAveraging(Algorithm):
                 with self.timer.phase("param_copy"):
                     self.w_wire.copy_(self.params.data)
             if self.replicated:
-                self.coll.allreduce_sum(self.w_wire, self.sum_workers)
+                self.sum_round(self.coll)
             else:
                 self.coll.reduce_sum(self.w_wire, self.sum_workers, root=0)
         if self.sum_workers is not None:
@@ -243,6 +247,13 @@ class PeriodicAveraging(Algorithm):
         with self.timer.phase("update"):
             self.params.data.copy_(self.center_copy)  # the reset
             # (an inner momentum V^i carries over, as DiLoCo's inner optimizer state does)
+
+    def sum_round(self, coll) -> None:
+        """`sum_workers` ← Σ W^j over every worker (Allreduce) or over this worker's ring neighbourhood."""
+        if self.neighbours is None:
+            coll.allreduce_sum(self.w_wire, self.sum_workers)
+        else:
+            coll.neighbourhood_sum(self.w_wire, self.sum_workers, self.neighbours)
 
     def delayed_round(self) -> None:
         """The eager delayed outer step (--outer-delay 1): this worker's outer gradient Δ^i_t = W^i_start − W^i
@@ -301,7 +312,7 @@ class PeriodicAveraging(Algorithm):
             rules.outer_slowmo_step_(center, delta, self.outer_buffer, s.lr, s.outer_lr, s.outer_momentum)
 
     def outer_step(self) -> None:
-        s, center, total, p = self.settings, self.center_wire, self.sum_workers, self.workers
+        s, center, total, p = self.settings, self.center_wire, self.sum_workers, self.round_count
         if s.outer == "elastic":
             rules.elastic_center_(center, total, p, s.lr, s.rho)
         elif s.outer == "average":
@@ -319,8 +330,9 @@ class PeriodicAveraging(Algorithm):
                 self.center_copy.copy_(received)
 
     def round_bytes(self) -> int:
-        """Bytes a round moves per worker: one message up (W^i) and one down (W)."""
-        return 2 * self.codec.nbytes(self.params.numel)
+        """Bytes a round moves per worker: one message up (W^i) and one down (W); on a ring, W^i to each
+        neighbour and each neighbour's W^j back."""
+        return 2 * self.codec.nbytes(self.params.numel) * (len(self.neighbours) if self.neighbours else 1)
 
     def end_iteration(self, loss, batch: int, request: BoundaryRequest) -> BoundaryRequest:
         return BoundaryRequest(self.control.agree_(request))
@@ -342,7 +354,8 @@ class PeriodicAveraging(Algorithm):
         if self.delayed:  # the round before's sum, received first: a resumed run takes it as this one would
             self.await_delayed_sum(phase=None)
             state["delta_sum"], state["delta_before"] = self.delta_sum.cpu(), self.delta_before.cpu()
-            state["center"] = self.center_wire.cpu()  # this worker's own: the centers differ by their own parts
+        if self.own_centers:
+            state["center"] = self.center_wire.cpu()  # this worker's own (delayed, or a ring's neighbourhood)
         return state
 
     def load_state_dict(self, state: dict) -> None:
@@ -353,12 +366,13 @@ class PeriodicAveraging(Algorithm):
         if self.outer_buffer is not None:
             if "outer_buffer" in state:
                 self.outer_buffer.copy_(state["outer_buffer"])
-            if self.replicated and not self.delayed:  # one outer state, the master's, on every replica
-                self.control.bcast_(self.outer_buffer, root=0)  # (delayed: each worker's own, as its center)
+            if self.replicated and not self.own_centers:  # one outer state, the master's, on every replica
+                self.control.bcast_(self.outer_buffer, root=0)  # (else each worker's own, as its center)
         if self.compressed:
             self.wire.load_state_dict(state["wire"])
         if self.delayed:
             self.delta_sum.copy_(state["delta_sum"]), self.delta_before.copy_(state["delta_before"])
+        if self.own_centers:
             self.center_wire.copy_(state["center"])
         # the counts last: the broadcasts above are not exchanges
         self.iteration, self.exchanges, self.coll.messages = state["iteration"], state["exchanges"], state["messages"]
@@ -377,6 +391,12 @@ class PeriodicAveraging(Algorithm):
             report["helper_thread_phases"] = self.helper_timer.snapshot()
             report["overlap_per_exchange"] = self.overlap_log  # exchange k ran in iteration k·τ
         return report
+
+
+def ring_neighbours(index: int, workers: int) -> tuple[int, ...]:
+    """Worker `index`'s neighbours on a ring of `workers`: the one before and the one after (one at two workers,
+    none alone)."""
+    return tuple(sorted({(index - 1) % workers, (index + 1) % workers} - {index}))
 
 
 class EncodedRound:

@@ -24,7 +24,9 @@ HYPER = (
     "tau",
 )  # fmt: skip
 CODESIGN = ("message", "bucket_mb", "exchange", "center_on", "overlap", "elastic_epoch", "backend", "data")
-AVERAGING = ("inner", "worker_rule", "outer", "outer_lr", "outer_momentum", "outer_delay", "tau", "compress")
+AVERAGING = (
+    "inner", "worker_rule", "outer", "outer_lr", "outer_momentum", "outer_delay", "graph", "tau", "compress",
+)  # fmt: skip
 ENCODED_BACKENDS = ("mpi", "cuda_aware_mpi")  # compressed rounds send bytes: MPI only
 OUTER_WITH_STATE = ("nesterov", "slowmo")  # outer steps with a learning rate and a momentum
 
@@ -51,6 +53,7 @@ class Settings:
     outer_lr: float | None = None
     outer_momentum: float | None = None
     outer_delay: int | None = None  # rounds an outer step waits for the others' outer gradients (0 or 1)
+    graph: str | None = None  # whose W^j a worker's round sums: complete (every worker's) or ring
     compress: str | None = None
     message: str | None = None  # collectives: packed, per_layer or (sync_sgd) bucketed
     bucket_mb: float | None = None  # sync_sgd's gradient buckets (message bucketed)
@@ -108,6 +111,7 @@ def resolve(cfg, info: AlgorithmInfo, *, workers: int, choose_backend=None) -> S
             worker_rule=value("worker_rule", "elastic"),
             outer=value("outer", "elastic"),
             outer_delay=value("outer_delay", 0),
+            graph=value("graph", "complete"),
             compress=value("compress"),
         )
         values["exchange"] = value("exchange", "allreduce" if values["compress"] == "fp32" else "rooted")
@@ -199,6 +203,14 @@ def _check_combination(s: Settings, info: AlgorithmInfo) -> None:
             f"--outer-delay {s.outer_delay} delays the outer step of a reset round whose every worker takes it "
             f"(--worker-rule reset, --exchange allreduce, --outer average, nesterov or slowmo, no --overlap): "
             f"{info.key} runs --worker-rule {s.worker_rule}, --exchange {s.exchange}, --outer {s.outer}"
+        )
+    if s.graph not in (None, "complete") and (
+        s.exchange != "allreduce" or s.outer_delay or s.backend not in ENCODED_BACKENDS
+    ):
+        raise UserError(
+            f"--graph {s.graph} sums each worker's neighbourhood point to point, every worker its own center: it "
+            f"needs --exchange allreduce, --outer-delay 0 and an MPI backend; {info.key} runs --exchange "
+            f"{s.exchange}, --outer-delay {s.outer_delay}, --backend {s.backend}"
         )
     if s.compress != "fp32" and s.exchange == "allreduce":
         raise UserError(

@@ -37,6 +37,7 @@ import numpy as np
 import torch
 
 from scaledl.comm.buffers import HostStage
+from scaledl.comm.tags import Tag
 from scaledl.comm.timing import PhaseTimer
 from scaledl.comm.transport import MPI
 from scaledl.config import BACKENDS  # noqa: F401  (re-exported: the backends this module implements)
@@ -151,6 +152,7 @@ class Collectives:
             self._b = HostStage(like, timer)
         self._flag = np.zeros(1, dtype=np.int32)
         self._piece_cache: dict[tuple, list] = {}  # (address, length) -> pieces (views that keep it alive)
+        self._neighbour_buffers: dict[int, np.ndarray] | None = None
 
     def _pieces(self, buf):
         """The message pieces of `buf` (one, or one per layer), sliced once per buffer."""
@@ -201,6 +203,31 @@ class Collectives:
                 self.messages += 1
         if not self._device_direct:
             self._b.finish_recv(dst)
+
+    def neighbourhood_sum(self, src: torch.Tensor, dst: torch.Tensor, neighbours: tuple[int, ...]) -> None:
+        """dst = Σ of src over this rank and its `neighbours` (ranks of this communicator), added in rank order:
+        point to point, each neighbour's values in a buffer of its own (`_inboxes`)."""
+        self.arrive()
+        send = self._a.send_view(src) if not self._device_direct else self._ready(src)
+        inboxes = self._inboxes(src, neighbours)
+        with self.timer.phase("comm"):
+            requests = [self.comm.Isend(send, dest=n, tag=Tag.NEIGHBOUR) for n in neighbours]
+            for n in neighbours:
+                self.comm.Recv(inboxes[n], source=n, tag=Tag.NEIGHBOUR)
+            for request in requests:
+                request.Wait()
+            self.messages += len(neighbours)
+        values = {self.rank: src, **{n: torch.from_numpy(inboxes[n]).to(dst.device) for n in neighbours}}
+        ordered = [values[r] for r in sorted(values)]
+        dst.copy_(ordered[0])
+        for t in ordered[1:]:
+            dst.add_(t)
+
+    def _inboxes(self, like: torch.Tensor, neighbours: tuple[int, ...]) -> dict[int, np.ndarray]:
+        """A host buffer per neighbour, made at the first exchange (the neighbours never change)."""
+        if self._neighbour_buffers is None:
+            self._neighbour_buffers = {n: np.empty(like.numel(), dtype=np.float32) for n in neighbours}
+        return self._neighbour_buffers
 
     def bcast_(self, t: torch.Tensor, root: int) -> None:
         self.arrive()

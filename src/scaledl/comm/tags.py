@@ -8,3 +8,4 @@ class Tag(IntEnum):
     STOP = 2  # the master ends the run
     PAUSE = 3  # the master asks for a checkpoint between turns
     EVALUATE = 4  # the master asks every worker to pause while it evaluates the center
+    NEIGHBOUR = 5  # a worker's W^i to a neighbour on the averaging engine's graph (no master)

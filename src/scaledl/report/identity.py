@@ -22,11 +22,13 @@ HYPER = (
     "lr", "batch_size", "weight_decay", "rho", "alpha", "beta", "momentum", "nesterov", "momentum_at", "age_weight",
     "tau",
 )  # fmt: skip
-AVERAGING = ("inner", "worker_rule", "outer", "outer_lr", "outer_momentum", "outer_delay", "tau", "compress")
+AVERAGING = (
+    "inner", "worker_rule", "outer", "outer_lr", "outer_momentum", "outer_delay", "graph", "tau", "compress",
+)  # fmt: skip
 DERIVED = ("alpha",)  # α = ηρ
 # A setting at its neutral value is the method as it was before the setting existed: not part of the identity,
 # so a run recorded with it and one recorded before it are seeds of one configuration.
-NEUTRAL = {"age_weight": "none", "outer_delay": 0}
+NEUTRAL = {"age_weight": "none", "outer_delay": 0, "graph": "complete"}
 NAMES = tuple(name for name in dict.fromkeys([*HYPER, *AVERAGING]) if name not in DERIVED)
 
 Item = TypeVar("Item")
