@@ -16,8 +16,8 @@ network among P flows at every event of a collective, and a long broadcast's rin
 another machine, or for a model far from GoogLeNet, the wall time is an order of magnitude at best; the refusal
 rests on the memory, and on the machine's own available memory. A full simulation's estimate counts the ranks'
 replicas, not one rank's forward and backward on top of them (GoogLeNet at batch 64: several GB, reused rank after
-rank since the process keeps one malloc arena: scaledl.sim.run.one_malloc_arena; with an arena per rank's thread,
-full runs of 16 and 64 ranks outgrew 22 GB).
+rank since the process keeps one malloc arena with a fixed mmap threshold: scaledl.sim.run.one_malloc_arena; with
+an arena per rank's thread, full runs of 16 and 64 ranks outgrew 22 GB).
 """
 
 from __future__ import annotations

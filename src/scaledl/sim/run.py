@@ -342,18 +342,23 @@ def _quiet_stderr():
         os.close(devnull)
 
 
-M_ARENA_MAX = -8  # glibc's mallopt parameter (malloc.h)
+M_ARENA_MAX = -8  # glibc's mallopt parameters (malloc.h)
+M_MMAP_THRESHOLD = -3
+MMAP_THRESHOLD = 1 << 20  # a block this large or larger is mapped alone and unmapped when freed
 
 
 def one_malloc_arena() -> bool:
-    """Cap glibc's malloc at one arena for this process; True where it took. Every rank is an actor thread of
-    this process, and they compute one at a time; glibc gives threads arenas of their own (up to 8 a core), and
-    each arena keeps what its rank's forward and backward freed: a full GoogLeNet simulation of 8 ranks held
-    17.3 GB so, 9.6 GB with one arena (measured here), and one of 64 ranks was killed at 22 GB. Elsewhere than
-    glibc, nothing to do."""
+    """Cap glibc's malloc at one arena for this process, with a fixed mmap threshold; True where both took.
+    Every rank is an actor thread of this process, and they compute one at a time. glibc gives threads arenas
+    of their own (up to 8 a core), and each arena keeps what its rank's forward and backward freed: a full
+    GoogLeNet simulation of 8 ranks held 17.3 GB so, 9.6 GB with one arena (measured here), and one of 64 ranks
+    was killed at 22 GB. Within the one arena, glibc's threshold for mapping a block alone rises to the largest
+    block freed, so the next rank's activations came from the heap between the ranks' long-lived buffers and
+    were never returned: 8 ranks, one step, 8.9 GB peak, 5.5 GB with the threshold held at 1 MiB (the same
+    simulated seconds). Elsewhere than glibc, nothing to do."""
     try:
         libc = ctypes.CDLL(None)
-        return bool(libc.mallopt(M_ARENA_MAX, 1))
+        return bool(libc.mallopt(M_ARENA_MAX, 1)) and bool(libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD))
     except (OSError, AttributeError):
         return False
 
