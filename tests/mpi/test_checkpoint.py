@@ -81,10 +81,10 @@ def resumed_step(stdout: str) -> int:
         # every worker's replica of the center and of the outer momentum (the allreduce exchange)
         ("diloco", ("--tau", "3", "--lr", "0.01")),
         # each worker's own center and outer momentum, and the round before's sum, received at the checkpoint
+        # (a ring's own centers take the same path; at two workers a ring is the complete graph)
         ("diloco", ("--tau", "3", "--lr", "0.01", "--outer-delay", "1")),
-        ("diloco", ("--tau", "3", "--lr", "0.01", "--graph", "ring")),
     ],
-    ids=["sync_easgd-tau3", "sync_sgd", "diloco-momentum-int8", "diloco-replicated", "diloco-delayed", "diloco-ring"],
+    ids=["sync_easgd-tau3", "sync_sgd", "diloco-momentum-int8", "diloco-replicated", "diloco-delayed"],
 )
 def test_a_synchronous_run_killed_and_rerun_ends_bitwise_like_an_uninterrupted_one(
     digits_h5, tmp_path, algorithm, extra
