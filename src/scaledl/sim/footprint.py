@@ -2,7 +2,10 @@
 
 Every rank of a simulation lives in this one process. A full simulation holds each rank's model, gradients
 and message buffers: about FULL_REPLICAS copies of the weights a rank (GoogLeNet, 26.5 MB of weights: about
-150 MB a rank, so 64 ranks took 14 GB). A time-only one shares one replica of every large buffer
+195 MB a rank, the slope between full runs of 8 and 16 ranks, one step, 5.5 and 7.0 GB peak at commit df01747).
+It leaves out the one rank's forward and backward that runs at a time, which depends on the model and the batch
+(GoogLeNet at batch 64: the fit's intercept, 2.7 GB above the base): 64 full GoogLeNet ranks, estimated at
+13.6 GB, took 17.6 GB (bench/raw/thousand.json, 2 steps). A time-only one shares one replica of every large buffer
 (scaledl.sim.replicas), so its memory barely grows with the ranks, and its wall time is each rank's Python
 work per step plus the messages SimGrid moves.
 
@@ -24,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-FULL_REPLICAS = 5.7  # weights' bytes a rank holds in a full simulation, in copies (GoogLeNet: 150 MB for 26.5)
+FULL_REPLICAS = 7.34  # weights' bytes a rank holds in a full simulation, in copies (GoogLeNet: 194.5 MB for 26.5)
 BASE_BYTES = 1.19e9  # the process before any rank: Python, torch, SimGrid, the data's labels
 RANK_BYTES = 1.5e6  # a time-only rank: its actor, modules, inboxes (the fit's slope: 1.51 MB)
 SHARED_COPIES = 5  # a time-only job's shared replicas of the weights: weights, gradients, centre, buffers
