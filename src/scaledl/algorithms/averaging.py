@@ -21,6 +21,10 @@ Message pattern of a round (the collectives of `scaledl.comm`), `--exchange`:
     rooted     the master holds the center (the paper's pattern):
                elastic  Bcast W_t from the master, then Reduce(sum) Σ_i W^i_t to it
                reset    Reduce(sum) Σ_i W^i to the master, its outer step, then Bcast W
+Beyond the published methods, two settings of the allreduce exchange leave every worker a center of its own:
+    --outer-delay 1  a reset round posts Σ_j Δ^j_t (Δ^j = W_j − W^j, the outer gradient) on the helper thread and
+                     steps on (Δ^i_t + Σ_{j≠i} Δ^j_{t−1})/P: its own part on time, the others' one round late
+    --graph ring     a round sums this worker's W^i and its two ring neighbours' (point to point), not all P
 MPI libraries run Allreduce far faster than Bcast + Reduce of the same size
 (MPICH's Reduce is several times slower than its Allreduce at 16 MiB), which
 is why the allreduce exchange is the default; rooted stays for the ablation.
