@@ -105,6 +105,17 @@ def test_a_ring_of_two_is_the_complete_graph_bit_for_bit_and_a_ring_of_four_is_n
 
 
 @pytest.mark.mpi
+def test_an_elastic_ring_overlapped_is_the_elastic_ring_bit_for_bit(digits_h5, tmp_path):
+    """Sync EASGD3's exchange on the helper thread sums the ring neighbourhood as Sync EASGD's does inline."""
+    for algorithm in ("sync_easgd", "sync_easgd3"):
+        result = run_train(4, train_args(digits_h5, tmp_path / algorithm, algorithm, "--graph", "ring"))
+        assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    inline, overlapped = (torch.load(tmp_path / a / "model.pt") for a in ("sync_easgd", "sync_easgd3"))
+    assert all(torch.equal(inline[k], overlapped[k]) for k in inline)
+    assert read_run_json(tmp_path / "sync_easgd3/run.json")["algorithm_report"][0]["averaging"]["graph"] == "ring"
+
+
+@pytest.mark.mpi
 def test_local_sgd_equals_pytorchs_periodic_model_averager(digits_h5, tmp_path):
     result = run_mpi(
         2, [str(CHECKS / "check_local_sgd_parity.py"), str(digits_h5), str(tmp_path / "run"), "4", "13"], timeout=180
