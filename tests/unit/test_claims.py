@@ -1342,3 +1342,27 @@ def test_the_runner_up_runs_say_whether_a_tuned_verdict_survives_the_second_best
     assert "async_easgd (η 0.032, effective 0.0284, interior)" in runner_up["decomposition"]  # the runner-up η
     page = claims_markdown(out, tmp_path / "summary.csv", default_claims_text(), "claims.yaml")
     assert "**no**: reversed at the runner-up η" in page
+
+
+# ------------------------------------------------------------------ the clock swap
+
+
+def test_the_clock_swap_puts_each_verdict_beside_its_alpha_beta_twin():
+    def on(platform, clock, easgd, sgd):
+        extra = {"simulated_on": ["k80x8"] * 5, "clock": [clock] * 5}
+        return [
+            *runs("async_easgd", easgd, platform=platform, **extra),
+            *runs("async_sgd", sgd, platform=platform, **extra),
+        ]
+
+    results = table(on("gpu8_sim", "simgrid", FAST, SLOW), on("gpu8_sim_ab", "alphabeta", SLOW, FAST))
+    claims = evaluate(results, [CLAIMS["async_easgd_vs_async_sgd"]], GPU)
+    assert sorted(claims["simulated_on"]) == ["k80x8", "k80x8 (α-β clock)"]  # judged apart, each named
+    page = claims_markdown(claims, Path("summary.csv"), "", "claims.yaml")
+    section = page.split("## The clock swap")[1]
+    assert "1 of 1 verdicts change with the clock" in section
+    row = next(line for line in section.splitlines() if "gpu8_sim_ab" in line)
+    assert "holds" in row and "reversed" in row and "**yes**" in row
+    # without a platform on the α-β clock there is no such section
+    alone = evaluate(table(on("gpu8_sim", "simgrid", FAST, SLOW)), [CLAIMS["async_easgd_vs_async_sgd"]], GPU)
+    assert "clock swap" not in claims_markdown(alone, Path("summary.csv"), "", "claims.yaml")

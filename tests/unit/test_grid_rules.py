@@ -165,3 +165,12 @@ def test_a_calibrated_platform_is_this_machines_file_made_from_its_local_netbenc
     assert calibration.validation_files(runs, config, "paper_small") == ["results/paper_small/validate/here.md"]
     real_only = {key: value for key, value in runs.items() if key.platform != "laptop_sim"}
     assert calibration.validation_files(real_only, config, "paper_small") == []
+
+
+def test_a_simulated_platform_gives_its_file_ranks_and_clock_to_the_simulation():
+    k80 = {"kind": "simulated", "platform_file": "k80x8", "simulates": "gpu"}
+    assert shlex.split(rules.simulation_flags(k80, "x", 9)) == ["--platform-file", "k80x8", "--ranks", "9"]
+    swapped = rules.simulation_flags({**k80, "clock": "alphabeta"}, "x", 9)
+    assert shlex.split(swapped)[-2:] == ["--clock", "alphabeta"]
+    calibrated = rules.simulation_flags({**k80, "platform_file": calibration.CALIBRATED}, "x", 3)
+    assert shlex.split(calibrated)[:2] == ["--platform-file", calibration.calibrated_platform("x")]

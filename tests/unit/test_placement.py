@@ -201,3 +201,8 @@ def test_a_simulated_job_asks_memory_for_every_rank_it_simulates():
     shape = place("gpu8_sim", sim, 8, needs_master=True)
     assert memory(sim, shape) == (9 * DEFAULT_MEM_MB_PER_CPU, None)  # one --mem for the 9 ranks' replicas
     assert memory({**sim, "mem_mb_per_node": 4000}, shape) == (4000, None)
+
+
+def test_a_clock_belongs_to_a_simulated_platform_only():
+    with pytest.raises(PlacementError, match=r"^platform 'p': clock applies to kind simulated, not 'local'; remove it"):
+        place("p", {"kind": "local", "clock": "alphabeta"}, 2, needs_master=False)

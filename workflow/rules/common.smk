@@ -155,7 +155,7 @@ calibrated_platform = lambda wildcards: calibration.calibration_inputs(platform_
 calibration_netbench = lambda wildcards: calibration.calibration_netbench(RUNS, config, NAME)
 regime_platform = lambda wildcards: calibration.calibration_inputs(config["platforms"][config["regime_map"]["platform"]], NAME)
 sensitivity_inputs = lambda wildcards: sensitivity.inputs(config, NAME)
-simulated_ranks = lambda wildcards: train_placement(wildcards).ranks
+simulation_flags = lambda wildcards: grid_rules.simulation_flags(platform_of(wildcards), NAME, train_placement(wildcards).ranks)
 
 
 def mpi_launcher(wildcards, resources):

@@ -109,12 +109,11 @@ rule train_simulated:
         **TRAIN_RESOURCES,  # tasks is 1: one process
     params:
         out_dir=subpath(output.run, parent=True),
-        platform_file=simulated_platform_file,
-        ranks=simulated_ranks,
+        simulation=simulation_flags,  # --platform-file, --ranks, and --clock where not SimGrid's
         flags=train_flags,
         tuned=tuned_flags,
     shell:
-        "python -m scaledl simulate --platform-file {params.platform_file} --ranks {params.ranks}"
+        "python -m scaledl simulate {params.simulation}"
         " --data {input.data} --model {wildcards.model} --algorithm {wildcards.algorithm}"
         " --seed {wildcards.seed} --platform {wildcards.platform} --out-dir {params.out_dir}"
         " {params.flags} {params.tuned} > {log} 2>&1"

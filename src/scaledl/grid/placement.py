@@ -81,6 +81,7 @@ _ONLY_FOR = {
     "ranks_per_node": ("cpu", "knl", "simulated"),
     "platform_file": ("simulated",),
     "simulates": ("simulated",),
+    "clock": ("simulated",),
     "gpus_per_node": ("gpu",),
     "gpu_type": ("gpu",),
     "cores_per_node": CLUSTER_KINDS,

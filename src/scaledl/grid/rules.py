@@ -17,7 +17,7 @@ from typing import Any
 
 from scaledl.algorithms import ALGORITHMS
 from scaledl.config import as_argv, to_argv
-from scaledl.grid import downloads, launch, plugins
+from scaledl.grid import calibration, downloads, launch, plugins
 from scaledl.grid.jobs import hardware_of, measured_as, netbench_groups, placement_of
 from scaledl.grid.keys import RUNS_STAGE, RunKey, RunSettings, one_of, run_dir
 from scaledl.grid.runs import settings_of
@@ -161,6 +161,14 @@ def train_options(key: RunKey, runs: Mapping[RunKey, RunSettings], config: Mappi
 def train_flags(key: RunKey, runs: Mapping[RunKey, RunSettings], config: Mapping) -> str:
     """The `scaledl train` flags of a run beyond the wildcards (null settings left off)."""
     return shlex.join(to_argv(train_options(key, runs, config)))
+
+
+def simulation_flags(platform: Mapping, name: str, ranks: int) -> str:
+    """`scaledl simulate`'s own flags for a run on a simulated platform: its file, the job's ranks, and its clock
+    where it is not SimGrid's (`clock: alphabeta`, the clock swap)."""
+    flags = ["--platform-file", calibration.platform_file(platform, name), "--ranks", str(ranks)]
+    clock = platform.get("clock") or "simgrid"
+    return shlex.join(flags if clock == "simgrid" else [*flags, "--clock", clock])
 
 
 def prepare_input(config: Mapping, dataset: str) -> list[str]:

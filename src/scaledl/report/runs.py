@@ -67,14 +67,15 @@ RUN_FIELDS: dict[str, str] = checked_paths(
         "dirty": "provenance.code.dirty",
         "slurm_job_id": "provenance.slurm.job_id",
         "simulated_on": "transport.platform",  # the simulated platform; empty for a run on real hardware
+        "clock": "transport.clock",  # a simulated run's clock: simgrid or alphabeta (the clock swap)
     }
 )
 
 # Columns a run.json of an older version may lack, and the value they then mean.
 FIELD_DEFAULTS = {
     "setting": "", "target_step": None, "steps_to_target": None, "commit": None, "dirty": None,
-    "slurm_job_id": None, "simulated_on": "", "later_target_accuracy": None, "time_to_later_target_s": None,
-    "steps_to_later_target": None,
+    "slurm_job_id": None, "simulated_on": "", "clock": "", "later_target_accuracy": None,
+    "time_to_later_target_s": None, "steps_to_later_target": None,
     "threads": None, "staleness_median": None, "staleness_p90": None, "staleness_max": None,
 }  # fmt: skip
 

@@ -30,6 +30,11 @@ from scaledl.sim.loader import load
 
 ANY_SOURCE, ANY_TAG = -2, -1
 _local = threading.local()
+# How a message's time is found: SimGrid's flow model (every link shared by the transfers crossing it at the
+# time), or the closed form of analytical models, α + n/B of the route (its latency, its narrowest link),
+# sharing nothing: the clock swap that shows which verdicts rest on the network's contention.
+CLOCKS = ("simgrid", "alphabeta")
+SIMGRID_LOOPBACK = (0.0, 10e9)  # SimGrid's own within-host line where a platform sets none: 0 s, 10 GB/s
 
 
 class RankLost(Exception):
@@ -116,6 +121,9 @@ class Cluster:
     segments: dict = field(default_factory=dict)
     # time-only: the job's pool of shared buffers (scaledl.sim.replicas); a payload from it carries no values
     replicas: object = None
+    clock: str = "simgrid"  # CLOCKS
+    loopback: tuple[float, float] = SIMGRID_LOOPBACK  # a host to itself on the alphabeta clock: (latency s, B/s)
+    routes: dict = field(default_factory=dict)  # (host, host) -> (latency s, narrowest bandwidth B/s), as found
 
     def carries(self, buf) -> bool:
         """Whether a message from (or into) `buf` must carry its values: not when `buf` is a time-only replica."""
@@ -142,7 +150,24 @@ class Cluster:
             if extra > 0:
                 self.sg.this_actor.sleep_for(extra)
             nbytes = int(nbytes * scale)
-        self.sg.Comm.sendto(a, b, nbytes)
+        self.send(a, b, nbytes)
+
+    def send(self, a, b, nbytes: int) -> None:
+        """Block the calling actor while `nbytes` go from host `a` to host `b`, on the simulation's clock."""
+        if self.clock == "simgrid":
+            self.sg.Comm.sendto(a, b, nbytes)
+            return
+        latency, bandwidth = self.route(a, b)
+        self.sg.this_actor.sleep_for(latency + nbytes / bandwidth)
+
+    def route(self, a, b) -> tuple[float, float]:
+        """The route from `a` to `b` in closed form: its latency and its narrowest link's bandwidth (a host to
+        itself: the platform's loopback line)."""
+        key = (a.name, b.name)
+        if key not in self.routes:
+            links, latency = a.route_to(b)
+            self.routes[key] = (latency, min(link.bandwidth for link in links)) if links else self.loopback
+        return self.routes[key]
 
     def fail(self, rank: int) -> None:
         """Rank `rank`'s host fails: its actors die; messages to it fail from now on."""

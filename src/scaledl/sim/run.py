@@ -32,7 +32,17 @@ from dataclasses import dataclass, field
 
 from scaledl.comm import timing, transport
 from scaledl.errors import Interrupted, UserError
-from scaledl.sim.cluster import Cluster, Done, RankState, SimulatedAbort, bind, spawn, this_rank
+from scaledl.sim.cluster import (
+    CLOCKS,
+    SIMGRID_LOOPBACK,
+    Cluster,
+    Done,
+    RankState,
+    SimulatedAbort,
+    bind,
+    spawn,
+    this_rank,
+)
 from scaledl.sim.loader import load
 from scaledl.sim.mpi import SIMULATED_MPI, Comm
 from scaledl.sim.mpi import Exception as MPIError
@@ -152,12 +162,15 @@ class Simulation:
     poll_s: float = 2e-5
     seed: int = 0  # the run's: it seeds the hosts' timing noise (scaledl.sim.noise), one schedule per seed
     time_only: bool = False  # priced work is charged, not computed (scaledl.sim.roofline's SkipMode)
+    clock: str = "simgrid"  # how a message's time is found (scaledl.sim.cluster.CLOCKS)
 
     def __post_init__(self):
         self.placement = self.platform.place(self.ranks, self.dedicated_master)
         for host in [*self.failures, *self.host_speed]:
             if host not in self.platform.hosts:
                 raise UserError(f"platform {self.platform.name} has no host {host!r}")
+        if self.clock not in CLOCKS:
+            raise UserError(f"--clock {self.clock}: unknown clock; choose from {', '.join(CLOCKS)}")
         self.sg = None
         self.prices: dict | None = {} if self.time_only else None  # time-only: the ranks share their prices
         self.replicas = Replicas() if self.time_only else None  # time-only: and their large buffers
@@ -184,6 +197,7 @@ class Simulation:
             "noise_seed": self.seed,
             "polling_hosts": sorted({h.name for h in self.placement if h.polls}),  # waiting ranks keep a core busy
             "time_only": self.time_only,
+            "clock": self.clock,
         }
 
     def run(self, main) -> Outcome:
@@ -195,7 +209,14 @@ class Simulation:
             engine.load_platform(str(self.platform.path))
         except (ValueError, RuntimeError) as error:
             raise UserError(f"platform file {self.platform.path}: SimGrid cannot load it ({error})") from None
-        cluster = Cluster(sg, poll_s=self.poll_s, segments=segments_of(self.platform), replicas=self.replicas)
+        cluster = Cluster(
+            sg,
+            poll_s=self.poll_s,
+            segments=segments_of(self.platform),
+            replicas=self.replicas,
+            clock=self.clock,
+            loopback=self.platform.loopback or SIMGRID_LOOPBACK,
+        )
         for host, factor in self.host_speed.items():
             sg.Host.by_name(host).set_speed_profile(f"0 {factor}\n", -1)
         for rank, info in enumerate(self.placement):
@@ -204,7 +225,7 @@ class Simulation:
             state = RankState(cluster, rank, host, info.node, memory_host=memory, polls=info.polls)
             state.world = Comm("world", tuple(range(self.ranks)), rank)
             state.meter = self._meter(
-                sg, info, host, self.slowdown.get(rank, 1.0), info.noise.timer(self.seed, rank, info.name)
+                sg, cluster, info, host, self.slowdown.get(rank, 1.0), info.noise.timer(self.seed, rank, info.name)
             )
             cluster.ranks.append(state)
         for state in cluster.ranks:
@@ -228,7 +249,7 @@ class Simulation:
         self.outcome.simulated_s = sg.Engine.clock
         return self.outcome
 
-    def _meter(self, sg, info, host, slowdown: float, noise) -> Meter:
+    def _meter(self, sg, cluster: Cluster, info, host, slowdown: float, noise) -> Meter:
         cpu = self.platform.hosts[info.cpu_host] if info.cpu_host else info
         cpu_host = sg.Host.by_name(cpu.name)
 
@@ -245,7 +266,7 @@ class Simulation:
 
         def pcie(nbytes: int, to_device: bool) -> None:
             src, dst = (cpu_host, host) if to_device else (host, cpu_host)
-            sg.Comm.sendto(src, dst, int(nbytes))
+            cluster.send(src, dst, int(nbytes))
 
         applier: list[CpuLane] = []  # made at the first accumulate into this rank's memory (most ranks get none)
 

@@ -23,6 +23,7 @@ from scaledl.algorithms import ALGORITHMS
 from scaledl.config import TrainConfig
 from scaledl.errors import UserError
 from scaledl.models import build_model
+from scaledl.sim.cluster import CLOCKS
 from scaledl.sim.footprint import available_bytes, estimate, refusal
 from scaledl.sim.provenance import refuse_stale_calibration
 from scaledl.train.command import add_arguments as add_train_arguments
@@ -54,6 +55,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="HOST:FACTOR",
         help="scale HOST's speed by FACTOR (0.5: twice as slow; repeatable): a straggling node",
+    )
+    group.add_argument(
+        "--clock",
+        default="simgrid",
+        choices=CLOCKS,
+        help="how a message's time is found: SimGrid's network model, links shared by the transfers crossing "
+        "them (default), or alphabeta, the closed form α + n/B of its route, sharing nothing (the clock swap)",
     )
     add_train_arguments(parser)
     # run.json's `platform`: the simulated platform unless --platform is given (the workflow gives the config's
@@ -134,6 +142,7 @@ def run(args: argparse.Namespace) -> int:
         slowdown={rank: straggler_factor(cfg.straggler, rank, args.ranks) for rank in range(args.ranks)},
         seed=cfg.seed,
         time_only=cfg.time_only,
+        clock=args.clock,
     )
     footprint = estimated(cfg, args.ranks)
     if footprint is not None:

@@ -140,12 +140,18 @@ def oversubscribed_sides(group: pd.DataFrame) -> str:
     return "; ".join(f"{r.algorithm} ran {r.ranks:g} ranks on {r.cores:g} cores" for r in named.itertuples())
 
 
+ALPHABETA_CLOCK = "alphabeta"  # a simulated run's closed-form clock (scaledl simulate --clock)
+ALPHABETA_MARK = " (α-β clock)"  # how a platform's name says its runs were timed on it
+
+
 def simulated_platform(group: pd.DataFrame) -> str:
-    """The simulated platform a setting's runs ran on ("" for real hardware): the summary's `simulated_on`."""
+    """The simulated platform a setting's runs ran on ("" for real hardware): the summary's `simulated_on`,
+    marked when they ran on the α-β clock, so that they are judged apart from the SimGrid clock's."""
     if "simulated_on" not in group:
         return ""
     found = sorted({str(v) for v in group["simulated_on"].dropna() if str(v)})
-    return ", ".join(found)
+    swapped = "clock" in group and group["clock"].eq(ALPHABETA_CLOCK).any()
+    return ", ".join(found) + (ALPHABETA_MARK if found and swapped else "")
 
 
 def sensitivity_of(claim: Claim, group: pd.DataFrame, platform: str, ctx: Context) -> str:

@@ -95,7 +95,10 @@ def evaluate_claim(results: pd.DataFrame, claim: Claim, ctx: Context, protocol: 
             continue
         platform = simulated_platform(group)
         sensitivity = sensitivity_of(claim, group, platform, ctx)
-        rows.append(row(claim, protocol, label, verdict, platform, sensitivity, oversubscribed_sides(group)))
+        others = [(c, v) for c, v in zip(claim.per, key) if c != "platform"]  # pairs a platform's row with another's
+        elsewhere = setting_label(tuple(c for c, _ in others), tuple(v for _, v in others))
+        elsewhere += grid_point(key[len(claim.per)] if point else "")
+        rows.append(row(claim, protocol, label, verdict, platform, sensitivity, oversubscribed_sides(group), elsewhere))
     if incomplete and not rows:
         settings = plural(len(incomplete), "setting")
         shown = "; ".join(incomplete[:3]) + (f" and {len(incomplete) - 3} more" if len(incomplete) > 3 else "")

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from scaledl.report.claims.clock_swap import clock_swap_lines
 from scaledl.report.claims.judged import judged_markdown, smoke_note
 from scaledl.report.claims.rules import AA_RULES, INCLUSION_RULES
 from scaledl.report.claims.words import (
@@ -79,6 +80,7 @@ def claims_markdown(table: pd.DataFrame, summary: Path, claims_text: str, claims
             markdown_table(side_by_side(part)),
             "",
         ]
+    lines += clock_swap_lines(paper)
     for title, part in (
         ("Controls (the harness must call these holds)", table[table["protocol"] == CONTROL]),
         (

@@ -104,6 +104,7 @@ def row(
     simulated_on: str = "",
     sensitivity: str = "",
     oversubscribed: str = "",
+    any_platform: str = "",
 ) -> dict:
     numbers = verdict.numbers
     reason = verdict.reason + (f" Oversubscribed: {oversubscribed}." if oversubscribed else "")
@@ -128,11 +129,12 @@ def row(
         "ours_n": numbers.n if numbers else 0,
         "sensitivity": sensitivity,
         "oversubscribed": oversubscribed,
+        "setting_any_platform": any_platform,  # the setting but its platform: one claim's rows across platforms
     }
 
 
 CLAIM_COLUMNS = [
     "id", "rule", "figure", "claim", "protocol", "setting", "paper", "ours", "verdict", "faster", "reason",
     "decomposition", "paper_value", "ours_median", "ours_min", "ours_max", "ours_n", "simulated_on", "sensitivity",
-    "oversubscribed",
+    "oversubscribed", "setting_any_platform",
 ]  # fmt: skip
