@@ -192,11 +192,11 @@ class TrainConfig:
     nesterov: bool = _setting(
         False, "async_measgd: take ΔW^i at the look-ahead W^i + μV^i", group="hyperparameters", switch=True
     )
-    age_weight: str = _setting(
-        "none",
+    age_weight: str | None = _setting(
+        None,
         "async_sgd/hogwild_sgd/async_easgd/async_measgd/hogwild_easgd: scale each exchange's update by the "
         "staleness s its epoch records (the center's updates by other workers since this worker's last one): "
-        "inverse: 1/(1+s); none: unweighted, the paper's",
+        "inverse: 1/(1+s); none: unweighted, the paper's (None: the algorithm's, none but for async_easgd_aged)",
         group="hyperparameters",
         choices=AGE_WEIGHTS,
     )
@@ -274,19 +274,20 @@ class TrainConfig:
         group="averaging",
         type=fraction,
     )
-    graph: str = _setting(
-        "complete",
+    graph: str | None = _setting(
+        None,
         "averaging family with --exchange allreduce: whose W^j a worker's round sums; complete: every worker's "
         "(the published methods); ring: its own and its two neighbours' (gossip without a master; each worker "
-        "then keeps a center of its own; beyond the paper)",
+        "then keeps a center of its own; beyond the paper) (None: the algorithm's, complete but for diloco_ring)",
         group="averaging",
         choices=GRAPHS,
     )
-    outer_delay: int = _setting(
-        0,
+    outer_delay: int | None = _setting(
+        None,
         "averaging family with --worker-rule reset: 1 takes each outer step one round late for the other "
         "workers' outer gradients (their Allreduce overlaps the next round's steps) and on time for this "
-        "worker's own (the eager delayed outer step; beyond the paper); 0: every outer step waits for the round",
+        "worker's own (the eager delayed outer step; beyond the paper); 0: every outer step waits for the round "
+        "(None: the algorithm's, 0 but for diloco_eager)",
         group="averaging",
         type=delay_rounds,
     )

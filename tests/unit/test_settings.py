@@ -64,6 +64,19 @@ def test_presets_fix_their_switches_and_refuse_a_contradiction():
         record("sync_easgd1", center_on="device")
 
 
+def test_the_beyond_presets_are_their_bases_at_one_setting_each():
+    # each differs from its base in exactly the one setting it fixes (its base at that value runs the same code)
+    for key, section, setting, value in [
+        ("async_easgd_aged", "hyper", "age_weight", "inverse"),
+        ("diloco_eager", "averaging", "outer_delay", 1),
+        ("diloco_ring", "averaging", "graph", "ring"),
+    ]:
+        preset, base = record(key, workers=4), record(ALGORITHMS[key].preset_of, workers=4, **{setting: value})
+        assert preset[section][setting] == value and preset == base, key
+    with pytest.raises(UserError, match=r"^--graph complete contradicts diloco_ring, which fixes graph = ring"):
+        record("diloco_ring", graph="complete")
+
+
 @pytest.mark.parametrize(
     "settings, message",
     [

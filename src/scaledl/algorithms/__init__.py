@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
 
 from scaledl.errors import UserError
@@ -367,6 +367,26 @@ ALGORITHMS: dict[str, AlgorithmInfo] = {
         ),
     )
 }
+
+
+def _preset(base: str, key: str, paper_name: str, **fixing) -> AlgorithmInfo:
+    """Algorithm `base` under a name of its own, with `fixing`'s settings fixed (its engine, options, defaults)."""
+    return replace(ALGORITHMS[base], key=key, paper_name=paper_name, preset_of=base, preset=fixing)
+
+
+# Beyond the paper: newer asynchronous methods as named settings of these engines (docs/algorithms.md), each its
+# base bit for bit at the setting's neutral value, named so that the tune stage tunes it apart and a claim
+# compares it with its base like any two methods.
+ALGORITHMS.update(
+    (info.key, info)
+    for info in (
+        _preset("async_easgd", "async_easgd_aged", "Async EASGD, each exchange weighed by its age, 1/(1+s)",
+                age_weight="inverse"),
+        _preset("diloco", "diloco_eager", "DiLoCo, the outer step one round late for the others' changes (eager)",
+                outer_delay=1),
+        _preset("diloco", "diloco_ring", "DiLoCo gossiping on a ring (no master)", graph="ring"),
+    )
+)  # fmt: skip
 
 BASE_ALGORITHMS = tuple(key for key, info in ALGORITHMS.items() if not info.is_preset)
 

@@ -130,7 +130,6 @@ def resolve(cfg, info: AlgorithmInfo, *, workers: int, choose_backend=None) -> S
     for key in (
         "nesterov",
         "momentum_at",
-        "age_weight",
         "center_window",
         "elastic_epoch",
         "wait_probe",
@@ -138,6 +137,8 @@ def resolve(cfg, info: AlgorithmInfo, *, workers: int, choose_backend=None) -> S
     ):
         if key in options:
             values[key] = value(key)
+    if "age_weight" in options:
+        values["age_weight"] = value("age_weight", "none")
     if "message" in options:
         values["message"] = value("message", "packed")
     if values.get("message") == "bucketed" or cfg.bucket_mb is not None:
@@ -165,9 +166,9 @@ def resolve(cfg, info: AlgorithmInfo, *, workers: int, choose_backend=None) -> S
 
 def _check_preset(cfg, info: AlgorithmInfo) -> None:
     """A preset fixes its switches: the command line may repeat them, never contradict them."""
-    for key in ("center_on", "overlap"):
-        given, fixed = getattr(cfg, key), info.preset.get(key)
-        if given is None or key not in info.preset or given == fixed:
+    for key in sorted(info.preset.keys() & info.options):  # (data and gradients are a preset's own, no setting's)
+        given, fixed = getattr(cfg, key), info.preset[key]
+        if given is None or given == fixed:
             continue
         flag = "--" + key.replace("_", "-")
         switch = (flag if given else f"--no-{flag[2:]}") if isinstance(given, bool) else f"{flag} {given}"

@@ -31,6 +31,7 @@ RECORDED = [
     "seconds_per_step", "transfer_per_step_s", "wait_per_step_s", "comm_share", "exposed_share",
     "staleness_median", "staleness_p90", "staleness_max",
     "steps", "epochs", "wall_s", "stop_reason", "commit", "dirty", "slurm_job_id", "batch_size", "simulated_on",
+    "clock",
 ]  # fmt: skip
 
 SUMMARY_COLUMNS = [
@@ -40,7 +41,7 @@ SUMMARY_COLUMNS = [
     "seconds_per_step", "samples_per_s", "transfer_per_step_s", "wait_per_step_s", "comm_share", "exposed_share",
     "staleness_median", "staleness_p90", "staleness_max",
     "steps", "epochs", "wall_s", "stop_reason", "resumed", "bytes_exchanged", "bytes_to_target",
-    "commit", "dirty", "slurm_job_id", "simulated_on", "cores", "oversubscribed", "run",
+    "commit", "dirty", "slurm_job_id", "simulated_on", "clock", "cores", "oversubscribed", "run",
 ]  # fmt: skip
 
 
