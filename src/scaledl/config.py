@@ -282,6 +282,13 @@ class TrainConfig:
         group="averaging",
         choices=GRAPHS,
     )
+    quorum: int | None = _setting(
+        None,
+        "quorum_diloco: the workers whose weights close a round, m of P (the others' join the round open when "
+        "they arrive; beyond the paper); None: every worker, P",
+        group="averaging",
+        type=positive_int,
+    )
     outer_delay: int | None = _setting(
         None,
         "averaging family with --worker-rule reset: 1 takes each outer step one round late for the other "

@@ -272,6 +272,10 @@ def test_a_refusal_of_a_run_with_windows_is_one_line_and_nothing_else(digits_h5,
 
 def test_the_schedule_counts_steps_and_seconds(monkeypatch):
     assert [s for s in range(1, 31) if CheckpointPolicy(every=10).due(s)] == [10, 20, 30]
+    jumping = CheckpointPolicy(every=10)  # a step that moves by four (quorum rounds): the first past each ten
+    assert [s for s in range(1, 34, 4) if jumping.due(s)] == [13, 21, 33]
+    resumed = CheckpointPolicy(every=10)  # a resumed run's first step is past a multiple, not due for it
+    assert [resumed.due(s) for s in (21, 25, 29, 33)] == [False, False, False, True]
     assert not CheckpointPolicy(every=None, interval=0).enabled
     clock = iter([0.0, 1.0, 5.0, 6.0, 11.0])
     monkeypatch.setattr(checkpoint.time, "monotonic", lambda: next(clock))

@@ -48,6 +48,7 @@ SET = {
     "age_weight": "inverse",
     "outer_delay": 1,
     "graph": "ring",
+    "quorum": 2,
 }
 
 

@@ -1,9 +1,10 @@
 """Every message pattern at P = 8 workers, more ranks than the machine has cores (marked slow).
 
 One algorithm per pattern (scaledl.algorithms.PATTERNS) runs a few steps of LeNet on digits with
-8 workers: round-robin `easgd`, the FCFS window `async_easgd` and the lock-free window
-`hogwild_easgd` with a dedicated master (9 ranks), the collectives' `sync_easgd` (8 ranks). Each
-must exit 0 with every rank accounted for in run.json: its steps, and every worker's exchanges.
+8 workers: round-robin `easgd`, the FCFS window `async_easgd`, the lock-free window `hogwild_easgd`
+and the quorum rounds' `quorum_diloco` with a dedicated master (9 ranks), the collectives' `sync_easgd`
+(8 ranks). Each must exit 0 with every rank accounted for in run.json: its steps, and every worker's
+exchanges.
 """
 
 import pytest
@@ -18,6 +19,8 @@ WORKERS = 8
 STEPS = 3
 ONE_PER_PATTERN = {"easgd": "round_robin", "async_easgd": "fcfs_window", "hogwild_easgd": "lock_free_window"}
 ONE_PER_PATTERN["sync_easgd"] = "collectives"
+ONE_PER_PATTERN["quorum_diloco"] = "quorum_rounds"
+EXTRA = {"quorum_diloco": ["--tau", "1", "--quorum", "6"]}  # a round a step, closed by 6 of the 8
 
 
 def test_one_algorithm_per_pattern():
@@ -57,6 +60,7 @@ def test_every_pattern_runs_with_eight_workers(digits_h5, tmp_path, algorithm):
             "0",
             "--expect-ranks",
             str(ranks),
+            *EXTRA.get(algorithm, []),
         ],
         timeout=150,
     )

@@ -77,6 +77,17 @@ def test_the_beyond_presets_are_their_bases_at_one_setting_each():
         record("diloco_ring", graph="complete")
 
 
+def test_a_quorum_round_waits_for_at_most_every_worker_and_takes_a_reset_outer_step():
+    assert record("quorum_diloco", workers=4, quorum=3)["averaging"]["quorum"] == 3
+    assert "quorum" not in record("quorum_diloco", workers=4)["averaging"]  # null: every worker
+    with pytest.raises(UserError, match=r"^--quorum 5: a round cannot wait for more than the 4 workers"):
+        record("quorum_diloco", workers=4, quorum=5)
+    with pytest.raises(UserError, match=r"^--outer slowmo: quorum_diloco takes the average or the nesterov outer"):
+        record("quorum_diloco", outer="slowmo", outer_lr=1.0, outer_momentum=0.5)
+    with pytest.raises(UserError, match="quorum"):
+        record("diloco", quorum=2)  # another algorithm's setting
+
+
 @pytest.mark.parametrize(
     "settings, message",
     [

@@ -30,6 +30,8 @@ PATTERNS = {
     "epoch, so updates are applied one at a time, first come first served",
     "lock_free_window": "as fcfs_window, but each epoch takes a shared lock: concurrent, unordered updates (Hogwild)",
     "collectives": "no dedicated master: collectives over the workers (worker 0 keeps the center)",
+    "quorum_rounds": "a dedicated master closes each averaging round once m of the P workers have sent their "
+    "weights (two-sided messages); the late ones' join the next round",
 }
 # Backends whose reductions run in an order fixed by the message and communicator sizes
 # (AlgorithmInfo.deterministic_in): MPI's; NCCL's order is not guaranteed, nor Gloo's.
@@ -37,7 +39,7 @@ FIXED_ORDER_BACKENDS = ("mpi", "cuda_aware_mpi")
 # What one exchange moves: the workers' gradients ΔW^i or their weights W^i (and the center W back).
 PAYLOADS = ("gradients", "weights")
 # The engine of each pattern (scaledl.algorithms.<engine> defines ENGINE).
-ENGINES = {"round_robin": "easgd", "fcfs_window": "window", "lock_free_window": "window"}
+ENGINES = {"round_robin": "easgd", "fcfs_window": "window", "lock_free_window": "window", "quorum_rounds": "quorum"}
 # A window algorithm's worker rule (algorithms/window.py RULES).
 WINDOW_RULES = ("elastic", "momentum_elastic", "sgd", "momentum")
 
@@ -64,6 +66,7 @@ OPTION_GROUPS = {
     "overlap": ("overlap",),  # async EASGD family: exchange beside data and fwd/bwd
     "window": ("center_window",),  # the center window of the window algorithms (rma, shared)
     "age": ("age_weight",),  # an update weighed by its staleness (the window rules that push one update)
+    "quorum": ("quorum", "tau", "outer", "outer_lr", "outer_momentum"),  # the quorum engine's round
 }
 
 
@@ -387,6 +390,16 @@ ALGORITHMS.update(
         _preset("diloco", "diloco_ring", "DiLoCo gossiping on a ring (no master)", graph="ring"),
     )
 )  # fmt: skip
+ALGORITHMS["quorum_diloco"] = AlgorithmInfo(
+    key="quorum_diloco",
+    paper_name="DiLoCo with quorum rounds (m of P workers close a round; decoupled)",
+    engine="quorum",
+    pattern="quorum_rounds",
+    payload="weights",
+    deterministic=False,
+    options=_options("quorum"),
+    defaults={"tau": 8, "outer": "nesterov", "outer_lr": 0.7, "outer_momentum": 0.9},
+)
 
 BASE_ALGORITHMS = tuple(key for key, info in ALGORITHMS.items() if not info.is_preset)
 

@@ -25,7 +25,7 @@ HYPER = (
 )  # fmt: skip
 CODESIGN = ("message", "bucket_mb", "exchange", "center_on", "overlap", "elastic_epoch", "backend", "data")
 AVERAGING = (
-    "inner", "worker_rule", "outer", "outer_lr", "outer_momentum", "outer_delay", "graph", "tau", "compress",
+    "inner", "worker_rule", "outer", "outer_lr", "outer_momentum", "outer_delay", "graph", "tau", "compress", "quorum",
 )  # fmt: skip
 ENCODED_BACKENDS = ("mpi", "cuda_aware_mpi")  # compressed rounds send bytes: MPI only
 OUTER_WITH_STATE = ("nesterov", "slowmo")  # outer steps with a learning rate and a momentum
@@ -54,6 +54,7 @@ class Settings:
     outer_momentum: float | None = None
     outer_delay: int | None = None  # rounds an outer step waits for the others' outer gradients (0 or 1)
     graph: str | None = None  # whose W^j a worker's round sums: complete (every worker's) or ring
+    quorum: int | None = None  # the quorum engine: the workers whose W^i close a round (m of P)
     compress: str | None = None
     message: str | None = None  # collectives: packed, per_layer or (sync_sgd) bucketed
     bucket_mb: float | None = None  # sync_sgd's gradient buckets (message bucketed)
@@ -121,6 +122,13 @@ def resolve(cfg, info: AlgorithmInfo, *, workers: int, choose_backend=None) -> S
                 raise UserError(
                     f"--outer {values['outer']} needs --outer-lr and --outer-momentum (diloco and slowmo have defaults)"
                 )
+    if "quorum" in options:  # the quorum engine's round: a reset to the center after its outer step
+        values.update(tau=value("tau"), inner="sgd", worker_rule="reset", outer=value("outer"))
+        values.update(outer_lr=value("outer_lr"), outer_momentum=value("outer_momentum"), quorum=value("quorum"))
+        if values["outer"] not in ("average", "nesterov"):
+            raise UserError(f"--outer {values['outer']}: {info.key} takes the average or the nesterov outer step")
+        if values["quorum"] is not None and values["quorum"] > workers:
+            raise UserError(f"--quorum {values['quorum']}: a round cannot wait for more than the {workers} workers")
     elastic = "rho" in options and (not averaging or "elastic" in (values["worker_rule"], values["outer"]))
     if elastic:
         values["rho"] = cfg.rho if cfg.rho is not None else default_rho(cfg.lr, workers, cfg.beta)

@@ -168,13 +168,16 @@ REDUCE_ALGORITHMS = ("binomial", "rabenseifner")
 ALLREDUCE_ALGORITHMS = ("tree", "recursive_doubling", "ring", "rabenseifner")
 
 # How each message pattern (scaledl.algorithms.PATTERNS) is modelled; collectives by what they move.
-_PATTERN_FAMILIES = {"round_robin": "round_robin", "fcfs_window": "locked", "lock_free_window": "lock_free"}
+_PATTERN_FAMILIES = {
+    "round_robin": "round_robin", "fcfs_window": "locked", "lock_free_window": "lock_free", "quorum_rounds": "quorum",
+}  # fmt: skip
 _COLLECTIVE_FAMILIES = {"gradients": "allreduce", "weights": "bcast_reduce"}
 COLLECTIVE_FAMILIES = tuple(_COLLECTIVE_FAMILIES.values())
 
 
 def family(key: str) -> str:
-    """The communication family of algorithm `key`: allreduce, bcast_reduce, round_robin, locked, lock_free."""
+    """The communication family of algorithm `key`: allreduce, bcast_reduce, round_robin, locked, lock_free,
+    quorum."""
     if key not in ALGORITHMS:
         raise ValueError(f"unknown algorithm {key!r}; choose from {', '.join(ALGORITHMS)}")
     info = ALGORITHMS[key]
@@ -419,12 +422,22 @@ def _lock_free_step(s: _Step) -> tuple[float, float, str]:
     return exchange_s, step, formula + (" + control" if s.control else "")
 
 
+def _quorum_step(s: _Step) -> tuple[float, float, str]:
+    """Equal workers: every round's W^i arrive together, so the master's link moves all P each way and the
+    round (every τ steps) waits for them; its outer step is one pass over W."""
+    exchange_s = s.exchanges * s.t
+    round_s = s.p * exchange_s + s.n * s.net.gamma
+    step = s.compute_s + round_s / s.tau + s.control_pair  # the board report
+    return exchange_s, step, f"T_c + (P·2(Lα + nβ) + nγ)/{s.tau}" + (" + control" if s.control else "")
+
+
 _FAMILY_STEPS = {
     "allreduce": _allreduce_step,
     "bcast_reduce": _bcast_reduce_step,
     "round_robin": _round_robin_step,
     "locked": _locked_step,
     "lock_free": _lock_free_step,
+    "quorum": _quorum_step,
 }
 
 

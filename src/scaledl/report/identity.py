@@ -23,7 +23,7 @@ HYPER = (
     "tau",
 )  # fmt: skip
 AVERAGING = (
-    "inner", "worker_rule", "outer", "outer_lr", "outer_momentum", "outer_delay", "graph", "tau", "compress",
+    "inner", "worker_rule", "outer", "outer_lr", "outer_momentum", "outer_delay", "graph", "tau", "compress", "quorum",
 )  # fmt: skip
 DERIVED = ("alpha",)  # α = ηρ
 # A setting at its neutral value is the method as it was before the setting existed: not part of the identity,

@@ -92,16 +92,24 @@ class CheckpointPolicy:
 
     def __post_init__(self):
         self._last_at = time.monotonic()
+        self._last_step: int | None = None  # the step of the previous call
 
     @property
     def enabled(self) -> bool:
         return bool(self.every) or bool(self.interval)
 
     def due(self, step: int) -> bool:
-        """True at a step the schedule names; the clock restarts then."""
+        """True at the first step at or past one the schedule names; the clock restarts then."""
         now = time.monotonic()
+        # a multiple of `every` reached or passed since the previous call: a master pattern's step may move by
+        # more than one (quorum rounds add each round's iterations over P)
+        since = step - 1 if self._last_step is None else self._last_step
+        self._last_step = step
         due = (
-            bool(self.every) and step % self.every == 0 or bool(self.interval) and now - self._last_at >= self.interval
+            bool(self.every)
+            and step // self.every > since // self.every
+            or bool(self.interval)
+            and now - self._last_at >= self.interval
         )
         if due:
             self._last_at = now
