@@ -30,10 +30,20 @@ def trained(ranks, data, out, algorithm, *extra, env=None):
 
 
 @pytest.mark.mpi
-def test_a_quorum_of_every_worker_is_rooted_diloco_bit_for_bit_and_a_quorum_of_one_is_not(digits_h5, tmp_path):
+def test_a_quorum_of_every_worker_is_rooted_diloco_bit_for_bit_resumed_too_and_a_quorum_of_one_is_not(
+    digits_h5, tmp_path
+):
     rooted = trained(2, digits_h5, tmp_path / "rooted", "diloco", "--exchange", "rooted")
-    everyone = trained(3, digits_h5, tmp_path / "m2", "quorum_diloco", "--quorum", "2")
+    # checkpoints change no number: the same run, killed and resumed, ends bitwise like this one
+    every = ("--quorum", "2", "--checkpoint-every", "10")
+    everyone = trained(3, digits_h5, tmp_path / "m2", "quorum_diloco", *every)
     assert all(torch.equal(rooted[k], everyone[k]) for k in rooted)
+    out = tmp_path / "killed"
+    killed = run_train(3, args(digits_h5, out, "quorum_diloco", *every), timeout=120, env={"SCALEDL_KILL_AT": "1:25"})
+    assert killed.returncode != 0 and [step for step, _, _ in checkpoint.complete(out)]
+    resumed = trained(3, digits_h5, out, "quorum_diloco", *every)
+    assert all(torch.equal(everyone[k], resumed[k]) for k in everyone)
+    assert read_run_json(out / "run.json")["checkpoints"]["resumes"]
     # m = 1 with worker 0 (rank 1) three times slower: worker 1 closes rounds alone and runs ahead
     one = trained(3, digits_h5, tmp_path / "m1", "quorum_diloco", "--quorum", "1", "--straggler", "1:3")
     assert not all(torch.equal(rooted[k], one[k]) for k in rooted)
@@ -42,15 +52,3 @@ def test_a_quorum_of_every_worker_is_rooted_diloco_bit_for_bit_and_a_quorum_of_o
     assert master["quorum"] == 1 and fast["iteration"] > slow["iteration"]
     assert run["staleness"]["max"] >= 1  # the slow worker's weights joined rounds closed without it
     assert read_run_json(tmp_path / "m2/run.json")["staleness"]["max"] == 0  # every round waits for both
-
-
-@pytest.mark.mpi
-def test_a_killed_quorum_run_resumes_bitwise_like_an_uninterrupted_one(digits_h5, tmp_path):
-    every = ("--quorum", "2", "--checkpoint-every", "10")
-    whole = trained(3, digits_h5, tmp_path / "whole", "quorum_diloco", *every)
-    out = tmp_path / "killed"
-    killed = run_train(3, args(digits_h5, out, "quorum_diloco", *every), timeout=120, env={"SCALEDL_KILL_AT": "1:25"})
-    assert killed.returncode != 0 and [step for step, _, _ in checkpoint.complete(out)]
-    rerun = trained(3, digits_h5, out, "quorum_diloco", *every)
-    assert all(torch.equal(whole[k], rerun[k]) for k in whole)
-    assert read_run_json(out / "run.json")["checkpoints"]["resumes"]

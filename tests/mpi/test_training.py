@@ -19,8 +19,11 @@ def learning_rate(algorithm: str, workers: int) -> float:
     return per_worker[algorithm] / workers if algorithm in per_worker else {"async_measgd": 0.01}.get(algorithm, 0.05)
 
 
-@pytest.mark.parametrize("workers", [2, 4])
-@pytest.mark.parametrize("algorithm", BASE_ALGORITHMS)
+# quorum_diloco at 4 workers: tests/mpi/test_scale.py runs it at 8 (a quorum of 6)
+CASES = [(a, p) for a in BASE_ALGORITHMS for p in (2, 4) if (a, p) != ("quorum_diloco", 4)]
+
+
+@pytest.mark.parametrize("algorithm, workers", CASES)
 def test_reaches_90_percent_on_digits(digits_h5, tmp_path, algorithm, workers):
     ranks = tasks_for(algorithm, workers)
     out = tmp_path / "run"
