@@ -443,7 +443,7 @@ def test_slurm_profile_submits_the_default_config_without_cores(workdir):
     assert "cores to be defined" not in text and "InputFunctionException" not in text, text
     assert result.returncode != 0 and "no cluster in this test" in text  # every submission was refused
     # the check against sinfo's nodes passed (3 tasks fit 4 CPUs), and the plan was summed up first
-    assert re.search(r"scaledl: 14 Slurm job\(s\) ask for up to \d+\.\d node-hours and 0\.0 GPU-hours", text), text
+    assert re.search(r"scaledl: 15 Slurm job\(s\) ask for up to \d+\.\d node-hours and 0\.0 GPU-hours", text), text
     calls = {re.search(r"--comment (\S+)", line).group(1): line for line in record.read_text().splitlines()}
     # prepare needs nothing upstream: it was submitted, sized from its dataset (netbench too, if the
     # plugin got to it before the first refusal stopped it)
@@ -461,7 +461,7 @@ def test_a_retrys_job_step_passes_its_attempt_to_the_ranks(workdir, shipped_dry_
     with exit 2 then stops at once: tests/process/test_refusal.py); a first attempt's command is unchanged."""
     retry = output_of(snakemake(workdir, "-n", "-p", "--profile", "slurm", "--attempt", "2"))
     first = output_of(shipped_dry_runs[f"{DEFAULT} slurm"])  # snakemake -n -p --profile slurm
-    assert retry.count("Shell command: SCALEDL_ATTEMPT=2 ") == 12, retry  # every training, no other job
+    assert retry.count("Shell command: SCALEDL_ATTEMPT=2 ") == 13, retry  # every training, no other job
     assert "SCALEDL_ATTEMPT" not in first
 
 
@@ -477,7 +477,7 @@ def test_a_job_no_node_can_run_is_refused_before_any_submission(workdir):
         r"scaledl: rule train \(name=default, stage=runs, dataset=digits, model=lenet, algorithm=\w+, "
         r"platform=local, workers=2, setting=, seed=0\) asks for 3 task\(s\) × 1 CPU\(s\) = 3 CPUs, 6000 MB "
         r"per node on 1 node\(s\), and no node of partition 'debug' \(the default\) has that: its largest has "
-        r"2 CPUs, 16000 MB, 0 GPU\(s\) \(6 more job\(s\) do not fit either\); nothing was submitted: .*",
+        r"2 CPUs, 16000 MB, 0 GPU\(s\) \(7 more job\(s\) do not fit either\); nothing was submitted: .*",
         refusal[0],
     ), refusal[0]
     assert not record.exists()  # not one sbatch call
