@@ -12,7 +12,14 @@ writes host buffers, and the copies to and from the GPU are priced where the
 code makes them, scaledl.sim.roofline; a CUDA-aware message goes from one GPU
 to the other, peer to peer) at once (SimGrid's flow model shares every link with the
 transfers crossing it at the same time) and lands in the receiver's inbox,
-where a receive matching source and tag picks it up. A wait with a deadline
+where a receive matching source and tag picks it up. A message between two
+ranks of one memory host is no link's: it is copied through shared memory by
+the cores (`Cluster.transfer`), the sender's into the shared buffer and the
+receiver's out of it at once, each for the host's loopback line (α + n/B, or
+its size's segment), so it takes time from the computing ranks there (MPICH
+progresses a nonblocking collective's copies inside the computing rank's own
+calls); a rank that polls meanwhile does its part with the core it already
+holds. A wait with a deadline
 blocks on a semaphore with a timeout, never by polling. On a host whose ranks
 poll while they wait (the platform's `waiting: polls`), a rank's own actor
 keeps a core busy for as long as it is blocked (`blocked`): MPICH's progress
@@ -32,7 +39,7 @@ ANY_SOURCE, ANY_TAG = -2, -1
 _local = threading.local()
 # How a message's time is found: SimGrid's flow model (every link shared by the transfers crossing it at the
 # time), or the closed form of analytical models, α + n/B of the route (its latency, its narrowest link),
-# sharing nothing: the clock swap that shows which verdicts rest on the network's contention.
+# sharing nothing (no link, and within a host no core): the clock swap that shows which verdicts rest on contention.
 CLOCKS = ("simgrid", "alphabeta")
 SIMGRID_LOOPBACK = (0.0, 10e9)  # SimGrid's own within-host line where a platform sets none: 0 s, 10 GB/s
 
@@ -104,6 +111,7 @@ class RankState:
     actors: list = field(default_factory=list)  # its main actor, killed with its unfinished helpers when it fails
     helpers: list = field(default_factory=list)  # (actor, Done) of its helpers, the finished ones dropped
     polls: bool = False  # blocked, its actor keeps a core of its host busy (the platform's `waiting: polls`)
+    polling: bool = False  # its actor is blocked and polling now
 
 
 @dataclass
@@ -124,6 +132,7 @@ class Cluster:
     clock: str = "simgrid"  # CLOCKS
     loopback: tuple[float, float] = SIMGRID_LOOPBACK  # a host to itself on the alphabeta clock: (latency s, B/s)
     routes: dict = field(default_factory=dict)  # (host, host) -> (latency s, narrowest bandwidth B/s), as found
+    copiers: dict = field(default_factory=dict)  # world rank -> its CpuLane for copies within its memory host
 
     def carries(self, buf) -> bool:
         """Whether a message from (or into) `buf` must carry its values: not when `buf` is a time-only replica."""
@@ -135,22 +144,51 @@ class Cluster:
             box = self.inboxes[(channel, rank)] = Inbox(self.sg)
         return box
 
-    def transfer(self, src: int, dst: int, nbytes: int, device: bool = False) -> None:
+    def transfer(
+        self, src: int, dst: int, nbytes: int, device: bool = False, copiers: tuple[int, ...] | None = None
+    ) -> None:
         """Block the calling actor while `nbytes` cross the route from world rank src's memory host to dst's
         (`device`: from device memory to device memory, a CUDA-aware message: GPU to GPU over the platform's
-        route between the two devices, its PCIe switch or root complex); RankLost when either host has failed."""
+        route between the two devices, its PCIe switch or root complex); RankLost when either host has failed.
+        Within one memory host, on SimGrid's clock, the bytes are copied by the cores of `copiers` (world
+        ranks; both ends by default: a two-sided message's copy in and copy out; an RMA operation's origin
+        alone) instead of crossing a link."""
         for rank in (src, dst):
             if not self.ranks[rank].alive:
                 raise RankLost(f"rank {rank}'s host {self.ranks[rank].host.name} has failed")
         ends = (self.ranks[src], self.ranks[dst])
         a, b = (state.host if device else state.memory_host for state in ends)
         nbytes = max(int(nbytes), 0)
+        extra = 0.0
         if a == b and a.name in self.segments:  # within a host: the segment's α and β, over the loopback
             extra, scale = next((e, s) for limit, e, s in self.segments[a.name] if nbytes <= limit)
-            if extra > 0:
-                self.sg.this_actor.sleep_for(extra)
             nbytes = int(nbytes * scale)
+        if a == b and not device and self.clock == "simgrid":
+            latency, bandwidth = self.route(a, b)
+            self.copy(a, extra + latency + nbytes / bandwidth, (src, dst) if copiers is None else copiers)
+            return
+        if extra > 0:
+            self.sg.this_actor.sleep_for(extra)
         self.send(a, b, nbytes)
+
+    def copy(self, host, seconds: float, copiers: tuple[int, ...]) -> None:
+        """Block the calling actor while each of `copiers` copies for `seconds` (at a free core's speed) on
+        `host`, their shared memory host, all at once: each an execution there beside the host's other work,
+        through the rank's copy lane (a rank copies one message at a time), but none for a rank whose own
+        actor is polling now (its spinning core does the copy: MPI's progress loop is what copies)."""
+        started = self.sg.Engine.clock
+        lanes = [self._copier(rank, host) for rank in dict.fromkeys(copiers) if not self.ranks[rank].polling]
+        for done in [lane.submit(seconds * host.speed) for lane in lanes]:
+            done.acquire()
+        left = seconds - (self.sg.Engine.clock - started)
+        if left > 0:  # a copier polling: its part takes the line's time on the core it holds
+            self.sg.this_actor.sleep_for(left)
+
+    def _copier(self, rank: int, host) -> CpuLane:
+        lane = self.copiers.get(rank)
+        if lane is None:
+            lane = self.copiers[rank] = CpuLane(self.sg, host, f"copy-lane-{rank}")
+        return lane
 
     def send(self, a, b, nbytes: int) -> None:
         """Block the calling actor while `nbytes` go from host `a` to host `b`, on the simulation's clock."""
@@ -196,10 +234,12 @@ def blocked(wait, *args):
     state = getattr(_local, "state", None)
     if state is None or not state.polls or getattr(_local, "helper", False) or not state.alive:
         return wait(*args)
+    state.polling = True  # first: starting the spin is a simcall, and other actors may run meanwhile
     spin = state.cluster.sg.this_actor.exec_async(SPIN_FLOPS)
     try:
         return wait(*args)
     finally:
+        state.polling = False
         if state.alive:  # a failed host's actors die mid-wait: their executions went with the host
             spin.cancel()
 
@@ -269,3 +309,36 @@ class Done:
 
 def simgrid():
     return load()
+
+
+class CpuLane:
+    """An executor on a host (a daemon actor there, serving its owner's requests in order): work charged
+    through it shares that host's speed with the host's other executions (SimGrid divides a host among the
+    executions running on it). An actor is how an execution runs on another host than its caller's: SimGrid
+    3.32's Python `exec_init` with a host deadlocks once several actors use it."""
+
+    def __init__(self, sg, host, name: str):
+        self.sg = sg
+        self.jobs: deque = deque()
+        self.ready = sg.Semaphore(0)
+        sg.Actor.create(name, host, self._serve).daemonize()
+
+    def _serve(self) -> None:
+        try:
+            while True:
+                self.ready.acquire()
+                flops, done = self.jobs.popleft()
+                self.sg.this_actor.execute(flops)
+                done.release()
+        except self.sg.ActorKilled:  # the simulation ended (daemons are killed then)
+            return
+
+    def submit(self, flops: float):
+        """Queue an execution of `flops`; the semaphore returned is released when it is done."""
+        done = self.sg.Semaphore(0)
+        self.jobs.append((flops, done))
+        self.ready.release()
+        return done
+
+    def execute(self, flops: float) -> None:
+        self.submit(flops).acquire()

@@ -416,8 +416,8 @@ class Win:
         if target != self.comm.rank:
             cluster = self.comm.cluster
             me, there = self.comm.ranks[self.comm.rank], self.comm.ranks[target]
-            cluster.transfer(me, there, 0)
-            cluster.transfer(there, me, 0)
+            cluster.transfer(me, there, 0, copiers=(me,))
+            cluster.transfer(there, me, 0, copiers=(me,))
 
     def Lock(self, rank: int, lock_type: int = LOCK_EXCLUSIVE, assertion: int = 0) -> None:
         exclusive = lock_type == LOCK_EXCLUSIVE
@@ -445,7 +445,8 @@ class Win:
     def _move(self, src: int, dst: int, nbytes: int) -> None:
         cluster = self.comm.cluster
         try:
-            cluster.transfer(self.comm.ranks[src], self.comm.ranks[dst], nbytes)
+            origin = self.comm.ranks[self.comm.rank]  # within a node, the origin copies alone (shared memory)
+            cluster.transfer(self.comm.ranks[src], self.comm.ranks[dst], nbytes, copiers=(origin,))
         except RankLost as error:
             raise Exception(f"Other MPI error: {error}") from None
 

@@ -27,7 +27,6 @@ import os
 import sys
 import time
 import traceback
-from collections import deque
 from dataclasses import dataclass, field
 
 from scaledl.comm import timing, transport
@@ -36,6 +35,7 @@ from scaledl.sim.cluster import (
     CLOCKS,
     SIMGRID_LOOPBACK,
     Cluster,
+    CpuLane,
     Done,
     RankState,
     SimulatedAbort,
@@ -306,35 +306,6 @@ class Simulation:
             self.outcome.status, self.outcome.error, self.outcome.crashed = status, error, crashed
             if status != 0:
                 self.sg.Actor.kill_all()
-
-
-class CpuLane:
-    """A rank's executor on its node's CPU host (a daemon actor there, serving the rank's requests in order):
-    host work charged through it shares that host's speed with the node's other ranks' (SimGrid divides a
-    host among the executions running on it). An actor is how an execution runs on another host than its
-    caller's: SimGrid 3.32's Python `exec_init` with a host deadlocks once several actors use it."""
-
-    def __init__(self, sg, host, name: str):
-        self.sg = sg
-        self.jobs: deque = deque()
-        self.ready = sg.Semaphore(0)
-        sg.Actor.create(name, host, self._serve).daemonize()
-
-    def _serve(self) -> None:
-        try:
-            while True:
-                self.ready.acquire()
-                flops, done = self.jobs.popleft()
-                self.sg.this_actor.execute(flops)
-                done.release()
-        except self.sg.ActorKilled:  # the simulation ended (daemons are killed then)
-            return
-
-    def execute(self, flops: float) -> None:
-        done = self.sg.Semaphore(0)
-        self.jobs.append((flops, done))
-        self.ready.release()
-        done.acquire()
 
 
 def _fail_at(sg, cluster: Cluster, ranks: list[int], when: float) -> None:
