@@ -281,6 +281,22 @@ def test_the_tune_command_writes_the_choice_and_a_round_names_the_next_grid(tmp_
     }
 
 
+def test_a_platform_tuned_on_another_gets_that_platforms_rows_under_its_name(tmp_path):
+    from scaledl.cli import main
+
+    paths = [trial(tmp_path, lr, time=t, step=10) for lr, t in [(0.01, 3.0), (0.02, 2.0)]]
+    out = tmp_path / "chosen.csv"
+    protocol = {"lr_grid": {"low": 0.01, "factor": 2, "count": 2}, "extend": 0, "axes": {}, "seeds": [0],
+                "validation_fraction": 0.1, "train": {}, "tuned": {"async_sgd": ["lr"]}}  # fmt: skip
+    protocol["tuned_on"] = {"slow": "local", "elsewhere": "unknown"}  # a platform with no trials: no rows
+    args = ["tune", *map(str, paths), "--protocol", json.dumps(protocol), "--out-md", str(tmp_path / "chosen.md")]
+    assert main([*args, "--out-csv", str(out)]) == 0
+    rows = [(r["platform"], float(r["lr"]), r["tuned_on"]) for r in csv.DictReader(out.open())]
+    assert rows == [("local", 0.02, ""), ("slow", 0.02, "local")]
+    page = (tmp_path / "chosen.md").read_text()
+    assert "slow (on local)" in page and "| slow |" not in page  # the page's tables: the cells tuned
+
+
 def test_refine_names_each_cells_points_around_its_choice_and_chosen_md_says_what_moved(tmp_path):
     from scaledl.cli import main
 

@@ -719,6 +719,24 @@ def test_numerically_identical_algorithms_are_tuned_once_as_the_first_of_them():
     assert {k.algorithm for k in runs if k.stage == "runs"} == set(tuned["algorithms"])
 
 
+def test_a_platform_tuned_on_another_runs_no_trials_and_needs_that_platforms_cell():
+    platforms = {"local": platform(), "slow": platform(tuned_on="local")}
+    tuned = block(algorithms=["sync_sgd", "async_easgd"], platforms=["local", "slow"], tuned=True, scale={})
+    runs = grid.expand({**config(tuned, platforms=platforms), "tune": TUNE})
+    assert {k.platform for k in runs if k.stage == "tune"} == {"local"}
+    assert {(k.platform, k.setting) for k in runs if k.stage == "runs"} == {("local", "tuned"), ("slow", "tuned")}
+    assert json.loads(tune.protocol(runs, {**config(tuned, platforms=platforms), "tune": TUNE}))["tuned_on"] == {
+        "slow": "local"
+    }
+    # its tuned runs alone, with no block tuning the platform it names: refused, naming the cell
+    alone = block(algorithms=["async_easgd"], platforms=["slow"], tuned=True, scale={})
+    message = refused({**config(alone, platforms=platforms), "tune": TUNE})
+    assert "slow takes local's tuned choices (tuned_on)" in message and "digits/lenet/async_easgd/local/p2" in message
+    for target in ("nowhere", "slow"):  # not a platform; itself
+        bad = {"local": platform(), "slow": platform(tuned_on=target)}
+        assert "platforms.slow.tuned_on" in refused({**config(tuned, platforms=bad), "tune": TUNE})
+
+
 def test_the_rounds_widen_the_grid_on_an_edge_side_up_to_the_limit(tmp_path):
     settings = {**TUNE, "extend": 2}
     assert tune.next_grid(settings, [0.01, 0.02, 0.04], []) is None  # interior everywhere: the last round

@@ -191,6 +191,7 @@ def _expand(config: Mapping) -> dict[RunKey, RunSettings]:
         if block.get("tuned") and not absent(block):
             for key, settings in trials_of(number, config, block):
                 add_run(runs, number, key, settings, config)
+    tune.check_aliases(config, runs)
     regime.check(config)
     sensitivity.check(config)
     return runs
@@ -284,8 +285,9 @@ def trials_of(number: int, config: Mapping, block: Mapping):
     own = {name: value for name, value in settings["train"].items() if value is not None}
     trial_train = {"eval_every": tune.TRIAL_EVAL_EVERY, **own}
     cells: dict[RunKey, RunSettings] = {}
+    taken = tune.aliases(config)  # platforms tuned on another: no trials of their own
     for key, values in block_runs(number, config, block, block_settings(config, block), ""):
-        if not any(tune.same_cell(cell, key) for cell in cells):
+        if key.platform not in taken and not any(tune.same_cell(cell, key) for cell in cells):
             cells[key._replace(seed=0, setting="")] = values
     for cell, common in cells.items():
         names = tune.tuned_names(cell.algorithm, config)

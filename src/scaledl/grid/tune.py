@@ -142,7 +142,7 @@ def same_cell(a, b) -> bool:
 
 
 CHOICE_CELL = ("dataset", "model", "algorithm", "platform", "workers")  # what a chosen.csv row is the choice of
-CHOICE_TEXT = (*CHOICE_CELL[:4], "trial", "tuned", "edge", "scored_by")  # its columns that are words, not numbers
+CHOICE_TEXT = (*CHOICE_CELL[:4], "trial", "tuned", "edge", "scored_by", "tuned_on")  # columns of words, not numbers
 
 
 def read_choices(path: str | Path, flag: str) -> list[SimpleNamespace]:
@@ -174,6 +174,33 @@ def _choice_value(column: str, text: str):
         return float(text)
     except ValueError:
         return text  # budget_ok's True/False
+
+
+def aliases(config: Mapping) -> dict[str, str]:
+    """The platforms whose tuned runs take another platform's choice (`tuned_on`): each to that platform."""
+    return {name: p["tuned_on"] for name, p in config["platforms"].items() if p.get("tuned_on")}
+
+
+def check_aliases(config: Mapping, runs: Mapping[RunKey, Mapping]) -> None:
+    """`tuned_on` names another platform of the config that is tuned itself, and every tuned run on a platform
+    tuned on another has its cell among that platform's trials."""
+    taken = aliases(config)
+    for name, target in taken.items():
+        if target not in config["platforms"] or target == name or target in taken:
+            raise TuneError(
+                f"platforms.{name}.tuned_on: {target!r} is not another platform of this config that is tuned "
+                f"itself ({', '.join(p for p in config['platforms'] if p not in taken and p != name)})"
+            )
+    cells = [key for key in runs if key.stage == TUNE_STAGE]
+    for key in runs:
+        if key.stage != TUNE_STAGE and key.platform in taken and reads_choice(key.setting):
+            on = key._replace(platform=taken[key.platform])
+            if not any(same_cell(on, cell) for cell in cells):
+                raise TuneError(
+                    f"platform {key.platform} takes {on.platform}'s tuned choices (tuned_on), but no tuned block "
+                    f"tunes {cell_label(on)}: add {on.platform} to the platforms of a tuned block that runs "
+                    f"{key.algorithm} at P = {key.workers}"
+                )
 
 
 def choice_for(choices: Iterable[SimpleNamespace], run) -> SimpleNamespace | None:
@@ -361,6 +388,7 @@ def protocol(runs: Mapping, config: Mapping) -> str:
             "validation_fraction": settings["validation_fraction"],
             "train": {name: v for name, v in settings["train"].items() if v is not None},
             "tuned": {algorithm: tuned_names(algorithm, config) for algorithm in algorithms},
+            **({"tuned_on": aliases(config)} if aliases(config) else {}),
         },
         sort_keys=True,
     )

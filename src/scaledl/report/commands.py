@@ -477,7 +477,7 @@ def tune_run(args: argparse.Namespace) -> int:
         )
         return 0
     write_table(
-        chosen[tuning.CHOSEN_COLUMNS],
+        tuning.with_aliases(chosen, protocol)[tuning.CHOSEN_COLUMNS],
         args.out_csv,
         args.out_md,
         markdown=tuning.chosen_markdown(chosen, trials, protocol),

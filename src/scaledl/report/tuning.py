@@ -293,7 +293,19 @@ CHOSEN_COLUMNS = [
     "budget_ok",
     "confirmed",
     "reliable",
+    "tuned_on",
 ]
+
+
+def with_aliases(chosen: pd.DataFrame, protocol: dict | None) -> pd.DataFrame:
+    """The choices, each platform tuned on another (the protocol's `tuned_on`) given that platform's rows under
+    its own name, its `tuned_on` column naming the platform they were tuned on (empty on a platform's own)."""
+    chosen = chosen.assign(tuned_on="")
+    taken = [
+        chosen[chosen["platform"] == target].assign(platform=alias, tuned_on=target)
+        for alias, target in sorted(((protocol or {}).get("tuned_on") or {}).items())
+    ]
+    return pd.concat([chosen, *taken], ignore_index=True)
 
 
 def shown(x, fmt=fmt_seconds, missing="missed") -> str:
@@ -338,6 +350,14 @@ def chosen_markdown(chosen: pd.DataFrame, trials: pd.DataFrame, protocol: dict) 
             f"where those decide) to the target over all its seeds, a miss counted as never, and a point that missed "
             f"in more than {misses} of them was not chosen while the other did not. Reach counts: the table's "
             "`reach` column and the confirmed points below.",
+            "",
+        ]
+    taken = protocol.get("tuned_on") or {}
+    if taken:
+        lines += [
+            "Tuned on another platform (`tuned_on`), their runs taking its choices cell by cell: "
+            + ", ".join(f"{alias} (on {target})" for alias, target in sorted(taken.items()))
+            + "; chosen.csv lists those cells under their names too.",
             "",
         ]
     shared = {
