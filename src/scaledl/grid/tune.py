@@ -13,6 +13,8 @@ Numerically identical variants (the registry's `numerics_of`: Sync EASGD1/2/3
 do one arithmetic) are tuned once, as the first of them in the block, and share
 that choice; an arithmetic that does not depend on timing (steps to target
 decide it) is tuned on the block's first platform only and shared by the others.
+A platform with `tuned_on` runs no trials: its tuned runs take the named
+platform's choice cell by cell (chosen.csv repeats those rows under its name).
 
 Confirmation: the grid's seeds are few (a point scored by the slower of 2 seeds
 passes a point that misses one run in four more often than not), so after the
