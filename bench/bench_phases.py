@@ -292,21 +292,14 @@ def measure_record(args) -> Path:
         for r in range(args.rounds):
             # --calibrate: the twin is calibrated again before each round, so that a round's runs and the
             # platform they are priced on share the machine's state of the moment (this machine's own step
-            # drifted by up to a fifth within minutes); a given platform file is simulated once (deterministic).
+            # drifted by up to a fifth within minutes); the measured runs follow the calibration at once and the
+            # simulations (deterministic, their wall time irrelevant) come after them; a given platform file is
+            # simulated once.
             if args.calibrate:
                 platform, values = calibrate_platform(args.calibrate, tmp, netbench, r)
                 calibrations.append({"round": r, **values})
             elif platform is None:
                 platform = str(args.platform_file)
-            if args.calibrate or r == 0:
-                for c in plan:
-                    out = tmp / f"sim-{c['algorithm']}-{c['workers']}-{r}"
-                    run_simulated(
-                        str(platform), c["ranks"], train_args(data, out, c["algorithm"], args.warmup, args.steps)
-                    )
-                    record_run(samples, details, runs, c, "simulated", read_phases(out, args.warmup))
-                    staleness[c["cell"]]["simulated"].append(read_staleness(out))
-                    print(f"bench_{NAME}: round {r + 1}/{args.rounds} simulated {c['cell']}", flush=True)
             order.append([c["cell"] for c in stats.round_order(plan, r, args.rounds)])
             for c in stats.round_order(plan, r, args.rounds):
                 common.use_launch(launch_for(c["ranks"]))
@@ -319,6 +312,15 @@ def measure_record(args) -> Path:
                 print(f"bench_{NAME}: round {r + 1}/{args.rounds} {c['cell']} ({time.monotonic() - t0:.1f} s)",
                       flush=True)  # fmt: skip
             common.use_launch(launch_for(2))
+            if args.calibrate or r == 0:
+                for c in plan:
+                    out = tmp / f"sim-{c['algorithm']}-{c['workers']}-{r}"
+                    run_simulated(
+                        str(platform), c["ranks"], train_args(data, out, c["algorithm"], args.warmup, args.steps)
+                    )
+                    record_run(samples, details, runs, c, "simulated", read_phases(out, args.warmup))
+                    staleness[c["cell"]]["simulated"].append(read_staleness(out))
+                    print(f"bench_{NAME}: round {r + 1}/{args.rounds} simulated {c['cell']}", flush=True)
         platform_text = resolve(str(platform)).read_text()
         if args.platform_out:
             args.platform_out.parent.mkdir(parents=True, exist_ok=True)
