@@ -354,22 +354,20 @@ def chosen_markdown(chosen: pd.DataFrame, trials: pd.DataFrame, protocol: dict) 
         ]
     taken = protocol.get("tuned_on") or {}
     if taken:
-        lines += [
-            "Tuned on another platform (`tuned_on`), their runs taking its choices cell by cell: "
-            + ", ".join(f"{alias} (on {target})" for alias, target in sorted(taken.items()))
-            + "; chosen.csv lists those cells under their names too.",
-            "",
-        ]
+        lines += _listing(
+            "Tuned on another platform (`tuned_on`), their runs taking its choices cell by cell",
+            (f"{alias} (on {target})" for alias, target in sorted(taken.items())),
+            "chosen.csv lists those cells under their names too",
+        )
     shared = {
         a: ALGORITHMS[a].numerics_of for a in tuned if ALGORITHMS[a].numerics_of and not ALGORITHMS[a].tuned_apart
     }
     if shared:
-        lines += [
-            "Tuned once for the algorithms doing the same arithmetic: "
-            + ", ".join(f"{a} (as {n})" for a, n in sorted(shared.items()))
-            + "; they share its choice.",
-            "",
-        ]
+        lines += _listing(
+            "Tuned once for the algorithms doing the same arithmetic",
+            (f"{a} (as {n})" for a, n in sorted(shared.items())),
+            "they share its choice",
+        )
     at_edge = chosen[chosen["edge"] != ""]
     short = chosen[~chosen["budget_ok"].astype(bool)]
     notes = [
@@ -462,6 +460,11 @@ def chosen_markdown(chosen: pd.DataFrame, trials: pd.DataFrame, protocol: dict) 
     columns = [*CELL, *[n for n in TUNABLE if every[n].notna().any()], "seeds", "reached", "to_target", "accuracy"]
     lines.append(markdown_table(every.sort_values([*CELL, "lr"])[columns]))
     return "\n".join(lines) + "\n"
+
+
+def _listing(head: str, items, tail: str) -> list[str]:
+    """A paragraph of chosen.md: `head: item, item; tail.` and a blank line."""
+    return [f"{head}: {', '.join(items)}; {tail}.", ""]
 
 
 def read_protocol(text: str | None) -> dict:
