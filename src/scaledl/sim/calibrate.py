@@ -329,6 +329,8 @@ TEMPLATE = """<?xml version='1.0'?>
                 (at least 10 %) above the median, counted per second of timing, and their mean excess
     waiting     polls: a rank blocked in MPI keeps a core busy (MPICH's and Open MPI's blocking calls spin by
                 default), so more ranks than cores slow the computing ones
+    binding     core: each rank is bound to one core (the launcher binds a rank to its core), so its helper
+                thread's exchange and its shared-memory copies take turns with its forward and backward pass
 -->
 <platform version="4.1">
   <config>
@@ -352,6 +354,7 @@ TEMPLATE = """<?xml version='1.0'?>
       <prop id="noise_detour_rate" value="{detour_rate:.3g}"/>
       <prop id="noise_detour" value="{detour_s:.3g}s"/>
       <prop id="waiting" value="polls"/>
+      <prop id="binding" value="core"/>
     </host>
   </zone>
 </platform>

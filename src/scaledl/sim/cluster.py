@@ -112,6 +112,7 @@ class RankState:
     helpers: list = field(default_factory=list)  # (actor, Done) of its helpers, the finished ones dropped
     polls: bool = False  # blocked, its actor keeps a core of its host busy (the platform's `waiting: polls`)
     polling: bool = False  # its actor is blocked and polling now
+    core: object = None  # bound to one core (binding: core): a simgrid.Mutex every execution of the rank holds
 
 
 @dataclass
@@ -187,7 +188,7 @@ class Cluster:
     def _copier(self, rank: int, host) -> CpuLane:
         lane = self.copiers.get(rank)
         if lane is None:
-            lane = self.copiers[rank] = CpuLane(self.sg, host, f"copy-lane-{rank}")
+            lane = self.copiers[rank] = CpuLane(self.sg, host, f"copy-lane-{rank}", core=self.ranks[rank].core)
         return lane
 
     def send(self, a, b, nbytes: int) -> None:
@@ -244,6 +245,10 @@ def blocked(wait, *args):
             spin.cancel()
 
 
+def _join(wait, *args):
+    return wait(*args)
+
+
 def this_rank() -> RankState:
     state = getattr(_local, "state", None)
     if state is None:
@@ -251,11 +256,12 @@ def this_rank() -> RankState:
     return state
 
 
-def spawn(name: str, target, *args):
-    """Start `target(*args)` as a helper actor of the calling rank, on its host; returns a Done to wait on."""
+def spawn(name: str, target, *args, polls: bool = True):
+    """Start `target(*args)` as a helper actor of the calling rank, on its host; returns a Done to wait on.
+    `polls` False: waiting for it is joining a thread, not an MPI call, and keeps no core busy."""
     state = this_rank()
     sg = state.cluster.sg
-    done = Done(sg)
+    done = Done(sg, polls)
 
     work = [target, args]  # emptied once run: a finished helper must not keep its message (a 143 MB W) alive
 
@@ -279,8 +285,9 @@ def spawn(name: str, target, *args):
 class Done:
     """Completion of a helper actor: `wait()` (with an optional timeout), `ready`, its value or error."""
 
-    def __init__(self, sg):
+    def __init__(self, sg, polls: bool = True):
         self._signal = sg.Semaphore(0)
+        self.polls = polls  # waiting for it is an MPI wait (polls on a polling host), not a thread's join
         self.ready = False
         self.value = None
         self.error: BaseException | None = None
@@ -293,9 +300,10 @@ class Done:
         """True once done; False if `timeout` simulated seconds passed first."""
         if self.ready:
             return True
+        wait = blocked if self.polls else _join
         if timeout is None:
-            blocked(self._signal.acquire)
-        elif timeout <= 0 or blocked(self._signal.acquire_timeout, timeout):
+            wait(self._signal.acquire)
+        elif timeout <= 0 or wait(self._signal.acquire_timeout, timeout):
             return False
         self._signal.release()  # others may wait on it too
         return True
@@ -317,10 +325,11 @@ class CpuLane:
     executions running on it). An actor is how an execution runs on another host than its caller's: SimGrid
     3.32's Python `exec_init` with a host deadlocks once several actors use it."""
 
-    def __init__(self, sg, host, name: str):
+    def __init__(self, sg, host, name: str, core=None):
         self.sg = sg
         self.jobs: deque = deque()
         self.ready = sg.Semaphore(0)
+        self.core = core  # the owning rank's core (RankState.core), held while executing
         sg.Actor.create(name, host, self._serve).daemonize()
 
     def _serve(self) -> None:
@@ -328,7 +337,7 @@ class CpuLane:
             while True:
                 self.ready.acquire()
                 flops, done = self.jobs.popleft()
-                self.sg.this_actor.execute(flops)
+                on_core(self.core, self.sg.this_actor.execute, flops)
                 done.release()
         except self.sg.ActorKilled:  # the simulation ended (daemons are killed then)
             return
@@ -342,3 +351,15 @@ class CpuLane:
 
     def execute(self, flops: float) -> None:
         self.submit(flops).acquire()
+
+
+def on_core(core, run, *args):
+    """`run(*args)` (an execution) holding `core`, the rank's one core where it is bound to one (else None):
+    its main actor's, its helpers' and its copy lane's executions take turns, first come first served."""
+    if core is None:
+        return run(*args)
+    core.lock()
+    try:
+        return run(*args)
+    finally:
+        core.unlock()

@@ -31,6 +31,10 @@ all its hosts) what its cost model needs:
     waiting        what a rank blocked in MPI does: blocks (default: it takes no core) or polls (it keeps a
                    core busy while it waits, as MPICH's progress loop does: with more ranks than cores the
                    computing ones then get less than a core each)
+    binding        what of the host a rank runs on: none (default: its helper threads' work and its copies run
+                   on any free core beside its compute) or core (each rank is bound to one core: its helpers'
+                   work and its shared-memory copies take turns with its compute, as the threads of a process
+                   pinned to one core do)
 
 The shipped platforms (scaledl/sim/platforms/*.xml) state their sources
 in their header comments. Ranks are placed in the order of the file's device
@@ -53,6 +57,7 @@ from scaledl.sim.roofline import Device
 
 SHIPPED = resources.files("scaledl.sim") / "platforms"
 WAITING = ("blocks", "polls")  # what a rank blocked in MPI does with its core
+BINDINGS = ("none", "core")  # what of its host a rank runs on
 
 
 @dataclass(frozen=True)
@@ -68,6 +73,7 @@ class HostInfo:
     node: str
     noise: Noise = Noise()
     polls: bool = False  # a rank waiting here keeps a core busy (waiting: polls)
+    bound: bool = False  # a rank here runs on one core, its helpers' work and copies in turn (binding: core)
     gemm_halves: tuple[float, float, float] | None = None  # (gemm_half_rows, _columns, _depth): Device
     conv_overhead: float | None = None  # per convolution, where it is not op_overhead
     # a message within this host by its size: (up to bytes, α s, β s/B) per segment, the last up to infinity
@@ -174,6 +180,9 @@ def _host(name: str, speed: str, props: dict[str, str], path: Path) -> HostInfo:
     waiting = get("waiting", "blocks")
     if waiting not in WAITING:
         raise UserError(f"platform {path}: host {name} has waiting {waiting!r}; one of {', '.join(WAITING)}")
+    binding = get("binding", "none")
+    if binding not in BINDINGS:
+        raise UserError(f"platform {path}: host {name} has binding {binding!r}; one of {', '.join(BINDINGS)}")
     return HostInfo(
         name=name,
         speed=_number(speed.split(",")[0], f"host {name} speed"),
@@ -186,6 +195,7 @@ def _host(name: str, speed: str, props: dict[str, str], path: Path) -> HostInfo:
         node=props.get("node", name),
         noise=_noise(name, props, path),
         polls=waiting == "polls",
+        bound=binding == "core",
         gemm_halves=_gemm_halves(name, props, path),
         conv_overhead=_conv_overhead(name, props),
         message_segments=_segments(name, props.get("message_segments"), path),

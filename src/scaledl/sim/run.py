@@ -40,6 +40,7 @@ from scaledl.sim.cluster import (
     RankState,
     SimulatedAbort,
     bind,
+    on_core,
     spawn,
     this_rank,
 )
@@ -63,7 +64,7 @@ class Helper:
         self.pending: list[Done] = []
 
     def submit(self, fn, *args) -> Done:
-        done = spawn(self.name, fn, *args)
+        done = spawn(self.name, fn, *args, polls=False)  # its result is a thread's future
         self.pending = [d for d in self.pending if not d.ready] + [done]
         return done
 
@@ -223,9 +224,16 @@ class Simulation:
             host = sg.Host.by_name(info.name)
             memory = sg.Host.by_name(info.cpu_host) if info.cpu_host else host
             state = RankState(cluster, rank, host, info.node, memory_host=memory, polls=info.polls)
+            state.core = sg.Mutex() if info.bound else None
             state.world = Comm("world", tuple(range(self.ranks)), rank)
             state.meter = self._meter(
-                sg, cluster, info, host, self.slowdown.get(rank, 1.0), info.noise.timer(self.seed, rank, info.name)
+                sg,
+                cluster,
+                info,
+                host,
+                self.slowdown.get(rank, 1.0),
+                info.noise.timer(self.seed, rank, info.name),
+                state.core,
             )
             cluster.ranks.append(state)
         for state in cluster.ranks:
@@ -249,7 +257,7 @@ class Simulation:
         self.outcome.simulated_s = sg.Engine.clock
         return self.outcome
 
-    def _meter(self, sg, cluster: Cluster, info, host, slowdown: float, noise) -> Meter:
+    def _meter(self, sg, cluster: Cluster, info, host, slowdown: float, noise, core=None) -> Meter:
         cpu = self.platform.hosts[info.cpu_host] if info.cpu_host else info
         cpu_host = sg.Host.by_name(cpu.name)
 
@@ -258,11 +266,12 @@ class Simulation:
         def charge(seconds: float, on_cpu: bool = False) -> None:
             """An execution the rank pays, stretched by its noise: on its own host, or (`on_cpu`: host work,
             priced at the node's CPU) on the node's CPU host through the rank's lane, where it shares that
-            host's speed with the node's other ranks' host work."""
+            host's speed with the node's other ranks' host work. A rank bound to one core runs it holding
+            that core (its main actor's and its helpers' executions in turn)."""
             if on_cpu and lane is not None:
                 lane.execute(noise(seconds) * cpu_host.speed)
             else:
-                sg.this_actor.execute(noise(seconds) * sg.this_actor.get_host().speed)
+                on_core(core, sg.this_actor.execute, noise(seconds) * sg.this_actor.get_host().speed)
 
         def pcie(nbytes: int, to_device: bool) -> None:
             src, dst = (cpu_host, host) if to_device else (host, cpu_host)

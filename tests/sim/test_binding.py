@@ -1,0 +1,76 @@
+"""A rank bound to one core (a host's `binding: core`): its helper's work takes turns with its compute instead of
+running on a free core beside it, and waiting for its helper keeps no core busy (scaledl.sim.cluster.on_core)."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+
+from mpi_run import run_python
+from scaledl.sim.loader import available
+
+pytestmark = pytest.mark.skipif(not available(), reason="SimGrid's Python bindings are not installed (python3-simgrid)")
+
+PLATFORM = """<?xml version='1.0'?>
+<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">
+<platform version="4.1">
+  <zone id="box" routing="Full">
+    <host id="box" speed="1e9f" core="2">
+      <prop id="slots" value="1"/>
+      <prop id="memory_bw" value="1e10Bps"/>
+      <prop id="waiting" value="polls"/>
+      <prop id="binding" value="{binding}"/>
+    </host>
+  </zone>
+</platform>
+"""
+# one rank: a 1 ms exchange handed to its helper, then 10 ms of compute; when each ended
+PROGRAM = textwrap.dedent("""
+    import json, sys
+    from scaledl.comm import transport
+    from scaledl.sim.cluster import simgrid, this_rank
+    from scaledl.sim.platform import load
+    from scaledl.sim.run import Simulation
+
+    ended = {}
+
+    def exchange():
+        this_rank().meter.charge(1e-3)
+        ended["helper"] = simgrid().Engine.clock
+
+    def main():
+        pending = transport.helper().submit(exchange)
+        this_rank().meter.charge(1e-2)
+        ended["compute"] = simgrid().Engine.clock
+        pending.result()
+        ended["joined"] = simgrid().Engine.clock
+
+    outcome = Simulation(load(sys.argv[1]), 1, dedicated_master=False).run(main)
+    assert outcome.status == 0, outcome.error or outcome.crashed
+    print(json.dumps(ended))
+""")
+
+
+def _ended(tmp_path, binding: str) -> dict:
+    platform = tmp_path / "box.xml"
+    platform.write_text(PLATFORM.format(binding=binding))
+    proc = run_python(["-c", PROGRAM, str(platform)], timeout=240)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_a_bound_ranks_helper_takes_turns_with_its_compute(tmp_path):
+    free = _ended(tmp_path, "none")  # the helper on the host's other core, beside the compute
+    assert free["helper"] == pytest.approx(1e-3) and free["compute"] == pytest.approx(1e-2)
+    bound = _ended(tmp_path, "core")  # one core: the helper's millisecond before or after the compute's ten
+    assert sorted([bound["helper"], bound["compute"]]) == [pytest.approx(1e-3), pytest.approx(1.1e-2)]
+    assert bound["joined"] == pytest.approx(1.1e-2)
+
+
+def test_an_unknown_binding_is_refused_in_one_line(tmp_path):
+    platform = tmp_path / "box.xml"
+    platform.write_text(PLATFORM.format(binding="socket"))
+    proc = run_python(["-c", PROGRAM, str(platform)], timeout=240)
+    assert proc.returncode != 0 and "has binding 'socket'; one of none, core" in proc.stderr
