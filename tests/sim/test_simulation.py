@@ -44,6 +44,28 @@ def weights(out) -> dict[str, torch.Tensor]:
     return torch.load(out / "model.pt")
 
 
+# `scaledl simulate` in a process whose pid is argv[1]: a pid's digits vary between runs (pids wrap around)
+AS_PID = textwrap.dedent("""
+    import os, sys
+    os.getpid = lambda: int(sys.argv[1])
+    from scaledl.cli import main
+    sys.exit(main(sys.argv[2:]))
+""")
+
+
+def test_the_simulated_clock_does_not_depend_on_the_process_id(digits_h5, tmp_path):
+    """What the ranks exchange is priced by its bytes: a pid in it (a rank's announcement) moved the clock of
+    one run in three by a fraction of a nanosecond, and two simulations differed in their last digits."""
+    seconds = []
+    for pid in (7, 1234567):
+        out = tmp_path / f"pid{pid}"
+        argv = ["simulate", "--platform-file", "laptop", "--ranks", "2", "--time-only"]
+        proc = run_python(["-c", AS_PID, str(pid), *argv, *run_args(digits_h5, out, "sync_sgd", 3)])
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        seconds.append(read_run_json(out / "run.json")["seconds_per_step"])
+    assert seconds[0] == seconds[1]
+
+
 def test_a_simulated_synchronous_run_is_bitwise_the_mpi_run(digits_h5, tmp_path):
     # P = 2: every allreduce is one addition, so the simulated collectives sum exactly as MPI's do
     real = run_train(2, run_args(digits_h5, tmp_path / "mpi", "sync_sgd"))

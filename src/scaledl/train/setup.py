@@ -355,7 +355,10 @@ def announce(run: TrainingRun) -> str:
     """One line per rank, and a sentinel that names this rank should it die without a word; the job's token."""
     r = run.roles
     role = f"worker {r.worker_index}" if r.role == "worker" else r.role
-    who = f"rank {r.rank}/{r.size} ({role}, pid {os.getpid()} on {transport.current().host_name()})"
+    # a simulated rank is an actor of one process: no pid of its own, and none in what the ranks exchange (the
+    # allgather below is priced by its bytes, so a pid's digits would move the simulated clock between runs)
+    pid = f", pid {os.getpid()}" if transport.current().guards_processes else ""
+    who = f"rank {r.rank}/{r.size} ({role}{pid} on {transport.current().host_name()})"
     print(f"{who}: device {run.device}\n", end="", flush=True)  # one write: ranks share the stream
     token = r.world.bcast(uuid.uuid4().hex if r.is_master else None, root=r.master)
     set_rank_names(r.world.allgather(who))
