@@ -1,5 +1,6 @@
-"""A rank bound to one core (a host's `binding: core`): its helper's work takes turns with its compute instead of
-running on a free core beside it, and waiting for its helper keeps no core busy (scaledl.sim.cluster.on_core)."""
+"""A rank bound to one core (a host's `binding: core`): its helper thread's work takes turns with its compute
+instead of running on a free core beside it, an MPI request's work is interleaved with the compute on that core,
+and waiting for its helper keeps no core busy (scaledl.sim.cluster.on_core, held)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ PLATFORM = """<?xml version='1.0'?>
 <!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">
 <platform version="4.1">
   <zone id="box" routing="Full">
-    <host id="box" speed="1e9f" core="2">
+    <host id="box" speed="1e9f" core="{cores}">
       <prop id="slots" value="1"/>
       <prop id="memory_bw" value="1e10Bps"/>
       <prop id="waiting" value="polls"/>
@@ -26,11 +27,12 @@ PLATFORM = """<?xml version='1.0'?>
   </zone>
 </platform>
 """
-# one rank: a 1 ms exchange handed to its helper, then 10 ms of compute; when each ended
+# one rank: a 1 ms exchange handed to its helper (a thread, or an MPI request: argv[2]), then 10 ms of compute;
+# when each ended
 PROGRAM = textwrap.dedent("""
     import json, sys
     from scaledl.comm import transport
-    from scaledl.sim.cluster import simgrid, this_rank
+    from scaledl.sim.cluster import simgrid, spawn, this_rank
     from scaledl.sim.platform import load
     from scaledl.sim.run import Simulation
 
@@ -41,10 +43,10 @@ PROGRAM = textwrap.dedent("""
         ended["helper"] = simgrid().Engine.clock
 
     def main():
-        pending = transport.helper().submit(exchange)
+        pending = transport.helper().submit(exchange) if sys.argv[2] == "thread" else spawn("request", exchange)
         this_rank().meter.charge(1e-2)
         ended["compute"] = simgrid().Engine.clock
-        pending.result()
+        pending.wait()
         ended["joined"] = simgrid().Engine.clock
 
     outcome = Simulation(load(sys.argv[1]), 1, dedicated_master=False).run(main)
@@ -53,10 +55,10 @@ PROGRAM = textwrap.dedent("""
 """)
 
 
-def _ended(tmp_path, binding: str) -> dict:
+def _ended(tmp_path, binding: str, helper: str = "thread", cores: int = 2) -> dict:
     platform = tmp_path / "box.xml"
-    platform.write_text(PLATFORM.format(binding=binding))
-    proc = run_python(["-c", PROGRAM, str(platform)], timeout=240)
+    platform.write_text(PLATFORM.format(binding=binding, cores=cores))
+    proc = run_python(["-c", PROGRAM, str(platform), helper], timeout=240)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -69,8 +71,18 @@ def test_a_bound_ranks_helper_takes_turns_with_its_compute(tmp_path):
     assert bound["joined"] == pytest.approx(1.1e-2)
 
 
+def test_an_mpi_requests_work_is_interleaved_with_the_compute_on_its_core(tmp_path):
+    """MPICH progresses a nonblocking collective inside the rank's own calls (the backward pass's hooks): on a
+    one-core host the request's millisecond and the compute share the core (2 ms for the request, 11 for the
+    compute) instead of one waiting for the other; a thread's millisecond takes its turn."""
+    request = _ended(tmp_path, "core", "request", cores=1)
+    assert request["helper"] == pytest.approx(2e-3) and request["compute"] == pytest.approx(1.1e-2)
+    thread = _ended(tmp_path, "core", "thread", cores=1)
+    assert sorted([thread["helper"], thread["compute"]]) == [pytest.approx(1e-3), pytest.approx(1.1e-2)]
+
+
 def test_an_unknown_binding_is_refused_in_one_line(tmp_path):
     platform = tmp_path / "box.xml"
-    platform.write_text(PLATFORM.format(binding="socket"))
-    proc = run_python(["-c", PROGRAM, str(platform)], timeout=240)
+    platform.write_text(PLATFORM.format(binding="socket", cores=2))
+    proc = run_python(["-c", PROGRAM, str(platform), "thread"], timeout=240)
     assert proc.returncode != 0 and "has binding 'socket'; one of none, core" in proc.stderr

@@ -133,7 +133,7 @@ class Cluster:
     clock: str = "simgrid"  # CLOCKS
     loopback: tuple[float, float] = SIMGRID_LOOPBACK  # a host to itself on the alphabeta clock: (latency s, B/s)
     routes: dict = field(default_factory=dict)  # (host, host) -> (latency s, narrowest bandwidth B/s), as found
-    copiers: dict = field(default_factory=dict)  # world rank -> its CpuLane for copies within its memory host
+    copiers: dict = field(default_factory=dict)  # (world rank, holds its core) -> its copy lane
 
     def carries(self, buf) -> bool:
         """Whether a message from (or into) `buf` must carry its values: not when `buf` is a time-only replica."""
@@ -178,17 +178,23 @@ class Cluster:
         through the rank's copy lane (a rank copies one message at a time), but none for a rank whose own
         actor is polling now (its spinning core does the copy: MPI's progress loop is what copies)."""
         started = self.sg.Engine.clock
-        lanes = [self._copier(rank, host) for rank in dict.fromkeys(copiers) if not self.ranks[rank].polling]
+        interleaved = held(True) is None  # an MPI request's copies: interleaved with their ranks' compute
+        lanes = [
+            self._copier(rank, host, interleaved) for rank in dict.fromkeys(copiers) if not self.ranks[rank].polling
+        ]
         for done in [lane.submit(seconds * host.speed) for lane in lanes]:
             done.acquire()
         left = seconds - (self.sg.Engine.clock - started)
         if left > 0:  # a copier polling: its part takes the line's time on the core it holds
             self.sg.this_actor.sleep_for(left)
 
-    def _copier(self, rank: int, host) -> CpuLane:
-        lane = self.copiers.get(rank)
+    def _copier(self, rank: int, host, interleaved: bool) -> CpuLane:
+        """Rank `rank`'s copy lane (a rank copies one message at a time): holding its core where it is bound to
+        one (its own or a thread's copies), or interleaved with its compute (an MPI request's)."""
+        core = None if interleaved else self.ranks[rank].core
+        lane = self.copiers.get((rank, core is not None))
         if lane is None:
-            lane = self.copiers[rank] = CpuLane(self.sg, host, f"copy-lane-{rank}", core=self.ranks[rank].core)
+            lane = self.copiers[(rank, core is not None)] = CpuLane(self.sg, host, f"copy-lane-{rank}", core=core)
         return lane
 
     def send(self, a, b, nbytes: int) -> None:
@@ -219,10 +225,20 @@ class Cluster:
         return self.sg.Engine.clock
 
 
-def bind(state: RankState, helper: bool = False) -> None:
-    """The calling actor runs for `state`'s rank: as the rank itself, or as one of its helpers."""
+def bind(state: RankState, helper: bool = False, progress: bool = False) -> None:
+    """The calling actor runs for `state`'s rank: as the rank itself, or as one of its helpers (`progress`: an
+    MPI request's, whose work MPI's progress engine does inside the rank's own calls)."""
     _local.state = state
     _local.helper = helper
+    _local.progress = progress
+
+
+def held(core):
+    """The core the calling actor's executions hold (`core`, its rank's, or None: they hold none). A thread's
+    work (a helper's exchange, under the interpreter's lock) takes turns with the rank's compute; an MPI
+    request's is done by the rank's own thread inside its MPI calls (MPICH progresses a nonblocking
+    collective at the backward pass's hooks), so it is interleaved with the compute: both share the cores."""
+    return None if getattr(_local, "progress", False) else core
 
 
 SPIN_FLOPS = 1e30  # a poll that outlasts any wait: it is cancelled when the wait ends
@@ -266,7 +282,7 @@ def spawn(name: str, target, *args, polls: bool = True):
     work = [target, args]  # emptied once run: a finished helper must not keep its message (a 143 MB W) alive
 
     def body():
-        bind(state, helper=True)
+        bind(state, helper=True, progress=polls)
         run, run_args = work
         work.clear()
         try:

@@ -40,6 +40,7 @@ from scaledl.sim.cluster import (
     RankState,
     SimulatedAbort,
     bind,
+    held,
     on_core,
     spawn,
     this_rank,
@@ -267,11 +268,11 @@ class Simulation:
             """An execution the rank pays, stretched by its noise: on its own host, or (`on_cpu`: host work,
             priced at the node's CPU) on the node's CPU host through the rank's lane, where it shares that
             host's speed with the node's other ranks' host work. A rank bound to one core runs it holding
-            that core (its main actor's and its helpers' executions in turn)."""
+            that core (its main actor's and its threads' executions in turn; an MPI request's interleaved)."""
             if on_cpu and lane is not None:
                 lane.execute(noise(seconds) * cpu_host.speed)
             else:
-                on_core(core, sg.this_actor.execute, noise(seconds) * sg.this_actor.get_host().speed)
+                on_core(held(core), sg.this_actor.execute, noise(seconds) * sg.this_actor.get_host().speed)
 
         def pcie(nbytes: int, to_device: bool) -> None:
             src, dst = (cpu_host, host) if to_device else (host, cpu_host)
