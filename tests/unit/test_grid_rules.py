@@ -165,6 +165,10 @@ def test_a_calibrated_platform_is_this_machines_file_made_from_its_local_netbenc
     assert calibration.validation_files(runs, config, "paper_small") == ["results/paper_small/validate/here.md"]
     real_only = {key: value for key, value in runs.items() if key.platform != "laptop_sim"}
     assert calibration.validation_files(real_only, config, "paper_small") == []
+    # its options: the command's defaults unless the config's validate block says otherwise
+    assert calibration.validation_flags({**config, "validate": {"models": None, "repeats": None}}) == ""
+    smaller = {"models": "resnet18:2:3x32x32", "repeats": 3}
+    assert calibration.validation_flags({**config, "validate": smaller}) == "--models resnet18:2:3x32x32 --repeats 3"
 
 
 def test_a_simulated_platform_gives_its_file_ranks_and_clock_to_the_simulation():

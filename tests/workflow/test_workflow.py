@@ -952,6 +952,7 @@ experiments:
 platforms:
   local: {device: cpu, threads: 1, runtime: 10}
   twin: {kind: simulated, platform_file: calibrated, simulates: cpu}
+validate: {models: "resnet18:2:3x32x32", repeats: 3}  # the twin's held-out check, small: a test's, not a verdict's
 """
 
 
@@ -971,5 +972,7 @@ def test_a_twin_is_calibrated_on_this_machine_before_it_simulates(workdir):
     run = read_run_json(workdir / "results/twin/runs/digits/lenet/sync_sgd/twin/p2/s0/run.json")
     assert run["transport"]["platform_file"].endswith("results/twin/platform/calibrated.xml")
     assert run["transport"]["calibration"]["code"] == code_version()
+    here = (workdir / "results/twin/validate/here.md").read_text()  # the config's validate block was its options
+    assert "step resnet18 b2 3x32x32" in here and "googlenet" not in here
     again = snakemake(workdir, "-n", "--configfile", config)  # nothing to redo while the code is the same
     assert "Nothing to be done" in output_of(again), output_of(again)

@@ -40,7 +40,7 @@ TRIAL_FILES = tune.trial_files(RUNS, NAME, tune.lr_grid(config["tune"]), tune.gr
 CHOSEN_FILES = [f"{RESULTS}/{tune.CHOSEN}"] if TRIAL_FILES else []  # its choice, if the config tunes
 REGIME_RUNS = regime.run_files(RUNS, config, NAME)  # both sides of the regime map's claim, if configured
 SENSITIVITY_FILES = sensitivity.result_files(RUNS, config, NAME)  # each sensitivity sweep with runs of both sides
-VALIDATE_FILES = calibration.validation_files(RUNS, config, NAME)  # the calibrated twin against this machine
+VALIDATE_FILES, VALIDATE_FLAGS = calibration.validation_files(RUNS, config, NAME), calibration.validation_flags(config)
 RUN_FILES = grid_rules.run_files(RUNS, NAME, "run.json")  # every run of the blocks (not the trials), in order
 METRICS_FILES = grid_rules.run_files(RUNS, NAME, "metrics.csv")
 

@@ -98,9 +98,11 @@ rule validate_here:
     conda:
         "../envs/scaledl.yaml"
     threads: os.cpu_count()
+    params:
+        flags=VALIDATE_FLAGS,  # the config's `validate` block: the held-out models, the timings per half
     shell:
         "python -m scaledl validate --suite here --platform-file {input.platform} --netbench {input.netbench}"
-        " --out-md {output.md} --out-json {output.json} > {log} 2>&1"
+        " {params.flags} --out-md {output.md} --out-json {output.json} > {log} 2>&1"
 
 
 # The shipped platforms against published measurements (scaledl validate --suite published): each row's error,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from scaledl.config import as_argv
 from scaledl.grid.keys import GridError, RunKey, RunSettings
 
 CALIBRATED = "calibrated"  # a simulated platform's platform_file: this machine, calibrated by the workflow
@@ -51,3 +52,9 @@ def validation_files(runs: Mapping[RunKey, RunSettings], config: Mapping, name: 
     platforms = config["platforms"]
     twin = any(platforms[key.platform].get("platform_file") == CALIBRATED for key in runs)
     return [f"results/{name}/validate/here.md"] if twin else []
+
+
+def validation_flags(config: Mapping) -> str:
+    """`scaledl validate --suite here`'s options from the config's `validate` block (a null one is the
+    command's default)."""
+    return " ".join(as_argv(config["validate"]))
