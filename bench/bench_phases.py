@@ -1,6 +1,6 @@
 """Per-phase validation: each rank's seconds per step in each phase, measured over MPI against simulated.
 
-    python bench/bench_phases.py [--workers 1,2] [--algorithms A,B] [--rounds 3] [--warmup 5] [--steps 20]
+    python bench/bench_phases.py [--workers 1,2] [--algorithms A,B] [--rounds 3] [--warmup 5] [--steps 60]
                                  [--platform-file laptop | --calibrate busy|idle] [--oversubscribed]
                                  [--markdown FILE] [--raw bench/raw/phases.json] [--render] [--no-doc]
 
@@ -391,7 +391,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--algorithms", default=",".join(ALGORITHMS), help="comma-separated (default: every pattern)")
     parser.add_argument("--rounds", type=int, default=3, help="measured rounds (default %(default)s)")
     parser.add_argument("--warmup", type=int, default=5, help="untimed steps (default %(default)s)")
-    parser.add_argument("--steps", type=int, default=20, help="timed steps, a multiple of --warmup (default 20)")
+    parser.add_argument("--steps", type=int, default=60, help="timed steps, a multiple of --warmup (default 60)")
     parser.add_argument("--platform-file", default="laptop", help="the simulated platform (default %(default)s)")
     parser.add_argument(
         "--calibrate", choices=("idle", "busy"), help="calibrate a platform to this machine before each round"
