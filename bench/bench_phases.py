@@ -359,7 +359,9 @@ def calibration_words(platform: dict) -> str:
         if len(steps) > 1
         else ""
     )
-    return f"Platform: {platform['file']}, {load}{again}."
+    factors = [c["core_factors"] for c in platform.get("calibrations") or [] if "core_factors" in c]
+    cores = f"; its cores' factors per round {', '.join(factors)} (each core's step over their mean)" if factors else ""
+    return f"Platform: {platform['file']}, {load}{again}{cores}."
 
 
 def render(record: dict) -> tuple[str, str, str, str]:

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import json
 import textwrap
+from importlib import resources
 
 import pytest
 
 from mpi_run import run_python
+from scaledl.run_record import read_run_json
 from scaledl.sim.loader import available
 
 pytestmark = pytest.mark.skipif(not available(), reason="SimGrid's Python bindings are not installed (python3-simgrid)")
@@ -86,3 +88,38 @@ def test_an_unknown_binding_is_refused_in_one_line(tmp_path):
     platform.write_text(PLATFORM.format(binding="socket", cores=2))
     proc = run_python(["-c", PROGRAM, str(platform), "thread"], timeout=240)
     assert proc.returncode != 0 and "has binding 'socket'; one of none, core" in proc.stderr
+
+
+def _per_rank(tmp_path, digits_h5, factors: str | None) -> list[dict]:
+    laptop = (resources.files("scaledl.sim") / "platforms" / "laptop.xml").read_text()
+    prop = f'<prop id="core_factors" value="{factors}"/>' if factors else ""
+    platform = tmp_path / f"cores-{factors}.xml"
+    platform.write_text(laptop.replace('<prop id="binding" value="core"/>', f'<prop id="binding" value="core"/>{prop}'))
+    out = tmp_path / f"run-{factors}"
+    argv = ["-m", "scaledl", "simulate", "--platform-file", str(platform), "--ranks", "2", "--time-only"]
+    train = ["--data", str(digits_h5), "--model", "lenet", "--algorithm", "sync_sgd", "--max-steps", "5"]
+    proc = run_python([*argv, *train, "--eval-every", "100", "--threads", "1", "--out-dir", str(out)], timeout=240)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return read_run_json(out / "run.json")["phases"]["per_rank"]
+
+
+def test_a_rank_bound_to_a_slower_core_computes_longer_and_its_peer_waits(tmp_path, digits_h5):
+    """core_factors: the host's i-th rank computes at its core's speed (a virtual machine's vCPUs differ)."""
+    # (within 2 %: a rank's compute also holds the allreduce's copies, interleaved with it, whose timing moves)
+    even = _per_rank(tmp_path, digits_h5, None)
+    assert even[1]["compute_s"] == pytest.approx(even[0]["compute_s"], rel=0.02)
+    uneven = _per_rank(tmp_path, digits_h5, "1,2")
+    assert uneven[0]["compute_s"] == pytest.approx(even[0]["compute_s"], rel=0.02)
+    assert uneven[1]["compute_s"] == pytest.approx(2 * even[1]["compute_s"], rel=0.02)
+    assert uneven[0]["wait_s"] > 0.9 * even[0]["compute_s"] > 100 * uneven[1]["wait_s"]  # synchronous: 0 waits for 1
+
+
+@pytest.mark.parametrize(("props", "says"), [
+    ('<prop id="binding" value="core"/><prop id="core_factors" value="1,0"/>', "positive numbers F0,F1,... needed"),
+    ('<prop id="binding" value="none"/><prop id="core_factors" value="1,2"/>', "but binding 'none': set binding core"),
+])  # fmt: skip
+def test_core_factors_that_cannot_be_are_refused_in_one_line(tmp_path, props, says):
+    platform = tmp_path / "box.xml"
+    platform.write_text(PLATFORM.format(binding="core", cores=2).replace('<prop id="binding" value="core"/>', props))
+    proc = run_python(["-c", PROGRAM, str(platform), "thread"], timeout=240)
+    assert proc.returncode != 0 and says in proc.stderr

@@ -8,6 +8,8 @@ price the cost model gives them, which is what a timing comparison would test wi
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -16,7 +18,7 @@ from scaledl.comm.flat import FlatParams
 from scaledl.data.hdf5 import read_info
 from scaledl.data.loader import Normalizer, ShardLoader
 from scaledl.models import build_model
-from scaledl.sim.calibrate import loop_step
+from scaledl.sim.calibrate import loop_step, per_core_steps
 from scaledl.sim.roofline import Device, OpCounter
 from scaledl.train.loop import forward_backward
 
@@ -110,3 +112,20 @@ def test_a_calibration_tries_again_until_the_step_is_quiet(monkeypatch):
     tries = iter([worse, noisy] + [worse] * 1000)
     got = calibrate.quiet_timings(None, wait_s=0.05, pause_s=0.01)
     assert got == noisy and calibrate.robust_cv(got) > calibrate.MAX_STEP_CV
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="this system binds no process to a core")
+def test_the_step_is_timed_on_each_core_and_the_binding_is_undone():
+    """per_core_steps: one median per core, this process bound to it in turn; afterwards bound as before."""
+    before = os.sched_getaffinity(0)
+    cores = min(len(before), 2)
+    seen = []
+
+    def step() -> None:
+        seen.append(frozenset(os.sched_getaffinity(0)))
+
+    medians = per_core_steps(step, cores, busy_pids=[], repeats=3)
+    assert len(medians) == cores and all(m >= 0 for m in medians)
+    assert [{c} for c in sorted(before)[:cores]] == [set(s) for s in dict.fromkeys(seen)]
+    assert os.sched_getaffinity(0) == before
+    assert per_core_steps(step, len(before) + 1, busy_pids=[]) is None  # more cores than this process may use

@@ -11,7 +11,11 @@ other processes run the same step on the other cores (as a job's ranks do: every
                  per call: micro-benchmarks over a grid of shapes none of the models has (scaledl.sim.gemm_shapes)
     speed        the FLOP rate at which the cost model's roofline (scaledl.sim.roofline) prices the
                  training loop's compute phase (its forward_backward, on a batch in the loop's layout)
-                 exactly as long as it measures here, with the shapes' curve in place
+                 exactly as long as it measures here, with the shapes' curve in place: on an average core,
+                 where this process can be bound to each in turn
+    core_factors each core's step over their mean, this process bound to it and the busy ones to the others
+                 (`per_core_steps`): a virtual machine's vCPUs need not run at one speed, and a rank bound to
+                 the slow one makes its peers wait
     noise_cv     the spread of the step's repeated timings (robust_cv)
     detours      the timings far above the rest (`detours`): how often per second, and their mean excess
     network      α and 1/β of netbench's α-β fit (a `scaledl netbench` result, or the record
@@ -28,6 +32,7 @@ import argparse
 import contextlib
 import json
 import multiprocessing
+import os
 import platform as host_platform
 import re
 import statistics
@@ -190,9 +195,9 @@ def _keep_busy(model_name: str, batch: int, started, stop) -> None:
 @contextlib.contextmanager
 def busy_cores(count: int, model_name: str, batch: int):
     """`count` other processes running the same step as fast as they can (one thread each) while the block
-    runs: the load a job's other ranks put on the machine's other cores and shared caches."""
+    runs: the load a job's other ranks put on the machine's other cores and shared caches. Yields their pids."""
     if count <= 0:
-        yield
+        yield []
         return
     ctx = multiprocessing.get_context("spawn")
     started, stop = ctx.Semaphore(0), ctx.Event()
@@ -205,13 +210,39 @@ def busy_cores(count: int, model_name: str, batch: int):
         for _ in workers:
             if not started.acquire(timeout=300):
                 raise UserError("calibrate --busy: a background process did not start its step within 5 minutes")
-        yield
+        yield [w.pid for w in workers]
     finally:
         stop.set()
         for w in workers:
             w.join(timeout=30)
             if w.is_alive():
                 w.terminate()
+
+
+def per_core_steps(step, cores: int, busy_pids: list[int], repeats: int = 30) -> list[float] | None:
+    """The median seconds of `repeats` steps with this process bound to each of the first `cores` cores in turn
+    and the busy processes to the others, as a launcher binds rank i to core i; None where this system binds
+    no process (no sched_setaffinity) or offers fewer cores."""
+    if not hasattr(os, "sched_setaffinity"):
+        return None
+    mine = os.sched_getaffinity(0)
+    usable = sorted(mine)[:cores]
+    if len(usable) < cores:
+        return None
+    medians = []
+    try:
+        for core in usable:
+            others = [c for c in usable if c != core] or usable
+            os.sched_setaffinity(0, {core})
+            for i, pid in enumerate(busy_pids):
+                os.sched_setaffinity(pid, {others[i % len(others)]})
+            medians.append(statistics.median(timings(step, repeats)))
+    finally:
+        os.sched_setaffinity(0, mine)
+        for pid in busy_pids:
+            with contextlib.suppress(OSError):  # it may have ended
+                os.sched_setaffinity(pid, mine)
+    return medians
 
 
 BUSY_LINE = re.compile(r"busy: (\d+) other process\(es\) ran the same step")
@@ -331,6 +362,7 @@ TEMPLATE = """<?xml version='1.0'?>
                 default), so more ranks than cores slow the computing ones
     binding     core: each rank is bound to one core (the launcher binds a rank to its core), so its helper
                 thread's exchange and its shared-memory copies take turns with its forward and backward pass
+    core_factors {core_factors}: {cores_text}; the speed above is an average core's
 -->
 <platform version="4.1">
   <config>
@@ -355,6 +387,7 @@ TEMPLATE = """<?xml version='1.0'?>
       <prop id="noise_detour" value="{detour_s:.3g}s"/>
       <prop id="waiting" value="polls"/>
       <prop id="binding" value="core"/>
+      <prop id="core_factors" value="{core_factors}"/>
     </host>
   </zone>
 </platform>
@@ -378,11 +411,15 @@ def calibrate(
     overhead = op_overhead()
     micro = gemm_shapes.measure()
     shapes = gemm_shapes.fit(micro, overhead, mem)
-    with busy_cores(busy, model, batch):  # the step alone, or with every other core running it too
+    with busy_cores(busy, model, batch) as busy_pids:  # the step alone, or with every other core running it too
         measured, step, times = step_seconds_and_counts(model, batch)
+        per_core = per_core_steps(step, cores, busy_pids)
     cv = robust_cv(times)
     refuse_a_noisy_step(measured, cv)
     detour_rate, detour_s = detours(times)
+    if per_core:  # a bound rank's speed: an average core's, and each core's factor beside it
+        measured = statistics.fmean(per_core)
+    factors = [t / measured for t in per_core] if per_core else [1.0] * cores
     speed = solve_speed(step, measured, mem, overhead, shapes)
     values = {
         "name": name,
@@ -414,6 +451,13 @@ def calibrate(
         "detour_rate": detour_rate,
         "detour_s": detour_s,
         "busy": busy,
+        "core_factors": ",".join(f"{f:.4g}" for f in factors),
+        "cores_text": (
+            f"each core's step over their mean ({', '.join(f'{t * 1e3:.3g}' for t in per_core)} ms), this process "
+            "bound to it in turn"
+            if per_core
+            else "1 each: this system binds no process, so every core was taken as the same"
+        ),
     }
     return TEMPLATE.format(**values), values
 
@@ -459,7 +503,10 @@ def run(args: argparse.Namespace) -> int:
         json.dumps(
             {
                 k: values[k]
-                for k in ("alpha", "bw", "speed", "mem", "overhead", "step_ms", "cv", "detour_rate", "detour_s", "busy")
+                for k in (
+                    *("alpha", "bw", "speed", "mem", "overhead", "step_ms", "cv", "detour_rate", "detour_s"),
+                    *("busy", "core_factors"),
+                )
             }
         )
     )

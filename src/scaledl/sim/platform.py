@@ -35,6 +35,11 @@ all its hosts) what its cost model needs:
                    on any free core beside its compute) or core (each rank is bound to one core: its helpers'
                    work and its shared-memory copies take turns with its compute, as the threads of a process
                    pinned to one core do)
+    core_factors   optional, with binding core: F0,F1,... the compute time of a rank bound to each core, as a
+                   multiple of the host's price, in the order the launcher binds ranks (the host's i-th rank on
+                   core i modulo their count): the cores of one machine need not run at one speed (a virtual
+                   machine's vCPUs share their physical cores with others); `scaledl calibrate` times the step on
+                   each core
 
 The shipped platforms (scaledl/sim/platforms/*.xml) state their sources
 in their header comments. Ranks are placed in the order of the file's device
@@ -74,6 +79,7 @@ class HostInfo:
     noise: Noise = Noise()
     polls: bool = False  # a rank waiting here keeps a core busy (waiting: polls)
     bound: bool = False  # a rank here runs on one core, its helpers' work and copies in turn (binding: core)
+    core_factors: tuple[float, ...] = ()  # bound: each core's compute time over the host's price, in binding order
     gemm_halves: tuple[float, float, float] | None = None  # (gemm_half_rows, _columns, _depth): Device
     conv_overhead: float | None = None  # per convolution, where it is not op_overhead
     # a message within this host by its size: (up to bytes, α s, β s/B) per segment, the last up to infinity
@@ -196,10 +202,26 @@ def _host(name: str, speed: str, props: dict[str, str], path: Path) -> HostInfo:
         noise=_noise(name, props, path),
         polls=waiting == "polls",
         bound=binding == "core",
+        core_factors=_core_factors(name, props.get("core_factors"), binding, path),
         gemm_halves=_gemm_halves(name, props, path),
         conv_overhead=_conv_overhead(name, props),
         message_segments=_segments(name, props.get("message_segments"), path),
     )
+
+
+def _core_factors(name: str, text: str | None, binding: str, path: Path) -> tuple[float, ...]:
+    """core_factors: positive numbers, one per core, on a host whose ranks are bound to cores."""
+    if text is None:
+        return ()
+    try:
+        factors = tuple(float(x) for x in text.split(","))
+    except ValueError:
+        factors = ()
+    if not factors or min(factors) <= 0:
+        raise UserError(f"platform {path}: host {name} has core_factors {text!r}; positive numbers F0,F1,... needed")
+    if binding != "core":
+        raise UserError(f"platform {path}: host {name} has core_factors but binding {binding!r}: set binding core")
+    return factors
 
 
 def _segments(name: str, text: str | None, path: Path) -> tuple[tuple[float, float, float], ...] | None:

@@ -57,6 +57,12 @@ from scaledl.sim.roofline import Meter
 ENGINE_ARGS = ("--log=root.thres:critical", "--log=ker_engine.app:file:/dev/null")
 
 
+def core_factor(info, index: int) -> float:
+    """The compute time of the host's `index`-th rank, bound to its core, over the host's price (1: no factors)."""
+    factors = info.core_factors if info.bound else ()
+    return factors[index % len(factors)] if factors else 1.0
+
+
 class Helper:
     """A one-worker executor whose worker is a helper actor of the calling rank (an overlapped exchange)."""
 
@@ -221,7 +227,9 @@ class Simulation:
         )
         for host, factor in self.host_speed.items():
             sg.Host.by_name(host).set_speed_profile(f"0 {factor}\n", -1)
+        on_host: dict[str, int] = {}  # ranks placed on each host so far: a bound rank's core is its index there
         for rank, info in enumerate(self.placement):
+            index = on_host[info.name] = on_host.get(info.name, -1) + 1
             host = sg.Host.by_name(info.name)
             memory = sg.Host.by_name(info.cpu_host) if info.cpu_host else host
             state = RankState(cluster, rank, host, info.node, memory_host=memory, polls=info.polls)
@@ -232,7 +240,7 @@ class Simulation:
                 cluster,
                 info,
                 host,
-                self.slowdown.get(rank, 1.0),
+                self.slowdown.get(rank, 1.0) * core_factor(info, index),
                 info.noise.timer(self.seed, rank, info.name),
                 state.core,
             )
