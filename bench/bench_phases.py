@@ -359,7 +359,7 @@ def calibration_words(platform: dict) -> str:
         if len(steps) > 1
         else ""
     )
-    factors = [c["core_factors"] for c in platform.get("calibrations") or [] if "core_factors" in c]
+    factors = [c["core_factors"] for c in platform.get("calibrations") or [] if c.get("core_factors")]
     cores = f"; its cores' factors per round {', '.join(factors)} (each core's step over their mean)" if factors else ""
     return f"Platform: {platform['file']}, {load}{again}{cores}."
 

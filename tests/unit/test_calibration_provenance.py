@@ -8,7 +8,7 @@ import pytest
 
 from scaledl.codehash import code_version
 from scaledl.errors import UserError
-from scaledl.sim.calibrate import TEMPLATE, _code_fields
+from scaledl.sim.calibrate import TEMPLATE, _code_fields, core_fields
 from scaledl.sim.platform import resolve
 from scaledl.sim.provenance import calibration_provenance, refuse_stale_calibration
 
@@ -17,7 +17,7 @@ PLATFORM_VALUES = dict(
     host="box", commit="5b2e6bb12345", alpha=2e-6, bw=3e10, netbench="local.json", speed=5e10, model="lenet",
     batch=64, step_ms=11.0, mem=3e10, overhead=1e-6, cv=0.05, detour_rate=2.0, detour_s=3e-3, fitted="cold", busy=1,
     half_rows=70.0, half_columns=3.5, half_depth=56.0, conv_overhead=4e-5, shape_count=78, shape_error=0.3,
-    segments_text="", segments_prop="", core_factors="0.9,1.1", cores_text="each core's step over their mean",
+    segments_text="", segments_prop="", **core_fields([0.009, 0.011]),
 )  # fmt: skip
 
 
@@ -73,7 +73,8 @@ def test_a_cold_ping_pong_with_enough_sizes_prices_each_regime_on_its_own_line(t
     values = dict(PLATFORM_VALUES, code=code_version(), alpha=1e-6, **segment_fields(segments))
     path.write_text(TEMPLATE.format(**values))
     platform = load(path)
-    assert platform.devices()[0].core_factors == (0.9, 1.1)  # each core's speed, read back
+    assert platform.devices()[0].core_factors == (0.9, 1.1)  # each core's speed (--per-core), read back
+    assert core_fields(None) == {"core_factors": None, "cores_text": "", "cores_prop": ""}  # not measured: none
     written = platform.devices()[0].message_segments
     assert [limit for limit, _, _ in written] == [4096, 1 << 20, float("inf")]
     assert [x for s in written for x in s[1:]] == pytest.approx([x for s in segments for x in s[1:]], rel=1e-5)

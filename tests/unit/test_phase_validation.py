@@ -93,7 +93,7 @@ def test_calibration_load_reads_the_header_line():
         name="x", cores=16, date="d", cpu="c", torch="t", alpha=1e-6, bw=1e10, netbench="nb.json", speed=1e10,
         model="lenet", batch=64, step_ms=18.0, mem=1e10, overhead=1e-6, cv=0.1, detour_rate=0.0, detour_s=0.0, fitted="hot",
         busy=15, stamp="s", host="h", code="v", commit="c", half_rows=70.0, half_columns=3.5, half_depth=56.0,
-        conv_overhead=4e-5, shape_count=78, shape_error=0.3, segments_text="", segments_prop="", core_factors="1,1", cores_text="t",
+        conv_overhead=4e-5, shape_count=78, shape_error=0.3, segments_text="", segments_prop="", core_factors=None, cores_text="", cores_prop="",
     )  # fmt: skip
     assert calibration_load(header) == 15
     assert calibration_load("<!-- a platform written by hand -->") is None

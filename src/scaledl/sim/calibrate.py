@@ -13,9 +13,10 @@ other processes run the same step on the other cores (as a job's ranks do: every
                  training loop's compute phase (its forward_backward, on a batch in the loop's layout)
                  exactly as long as it measures here, with the shapes' curve in place: on an average core,
                  where this process can be bound to each in turn
-    core_factors each core's step over their mean, this process bound to it and the busy ones to the others
-                 (`per_core_steps`): a virtual machine's vCPUs need not run at one speed, and a rank bound to
-                 the slow one makes its peers wait
+    core_factors with --per-core: each core's step over their mean, this process bound to it and the busy
+                 ones to the others (`per_core_steps`): a virtual machine's vCPUs need not run at one speed,
+                 and a rank bound to the slow one makes its peers wait. Off by default: on this project's
+                 2-core VM the slower core changed from one minute to the next (docs/simulation.md)
     noise_cv     the spread of the step's repeated timings (robust_cv)
     detours      the timings far above the rest (`detours`): how often per second, and their mean excess
     network      α and 1/β of netbench's α-β fit (a `scaledl netbench` result, or the record
@@ -362,8 +363,7 @@ TEMPLATE = """<?xml version='1.0'?>
                 default), so more ranks than cores slow the computing ones
     binding     core: each rank is bound to one core (the launcher binds a rank to its core), so its helper
                 thread's exchange and its shared-memory copies take turns with its forward and backward pass
-    core_factors {core_factors}: {cores_text}; the speed above is an average core's
--->
+{cores_text}-->
 <platform version="4.1">
   <config>
     <prop id="network/model" value="CM02"/>
@@ -386,8 +386,7 @@ TEMPLATE = """<?xml version='1.0'?>
       <prop id="noise_detour_rate" value="{detour_rate:.3g}"/>
       <prop id="noise_detour" value="{detour_s:.3g}s"/>
       <prop id="waiting" value="polls"/>
-      <prop id="binding" value="core"/>
-      <prop id="core_factors" value="{core_factors}"/>
+      <prop id="binding" value="core"/>{cores_prop}
     </host>
   </zone>
 </platform>
@@ -395,7 +394,14 @@ TEMPLATE = """<?xml version='1.0'?>
 
 
 def calibrate(
-    netbench: Path, model: str, batch: int, cores: int, name: str, busy: int = 0, by_segment: bool = False
+    netbench: Path,
+    model: str,
+    batch: int,
+    cores: int,
+    name: str,
+    busy: int = 0,
+    by_segment: bool = False,
+    per_core: bool = False,
 ) -> tuple[str, dict]:
     # lazy: what this subcommand computes with; --help and the other subcommands need none of it
     import torch
@@ -413,13 +419,14 @@ def calibrate(
     shapes = gemm_shapes.fit(micro, overhead, mem)
     with busy_cores(busy, model, batch) as busy_pids:  # the step alone, or with every other core running it too
         measured, step, times = step_seconds_and_counts(model, batch)
-        per_core = per_core_steps(step, cores, busy_pids)
+        on_cores = per_core_steps(step, cores, busy_pids) if per_core else None
     cv = robust_cv(times)
     refuse_a_noisy_step(measured, cv)
     detour_rate, detour_s = detours(times)
-    if per_core:  # a bound rank's speed: an average core's, and each core's factor beside it
-        measured = statistics.fmean(per_core)
-    factors = [t / measured for t in per_core] if per_core else [1.0] * cores
+    if per_core and on_cores is None:
+        raise UserError("calibrate --per-core: this system cannot bind a process to each of the cores; leave it off")
+    if on_cores:  # a bound rank's speed: an average core's, and each core's factor beside it
+        measured = statistics.fmean(on_cores)
     speed = solve_speed(step, measured, mem, overhead, shapes)
     values = {
         "name": name,
@@ -451,15 +458,24 @@ def calibrate(
         "detour_rate": detour_rate,
         "detour_s": detour_s,
         "busy": busy,
-        "core_factors": ",".join(f"{f:.4g}" for f in factors),
-        "cores_text": (
-            f"each core's step over their mean ({', '.join(f'{t * 1e3:.3g}' for t in per_core)} ms), this process "
-            "bound to it in turn"
-            if per_core
-            else "1 each: this system binds no process, so every core was taken as the same"
-        ),
+        **core_fields(on_cores),
     }
     return TEMPLATE.format(**values), values
+
+
+def core_fields(on_cores: list[float] | None) -> dict:
+    """The template's core_factors line and property from the step's median on each core (none: not measured)."""
+    if not on_cores:
+        return {"core_factors": None, "cores_text": "", "cores_prop": ""}
+    mean = statistics.fmean(on_cores)
+    factors = ",".join(f"{t / mean:.4g}" for t in on_cores)
+    steps = ", ".join(f"{t * 1e3:.3g}" for t in on_cores)
+    return {
+        "core_factors": factors,
+        "cores_text": f"    core_factors {factors}: each core's step over their mean ({steps} ms), this process "
+        "bound to it in turn; the speed above is an average core's\n",
+        "cores_prop": f'\n      <prop id="core_factors" value="{factors}"/>',
+    }
 
 
 def _code_fields(state: dict) -> dict:
@@ -485,6 +501,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(message_segments); default one α-β line (docs/simulation.md says which validates better here)",
     )
     parser.add_argument(
+        "--per-core",
+        action="store_true",
+        help="also time the step bound to each core and write the cores' factors (core_factors); default one "
+        "speed for every core",
+    )
+    parser.add_argument(
         "--busy",
         type=int,
         default=0,
@@ -497,7 +519,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.busy < 0:
         raise UserError("--busy: a number of other processes, 0 or more")
-    text, values = calibrate(args.netbench, args.model, args.batch, args.cores, args.name, args.busy, args.segments)
+    text, values = calibrate(
+        args.netbench, args.model, args.batch, args.cores, args.name, args.busy, args.segments, args.per_core
+    )
     write_text(args.out, text)
     print(
         json.dumps(
