@@ -11,8 +11,8 @@ other processes run the same step on the other cores (as a job's ranks do: every
                  per call: micro-benchmarks over a grid of shapes none of the models has (scaledl.sim.gemm_shapes)
     speed        the FLOP rate at which the cost model's roofline (scaledl.sim.roofline) prices the
                  training loop's compute phase (its forward_backward, on a batch in the loop's layout)
-                 exactly as long as it measures here, with the shapes' curve in place: on an average core,
-                 where this process can be bound to each in turn
+                 exactly as long as it measures here, with the shapes' curve in place (with --per-core:
+                 on an average core)
     core_factors with --per-core: each core's step over their mean, this process bound to it and the busy
                  ones to the others (`per_core_steps`): a virtual machine's vCPUs need not run at one speed,
                  and a rank bound to the slow one makes its peers wait. Off by default: on this project's

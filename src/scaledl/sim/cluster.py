@@ -178,7 +178,7 @@ class Cluster:
         through the rank's copy lane (a rank copies one message at a time), but none for a rank whose own
         actor is polling now (its spinning core does the copy: MPI's progress loop is what copies)."""
         started = self.sg.Engine.clock
-        interleaved = held(True) is None  # an MPI request's copies: interleaved with their ranks' compute
+        interleaved = in_request()  # an MPI request's copies: interleaved with their ranks' compute
         lanes = [
             self._copier(rank, host, interleaved) for rank in dict.fromkeys(copiers) if not self.ranks[rank].polling
         ]
@@ -233,12 +233,17 @@ def bind(state: RankState, helper: bool = False, progress: bool = False) -> None
     _local.progress = progress
 
 
+def in_request() -> bool:
+    """Whether the calling actor is an MPI request's helper (a nonblocking send or collective in flight)."""
+    return getattr(_local, "progress", False)
+
+
 def held(core):
     """The core the calling actor's executions hold (`core`, its rank's, or None: they hold none). A thread's
     work (a helper's exchange, under the interpreter's lock) takes turns with the rank's compute; an MPI
     request's is done by the rank's own thread inside its MPI calls (MPICH progresses a nonblocking
     collective at the backward pass's hooks), so it is interleaved with the compute: both share the cores."""
-    return None if getattr(_local, "progress", False) else core
+    return None if in_request() else core
 
 
 SPIN_FLOPS = 1e30  # a poll that outlasts any wait: it is cancelled when the wait ends

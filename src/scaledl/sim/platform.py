@@ -38,8 +38,8 @@ all its hosts) what its cost model needs:
     core_factors   optional, with binding core: F0,F1,... the compute time of a rank bound to each core, as a
                    multiple of the host's price, in the order the launcher binds ranks (the host's i-th rank on
                    core i modulo their count): the cores of one machine need not run at one speed (a virtual
-                   machine's vCPUs share their physical cores with others); `scaledl calibrate` times the step on
-                   each core
+                   machine's vCPUs share their physical cores with others); `scaledl calibrate --per-core`
+                   times the step on each core
 
 The shipped platforms (scaledl/sim/platforms/*.xml) state their sources
 in their header comments. Ranks are placed in the order of the file's device
