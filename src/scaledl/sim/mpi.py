@@ -25,6 +25,11 @@ calls; anything else raises AttributeError. The semantics:
   under the target's accumulate mutex at the target's memory speed (read two
   operands, write one): concurrent accumulates queue there, none is lost, and
   an accumulate-read (Get_accumulate with NO_OP) never sees half a segment.
+  Within one memory host the window is shared memory, which the origin loads
+  and stores itself (MPICH maps a node's windows into every member): an
+  operation is no message but the origin's copy at its host's memory speed,
+  a Get or a Put reading and writing n bytes, an Accumulate reading two
+  operands and writing one, each after the call's latency (the loopback's α).
 - Abort raises SimulatedAbort, which ends the simulated job.
 """
 
@@ -442,6 +447,20 @@ class Win:
         memory = self.memories[target]
         return memory[offset : offset + like.nbytes].view(like.dtype).reshape(-1)
 
+    def _shared(self, target: int) -> bool:
+        """Whether `target`'s window is in the origin's memory host, on SimGrid's clock: shared memory, which the
+        origin loads and stores (the α-β clock keeps every operation a message)."""
+        cluster = self.comm.cluster
+        me, there = (cluster.ranks[self.comm.ranks[r]] for r in (self.comm.rank, target))
+        return me.memory_host == there.memory_host and cluster.clock == "simgrid"
+
+    def _direct(self, traffic: int) -> None:
+        """The origin's own loads and stores of `traffic` bytes in its memory host, after the call's latency."""
+        cluster, origin = self.comm.cluster, self.comm.ranks[self.comm.rank]
+        me = cluster.ranks[origin]
+        latency, _ = cluster.route(me.memory_host, me.memory_host)
+        cluster.copy(me.memory_host, latency + traffic / me.meter.host_device.memory_bw, (origin,))
+
     def _move(self, src: int, dst: int, nbytes: int) -> None:
         cluster = self.comm.cluster
         try:
@@ -473,44 +492,57 @@ class Win:
     def Put(self, origin, target_rank: int, target=None) -> None:
         data = array(origin).reshape(-1)
         there = self._view(target_rank, _target(target, self.disp_units[target_rank]), data)
-        carry = self.comm.cluster.carries(data)
+        carry, shared = self.comm.cluster.carries(data), self._shared(target_rank)
         for part in self._segments(data):
-            self._move(self.comm.rank, target_rank, data[part].nbytes)
+            if shared:  # read n, write n
+                self._direct(2 * data[part].nbytes)
+            else:
+                self._move(self.comm.rank, target_rank, data[part].nbytes)
             if carry:
                 there[part] = data[part]
 
     def Get(self, origin, target_rank: int, target=None) -> None:
         out = array(origin).reshape(-1)
         there = self._view(target_rank, _target(target, self.disp_units[target_rank]), out)
-        carry = self.comm.cluster.carries(out)
+        carry, shared = self.comm.cluster.carries(out), self._shared(target_rank)
         for part in self._segments(out):
-            self._move(target_rank, self.comm.rank, out[part].nbytes)
+            if shared:  # read n, write n
+                self._direct(2 * out[part].nbytes)
+            else:
+                self._move(target_rank, self.comm.rank, out[part].nbytes)
             if carry:
                 out[part] = there[part]
 
     def Accumulate(self, origin, target_rank: int, target=None, op: Op = SUM) -> None:
         data = array(origin).reshape(-1)
         there = self._view(target_rank, _target(target, self.disp_units[target_rank]), data)
-        carry = self.comm.cluster.carries(data)
+        carry, shared = self.comm.cluster.carries(data), self._shared(target_rank)
         for part in self._segments(data):
-            self._move(self.comm.rank, target_rank, data[part].nbytes)
-            with self._applying(target_rank, data[part].nbytes):
+            if not shared:
+                self._move(self.comm.rank, target_rank, data[part].nbytes)
+            with self._applying(target_rank, 0 if shared else data[part].nbytes):
+                if shared:  # the origin reads both operands and writes one, holding the target's mutex
+                    self._direct(3 * data[part].nbytes)
                 if carry:
                     op.apply(there[part], data[part])
 
     def Get_accumulate(self, origin, result, target_rank: int, target=None, op: Op = SUM) -> None:
         data, out = array(origin), array(result).reshape(-1)
         there = self._view(target_rank, _target(target, self.disp_units[target_rank]), out)
-        carry = self.comm.cluster.carries(out)
+        carry, shared = self.comm.cluster.carries(out), self._shared(target_rank)
         for part in self._segments(out):
-            if op is not NO_OP:
-                self._move(self.comm.rank, target_rank, out[part].nbytes)
-            with self._applying(target_rank, out[part].nbytes if op is not NO_OP else 0):
+            n = out[part].nbytes
+            if op is not NO_OP and not shared:
+                self._move(self.comm.rank, target_rank, n)
+            with self._applying(target_rank, n if op is not NO_OP and not shared else 0):
+                if shared:  # the old values read and written out, then (an op) both operands read, one written
+                    self._direct((2 + (3 if op is not NO_OP else 0)) * n)
                 if carry:
                     out[part] = there[part]
                     if op is not NO_OP:
                         op.apply(there[part], data.reshape(-1)[part])
-            self._move(target_rank, self.comm.rank, out[part].nbytes)
+            if not shared:
+                self._move(target_rank, self.comm.rank, n)
 
     def Fetch_and_op(self, origin, result, target_rank: int, target_disp: int = 0, op: Op = SUM) -> None:
         self.Get_accumulate(origin, result, target_rank, target_disp, op)

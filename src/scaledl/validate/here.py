@@ -43,7 +43,8 @@ COLLECTIVES = ("allreduce", "reduce", "bcast")
 CONSTANT_EXTRA = {  # what else a kind's price rests on
     "allreduce": " and its reduction's memory traffic",
     "reduce": " and its reduction's memory traffic",
-    "window": ", the epoch priced as messages (the lock's round trip, the Accumulate's and the Get's bytes)",
+    "window": ", the lock's round trip priced as messages, the Accumulate's and the Get's bytes as the origin's "
+    "loads and stores at calibrated's memory_bw",
 }
 
 
