@@ -9,35 +9,21 @@ import textwrap
 import pytest
 
 from mpi_run import run_python
+from one_host import one_host_platform
 from scaledl.net.measure import fit_segments
 from scaledl.sim.loader import available
 
 pytestmark = pytest.mark.skipif(not available(), reason="SimGrid's Python bindings are not installed (python3-simgrid)")
 
 SEGMENTS = ((4096, 2e-6, 1e-10), (float("inf"), 8e-6, 2.5e-10))  # (up to bytes, α s, β s/B)
-PLATFORM = """<?xml version='1.0'?>
-<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">
-<platform version="4.1">
-  <config>
-    <prop id="network/model" value="CM02"/>
-    <prop id="network/crosstraffic" value="0"/>
-    <prop id="network/loopback-lat" value="1e-06"/>
-    <prop id="network/loopback-bw" value="2e10"/>
-  </config>
-  <zone id="box" routing="Full">
-    <host id="box" speed="1e11f" core="2">
-      <prop id="slots" value="2"/>
-      <prop id="memory_bw" value="1e10Bps"/>
-      <prop id="message_segments" value="{segments}"/>
-    </host>
-  </zone>
-</platform>
-"""
+LOOPBACK = {"network/crosstraffic": "0", "network/loopback-lat": "1e-06", "network/loopback-bw": "2e10"}
 
 
 def test_a_message_within_a_host_costs_its_segments_line(tmp_path):
     platform = tmp_path / "box.xml"
-    platform.write_text(PLATFORM.format(segments=";".join(f"{limit:g}:{a:g}:{b:g}" for limit, a, b in SEGMENTS)))
+    segments = ";".join(f"{limit:g}:{a:g}:{b:g}" for limit, a, b in SEGMENTS)
+    props = {"slots": "2", "memory_bw": "1e10Bps", "message_segments": segments}
+    platform.write_text(one_host_platform(1e11, 2, props, LOOPBACK))
     sizes = [64, 4096, 65536, 1 << 20]
     code = textwrap.dedent(f"""
         import json

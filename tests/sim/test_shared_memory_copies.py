@@ -9,28 +9,12 @@ import textwrap
 import pytest
 
 from mpi_run import run_python
+from one_host import one_host_platform
 from scaledl.sim.loader import available
 
 pytestmark = pytest.mark.skipif(not available(), reason="SimGrid's Python bindings are not installed (python3-simgrid)")
 
 SPEED, BANDWIDTH, NBYTES, COMPUTE_S = 1e9, 1e9, 1_000_000, 0.01  # the message's line: 1 ms; the compute 10 ms
-PLATFORM = """<?xml version='1.0'?>
-<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">
-<platform version="4.1">
-  <config>
-    <prop id="network/model" value="CM02"/>
-    <prop id="network/loopback-lat" value="0"/>
-    <prop id="network/loopback-bw" value="{bandwidth:g}"/>
-  </config>
-  <zone id="box" routing="Full">
-    <host id="box" speed="{speed:g}f" core="{cores}">
-      <prop id="slots" value="2"/>
-      <prop id="memory_bw" value="1e10Bps"/>
-      <prop id="waiting" value="{waiting}"/>
-    </host>
-  </zone>
-</platform>
-"""
 # rank 1 computes for COMPUTE_S (or only waits) while rank 0 sends it NBYTES, starting at DELAY_S (rank 1 is in
 # its state by then); each part says when it ended
 DELAY_S = 1e-9
@@ -66,7 +50,10 @@ LINE = NBYTES / BANDWIDTH
 
 def _ended(tmp_path, cores: int, rank1: str = "compute", waiting: str = "blocks") -> dict:
     platform = tmp_path / "box.xml"
-    platform.write_text(PLATFORM.format(bandwidth=BANDWIDTH, speed=SPEED, cores=cores, waiting=waiting))
+    loopback = {"network/loopback-lat": "0", "network/loopback-bw": f"{BANDWIDTH:g}"}
+    platform.write_text(
+        one_host_platform(SPEED, cores, {"slots": "2", "memory_bw": "1e10Bps", "waiting": waiting}, loopback)
+    )
     proc = run_python(["-c", PROGRAM, str(platform), rank1], timeout=240)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])

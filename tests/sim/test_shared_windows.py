@@ -10,27 +10,18 @@ import textwrap
 import pytest
 
 from mpi_run import run_python
+from one_host import one_host_platform
 from scaledl.sim.loader import available
 
 pytestmark = pytest.mark.skipif(not available(), reason="SimGrid's Python bindings are not installed (python3-simgrid)")
 
 MEMORY_BW, LOOPBACK_BW, NBYTES = 1e9, 1e10, 1_000_000  # n at the memory speed: 1 ms; over the loopback: 0.1 ms
-PLATFORM = f"""<?xml version='1.0'?>
-<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">
-<platform version="4.1">
-  <config>
-    <prop id="network/model" value="CM02"/>
-    <prop id="network/loopback-lat" value="0"/>
-    <prop id="network/loopback-bw" value="{LOOPBACK_BW:g}"/>
-  </config>
-  <zone id="box" routing="Full">
-    <host id="box" speed="1e9f" core="4">
-      <prop id="slots" value="2"/>
-      <prop id="memory_bw" value="{MEMORY_BW:g}Bps"/>
-    </host>
-  </zone>
-</platform>
-"""
+PLATFORM = one_host_platform(
+    1e9,
+    4,
+    {"slots": "2", "memory_bw": f"{MEMORY_BW:g}Bps"},
+    {"network/loopback-lat": "0", "network/loopback-bw": f"{LOOPBACK_BW:g}"},
+)
 # rank 1 runs one exclusive epoch of each operation on rank 0's window; how long each operation took
 PROGRAM = textwrap.dedent(f"""
     import json, sys
