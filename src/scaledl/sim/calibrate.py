@@ -220,16 +220,19 @@ def busy_cores(count: int, model_name: str, batch: int):
                 w.terminate()
 
 
+def can_bind(cores: int) -> bool:
+    """Whether this process can be bound to each of `cores` cores in turn (sched_setaffinity, enough of them)."""
+    return hasattr(os, "sched_setaffinity") and len(os.sched_getaffinity(0)) >= cores
+
+
 def per_core_steps(step, cores: int, busy_pids: list[int], repeats: int = 30) -> list[float] | None:
     """The median seconds of `repeats` steps with this process bound to each of the first `cores` cores in turn
     and the busy processes to the others, as a launcher binds rank i to core i; None where this system binds
     no process (no sched_setaffinity) or offers fewer cores."""
-    if not hasattr(os, "sched_setaffinity"):
+    if not can_bind(cores):
         return None
     mine = os.sched_getaffinity(0)
     usable = sorted(mine)[:cores]
-    if len(usable) < cores:
-        return None
     medians = []
     try:
         for core in usable:
@@ -409,6 +412,8 @@ def calibrate(
     from scaledl.train.provenance import code_state  # lazy: it imports torch and MPI's proxy
 
     torch.set_num_threads(1)
+    if per_core and not can_bind(cores):  # before a minute of measuring
+        raise UserError("calibrate --per-core: this system cannot bind a process to each of the cores; leave it off")
     alpha, beta, fitted = netbench_alpha_beta(netbench)
     segments = netbench_segments(netbench) if by_segment and fitted == COLD else None
     if segments:  # the loopback's line under every segment: each adds its own latency over it
@@ -423,8 +428,6 @@ def calibrate(
     cv = robust_cv(times)
     refuse_a_noisy_step(measured, cv)
     detour_rate, detour_s = detours(times)
-    if per_core and on_cores is None:
-        raise UserError("calibrate --per-core: this system cannot bind a process to each of the cores; leave it off")
     if on_cores:  # a bound rank's speed: an average core's, and each core's factor beside it
         measured = statistics.fmean(on_cores)
     speed = solve_speed(step, measured, mem, overhead, shapes)
