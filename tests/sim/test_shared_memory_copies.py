@@ -82,3 +82,46 @@ def test_a_polling_receiver_copies_with_the_core_it_holds(tmp_path):
     assert _ended(tmp_path, cores=1, rank1="wait", waiting="polls")["send"] == pytest.approx(2 * LINE, rel=1e-6)
     assert _ended(tmp_path, cores=2, rank1="wait", waiting="polls")["send"] == pytest.approx(LINE, rel=1e-6)
     assert _ended(tmp_path, cores=1, rank1="wait", waiting="blocks")["send"] == pytest.approx(2 * LINE, rel=1e-6)
+
+
+BURST = 4
+BURST_PROGRAM = textwrap.dedent(f"""
+    import json, sys
+    import numpy as np
+    from scaledl.comm.transport import MPI
+    from scaledl.sim.cluster import simgrid
+    from scaledl.sim.platform import load
+    from scaledl.sim.run import Simulation
+
+    ended = {{}}
+
+    def main():
+        sg, comm = simgrid(), MPI.COMM_WORLD
+        buf = np.zeros({NBYTES} // 8)
+        for _ in range({BURST}):
+            if comm.Get_rank() == 0:
+                comm.Send(buf, dest=1)
+            else:
+                comm.Recv(buf, source=0)
+        ended[comm.Get_rank()] = sg.Engine.clock
+
+    outcome = Simulation(load(sys.argv[1]), 2, dedicated_master=False).run(main)
+    assert outcome.status == 0, outcome.error or outcome.crashed
+    print(json.dumps(ended))
+""")
+
+
+def test_back_to_back_messages_each_take_one_line_when_the_receiver_polls(tmp_path):
+    # two cores, rank 1 receiving message after message: it re-enters its receive at the instant the next send
+    # starts, so it is polling and its spin does its copy; no message is priced as three executions on two
+    # cores (1.5 lines), which a send that looked before the receiver got back to its call used to be
+    platform = tmp_path / "box.xml"
+    loopback = {"network/loopback-lat": "0", "network/loopback-bw": f"{BANDWIDTH:g}"}
+    platform.write_text(
+        one_host_platform(SPEED, 2, {"slots": "2", "memory_bw": "1e10Bps", "waiting": "polls"}, loopback)
+    )
+    proc = run_python(["-c", BURST_PROGRAM, str(platform)], timeout=240)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    ended = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert ended["0"] == pytest.approx(BURST * LINE, rel=1e-6)
+    assert ended["1"] == pytest.approx(BURST * LINE, rel=1e-6)

@@ -177,6 +177,10 @@ class Cluster:
         `host`, their shared memory host, all at once: each an execution there beside the host's other work,
         through the rank's copy lane (a rank copies one message at a time), but none for a rank whose own
         actor is polling now (its spinning core does the copy: MPI's progress loop is what copies)."""
+        # the actors woken at this instant run first: a receiver that re-enters its MPI call now (back-to-back
+        # messages) is polling, so its own spin does its copy, not a lane's execution beside that spin (three
+        # executions on two cores priced back-to-back sends at 1.3x a ping-pong's one way)
+        self.sg.this_actor.yield_()
         started = self.sg.Engine.clock
         interleaved = in_request()  # an MPI request's copies: interleaved with their ranks' compute
         lanes = [
