@@ -195,22 +195,40 @@ def test_the_lock_holder_is_blamed_though_a_slow_interval_of_its_own_gave_it_a_l
     assert live.culprit(queued=np.array([1.0, 0.0])) == 0
 
 
-def test_a_holder_stopped_before_it_marked_the_lock_is_blamed_as_the_one_silent_longest():
-    """The board's word is written after the lock is taken: a worker stopped in between reads as queued, like the
-    one waiting behind it. It asked for the lock first, so its last beat came first: it is silent longest, though
-    a slow interval of its own keeps it under its limit (the hang test's flake: the waiting worker was named)."""
+def test_a_holder_stopped_before_it_marked_the_lock_is_blamed_as_the_one_that_stirred_first():
+    """A worker stopped while it waited inside Lock is granted the lock by the master's MPI, and never marks it: it
+    reads as queued, like the worker waiting behind it. It asked for the lock first, so its last sign of life (a beat
+    or a new mark) came first, though its last beat may not have (the hang test's flake: the waiting worker was
+    named), and though a slow interval of its own keeps it under its limit."""
     clock = FakeClock()
     live = Liveness((1, 2), 2, clock=clock)
     beats(live, clock, 10, 0, 1)
     beats(live, clock, 12, 0)
     live.progressed(1)  # one slow interval: worker 1's limit is now 12 s
-    live.progressed(1)  # its last beat; it computes, takes the lock, and stops before marking it
-    clock.now += 0.1
-    live.progressed(0)  # worker 0's last beat; it computes, then waits for the lock
+    live.progressed(0)  # worker 0's last beat; it asks for the read's lock, reads ...
+    clock.now += 0.0005
+    live.progressed(1)  # worker 1's last beat; it asks for the read's lock, and stops as it waits
+    clock.now += 0.001
+    live.stirred_at(0)  # ... worker 0 marks its read done and asks for the add's lock, which worker 1's read holds
     clock.now += 2.1
     assert live.overdue().tolist() == [True, False] and live.limit(1) > 10
-    assert live.culprit(queued=np.array([1.0, 1.0])) == 1
+    assert live.culprit(queued=np.array([2.0, 1.0])) == 1
     assert live.culprit() == 0  # without the board, the one past its limit
+
+
+def test_a_holder_of_the_add_stopped_before_it_marked_it_is_blamed_though_it_beat_its_heart_last():
+    clock = FakeClock()
+    live = Liveness((1, 2), 2, clock=clock)
+    beats(live, clock, 10, 0, 1)
+    clock.now += 0.05
+    live.progressed(0)  # worker 0 beats, reads ...
+    clock.now += 0.003
+    live.stirred_at(0)  # ... marks its read done, asks for the add's lock, is granted it and stops
+    clock.now += 0.001
+    live.progressed(1)  # worker 1 beats and waits for the read's lock behind worker 0's add
+    clock.now += 2.1
+    assert live.overdue().tolist() == [True, True]
+    assert live.culprit(queued=np.array([2.0, 1.0])) == 0
 
 
 def test_the_setting_documents_the_rule():

@@ -11,10 +11,15 @@ reading the stop flag never waits for the master's attention. Layout
     [4] LOSS_SUM  Σ loss·batch reported by workers
     [5] SAMPLES   Σ batch sizes reported
     [6 + w]       exchanges completed by worker w (heartbeat)
-    [6 + P + w]   1.0 while worker w queues for the center's lock, 0.0 once it holds it
+    [6 + P + w]   0.0 while worker w holds the center's lock; 1.0 from its beat until
+                  it holds the lock for its read; 2.0 from the read's end until it
+                  holds the lock for its add (split exchanges)
 
 The last block tells a hung worker from the ones blocked behind it: a
 worker that stops while holding an exclusive lock leaves the others queued.
+Each mark differs from the one before it, so the master, polling, sees every
+worker's last mark change even when it missed the marks in between: the time
+of that change dates the worker's last lock request (comm/liveness.py).
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ class Board:
             self.words[:] = 0.0
         self._one = np.ones(1, dtype=np.float64)
         self._zero = np.zeros(1, dtype=np.float64)
+        self._two = np.full(1, 2.0)
         self._version = np.zeros(1, dtype=np.float64)
         self._stats = np.zeros(2, dtype=np.float64)
         self._control = np.zeros(3, dtype=np.float64)  # STOP, PAUSES, EVALS as read (one read: consistent)
@@ -58,9 +64,9 @@ class Board:
     def holding(self, worker_index: int, held: bool = True) -> None:
         """This worker holds the center's lock for an epoch that versions nothing (a read under the shared lock,
         which an exclusive add still waits for): mark it as the holder, as next_version does for an update;
-        `held=False` once that epoch is over (it queues again, for its add)."""
+        `held=False` once that epoch is over (it queues again, for its add: 2, not its beat's 1)."""
         self.win.Lock(self.master, MPI.LOCK_SHARED)
-        mark = self._zero if held else self._one
+        mark = self._zero if held else self._two
         self.win.Accumulate(mark, self.master, target=self._queued(worker_index), op=MPI.REPLACE)
         self.win.Unlock(self.master)
 

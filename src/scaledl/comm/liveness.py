@@ -60,6 +60,7 @@ class Liveness:
         self.clock = clock
         n = len(self.worker_ranks)
         self.since = np.full(n, clock())  # each worker's silence counts from here
+        self.stirred = self.since.copy()  # each worker's last sign of life: progress, or a new mark on the board
         self.events = np.zeros(n, dtype=np.int64)
         self.longest = np.zeros(n)
         self.measured = np.zeros(n, dtype=np.int64)  # intervals seen; 0: pace unknown
@@ -79,11 +80,16 @@ class Liveness:
             self.measured[w] += 1
             self._recent[w].append(gap)
         self.events[w] += count
-        self.since[w] = now
+        self.since[w] = self.stirred[w] = now
+
+    def stirred_at(self, w: int, now: float | None = None) -> None:
+        """Worker `w` showed a sign of life that is not progress (a new mark on the board: it took or left a lock)."""
+        self.stirred[w] = self.clock() if now is None else now
 
     def excuse(self, seconds: float) -> None:
         """Do not count time the master itself was busy (workers may have stalled waiting for it)."""
         self.since += seconds
+        self.stirred += seconds
 
     # ---- judgement
     def limits(self) -> np.ndarray:
@@ -114,8 +120,8 @@ class Liveness:
         silent longest, once silent for more than half as long as the late ones (it may have beaten
         its heart just after the one queued behind it, and its own limit may be far longer, after a
         slow interval of its own; a worker that is merely computing beats its heart far more often).
-        When every worker reads as queued, the one silent longest; otherwise, the worker furthest past
-        (or nearest to) its limit.
+        When every worker reads as queued, the one whose last sign of life (a beat or a new mark) is oldest;
+        otherwise, the worker furthest past (or nearest to) its limit.
         """
         now = self.clock() if now is None else now
         silence = now - self.since
@@ -129,10 +135,13 @@ class Liveness:
             if late.any() and holders.any():
                 return int(np.argmax(np.where(holders, silence, -np.inf)))
             if late.any() and not free.any():
-                # Every worker reads as queued: the holder was stopped between taking the lock and marking it
-                # (the board's word is written after the lock is taken). It asked for the lock before the ones
-                # now waiting, so its last exchange ended before theirs: it is the one silent longest.
-                return int(np.argmax(silence))
+                # Every worker reads as queued: the holder was granted the lock but never marked it (stopped inside
+                # Lock while it waited, the grant made by the master's MPI, or between the grant and its mark). Each
+                # worker asks for the lock right after it marks the board (its beat before the read, its release
+                # mark before the add), and the holder asked before the ones now waiting: its last sign of life is
+                # the oldest. Not its last beat: a worker waiting for its add beat before its read, and may have
+                # beaten before the holder did.
+                return int(np.argmin(self.stirred))
         return int(np.argmax(ratio))
 
     def usual(self, w: int) -> float:

@@ -128,6 +128,8 @@ class Heartbeats:
 
     def check(self, beats: np.ndarray, queued: np.ndarray) -> None:
         now = self.liveness.clock()
+        for w in np.flatnonzero(queued != self.queued):
+            self.liveness.stirred_at(int(w), now)
         for w in np.flatnonzero(beats != self.seen):
             self.liveness.progressed(int(w), int(beats[w] - self.seen[w]), now)
         self.seen, self.queued = beats.copy(), queued.copy()
