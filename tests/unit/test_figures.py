@@ -399,7 +399,7 @@ def test_load_runs_names_the_missing_file(tmp_path):
 
 def test_the_catalogue_lists_exactly_the_drawn_figures_with_their_captions():
     # The workflow's figures rule and `rule all` are built from the catalogue (tests/workflow/test_workflow.py's
-    # dry run checks the jobs); here: the catalogue is what figures.py draws, and every caption exists.
+    # dry run checks the jobs); here: the catalogue is what scaledl.report.figures draws, and every caption exists.
     assert list(FIGURES) == list(FIGURE_NAMES)
     assert set(PAIRS) <= set(FIGURES)
     for entry in CATALOGUE:
