@@ -137,10 +137,11 @@ class Liveness:
             if late.any() and not free.any():
                 # Every worker reads as queued: the holder was granted the lock but never marked it (stopped inside
                 # Lock while it waited, the grant made by the master's MPI, or between the grant and its mark). Each
-                # worker asks for the lock right after it marks the board (its beat before the read, its release
-                # mark before the add), and the holder asked before the ones now waiting: its last sign of life is
-                # the oldest. Not its last beat: a worker waiting for its add beat before its read, and may have
-                # beaten before the holder did.
+                # worker asks for the lock right after it marks the board (its release mark before the add; its beat
+                # before the read where the exchange overlaps the step, the default: without that a step lies
+                # between them, and this guess can miss), and the holder asked before the ones now waiting: its
+                # last sign of life is the oldest. Not its last beat: a worker waiting for its add beat before its
+                # read, and may have beaten before the holder did.
                 return int(np.argmin(self.stirred))
         return int(np.argmax(ratio))
 
