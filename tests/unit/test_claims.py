@@ -1216,9 +1216,41 @@ def test_a_measured_side_that_ran_more_ranks_than_cores_is_named_and_its_agreeme
     row = next(line for line in page.splitlines() if line.startswith("| Fig. 6.1"))
     assert row.rstrip(" |").endswith("yes †")  # the same verdict, but on an oversubscribed measurement
     assert (
-        "- shared η, laptop: agree on 1 of 1 claims judged on both sides; where no measured side was "
-        "oversubscribed, 0 of 0." in page
+        "- shared η, laptop: agree on 1 of 1 claims judged on both sides; cell by cell, 0 of 0 where the measured "
+        "side ran one rank per core, 1 of 1 where it ran more ranks than cores." in page
     )
+
+
+def test_real_and_twin_agreement_is_counted_cell_by_cell_with_the_unoversubscribed_cells_apart(tmp_path):
+    # one claim, two settings: P = 1 (master and one worker, 2 ranks on 2 cores) agrees, P = 2 (3 ranks) does not;
+    # counted by claim the oversubscribed cell would hide the agreeing one
+    alone = {"ranks": [2] * 5, "cores": [2] * 5, "oversubscribed": [False] * 5}
+    over = {"ranks": [3] * 5, "cores": [2] * 5, "oversubscribed": [True] * 5}
+    measured = [
+        *runs("async_easgd", FAST, workers=1, **alone),
+        *runs("async_sgd", SLOW, workers=1, **alone),
+        *runs("async_easgd", FAST, workers=2, **over),
+        *runs("async_sgd", SLOW, workers=2, **over),
+    ]
+    twin = {"simulated_on": ["laptop"] * 5, "cores": [None] * 5, "oversubscribed": [False] * 5}
+    simulated = [
+        *runs("async_easgd", FAST, workers=1, **twin),
+        *runs("async_sgd", SLOW, workers=1, **twin),
+        *runs("async_easgd", SLOW, workers=2, **twin),
+        *runs("async_sgd", FAST, workers=2, **twin),
+    ]
+    results = table(measured, simulated)
+    results["simulated_on"] = results["simulated_on"].fillna("")
+    judged = evaluate(results, [CLAIMS["async_easgd_vs_async_sgd"]], GPU)
+    page = claims_markdown(judged, tmp_path / "summary.csv", default_claims_text(), "claims.yaml")
+    assert (
+        "- shared η, laptop: agree on 0 of 1 claims judged on both sides; cell by cell, 1 of 1 where the measured "
+        "side ran one rank per core, 0 of 1 where it ran more ranks than cores." in page
+    )
+    cells = page[page.index("Cell by cell") :].splitlines()
+    rows = [line for line in cells if line.startswith("| laptop")]
+    assert len(rows) == 2 and "P=1" in rows[0] and rows[0].endswith("| yes | no |")
+    assert "P=2" in rows[1] and "| **no** |" in rows[1] and "async_easgd ran 3 ranks on 2 cores" in rows[1]
 
 
 def test_two_ties_refuted_by_opposite_winners_do_not_agree(tmp_path):

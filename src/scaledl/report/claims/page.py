@@ -159,18 +159,58 @@ def agreements(paper: pd.DataFrame, simulated: pd.Series, verdicts: dict | None 
     return found
 
 
+def cell_agreements(paper: pd.DataFrame, simulated: pd.Series) -> pd.DataFrame:
+    """One row per simulated platform, protocol, claim and setting judged on both sides, the measured row paired
+    with the simulated one by its setting but the platform: both verdicts (each naming its winner), whether they
+    agree, and whether the measured side ran more ranks than cores."""
+    columns = ["platform", "protocol", "id", "setting", "measured", "simulated", "agree", "oversubscribed"]
+    rows = paper.assign(
+        named=verdict_named(paper),
+        cell=paper["setting_any_platform"].fillna("").astype(str) if "setting_any_platform" in paper else "",
+        over=paper["oversubscribed"].fillna("").astype(str) if "oversubscribed" in paper else "",
+        where=simulated,
+    )
+    rows = rows[rows["verdict"] != NOT_COMPARABLE]
+    key = ["protocol", "id", "cell"]
+    measured = rows[rows["where"] == ""][[*key, "setting", "named", "over"]]
+    pairs = measured.merge(rows[rows["where"] != ""][[*key, "where", "named"]], on=key, suffixes=("", "_twin"))
+    if pairs.empty:
+        return pd.DataFrame(columns=columns)
+    return pd.DataFrame(
+        {
+            "platform": pairs["where"],
+            "protocol": pairs["protocol"],
+            "id": pairs["id"],
+            "setting": pairs["setting"],
+            "measured": pairs["named"],
+            "simulated": pairs["named_twin"],
+            "agree": (pairs["named"] == pairs["named_twin"]).map({True: "yes", False: "**no**"}),
+            "oversubscribed": pairs["over"],
+        }
+    ).sort_values(["platform", "protocol", "oversubscribed", "id", "setting"], kind="stable")
+
+
 def agreement_counts(paper: pd.DataFrame, simulated: pd.Series) -> list[str]:
-    """One line per simulated platform and protocol: how many claims agree, the unoversubscribed ones apart."""
+    """One line per simulated platform and protocol: how many claims agree, then how many of their cells
+    (settings judged on both sides), the cells whose measured side ran one rank per core apart, and the cells
+    as a table, those first."""
     lines = []
-    for (platform, protocol), agree, over in agreements(paper, simulated):
+    cells = cell_agreements(paper, simulated)
+    for (platform, protocol), agree, _ in agreements(paper, simulated):
         if agree.empty:
             continue
-        same = agree == "yes"
+        part = cells[(cells["platform"] == platform) & (cells["protocol"] == protocol)]
+        same, over = part["agree"] == "yes", part["oversubscribed"] != ""
         lines.append(
-            f"- {protocol}, {platform}: agree on {int(same.sum())} of {len(agree)} claims judged on both sides; "
-            f"where no measured side was oversubscribed, {int(same[~over].sum())} of {int((~over).sum())}."
+            f"- {protocol}, {platform}: agree on {int((agree == 'yes').sum())} of {len(agree)} claims judged on "
+            f"both sides; cell by cell, {int(same[~over].sum())} of {int((~over).sum())} where the measured side "
+            f"ran one rank per core, {int(same[over].sum())} of {int(over.sum())} where it ran more ranks than "
+            "cores."
         )
-    return [*lines, ""] if lines else []
+    if cells.empty:
+        return [*lines, ""] if lines else []
+    shown = cells.assign(oversubscribed=cells["oversubscribed"].replace("", "no"))
+    return [*lines, "", "Cell by cell (one rank per core first):", "", markdown_table(shown), ""]
 
 
 def not_judged(verdicts: tuple[str, ...]) -> bool:
