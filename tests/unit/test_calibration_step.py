@@ -129,3 +129,59 @@ def test_the_step_is_timed_on_each_core_and_the_binding_is_undone():
     assert [{c} for c in sorted(before)[:cores]] == [set(s) for s in dict.fromkeys(seen)]
     assert os.sched_getaffinity(0) == before
     assert per_core_steps(step, len(before) + 1, busy_pids=[]) is None  # more cores than this process may use
+
+
+def test_what_the_loop_does_between_two_computes_runs_untimed_before_each(monkeypatch):
+    """timings: a LoopStep's `between` (the next batch, the update) runs before every call, warm-up included,
+    outside the timed span; a plain function has none."""
+    from scaledl.sim import calibrate
+
+    log, now = [], [0.0]
+
+    class Step:
+        def __call__(self):
+            log.append("step")
+            now[0] += 1.0  # a step takes one second on this clock
+
+        def between(self):
+            log.append("between")
+            now[0] += 100.0  # and what comes between, a hundred
+
+    monkeypatch.setattr(calibrate.time, "perf_counter", lambda: now[0])
+    assert calibrate.timings(Step(), repeats=2, warmup=1) == [1.0, 1.0]
+    assert log == ["between", "step"] * 3
+    assert len(calibrate.timings(lambda: None, repeats=2, warmup=0)) == 2
+
+
+def test_the_calibration_steps_through_fresh_batches_and_updates_the_weights():
+    """LoopStep.between: each call normalises the next of its distinct batches (a step never reads the batch
+    it read the step before) and runs the loop's SGD step on the flat parameters."""
+    from scaledl.sim.calibrate import LOOP_BATCHES
+
+    step = loop_step("lenet", 8)
+    step()
+    first = step.x.clone()
+    seen = [step.turn]
+    writes = []
+    real = step._sgd
+    step._sgd = lambda w, g, lr: (writes.append((w is step.params.data, g is step.params.grad)), real(w, g, lr))
+    for _ in range(LOOP_BATCHES):
+        step.between()
+        seen.append(step.turn)
+        step()
+    assert writes == [(True, True)] * LOOP_BATCHES
+    assert len(set(seen[:-1])) == LOOP_BATCHES and seen[-1] == seen[0]  # every batch, then round again
+    assert step.x.is_contiguous(memory_format=torch.channels_last)  # the loop's layout on a CPU
+    step.between()
+    assert not torch.equal(step.x, first)
+
+
+def test_the_calibrated_step_is_the_mean_under_the_detours_cut():
+    """steady_seconds: the mean of the timings a simulation's mean-one noise stands for, without the detours it
+    adds apart; above the median where the spread is skewed."""
+    from scaledl.sim.calibrate import detour_cut, steady_seconds
+
+    times = [0.010] * 20 + [0.011] * 12 + [0.012] * 7 + [0.050]  # one detour, 5x the rest
+    assert detour_cut(times) < 0.050 < detour_cut(times) * 5
+    assert steady_seconds(times) == pytest.approx((0.010 * 20 + 0.011 * 12 + 0.012 * 7) / 39)
+    assert steady_seconds(times) > 0.0105 > torch.tensor(times).median().item()
