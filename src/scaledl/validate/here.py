@@ -29,7 +29,7 @@ import statistics
 from pathlib import Path
 
 from scaledl.errors import UserError
-from scaledl.sim.calibrate import loop_step, timings
+from scaledl.sim.calibrate import loop_step, steady_seconds, timings
 from scaledl.validate.anchors import Anchor
 from scaledl.validate.predict import price_step, simulated_netbench
 from scaledl.validate.table import Row
@@ -112,17 +112,15 @@ def step_rows(platform_path: Path, models: list, repeats: int) -> list[Row]:
     for model, batch, image in models:
         step = loop_step(model, batch, image, 10)
         first, second = timings(step, repeats), timings(step, repeats, warmup=0)
-        measured = statistics.median(first + second)
-        aa = (
-            max(statistics.median(first), statistics.median(second))
-            / min(statistics.median(first), statistics.median(second))
-            - 1.0
-        )
+        # what the calibration prices: the steady mean (steady_seconds), the loop's work between the steps
+        measured = steady_seconds(first + second)
+        aa = max(steady_seconds(first), steady_seconds(second)) / min(steady_seconds(first), steady_seconds(second))
+        aa -= 1.0
         seconds, _ = price_step(str(platform_path), host, model, batch, image, 10)
         role = "fit" if fitted and (model, batch) == fitted else "held_out"
         anchor = Anchor(
             id=f"step {model} b{batch} {'x'.join(map(str, image))}", kind="step", platform=platform.name,
-            published=measured, source=f"measured here: median of 2 × {repeats} timings, one thread",
+            published=measured, source=f"measured here: steady mean of 2 × {repeats} timings, one thread",
             constant=constant,
             role=role, host=host, model=model, batch=batch, image=image, classes=10,
         )  # fmt: skip
