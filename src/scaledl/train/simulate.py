@@ -23,6 +23,7 @@ from scaledl.algorithms import ALGORITHMS
 from scaledl.config import TrainConfig
 from scaledl.errors import UserError
 from scaledl.models import build_model
+from scaledl.sim.allocator import keep_freed_memory
 from scaledl.sim.cluster import CLOCKS
 from scaledl.sim.footprint import available_bytes, estimate, refusal
 from scaledl.sim.provenance import refuse_stale_calibration
@@ -106,6 +107,7 @@ def estimated(cfg: TrainConfig, ranks: int):
 
 
 def run(args: argparse.Namespace) -> int:
+    keep_freed_memory()  # before torch allocates anything; wall time only: the simulated clock is the cost model's
     # Imported here: the simulator and the training loop import torch, which `--help` does not need.
     from scaledl.sim.platform import load
     from scaledl.sim.run import Simulation
