@@ -40,6 +40,7 @@ LAZY_MODULES = (
     "scaledl.report.comm_model", "scaledl.report.compare", "scaledl.report.figures", "scaledl.report.runs", "scaledl.report.tables", "scaledl.report.trace",
     "scaledl.report.tuning", "scaledl.report.claims.judged",
     "scaledl.comm.flat", "scaledl.data.loader", "scaledl.train.provenance",  # torch at their top (calibrate's step)
+    "scaledl.algorithms.rules",  # torch at its top (calibrate's step: the loop's update between two timed steps)
     "scaledl.data.hdf5",  # h5py: what Snakemake imports while parsing reads a prepared file only where one exists
     "scaledl.data.converters",  # every converter, so h5py too (scaledl.data.datasets: a default left out)
 )  # fmt: skip

@@ -179,8 +179,8 @@ class LoopStep:
         # lazy, as torch above: the loop's own step, flat parameters, normaliser and update rule
         from scaledl.algorithms import rules
         from scaledl.comm.flat import FlatParams
-        from scaledl.data.loader import Normalizer
-        from scaledl.train.loop import forward_backward
+        from scaledl.data.loader import Normalizer  # lazy, as torch above
+        from scaledl.train.loop import forward_backward  # lazy, as torch above
 
         torch.manual_seed(0)
         self.model = build_model(model_name, shape, classes)
