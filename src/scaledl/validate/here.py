@@ -113,9 +113,8 @@ def step_rows(platform_path: Path, models: list, repeats: int) -> list[Row]:
         step = loop_step(model, batch, image, 10)
         first, second = timings(step, repeats), timings(step, repeats, warmup=0)
         # what the calibration prices: the steady mean (steady_seconds), the loop's work between the steps
-        measured = steady_seconds(first + second)
-        aa = max(steady_seconds(first), steady_seconds(second)) / min(steady_seconds(first), steady_seconds(second))
-        aa -= 1.0
+        measured, halves = steady_seconds(first + second), (steady_seconds(first), steady_seconds(second))
+        aa = max(halves) / min(halves) - 1.0
         seconds, _ = price_step(str(platform_path), host, model, batch, image, 10)
         role = "fit" if fitted and (model, batch) == fitted else "held_out"
         anchor = Anchor(
